@@ -1,0 +1,80 @@
+# tgrad build. `make` builds build/libtgrad.a and build/libtgrad.so (float);
+# `make test` builds the double-precision library and runs the test suite;
+# `make test SANITIZE=1` does the same under AddressSanitizer and UBSan.
+#   DOUBLE=1   tg_real is double          OMP=0      no OpenMP
+#   SANITIZE=1 ASan + UBSan                CC=clang   another compiler
+CC ?= cc
+OMP ?= 1
+DOUBLE ?= 0
+SANITIZE ?= 0
+PREFIX ?= /usr/local
+
+# Each configuration builds into its own directory so they never mix.
+ifeq ($(DOUBLE),1)
+  BUILD ?= build/double$(if $(filter 1,$(SANITIZE)),-asan)$(if $(filter 0,$(OMP)),-noomp)
+else
+  BUILD ?= build$(if $(filter 1,$(SANITIZE)),/float-asan)$(if $(filter 0,$(OMP)),/float-noomp)
+endif
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -Wall -Wextra -Wpedantic -fPIC -D_POSIX_C_SOURCE=200809L -Isrc
+ifeq ($(OMP),1)
+  CFLAGS += -fopenmp
+  LDLIBS += -fopenmp
+endif
+ifeq ($(DOUBLE),1)
+  CFLAGS += -DTG_DOUBLE
+endif
+ifeq ($(SANITIZE),1)
+  CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=address,undefined
+endif
+LDLIBS += -lm
+
+LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/nn/*.c src/viz/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/nn/*.h src/viz/*.h)
+TEST_SRC := $(wildcard tests/test_*.c)
+
+.PHONY: all lib test test-build deps clean install examples demo
+all: lib
+lib: $(BUILD)/libtgrad.a $(BUILD)/libtgrad.so
+
+# Installs Debian packages the build needs when they are missing.
+deps:
+	@sh tools/install-deps.sh
+
+$(BUILD)/obj/%.o: %.c $(HEADERS) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libtgrad.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libtgrad.so: $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The test suite always runs in double precision, where a gradient check
+# can use tight tolerances.
+ifeq ($(DOUBLE),1)
+$(BUILD)/tests/run: $(TEST_SRC) tests/test_util.h $(BUILD)/libtgrad.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -o $@ $(TEST_SRC) $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
+test-build: $(BUILD)/tests/run
+test: test-build
+	$(BUILD)/tests/run $(TEST_ARGS)
+else
+test:
+	@$(MAKE) --no-print-directory DOUBLE=1 test
+endif
+
+install: lib
+	mkdir -p $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tgrad
+	cp $(BUILD)/libtgrad.a $(BUILD)/libtgrad.so $(DESTDIR)$(PREFIX)/lib/
+	cd src && for h in $(HEADERS:src/%=%); do mkdir -p $(DESTDIR)$(PREFIX)/include/tgrad/$$(dirname $$h); cp $$h $(DESTDIR)$(PREFIX)/include/tgrad/$$h; done
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@CFLAGS@|$(if $(filter 1,$(DOUBLE)),-DTG_DOUBLE)|' \
+	    -e 's|@LIBS@|$(if $(filter 1,$(OMP)),-fopenmp)|' tools/tgrad.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tgrad.pc
+
+clean:
+	rm -rf build out

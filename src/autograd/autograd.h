@@ -1,0 +1,130 @@
+/* tgrad autograd layer: differentiable ops, the tape, backward(), gradcheck.
+ *
+ * Define-by-run like PyTorch: an op records a node only when grad mode is on
+ * and one of its inputs requires grad. tg_backward() walks the recorded nodes
+ * newest first (creation order is a topological order) and accumulates
+ * gradients into .grad with +=.
+ *
+ * Every op returns NULL on bad input and records a message (tg_last_error()).
+ * Op results live in the current scope's arena (see tensor.h).
+ */
+#ifndef TG_AUTOGRAD_H
+#define TG_AUTOGRAD_H
+
+#include "../tensor/tensor.h"
+
+/* ---- ops: one descriptor per op, all listed in tg_op_table --------------- */
+typedef void (*tg_backward_fn)(tg_node *node);
+typedef struct {
+    const char *name;
+    tg_backward_fn backward;
+} tg_op;
+
+#define TG_NODE_MAX_INPUTS 4
+/* A recorded op application: what backward needs. */
+struct tg_node {
+    const tg_op *op;
+    tg_tensor *out;
+    tg_tensor *in[TG_NODE_MAX_INPUTS];
+    int n_in;
+    tg_tensor *saved;          /* one extra tensor an op may keep (a mask, stats) */
+    int iarg[2 * TG_MAX_DIMS]; /* integer arguments (axes, permutation, flags) */
+    tg_real rarg[4];           /* real arguments (exponent, scale, p) */
+    const void *ptr;           /* op-specific pointer (ids of a gather), arena-owned */
+    uint64_t seq;              /* creation order */
+    uint32_t visit;            /* backward pass that reached it */
+    tg_node *prev;             /* the node created before this one (the tape) */
+};
+
+/* NULL-terminated list of every differentiable op; tests/test_gradcheck.c
+ * walks it so that an op without a gradient check fails the suite. */
+extern const tg_op *const tg_op_table[];
+const tg_op *tg_op_find(const char *name);
+
+/* ---- grad mode and backward ---------------------------------------------- */
+void tg_set_requires_grad(tg_tensor *t, bool on);
+bool tg_grad_enabled(void);
+bool tg_set_grad_enabled(bool on);   /* returns the previous mode */
+/* d(loss)/d(t) for every t that requires grad, accumulated into t->grad.
+ * loss must have one element. Returns 0, or -1 with an error recorded. */
+int tg_backward(tg_tensor *loss);
+/* Same with an explicit seed gradient of out's shape (vector-Jacobian product). */
+int tg_backward_seed(tg_tensor *out, const tg_tensor *seed);
+/* Sets t->grad to zero (if it exists). */
+void tg_zero_grad(tg_tensor *t);
+
+/* ---- helpers for writing an op (used by src/autograd and fused ops) ------ */
+/* Records a node for out if grad mode is on and an input requires grad.
+ * Returns the node (to fill saved/args) or NULL when nothing is recorded. */
+tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in);
+/* The gradient buffer of t for this backward pass, zeroed when first touched
+ * (allocated persistently for persistent tensors, else in the arena), or NULL
+ * when t does not require grad. */
+tg_tensor *tg_grad_of(tg_tensor *t);
+/* True if any of n inputs is NULL; then records "<op>: NULL input" (keeping an
+ * earlier message). */
+bool tg_any_null(const char *op, int n, const tg_tensor *const *in);
+
+/* ---- elementwise ---------------------------------------------------------- */
+tg_tensor *tg_neg(tg_tensor *a);
+tg_tensor *tg_exp(tg_tensor *a);
+tg_tensor *tg_log(tg_tensor *a);
+tg_tensor *tg_sqrt(tg_tensor *a);
+tg_tensor *tg_tanh(tg_tensor *a);
+tg_tensor *tg_sigmoid(tg_tensor *a);
+tg_tensor *tg_relu(tg_tensor *a);
+tg_tensor *tg_gelu(tg_tensor *a);                  /* exact erf form, as torch's default */
+tg_tensor *tg_pow_scalar(tg_tensor *a, tg_real p);
+tg_tensor *tg_add(tg_tensor *a, tg_tensor *b);     /* NumPy broadcasting */
+tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_div(tg_tensor *a, tg_tensor *b);
+tg_tensor *tg_add_scalar(tg_tensor *a, tg_real s);
+tg_tensor *tg_mul_scalar(tg_tensor *a, tg_real s);
+
+/* ---- reductions (axis may be negative, counted from the end) ------------- */
+tg_tensor *tg_sum(tg_tensor *a, int axis, bool keepdim);
+tg_tensor *tg_mean(tg_tensor *a, int axis, bool keepdim);
+tg_tensor *tg_max(tg_tensor *a, int axis, bool keepdim);  /* gradient to the first maximum */
+tg_tensor *tg_sum_all(tg_tensor *a);    /* shape () : ndim 0, one element */
+tg_tensor *tg_mean_all(tg_tensor *a);
+tg_tensor *tg_max_all(tg_tensor *a);
+
+/* ---- linear algebra ------------------------------------------------------- */
+/* a @ b for 2-D @ 2-D, 3-D @ 3-D (batched, same batch) and 3-D @ 2-D (b shared). */
+tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
+/* Same with a or b transposed in its last two axes, without a copy (Q K^T). */
+tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
+
+/* ---- softmax along the last axis ------------------------------------------ */
+tg_tensor *tg_softmax(tg_tensor *a);
+tg_tensor *tg_log_softmax(tg_tensor *a);
+
+/* ---- shape ---------------------------------------------------------------- */
+tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape);  /* one -1 allowed; no copy */
+tg_tensor *tg_transpose(tg_tensor *a, int axis0, int axis1);       /* copy */
+tg_tensor *tg_permute(tg_tensor *a, const int *perm);              /* copy; perm has a->ndim entries */
+tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop);  /* [start, stop) */
+tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis);       /* n <= TG_NODE_MAX_INPUTS */
+/* Rows of a 2-D table [V, d] picked by ids (shape ndim/shape): result [..., d].
+ * ids are copied; an id outside [0, V) is an error. */
+tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int *shape);
+
+/* ---- gradient checking -----------------------------------------------------
+ * Compares the analytic gradient of f with central finite differences, for
+ * every input that requires grad. f may return any shape: the scalar checked
+ * is sum(f(x) * R) with R a fixed random tensor, so every output element
+ * contributes. Each evaluation of f runs in its own scope. */
+typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, int n, void *ctx);
+typedef struct {
+    double max_abs_err;
+    double max_rel_err;   /* |analytic - numeric| / max(|analytic|, |numeric|, 1e-2) */
+    int worst_input;
+    int64_t worst_index;
+    int64_t checked;      /* number of gradient entries compared */
+} tg_gradcheck_result;
+/* Returns true when max_rel_err <= tol. eps is the finite-difference step. */
+bool tg_gradcheck(tg_fn f, tg_tensor *const *inputs, int n, void *ctx,
+                  double eps, double tol, tg_gradcheck_result *res);
+
+#endif

@@ -1,0 +1,180 @@
+/* tgrad tensor layer: the tensor struct, shapes, memory scopes, errors, RNG
+ * and raw kernels. Nothing here knows about autograd: a program can use this
+ * layer alone as a small numeric library.
+ *
+ * Memory has two lifetimes (see README, "Design"):
+ *   - persistent: created by a creation function (tg_zeros, tg_randn, ...)
+ *     while no scope is open; lives until tg_free().
+ *   - per step: everything created while a scope is open, and every op
+ *     result, lives in a bump arena released at once by tg_scope_end().
+ */
+#ifndef TG_TENSOR_H
+#define TG_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One typedef switches the whole library between float and double
+ * (make DOUBLE=1). Gradient checks run in the double build. */
+#ifdef TG_DOUBLE
+typedef double tg_real;
+#define TG_REAL_DTYPE "F64"
+#else
+typedef float tg_real;
+#define TG_REAL_DTYPE "F32"
+#endif
+
+#define TG_MAX_DIMS 6
+
+/* TG_SHAPE(2, 3) expands to the (ndim, shape) pair most functions take. */
+#define TG_SHAPE(...) \
+    (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (const int[]){__VA_ARGS__}
+
+typedef struct tg_node tg_node;
+typedef struct tg_tensor tg_tensor;
+
+/* A contiguous row-major tensor. */
+struct tg_tensor {
+    uint32_t magic;           /* TG_MAGIC while alive; lets backward spot stale pointers */
+    int ndim;
+    int shape[TG_MAX_DIMS];
+    int64_t size;             /* number of elements */
+    tg_real *data;
+    tg_tensor *grad;          /* same shape; NULL until a backward reaches it */
+    tg_node *node;            /* the op that made it; NULL for leaves (autograd layer) */
+    bool requires_grad;
+    bool persistent;          /* malloc'd: lives until tg_free() */
+    bool owns_data;           /* false for views (reshape) */
+    uint32_t grad_epoch;      /* backward pass that last reset a non-leaf grad */
+};
+#define TG_MAGIC 0x7467726du  /* "tgrm" */
+
+/* ---- errors --------------------------------------------------------------
+ * A function given bad input returns NULL (or -1) and records one message
+ * naming the function and the shapes. A function given a NULL input returns
+ * NULL and keeps the message already recorded, so a chain is checked once. */
+const char *tg_last_error(void);   /* NULL when none */
+void tg_clear_error(void);
+void tg_set_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* Records "<op>: NULL input" unless a message is already recorded. */
+void tg_error_null(const char *op);
+/* Writes "(2,3,4)" into buf (at least 64 bytes) and returns buf. */
+const char *tg_shape_str(char *buf, int ndim, const int *shape);
+const char *tg_tshape(char *buf, const tg_tensor *t);  /* same, of a tensor */
+
+/* ---- memory scopes -------------------------------------------------------- */
+void tg_scope_begin(void);
+void tg_scope_end(void);     /* releases everything made since the matching begin, O(1) */
+int tg_scope_depth(void);    /* 0 when no scope is open */
+
+typedef struct {
+    size_t arena_in_use;      /* bytes handed out by the arena now */
+    size_t arena_peak;        /* highest arena_in_use so far */
+    size_t arena_reserved;    /* bytes of arena blocks held from the system */
+    size_t persistent_bytes;  /* bytes held by persistent tensors */
+    uint64_t system_allocs;   /* calls to malloc/calloc/realloc made by tgrad */
+} tg_memory_stats;
+tg_memory_stats tg_memory(void);
+
+/* Arena allocation (64-byte aligned). Outside any scope it comes from the
+ * root level, released only by tg_release_all(). Never returns NULL unless the
+ * system is out of memory (then it records an error). */
+void *tg_arena_alloc(size_t bytes);
+/* True while ptr points into memory a scope has not yet released. */
+bool tg_arena_live(const void *ptr);
+/* Counted system allocation, for persistent storage (optimizer state, ...). */
+void *tg_sys_alloc(size_t bytes);
+void *tg_sys_calloc(size_t n, size_t size);
+void tg_sys_free(void *p);
+/* Frees every arena block (at program end; all scopes must be closed). */
+void tg_release_all(void);
+
+/* ---- creation ------------------------------------------------------------
+ * Inside a scope these allocate from the arena, outside they are persistent. */
+tg_tensor *tg_empty(int ndim, const int *shape);   /* uninitialised values */
+tg_tensor *tg_zeros(int ndim, const int *shape);
+tg_tensor *tg_ones(int ndim, const int *shape);
+tg_tensor *tg_full(int ndim, const int *shape, tg_real value);
+tg_tensor *tg_arange(tg_real start, tg_real stop, tg_real step);  /* 1-D, [start, stop) */
+tg_tensor *tg_from_array(int ndim, const int *shape, const tg_real *values);
+tg_tensor *tg_zeros_like(const tg_tensor *t);
+tg_tensor *tg_clone(const tg_tensor *t);        /* copy of the values, no graph */
+/* Always persistent / always arena, whatever the scope. */
+tg_tensor *tg_empty_persistent(int ndim, const int *shape);
+tg_tensor *tg_empty_arena(int ndim, const int *shape);
+/* A tensor header over the same data with another shape (no copy). */
+tg_tensor *tg_view(const tg_tensor *t, int ndim, const int *shape);
+/* Frees a persistent tensor (and its grad); does nothing to arena tensors or NULL. */
+void tg_free(tg_tensor *t);
+
+/* ---- counter-based random numbers ----------------------------------------
+ * The value drawn for element i is a pure function of (seed, stream, counter+i),
+ * so results do not depend on how work is split between threads. */
+typedef struct {
+    uint64_t seed;
+    uint64_t stream;
+    uint64_t counter;   /* advanced by every draw */
+} tg_rng;
+tg_rng tg_rng_new(uint64_t seed);
+tg_rng tg_rng_fork(const tg_rng *r, uint64_t stream);   /* independent child stream */
+uint64_t tg_rng_bits(uint64_t seed, uint64_t stream, uint64_t index);
+double tg_rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t index);  /* [0,1) */
+double tg_rng_normal_at(uint64_t seed, uint64_t stream, uint64_t index);   /* N(0,1) */
+/* Reserves n numbers: returns the first index and advances the counter. */
+uint64_t tg_rng_take(tg_rng *r, uint64_t n);
+uint64_t tg_rng_next_u64(tg_rng *r);
+double tg_rng_next_uniform(tg_rng *r);
+
+tg_tensor *tg_rand(int ndim, const int *shape, tg_rng *rng);                 /* U[0,1) */
+tg_tensor *tg_uniform(int ndim, const int *shape, tg_real lo, tg_real hi, tg_rng *rng);
+tg_tensor *tg_randn(int ndim, const int *shape, tg_rng *rng);                /* N(0,1) */
+tg_tensor *tg_normal(int ndim, const int *shape, tg_real mean, tg_real std, tg_rng *rng);
+void tg_fill_uniform(tg_tensor *t, tg_real lo, tg_real hi, tg_rng *rng);
+void tg_fill_normal(tg_tensor *t, tg_real mean, tg_real std, tg_rng *rng);
+
+/* ---- shapes and printing -------------------------------------------------- */
+int64_t tg_numel(int ndim, const int *shape);
+bool tg_same_shape(const tg_tensor *a, const tg_tensor *b);
+/* NumPy broadcasting of two shapes; returns false if incompatible. */
+bool tg_broadcast_shape(int na, const int *sa, int nb, const int *sb, int *nout, int *out);
+/* Prints like PyTorch: tensor([[...]]), eliding the middle of large tensors. */
+void tg_print(const tg_tensor *t);
+void tg_fprint(FILE *f, const tg_tensor *t);
+tg_real tg_item(const tg_tensor *t);   /* first element (the value of a scalar) */
+
+/* ---- kernels --------------------------------------------------------------
+ * Raw numerics on preallocated outputs; no shape checking beyond what the
+ * autograd ops already did, no graph. */
+typedef enum {
+    TG_UNARY_NEG, TG_UNARY_EXP, TG_UNARY_LOG, TG_UNARY_SQRT, TG_UNARY_TANH,
+    TG_UNARY_SIGMOID, TG_UNARY_RELU, TG_UNARY_GELU, TG_UNARY_POW
+} tg_unary_kind;
+typedef enum { TG_BINARY_ADD, TG_BINARY_SUB, TG_BINARY_MUL, TG_BINARY_DIV } tg_binary_kind;
+
+void tg_k_unary(tg_unary_kind kind, tg_real param, const tg_real *x, tg_real *y, int64_t n);
+/* out = a (op) b with NumPy broadcasting; out has the broadcast shape. */
+void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out);
+/* Sums src (broadcast shape) down to dst's shape, which src broadcasts from;
+ * dst += sum when accumulate, else dst = sum. */
+void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate);
+/* Reductions along one axis viewed as [outer, n, inner]. */
+void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64_t inner);
+void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer, int64_t n, int64_t inner);
+/* C = alpha * op(A) op(B) + beta * C, row-major, op = transpose when trans_*.
+ * A is M x K (K x M if trans_a), B is K x N (N x K if trans_b). */
+void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
+               const tg_real *A, int lda, const tg_real *B, int ldb,
+               tg_real beta, tg_real *C, int ldc);
+/* Row-wise softmax / log-softmax of [rows, n], max-subtracted for stability. */
+void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
+void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
+/* out = permutation of x's axes: out.shape[i] = x.shape[perm[i]]. */
+void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out);
+
+#endif

@@ -1,0 +1,8 @@
+/* tgrad: tensors, reverse-mode autograd and the self-attention modules of
+ * d2l, in C. Include this one header. */
+#ifndef TGRAD_H
+#define TGRAD_H
+#include "tensor/tensor.h"
+#include "autograd/autograd.h"
+#include "nn/params.h"
+#endif

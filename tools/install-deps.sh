@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian packages tgrad needs, only those that are missing, so
+# that `make test` and `make demo` work as the first commands on a fresh
+# machine. Uses sudo when not root. Packages (see DESIGN.md, "Dependencies"):
+#   libcriterion-dev  tests        libstb-dev         PNG writing/reading
+#   fonts-dejavu-core figure text  pkg-config         the install test
+set -e
+PKGS="libcriterion-dev libstb-dev fonts-dejavu-core pkg-config"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "tools/install-deps.sh: installing$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends $missing
