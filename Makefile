@@ -34,7 +34,7 @@ LDLIBS += -lm
 LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/nn/*.c src/viz/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/nn/*.h src/viz/*.h)
-TEST_SRC := $(wildcard tests/test_*.c)
+TEST_SRC := $(wildcard tests/test_*.c tests/cases_*.c)
 
 .PHONY: all lib test test-build deps clean install examples demo
 all: lib
@@ -58,7 +58,7 @@ $(BUILD)/libtgrad.so: $(LIB_OBJ)
 # The test suite always runs in double precision, where a gradient check
 # can use tight tolerances.
 ifeq ($(DOUBLE),1)
-$(BUILD)/tests/run: $(TEST_SRC) tests/test_util.h $(BUILD)/libtgrad.a
+$(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/libtgrad.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -o $@ $(TEST_SRC) $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
 test-build: $(BUILD)/tests/run

@@ -5,4 +5,6 @@
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
 #include "nn/params.h"
+#include "nn/checkpoint.h"
+#include "nn/npy.h"
 #endif

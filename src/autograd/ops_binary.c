@@ -1,0 +1,70 @@
+/* Binary elementwise ops with NumPy broadcasting. The gradient of an input
+ * that was broadcast is summed over the broadcast axes (tg_k_sum_to):
+ *   add: da += g        db += g
+ *   sub: da += g        db -= g
+ *   mul: da += g b      db += g a
+ *   div: da += g / b    db -= g a / b^2                                    */
+#include "autograd.h"
+
+static tg_tensor *binary(const tg_op *op, tg_binary_kind kind, tg_tensor *a, tg_tensor *b) {
+    char b1[64], b2[64];
+    if (tg_any_null(op->name, 2, (const tg_tensor *const[]){a, b})) return NULL;
+    int nd, shape[TG_MAX_DIMS];
+    if (!tg_broadcast_shape(a->ndim, a->shape, b->ndim, b->shape, &nd, shape)) {
+        tg_set_error("%s: shapes %s and %s cannot be broadcast together", op->name,
+                     tg_tshape(b1, a), tg_tshape(b2, b));
+        return NULL;
+    }
+    tg_tensor *y = tg_empty_arena(nd, shape);
+    if (!y) return NULL;
+    tg_k_binary(kind, a, b, y);
+    tg_node *n = tg_node_record(op, y, 2, (tg_tensor *[]){a, b});
+    if (n) n->iarg[0] = kind;
+    return y;
+}
+
+/* grad(x) += sum_to(g * factor) where factor is (tensor f, scaled by s), or
+ * just s * g when f is NULL. */
+static void accumulate(tg_tensor *x, const tg_tensor *g, const tg_tensor *f, tg_binary_kind k, tg_real s) {
+    tg_tensor *gx = tg_grad_of(x);
+    if (!gx) return;
+    tg_tensor *t = (tg_tensor *)g;
+    if (f || s != 1) {
+        t = tg_empty_arena(g->ndim, g->shape);
+        if (f) tg_k_binary(k, g, f, t);
+        else for (int64_t i = 0; i < g->size; i++) t->data[i] = g->data[i];
+        if (s != 1) for (int64_t i = 0; i < t->size; i++) t->data[i] *= s;
+    }
+    tg_k_sum_to(t, gx, true);
+}
+
+static void binary_backward(tg_node *n) {
+    tg_tensor *a = n->in[0], *b = n->in[1], *g = n->out->grad;
+    switch ((tg_binary_kind)n->iarg[0]) {
+    case TG_BINARY_ADD: accumulate(a, g, NULL, 0, 1); accumulate(b, g, NULL, 0, 1); break;
+    case TG_BINARY_SUB: accumulate(a, g, NULL, 0, 1); accumulate(b, g, NULL, 0, -1); break;
+    case TG_BINARY_MUL:
+        accumulate(a, g, b, TG_BINARY_MUL, 1);
+        accumulate(b, g, a, TG_BINARY_MUL, 1);
+        break;
+    case TG_BINARY_DIV:
+        accumulate(a, g, b, TG_BINARY_DIV, 1);
+        if (b->requires_grad) {
+            /* db = -g a / b^2 = -(g * y) / b, with y = a / b the output. */
+            tg_tensor *gy = tg_empty_arena(g->ndim, g->shape);
+            tg_k_binary(TG_BINARY_MUL, g, n->out, gy);
+            accumulate(b, gy, b, TG_BINARY_DIV, -1);
+        }
+        break;
+    }
+}
+
+const tg_op tg_op_add = {"add", binary_backward};
+const tg_op tg_op_sub = {"sub", binary_backward};
+const tg_op tg_op_mul = {"mul", binary_backward};
+const tg_op tg_op_div = {"div", binary_backward};
+
+tg_tensor *tg_add(tg_tensor *a, tg_tensor *b) { return binary(&tg_op_add, TG_BINARY_ADD, a, b); }
+tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b) { return binary(&tg_op_sub, TG_BINARY_SUB, a, b); }
+tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b) { return binary(&tg_op_mul, TG_BINARY_MUL, a, b); }
+tg_tensor *tg_div(tg_tensor *a, tg_tensor *b) { return binary(&tg_op_div, TG_BINARY_DIV, a, b); }

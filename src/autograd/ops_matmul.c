@@ -1,0 +1,107 @@
+/* Matrix products: C = op(A) op(B), op = optional transpose of the last two
+ * axes (read through the strides of the GEMM, never copied), for
+ *   2-D @ 2-D, 3-D @ 3-D (batched, same batch) and 3-D @ 2-D (B shared).
+ * Backward, from dC (Giles, "Collected matrix derivative results", 2008):
+ *   d op(A) = dC op(B)^T        d op(B) = op(A)^T dC
+ * and for a stored transpose the transpose of that. Both are GEMMs with
+ * beta = 1, so they accumulate into the gradients as they go. */
+#include "autograd.h"
+
+typedef struct {
+    int batch, M, N, K;
+    bool ta, tb, b_shared;   /* b_shared: B is 2-D and serves every batch */
+} mm_plan;
+
+/* For each batch entry i: C_i = alpha op(A_i) op(B_i) + beta C_i. */
+static void batch_gemm(bool ta, bool tb, int M, int N, int K,
+                       const tg_real *A, int64_t sa, int lda, const tg_real *B, int64_t sb, int ldb,
+                       tg_real *C, int64_t sc, int ldc, int batch) {
+    /* Many small products (attention heads) run one per thread; large ones
+     * are parallel inside the GEMM. Either way each output element is
+     * computed by one thread in one order: results don't depend on threads. */
+    int64_t work = (int64_t)M * N * K;
+#pragma omp parallel for if (batch > 1 && work < (1 << 18) && batch * work > (1 << 16))
+    for (int i = 0; i < batch; i++)
+        tg_k_gemm(ta, tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, 1, C + i * sc, ldc);
+}
+
+static void matmul_backward(tg_node *n) {
+    tg_tensor *a = n->in[0], *b = n->in[1];
+    const tg_real *g = n->out->grad->data;
+    mm_plan p = {n->iarg[0], n->iarg[1], n->iarg[2], n->iarg[3], n->iarg[4], n->iarg[5], n->iarg[6]};
+    int M = p.M, N = p.N, K = p.K;
+    int lda = p.ta ? M : K, ldb = p.tb ? K : N;
+    int64_t sa = (int64_t)M * K, sb = p.b_shared ? 0 : (int64_t)K * N, sg = (int64_t)M * N;
+    tg_tensor *ga = tg_grad_of(a), *gb = tg_grad_of(b);
+    if (ga) {
+        if (!p.ta)   /* dA[M,K] += dC[M,N] op(B)^T */
+            batch_gemm(false, !p.tb, M, K, N, g, sg, N, b->data, sb, ldb, ga->data, sa, K, p.batch);
+        else         /* dA[K,M] += op(B)[K,N] dC^T */
+            batch_gemm(p.tb, true, K, M, N, b->data, sb, ldb, g, sg, N, ga->data, sa, M, p.batch);
+    }
+    if (gb) {
+        if (p.b_shared) {
+            /* dB sums over the batch; in order, so it is deterministic. */
+            for (int i = 0; i < p.batch; i++) {
+                if (!p.tb) tg_k_gemm(!p.ta, false, K, N, M, 1, a->data + i * sa, lda, g + i * sg, N, 1, gb->data, N);
+                else tg_k_gemm(true, p.ta, N, K, M, 1, g + i * sg, N, a->data + i * sa, lda, 1, gb->data, K);
+            }
+        } else if (!p.tb)   /* dB[K,N] += op(A)^T dC */
+            batch_gemm(!p.ta, false, K, N, M, a->data, sa, lda, g, sg, N, gb->data, sb, N, p.batch);
+        else                /* dB[N,K] += dC^T op(A) */
+            batch_gemm(true, p.ta, N, K, M, g, sg, N, a->data, sa, lda, gb->data, sb, K, p.batch);
+    }
+}
+const tg_op tg_op_matmul = {"matmul", matmul_backward};
+
+tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool ta, bool tb) {
+    char b1[64], b2[64];
+    if (tg_any_null("matmul", 2, (const tg_tensor *const[]){a, b})) return NULL;
+    bool ok_rank = (a->ndim == 2 && b->ndim == 2) || (a->ndim == 3 && (b->ndim == 3 || b->ndim == 2));
+    if (!ok_rank) {
+        tg_set_error("matmul: %s @ %s: supports 2-D @ 2-D, 3-D @ 3-D and 3-D @ 2-D",
+                     tg_tshape(b1, a), tg_tshape(b2, b));
+        return NULL;
+    }
+    int ra = a->ndim - 2, rb = b->ndim - 2;   /* index of the row axis */
+    mm_plan p;
+    p.batch = a->ndim == 3 ? a->shape[0] : 1;
+    p.b_shared = a->ndim == 3 && b->ndim == 2;
+    p.ta = ta;
+    p.tb = tb;
+    p.M = ta ? a->shape[ra + 1] : a->shape[ra];
+    p.K = ta ? a->shape[ra] : a->shape[ra + 1];
+    int kb = tb ? b->shape[rb + 1] : b->shape[rb];
+    p.N = tb ? b->shape[rb] : b->shape[rb + 1];
+    if (p.K != kb) {
+        tg_set_error("matmul: %s%s @ %s%s: inner dimensions %d and %d differ", tg_tshape(b1, a),
+                     ta ? "^T" : "", tg_tshape(b2, b), tb ? "^T" : "", p.K, kb);
+        return NULL;
+    }
+    if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0]) {
+        tg_set_error("matmul: %s @ %s: batch sizes %d and %d differ", tg_tshape(b1, a),
+                     tg_tshape(b2, b), a->shape[0], b->shape[0]);
+        return NULL;
+    }
+    int shape[3] = {p.batch, p.M, p.N};
+    tg_tensor *y = a->ndim == 3 ? tg_empty_arena(3, shape) : tg_empty_arena(2, shape + 1);
+    if (!y) return NULL;
+    int lda = ta ? p.M : p.K, ldb = tb ? p.K : p.N;
+    if (p.b_shared && !ta) {
+        /* [batch*M, K] @ B in one GEMM: better blocking than batch small ones. */
+        tg_k_gemm(false, tb, p.batch * p.M, p.N, p.K, 1, a->data, lda, b->data, ldb, 0, y->data, p.N);
+    } else {
+        int64_t sa = (int64_t)p.M * p.K, sb = p.b_shared ? 0 : (int64_t)p.K * p.N;
+        for (int64_t i = 0; i < y->size; i++) y->data[i] = 0;
+        batch_gemm(ta, tb, p.M, p.N, p.K, a->data, sa, lda, b->data, sb, ldb, y->data,
+                   (int64_t)p.M * p.N, p.N, p.batch);
+    }
+    tg_node *n = tg_node_record(&tg_op_matmul, y, 2, (tg_tensor *[]){a, b});
+    if (n) {
+        int args[7] = {p.batch, p.M, p.N, p.K, p.ta, p.tb, p.b_shared};
+        for (int i = 0; i < 7; i++) n->iarg[i] = args[i];
+    }
+    return y;
+}
+
+tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b) { return tg_matmul_t(a, b, false, false); }

@@ -1,0 +1,256 @@
+/* Ops that move values without changing them. Each backward sends the
+ * gradient back to where the value came from:
+ *   reshape:  dx = reshape(g, x.shape)        (a view: no copy forward)
+ *   permute:  dx = permute(g, inverse(perm))
+ *   slice:    dx[.., start:stop, ..] += g
+ *   concat:   dx_i += g[.., offset_i : offset_i + n_i, ..]
+ *   gather:   dtable[ids[j]] += g[j]           (rows that repeat add up) */
+#include "autograd.h"
+
+#include <string.h>
+
+static void add_into(tg_tensor *gx, const tg_real *g) {
+    for (int64_t i = 0; i < gx->size; i++) gx->data[i] += g[i];
+}
+
+/* ---- reshape ---- */
+static void reshape_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    if (gx) add_into(gx, n->out->grad->data);
+}
+const tg_op tg_op_reshape = {"reshape", reshape_backward};
+
+tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape) {
+    char b1[64], b2[64];
+    if (tg_any_null("reshape", 1, (const tg_tensor *const[]){a})) return NULL;
+    if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim && !shape)) {
+        tg_set_error("reshape: %s to %d dimensions", tg_tshape(b1, a), ndim);
+        return NULL;
+    }
+    int s[TG_MAX_DIMS], infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < ndim; i++) {
+        s[i] = shape[i];
+        if (s[i] == -1 && infer < 0) infer = i;
+        else if (s[i] < 0) {
+            tg_set_error("reshape: %s to %s: bad size", tg_tshape(b1, a), tg_shape_str(b2, ndim, shape));
+            return NULL;
+        } else known *= s[i];
+    }
+    if (infer >= 0 && known > 0 && a->size % known == 0) s[infer] = (int)(a->size / known);
+    if ((infer >= 0 && (known == 0 || a->size % known != 0)) || tg_numel(ndim, s) != a->size) {
+        tg_set_error("reshape: %s to %s: %lld elements do not fit", tg_tshape(b1, a),
+                     tg_shape_str(b2, ndim, shape), (long long)a->size);
+        return NULL;
+    }
+    tg_tensor *y = tg_empty_arena(0, NULL);   /* header only; shares a's data */
+    if (!y) return NULL;
+    y->ndim = ndim;
+    memcpy(y->shape, s, sizeof(int) * (size_t)ndim);
+    y->size = a->size;
+    y->data = a->data;
+    y->owns_data = false;
+    tg_node_record(&tg_op_reshape, y, 1, &a);
+    return y;
+}
+
+/* ---- permute / transpose ---- */
+static void permute_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    if (!gx) return;
+    int nd = n->out->ndim, inv[TG_MAX_DIMS];
+    for (int i = 0; i < nd; i++) inv[n->iarg[i]] = i;
+    tg_tensor *t = tg_empty_arena(gx->ndim, gx->shape);
+    tg_k_permute(n->out->grad, inv, t);
+    add_into(gx, t->data);
+}
+const tg_op tg_op_permute = {"permute", permute_backward};
+
+tg_tensor *tg_permute(tg_tensor *a, const int *perm) {
+    char b[64];
+    if (tg_any_null("permute", 1, (const tg_tensor *const[]){a})) return NULL;
+    if (!perm) { tg_set_error("permute: NULL permutation for %s", tg_tshape(b, a)); return NULL; }
+    int seen[TG_MAX_DIMS] = {0}, shape[TG_MAX_DIMS];
+    for (int i = 0; i < a->ndim; i++) {
+        if (perm[i] < 0 || perm[i] >= a->ndim || seen[perm[i]]++) {
+            tg_set_error("permute: %s: entry %d (%d) is not a permutation of 0..%d", tg_tshape(b, a),
+                         i, perm[i], a->ndim - 1);
+            return NULL;
+        }
+        shape[i] = a->shape[perm[i]];
+    }
+    tg_tensor *y = tg_empty_arena(a->ndim, shape);
+    if (!y) return NULL;
+    tg_k_permute(a, perm, y);
+    tg_node *n = tg_node_record(&tg_op_permute, y, 1, &a);
+    if (n) memcpy(n->iarg, perm, sizeof(int) * (size_t)a->ndim);
+    return y;
+}
+
+tg_tensor *tg_transpose(tg_tensor *a, int d0, int d1) {
+    char b[64];
+    if (tg_any_null("transpose", 1, (const tg_tensor *const[]){a})) return NULL;
+    if (d0 < 0) d0 += a->ndim;
+    if (d1 < 0) d1 += a->ndim;
+    if (d0 < 0 || d0 >= a->ndim || d1 < 0 || d1 >= a->ndim) {
+        tg_set_error("transpose: axes (%d,%d) out of range for shape %s", d0, d1, tg_tshape(b, a));
+        return NULL;
+    }
+    int perm[TG_MAX_DIMS];
+    for (int i = 0; i < a->ndim; i++) perm[i] = i;
+    perm[d0] = d1;
+    perm[d1] = d0;
+    return tg_permute(a, perm);
+}
+
+/* ---- slice and concat share one copy: a block of `len` rows along an axis
+ * viewed as [outer, n, inner] ---- */
+static void copy_block(tg_real *dst, int64_t dn, int64_t doff, const tg_real *src, int64_t sn,
+                       int64_t soff, int64_t outer, int64_t len, int64_t inner, bool add) {
+    for (int64_t o = 0; o < outer; o++) {
+        tg_real *d = dst + (o * dn + doff) * inner;
+        const tg_real *s = src + (o * sn + soff) * inner;
+        if (add) for (int64_t i = 0; i < len * inner; i++) d[i] += s[i];
+        else memcpy(d, s, sizeof(tg_real) * (size_t)(len * inner));
+    }
+}
+
+static void axis_dims(const tg_tensor *t, int axis, int64_t *outer, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= t->shape[i];
+    for (int i = axis + 1; i < t->ndim; i++) *inner *= t->shape[i];
+}
+
+static void slice_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    if (!gx) return;
+    int axis = n->iarg[0], start = n->iarg[1];
+    int64_t outer, inner;
+    axis_dims(gx, axis, &outer, &inner);
+    copy_block(gx->data, gx->shape[axis], start, n->out->grad->data, n->out->shape[axis], 0, outer,
+               n->out->shape[axis], inner, true);
+}
+const tg_op tg_op_slice = {"slice", slice_backward};
+
+tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop) {
+    char b[64];
+    if (tg_any_null("slice", 1, (const tg_tensor *const[]){a})) return NULL;
+    if (axis < 0) axis += a->ndim;
+    if (axis < 0 || axis >= a->ndim) {
+        tg_set_error("slice: axis %d out of range for shape %s", axis, tg_tshape(b, a));
+        return NULL;
+    }
+    if (start < 0 || stop > a->shape[axis] || start > stop) {
+        tg_set_error("slice: [%d:%d) along axis %d of shape %s is out of bounds", start, stop, axis,
+                     tg_tshape(b, a));
+        return NULL;
+    }
+    int shape[TG_MAX_DIMS];
+    memcpy(shape, a->shape, sizeof shape);
+    shape[axis] = stop - start;
+    tg_tensor *y = tg_empty_arena(a->ndim, shape);
+    if (!y) return NULL;
+    int64_t outer, inner;
+    axis_dims(a, axis, &outer, &inner);
+    copy_block(y->data, shape[axis], 0, a->data, a->shape[axis], start, outer, shape[axis], inner, false);
+    tg_node *n = tg_node_record(&tg_op_slice, y, 1, &a);
+    if (n) { n->iarg[0] = axis; n->iarg[1] = start; }
+    return y;
+}
+
+static void concat_backward(tg_node *n) {
+    int axis = n->iarg[0];
+    const tg_tensor *y = n->out;
+    int64_t outer, inner, off = 0;
+    axis_dims(y, axis, &outer, &inner);
+    for (int i = 0; i < n->n_in; i++) {
+        int len = n->in[i]->shape[axis];
+        tg_tensor *gx = tg_grad_of(n->in[i]);
+        if (gx) copy_block(gx->data, len, 0, y->grad->data, y->shape[axis], off, outer, len, inner, true);
+        off += len;
+    }
+}
+const tg_op tg_op_concat = {"concat", concat_backward};
+
+tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis) {
+    char b1[64], b2[64];
+    if (n < 1 || n > TG_NODE_MAX_INPUTS || !ts) {
+        tg_set_error("concat: %d tensors; 1 to %d supported", n, TG_NODE_MAX_INPUTS);
+        return NULL;
+    }
+    if (tg_any_null("concat", n, (const tg_tensor *const *)ts)) return NULL;
+    const tg_tensor *a = ts[0];
+    if (axis < 0) axis += a->ndim;
+    if (axis < 0 || axis >= a->ndim) {
+        tg_set_error("concat: axis %d out of range for shape %s", axis, tg_tshape(b1, a));
+        return NULL;
+    }
+    int shape[TG_MAX_DIMS];
+    memcpy(shape, a->shape, sizeof shape);
+    for (int i = 1; i < n; i++) {
+        bool ok = ts[i]->ndim == a->ndim;
+        for (int d = 0; ok && d < a->ndim; d++) ok = d == axis || ts[i]->shape[d] == a->shape[d];
+        if (!ok) {
+            tg_set_error("concat: shapes %s and %s differ outside axis %d", tg_tshape(b1, a),
+                         tg_tshape(b2, ts[i]), axis);
+            return NULL;
+        }
+        shape[axis] += ts[i]->shape[axis];
+    }
+    tg_tensor *y = tg_empty_arena(a->ndim, shape);
+    if (!y) return NULL;
+    int64_t outer, inner, off = 0;
+    axis_dims(y, axis, &outer, &inner);
+    for (int i = 0; i < n; i++) {
+        int len = ts[i]->shape[axis];
+        copy_block(y->data, shape[axis], off, ts[i]->data, len, 0, outer, len, inner, false);
+        off += len;
+    }
+    tg_node *nd = tg_node_record(&tg_op_concat, y, n, ts);
+    if (nd) nd->iarg[0] = axis;
+    return y;
+}
+
+/* ---- gather rows (embedding lookup) ---- */
+static void gather_backward(tg_node *n) {
+    tg_tensor *gt = tg_grad_of(n->in[0]);
+    if (!gt) return;
+    const int *ids = n->ptr;
+    int64_t d = n->in[0]->shape[1], count = n->out->size / (d ? d : 1);
+    const tg_real *g = n->out->grad->data;
+    for (int64_t j = 0; j < count; j++)   /* in order: repeated ids sum deterministically */
+        for (int64_t k = 0; k < d; k++) gt->data[(int64_t)ids[j] * d + k] += g[j * d + k];
+}
+const tg_op tg_op_gather_rows = {"gather_rows", gather_backward};
+
+tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int *shape) {
+    char b1[64], b2[64];
+    if (tg_any_null("gather_rows", 1, (const tg_tensor *const[]){table})) return NULL;
+    if (table->ndim != 2 || ndim < 0 || ndim >= TG_MAX_DIMS || (ndim && !shape) || !ids) {
+        tg_set_error("gather_rows: table %s with ids of %d dimensions: need a 2-D table and ids of "
+                     "at most %d dimensions", tg_tshape(b1, table), ndim, TG_MAX_DIMS - 1);
+        return NULL;
+    }
+    int64_t count = tg_numel(ndim, shape), V = table->shape[0], d = table->shape[1];
+    for (int64_t j = 0; j < count; j++)
+        if (ids[j] < 0 || ids[j] >= V) {
+            tg_set_error("gather_rows: id %d at position %lld is outside [0, %lld) for table %s "
+                         "(ids shape %s)", ids[j], (long long)j, (long long)V, tg_tshape(b1, table),
+                         tg_shape_str(b2, ndim, shape));
+            return NULL;
+        }
+    int oshape[TG_MAX_DIMS];
+    memcpy(oshape, shape, sizeof(int) * (size_t)ndim);
+    oshape[ndim] = (int)d;
+    tg_tensor *y = tg_empty_arena(ndim + 1, oshape);
+    if (!y) return NULL;
+    for (int64_t j = 0; j < count; j++)
+        memcpy(y->data + j * d, table->data + (int64_t)ids[j] * d, sizeof(tg_real) * (size_t)d);
+    tg_node *n = tg_node_record(&tg_op_gather_rows, y, 1, &table);
+    if (n) {
+        int *copy = tg_arena_alloc(sizeof(int) * (size_t)(count ? count : 1));
+        if (copy) memcpy(copy, ids, sizeof(int) * (size_t)count);
+        n->ptr = copy;
+    }
+    return y;
+}

@@ -1,0 +1,86 @@
+/* Elementwise unary ops. Each op's forward is one kernel call and its
+ * backward is dx += dy * f'(x), with f' written right below the op. */
+#include "autograd.h"
+
+#include <math.h>
+
+typedef tg_real (*deriv_fn)(tg_real x, tg_real y, tg_real p);
+
+/* Forward: y = f(x) with the kernel; record a node whose backward uses d. */
+static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tensor *a) {
+    if (tg_any_null(op->name, 1, (const tg_tensor *const[]){a})) return NULL;
+    tg_tensor *y = tg_empty_arena(a->ndim, a->shape);
+    if (!y) return NULL;
+    tg_k_unary(kind, p, a->data, y->data, a->size);
+    tg_node *n = tg_node_record(op, y, 1, &a);
+    if (n) n->rarg[0] = p;
+    return y;
+}
+
+static void unary_backward(tg_node *n, deriv_fn d) {
+    tg_tensor *x = n->in[0], *y = n->out;
+    tg_tensor *gx = tg_grad_of(x);
+    if (!gx) return;
+    const tg_real *gy = y->grad->data, p = n->rarg[0];
+#pragma omp parallel for if (x->size > 32768)
+    for (int64_t i = 0; i < x->size; i++) gx->data[i] += gy[i] * d(x->data[i], y->data[i], p);
+}
+
+#define UNARY_OP(NAME, KIND, DERIV_EXPR)                                              \
+    static tg_real d_##NAME(tg_real x, tg_real y, tg_real p) {                       \
+        (void)x; (void)y; (void)p;                                                   \
+        return (DERIV_EXPR);                                                         \
+    }                                                                                \
+    static void NAME##_backward(tg_node *n) { unary_backward(n, d_##NAME); }       \
+    const tg_op tg_op_##NAME = {#NAME, NAME##_backward};                            \
+    tg_tensor *tg_##NAME(tg_tensor *a) { return unary(&tg_op_##NAME, KIND, 0, a); }
+
+/*        op       kernel            dy/dx                                   */
+UNARY_OP(neg,     TG_UNARY_NEG,     -1)
+UNARY_OP(exp,     TG_UNARY_EXP,     y)                      /* d e^x = e^x */
+UNARY_OP(log,     TG_UNARY_LOG,     1 / x)
+UNARY_OP(sqrt,    TG_UNARY_SQRT,    (tg_real)0.5 / y)       /* d sqrt x = 1/(2 sqrt x) */
+UNARY_OP(tanh,    TG_UNARY_TANH,    1 - y * y)              /* d tanh = 1 - tanh^2 */
+UNARY_OP(sigmoid, TG_UNARY_SIGMOID, y * (1 - y))            /* d s = s (1 - s) */
+UNARY_OP(relu,    TG_UNARY_RELU,    x > 0 ? 1 : 0)          /* 0 at x = 0, as torch */
+/* GELU(x) = x Phi(x): d/dx = Phi(x) + x phi(x), phi the standard normal pdf. */
+UNARY_OP(gelu,    TG_UNARY_GELU,
+         (tg_real)(0.5 * (1 + erf(x * 0.7071067811865476)) +
+                   x * 0.3989422804014327 * exp(-0.5 * (double)x * x)))
+
+/* pow by a scalar: d x^p = p x^(p-1). */
+static tg_real d_pow(tg_real x, tg_real y, tg_real p) { (void)y; return p * (tg_real)pow(x, p - 1); }
+static void pow_backward(tg_node *n) { unary_backward(n, d_pow); }
+const tg_op tg_op_pow_scalar = {"pow_scalar", pow_backward};
+tg_tensor *tg_pow_scalar(tg_tensor *a, tg_real p) { return unary(&tg_op_pow_scalar, TG_UNARY_POW, p, a); }
+
+/* y = x + s: dy/dx = 1.  y = s x: dy/dx = s. */
+static void add_scalar_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    if (gx) for (int64_t i = 0; i < gx->size; i++) gx->data[i] += n->out->grad->data[i];
+}
+const tg_op tg_op_add_scalar = {"add_scalar", add_scalar_backward};
+tg_tensor *tg_add_scalar(tg_tensor *a, tg_real s) {
+    if (tg_any_null("add_scalar", 1, (const tg_tensor *const[]){a})) return NULL;
+    tg_tensor *y = tg_empty_arena(a->ndim, a->shape);
+    if (!y) return NULL;
+    for (int64_t i = 0; i < a->size; i++) y->data[i] = a->data[i] + s;
+    tg_node_record(&tg_op_add_scalar, y, 1, &a);
+    return y;
+}
+
+static void mul_scalar_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    tg_real s = n->rarg[0];
+    if (gx) for (int64_t i = 0; i < gx->size; i++) gx->data[i] += s * n->out->grad->data[i];
+}
+const tg_op tg_op_mul_scalar = {"mul_scalar", mul_scalar_backward};
+tg_tensor *tg_mul_scalar(tg_tensor *a, tg_real s) {
+    if (tg_any_null("mul_scalar", 1, (const tg_tensor *const[]){a})) return NULL;
+    tg_tensor *y = tg_empty_arena(a->ndim, a->shape);
+    if (!y) return NULL;
+    for (int64_t i = 0; i < a->size; i++) y->data[i] = a->data[i] * s;
+    tg_node *n = tg_node_record(&tg_op_mul_scalar, y, 1, &a);
+    if (n) n->rarg[0] = s;
+    return y;
+}

@@ -1,0 +1,27 @@
+/* NumPy's .npy format, for handing a tensor to Python (numpy.load) and back.
+ *
+ *   "\x93NUMPY"  major  minor  header length (u16 LE in 1.0, u32 LE in 2.0)
+ *   header       a Python dict literal, e.g.
+ *                {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
+ *                padded with spaces and ended by '\n' so that the data starts
+ *                at a multiple of 64 bytes
+ *   data         the values, C order, little-endian
+ */
+#ifndef TG_NPY_H
+#define TG_NPY_H
+
+#include "../tensor/tensor.h"
+
+/* Writes t with descr '<f4' (or '<f8' in a double build), format 1.0.
+ * Atomic like tg_checkpoint_save: a failure leaves path as it was.
+ * Returns 0, or -1 with "npy_save: <path>: <reason>" recorded. */
+int tg_npy_save(const char *path, const tg_tensor *t);
+
+/* Reads a '<f4' or '<f8' array (converted to tg_real) of format 1.0, 2.0 or
+ * 3.0 into a new persistent tensor (free it with tg_free). A 0-d array loads
+ * as ndim 0 with one element. Fortran order, big-endian data, other dtypes,
+ * more than TG_MAX_DIMS dimensions and truncated files are errors:
+ * NULL, with "npy_load: <path>: <reason>" recorded. */
+tg_tensor *tg_npy_load(const char *path);
+
+#endif

@@ -1,0 +1,146 @@
+/* A named list of tensors (see params.h). The list grows by doubling; it
+ * holds pointers only, the tensors belong to their module. */
+#include "params.h"
+
+#include <string.h>
+
+void tg_params_init(tg_params *p)
+{
+    if (!p) return;
+    p->items = NULL;
+    p->n = 0;
+    p->cap = 0;
+}
+
+/* Makes room for `extra` more items. tensor.h has counted allocators but no
+ * realloc, so growing is alloc + copy + free. */
+static int reserve(tg_params *p, int extra, const char *op)
+{
+    if (extra <= p->cap - p->n) return 0;
+    int cap = p->cap ? p->cap : 8;
+    while (cap - p->n < extra) cap *= 2;
+    tg_param *items = tg_sys_alloc((size_t)cap * sizeof *items);
+    if (!items) {
+        tg_set_error("%s: out of memory for %d parameters", op, cap);
+        return -1;
+    }
+    if (p->n) memcpy(items, p->items, (size_t)p->n * sizeof *items);
+    tg_sys_free(p->items);
+    p->items = items;
+    p->cap = cap;
+    return 0;
+}
+
+/* Writes prefix + "." + name (or name alone) into out; -1 when too long. */
+static int join_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name)
+{
+    size_t lp = (prefix && *prefix) ? strlen(prefix) : 0;
+    size_t ln = strlen(name);
+    size_t total = lp ? lp + 1 + ln : ln;
+    if (total > TG_PARAM_NAME_MAX - 1) return -1;
+    if (lp) {
+        memcpy(out, prefix, lp);
+        out[lp] = '.';
+        memcpy(out + lp + 1, name, ln + 1);
+    } else {
+        memcpy(out, name, ln + 1);
+    }
+    return 0;
+}
+
+static int find(const tg_params *p, const char *name)
+{
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->items[i].name, name) == 0) return i;
+    return -1;
+}
+
+int tg_params_add(tg_params *p, const char *prefix, const char *name, tg_tensor *t)
+{
+    if (!p || !name || !t) {
+        tg_set_error("params_add: NULL %s", !p ? "list" : !name ? "name" : "tensor");
+        return -1;
+    }
+    char full[TG_PARAM_NAME_MAX];
+    if (*name == '\0') {
+        tg_set_error("params_add: empty name");
+        return -1;
+    }
+    if (join_name(full, prefix, name) != 0) {
+        tg_set_error("params_add: name '%s%s%s' is longer than %d characters",
+                     prefix && *prefix ? prefix : "", prefix && *prefix ? "." : "", name,
+                     TG_PARAM_NAME_MAX - 1);
+        return -1;
+    }
+    if (find(p, full) >= 0) {
+        tg_set_error("params_add: duplicate name '%s'", full);
+        return -1;
+    }
+    if (reserve(p, 1, "params_add") != 0) return -1;
+    memcpy(p->items[p->n].name, full, sizeof full);
+    p->items[p->n].t = t;
+    p->n++;
+    return 0;
+}
+
+/* All or nothing: every name is checked before the first one is appended. */
+int tg_params_extend(tg_params *p, const char *prefix, const tg_params *src)
+{
+    if (!p || !src) {
+        tg_set_error("params_extend: NULL %s", !p ? "list" : "source list");
+        return -1;
+    }
+    int n = src->n;
+    char full[TG_PARAM_NAME_MAX];
+    for (int i = 0; i < n; i++) {
+        const char *name = src->items[i].name;
+        if (join_name(full, prefix, name) != 0) {
+            tg_set_error("params_add: name '%s.%s' is longer than %d characters",
+                         prefix ? prefix : "", name, TG_PARAM_NAME_MAX - 1);
+            return -1;
+        }
+        if (find(p, full) >= 0) {
+            tg_set_error("params_add: duplicate name '%s'", full);
+            return -1;
+        }
+        /* Two source names can collide after prefixing only if the source
+         * itself had duplicates; check anyway so the list stays unique. */
+        for (int j = 0; j < i; j++)
+            if (strcmp(src->items[j].name, name) == 0) {
+                tg_set_error("params_add: duplicate name '%s'", full);
+                return -1;
+            }
+    }
+    if (reserve(p, n, "params_extend") != 0) return -1;
+    /* src may be p itself: items was just reallocated, so index afresh. */
+    for (int i = 0; i < n; i++) {
+        join_name(full, prefix, src->items[i].name);
+        memcpy(p->items[p->n].name, full, sizeof full);
+        p->items[p->n].t = src->items[i].t;
+        p->n++;
+    }
+    return 0;
+}
+
+tg_tensor *tg_params_get(const tg_params *p, const char *name)
+{
+    if (!p || !name) return NULL;
+    int i = find(p, name);
+    return i >= 0 ? p->items[i].t : NULL;
+}
+
+int64_t tg_params_numel(const tg_params *p)
+{
+    int64_t n = 0;
+    if (!p) return 0;
+    for (int i = 0; i < p->n; i++)
+        if (p->items[i].t) n += p->items[i].t->size;
+    return n;
+}
+
+void tg_params_free(tg_params *p)
+{
+    if (!p) return;
+    tg_sys_free(p->items);
+    tg_params_init(p);
+}

@@ -1,0 +1,647 @@
+/* tg_k_gemm: C = alpha * op(A) op(B) + beta * C, row-major.
+ *
+ * The large-matrix path follows the GotoBLAS / BLIS scheme (Goto & van de
+ * Geijn, "Anatomy of high-performance matrix multiplication", TOMS 2008;
+ * Van Zee & van de Geijn, "BLIS", TOMS 2015). Five loops around a register
+ * micro-kernel:
+ *
+ *   for jc in N by NC            B panel KC x NC  -> packed once, lives in L3
+ *     for pc in K by KC
+ *       pack B(pc, jc) into NR-wide slivers          (shared by all threads)
+ *       for ic in M by MC        A block MC x KC  -> packed per thread, in L2
+ *         pack A(ic, pc) into MR-tall micro-panels
+ *         for jr in NC by NR     one B sliver KC x NR stays in L1
+ *           for ir in MC by MR
+ *             micro-kernel: MR x NR tile of C += A micro-panel * B sliver
+ *
+ * Packing makes every operand the kernel reads contiguous and aligned, and
+ * is where the transposes are handled: op(A) and op(B) are read through
+ * their strides while packing, so no transposed copy of a whole matrix is
+ * ever made.
+ *
+ * The micro-kernel keeps an MR x NR tile of C in registers: 6 x 16 floats
+ * (6 x 8 doubles) = 12 AVX2 accumulators, enough independent FMA chains to
+ * hide the FMA latency on two pipes. It is compiled with
+ * __attribute__((target("avx2,fma"))) and chosen at run time from the CPU
+ * features, so the file builds with plain -O2 and the same binary runs on a
+ * machine without AVX2, where a portable C kernel takes over.
+ *
+ * Small products (the attention heads are 16 x 16 x 16) skip packing: a
+ * "direct" kernel reads A through its strides and B rows in place.
+ *
+ * Determinism: the value of C(i,j) depends only on how K is split into KC
+ * blocks (each block is summed in k order in registers, then added to C),
+ * and that split depends on K alone. Threads split the rows of C, never K,
+ * so results are bit-identical for any number of threads.
+ *
+ * Memory: packing buffers belong to the calling thread (thread-local), are
+ * allocated once through tg_sys_alloc and grown only when a larger product
+ * comes, so after the first training step gemm makes no allocation. Worker
+ * threads use slices of the caller's buffer; they never allocate. */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define TG_GEMM_X86 1
+#include <immintrin.h>
+#else
+#define TG_GEMM_X86 0
+#endif
+
+/* Block sizes. MC x KC of A fills about a third of the 512 KB L2, a KC x NR
+ * sliver of B about half the 32 KB L1, KC x NC of B a few MB of L3 (the
+ * values BLIS uses for AMD Zen). MC is a multiple of MR, NC of NR. */
+#ifdef TG_DOUBLE
+#define AVX_MR 6
+#define AVX_NR 8
+#ifndef AVX_MC
+#define AVX_MC 72
+#endif
+#else
+#define AVX_MR 6
+#define AVX_NR 16
+#ifndef AVX_MC
+#define AVX_MC 144
+#endif
+#endif
+#ifndef AVX_KC
+#define AVX_KC 256
+#endif
+#define AVX_NC 4080
+
+#define PORT_MR 4
+#define PORT_NR 8
+#define PORT_MC 128
+#define PORT_KC 256
+#define PORT_NC 4096
+
+#define MAX_MR 6
+#define MAX_NR 16
+
+/* Below this many multiply-adds a product runs on one thread: starting the
+ * team costs more than it saves. */
+#define PARALLEL_MIN_WORK (64.0 * 64.0 * 64.0)
+/* Up to this many multiply-adds (and with K small enough for the stack
+ * sliver below), the direct kernel runs without packing: the operands fit
+ * in L2, so packing would cost more than the cache misses it saves
+ * (measured: 128^3 direct 78 GFLOP/s, packed 68). */
+#ifndef DIRECT_MAX_WORK
+#define DIRECT_MAX_WORK (160.0 * 160.0 * 160.0)
+#endif
+#define DIRECT_MAX_K 512
+
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+/* ---- C = beta * C (beta == 0 writes zeros without reading C) ------------- */
+static void scale_c(int M, int N, tg_real beta, tg_real *C, int ldc)
+{
+    if (beta == 1) return;
+    for (int i = 0; i < M; i++) {
+        tg_real *c = C + (size_t)i * ldc;
+        if (beta == 0)
+            for (int j = 0; j < N; j++) c[j] = 0;
+        else
+            for (int j = 0; j < N; j++) c[j] *= beta;
+    }
+}
+
+/* Stores an accumulated tile: C = alpha * acc + beta * C for the m x n
+ * corner of a tile held as t[r * nr + j]. Used by edge tiles and by the
+ * portable kernel. */
+static void store_tile(const tg_real *t, int nr, int m, int n, tg_real alpha, tg_real beta,
+                       tg_real *c, int ldc)
+{
+    for (int r = 0; r < m; r++) {
+        tg_real *cr = c + (size_t)r * ldc;
+        const tg_real *tr = t + (size_t)r * nr;
+        if (beta == 0)
+            for (int j = 0; j < n; j++) cr[j] = alpha * tr[j];
+        else
+            for (int j = 0; j < n; j++) cr[j] = alpha * tr[j] + beta * cr[j];
+    }
+}
+
+/* ---- packing --------------------------------------------------------------
+ * A block (rows i0.., k0..; mc x kc) -> micro-panels of mr rows; panel p
+ * holds op(A)(i0 + p*mr + r, k0 + k) at [p*mr*kc + k*mr + r], rows past mc
+ * zero-filled so the kernel always runs on a full tile. */
+static void pack_a(bool trans, int mc, int kc, const tg_real *A, int lda, int i0, int k0,
+                   int mr, tg_real *dst)
+{
+    for (int ip = 0; ip < mc; ip += mr) {
+        int m = mc - ip < mr ? mc - ip : mr;
+        if (!trans) {
+            /* op(A)(i,k) = A[i*lda + k]: rows are contiguous in k. */
+            for (int r = 0; r < m; r++) {
+                const tg_real *src = A + (size_t)(i0 + ip + r) * lda + k0;
+                for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[k];
+            }
+            for (int r = m; r < mr; r++)
+                for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = 0;
+        } else {
+            /* op(A)(i,k) = A[k*lda + i]: the mr rows of one k are contiguous. */
+            for (int k = 0; k < kc; k++) {
+                const tg_real *src = A + (size_t)(k0 + k) * lda + i0 + ip;
+                tg_real *d = dst + (size_t)k * mr;
+                for (int r = 0; r < m; r++) d[r] = src[r];
+                for (int r = m; r < mr; r++) d[r] = 0;
+            }
+        }
+        dst += (size_t)mr * kc;
+    }
+}
+
+/* One nr-wide sliver of B (columns j0.., k0..): op(B)(k0 + k, j0 + j) at
+ * [k*nr + j], columns past n zero-filled. */
+static void pack_b_sliver(bool trans, int n, int kc, const tg_real *B, int ldb, int k0, int j0,
+                          int nr, tg_real *dst)
+{
+    if (!trans) {
+        /* op(B)(k,j) = B[k*ldb + j]: each k gives n contiguous values. */
+        for (int k = 0; k < kc; k++) {
+            const tg_real *src = B + (size_t)(k0 + k) * ldb + j0;
+            tg_real *d = dst + (size_t)k * nr;
+            for (int j = 0; j < n; j++) d[j] = src[j];
+            for (int j = n; j < nr; j++) d[j] = 0;
+        }
+    } else {
+        /* op(B)(k,j) = B[j*ldb + k]: each column j is contiguous in k. */
+        for (int j = 0; j < n; j++) {
+            const tg_real *src = B + (size_t)(j0 + j) * ldb + k0;
+            for (int k = 0; k < kc; k++) dst[(size_t)k * nr + j] = src[k];
+        }
+        for (int j = n; j < nr; j++)
+            for (int k = 0; k < kc; k++) dst[(size_t)k * nr + j] = 0;
+    }
+}
+
+/* ---- portable micro-kernel ------------------------------------------------
+ * Plain C on a PORT_MR x PORT_NR tile; the compiler vectorises the j loop
+ * with whatever the baseline ISA offers (SSE2 on x86-64, NEON on arm64). */
+static void kernel_portable(int kc, const tg_real *restrict a, const tg_real *restrict b,
+                            tg_real *c, int ldc, tg_real alpha, tg_real beta, int m, int n)
+{
+    tg_real acc[PORT_MR * PORT_NR] = {0};
+    for (int k = 0; k < kc; k++) {
+        for (int r = 0; r < PORT_MR; r++) {
+            tg_real ar = a[r];
+            for (int j = 0; j < PORT_NR; j++) acc[r * PORT_NR + j] += ar * b[j];
+        }
+        a += PORT_MR;
+        b += PORT_NR;
+    }
+    store_tile(acc, PORT_NR, m, n, alpha, beta, c, ldc);
+}
+
+/* Small products without AVX2: i-k-j loops over rows of C, the inner loop
+ * contiguous in C and (when not transposed) in B. */
+static void direct_portable(bool trans_a, bool trans_b, int i_begin, int i_end, int N, int K,
+                            tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
+                            tg_real beta, tg_real *C, int ldc)
+{
+    scale_c(i_end - i_begin, N, beta, C + (size_t)i_begin * ldc, ldc);
+    for (int i = i_begin; i < i_end; i++) {
+        /* restrict: C never overlaps A or B, and saying so lets -O2 vectorise
+         * without run-time overlap checks */
+        tg_real *restrict c = C + (size_t)i * ldc;
+        if (!trans_b) {
+            for (int k = 0; k < K; k++) {
+                tg_real a = alpha * (trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+                const tg_real *restrict b = B + (size_t)k * ldb;
+                /* chunks of a fixed 8: -O2 vectorises only loops that need
+                 * no remainder loop, so the remainder is written out */
+                int j = 0;
+                for (; j + 8 <= N; j += 8)
+                    for (int u = 0; u < 8; u++) c[j + u] += a * b[j + u];
+                for (; j < N; j++) c[j] += a * b[j];
+            }
+        } else {
+            for (int j = 0; j < N; j++) {
+                const tg_real *b = B + (size_t)j * ldb;
+                tg_real s = 0;
+                for (int k = 0; k < K; k++)
+                    s += (trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) * b[k];
+                c[j] += alpha * s;
+            }
+        }
+    }
+}
+
+/* ---- AVX2 + FMA micro-kernels --------------------------------------------- */
+#if TG_GEMM_X86
+#define TG_AVX2 __attribute__((target("avx2,fma")))
+#ifdef TG_DOUBLE
+typedef __m256d vreal;
+#define VLEN 4
+#define V_ZERO() _mm256_setzero_pd()
+#define V_LOAD(p) _mm256_loadu_pd(p)
+#define V_STORE(p, v) _mm256_storeu_pd((p), (v))
+#define V_BCAST(p) _mm256_broadcast_sd(p)
+#define V_SET1(x) _mm256_set1_pd(x)
+#define V_FMA(a, b, c) _mm256_fmadd_pd((a), (b), (c))
+#define V_MUL(a, b) _mm256_mul_pd((a), (b))
+#define V_ADD(a, b) _mm256_add_pd((a), (b))
+#define V_MASKLOAD(p, m) _mm256_maskload_pd((p), (m))
+#define V_MASKSTORE(p, m, v) _mm256_maskstore_pd((p), (m), (v))
+/* Lane l of the mask is on when base + l < n. */
+#define V_MASK(n, base) \
+    _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x((base), (base) + 1, (base) + 2, (base) + 3))
+#else
+typedef __m256 vreal;
+#define VLEN 8
+#define V_ZERO() _mm256_setzero_ps()
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_STORE(p, v) _mm256_storeu_ps((p), (v))
+#define V_BCAST(p) _mm256_broadcast_ss(p)
+#define V_SET1(x) _mm256_set1_ps(x)
+#define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define V_MUL(a, b) _mm256_mul_ps((a), (b))
+#define V_ADD(a, b) _mm256_add_ps((a), (b))
+#define V_MASKLOAD(p, m) _mm256_maskload_ps((p), (m))
+#define V_MASKSTORE(p, m, v) _mm256_maskstore_ps((p), (m), (v))
+#define V_MASK(n, base)                                                                        \
+    _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32((base), (base) + 1, (base) + 2, \
+                                                               (base) + 3, (base) + 4, (base) + 5, \
+                                                               (base) + 6, (base) + 7))
+#endif
+
+/* Twelve accumulators c<row><half>: row r of the tile is (c_r0, c_r1). */
+#define ACC_DECL                                                                     \
+    vreal c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO();            \
+    vreal c20 = V_ZERO(), c21 = V_ZERO(), c30 = V_ZERO(), c31 = V_ZERO();            \
+    vreal c40 = V_ZERO(), c41 = V_ZERO(), c50 = V_ZERO(), c51 = V_ZERO()
+#define ROW_FMA(r, ap)                    \
+    do {                                  \
+        vreal ar_ = V_BCAST(ap);          \
+        c##r##0 = V_FMA(ar_, b0, c##r##0); \
+        c##r##1 = V_FMA(ar_, b1, c##r##1); \
+    } while (0)
+
+/* Writes the 6 x NR accumulators to t (row-major, NR per row). */
+#define ACC_SPILL(t)                                                          \
+    do {                                                                      \
+        V_STORE((t) + 0 * AVX_NR, c00); V_STORE((t) + 0 * AVX_NR + VLEN, c01); \
+        V_STORE((t) + 1 * AVX_NR, c10); V_STORE((t) + 1 * AVX_NR + VLEN, c11); \
+        V_STORE((t) + 2 * AVX_NR, c20); V_STORE((t) + 2 * AVX_NR + VLEN, c21); \
+        V_STORE((t) + 3 * AVX_NR, c30); V_STORE((t) + 3 * AVX_NR + VLEN, c31); \
+        V_STORE((t) + 4 * AVX_NR, c40); V_STORE((t) + 4 * AVX_NR + VLEN, c41); \
+        V_STORE((t) + 5 * AVX_NR, c50); V_STORE((t) + 5 * AVX_NR + VLEN, c51); \
+    } while (0)
+
+/* Full-tile store, row r: C = alpha*acc (+ beta*C). */
+#define ROW_STORE(r)                                                            \
+    do {                                                                        \
+        tg_real *cr_ = c + (size_t)(r) * ldc;                                   \
+        vreal t0_ = V_MUL(va, c##r##0), t1_ = V_MUL(va, c##r##1);               \
+        if (beta != 0) {                                                        \
+            t0_ = V_ADD(t0_, V_MUL(vb, V_LOAD(cr_)));                           \
+            t1_ = V_ADD(t1_, V_MUL(vb, V_LOAD(cr_ + VLEN)));                    \
+        }                                                                       \
+        V_STORE(cr_, t0_);                                                      \
+        V_STORE(cr_ + VLEN, t1_);                                               \
+    } while (0)
+
+/* Packed kernel: a is an AVX_MR-row micro-panel, b an AVX_NR-wide sliver,
+ * both contiguous; the m x n corner of the tile is stored to C. */
+TG_AVX2 static void kernel_avx2(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc,
+                                tg_real alpha, tg_real beta, int m, int n)
+{
+    /* Fetch the C tile now so its cache misses overlap the k loop. */
+    for (int r = 0; r < m; r++) {
+        __builtin_prefetch(c + (size_t)r * ldc, 1);
+        __builtin_prefetch(c + (size_t)r * ldc + AVX_NR - 1, 1);
+    }
+    ACC_DECL;
+    int k = 0;
+    /* Unrolled by 4: fewer loop branches, and the loads of the next step
+     * can issue while the FMAs of this one run. */
+#define STEP(u)                                             \
+    do {                                                    \
+        vreal b0 = V_LOAD(b + (u) * AVX_NR);                \
+        vreal b1 = V_LOAD(b + (u) * AVX_NR + VLEN);         \
+        const tg_real *a_ = a + (u) * AVX_MR;               \
+        ROW_FMA(0, a_ + 0); ROW_FMA(1, a_ + 1);             \
+        ROW_FMA(2, a_ + 2); ROW_FMA(3, a_ + 3);             \
+        ROW_FMA(4, a_ + 4); ROW_FMA(5, a_ + 5);             \
+    } while (0)
+    for (; k + 4 <= kc; k += 4) {
+        __builtin_prefetch(b + 4 * AVX_NR * 4);
+        STEP(0); STEP(1); STEP(2); STEP(3);
+        a += 4 * AVX_MR;
+        b += 4 * AVX_NR;
+    }
+    for (; k < kc; k++) {
+        STEP(0);
+        a += AVX_MR;
+        b += AVX_NR;
+    }
+#undef STEP
+    if (m == AVX_MR && n == AVX_NR) {
+        vreal va = V_SET1(alpha), vb = V_SET1(beta);
+        ROW_STORE(0); ROW_STORE(1); ROW_STORE(2);
+        ROW_STORE(3); ROW_STORE(4); ROW_STORE(5);
+    } else {
+        _Alignas(64) tg_real t[AVX_MR * AVX_NR];
+        ACC_SPILL(t);
+        store_tile(t, AVX_NR, m, n, alpha, beta, c, ldc);
+    }
+}
+
+/* Direct kernel for small products: op(A)(i,k) = a[i*ars + k*acs], op(B)
+ * rows at b + k*ldb, no packing. The tile's m x n corner is stored; B rows
+ * are read with masked loads past column nload (nload == NR when b is a
+ * zero-padded sliver). Rows past m repeat row 0: computed, never stored. */
+TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, ptrdiff_t acs,
+                                       const tg_real *b, ptrdiff_t ldb, tg_real *c, int ldc,
+                                       tg_real alpha, tg_real beta, int m, int n, int nload)
+{
+    const tg_real *a0 = a, *a1 = a + (m > 1 ? ars : 0), *a2 = a + (m > 2 ? 2 * ars : 0);
+    const tg_real *a3 = a + (m > 3 ? 3 * ars : 0), *a4 = a + (m > 4 ? 4 * ars : 0);
+    const tg_real *a5 = a + (m > 5 ? 5 * ars : 0);
+    ACC_DECL;
+    if (nload == AVX_NR) {
+        for (int k = 0; k < K; k++, b += ldb) {
+            ptrdiff_t o = k * acs;
+            vreal b0 = V_LOAD(b), b1 = V_LOAD(b + VLEN);
+            ROW_FMA(0, a0 + o); ROW_FMA(1, a1 + o); ROW_FMA(2, a2 + o);
+            ROW_FMA(3, a3 + o); ROW_FMA(4, a4 + o); ROW_FMA(5, a5 + o);
+        }
+    } else {
+        /* maskload never touches memory in masked-off lanes, so reading a
+         * partial row of B cannot fault past its end. */
+        __m256i m0 = V_MASK(nload, 0), m1 = V_MASK(nload, VLEN);
+        for (int k = 0; k < K; k++, b += ldb) {
+            ptrdiff_t o = k * acs;
+            vreal b0 = V_MASKLOAD(b, m0), b1 = V_MASKLOAD(b + VLEN, m1);
+            ROW_FMA(0, a0 + o); ROW_FMA(1, a1 + o); ROW_FMA(2, a2 + o);
+            ROW_FMA(3, a3 + o); ROW_FMA(4, a4 + o); ROW_FMA(5, a5 + o);
+        }
+    }
+    if (m == AVX_MR && n == AVX_NR) {
+        vreal va = V_SET1(alpha), vb = V_SET1(beta);
+        ROW_STORE(0); ROW_STORE(1); ROW_STORE(2);
+        ROW_STORE(3); ROW_STORE(4); ROW_STORE(5);
+    } else {
+        _Alignas(64) tg_real t[AVX_MR * AVX_NR];
+        ACC_SPILL(t);
+        store_tile(t, AVX_NR, m, n, alpha, beta, c, ldc);
+    }
+}
+
+/* Small product: tiles of 6 x NR, B slivers outer so one sliver of B is
+ * reused from L1 by every row tile. A transposed B is first copied, one
+ * K x NR sliver at a time, into a stack buffer (K <= DIRECT_MAX_K). */
+static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int N, int K,
+                        tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
+                        tg_real beta, tg_real *C, int ldc)
+{
+    _Alignas(64) tg_real sliver[DIRECT_MAX_K * AVX_NR];
+    ptrdiff_t ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
+    for (int j0 = 0; j0 < N; j0 += AVX_NR) {
+        int n = N - j0 < AVX_NR ? N - j0 : AVX_NR;
+        const tg_real *b = B + j0;
+        ptrdiff_t bstride = ldb;
+        int nload = n;
+        if (trans_b) {
+            pack_b_sliver(true, n, K, B, ldb, 0, j0, AVX_NR, sliver);
+            b = sliver;
+            bstride = AVX_NR;
+            nload = AVX_NR; /* zero-padded: full loads are safe */
+        }
+        for (int i0 = i_begin; i0 < i_end; i0 += AVX_MR) {
+            int m = i_end - i0 < AVX_MR ? i_end - i0 : AVX_MR;
+            kernel_direct_avx2(K, A + (size_t)i0 * ars, ars, acs, b, bstride,
+                               C + (size_t)i0 * ldc + j0, ldc, alpha, beta, m, n, nload);
+        }
+    }
+}
+#endif /* TG_GEMM_X86 */
+
+/* ---- run-time dispatch ------------------------------------------------------ */
+typedef void (*kernel_fn)(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc,
+                          tg_real alpha, tg_real beta, int m, int n);
+typedef struct {
+    kernel_fn kernel;
+    int mr, nr, mc, kc, nc;
+} gemm_isa;
+
+static const gemm_isa isa_portable = {kernel_portable, PORT_MR, PORT_NR, PORT_MC, PORT_KC, PORT_NC};
+#if TG_GEMM_X86
+static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, AVX_NC};
+#endif
+
+/* 0: pick from the CPU, 1: force the portable kernels (tests, benchmarks). */
+static int g_force_portable;
+int tg__gemm_force_portable(int on);
+int tg__gemm_force_portable(int on)
+{
+    int old = g_force_portable;
+    g_force_portable = on;
+    return old;
+}
+
+static bool have_avx2(void)
+{
+#if TG_GEMM_X86
+    return !g_force_portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+/* ---- packing buffers: thread-local, grown on demand, never shrunk ---------- */
+static _Thread_local void *ws_raw;
+static _Thread_local tg_real *ws_buf;
+static _Thread_local size_t ws_cap; /* elements */
+
+static tg_real *workspace(size_t n)
+{
+    if (n > ws_cap) {
+        if (ws_raw) tg_sys_free(ws_raw);
+        ws_cap = 0;
+        ws_buf = NULL;
+        ws_raw = tg_sys_alloc(n * sizeof(tg_real) + 64);
+        if (!ws_raw) return NULL;
+        ws_buf = (tg_real *)(((uintptr_t)ws_raw + 63) & ~(uintptr_t)63);
+        ws_cap = n;
+    }
+    return ws_buf;
+}
+
+/* Frees the calling thread's packing buffers (for tg_release_all). */
+void tg__gemm_release(void);
+void tg__gemm_release(void)
+{
+    if (ws_raw) tg_sys_free(ws_raw);
+    ws_raw = NULL;
+    ws_buf = NULL;
+    ws_cap = 0;
+}
+
+/* Threads for a product: one below PARALLEL_MIN_WORK or inside a parallel
+ * region (a batched caller already splits the work), else up to one per
+ * MR-row tile. */
+static int team_size(int M, int N, int K, int mr)
+{
+    int nt = 1;
+#ifdef _OPENMP
+    int tiles = (M + mr - 1) / mr;
+    if ((double)M * N * K > PARALLEL_MIN_WORK && !omp_in_parallel()) {
+        nt = omp_get_max_threads();
+        if (nt > tiles) nt = tiles;
+        if (nt < 1) nt = 1;
+    }
+#else
+    (void)M, (void)N, (void)K, (void)mr;
+#endif
+    return nt;
+}
+
+/* Rows [*r0, *r1) of thread tid among nth: a contiguous run of mr-row tiles,
+ * as even as the tile count allows. */
+static void thread_rows(int M, int mr, int tid, int nth, int *r0, int *r1)
+{
+    int tiles = (M + mr - 1) / mr;
+    *r0 = (int)((long long)tiles * tid / nth) * mr;
+    *r1 = (int)((long long)tiles * (tid + 1) / nth) * mr;
+    if (*r1 > M) *r1 = M;
+}
+
+/* Small products: no packing, rows of C split among threads. */
+static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int K,
+                        tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
+                        tg_real beta, tg_real *C, int ldc)
+{
+    int mr = avx2 ? AVX_MR : 1;
+    int nt = team_size(M, N, K, mr);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int tid = 0, nth = 1, r0, r1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        nth = omp_get_num_threads();
+#endif
+        thread_rows(M, mr, tid, nth, &r0, &r1);
+#if TG_GEMM_X86
+        if (avx2)
+            direct_avx2(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        else
+#endif
+            direct_portable(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+    (void)nt;
+}
+
+/* ---- blocked, packed, threaded path ------------------------------------------ */
+static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M, int N, int K,
+                         tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
+                         tg_real beta, tg_real *C, int ldc)
+{
+    const int mr = isa->mr, nr = isa->nr;
+    /* K in near-equal blocks of at most KC (257 -> 129 + 128, not 256 + 1);
+     * the split depends on K only, which keeps results thread-independent. */
+    int kblocks = (K + isa->kc - 1) / isa->kc;
+    int kc_max = (K + kblocks - 1) / kblocks;
+    int nc = (int)round_up((size_t)(N < isa->nc ? N : isa->nc), (size_t)nr);
+    int mc = (int)round_up((size_t)(M < isa->mc ? M : isa->mc), (size_t)mr);
+
+    int nt = team_size(M, N, K, mr);
+    size_t b_elems = round_up((size_t)kc_max * nc, 16);
+    size_t a_elems = round_up((size_t)kc_max * mc, 16);
+    tg_real *ws = workspace(b_elems + (size_t)nt * a_elems);
+    if (!ws) { /* out of memory: slow but correct, and no crash */
+        direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    tg_real *bpack = ws;
+
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int tid = 0, nth = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        nth = omp_get_num_threads();
+#endif
+        tg_real *apack = ws + b_elems + (size_t)tid * a_elems;
+        int row0, row1;
+        thread_rows(M, mr, tid, nth, &row0, &row1);
+
+        for (int jc = 0; jc < N; jc += nc) {
+            int ncur = N - jc < nc ? N - jc : nc;
+            int slivers = (ncur + nr - 1) / nr;
+            for (int kb = 0; kb < kblocks; kb++) {
+                int pc = (int)((long long)K * kb / kblocks);
+                int kcur = (int)((long long)K * (kb + 1) / kblocks) - pc;
+                tg_real beta_k = kb == 0 ? beta : 1;
+                /* All threads pack the shared B panel together... */
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+                for (int s = 0; s < slivers; s++) {
+                    int j0 = s * nr;
+                    int n = ncur - j0 < nr ? ncur - j0 : nr;
+                    pack_b_sliver(trans_b, n, kcur, B, ldb, pc, jc + j0, nr,
+                                  bpack + (size_t)s * nr * kcur);
+                }
+                /* ...(implicit barrier above), then each multiplies its rows. */
+                for (int ic = row0; ic < row1; ic += mc) {
+                    int mcur = row1 - ic < mc ? row1 - ic : mc;
+                    pack_a(trans_a, mcur, kcur, A, lda, ic, pc, mr, apack);
+                    for (int s = 0; s < slivers; s++) {
+                        int j0 = s * nr;
+                        int n = ncur - j0 < nr ? ncur - j0 : nr;
+                        const tg_real *bs = bpack + (size_t)s * nr * kcur;
+                        for (int ir = 0; ir < mcur; ir += mr) {
+                            int m = mcur - ir < mr ? mcur - ir : mr;
+                            isa->kernel(kcur, apack + (size_t)ir * kcur, bs,
+                                        C + (size_t)(ic + ir) * ldc + jc + j0, ldc, alpha,
+                                        beta_k, m, n);
+                        }
+                    }
+                }
+                /* Nobody repacks B while another thread still reads it. */
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+            }
+        }
+    }
+}
+
+void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
+               const tg_real *A, int lda, const tg_real *B, int ldb,
+               tg_real beta, tg_real *C, int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0) { /* nothing to multiply: C = beta * C */
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    bool avx2 = have_avx2();
+    double work = (double)M * N * K;
+    /* Without AVX2 a transposed B goes through packing, which turns the
+     * strided dot products into vectorisable row updates. */
+    if (work <= DIRECT_MAX_WORK && K <= DIRECT_MAX_K && (avx2 || !trans_b)) {
+        gemm_direct(avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#if TG_GEMM_X86
+    if (avx2) {
+        gemm_blocked(&isa_avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#endif
+    (void)avx2;
+    gemm_blocked(&isa_portable, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

@@ -1,0 +1,108 @@
+/* Elementwise kernels: unary maps, broadcasting binary ops, and the
+ * reduction of a broadcast gradient back to an input's shape. */
+#include "tensor.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Work below this many elements runs on one thread: a parallel region costs
+ * more than it saves. */
+#define PAR_MIN 32768
+
+static tg_real gelu(tg_real x) {
+    /* GELU(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), torch's exact form. */
+    return (tg_real)0.5 * x * (1 + (tg_real)erf((double)x * 0.7071067811865476));
+}
+
+void tg_k_unary(tg_unary_kind kind, tg_real p, const tg_real *x, tg_real *y, int64_t n) {
+#define MAP(expr) \
+    _Pragma("omp parallel for if (n > PAR_MIN)") \
+    for (int64_t i = 0; i < n; i++) { tg_real v = x[i]; y[i] = (expr); } \
+    break;
+    switch (kind) {
+    case TG_UNARY_NEG: MAP(-v)
+    case TG_UNARY_EXP: MAP(exp(v))
+    case TG_UNARY_LOG: MAP(log(v))
+    case TG_UNARY_SQRT: MAP(sqrt(v))
+    case TG_UNARY_TANH: MAP(tanh(v))
+    case TG_UNARY_SIGMOID: MAP(1 / (1 + exp(-v)))
+    case TG_UNARY_RELU: MAP(v > 0 ? v : 0)
+    case TG_UNARY_GELU: MAP(gelu(v))
+    case TG_UNARY_POW: MAP(pow(v, p))
+    }
+#undef MAP
+}
+
+/* Strides of `t` seen in the broadcast shape of rank nd: 0 on broadcast axes. */
+static void bcast_strides(const tg_tensor *t, int nd, const int *oshape, int64_t *st) {
+    int64_t s = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        int j = i - (nd - t->ndim);
+        int dim = j >= 0 ? t->shape[j] : 1;
+        st[i] = (dim == 1 && oshape[i] != 1) ? 0 : s;
+        s *= dim;
+    }
+}
+
+static tg_real apply(tg_binary_kind k, tg_real a, tg_real b) {
+    switch (k) {
+    case TG_BINARY_ADD: return a + b;
+    case TG_BINARY_SUB: return a - b;
+    case TG_BINARY_MUL: return a * b;
+    case TG_BINARY_DIV: return a / b;
+    }
+    return 0;
+}
+
+void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out) {
+    const tg_real *A = a->data, *B = b->data;
+    tg_real *C = out->data;
+    int64_t n = out->size;
+    if (a->size == n && b->size == n) {   /* same shape: one flat loop */
+#pragma omp parallel for if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++) C[i] = apply(kind, A[i], B[i]);
+        return;
+    }
+    int nd = out->ndim;
+    int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];
+    bcast_strides(a, nd, out->shape, sa);
+    bcast_strides(b, nd, out->shape, sb);
+    int64_t inner = nd ? out->shape[nd - 1] : 1;
+    int64_t rows = inner ? n / inner : 0;
+    int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        /* Offsets of this row in a and b from its multi-index. */
+        int64_t oa = 0, ob = 0, rem = r;
+        for (int d = nd - 2; d >= 0; d--) {
+            int64_t idx = rem % out->shape[d];
+            rem /= out->shape[d];
+            oa += idx * sa[d];
+            ob += idx * sb[d];
+        }
+        tg_real *c = C + r * inner;
+        for (int64_t j = 0; j < inner; j++) c[j] = apply(kind, A[oa + j * ia], B[ob + j * ib]);
+    }
+}
+
+void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate) {
+    if (!accumulate) memset(dst->data, 0, (size_t)dst->size * sizeof(tg_real));
+    if (src->size == dst->size) {
+        for (int64_t i = 0; i < src->size; i++) dst->data[i] += src->data[i];
+        return;
+    }
+    int nd = src->ndim;
+    int64_t sd[TG_MAX_DIMS];
+    bcast_strides(dst, nd, src->shape, sd);
+    /* One pass over src in order: every dst element sums its terms in the
+     * same order on every run. */
+    int64_t idx[TG_MAX_DIMS] = {0}, off = 0;
+    for (int64_t i = 0; i < src->size; i++) {
+        dst->data[off] += src->data[i];
+        for (int d = nd - 1; d >= 0; d--) {
+            if (++idx[d] < src->shape[d]) { off += sd[d]; break; }
+            off -= sd[d] * (src->shape[d] - 1);
+            idx[d] = 0;
+        }
+    }
+}

@@ -1,0 +1,34 @@
+/* Softmax and log-softmax of each row, stable for large logits:
+ *   softmax(x)_j = exp(x_j - m) / sum_k exp(x_k - m),  m = max_k x_k
+ *   log_softmax(x)_j = x_j - m - log(sum_k exp(x_k - m)). */
+#include "tensor.h"
+
+#include <math.h>
+
+void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
+#pragma omp parallel for if (rows * n > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        const tg_real *xr = x + r * n;
+        tg_real *yr = y + r * n;
+        tg_real m = xr[0];
+        for (int64_t j = 1; j < n; j++) if (xr[j] > m) m = xr[j];
+        tg_real s = 0;
+        for (int64_t j = 0; j < n; j++) { yr[j] = exp(xr[j] - m); s += yr[j]; }
+        tg_real inv = 1 / s;
+        for (int64_t j = 0; j < n; j++) yr[j] *= inv;
+    }
+}
+
+void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
+#pragma omp parallel for if (rows * n > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        const tg_real *xr = x + r * n;
+        tg_real *yr = y + r * n;
+        tg_real m = xr[0];
+        for (int64_t j = 1; j < n; j++) if (xr[j] > m) m = xr[j];
+        tg_real s = 0;
+        for (int64_t j = 0; j < n; j++) s += exp(xr[j] - m);
+        tg_real lse = m + log(s);
+        for (int64_t j = 0; j < n; j++) yr[j] = xr[j] - lse;
+    }
+}

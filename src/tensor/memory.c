@@ -1,0 +1,148 @@
+/* Memory: counted system allocations for persistent storage, and the bump
+ * arena behind scopes.
+ *
+ * The arena is a list of blocks that are never returned to the system while
+ * the program runs. A scope remembers (block, offset) at tg_scope_begin and
+ * restores it at tg_scope_end, which releases everything allocated since in
+ * O(1). After the first training step the blocks are large enough, so later
+ * steps make no call to malloc (tests/test_memory.c checks this). */
+#include "tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64
+#define MIN_BLOCK ((size_t)1 << 20)
+#define MAX_SCOPES 64
+
+typedef struct block {
+    unsigned char *mem;
+    size_t size, used;
+} block;
+
+static block *g_blocks;
+static int g_nblocks, g_capblocks;
+static int g_cur;                  /* block being filled */
+static size_t g_in_use, g_peak, g_reserved, g_persistent;
+static uint64_t g_sys_allocs;
+
+typedef struct { int blk; size_t used; size_t in_use; void *tape; } mark;
+static mark g_scopes[MAX_SCOPES];
+static int g_depth;
+
+/* ---- counted system allocation ---- */
+void *tg_sys_alloc(size_t bytes) {
+    g_sys_allocs++;
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) tg_set_error("out of memory allocating %zu bytes", bytes);
+    return p;
+}
+void *tg_sys_calloc(size_t n, size_t size) {
+    g_sys_allocs++;
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) tg_set_error("out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+void tg_sys_free(void *p) { free(p); }
+
+/* Called by tensor.c to keep the persistent byte count. */
+void tg__persistent_account(long long delta);
+void tg__persistent_account(long long delta) { g_persistent += (size_t)delta; }
+
+tg_memory_stats tg_memory(void) {
+    tg_memory_stats s = {g_in_use, g_peak, g_reserved, g_persistent, g_sys_allocs};
+    return s;
+}
+
+/* ---- arena ---- */
+static bool add_block(size_t need) {
+    if (g_nblocks == g_capblocks) {
+        int cap = g_capblocks ? 2 * g_capblocks : 8;
+        block *nb = tg_sys_alloc(sizeof(block) * (size_t)cap);
+        if (!nb) return false;
+        if (g_nblocks) memcpy(nb, g_blocks, sizeof(block) * (size_t)g_nblocks);
+        free(g_blocks);
+        g_blocks = nb;
+        g_capblocks = cap;
+    }
+    /* Grow geometrically so a big first step needs few blocks. */
+    size_t size = MIN_BLOCK;
+    if (g_nblocks) size = g_blocks[g_nblocks - 1].size * 2;
+    while (size < need) size *= 2;
+    g_sys_allocs++;
+    unsigned char *mem = aligned_alloc(ALIGN, size);
+    if (!mem) { tg_set_error("out of memory: arena block of %zu bytes", size); return false; }
+    g_blocks[g_nblocks++] = (block){mem, size, 0};
+    g_reserved += size;
+    return true;
+}
+
+void *tg_arena_alloc(size_t bytes) {
+    size_t n = (bytes + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    if (n == 0) n = ALIGN;
+    /* Move to the next block that fits; blocks after g_cur are empty. */
+    while (g_cur < g_nblocks && g_blocks[g_cur].size - g_blocks[g_cur].used < n) {
+        if (g_cur + 1 >= g_nblocks) break;
+        g_cur++;
+        g_blocks[g_cur].used = 0;
+    }
+    if (g_cur >= g_nblocks || g_blocks[g_cur].size - g_blocks[g_cur].used < n) {
+        if (!add_block(n)) return NULL;
+        g_cur = g_nblocks - 1;
+    }
+    block *b = &g_blocks[g_cur];
+    void *p = b->mem + b->used;
+    b->used += n;
+    g_in_use += n;
+    if (g_in_use > g_peak) g_peak = g_in_use;
+    return p;
+}
+
+bool tg_arena_live(const void *ptr) {
+    const unsigned char *p = ptr;
+    for (int i = 0; i < g_nblocks && i <= g_cur; i++) {
+        const block *b = &g_blocks[i];
+        if (p >= b->mem && p < b->mem + b->size) return p < b->mem + b->used;
+    }
+    return false;
+}
+
+/* The autograd layer's tape (newest node) is saved per scope and restored at
+ * its end, so the nodes a scope released are no longer on the tape. The
+ * tensor layer only carries the pointer; it never looks inside. */
+void *tg__tape_head;
+
+void tg_scope_begin(void) {
+    if (g_depth >= MAX_SCOPES) {
+        tg_set_error("scope_begin: more than %d nested scopes", MAX_SCOPES);
+        return;
+    }
+    size_t used = g_nblocks ? g_blocks[g_cur].used : 0;
+    g_scopes[g_depth++] = (mark){g_cur, used, g_in_use, tg__tape_head};
+}
+
+void tg_scope_end(void) {
+    if (g_depth == 0) {
+        tg_set_error("scope_end: no scope is open");
+        return;
+    }
+    mark m = g_scopes[--g_depth];
+    tg__tape_head = m.tape;
+    /* Blocks past m.blk become empty; they stay reserved for the next step. */
+    for (int i = m.blk + 1; i <= g_cur && i < g_nblocks; i++) g_blocks[i].used = 0;
+    g_cur = m.blk;
+    if (g_nblocks) g_blocks[g_cur].used = m.used;
+    g_in_use = m.in_use;
+}
+
+int tg_scope_depth(void) { return g_depth; }
+
+void tg_release_all(void) {
+    for (int i = 0; i < g_nblocks; i++) free(g_blocks[i].mem);
+    free(g_blocks);
+    g_blocks = NULL;
+    g_nblocks = g_capblocks = g_cur = 0;
+    g_depth = 0;
+    g_in_use = g_reserved = 0;
+    tg__tape_head = NULL;
+}

@@ -1,0 +1,122 @@
+/* Backward semantics: accumulation, diamonds, x*x, broadcasting, no-grad
+ * mode, seed gradients, and backward on a released graph. */
+#include "test_util.h"
+
+static tg_tensor *param(int ndim, const int *shape, const tg_real *v) {
+    tg_tensor *t = tg_from_array(ndim, shape, v);
+    tg_set_requires_grad(t, true);
+    return t;
+}
+
+Test(autograd, x_times_x_and_accumulation) {
+    tg_tensor *x = param(TG_SHAPE(3), (tg_real[]){1, -2, 3});
+    for (int rep = 1; rep <= 2; rep++) {
+        tg_scope_begin();
+        tg_tensor *y = tg_sum_all(tg_mul(x, x));
+        TG_REQUIRE(y);
+        cr_assert_eq(tg_backward(y), 0, "%s", tg_last_error());
+        /* d sum x^2 = 2x, and backward adds to what is there (+=). */
+        expect_close(x->grad, (tg_real[]){2.0 * rep, -4.0 * rep, 6.0 * rep}, 3, 1e-12);
+        tg_scope_end();
+    }
+    tg_zero_grad(x);
+    expect_close(x->grad, (tg_real[]){0, 0, 0}, 3, 0);
+    tg_free(x);
+}
+
+Test(autograd, diamond_graph) {
+    /* y = exp(x) used twice: z = y*2 + y^2 -> dz/dx = (2 + 2y) e^x */
+    tg_tensor *x = param(TG_SHAPE(2), (tg_real[]){0.5, -1});
+    tg_scope_begin();
+    tg_tensor *y = tg_exp(x);
+    tg_tensor *z = tg_sum_all(tg_add(tg_mul_scalar(y, 2), tg_mul(y, y)));
+    cr_assert_eq(tg_backward(z), 0);
+    for (int i = 0; i < 2; i++) {
+        double e = exp((double)x->data[i]);
+        cr_expect(fabs(x->grad->data[i] - (2 + 2 * e) * e) < 1e-12);
+    }
+    tg_scope_end();
+    tg_free(x);
+}
+
+Test(autograd, broadcast_backward_sums_over_broadcast_axes) {
+    tg_tensor *a = param(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, 6});
+    tg_tensor *b = param(TG_SHAPE(3), (tg_real[]){1, 1, 1});
+    tg_tensor *c = param(TG_SHAPE(2, 1), (tg_real[]){2, 3});
+    tg_scope_begin();
+    tg_tensor *y = tg_sum_all(tg_mul(tg_add(a, b), c));
+    cr_assert_eq(tg_backward(y), 0);
+    expect_close(b->grad, (tg_real[]){5, 5, 5}, 3, 1e-12);        /* sum over rows of c */
+    expect_close(c->grad, (tg_real[]){9, 18}, 2, 1e-12);          /* row sums of a + b */
+    expect_close(a->grad, (tg_real[]){2, 2, 2, 3, 3, 3}, 6, 1e-12);
+    tg_scope_end();
+    tg_free(a); tg_free(b); tg_free(c);
+}
+
+Test(autograd, records_only_when_needed) {
+    tg_tensor *x = param(TG_SHAPE(2), (tg_real[]){1, 2});
+    tg_tensor *k = tg_from_array(TG_SHAPE(2), (tg_real[]){3, 4});
+    tg_scope_begin();
+    tg_tensor *a = tg_mul(k, k);
+    cr_expect(!a->requires_grad && a->node == NULL, "no input requires grad: no node");
+    bool prev = tg_set_grad_enabled(false);
+    tg_tensor *b = tg_mul(x, k);
+    tg_set_grad_enabled(prev);
+    cr_expect(b->node == NULL && !b->requires_grad, "no-grad mode records nothing");
+    cr_expect_eq(tg_backward(tg_sum_all(b)), -1);
+    cr_expect(error_has("backward", "does not require grad"), "%s", tg_last_error());
+    tg_tensor *c = tg_mul(x, k);
+    cr_expect(c->node != NULL && c->requires_grad);
+    tg_scope_end();
+    tg_free(x); tg_free(k);
+}
+
+Test(autograd, seed_gradient_for_non_scalar_outputs) {
+    tg_tensor *x = param(TG_SHAPE(2, 2), (tg_real[]){1, 2, 3, 4});
+    tg_scope_begin();
+    tg_tensor *y = tg_mul_scalar(x, 3);
+    cr_expect_eq(tg_backward(y), -1, "non-scalar needs a seed");
+    tg_tensor *seed = tg_from_array(TG_SHAPE(2, 2), (tg_real[]){1, 0, -1, 2});
+    cr_assert_eq(tg_backward_seed(y, seed), 0);
+    expect_close(x->grad, (tg_real[]){3, 0, -3, 6}, 4, 1e-12);
+    tg_scope_end();
+    tg_free(x);
+}
+
+Test(autograd, backward_after_scope_end_is_an_error) {
+    tg_tensor *x = param(TG_SHAPE(2), (tg_real[]){1, 2});
+    tg_scope_begin();
+    tg_tensor *y = tg_sum_all(tg_exp(x));
+    tg_scope_end();
+    tg_clear_error();
+    cr_expect_eq(tg_backward(y), -1);
+    cr_expect(error_has("backward", "scope has ended"), "%s", tg_last_error());
+    tg_free(x);
+}
+
+Test(autograd, intermediate_grads_are_fresh_for_each_backward) {
+    tg_tensor *x = param(TG_SHAPE(1), (tg_real[]){2});
+    tg_scope_begin();
+    tg_tensor *h = tg_mul(x, x);     /* 4 */
+    tg_tensor *y = tg_sum_all(h);
+    tg_backward(y);
+    tg_backward(y);                  /* same graph again: dx = 2 * 2x */
+    cr_expect(fabs(x->grad->data[0] - 8) < 1e-12, "got %g", (double)x->grad->data[0]);
+    cr_expect(fabs(h->grad->data[0] - 1) < 1e-12, "non-leaf grad is per pass");
+    tg_scope_end();
+    tg_free(x);
+}
+
+Test(autograd, reshape_is_a_view_and_transpose_backward) {
+    tg_tensor *x = param(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, 6});
+    tg_scope_begin();
+    tg_tensor *r = tg_reshape(x, TG_SHAPE(3, -1));
+    cr_expect(r->data == x->data && r->shape[1] == 2);
+    tg_tensor *t = tg_transpose(r, 0, 1);                           /* (2,3) */
+    tg_tensor *w = tg_from_array(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, 6});
+    tg_backward(tg_sum_all(tg_mul(t, w)));
+    /* x (as 3x2) element [i][j] meets w[j][i]. */
+    expect_close(x->grad, (tg_real[]){1, 4, 2, 5, 3, 6}, 6, 1e-12);
+    tg_scope_end();
+    tg_free(x);
+}

@@ -1,0 +1,97 @@
+/* Bad input never crashes: the op returns NULL and records one message that
+ * names the op and the shapes; a NULL input keeps the first message. */
+#include "test_util.h"
+
+static tg_tensor *t23, *t45, *t3;
+static void setup(void) {
+    tg_clear_error();
+    t23 = tg_zeros(TG_SHAPE(2, 3));
+    t45 = tg_zeros(TG_SHAPE(4, 5));
+    t3 = tg_zeros(TG_SHAPE(3));
+}
+static void teardown(void) { tg_free(t23); tg_free(t45); tg_free(t3); }
+TestSuite(errors, .init = setup, .fini = teardown);
+
+Test(errors, matmul_inner_dimensions) {
+    cr_expect_null(tg_matmul(t23, t45));
+    cr_expect_str_eq(tg_last_error(), "matmul: (2,3) @ (4,5): inner dimensions 3 and 4 differ");
+    cr_expect_null(tg_matmul(t3, t3));
+    cr_expect(error_has("matmul", "(3) @ (3)"), "%s", tg_last_error());
+}
+
+Test(errors, broadcast_mismatch) {
+    cr_expect_null(tg_add(t23, t45));
+    cr_expect_str_eq(tg_last_error(), "add: shapes (2,3) and (4,5) cannot be broadcast together");
+}
+
+Test(errors, null_input_keeps_first_message) {
+    tg_tensor *bad = tg_matmul(t23, t45);
+    tg_tensor *y = tg_exp(tg_sum(tg_add(bad, t23), 0, false));
+    cr_expect_null(y);
+    cr_expect(error_has("matmul: (2,3) @ (4,5)", NULL), "first message kept: %s", tg_last_error());
+    tg_clear_error();
+    cr_expect_null(tg_relu(NULL));
+    cr_expect_str_eq(tg_last_error(), "relu: NULL input");
+}
+
+Test(errors, axis_out_of_range) {
+    cr_expect_null(tg_sum(t23, 2, false));
+    cr_expect_str_eq(tg_last_error(), "sum: axis 2 out of range for shape (2,3)");
+    cr_expect_null(tg_max(t23, -3, true));
+    cr_expect_null(tg_transpose(t23, 0, 5));
+    cr_expect(error_has("transpose", "(2,3)"));
+    cr_expect_null(tg_slice(t23, 3, 0, 1));
+    cr_expect_null(tg_concat(2, (tg_tensor *[]){t23, t23}, 2));
+    cr_expect(error_has("concat", "axis 2"));
+}
+
+Test(errors, reshape_to_a_different_size) {
+    cr_expect_null(tg_reshape(t23, TG_SHAPE(4, 2)));
+    cr_expect_str_eq(tg_last_error(), "reshape: (2,3) to (4,2): 6 elements do not fit");
+    cr_expect_null(tg_reshape(t23, TG_SHAPE(-1, 4)));
+    cr_expect_null(tg_reshape(t23, TG_SHAPE(-1, -1)));
+    cr_expect_not_null(tg_reshape(t23, TG_SHAPE(3, -1)));
+}
+
+Test(errors, slice_past_the_end) {
+    cr_expect_null(tg_slice(t23, 1, 1, 4));
+    cr_expect_str_eq(tg_last_error(), "slice: [1:4) along axis 1 of shape (2,3) is out of bounds");
+    cr_expect_null(tg_slice(t23, 0, -1, 1));
+    cr_expect_null(tg_slice(t23, 0, 2, 1));
+}
+
+Test(errors, gather_id_out_of_range) {
+    cr_expect_null(tg_gather_rows(t23, (const int[]){0, 2}, TG_SHAPE(2)));
+    cr_expect(error_has("gather_rows: id 2", "(2,3)"), "%s", tg_last_error());
+    cr_expect_null(tg_gather_rows(t3, (const int[]){0}, TG_SHAPE(1)));
+    cr_expect_null(tg_gather_rows(t23, (const int[]){-1}, TG_SHAPE(1)));
+}
+
+Test(errors, permute_and_concat_shapes) {
+    cr_expect_null(tg_permute(t23, (const int[]){0, 0}));
+    cr_expect(error_has("permute", "not a permutation"));
+    cr_expect_null(tg_concat(2, (tg_tensor *[]){t23, t45}, 0));
+    cr_expect_str_eq(tg_last_error(), "concat: shapes (2,3) and (4,5) differ outside axis 0");
+    cr_expect_null(tg_concat(0, NULL, 0));
+}
+
+Test(errors, creation_and_softmax) {
+    cr_expect_null(tg_zeros(TG_SHAPE(2, -1)));
+    cr_expect(error_has("negative size", "(2,-1)"));
+    cr_expect_null(tg_zeros(7, (const int[]){1, 1, 1, 1, 1, 1, 1}));
+    tg_scope_begin();
+    cr_expect_null(tg_softmax(tg_zeros(TG_SHAPE(2, 0))));
+    tg_scope_end();
+    cr_expect(error_has("softmax", "(2,0)"));
+    cr_expect_null(tg_arange(0, 1, 0));
+    cr_expect_null(tg_view(t23, TG_SHAPE(5)));
+}
+
+Test(errors, matmul_batch_mismatch) {
+    tg_tensor *a = tg_zeros(TG_SHAPE(2, 3, 4)), *b = tg_zeros(TG_SHAPE(3, 4, 5));
+    cr_expect_null(tg_matmul(a, b));
+    cr_expect_str_eq(tg_last_error(), "matmul: (2,3,4) @ (3,4,5): batch sizes 2 and 3 differ");
+    cr_expect_null(tg_matmul_t(a, b, false, true));
+    cr_expect(error_has("(3,4,5)^T", "inner dimensions 4 and 5"), "%s", tg_last_error());
+    tg_free(a); tg_free(b);
+}

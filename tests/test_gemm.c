@@ -1,0 +1,255 @@
+/* tg_k_gemm against a naive triple loop: all four transpose combinations,
+ * odd sizes and sizes around the cache-block boundaries, alpha/beta
+ * variants, beta == 0 over NaN garbage, K == 0, padded leading dimensions,
+ * and bit-identical results for 1 and 2 threads. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* src/tensor/gemm.c: forces the portable C kernels on an AVX2 machine, so
+ * the fallback a machine without AVX2 would run is tested here too. */
+int tg__gemm_force_portable(int on);
+
+/* Deterministic values in [-1, 1) from a small LCG, so a failure repeats. */
+static uint64_t lcg_state = 12345;
+static tg_real rnd(void)
+{
+    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (tg_real)((double)(lcg_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static tg_real *rnd_buf(size_t n)
+{
+    tg_real *p = malloc((n ? n : 1) * sizeof *p);
+    cr_assert_not_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = rnd();
+    return p;
+}
+
+/* Tolerance for one element: a few ulps of the sum of |terms|, the classic
+ * forward error bound of a dot product of length K. */
+#ifdef TG_DOUBLE
+#define EPS 2.220446049250313e-16
+#else
+#define EPS 1.1920929e-07
+#endif
+
+/* Runs one gemm with the given shapes and padding, compares each element
+ * with a long-double naive loop and checks the padding of C is untouched. */
+static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real beta,
+                  int pad, bool nan_c)
+{
+    int arows = ta ? K : M, acols = ta ? M : K;
+    int brows = tb ? N : K, bcols = tb ? K : N;
+    int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
+    if (lda < 1) lda = 1;
+    if (ldb < 1) ldb = 1;
+    if (ldc < 1) ldc = 1;
+    tg_real *A = rnd_buf((size_t)arows * lda);
+    tg_real *B = rnd_buf((size_t)brows * ldb);
+    tg_real *C = rnd_buf((size_t)M * ldc);
+    if (nan_c)
+        for (size_t i = 0; i < (size_t)M * ldc; i++)
+            if (i % (size_t)ldc < (size_t)N) C[i] = NAN;
+    tg_real *C0 = malloc(((size_t)M * ldc + 1) * sizeof *C0);
+    cr_assert_not_null(C0);
+    memcpy(C0, C, (size_t)M * ldc * sizeof *C);
+
+    tg_k_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < ldc; j++) {
+            tg_real got = C[(size_t)i * ldc + j];
+            if (j >= N) {
+                cr_assert(memcmp(&got, &C0[(size_t)i * ldc + j], sizeof got) == 0,
+                          "padding of C changed at (%d,%d)", i, j);
+                continue;
+            }
+            long double s = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                long double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                long double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                s += a * b;
+                mag += fabsl(a * b);
+            }
+            long double c0 = beta == 0 ? 0 : (long double)C0[(size_t)i * ldc + j];
+            long double want = (long double)alpha * s + (long double)beta * c0;
+            long double tol = 4 * EPS * ((K + 2) * fabsl((long double)alpha) * mag
+                                         + fabsl((long double)beta * c0)) + 1e-30L;
+            cr_assert(isfinite(got) && fabsl((long double)got - want) <= tol,
+                      "ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g pad=%d: C(%d,%d) = %.17g, "
+                      "want %.17Lg (tol %.3Lg)",
+                      ta, tb, M, N, K, (double)alpha, (double)beta, pad, i, j, (double)got,
+                      want, tol);
+        }
+    }
+    free(A);
+    free(B);
+    free(C);
+    free(C0);
+}
+
+static const int odd[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 23, 24, 31, 32, 33, 37};
+#define NODD (int)(sizeof odd / sizeof odd[0])
+
+Test(gemm, all_transposes_sizes_1_to_37)
+{
+    for (int t = 0; t < 4; t++)
+        for (int M = 1; M <= 37; M++)
+            for (int n = 0; n < NODD; n++)
+                for (int k = 0; k < NODD; k += 3)
+                    check(t & 1, t & 2, M, odd[n], odd[k], 1, 0, 0, false);
+}
+
+Test(gemm, all_transposes_k_sizes)
+{
+    for (int t = 0; t < 4; t++)
+        for (int K = 1; K <= 37; K++)
+            for (int n = 0; n < NODD; n += 2)
+                check(t & 1, t & 2, odd[(n + K) % NODD], odd[n], K, 1, 0, 0, false);
+}
+
+Test(gemm, square_small_heads)
+{
+    /* the attention model's per-head products: [16,16] @ [16,16] and friends */
+    for (int t = 0; t < 4; t++) {
+        check(t & 1, t & 2, 16, 16, 16, 1, 0, 0, false);
+        check(t & 1, t & 2, 8, 8, 4, 1, 1, 0, false);
+        check(t & 1, t & 2, 64, 64, 64, 0.5, 0, 0, false);
+    }
+}
+
+Test(gemm, around_block_boundaries)
+{
+    static const int s[][3] = {
+        {255, 257, 129}, {257, 255, 257}, {100, 1023, 7}, {7, 33, 1023}, {129, 17, 300},
+        {300, 300, 300}, {97, 513, 65},   {1, 600, 255},  {600, 1, 257},
+    };
+    for (int t = 0; t < 4; t++)
+        for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+            check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], 1, 0, 0, false);
+}
+
+Test(gemm, wide_panel_past_nc)
+{
+    /* N beyond one NC panel (4080 / 4096 columns), K over several KC blocks */
+    for (int t = 0; t < 4; t++) {
+        check(t & 1, t & 2, 7, 4200, 40, 1, 0.5, 0, false);
+        check(t & 1, t & 2, 3, 50, 1100, 1, 0, 2, false);
+    }
+}
+
+Test(gemm, portable_kernels)
+{
+    tg__gemm_force_portable(1);
+    static const int s[][3] = {
+        {1, 1, 1}, {5, 7, 3}, {16, 16, 16}, {37, 33, 31}, {255, 257, 129}, {130, 70, 300},
+        {4, 4200, 60}, {9, 8, 1}, {600, 3, 257},
+    };
+    for (int t = 0; t < 4; t++)
+        for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+            check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], 1, 0, 0, false);
+            check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], -0.5, 2, 3, false);
+            check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], 1, 0, 1, true);
+        }
+    tg__gemm_force_portable(0);
+}
+
+Test(gemm, alpha_beta_variants)
+{
+    static const tg_real ab[][2] = {{1, 1}, {2, -1}, {-0.5, 0.25}, {0, 1}, {0, 0.5}, {1.5, 0}, {0, 0}};
+    for (int t = 0; t < 4; t++)
+        for (size_t v = 0; v < sizeof ab / sizeof ab[0]; v++) {
+            check(t & 1, t & 2, 13, 11, 7, ab[v][0], ab[v][1], 0, false);
+            check(t & 1, t & 2, 70, 90, 130, ab[v][0], ab[v][1], 0, false);
+        }
+}
+
+Test(gemm, beta_zero_overwrites_nan)
+{
+    for (int t = 0; t < 4; t++) {
+        check(t & 1, t & 2, 5, 7, 3, 1, 0, 0, true);
+        check(t & 1, t & 2, 16, 16, 16, 1, 0, 0, true);
+        check(t & 1, t & 2, 77, 131, 70, -2, 0, 3, true);
+        check(t & 1, t & 2, 9, 9, 9, 0, 0, 0, true);  /* alpha == 0 too */
+    }
+}
+
+Test(gemm, k_zero_scales_c)
+{
+    for (int t = 0; t < 4; t++) {
+        check(t & 1, t & 2, 6, 5, 0, 1, 0, 0, true);
+        check(t & 1, t & 2, 6, 5, 0, 1, 0.5, 0, false);
+        check(t & 1, t & 2, 200, 130, 0, 1, 2, 1, false);
+    }
+}
+
+Test(gemm, empty_m_or_n_is_noop)
+{
+    tg_real a[4] = {1, 2, 3, 4}, c[4] = {5, 6, 7, 8};
+    tg_k_gemm(false, false, 0, 2, 2, 1, a, 2, a, 2, 0, c, 2);
+    tg_k_gemm(false, false, 2, 0, 2, 1, a, 2, a, 2, 0, c, 2);
+    tg_k_gemm(true, true, 0, 0, 0, 1, a, 1, a, 1, 0, c, 1);
+    cr_assert(c[0] == 5 && c[1] == 6 && c[2] == 7 && c[3] == 8);
+}
+
+Test(gemm, padded_leading_dimensions)
+{
+    for (int t = 0; t < 4; t++) {
+        check(t & 1, t & 2, 7, 9, 11, 1, 0.5, 5, false);
+        check(t & 1, t & 2, 33, 17, 40, -1, 1, 13, false);
+        check(t & 1, t & 2, 130, 70, 260, 1, 0, 7, false);
+    }
+}
+
+/* Same inputs, 1 thread then 2 threads: every byte of C must agree. */
+static void same_for_threads(bool ta, bool tb, int M, int N, int K)
+{
+#ifdef _OPENMP
+    tg_real *A = rnd_buf((size_t)M * K), *B = rnd_buf((size_t)K * N);
+    tg_real *C1 = rnd_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof *C2);
+    cr_assert_not_null(C2);
+    memcpy(C2, C1, (size_t)M * N * sizeof *C1);
+    int lda = ta ? M : K, ldb = tb ? K : N;
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    tg_k_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, 0.5, C1, N);
+    omp_set_num_threads(2);
+    tg_k_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, 0.5, C2, N);
+    omp_set_num_threads(saved);
+    cr_assert(memcmp(C1, C2, (size_t)M * N * sizeof *C1) == 0,
+              "ta=%d tb=%d %dx%dx%d differs between 1 and 2 threads", ta, tb, M, N, K);
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+#else
+    (void)ta, (void)tb, (void)M, (void)N, (void)K;
+#endif
+}
+
+static void same_for_threads_all(void)
+{
+    for (int t = 0; t < 4; t++) {
+        same_for_threads(t & 1, t & 2, 300, 257, 129);  /* packed path */
+        same_for_threads(t & 1, t & 2, 97, 700, 300);
+        same_for_threads(t & 1, t & 2, 513, 33, 600);
+        same_for_threads(t & 1, t & 2, 64, 64, 65);     /* direct path, threaded */
+        same_for_threads(t & 1, t & 2, 150, 100, 120);
+    }
+}
+
+Test(gemm, bit_identical_across_thread_counts)
+{
+    same_for_threads_all();
+    tg__gemm_force_portable(1);
+    same_for_threads_all();
+    tg__gemm_force_portable(0);
+}

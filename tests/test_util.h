@@ -1,0 +1,29 @@
+/* Small helpers shared by the test files. */
+#ifndef TG_TEST_UTIL_H
+#define TG_TEST_UTIL_H
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "tgrad.h"
+
+/* Fails the test with tgrad's message when a call returned NULL. */
+#define TG_REQUIRE(x) \
+    cr_assert((x) != NULL, "%s returned NULL: %s", #x, tg_last_error() ? tg_last_error() : "(no message)")
+
+/* |a - b| <= tol element by element. */
+static inline void expect_close(const tg_tensor *a, const tg_real *want, int64_t n, double tol) {
+    cr_assert_eq(a->size, n, "size %lld, expected %lld", (long long)a->size, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        cr_expect(fabs((double)a->data[i] - (double)want[i]) <= tol, "element %lld: %.10g, expected %.10g",
+                  (long long)i, (double)a->data[i], (double)want[i]);
+}
+
+/* The current error message contains all of the given fragments. */
+static inline bool error_has(const char *a, const char *b) {
+    const char *m = tg_last_error();
+    return m && strstr(m, a) && (!b || strstr(m, b));
+}
+
+#endif
