@@ -5,6 +5,7 @@
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
 #include "nn/params.h"
+#include "nn/nn.h"
 #include "nn/checkpoint.h"
 #include "nn/npy.h"
 #endif

@@ -110,6 +110,50 @@ tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis);       /* n <= TG_NO
  * ids are copied; an id outside [0, V) is an error. */
 tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int *shape);
 
+/* ---- fused ops used by the modules of src/nn ------------------------------
+ * Each is one op with its own backward (and gradcheck) because composing it
+ * from the ops above would be slower or numerically worse. */
+
+/* Inverted dropout: each element is kept with probability 1-p and scaled by
+ * 1/(1-p), so the expectation is unchanged. Element i is kept when
+ * tg_rng_uniform_at(seed, stream, first + i) >= p, first = tg_rng_take(rng, n):
+ * the mask is regenerated in backward, never stored. p = 0 returns x itself;
+ * p = 1 returns zeros. */
+tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng);
+
+/* Which keys each query may see, for attention over x of shape [B, Q, K]:
+ *   lens == NULL            every key;
+ *   lens_ndim == 1: lens[b]        keys 0..lens[b]-1 for every query of row b;
+ *   lens_ndim == 2: lens[b*Q + q]  keys 0..lens[b*Q+q]-1 for query q;
+ *   causal:                 additionally only keys 0..q (query q, key k <= q).
+ * As d2l, masked scores are replaced by -1e6 before normalising, so a row
+ * with no visible key comes out uniform (never NaN). */
+typedef struct {
+    const int *lens;
+    int lens_ndim;      /* 0 (no lengths), 1 or 2 */
+    bool causal;
+} tg_mask;
+
+/* softmax over the last axis of x [B, Q, K] with the mask; masked entries
+ * get zero gradient. */
+tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask);
+/* sparsemax (Martins & Astudillo, 2016): the Euclidean projection of each
+ * row onto the probability simplex, with the same masking; exact backward
+ * dx = g - mean(g over the support), zero off the support. */
+tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
+
+/* Layer normalisation over the last axis, biased variance, as PyTorch:
+ *   y = (x - mean) / sqrt(var + eps) * gamma + beta.
+ * gamma and beta ([d]) may both be NULL (no affine). */
+tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps);
+
+/* Mean cross-entropy of logits [..., V] against integer targets (one per
+ * row), computed through a fused log-softmax. Rows whose target equals
+ * ignore_index, or whose mask entry is 0 (mask may be NULL), do not count;
+ * the mean is over the rows that do (0 if none). Returns shape (). */
+tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index);
+#define TG_IGNORE_INDEX (-100)   /* PyTorch's default ignore_index */
+
 /* ---- gradient checking -----------------------------------------------------
  * Compares the analytic gradient of f with central finite differences, for
  * every input that requires grad. f may return any shape: the scalar checked

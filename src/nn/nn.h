@@ -1,0 +1,229 @@
+/* tgrad modules: the layers of d2l's chapter "Self-Attention and Positional
+ * Encoding" and what is needed around them to train a Transformer encoder.
+ *
+ * Every module follows one pattern:
+ *   tg_X *tg_X_new(config..., tg_rng *rng)   parameters are persistent tensors
+ *   tg_tensor *tg_X_forward(tg_X *m, ...)     builds a differentiable graph
+ *   void tg_X_params(tg_X *m, tg_params *p, const char *prefix)
+ *                                             appends its parameters, named as
+ *                                             PyTorch's state_dict would
+ *   void tg_X_train(tg_X *m, bool on)         train/eval, reaching its children
+ *   void tg_X_free(tg_X *m)
+ * Modules are built from public ops only, so they are differentiable and
+ * gradient-checkable for free. Constructors return NULL with an error
+ * recorded on bad configuration; forwards return NULL on bad input. */
+#ifndef TG_NN_H
+#define TG_NN_H
+
+#include "../autograd/autograd.h"
+#include "params.h"
+
+/* ---- Linear: y = x W^T + b on the last axis of any-rank x ----------------
+ * weight [out, in] and bias [out] as torch.nn.Linear, initialised
+ * U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's default). */
+typedef struct {
+    int in, out;
+    tg_tensor *weight, *bias;   /* bias NULL when off */
+} tg_linear;
+tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng);
+tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x);
+void tg_linear_params(tg_linear *m, tg_params *p, const char *prefix);   /* weight, bias */
+void tg_linear_free(tg_linear *m);
+
+/* ---- Dropout(p): inverted dropout in training, identity in eval ---------- */
+typedef struct {
+    tg_real p;
+    bool training;
+    tg_rng rng;                 /* masks come from this stream */
+} tg_dropout_layer;
+tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng);
+tg_tensor *tg_dropout_forward(tg_dropout_layer *m, tg_tensor *x);
+void tg_dropout_train(tg_dropout_layer *m, bool on);
+void tg_dropout_free(tg_dropout_layer *m);
+
+/* ---- Embedding(vocab, d): rows of weight [vocab, d], N(0, std^2) -------- */
+typedef struct {
+    int vocab, dim;
+    tg_tensor *weight;
+} tg_embedding;
+tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng);  /* torch: std 1 */
+/* ids has shape (ndim, shape); result [..., d]. An id outside [0, vocab) is an error. */
+tg_tensor *tg_embedding_forward(tg_embedding *m, const int *ids, int ndim, const int *shape);
+void tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix);   /* weight */
+void tg_embedding_free(tg_embedding *m);
+
+/* ---- LayerNorm(d): eps 1e-5, affine (weight 1, bias 0), biased variance - */
+typedef struct {
+    int dim;
+    tg_real eps;
+    tg_tensor *weight, *bias;
+} tg_layernorm;
+tg_layernorm *tg_layernorm_new(int dim, tg_real eps);
+tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x);
+void tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix);   /* weight, bias */
+void tg_layernorm_free(tg_layernorm *m);
+
+/* ---- attention scoring functions (the four of the seed blog post) --------
+ * queries [B, Q, dq], keys [B, K, dk] -> scores [B, Q, K]. */
+tg_tensor *tg_score_dot(tg_tensor *queries, tg_tensor *keys);                  /* Q K^T */
+tg_tensor *tg_score_scaled_dot(tg_tensor *queries, tg_tensor *keys);           /* Q K^T / sqrt(d) */
+tg_tensor *tg_score_general(tg_tensor *queries, tg_tensor *W, tg_tensor *keys); /* Q W K^T, W [dq, dk] */
+/* w_v^T tanh(W_q q + W_k k): W_q [h, dq], W_k [h, dk], w_v [1, h] (Linear weights, no bias). */
+tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q, tg_tensor *W_k, tg_tensor *w_v);
+
+/* ---- DotProductAttention(dropout): softmax(Q K^T / sqrt(d)) V ------------
+ * queries [B, Q, d], keys [B, K, d], values [B, K, v] -> [B, Q, v]. The
+ * attention weights (before dropout) of the last forward stay in
+ * m->attention_weights [B, Q, K] until the scope ends, for drawing. */
+typedef struct {
+    tg_dropout_layer *dropout;
+    tg_tensor *attention_weights;
+    bool sparse;                /* sparsemax instead of softmax */
+} tg_dot_attention;
+tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng);
+tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys,
+                                    tg_tensor *values, tg_mask mask);
+void tg_dot_attention_train(tg_dot_attention *m, bool on);
+void tg_dot_attention_free(tg_dot_attention *m);
+
+/* ---- AdditiveAttention(key_size, query_size, num_hiddens, dropout) ------- */
+typedef struct {
+    tg_linear *W_k, *W_q, *w_v;  /* no bias, as d2l */
+    tg_dropout_layer *dropout;
+    tg_tensor *attention_weights;
+} tg_additive_attention;
+tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, int num_hiddens,
+                                                 tg_real dropout, tg_rng *rng);
+tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *queries, tg_tensor *keys,
+                                         tg_tensor *values, tg_mask mask);
+void tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix);
+void tg_additive_attention_train(tg_additive_attention *m, bool on);
+void tg_additive_attention_free(tg_additive_attention *m);
+
+/* ---- MultiHeadAttention, as d2l ------------------------------------------
+ * W_q [num_hiddens, query_size], W_k, W_v, W_o [num_hiddens, num_hiddens];
+ * heads split by reshaping (B, n, H) -> (B*h, n, H/h); valid lengths (given
+ * per batch row in mask) repeated for each head; scores scaled by sqrt(H/h).
+ * Self-attention is forward(X, X, X). The per-head weights of the last
+ * forward are in m->attention->attention_weights [B*h, Q, K]. */
+typedef struct {
+    int num_heads, num_hiddens;
+    tg_linear *W_q, *W_k, *W_v, *W_o;
+    tg_dot_attention *attention;
+} tg_mha;
+tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads,
+                   tg_real dropout, bool bias, tg_rng *rng);
+tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask);
+void tg_mha_params(tg_mha *m, tg_params *p, const char *prefix);   /* W_q.weight, W_k.weight, ... */
+void tg_mha_train(tg_mha *m, bool on);
+void tg_mha_free(tg_mha *m);
+
+/* ---- positional encodings: output dropout(X + P[:T]) for X [B, T, d] -----
+ * Fixed: P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(i / 10000^(2j/d))
+ * (an odd d ends with a sine column). Learned: P is a trainable table
+ * initialised N(0, 0.02^2). T > max_len is an error. */
+typedef struct {
+    int max_len, num_hiddens;
+    bool learned;
+    tg_tensor *P;               /* [max_len, d]; a parameter when learned */
+    tg_dropout_layer *dropout;
+} tg_posenc;
+tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng);          /* fixed */
+tg_posenc *tg_posenc_learned_new(int max_len, int num_hiddens, tg_real dropout, tg_rng *rng);
+tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X);
+void tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix);   /* "P" when learned */
+void tg_posenc_train(tg_posenc *m, bool on);
+void tg_posenc_free(tg_posenc *m);
+
+/* ---- Transformer encoder pieces, as d2l ---------------------------------- */
+typedef struct {                /* dense2(relu(dense1(X))) */
+    tg_linear *dense1, *dense2;
+} tg_ffn;
+tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rng);
+tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X);
+void tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix);
+void tg_ffn_free(tg_ffn *m);
+
+typedef struct {                /* ln(dropout(Y) + X) */
+    tg_dropout_layer *dropout;
+    tg_layernorm *ln;
+} tg_addnorm;
+tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng);
+tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y);
+void tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix);
+void tg_addnorm_train(tg_addnorm *m, bool on);
+void tg_addnorm_free(tg_addnorm *m);
+
+typedef struct {                /* Y = addnorm1(X, mha(X,X,X)); addnorm2(Y, ffn(Y)) */
+    tg_mha *attention;
+    tg_addnorm *addnorm1, *addnorm2;
+    tg_ffn *ffn;
+} tg_encoder_block;
+tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout,
+                                       bool use_bias, tg_rng *rng);
+tg_tensor *tg_encoder_block_forward(tg_encoder_block *m, tg_tensor *X, tg_mask mask);
+void tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix);
+void tg_encoder_block_train(tg_encoder_block *m, bool on);
+void tg_encoder_block_free(tg_encoder_block *m);
+
+typedef enum { TG_PE_FIXED, TG_PE_LEARNED, TG_PE_NONE } tg_pe_kind;
+typedef struct {
+    int vocab_size, num_hiddens, ffn_hiddens, num_heads, num_layers, max_len;
+    tg_real dropout;
+    tg_pe_kind pe;
+    bool use_bias;
+    /* Std of the embedding init. 0 means 1/sqrt(d), so that the scaled
+     * embedding E * sqrt(d) has unit size, as the original Transformer; 1 is
+     * PyTorch's nn.Embedding default, which drowns the positional signal. */
+    tg_real embedding_std;
+} tg_encoder_config;
+
+typedef struct {                /* pos_encoding(embedding(tokens) * sqrt(d)) -> blocks */
+    tg_encoder_config cfg;
+    tg_embedding *embedding;
+    tg_posenc *pos_encoding;    /* NULL for TG_PE_NONE (then dropout alone) */
+    tg_dropout_layer *dropout;  /* used only when pos_encoding is NULL */
+    tg_encoder_block **blocks;
+} tg_encoder;
+tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng);
+/* tokens [B, T] -> [B, T, num_hiddens]; mask as for attention (lengths per row). */
+tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg_mask mask);
+void tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix);
+void tg_encoder_train(tg_encoder *m, bool on);
+void tg_encoder_free(tg_encoder *m);
+
+/* ---- losses --------------------------------------------------------------- */
+tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target);   /* mean of squares */
+/* tg_cross_entropy (autograd.h) is the classification loss. */
+
+/* ---- optimizers ------------------------------------------------------------
+ * SGD:   v = momentum v + (g + wd w);  w -= lr v            (torch.optim.SGD)
+ * Adam:  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2,  g' = g + wd w;
+ *        w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ * AdamW: as Adam with g' = g, and w -= lr wd w first (decoupled decay). */
+typedef enum { TG_SGD, TG_ADAM, TG_ADAMW } tg_optim_kind;
+typedef struct {
+    tg_optim_kind kind;
+    tg_real lr, momentum, weight_decay, beta1, beta2, eps;
+} tg_optim_config;
+typedef struct {
+    tg_optim_config cfg;
+    tg_params params;           /* copy of the list (names and tensors) */
+    tg_tensor **m, **v;         /* state per parameter (momentum / first moment, second moment) */
+    tg_tensor *step;            /* scalar: steps taken (a tensor so it checkpoints) */
+} tg_optim;
+tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay);
+tg_optim_config tg_adam_config(tg_real lr);                          /* betas (0.9, 0.999), eps 1e-8 */
+tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay);   /* torch default wd 0.01 */
+tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params);
+void tg_optim_step(tg_optim *o);        /* parameters without a grad are skipped */
+void tg_optim_zero_grad(tg_optim *o);
+/* Appends the optimizer state ("<prefix>.m.<param>", "<prefix>.v.<param>",
+ * "<prefix>.step") for checkpoints. */
+void tg_optim_state(tg_optim *o, tg_params *p, const char *prefix);
+void tg_optim_free(tg_optim *o);
+/* Scales all gradients so their global L2 norm is at most max_norm; returns
+ * the norm before clipping (torch.nn.utils.clip_grad_norm_). */
+tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm);
+
+#endif
