@@ -8,4 +8,5 @@
 #include "nn/nn.h"
 #include "nn/checkpoint.h"
 #include "nn/npy.h"
+#include "viz/viz.h"
 #endif
