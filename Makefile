@@ -36,9 +36,21 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/nn/*.h src/viz/*.h)
 TEST_SRC := $(wildcard tests/test_*.c tests/cases_*.c)
 
-.PHONY: all lib test test-build deps clean install examples demo
-all: lib
+.PHONY: all lib test test-build deps clean install programs demo
+all: lib programs
 lib: $(BUILD)/libtgrad.a $(BUILD)/libtgrad.so
+
+# Programs: the examples (examples/*.c) and the tools (tools/*.c), one
+# source file each, linked against the static library.
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/bin/%,$(wildcard examples/*.c))
+TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/*.c))
+programs: $(EXAMPLES) $(TOOLS)
+$(BUILD)/bin/%: examples/%.c examples/cli.h $(BUILD)/libtgrad.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtgrad.a $(LDFLAGS) $(LDLIBS)
+$(BUILD)/bin/%: tools/%.c examples/cli.h $(BUILD)/libtgrad.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtgrad.a $(LDFLAGS) $(LDLIBS)
 
 # Installs Debian packages the build needs when they are missing.
 deps:

@@ -1,0 +1,94 @@
+/* Command-line flags for the example programs and tools: "--name value" or
+ * "--name=value", --help, and usage + exit 2 on anything unknown or malformed.
+ * Header-only: each program includes it once. */
+#ifndef TG_CLI_H
+#define TG_CLI_H
+
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { CLI_INT, CLI_REAL, CLI_STR, CLI_FLAG } cli_kind;
+typedef struct {
+    const char *name;    /* without the leading "--" */
+    cli_kind kind;
+    void *dst;           /* int*, double*, const char**, bool* */
+    const char *help;
+    double min, max;     /* accepted range for numbers (min < max) */
+} cli_opt;
+
+static void cli_usage(FILE *f, const char *prog, const char *synopsis, const char *about, const cli_opt *o, int n) {
+    fprintf(f, "usage: %s %s\n\n%s\n\noptions:\n", prog, synopsis, about);
+    for (int i = 0; i < n; i++) {
+        char def[64] = "";
+        if (o[i].kind == CLI_INT) snprintf(def, sizeof def, " (default %d)", *(int *)o[i].dst);
+        if (o[i].kind == CLI_REAL) snprintf(def, sizeof def, " (default %g)", *(double *)o[i].dst);
+        if (o[i].kind == CLI_STR && *(const char **)o[i].dst)
+            snprintf(def, sizeof def, " (default %s)", *(const char **)o[i].dst);
+        fprintf(f, "  --%-14s %s%s\n", o[i].name, o[i].help, def);
+    }
+    fprintf(f, "  --%-14s %s\n", "help", "print this help and exit");
+}
+
+/* Parses argv into the options; positional arguments go to pos (up to
+ * max_pos). Prints usage and exits 0 on --help, 2 on a bad flag. */
+static int cli_parse(int argc, char **argv, const char *synopsis, const char *about, const cli_opt *o, int n,
+                     const char **pos, int max_pos) {
+    int npos = 0;
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            cli_usage(stdout, argv[0], synopsis, about, o, n);
+            exit(0);
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            if (npos >= max_pos) {
+                fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], arg);
+                goto bad;
+            }
+            pos[npos++] = arg;
+            continue;
+        }
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const cli_opt *opt = NULL;
+        for (int i = 0; i < n; i++)
+            if (strlen(o[i].name) == len && strncmp(o[i].name, name, len) == 0) opt = &o[i];
+        if (!opt) {
+            fprintf(stderr, "%s: unknown option '%s'\n", argv[0], arg);
+            goto bad;
+        }
+        if (opt->kind == CLI_FLAG) {
+            if (eq) { fprintf(stderr, "%s: --%s takes no value\n", argv[0], opt->name); goto bad; }
+            *(bool *)opt->dst = true;
+            continue;
+        }
+        const char *val = eq ? eq + 1 : (a + 1 < argc ? argv[++a] : NULL);
+        if (!val) { fprintf(stderr, "%s: --%s needs a value\n", argv[0], opt->name); goto bad; }
+        if (opt->kind == CLI_STR) { *(const char **)opt->dst = val; continue; }
+        char *end;
+        errno = 0;
+        double v = strtod(val, &end);
+        bool ok = *val && !*end && errno == 0;
+        if (opt->kind == CLI_INT) ok = ok && v == (double)(long)v && v >= INT_MIN && v <= INT_MAX;
+        if (ok && opt->min < opt->max) ok = v >= opt->min && v <= opt->max;
+        if (!ok) {
+            fprintf(stderr, "%s: --%s: '%s' is not a valid %s", argv[0], opt->name, val,
+                    opt->kind == CLI_INT ? "integer" : "number");
+            if (opt->min < opt->max) fprintf(stderr, " in [%g, %g]", opt->min, opt->max);
+            fputc('\n', stderr);
+            goto bad;
+        }
+        if (opt->kind == CLI_INT) *(int *)opt->dst = (int)v;
+        else *(double *)opt->dst = v;
+    }
+    return npos;
+bad:
+    cli_usage(stderr, argv[0], synopsis, about, o, n);
+    exit(2);
+}
+
+#endif

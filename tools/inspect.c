@@ -1,0 +1,66 @@
+/* inspect: lists the tensors of a safetensors checkpoint (or one .npy file):
+ * name, dtype, shape, and min / max / mean of the values. */
+#include <math.h>
+#include "../examples/cli.h"
+#include "tgrad.h"
+
+static void stats(const char *name, const char *dtype, int ndim, const int *shape, const tg_real *v, int64_t n) {
+    char buf[64];
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        lo = fmin(lo, (double)v[i]);
+        hi = fmax(hi, (double)v[i]);
+        sum += (double)v[i];
+    }
+    if (n == 0) lo = hi = 0;
+    printf("%-40s %-4s %-16s %11.4g %11.4g %11.4g\n", name, dtype, tg_shape_str(buf, ndim, shape), lo, hi,
+           n ? sum / (double)n : 0.0);
+}
+
+static void header(void) {
+    printf("%-40s %-4s %-16s %11s %11s %11s\n", "name", "type", "shape", "min", "max", "mean");
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+int main(int argc, char **argv) {
+    const char *pos[1] = {NULL};
+    int n = cli_parse(argc, argv, "FILE.safetensors | FILE.npy",
+                      "Lists the tensors of a checkpoint: name, dtype, shape, min, max and mean.", NULL, 0, pos, 1);
+    if (n != 1) {
+        fprintf(stderr, "%s: give one file\n", argv[0]);
+        cli_usage(stderr, argv[0], "FILE.safetensors | FILE.npy", "", NULL, 0);
+        return 2;
+    }
+    if (ends_with(pos[0], ".npy")) {
+        tg_tensor *t = tg_npy_load(pos[0]);
+        if (!t) { fprintf(stderr, "inspect: %s\n", tg_last_error()); return 1; }
+        header();
+        stats(pos[0], TG_REAL_DTYPE, t->ndim, t->shape, t->data, t->size);
+        tg_free(t);
+        return 0;
+    }
+    tg_safetensors st;
+    if (tg_safetensors_open(pos[0], &st) != 0) { fprintf(stderr, "inspect: %s\n", tg_last_error()); return 1; }
+    header();
+    int64_t total = 0;
+    for (int i = 0; i < st.n; i++) {
+        const tg_st_entry *e = &st.entries[i];
+        tg_real *v = tg_sys_alloc(sizeof(tg_real) * (size_t)(e->numel ? e->numel : 1));
+        if (!v || tg_safetensors_read(&st, i, v) != 0) {
+            fprintf(stderr, "inspect: %s\n", tg_last_error());
+            tg_sys_free(v);
+            tg_safetensors_close(&st);
+            return 1;
+        }
+        stats(e->name, e->dtype, e->ndim, e->shape, v, e->numel);
+        total += e->numel;
+        tg_sys_free(v);
+    }
+    printf("%d tensors, %lld values\n", st.n, (long long)total);
+    tg_safetensors_close(&st);
+    return 0;
+}
