@@ -96,6 +96,7 @@
 #define DIRECT_MAX_WORK (160.0 * 160.0 * 160.0)
 #endif
 #define DIRECT_MAX_K 512
+#define PORT_DIRECT_MAX_WORK (24.0 * 24.0 * 24.0)
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
@@ -215,12 +216,7 @@ static void direct_portable(bool trans_a, bool trans_b, int i_begin, int i_end, 
             for (int k = 0; k < K; k++) {
                 tg_real a = alpha * (trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
                 const tg_real *restrict b = B + (size_t)k * ldb;
-                /* chunks of a fixed 8: -O2 vectorises only loops that need
-                 * no remainder loop, so the remainder is written out */
-                int j = 0;
-                for (; j + 8 <= N; j += 8)
-                    for (int u = 0; u < 8; u++) c[j + u] += a * b[j + u];
-                for (; j < N; j++) c[j] += a * b[j];
+                for (int j = 0; j < N; j++) c[j] += a * b[j];
             }
         } else {
             for (int j = 0; j < N; j++) {
@@ -514,6 +510,20 @@ static void thread_rows(int M, int mr, int tid, int nth, int *r0, int *r1)
     if (*r1 > M) *r1 = M;
 }
 
+static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, int N, int K,
+                        tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
+                        tg_real beta, tg_real *C, int ldc)
+{
+#if TG_GEMM_X86
+    if (avx2) {
+        direct_avx2(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#endif
+    (void)avx2;
+    direct_portable(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* Small products: no packing, rows of C split among threads. */
 static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int K,
                         tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
@@ -521,24 +531,20 @@ static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int
 {
     int mr = avx2 ? AVX_MR : 1;
     int nt = team_size(M, N, K, mr);
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        int tid = 0, nth = 1, r0, r1;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-        nth = omp_get_num_threads();
-#endif
-        thread_rows(M, mr, tid, nth, &r0, &r1);
-#if TG_GEMM_X86
-        if (avx2)
-            direct_avx2(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        else
-#endif
-            direct_portable(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    /* Even an if(false) parallel region costs a runtime call of a few
+     * hundred ns, as much as a whole 16x16x16 product: skip it. */
+    if (nt == 1) {
+        direct_rows(avx2, trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
     }
-    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+    {
+        int r0, r1;
+        thread_rows(M, mr, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+        direct_rows(avx2, trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+#endif
 }
 
 /* ---- blocked, packed, threaded path ------------------------------------------ */
@@ -630,9 +636,12 @@ void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
     }
     bool avx2 = have_avx2();
     double work = (double)M * N * K;
-    /* Without AVX2 a transposed B goes through packing, which turns the
-     * strided dot products into vectorisable row updates. */
-    if (work <= DIRECT_MAX_WORK && K <= DIRECT_MAX_K && (avx2 || !trans_b)) {
+    /* Without AVX2 only tiny products with B untransposed take the direct
+     * loops: at -O2 GCC leaves them scalar (a loop needing a remainder is
+     * not vectorised, a float dot product never is), while the packed
+     * path's fixed-size kernel is vectorised. */
+    double direct_max = avx2 ? DIRECT_MAX_WORK : PORT_DIRECT_MAX_WORK;
+    if (work <= direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b)) {
         gemm_direct(avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

@@ -30,15 +30,18 @@ typedef struct { int blk; size_t used; size_t in_use; void *tape; } mark;
 static mark g_scopes[MAX_SCOPES];
 static int g_depth;
 
-/* ---- counted system allocation ---- */
+/* ---- counted system allocation ----
+ * Threads may allocate at once (GEMM packing buffers are per thread), so the
+ * counter is bumped atomically. */
+#define COUNT_ALLOC() __atomic_fetch_add(&g_sys_allocs, 1, __ATOMIC_RELAXED)
 void *tg_sys_alloc(size_t bytes) {
-    g_sys_allocs++;
+    COUNT_ALLOC();
     void *p = malloc(bytes ? bytes : 1);
     if (!p) tg_set_error("out of memory allocating %zu bytes", bytes);
     return p;
 }
 void *tg_sys_calloc(size_t n, size_t size) {
-    g_sys_allocs++;
+    COUNT_ALLOC();
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) tg_set_error("out of memory allocating %zu x %zu bytes", n, size);
     return p;
@@ -69,7 +72,7 @@ static bool add_block(size_t need) {
     size_t size = MIN_BLOCK;
     if (g_nblocks) size = g_blocks[g_nblocks - 1].size * 2;
     while (size < need) size *= 2;
-    g_sys_allocs++;
+    COUNT_ALLOC();
     unsigned char *mem = aligned_alloc(ALIGN, size);
     if (!mem) { tg_set_error("out of memory: arena block of %zu bytes", size); return false; }
     g_blocks[g_nblocks++] = (block){mem, size, 0};
@@ -137,7 +140,10 @@ void tg_scope_end(void) {
 
 int tg_scope_depth(void) { return g_depth; }
 
+void tg__gemm_release(void);   /* gemm.c: the calling thread's packing buffer */
+
 void tg_release_all(void) {
+    tg__gemm_release();
     for (int i = 0; i < g_nblocks; i++) free(g_blocks[i].mem);
     free(g_blocks);
     g_blocks = NULL;
