@@ -21,6 +21,8 @@ CFLAGS += -std=c11 -Wall -Wextra -Wpedantic -fPIC -D_POSIX_C_SOURCE=200809L -Isr
 ifeq ($(OMP),1)
   CFLAGS += -fopenmp
   LDLIBS += -fopenmp
+else
+  CFLAGS += -Wno-unknown-pragmas
 endif
 ifeq ($(DOUBLE),1)
   CFLAGS += -DTG_DOUBLE
@@ -75,7 +77,7 @@ $(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/libtgrad.a
 	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -o $@ $(TEST_SRC) $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
 test-build: $(BUILD)/tests/run
 test: test-build
-	$(BUILD)/tests/run $(TEST_ARGS)
+	$(if $(filter 1,$(SANITIZE)),LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp) $(BUILD)/tests/run $(TEST_ARGS)
 else
 test:
 	@$(MAKE) --no-print-directory DOUBLE=1 test

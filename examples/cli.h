@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { CLI_INT, CLI_REAL, CLI_STR, CLI_FLAG } cli_kind;
 typedef struct {
@@ -89,6 +90,13 @@ static int cli_parse(int argc, char **argv, const char *synopsis, const char *ab
 bad:
     cli_usage(stderr, argv[0], synopsis, about, o, n);
     exit(2);
+}
+
+/* Creates dir (one level, like mkdir) if it does not exist; 0 on success. */
+static inline int cli_ensure_dir(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : -1;
+    return mkdir(dir, 0777);
 }
 
 #endif

@@ -25,5 +25,7 @@ typedef struct gc_case {
 /* Case lists, one per source area; test_gradcheck.c walks all of them. */
 extern const gc_case gc_cases_ops[];
 extern const int gc_cases_ops_count;
+extern const gc_case gc_cases_nn_ops[];
+extern const int gc_cases_nn_ops_count;
 
 #endif

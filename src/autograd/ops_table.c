@@ -13,7 +13,9 @@
     /* ops_reduce.c */ X(sum) X(mean) X(max)                                       \
     /* ops_matmul.c */ X(matmul)                                                   \
     /* ops_softmax.c */ X(softmax) X(log_softmax)                                  \
-    /* ops_shape.c */  X(reshape) X(permute) X(slice) X(concat) X(gather_rows)
+    /* ops_shape.c */  X(reshape) X(permute) X(slice) X(concat) X(gather_rows)       \
+    /* fused ops used by src/nn, one file each (ops_<name>.c) */                  \
+                       X(dropout) X(masked_softmax) X(sparsemax) X(layer_norm) X(cross_entropy)
 
 #define DECLARE(name) extern const tg_op tg_op_##name;
 OPS(DECLARE)

@@ -1,0 +1,85 @@
+/* Mean cross-entropy of logits x [..., V] (viewed as [N, V]) against integer
+ * targets t, through a fused, max-subtracted log-softmax:
+ *   lse_r  = m_r + log sum_j exp(x_rj - m_r),   m_r = max_j x_rj
+ *   loss   = (1/n) sum_{r counted} (lse_r - x_{r,t_r}),   n = number of counted rows
+ * A row counts unless t_r == ignore_index or mask[r] == 0; loss = 0 if none does.
+ * Backward, with softmax(x_r)_j = exp(x_rj - lse_r):
+ *   dx_rj = g (softmax(x_r)_j - [j == t_r]) / n   on counted rows,  0 on the others. */
+#include "autograd.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    int *target;      /* N targets, -1 for rows that do not count */
+    tg_real *lse;     /* N log-sum-exps */
+    int64_t counted;  /* n */
+} ce_saved;
+
+static void cross_entropy_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    const ce_saved *s = n->ptr;
+    if (!gx || s->counted == 0) return;
+    const tg_tensor *x = n->in[0];
+    int64_t V = x->shape[x->ndim - 1], N = x->size / V;
+    tg_real scale = n->out->grad->data[0] / (tg_real)s->counted;
+#pragma omp parallel for if (x->size > 32768)
+    for (int64_t r = 0; r < N; r++) {
+        if (s->target[r] < 0) continue;
+        const tg_real *xr = x->data + r * V;
+        tg_real *dr = gx->data + r * V;
+        for (int64_t j = 0; j < V; j++) dr[j] += scale * (tg_real)exp(xr[j] - s->lse[r]);
+        dr[s->target[r]] -= scale;
+    }
+}
+const tg_op tg_op_cross_entropy = {"cross_entropy", cross_entropy_backward};
+
+tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index) {
+    char b[64];
+    if (tg_any_null("cross_entropy", 1, (const tg_tensor *const[]){logits})) return NULL;
+    if (logits->ndim == 0 || logits->shape[logits->ndim - 1] == 0) {
+        tg_set_error("cross_entropy: logits %s have no class axis (need [..., V], V >= 1)", tg_tshape(b, logits));
+        return NULL;
+    }
+    int64_t V = logits->shape[logits->ndim - 1], N = logits->size / V;
+    if (!targets && N > 0) {
+        tg_set_error("cross_entropy: logits %s with NULL targets", tg_tshape(b, logits));
+        return NULL;
+    }
+    /* Rows masked out need no valid target (padding may carry any id). */
+    for (int64_t r = 0; r < N; r++)
+        if (targets[r] != ignore_index && (!mask || mask[r] != 0) && (targets[r] < 0 || targets[r] >= V)) {
+            tg_set_error("cross_entropy: logits %s: target %d of row %lld is outside [0, %lld) and is not "
+                         "ignore_index %d", tg_tshape(b, logits), targets[r], (long long)r, (long long)V,
+                         ignore_index);
+            return NULL;
+        }
+    tg_tensor *y = tg_empty_arena(0, NULL);
+    ce_saved *s = tg_arena_alloc(sizeof *s);
+    int *tgt = tg_arena_alloc(sizeof(int) * (size_t)(N ? N : 1));
+    tg_real *lse = tg_arena_alloc(sizeof(tg_real) * (size_t)(2 * N + 1));
+    if (!y || !s || !tgt || !lse) return NULL;
+    tg_real *row_loss = lse + N;
+    int64_t counted = 0;
+    for (int64_t r = 0; r < N; r++) {
+        bool counts = targets[r] != ignore_index && (!mask || mask[r] != 0);
+        tgt[r] = counts ? targets[r] : -1;
+        counted += counts;
+    }
+#pragma omp parallel for if (logits->size > 32768)
+    for (int64_t r = 0; r < N; r++) {
+        const tg_real *xr = logits->data + r * V;
+        tg_real m = xr[0], sum = 0;
+        for (int64_t j = 1; j < V; j++) if (xr[j] > m) m = xr[j];
+        for (int64_t j = 0; j < V; j++) sum += (tg_real)exp(xr[j] - m);
+        lse[r] = m + (tg_real)log(sum);
+        row_loss[r] = tgt[r] >= 0 ? lse[r] - xr[tgt[r]] : 0;
+    }
+    double total = 0;                      /* in row order: the same for any thread count */
+    for (int64_t r = 0; r < N; r++) total += (double)row_loss[r];
+    y->data[0] = counted ? (tg_real)(total / (double)counted) : 0;
+    *s = (ce_saved){tgt, lse, counted};
+    tg_node *n = tg_node_record(&tg_op_cross_entropy, y, 1, &logits);
+    if (n) n->ptr = s;
+    return y;
+}

@@ -1,0 +1,63 @@
+/* Inverted dropout (Srivastava et al., 2014, in the form PyTorch uses):
+ *   y_i = keep_i * x_i / (1 - p),   dx_i = keep_i * g_i / (1 - p),
+ *   keep_i = [tg_rng_uniform_at(seed, stream, first + i) >= p],
+ * so E[y_i] = x_i. The mask is a pure function of (seed, stream, first + i):
+ * backward draws it again instead of storing it, and it does not depend on
+ * the number of threads. */
+#include "autograd.h"
+
+#include <string.h>
+
+typedef struct {
+    uint64_t seed, stream, first;   /* where the mask's random numbers start */
+} dropout_key;
+
+static bool keep(const dropout_key *k, int64_t i, tg_real p) {
+    return tg_rng_uniform_at(k->seed, k->stream, k->first + (uint64_t)i) >= p;
+}
+
+static void dropout_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    if (!gx) return;
+    tg_real p = n->rarg[0];
+    if (p >= 1) return;                       /* y = 0: no gradient */
+    const dropout_key *k = n->ptr;
+    const tg_real *g = n->out->grad->data;
+#pragma omp parallel for if (gx->size > 32768)
+    for (int64_t i = 0; i < gx->size; i++)
+        if (keep(k, i, p)) gx->data[i] += g[i] / (1 - p);
+}
+const tg_op tg_op_dropout = {"dropout", dropout_backward};
+
+tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng) {
+    char b[64];
+    if (tg_any_null("dropout", 1, (const tg_tensor *const[]){x})) return NULL;
+    if (!(p >= 0 && p <= 1)) {   /* also catches NaN */
+        tg_set_error("dropout: %s with p = %g: p must be in [0, 1]", tg_tshape(b, x), (double)p);
+        return NULL;
+    }
+    if (p == 0) return x;        /* identity: the caller's tensor itself, as documented */
+    if (p < 1 && !rng) {
+        tg_set_error("dropout: %s with p = %g: NULL rng", tg_tshape(b, x), (double)p);
+        return NULL;
+    }
+    tg_tensor *y = tg_empty_arena(x->ndim, x->shape);
+    if (!y) return NULL;
+    dropout_key key = {0, 0, 0};
+    if (p >= 1) {
+        memset(y->data, 0, sizeof(tg_real) * (size_t)y->size);
+    } else {
+        key = (dropout_key){rng->seed, rng->stream, tg_rng_take(rng, (uint64_t)x->size)};
+#pragma omp parallel for if (x->size > 32768)
+        for (int64_t i = 0; i < x->size; i++) y->data[i] = keep(&key, i, p) ? x->data[i] / (1 - p) : 0;
+    }
+    tg_node *n = tg_node_record(&tg_op_dropout, y, 1, &x);
+    if (n) {
+        n->rarg[0] = p;
+        dropout_key *k = tg_arena_alloc(sizeof *k);
+        if (!k) return NULL;
+        *k = key;
+        n->ptr = k;
+    }
+    return y;
+}

@@ -1,0 +1,111 @@
+/* Layer normalisation over the last axis (Ba, Kiros & Hinton, 2016), as
+ * PyTorch's nn.LayerNorm, biased variance:
+ *   mean = (1/d) sum_j x_j,  var = (1/d) sum_j (x_j - mean)^2,  rstd = 1/sqrt(var + eps)
+ *   xhat_j = (x_j - mean) rstd,   y_j = xhat_j gamma_j + beta_j
+ * Backward (the fused form of llm.c's layernorm_backward), per row:
+ *   dxhat_j = g_j gamma_j
+ *   dx_j    = rstd (dxhat_j - mean_k(dxhat_k) - xhat_j mean_k(dxhat_k xhat_k))
+ *   dgamma_j = sum_rows g_j xhat_j,   dbeta_j = sum_rows g_j
+ * mean and rstd of each row are saved; xhat is recomputed from them. */
+#include "autograd.h"
+
+#include <math.h>
+
+typedef struct {
+    tg_real *mean, *rstd;   /* one per row, in the arena */
+} ln_stats;
+
+static void layer_norm_backward(tg_node *n) {
+    tg_tensor *x = n->in[0];
+    bool affine = n->n_in == 3;
+    tg_tensor *gamma = affine ? n->in[1] : NULL;
+    tg_tensor *gx = tg_grad_of(x);
+    tg_tensor *gg = affine ? tg_grad_of(n->in[1]) : NULL;
+    tg_tensor *gb = affine ? tg_grad_of(n->in[2]) : NULL;
+    const ln_stats *st = n->ptr;
+    int64_t d = x->shape[x->ndim - 1], rows = x->size / d;
+    const tg_real *g = n->out->grad->data;
+    if (gx) {
+#pragma omp parallel for if (x->size > 32768)
+        for (int64_t r = 0; r < rows; r++) {
+            const tg_real *xr = x->data + r * d, *gr = g + r * d;
+            tg_real mu = st->mean[r], rs = st->rstd[r], sum_dxhat = 0, sum_dxhat_xhat = 0;
+            for (int64_t j = 0; j < d; j++) {
+                tg_real dxhat = gr[j] * (affine ? gamma->data[j] : 1), xhat = (xr[j] - mu) * rs;
+                sum_dxhat += dxhat;
+                sum_dxhat_xhat += dxhat * xhat;
+            }
+            tg_real m1 = sum_dxhat / (tg_real)d, m2 = sum_dxhat_xhat / (tg_real)d;
+            for (int64_t j = 0; j < d; j++) {
+                tg_real dxhat = gr[j] * (affine ? gamma->data[j] : 1), xhat = (xr[j] - mu) * rs;
+                gx->data[r * d + j] += rs * (dxhat - m1 - xhat * m2);
+            }
+        }
+    }
+    if (gg || gb) {
+        /* Reductions over rows: one column per iteration, rows summed in order,
+         * so the result does not depend on the thread count. */
+#pragma omp parallel for if (x->size > 32768)
+        for (int64_t j = 0; j < d; j++) {
+            tg_real sg = 0, sgx = 0;
+            for (int64_t r = 0; r < rows; r++) {
+                tg_real gv = g[r * d + j];
+                sg += gv;
+                sgx += gv * (x->data[r * d + j] - st->mean[r]) * st->rstd[r];
+            }
+            if (gg) gg->data[j] += sgx;
+            if (gb) gb->data[j] += sg;
+        }
+    }
+}
+const tg_op tg_op_layer_norm = {"layer_norm", layer_norm_backward};
+
+tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps) {
+    char b1[64], b2[64], b3[64];
+    if (tg_any_null("layer_norm", 1, (const tg_tensor *const[]){x})) return NULL;
+    if (!gamma != !beta) {   /* one of them NULL: most likely an earlier failed call */
+        tg_error_null("layer_norm");
+        return NULL;
+    }
+    if (x->ndim == 0 || x->shape[x->ndim - 1] == 0) {
+        tg_set_error("layer_norm: x %s has no last axis to normalise", tg_tshape(b1, x));
+        return NULL;
+    }
+    int64_t d = x->shape[x->ndim - 1], rows = x->size / d;
+    if (gamma && (gamma->ndim != 1 || gamma->shape[0] != d || beta->ndim != 1 || beta->shape[0] != d)) {
+        tg_set_error("layer_norm: x %s with gamma %s and beta %s: gamma and beta must have shape (%lld)",
+                     tg_tshape(b1, x), tg_tshape(b2, gamma), tg_tshape(b3, beta), (long long)d);
+        return NULL;
+    }
+    if (!(eps >= 0)) {
+        tg_set_error("layer_norm: x %s with eps = %g: eps must be >= 0", tg_tshape(b1, x), (double)eps);
+        return NULL;
+    }
+    tg_tensor *y = tg_empty_arena(x->ndim, x->shape);
+    ln_stats *st = tg_arena_alloc(sizeof *st);
+    tg_real *buf = tg_arena_alloc(sizeof(tg_real) * (size_t)(2 * rows + 1));
+    if (!y || !st || !buf) return NULL;
+    st->mean = buf;
+    st->rstd = buf + rows;
+#pragma omp parallel for if (x->size > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        const tg_real *xr = x->data + r * d;
+        tg_real *yr = y->data + r * d;
+        tg_real mu = 0, var = 0;
+        for (int64_t j = 0; j < d; j++) mu += xr[j];
+        mu /= (tg_real)d;
+        for (int64_t j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu);   /* two passes: no cancellation */
+        var /= (tg_real)d;
+        tg_real rs = 1 / (tg_real)sqrt(var + eps);
+        st->mean[r] = mu;
+        st->rstd[r] = rs;
+        for (int64_t j = 0; j < d; j++) {
+            tg_real xhat = (xr[j] - mu) * rs;
+            yr[j] = gamma ? xhat * gamma->data[j] + beta->data[j] : xhat;
+        }
+    }
+    tg_node *n = gamma ? tg_node_record(&tg_op_layer_norm, y, 3, (tg_tensor *const[]){x, gamma, beta})
+                       : tg_node_record(&tg_op_layer_norm, y, 1, &x);
+    if (n) n->ptr = st;
+    return y;
+}

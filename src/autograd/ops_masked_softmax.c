@@ -1,0 +1,48 @@
+/* Masked softmax over the last axis of x [B, Q, K] (d2l's masked_softmax):
+ *   z_k = x_k if key k is visible, else -1e6;   y = softmax(z)
+ * Backward, since masked z_k are constants:
+ *   dx_k = y_k (g_k - sum_j g_j y_j) for visible k,   dx_k = 0 for masked k.
+ * The mask rules are in mask.h. */
+#include "mask.h"
+
+#include <math.h>
+
+static void masked_softmax_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    if (!gx) return;
+    const tg_tensor *y = n->out;
+    const int *lim = n->ptr;
+    int64_t K = y->shape[2], rows = y->size / K;
+    const tg_real *g = y->grad->data;
+#pragma omp parallel for if (y->size > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        const tg_real *yr = y->data + r * K, *gr = g + r * K;
+        tg_real dot = 0;
+        for (int64_t k = 0; k < K; k++) dot += gr[k] * yr[k];
+        for (int64_t k = 0; k < lim[r]; k++) gx->data[r * K + k] += yr[k] * (gr[k] - dot);
+    }
+}
+const tg_op tg_op_masked_softmax = {"masked_softmax", masked_softmax_backward};
+
+tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask) {
+    if (tg_any_null("masked_softmax", 1, (const tg_tensor *const[]){x})) return NULL;
+    if (!mask_check("masked_softmax", x, &mask)) return NULL;
+    int *lim = mask_limits(x, &mask);
+    tg_tensor *y = lim ? tg_empty_arena(x->ndim, x->shape) : NULL;
+    if (!y) return NULL;
+    int64_t K = x->shape[2], rows = x->size / K;
+#pragma omp parallel for if (x->size > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        const tg_real *xr = x->data + r * K;
+        tg_real *yr = y->data + r * K;
+        int64_t L = lim[r];
+        for (int64_t k = 0; k < K; k++) yr[k] = k < L ? xr[k] : MASK_VALUE;
+        tg_real m = yr[0], s = 0;                    /* max-subtracted for stability */
+        for (int64_t k = 1; k < K; k++) if (yr[k] > m) m = yr[k];
+        for (int64_t k = 0; k < K; k++) { yr[k] = exp(yr[k] - m); s += yr[k]; }
+        for (int64_t k = 0; k < K; k++) yr[k] /= s;
+    }
+    tg_node *n = tg_node_record(&tg_op_masked_softmax, y, 1, &x);
+    if (n) n->ptr = lim;
+    return y;
+}

@@ -1,0 +1,194 @@
+/* Attention: the four scoring functions of the seed blog post and the two
+ * attention modules of d2l (DotProductAttention, AdditiveAttention).
+ *
+ *   attention(Q, K, V) = distribution(score(Q, K)) V
+ *
+ * score (the blog's "compatibility function"), queries [B, Q, dq] and keys
+ * [B, K, dk] -> [B, Q, K]:
+ *   dot          Q K^T
+ *   scaled dot   Q K^T / sqrt(d)
+ *   general      Q W K^T                  W [dq, dk]
+ *   additive     w_v^T tanh(W_q q + W_k k)  (Bahdanau; d2l's AdditiveAttention)
+ * distribution: masked softmax, or sparsemax (the blog's "sparse softmax").
+ * The scoring functions also take 2-D queries [Q, dq] and keys [K, dk]
+ * (one batch entry) and then return [Q, K]. */
+#include "nn.h"
+
+#include <math.h>
+
+/* Checks queries and keys for a scoring function: same rank, 2 or 3, same
+ * batch; same feature size when need_same_d. */
+static bool check_qk(const char *op, const tg_tensor *q, const tg_tensor *k, bool need_same_d) {
+    char b1[64], b2[64];
+    if (tg_any_null(op, 2, (const tg_tensor *const[]){q, k})) return false;
+    if (q->ndim != k->ndim || q->ndim < 2 || q->ndim > 3 || (q->ndim == 3 && q->shape[0] != k->shape[0])) {
+        tg_set_error("%s: queries %s and keys %s: need [B, Q, d] and [B, K, d] (or [Q, d] and [K, d])", op,
+                     tg_tshape(b1, q), tg_tshape(b2, k));
+        return false;
+    }
+    int dq = q->shape[q->ndim - 1], dk = k->shape[k->ndim - 1];
+    if (need_same_d && dq != dk) {
+        tg_set_error("%s: queries %s and keys %s: feature sizes %d and %d differ", op, tg_tshape(b1, q),
+                     tg_tshape(b2, k), dq, dk);
+        return false;
+    }
+    return true;
+}
+
+tg_tensor *tg_score_dot(tg_tensor *queries, tg_tensor *keys) {
+    if (!check_qk("score_dot", queries, keys, true)) return NULL;
+    return tg_matmul_t(queries, keys, false, true);   /* K^T read through strides */
+}
+
+tg_tensor *tg_score_scaled_dot(tg_tensor *queries, tg_tensor *keys) {
+    if (!check_qk("score_scaled_dot", queries, keys, true)) return NULL;
+    /* Dividing by sqrt(d) keeps the scores' variance near 1 for unit-variance
+     * inputs, so the softmax does not saturate (Vaswani et al., 2017). */
+    double d = queries->shape[queries->ndim - 1];
+    return tg_mul_scalar(tg_matmul_t(queries, keys, false, true), (tg_real)(1.0 / sqrt(d)));
+}
+
+tg_tensor *tg_score_general(tg_tensor *queries, tg_tensor *W, tg_tensor *keys) {
+    char b1[64], b2[64], b3[64];
+    if (!check_qk("score_general", queries, keys, false)) return NULL;
+    if (!W) { tg_error_null("score_general"); return NULL; }
+    int dq = queries->shape[queries->ndim - 1], dk = keys->shape[keys->ndim - 1];
+    if (W->ndim != 2 || W->shape[0] != dq || W->shape[1] != dk) {
+        tg_set_error("score_general: queries %s, W %s, keys %s: W must be (%d,%d)", tg_tshape(b1, queries),
+                     tg_tshape(b2, W), tg_tshape(b3, keys), dq, dk);
+        return NULL;
+    }
+    /* (Q W) K^T: [B, Q, dq] @ [dq, dk] is one GEMM over all batch rows. */
+    return tg_matmul_t(tg_matmul(queries, W), keys, false, true);
+}
+
+tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q, tg_tensor *W_k, tg_tensor *w_v) {
+    char b1[64], b2[64], b3[64];
+    if (!check_qk("score_additive", queries, keys, false)) return NULL;
+    if (tg_any_null("score_additive", 3, (const tg_tensor *const[]){W_q, W_k, w_v})) return NULL;
+    bool batched = queries->ndim == 3;
+    int B = batched ? queries->shape[0] : 1;
+    int nq = queries->shape[queries->ndim - 2], nk = keys->shape[keys->ndim - 2];
+    int dq = queries->shape[queries->ndim - 1], dk = keys->shape[keys->ndim - 1];
+    int h = W_q->ndim == 2 ? W_q->shape[0] : -1;
+    if (W_q->ndim != 2 || W_q->shape[1] != dq || W_k->ndim != 2 || W_k->shape[0] != h || W_k->shape[1] != dk ||
+        w_v->ndim != 2 || w_v->shape[0] != 1 || w_v->shape[1] != h) {
+        tg_set_error("score_additive: W_q %s, W_k %s, w_v %s: need (h,%d), (h,%d) and (1,h)",
+                     tg_tshape(b1, W_q), tg_tshape(b2, W_k), tg_tshape(b3, w_v), dq, dk);
+        return NULL;
+    }
+    if (!batched) {   /* one batch entry: [1, n, d] views */
+        queries = tg_reshape(queries, TG_SHAPE(1, nq, dq));
+        keys = tg_reshape(keys, TG_SHAPE(1, nk, dk));
+    }
+    /* d2l: features = W_q(q).unsqueeze(2) + W_k(k).unsqueeze(1), broadcast
+     * to [B, Q, K, h]; scores = w_v(tanh(features)).squeeze(-1). */
+    tg_tensor *qh = tg_reshape(tg_matmul_t(queries, W_q, false, true), TG_SHAPE(B, nq, 1, h));
+    tg_tensor *kh = tg_reshape(tg_matmul_t(keys, W_k, false, true), TG_SHAPE(B, 1, nk, h));
+    tg_tensor *features = tg_tanh(tg_add(qh, kh));
+    tg_tensor *s = tg_matmul_t(tg_reshape(features, TG_SHAPE(B, nq * nk, h)), w_v, false, true);
+    return batched ? tg_reshape(s, TG_SHAPE(B, nq, nk)) : tg_reshape(s, TG_SHAPE(nq, nk));
+}
+
+/* Checks the values of an attention module against its weights [B, Q, K]. */
+static bool check_values(const char *op, const tg_tensor *q, const tg_tensor *k, const tg_tensor *v) {
+    char b1[64], b2[64], b3[64];
+    if (v->ndim != 3 || q->ndim != 3 || v->shape[0] != k->shape[0] || v->shape[1] != k->shape[1]) {
+        tg_set_error("%s: queries %s, keys %s, values %s: need [B, Q, dq], [B, K, dk], [B, K, v]", op,
+                     tg_tshape(b1, q), tg_tshape(b2, k), tg_tshape(b3, v));
+        return false;
+    }
+    return true;
+}
+
+/* ---- DotProductAttention ---------------------------------------------------- */
+
+tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng) {
+    tg_dot_attention *m = tg_sys_calloc(1, sizeof *m);
+    if (!m) { tg_set_error("dot_attention: out of memory"); return NULL; }
+    m->dropout = tg_dropout_new(dropout, rng);
+    if (!m->dropout) { tg_sys_free(m); return NULL; }
+    return m;
+}
+
+tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys,
+                                    tg_tensor *values, tg_mask mask) {
+    if (!m) { tg_set_error("dot_attention: NULL module"); return NULL; }
+    m->attention_weights = NULL;
+    if (tg_any_null("dot_attention", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
+    if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
+        return NULL;
+    tg_tensor *scores = tg_score_scaled_dot(queries, keys);
+    tg_tensor *w = m->sparse ? tg_sparsemax(scores, mask) : tg_masked_softmax(scores, mask);
+    m->attention_weights = w;   /* before dropout, as d2l keeps them */
+    return tg_matmul(tg_dropout_forward(m->dropout, w), values);
+}
+
+void tg_dot_attention_train(tg_dot_attention *m, bool on) {
+    if (m) tg_dropout_train(m->dropout, on);
+}
+
+void tg_dot_attention_free(tg_dot_attention *m) {
+    if (!m) return;
+    tg_dropout_free(m->dropout);
+    tg_sys_free(m);
+}
+
+/* ---- AdditiveAttention ------------------------------------------------------ */
+
+tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, int num_hiddens,
+                                                 tg_real dropout, tg_rng *rng) {
+    tg_additive_attention *m = tg_sys_calloc(1, sizeof *m);
+    if (!m) { tg_set_error("additive_attention: out of memory"); return NULL; }
+    m->W_k = tg_linear_new(key_size, num_hiddens, false, rng);
+    m->W_q = m->W_k ? tg_linear_new(query_size, num_hiddens, false, rng) : NULL;
+    m->w_v = m->W_q ? tg_linear_new(num_hiddens, 1, false, rng) : NULL;
+    m->dropout = m->w_v ? tg_dropout_new(dropout, rng) : NULL;
+    if (!m->dropout) { tg_additive_attention_free(m); return NULL; }
+    return m;
+}
+
+tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *queries, tg_tensor *keys,
+                                         tg_tensor *values, tg_mask mask) {
+    char b1[64], b2[64];
+    if (!m) { tg_set_error("additive_attention: NULL module"); return NULL; }
+    m->attention_weights = NULL;
+    const char *op = "additive_attention";
+    if (tg_any_null(op, 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
+    if (!check_qk(op, queries, keys, false) || !check_values(op, queries, keys, values)) return NULL;
+    if (queries->shape[2] != m->W_q->in || keys->shape[2] != m->W_k->in) {
+        tg_set_error("%s: queries %s and keys %s: expected query size %d and key size %d", op,
+                     tg_tshape(b1, queries), tg_tshape(b2, keys), m->W_q->in, m->W_k->in);
+        return NULL;
+    }
+    tg_tensor *scores = tg_score_additive(queries, keys, m->W_q->weight, m->W_k->weight, m->w_v->weight);
+    tg_tensor *w = tg_masked_softmax(scores, mask);
+    m->attention_weights = w;
+    return tg_matmul(tg_dropout_forward(m->dropout, w), values);
+}
+
+void tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix) {
+    if (!m || !p) return;
+    char name[TG_PARAM_NAME_MAX];
+    const char *sep = prefix && *prefix ? "." : "";
+    const char *pre = prefix ? prefix : "";
+    snprintf(name, sizeof name, "%s%sW_k", pre, sep);
+    tg_linear_params(m->W_k, p, name);
+    snprintf(name, sizeof name, "%s%sW_q", pre, sep);
+    tg_linear_params(m->W_q, p, name);
+    snprintf(name, sizeof name, "%s%sw_v", pre, sep);
+    tg_linear_params(m->w_v, p, name);
+}
+
+void tg_additive_attention_train(tg_additive_attention *m, bool on) {
+    if (m) tg_dropout_train(m->dropout, on);
+}
+
+void tg_additive_attention_free(tg_additive_attention *m) {
+    if (!m) return;
+    tg_linear_free(m->W_k);
+    tg_linear_free(m->W_q);
+    tg_linear_free(m->w_v);
+    tg_dropout_free(m->dropout);
+    tg_sys_free(m);
+}

@@ -1,0 +1,50 @@
+/* LayerNorm, as torch.nn.LayerNorm(dim) with elementwise_affine:
+ *     y = (x - mean) / sqrt(var + eps) * weight + bias
+ * over the last axis, var biased (divided by dim). weight starts at ones and
+ * bias at zeros, so a new layer only normalises. The arithmetic is the fused
+ * op tg_layer_norm. */
+#include "nn.h"
+
+tg_layernorm *tg_layernorm_new(int dim, tg_real eps) {
+    if (dim <= 0) { tg_set_error("layernorm: dim %d must be positive", dim); return NULL; }
+    if (!(eps >= 0)) { tg_set_error("layernorm: eps %g is negative", (double)eps); return NULL; }
+    tg_layernorm *m = tg_sys_calloc(1, sizeof *m);
+    if (!m) { tg_set_error("layernorm: out of memory"); return NULL; }
+    m->dim = dim;
+    m->eps = eps;
+    m->weight = tg_empty_persistent(TG_SHAPE(dim));
+    m->bias = tg_empty_persistent(TG_SHAPE(dim));
+    if (!m->weight || !m->bias) { tg_layernorm_free(m); return NULL; }
+    for (int i = 0; i < dim; i++) {
+        m->weight->data[i] = 1;
+        m->bias->data[i] = 0;
+    }
+    tg_set_requires_grad(m->weight, true);
+    tg_set_requires_grad(m->bias, true);
+    return m;
+}
+
+tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x) {
+    char b[64];
+    if (!m) { tg_set_error("layernorm: NULL module"); return NULL; }
+    if (!x) { tg_error_null("layernorm"); return NULL; }
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != m->dim) {
+        tg_set_error("layernorm: input %s last dim %d, expected %d", tg_tshape(b, x),
+                     x->ndim ? x->shape[x->ndim - 1] : 0, m->dim);
+        return NULL;
+    }
+    return tg_layer_norm(x, m->weight, m->bias, m->eps);
+}
+
+void tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix) {
+    if (!m || !p) return;
+    tg_params_add(p, prefix, "weight", m->weight);
+    tg_params_add(p, prefix, "bias", m->bias);
+}
+
+void tg_layernorm_free(tg_layernorm *m) {
+    if (!m) return;
+    tg_free(m->weight);
+    tg_free(m->bias);
+    tg_sys_free(m);
+}

@@ -1,0 +1,71 @@
+/* Linear layer, as torch.nn.Linear: y = x W^T + b on the last axis.
+ *
+ * W is [out, in] and stays that way: the product reads it transposed
+ * through the GEMM's strides (tg_matmul_t), never through a copy.
+ * Initialisation is PyTorch's default: kaiming_uniform(a = sqrt(5)) on W
+ * reduces to U(-1/sqrt(in), 1/sqrt(in)), and the bias uses the same bound
+ * 1/sqrt(fan_in). */
+#include "nn.h"
+
+#include <math.h>
+
+tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng) {
+    if (in <= 0 || out <= 0) {
+        tg_set_error("linear: sizes in %d, out %d must be positive", in, out);
+        return NULL;
+    }
+    if (!rng) { tg_set_error("linear: NULL rng"); return NULL; }
+    tg_linear *m = tg_sys_calloc(1, sizeof *m);
+    if (!m) { tg_set_error("linear: out of memory"); return NULL; }
+    m->in = in;
+    m->out = out;
+    tg_real bound = (tg_real)(1.0 / sqrt((double)in));
+    /* Persistent whatever scope is open: parameters outlive every step. */
+    m->weight = tg_empty_persistent(TG_SHAPE(out, in));
+    if (!m->weight) goto fail;
+    tg_fill_uniform(m->weight, -bound, bound, rng);
+    tg_set_requires_grad(m->weight, true);
+    if (bias) {
+        m->bias = tg_empty_persistent(TG_SHAPE(out));
+        if (!m->bias) goto fail;
+        tg_fill_uniform(m->bias, -bound, bound, rng);
+        tg_set_requires_grad(m->bias, true);
+    }
+    return m;
+fail:
+    tg_linear_free(m);
+    return NULL;
+}
+
+tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
+    char b[64];
+    if (!m) { tg_set_error("linear: NULL module"); return NULL; }
+    if (!x) { tg_error_null("linear"); return NULL; }
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != m->in) {
+        tg_set_error("linear: input %s last dim %d, expected %d", tg_tshape(b, x),
+                     x->ndim ? x->shape[x->ndim - 1] : 0, m->in);
+        return NULL;
+    }
+    /* [..., in] -> [N, in] (a view), one GEMM, then back to [..., out]. */
+    tg_tensor *x2 = x->ndim == 2 ? x : tg_reshape(x, TG_SHAPE(-1, m->in));
+    tg_tensor *y = tg_matmul_t(x2, m->weight, false, true);
+    if (m->bias) y = tg_add(y, m->bias);
+    if (!y || x->ndim == 2) return y;
+    int shape[TG_MAX_DIMS];
+    for (int i = 0; i < x->ndim - 1; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = m->out;
+    return tg_reshape(y, x->ndim, shape);
+}
+
+void tg_linear_params(tg_linear *m, tg_params *p, const char *prefix) {
+    if (!m || !p) return;
+    tg_params_add(p, prefix, "weight", m->weight);
+    if (m->bias) tg_params_add(p, prefix, "bias", m->bias);
+}
+
+void tg_linear_free(tg_linear *m) {
+    if (!m) return;
+    tg_free(m->weight);
+    tg_free(m->bias);
+    tg_sys_free(m);
+}

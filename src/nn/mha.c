@@ -1,0 +1,124 @@
+/* Multi-head attention, as d2l's MultiHeadAttention:
+ *
+ *   MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_o,
+ *   head_i = Attention(Q W_q_i, K W_k_i, V W_v_i).
+ *
+ * As d2l, the h projections of size H/h are one projection of size H
+ * (num_hiddens) split by reshaping, so all heads run as one batched
+ * attention:
+ *   transpose_qkv:    [B, n, H] -> [B, n, h, H/h] -> (0,2,1,3) -> [B*h, n, H/h]
+ *   transpose_output: [B*h, Q, H/h] -> [B, h, Q, H/h] -> (0,2,1,3) -> [B, Q, H]
+ * Row b*h + j of the batched tensors is head j of batch entry b, so the
+ * valid lengths are repeated for each head (torch.repeat_interleave on
+ * axis 0). Each head's scores are scaled by sqrt(H/h), its own size. */
+#include "nn.h"
+
+#include <string.h>
+
+static void child_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name) {
+    if (prefix && *prefix) snprintf(out, TG_PARAM_NAME_MAX, "%s.%s", prefix, name);
+    else snprintf(out, TG_PARAM_NAME_MAX, "%s", name);
+}
+
+tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads,
+                   tg_real dropout, bool bias, tg_rng *rng) {
+    if (num_heads <= 0 || num_hiddens <= 0 || num_hiddens % num_heads != 0) {
+        tg_set_error("mha: num_hiddens %d is not divisible by num_heads %d", num_hiddens, num_heads);
+        return NULL;
+    }
+    tg_mha *m = tg_sys_calloc(1, sizeof *m);
+    if (!m) { tg_set_error("mha: out of memory"); return NULL; }
+    m->num_heads = num_heads;
+    m->num_hiddens = num_hiddens;
+    /* Same construction order as d2l: attention, W_q, W_k, W_v, W_o. */
+    m->attention = tg_dot_attention_new(dropout, rng);
+    m->W_q = m->attention ? tg_linear_new(query_size, num_hiddens, bias, rng) : NULL;
+    m->W_k = m->W_q ? tg_linear_new(key_size, num_hiddens, bias, rng) : NULL;
+    m->W_v = m->W_k ? tg_linear_new(value_size, num_hiddens, bias, rng) : NULL;
+    m->W_o = m->W_v ? tg_linear_new(num_hiddens, num_hiddens, bias, rng) : NULL;
+    if (!m->W_o) { tg_mha_free(m); return NULL; }
+    return m;
+}
+
+/* [B, n, H] -> [B*h, n, H/h] */
+static tg_tensor *transpose_qkv(tg_tensor *X, int h) {
+    if (!X) return NULL;
+    int B = X->shape[0], n = X->shape[1], H = X->shape[2];
+    tg_tensor *x = tg_reshape(X, TG_SHAPE(B, n, h, H / h));
+    x = tg_permute(x, (const int[]){0, 2, 1, 3});
+    return tg_reshape(x, TG_SHAPE(B * h, n, H / h));
+}
+
+/* [B*h, n, H/h] -> [B, n, H]: the inverse of transpose_qkv. */
+static tg_tensor *transpose_output(tg_tensor *X, int h) {
+    if (!X) return NULL;
+    int Bh = X->shape[0], n = X->shape[1], d = X->shape[2];
+    tg_tensor *x = tg_reshape(X, TG_SHAPE(Bh / h, h, n, d));
+    x = tg_permute(x, (const int[]){0, 2, 1, 3});
+    return tg_reshape(x, TG_SHAPE(Bh / h, n, h * d));
+}
+
+tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask) {
+    char b1[64], b2[64], b3[64];
+    if (!m) { tg_set_error("mha: NULL module"); return NULL; }
+    if (tg_any_null("mha", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
+    if (queries->ndim != 3 || keys->ndim != 3 || values->ndim != 3 || keys->shape[0] != queries->shape[0] ||
+        values->shape[0] != queries->shape[0] || values->shape[1] != keys->shape[1]) {
+        tg_set_error("mha: queries %s, keys %s, values %s: need [B, Q, dq], [B, K, dk], [B, K, dv]",
+                     tg_tshape(b1, queries), tg_tshape(b2, keys), tg_tshape(b3, values));
+        return NULL;
+    }
+    if (mask.lens_ndim < 0 || mask.lens_ndim > 2 || (mask.lens_ndim && !mask.lens)) {
+        tg_set_error("mha: mask with lens_ndim %d and %s lens", mask.lens_ndim, mask.lens ? "non-NULL" : "NULL");
+        return NULL;
+    }
+    int h = m->num_heads, B = queries->shape[0], nq = queries->shape[1];
+    tg_tensor *q = transpose_qkv(tg_linear_forward(m->W_q, queries), h);
+    tg_tensor *k = transpose_qkv(tg_linear_forward(m->W_k, keys), h);
+    tg_tensor *v = transpose_qkv(tg_linear_forward(m->W_v, values), h);
+    if (!q || !k || !v) return NULL;
+
+    /* Valid lengths per head: entry for batch row b*h + j is that of row b
+     * (repeat_interleave), for one length per row or one per query. They
+     * live in this step's arena, as long as the graph that reads them. */
+    tg_mask hm = mask;
+    if (mask.lens && mask.lens_ndim > 0) {
+        int per_row = mask.lens_ndim == 1 ? 1 : nq;
+        int *lens = tg_arena_alloc(sizeof(int) * (size_t)B * (size_t)h * (size_t)per_row);
+        if (!lens) return NULL;
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < h; j++)
+                memcpy(lens + ((size_t)b * h + j) * per_row, mask.lens + (size_t)b * per_row,
+                       sizeof(int) * (size_t)per_row);
+        hm.lens = lens;
+    }
+    tg_tensor *out = tg_dot_attention_forward(m->attention, q, k, v, hm);
+    return tg_linear_forward(m->W_o, transpose_output(out, h));
+}
+
+void tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
+    if (!m || !p) return;
+    char name[TG_PARAM_NAME_MAX];
+    child_name(name, prefix, "W_q");
+    tg_linear_params(m->W_q, p, name);
+    child_name(name, prefix, "W_k");
+    tg_linear_params(m->W_k, p, name);
+    child_name(name, prefix, "W_v");
+    tg_linear_params(m->W_v, p, name);
+    child_name(name, prefix, "W_o");
+    tg_linear_params(m->W_o, p, name);
+}
+
+void tg_mha_train(tg_mha *m, bool on) {
+    if (m) tg_dot_attention_train(m->attention, on);
+}
+
+void tg_mha_free(tg_mha *m) {
+    if (!m) return;
+    tg_dot_attention_free(m->attention);
+    tg_linear_free(m->W_q);
+    tg_linear_free(m->W_k);
+    tg_linear_free(m->W_v);
+    tg_linear_free(m->W_o);
+    tg_sys_free(m);
+}
