@@ -6,14 +6,17 @@
  * the number of threads. */
 #include "autograd.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct {
     uint64_t seed, stream, first;   /* where the mask's random numbers start */
+    uint64_t key, threshold;        /* tg_rng_key(seed, stream); ceil(p 2^53) */
 } dropout_key;
 
-static bool keep(const dropout_key *k, int64_t i, tg_real p) {
-    return tg_rng_uniform_at(k->seed, k->stream, k->first + (uint64_t)i) >= p;
+/* uniform_at(i) >= p, in integers: (bits >> 11) 2^-53 >= p. */
+static inline bool keep(const dropout_key *k, int64_t i) {
+    return (tg_rng_hash(k->key, k->first + (uint64_t)i) >> 11) >= k->threshold;
 }
 
 static void dropout_backward(tg_node *n) {
@@ -25,7 +28,7 @@ static void dropout_backward(tg_node *n) {
     const tg_real *g = n->out->grad->data;
 #pragma omp parallel for if (gx->size > 32768)
     for (int64_t i = 0; i < gx->size; i++)
-        if (keep(k, i, p)) gx->data[i] += g[i] / (1 - p);
+        if (keep(k, i)) gx->data[i] += g[i] / (1 - p);
 }
 const tg_op tg_op_dropout = {"dropout", dropout_backward};
 
@@ -43,13 +46,14 @@ tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng) {
     }
     tg_tensor *y = tg_empty_arena(x->ndim, x->shape);
     if (!y) return NULL;
-    dropout_key key = {0, 0, 0};
+    dropout_key key = {0, 0, 0, 0, 0};
     if (p >= 1) {
         memset(y->data, 0, sizeof(tg_real) * (size_t)y->size);
     } else {
-        key = (dropout_key){rng->seed, rng->stream, tg_rng_take(rng, (uint64_t)x->size)};
+        key = (dropout_key){rng->seed, rng->stream, tg_rng_take(rng, (uint64_t)x->size),
+                            tg_rng_key(rng->seed, rng->stream), (uint64_t)ceil((double)p * 0x1.0p53)};
 #pragma omp parallel for if (x->size > 32768)
-        for (int64_t i = 0; i < x->size; i++) y->data[i] = keep(&key, i, p) ? x->data[i] / (1 - p) : 0;
+        for (int64_t i = 0; i < x->size; i++) y->data[i] = keep(&key, i) ? x->data[i] / (1 - p) : 0;
     }
     tg_node *n = tg_node_record(&tg_op_dropout, y, 1, &x);
     if (n) {

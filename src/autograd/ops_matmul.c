@@ -15,7 +15,7 @@ typedef struct {
 /* For each batch entry i: C_i = alpha op(A_i) op(B_i) + beta C_i. */
 static void batch_gemm(bool ta, bool tb, int M, int N, int K,
                        const tg_real *A, int64_t sa, int lda, const tg_real *B, int64_t sb, int ldb,
-                       tg_real *C, int64_t sc, int ldc, int batch) {
+                       tg_real beta, tg_real *C, int64_t sc, int ldc, int batch) {
     /* Many small products (attention heads) run one per thread; large ones
      * are parallel inside the GEMM. Either way each output element is
      * computed by one thread in one order: results don't depend on threads. */
@@ -23,7 +23,7 @@ static void batch_gemm(bool ta, bool tb, int M, int N, int K,
     (void)work;   /* read only by the pragma */
 #pragma omp parallel for if (batch > 1 && work < (1 << 18) && batch * work > (1 << 16))
     for (int i = 0; i < batch; i++)
-        tg_k_gemm(ta, tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, 1, C + i * sc, ldc);
+        tg_k_gemm(ta, tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
 }
 
 static void matmul_backward(tg_node *n) {
@@ -36,9 +36,9 @@ static void matmul_backward(tg_node *n) {
     tg_tensor *ga = tg_grad_of(a), *gb = tg_grad_of(b);
     if (ga) {
         if (!p.ta)   /* dA[M,K] += dC[M,N] op(B)^T */
-            batch_gemm(false, !p.tb, M, K, N, g, sg, N, b->data, sb, ldb, ga->data, sa, K, p.batch);
+            batch_gemm(false, !p.tb, M, K, N, g, sg, N, b->data, sb, ldb, 1, ga->data, sa, K, p.batch);
         else         /* dA[K,M] += op(B)[K,N] dC^T */
-            batch_gemm(p.tb, true, K, M, N, b->data, sb, ldb, g, sg, N, ga->data, sa, M, p.batch);
+            batch_gemm(p.tb, true, K, M, N, b->data, sb, ldb, g, sg, N, 1, ga->data, sa, M, p.batch);
     }
     if (gb) {
         if (p.b_shared) {
@@ -48,9 +48,9 @@ static void matmul_backward(tg_node *n) {
                 else tg_k_gemm(true, p.ta, N, K, M, 1, g + i * sg, N, a->data + i * sa, lda, 1, gb->data, K);
             }
         } else if (!p.tb)   /* dB[K,N] += op(A)^T dC */
-            batch_gemm(!p.ta, false, K, N, M, a->data, sa, lda, g, sg, N, gb->data, sb, N, p.batch);
+            batch_gemm(!p.ta, false, K, N, M, a->data, sa, lda, g, sg, N, 1, gb->data, sb, N, p.batch);
         else                /* dB[N,K] += dC^T op(A) */
-            batch_gemm(true, p.ta, N, K, M, g, sg, N, a->data, sa, lda, gb->data, sb, K, p.batch);
+            batch_gemm(true, p.ta, N, K, M, g, sg, N, a->data, sa, lda, 1, gb->data, sb, K, p.batch);
     }
 }
 const tg_op tg_op_matmul = {"matmul", matmul_backward};
@@ -93,8 +93,7 @@ tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool ta, bool tb) {
         tg_k_gemm(false, tb, p.batch * p.M, p.N, p.K, 1, a->data, lda, b->data, ldb, 0, y->data, p.N);
     } else {
         int64_t sa = (int64_t)p.M * p.K, sb = p.b_shared ? 0 : (int64_t)p.K * p.N;
-        for (int64_t i = 0; i < y->size; i++) y->data[i] = 0;
-        batch_gemm(ta, tb, p.M, p.N, p.K, a->data, sa, lda, b->data, sb, ldb, y->data,
+        batch_gemm(ta, tb, p.M, p.N, p.K, a->data, sa, lda, b->data, sb, ldb, 0, y->data,
                    (int64_t)p.M * p.N, p.N, p.batch);
     }
     tg_node *n = tg_node_record(&tg_op_matmul, y, 2, (tg_tensor *[]){a, b});

@@ -4,8 +4,6 @@
 
 #include <math.h>
 
-typedef tg_real (*deriv_fn)(tg_real x, tg_real y, tg_real p);
-
 /* Forward: y = f(x) with the kernel; record a node whose backward uses d. */
 static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tensor *a) {
     if (tg_any_null(op->name, 1, (const tg_tensor *const[]){a})) return NULL;
@@ -17,21 +15,24 @@ static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tenso
     return y;
 }
 
-static void unary_backward(tg_node *n, deriv_fn d) {
-    tg_tensor *x = n->in[0], *y = n->out;
-    tg_tensor *gx = tg_grad_of(x);
-    if (!gx) return;
-    const tg_real *gy = y->grad->data, p = n->rarg[0];
-#pragma omp parallel for if (x->size > 32768)
-    for (int64_t i = 0; i < x->size; i++) gx->data[i] += gy[i] * d(x->data[i], y->data[i], p);
-}
+/* dx += dy * f'(x, y), with f' inlined into the loop by the macro below. */
+#define UNARY_BACKWARD(n, DERIV)                                                      \
+    do {                                                                              \
+        tg_tensor *X_ = (n)->in[0], *Y_ = (n)->out, *GX_ = tg_grad_of(X_);            \
+        if (!GX_) break;                                                              \
+        const tg_real *gy_ = Y_->grad->data, *xs_ = X_->data, *ys_ = Y_->data;        \
+        tg_real p = (n)->rarg[0];                                                     \
+        (void)p;                                                                      \
+        _Pragma("omp parallel for if (X_->size > 262144)")                            \
+        for (int64_t i = 0; i < X_->size; i++) {                                      \
+            tg_real x = xs_[i], y = ys_[i];                                           \
+            (void)x; (void)y;                                                         \
+            GX_->data[i] += gy_[i] * (DERIV);                                         \
+        }                                                                             \
+    } while (0)
 
 #define UNARY_OP(NAME, KIND, DERIV_EXPR)                                              \
-    static tg_real d_##NAME(tg_real x, tg_real y, tg_real p) {                       \
-        (void)x; (void)y; (void)p;                                                   \
-        return (DERIV_EXPR);                                                         \
-    }                                                                                \
-    static void NAME##_backward(tg_node *n) { unary_backward(n, d_##NAME); }       \
+    static void NAME##_backward(tg_node *n) { UNARY_BACKWARD(n, DERIV_EXPR); }      \
     const tg_op tg_op_##NAME = {#NAME, NAME##_backward};                            \
     tg_tensor *tg_##NAME(tg_tensor *a) { return unary(&tg_op_##NAME, KIND, 0, a); }
 
@@ -49,8 +50,7 @@ UNARY_OP(gelu,    TG_UNARY_GELU,
                    x * 0.3989422804014327 * exp(-0.5 * (double)x * x)))
 
 /* pow by a scalar: d x^p = p x^(p-1). */
-static tg_real d_pow(tg_real x, tg_real y, tg_real p) { (void)y; return p * (tg_real)pow(x, p - 1); }
-static void pow_backward(tg_node *n) { unary_backward(n, d_pow); }
+static void pow_backward(tg_node *n) { UNARY_BACKWARD(n, p * (tg_real)pow(x, p - 1)); }
 const tg_op tg_op_pow_scalar = {"pow_scalar", pow_backward};
 tg_tensor *tg_pow_scalar(tg_tensor *a, tg_real p) { return unary(&tg_op_pow_scalar, TG_UNARY_POW, p, a); }
 

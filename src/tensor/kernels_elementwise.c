@@ -92,6 +92,17 @@ void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate) {
         return;
     }
     int nd = src->ndim;
+    /* Common case (bias gradients): dst's shape is a suffix of src's, so src
+     * is rows of dst->size values to add up in order. */
+    bool suffix = dst->ndim <= nd;
+    for (int i = 0; suffix && i < dst->ndim; i++) suffix = dst->shape[i] == src->shape[nd - dst->ndim + i];
+    if (suffix && dst->size > 0) {
+        for (int64_t r = 0; r < src->size / dst->size; r++) {
+            const tg_real *row = src->data + r * dst->size;
+            for (int64_t i = 0; i < dst->size; i++) dst->data[i] += row[i];
+        }
+        return;
+    }
     int64_t sd[TG_MAX_DIMS];
     bcast_strides(dst, nd, src->shape, sd);
     /* One pass over src in order: every dst element sums its terms in the

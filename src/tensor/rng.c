@@ -1,21 +1,13 @@
 /* Counter-based random numbers. The number at index i of stream s under seed
  * k is a hash of (k, s, i), so any element can be drawn alone, in any order,
  * by any thread: a dropout mask does not depend on how work was split.
- * The hash is SplitMix64's finaliser applied twice over the mixed key
- * (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", 2014). */
+ * The hash is in tensor.h (tg_rng_hash). */
 #include "tensor.h"
 
 #include <math.h>
 
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 uint64_t tg_rng_bits(uint64_t seed, uint64_t stream, uint64_t index) {
-    uint64_t key = mix64(seed * 0x9e3779b97f4a7c15ULL + mix64(stream + 0x632be59bd9b4e019ULL));
-    return mix64(key ^ mix64(index * 0x9e3779b97f4a7c15ULL + 0xd1b54a32d192ed03ULL));
+    return tg_rng_hash(tg_rng_key(seed, stream), index);
 }
 
 double tg_rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t index) {
@@ -32,7 +24,7 @@ double tg_rng_normal_at(uint64_t seed, uint64_t stream, uint64_t index) {
 tg_rng tg_rng_new(uint64_t seed) { return (tg_rng){seed, 0, 0}; }
 
 tg_rng tg_rng_fork(const tg_rng *r, uint64_t stream) {
-    return (tg_rng){r->seed, mix64(r->stream * 31 + stream + 1), 0};
+    return (tg_rng){r->seed, tg_rng_mix(r->stream * 31 + stream + 1), 0};
 }
 
 uint64_t tg_rng_take(tg_rng *r, uint64_t n) {
@@ -46,9 +38,11 @@ double tg_rng_next_uniform(tg_rng *r) { return tg_rng_uniform_at(r->seed, r->str
 
 void tg_fill_uniform(tg_tensor *t, tg_real lo, tg_real hi, tg_rng *rng) {
     if (!t || !rng) return;
-    uint64_t base = tg_rng_take(rng, (uint64_t)t->size);
-    for (int64_t i = 0; i < t->size; i++)
-        t->data[i] = lo + (hi - lo) * (tg_real)tg_rng_uniform_at(rng->seed, rng->stream, base + (uint64_t)i);
+    uint64_t base = tg_rng_take(rng, (uint64_t)t->size), key = tg_rng_key(rng->seed, rng->stream);
+    for (int64_t i = 0; i < t->size; i++) {
+        double u = (double)(tg_rng_hash(key, base + (uint64_t)i) >> 11) * 0x1.0p-53;
+        t->data[i] = lo + (hi - lo) * (tg_real)u;
+    }
 }
 
 void tg_fill_normal(tg_tensor *t, tg_real mean, tg_real std, tg_rng *rng) {

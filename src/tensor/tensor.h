@@ -121,6 +121,20 @@ typedef struct {
     uint64_t stream;
     uint64_t counter;   /* advanced by every draw */
 } tg_rng;
+/* The hash behind the generator, inline for hot loops (dropout): a key per
+ * (seed, stream), then one SplitMix64 step per index, i.e. the output of
+ * SplitMix64 started at the key (Steele, Lea & Flood, OOPSLA 2014). */
+static inline uint64_t tg_rng_mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static inline uint64_t tg_rng_key(uint64_t seed, uint64_t stream) {
+    return tg_rng_mix(seed * 0x9e3779b97f4a7c15ULL + tg_rng_mix(stream + 0x632be59bd9b4e019ULL));
+}
+static inline uint64_t tg_rng_hash(uint64_t key, uint64_t index) {
+    return tg_rng_mix(key + (index + 1) * 0x9e3779b97f4a7c15ULL);
+}
 tg_rng tg_rng_new(uint64_t seed);
 tg_rng tg_rng_fork(const tg_rng *r, uint64_t stream);   /* independent child stream */
 uint64_t tg_rng_bits(uint64_t seed, uint64_t stream, uint64_t index);
