@@ -1,0 +1,247 @@
+/* Optimizers with PyTorch's update rules, and gradient-norm clipping.
+ *
+ * For each parameter w with gradient g, at step t = 1, 2, ...:
+ *
+ *   SGD (torch.optim.SGD, no dampening/nesterov):
+ *       g' = g + wd w;  buf = momentum buf + g';  w -= lr buf
+ *     (buf = g' alone without momentum). Torch creates buf = g' on the first
+ *     step; a buffer of zeros gives momentum * 0 + g' = g', the same value,
+ *     also for a parameter whose first gradient comes late.
+ *   Adam (torch.optim.Adam, L2 penalty added to the gradient):
+ *       g' = g + wd w;  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2
+ *       w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+ *     (eps outside the square root, written as torch computes it).
+ *   AdamW (torch.optim.AdamW, decoupled decay, Loshchilov & Hutter):
+ *       w -= lr wd w, then Adam with g' = g.
+ *
+ * All state is allocated by tg_optim_new, so a step makes no allocation.
+ * One step counter t is shared by all parameters (torch keeps one per
+ * parameter; they differ only for a parameter that had no gradient at some
+ * earlier steps, which then gets the bias correction of the global t). */
+#include "nn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Elementwise loops over tensors larger than this run on all threads. Each
+ * element's update depends on that element only, so results do not depend
+ * on the thread count. */
+#define OPTIM_PAR_MIN 32768
+#ifdef _OPENMP   /* spelled as _Pragma so that a build without OpenMP has no unknown-pragma warning */
+#define PARALLEL_FOR_N _Pragma("omp parallel for if (n > OPTIM_PAR_MIN)")
+#else
+#define PARALLEL_FOR_N
+#endif
+
+tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay)
+{
+    return (tg_optim_config){.kind = TG_SGD, .lr = lr, .momentum = momentum, .weight_decay = weight_decay};
+}
+
+tg_optim_config tg_adam_config(tg_real lr)
+{
+    return (tg_optim_config){.kind = TG_ADAM, .lr = lr, .beta1 = (tg_real)0.9, .beta2 = (tg_real)0.999,
+                             .eps = (tg_real)1e-8};
+}
+
+tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay)
+{
+    tg_optim_config c = tg_adam_config(lr);
+    c.kind = TG_ADAMW;
+    c.weight_decay = weight_decay;
+    return c;
+}
+
+static bool check_config(const tg_optim_config *c)
+{
+    if (c->kind != TG_SGD && c->kind != TG_ADAM && c->kind != TG_ADAMW) {
+        tg_set_error("optim: unknown optimizer kind %d", (int)c->kind);
+        return false;
+    }
+    if (!(c->lr >= 0) || !(c->weight_decay >= 0)) {
+        tg_set_error("optim: lr %g and weight_decay %g must not be negative", (double)c->lr,
+                     (double)c->weight_decay);
+        return false;
+    }
+    if (c->kind == TG_SGD && !(c->momentum >= 0)) {
+        tg_set_error("optim: momentum %g must not be negative", (double)c->momentum);
+        return false;
+    }
+    if (c->kind != TG_SGD && (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) || !(c->eps >= 0))) {
+        tg_set_error("optim: betas (%g, %g) must be in [0, 1) and eps %g not negative", (double)c->beta1,
+                     (double)c->beta2, (double)c->eps);
+        return false;
+    }
+    return true;
+}
+
+/* A persistent tensor of zeros shaped like t (persistent even inside a scope). */
+static tg_tensor *zeros_like_persistent(const tg_tensor *t)
+{
+    tg_tensor *z = tg_empty_persistent(t->ndim, t->shape);
+    if (z && z->size) memset(z->data, 0, (size_t)z->size * sizeof(tg_real));
+    return z;
+}
+
+tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params)
+{
+    if (!cfg || !params) {
+        tg_set_error("optim: NULL %s", !cfg ? "config" : "parameter list");
+        return NULL;
+    }
+    if (!check_config(cfg)) return NULL;
+    for (int i = 0; i < params->n; i++)
+        if (!params->items[i].t) {
+            tg_set_error("optim: parameter '%s' is NULL", params->items[i].name);
+            return NULL;
+        }
+    tg_optim *o = tg_sys_calloc(1, sizeof *o);
+    if (!o) {
+        tg_set_error("optim: out of memory");
+        return NULL;
+    }
+    o->cfg = *cfg;
+    tg_params_init(&o->params);
+    const int n = params->n;
+    bool need_m = cfg->kind != TG_SGD || cfg->momentum != 0;
+    bool need_v = cfg->kind != TG_SGD;
+    bool ok = tg_params_extend(&o->params, NULL, params) == 0;
+    if (ok && n > 0 && need_m) ok = (o->m = tg_sys_calloc((size_t)n, sizeof *o->m)) != NULL;
+    if (ok && n > 0 && need_v) ok = (o->v = tg_sys_calloc((size_t)n, sizeof *o->v)) != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        const tg_tensor *w = params->items[i].t;
+        if (need_m) ok = (o->m[i] = zeros_like_persistent(w)) != NULL;
+        if (ok && need_v) ok = (o->v[i] = zeros_like_persistent(w)) != NULL;
+    }
+    if (ok) ok = (o->step = tg_empty_persistent(0, NULL)) != NULL;
+    if (!ok) {
+        if (!tg_last_error()) tg_set_error("optim: out of memory");
+        tg_optim_free(o);
+        return NULL;
+    }
+    o->step->data[0] = 0;
+    return o;
+}
+
+static void sgd_update(const tg_optim_config *c, tg_tensor *w, const tg_tensor *g, tg_tensor *buf)
+{
+    const double lr = c->lr, wd = c->weight_decay, mom = c->momentum;
+    tg_real *W = w->data, *M = buf ? buf->data : NULL;
+    const tg_real *G = g->data;
+    const int64_t n = w->size;
+PARALLEL_FOR_N   /* over the n elements */
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)G[i] + wd * (double)W[i];
+        if (M) {
+            d = mom * (double)M[i] + d;
+            M[i] = (tg_real)d;
+        }
+        W[i] = (tg_real)((double)W[i] - lr * d);
+    }
+}
+
+static void adam_update(const tg_optim_config *c, double t, tg_tensor *w, const tg_tensor *g, tg_tensor *m,
+                        tg_tensor *v)
+{
+    const double lr = c->lr, b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    const double wd_l2 = c->kind == TG_ADAM ? (double)c->weight_decay : 0.0;
+    const double decay = c->kind == TG_ADAMW ? 1.0 - lr * (double)c->weight_decay : 1.0;
+    const double step_size = lr / (1.0 - pow(b1, t));
+    const double bc2_sqrt = sqrt(1.0 - pow(b2, t));
+    tg_real *W = w->data, *M = m->data, *V = v->data;
+    const tg_real *G = g->data;
+    const int64_t n = w->size;
+PARALLEL_FOR_N   /* over the n elements */
+    for (int64_t i = 0; i < n; i++) {
+        double wi = (double)W[i] * decay;          /* AdamW: w -= lr wd w */
+        double gi = (double)G[i] + wd_l2 * wi;     /* Adam: L2 penalty in the gradient */
+        double mi = b1 * (double)M[i] + (1.0 - b1) * gi;
+        double vi = b2 * (double)V[i] + (1.0 - b2) * gi * gi;
+        M[i] = (tg_real)mi;
+        V[i] = (tg_real)vi;
+        double denom = sqrt((double)V[i]) / bc2_sqrt + eps;
+        W[i] = (tg_real)(wi - step_size * (double)M[i] / denom);
+    }
+}
+
+void tg_optim_step(tg_optim *o)
+{
+    if (!o) return;
+    double t = (double)o->step->data[0] + 1;
+    o->step->data[0] = (tg_real)t;
+    for (int i = 0; i < o->params.n; i++) {
+        tg_tensor *w = o->params.items[i].t;
+        const tg_tensor *g = w->grad;
+        if (!g) continue;   /* no gradient reached it: skipped, as torch */
+        if (o->cfg.kind == TG_SGD)
+            sgd_update(&o->cfg, w, g, o->m ? o->m[i] : NULL);
+        else
+            adam_update(&o->cfg, t, w, g, o->m[i], o->v[i]);
+    }
+}
+
+void tg_optim_zero_grad(tg_optim *o)
+{
+    if (!o) return;
+    for (int i = 0; i < o->params.n; i++) tg_zero_grad(o->params.items[i].t);
+}
+
+/* Names the state after its parameter, so a checkpoint written for one
+ * model loads only into the same model (tg_checkpoint_load is strict). */
+void tg_optim_state(tg_optim *o, tg_params *p, const char *prefix)
+{
+    char name[TG_PARAM_NAME_MAX + 16];
+    if (!o || !p) return;
+    const char *mname = o->cfg.kind == TG_SGD ? "momentum" : "m";
+    for (int i = 0; o->m && i < o->params.n; i++) {
+        snprintf(name, sizeof name, "%s.%s", mname, o->params.items[i].name);
+        tg_params_add(p, prefix, name, o->m[i]);
+    }
+    for (int i = 0; o->v && i < o->params.n; i++) {
+        snprintf(name, sizeof name, "v.%s", o->params.items[i].name);
+        tg_params_add(p, prefix, name, o->v[i]);
+    }
+    tg_params_add(p, prefix, "step", o->step);
+}
+
+void tg_optim_free(tg_optim *o)
+{
+    if (!o) return;
+    for (int i = 0; i < o->params.n; i++) {
+        if (o->m) tg_free(o->m[i]);
+        if (o->v) tg_free(o->v[i]);
+    }
+    tg_sys_free(o->m);
+    tg_sys_free(o->v);
+    tg_free(o->step);
+    tg_params_free(&o->params);
+    tg_sys_free(o);
+}
+
+/* torch.nn.utils.clip_grad_norm_ (norm_type 2): the norm of all gradients
+ * as one vector, summed in double in a fixed order; every gradient is
+ * multiplied by max_norm / (norm + 1e-6) when that factor is below 1. */
+tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm)
+{
+    if (!p) return 0;
+    double sq = 0;
+    for (int i = 0; i < p->n; i++) {
+        const tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;
+        if (!g) continue;
+        for (int64_t k = 0; k < g->size; k++) sq += (double)g->data[k] * (double)g->data[k];
+    }
+    double norm = sqrt(sq);
+    double coef = (double)max_norm / (norm + 1e-6);
+    if (coef < 1) {
+        for (int i = 0; i < p->n; i++) {
+            tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;
+            if (!g) continue;
+            tg_real *G = g->data;
+            const int64_t n = g->size;
+PARALLEL_FOR_N   /* over the n elements */
+            for (int64_t k = 0; k < n; k++) G[k] = (tg_real)((double)G[k] * coef);
+        }
+    }
+    return (tg_real)norm;
+}

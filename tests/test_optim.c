@@ -1,0 +1,573 @@
+/* Optimizers, gradient clipping and the MSE loss.
+ *
+ * Each optimizer runs three steps with known gradients and is compared with
+ * an update written out here in doubles from torch.optim's documented
+ * algorithm. Then: clipping, skipped parameters, no allocation in a step,
+ * optimizer state in checkpoints (a resumed run is bit-identical; a bad
+ * file changes nothing), and a small Transformer that learns to copy and to
+ * reverse sequences. */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_util.h"
+#include "nn/checkpoint.h"
+
+/* ---- reference updates ----------------------------------------------------- */
+enum { N = 6, STEPS = 3 };
+static const double W0[N] = {0.5, -1.5, 2.0, 0.0, 0.25, -0.75};
+static const double G[STEPS][N] = {
+    {0.1, -0.2, 0.3, 0.0, 1.5, -0.05},
+    {-0.4, 0.1, 0.2, 0.7, -1.0, 0.05},
+    {0.3, 0.3, -0.6, 0.2, 0.0, 0.4},
+};
+
+/* w after each step of torch.optim.SGD (dampening 0, no nesterov). */
+static void ref_sgd(double lr, double mom, double wd, double w_out[STEPS][N])
+{
+    double w[N], buf[N];
+    memcpy(w, W0, sizeof w);
+    for (int t = 0; t < STEPS; t++) {
+        for (int k = 0; k < N; k++) {
+            double d = G[t][k] + wd * w[k];
+            if (mom != 0) {
+                buf[k] = t == 0 ? d : mom * buf[k] + d;   /* torch: buf = clone(d_p) on the first step */
+                d = buf[k];
+            }
+            w[k] -= lr * d;
+        }
+        memcpy(w_out[t], w, sizeof w);
+    }
+}
+
+/* torch.optim.Adam (decoupled = false) and AdamW (decoupled = true). */
+static void ref_adam(bool decoupled, double lr, double b1, double b2, double eps, double wd,
+                     double w_out[STEPS][N])
+{
+    double w[N], m[N] = {0}, v[N] = {0};
+    memcpy(w, W0, sizeof w);
+    for (int t = 1; t <= STEPS; t++) {
+        for (int k = 0; k < N; k++) {
+            double g = G[t - 1][k];
+            if (decoupled) w[k] *= 1 - lr * wd;
+            else g += wd * w[k];
+            m[k] = b1 * m[k] + (1 - b1) * g;
+            v[k] = b2 * v[k] + (1 - b2) * g * g;
+            double mhat = m[k] / (1 - pow(b1, t)), vhat = v[k] / (1 - pow(b2, t));
+            w[k] -= lr * mhat / (sqrt(vhat) + eps);
+        }
+        memcpy(w_out[t - 1], w, sizeof w);
+    }
+}
+
+/* Runs the optimizer three steps with gradient G[t] (from loss = sum(w * G[t]))
+ * and compares w after every step with want. */
+static void run_and_compare(const tg_optim_config *cfg, double want[STEPS][N], const char *what)
+{
+    tg_real w0[N];
+    for (int k = 0; k < N; k++) w0[k] = (tg_real)W0[k];
+    tg_tensor *w = tg_from_array(TG_SHAPE(2, 3), w0);
+    tg_set_requires_grad(w, true);
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "w", w);
+    tg_optim *o = tg_optim_new(cfg, &p);
+    TG_REQUIRE(o);
+    for (int t = 0; t < STEPS; t++) {
+        tg_real g[N];
+        for (int k = 0; k < N; k++) g[k] = (tg_real)G[t][k];
+        tg_optim_zero_grad(o);
+        tg_scope_begin();
+        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(w, tg_from_array(TG_SHAPE(2, 3), g)))), 0);
+        tg_scope_end();
+        tg_optim_step(o);
+        for (int k = 0; k < N; k++)
+            cr_expect(fabs((double)w->data[k] - want[t][k]) < 1e-12, "%s step %d w[%d] = %.15g, expected %.15g",
+                      what, t + 1, k, (double)w->data[k], want[t][k]);
+    }
+    cr_expect_eq(tg_item(o->step), STEPS);
+    tg_optim_free(o);
+    tg_params_free(&p);
+    tg_free(w);
+}
+
+Test(optim, sgd_plain_momentum_weight_decay)
+{
+    double want[STEPS][N];
+    const double cases[][3] = {{0.1, 0, 0}, {0.1, 0.9, 0}, {0.05, 0, 0.1}, {0.05, 0.8, 0.01}};
+    for (int c = 0; c < 4; c++) {
+        ref_sgd(cases[c][0], cases[c][1], cases[c][2], want);
+        tg_optim_config cfg = tg_sgd_config(cases[c][0], cases[c][1], cases[c][2]);
+        char what[64];
+        snprintf(what, sizeof what, "SGD(lr %g, momentum %g, wd %g)", cases[c][0], cases[c][1], cases[c][2]);
+        run_and_compare(&cfg, want, what);
+    }
+}
+
+Test(optim, adam)
+{
+    double want[STEPS][N];
+    tg_optim_config cfg = tg_adam_config(0.01);
+    cr_expect(cfg.kind == TG_ADAM && cfg.beta1 == (tg_real)0.9 && cfg.beta2 == (tg_real)0.999 &&
+              cfg.eps == (tg_real)1e-8 && cfg.weight_decay == 0);
+    ref_adam(false, 0.01, 0.9, 0.999, 1e-8, 0, want);
+    run_and_compare(&cfg, want, "Adam defaults");
+    /* A large eps shows it is added outside the square root; wd is L2 in the gradient. */
+    cfg = (tg_optim_config){.kind = TG_ADAM, .lr = 0.1, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-2, .weight_decay = 0.1};
+    ref_adam(false, 0.1, 0.8, 0.95, 1e-2, 0.1, want);
+    run_and_compare(&cfg, want, "Adam(eps 1e-2, wd 0.1)");
+}
+
+Test(optim, adamw)
+{
+    double want[STEPS][N];
+    tg_optim_config cfg = tg_adamw_config(0.01, 0.01);
+    cr_expect(cfg.kind == TG_ADAMW && cfg.beta1 == (tg_real)0.9 && cfg.eps == (tg_real)1e-8);
+    ref_adam(true, 0.01, 0.9, 0.999, 1e-8, 0.01, want);
+    run_and_compare(&cfg, want, "AdamW defaults");
+    cfg = (tg_optim_config){.kind = TG_ADAMW, .lr = 0.1, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-2, .weight_decay = 0.5};
+    ref_adam(true, 0.1, 0.8, 0.95, 1e-2, 0.5, want);
+    run_and_compare(&cfg, want, "AdamW(eps 1e-2, wd 0.5)");
+}
+
+Test(optim, config_errors)
+{
+    tg_params p;
+    tg_params_init(&p);
+    tg_optim_config bad[] = {
+        tg_sgd_config(-1, 0, 0), tg_sgd_config(0.1, -0.5, 0), tg_sgd_config(0.1, 0, -1),
+        {.kind = TG_ADAM, .lr = 0.1, .beta1 = 1.0, .beta2 = 0.9, .eps = 1e-8},
+        {.kind = TG_ADAM, .lr = 0.1, .beta1 = 0.9, .beta2 = 0.9, .eps = -1},
+        {.kind = (tg_optim_kind)9, .lr = 0.1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tg_clear_error();
+        cr_expect_null(tg_optim_new(&bad[i], &p), "config %zu should be rejected", i);
+        cr_expect(error_has("optim", NULL), "%s", tg_last_error());
+    }
+    tg_optim_config ok = tg_adam_config(0.1);
+    cr_expect_null(tg_optim_new(&ok, NULL));
+    tg_optim *o = tg_optim_new(&ok, &p);   /* an empty list is fine */
+    TG_REQUIRE(o);
+    tg_optim_step(o);
+    tg_optim_free(o);
+    tg_optim_free(NULL);
+}
+
+/* ---- clipping, skipping, allocation --------------------------------------- */
+Test(optim, clip_grad_norm)
+{
+    tg_tensor *a = tg_zeros(TG_SHAPE(2)), *b = tg_zeros(TG_SHAPE(1)), *c = tg_zeros(TG_SHAPE(3));
+    tg_set_requires_grad(a, true);
+    tg_set_requires_grad(b, true);
+    tg_set_requires_grad(c, true);   /* never gets a gradient: ignored */
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "a", a);
+    tg_params_add(&p, NULL, "b", b);
+    tg_params_add(&p, NULL, "c", c);
+    tg_scope_begin();
+    /* grads (3, 4) and (12): norm 13 */
+    tg_tensor *loss = tg_add(tg_sum_all(tg_mul(a, tg_from_array(TG_SHAPE(2), (tg_real[]){3, 4}))),
+                             tg_mul_scalar(tg_sum_all(b), 12));
+    cr_assert_eq(tg_backward(loss), 0);
+    tg_scope_end();
+    cr_assert_null(c->grad);
+
+    tg_real norm = tg_clip_grad_norm(&p, 20);   /* below max_norm: unchanged */
+    cr_expect(fabs(norm - 13) < 1e-12, "norm %g", (double)norm);
+    cr_expect(a->grad->data[0] == 3 && a->grad->data[1] == 4 && b->grad->data[0] == 12);
+
+    norm = tg_clip_grad_norm(&p, 6.5);
+    cr_expect(fabs(norm - 13) < 1e-12, "norm before clipping %g", (double)norm);
+    double s = 6.5 / (13 + 1e-6);   /* torch: max_norm / (norm + 1e-6) */
+    cr_expect(fabs(a->grad->data[0] - 3 * s) < 1e-12 && fabs(a->grad->data[1] - 4 * s) < 1e-12 &&
+              fabs(b->grad->data[0] - 12 * s) < 1e-12);
+    double after = sqrt(pow(a->grad->data[0], 2) + pow(a->grad->data[1], 2) + pow(b->grad->data[0], 2));
+    cr_expect(fabs(after - 6.5) < 1e-6, "clipped norm %g", after);
+    norm = tg_clip_grad_norm(&p, 6.5);
+    cr_expect(fabs(norm - after) < 1e-12, "the returned norm is the current one");
+    tg_params_free(&p);
+    tg_free(a); tg_free(b); tg_free(c);
+}
+
+Test(optim, parameter_without_grad_is_skipped)
+{
+    const tg_optim_config cfgs[3] = {tg_sgd_config(0.1, 0.9, 0.1), tg_adam_config(0.1), tg_adamw_config(0.1, 0.1)};
+    for (int c = 0; c < 3; c++) {
+        tg_tensor *used = tg_ones(TG_SHAPE(3)), *unused = tg_ones(TG_SHAPE(2));
+        tg_set_requires_grad(used, true);
+        tg_set_requires_grad(unused, true);
+        tg_params p;
+        tg_params_init(&p);
+        tg_params_add(&p, NULL, "used", used);
+        tg_params_add(&p, NULL, "unused", unused);
+        tg_optim *o = tg_optim_new(&cfgs[c], &p);
+        TG_REQUIRE(o);
+        for (int t = 0; t < 2; t++) {
+            tg_optim_zero_grad(o);
+            tg_scope_begin();
+            tg_backward(tg_sum_all(used));
+            tg_scope_end();
+            tg_optim_step(o);
+        }
+        cr_expect(unused->grad == NULL && unused->data[0] == 1 && unused->data[1] == 1,
+                  "kind %d: a parameter without grad keeps its value (no weight decay either)", c);
+        cr_expect(o->m[1]->data[0] == 0, "and its state");
+        cr_expect(used->data[0] < 1);
+        tg_optim_free(o);
+        tg_params_free(&p);
+        tg_free(used); tg_free(unused);
+    }
+}
+
+/* State is allocated by tg_optim_new: a step, zero_grad and clipping make
+ * no system allocation, for big tensors (threaded loops) and small. */
+Test(optim, step_makes_no_system_allocation)
+{
+    tg_rng rng = tg_rng_new(5);
+    const tg_optim_config cfgs[4] = {tg_sgd_config(0.1, 0, 0), tg_sgd_config(0.1, 0.9, 0.01), tg_adam_config(0.1),
+                                     tg_adamw_config(0.1, 0.1)};
+    for (int c = 0; c < 4; c++) {
+        tg_tensor *big = tg_randn(TG_SHAPE(300, 400), &rng), *small = tg_randn(TG_SHAPE(5), &rng);
+        tg_set_requires_grad(big, true);
+        tg_set_requires_grad(small, true);
+        tg_params p;
+        tg_params_init(&p);
+        tg_params_add(&p, NULL, "big", big);
+        tg_params_add(&p, NULL, "small", small);
+        tg_optim *o = tg_optim_new(&cfgs[c], &p);
+        TG_REQUIRE(o);
+        tg_scope_begin();
+        tg_backward(tg_add(tg_sum_all(tg_mul(big, big)), tg_sum_all(small)));   /* allocates the grads */
+        tg_scope_end();
+        uint64_t before = tg_memory().system_allocs;
+        tg_clip_grad_norm(&p, 1);
+        tg_optim_step(o);
+        tg_optim_step(o);
+        tg_optim_zero_grad(o);
+        cr_expect_eq(tg_memory().system_allocs, before, "kind %d: %llu system allocations", c,
+                     (unsigned long long)(tg_memory().system_allocs - before));
+        tg_optim_free(o);
+        tg_params_free(&p);
+        tg_free(big); tg_free(small);
+    }
+}
+
+Test(optim, state_names)
+{
+    tg_tensor *w = tg_zeros(TG_SHAPE(2, 2)), *b = tg_zeros(TG_SHAPE(2));
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, "layer", "weight", w);
+    tg_params_add(&p, "layer", "bias", b);
+    const tg_optim_config cfgs[3] = {tg_adam_config(0.1), tg_sgd_config(0.1, 0.9, 0), tg_sgd_config(0.1, 0, 0)};
+    const char *want[3][5] = {
+        {"optim.m.layer.weight", "optim.m.layer.bias", "optim.v.layer.weight", "optim.v.layer.bias", "optim.step"},
+        {"optim.momentum.layer.weight", "optim.momentum.layer.bias", "optim.step"},
+        {"optim.step"},
+    };
+    const int count[3] = {5, 3, 1};
+    for (int c = 0; c < 3; c++) {
+        tg_optim *o = tg_optim_new(&cfgs[c], &p);
+        TG_REQUIRE(o);
+        tg_params s;
+        tg_params_init(&s);
+        tg_optim_state(o, &s, "optim");
+        cr_expect_eq(s.n, count[c]);
+        for (int i = 0; i < count[c] && i < s.n; i++) cr_expect_str_eq(s.items[i].name, want[c][i]);
+        cr_expect(tg_params_get(&s, "optim.step") == o->step && o->step->ndim == 0);
+        tg_params_free(&s);
+        tg_optim_free(o);
+    }
+    tg_params_free(&p);
+    tg_free(w); tg_free(b);
+}
+
+/* ---- mse_loss ------------------------------------------------------------------ */
+static tg_tensor *mse_fn(tg_tensor *const *in, int n, void *ctx)
+{
+    (void)n; (void)ctx;
+    return tg_mse_loss(in[0], in[1]);
+}
+
+Test(optim, mse_loss)
+{
+    tg_scope_begin();
+    tg_tensor *pred = tg_from_array(TG_SHAPE(2, 2), (tg_real[]){1, 2, 3, 4});
+    tg_tensor *target = tg_from_array(TG_SHAPE(2, 2), (tg_real[]){1, 0, 4, 2});
+    tg_tensor *l = tg_mse_loss(pred, target);
+    TG_REQUIRE(l);
+    cr_expect(l->ndim == 0 && fabs(tg_item(l) - (0 + 4 + 1 + 4) / 4.0) < 1e-15, "mse %g", (double)tg_item(l));
+    tg_clear_error();
+    cr_expect_null(tg_mse_loss(pred, tg_zeros(TG_SHAPE(4))));
+    cr_expect(error_has("mse_loss", "(2,2)"), "%s", tg_last_error());
+    tg_clear_error();
+    cr_expect_null(tg_mse_loss(NULL, target));
+    cr_expect(error_has("mse_loss", "NULL"), "%s", tg_last_error());
+    tg_scope_end();
+
+    tg_rng rng = tg_rng_new(3);
+    tg_tensor *in[2] = {tg_randn(TG_SHAPE(3, 4), &rng), tg_randn(TG_SHAPE(3, 4), &rng)};
+    tg_set_requires_grad(in[0], true);
+    tg_set_requires_grad(in[1], true);
+    tg_gradcheck_result r;
+    cr_expect(tg_gradcheck(mse_fn, in, 2, NULL, 1e-6, 1e-6, &r), "mse gradcheck %g", r.max_rel_err);
+    tg_free(in[0]); tg_free(in[1]);
+}
+
+/* ---- checkpoints of model + optimizer ------------------------------------------ */
+static char g_dir[64];
+
+static void remove_dir(void)
+{
+    if (!g_dir[0]) return;
+    DIR *d = opendir(g_dir);
+    if (d) {
+        struct dirent *e;
+        char p[512];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
+                unlink(p);
+            }
+        closedir(d);
+    }
+    rmdir(g_dir);
+}
+TestSuite(optim_checkpoint, .fini = remove_dir);
+
+static const char *in_dir(const char *name)
+{
+    static char buf[4][256];
+    static int k;
+    if (!g_dir[0]) {
+        strcpy(g_dir, "/tmp/tg_optim_XXXXXX");
+        cr_assert_not_null(mkdtemp(g_dir));
+    }
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+/* A tiny regression model: Linear(3, 8) -> tanh -> Linear(8, 1). */
+typedef struct {
+    tg_linear *l1, *l2;
+    tg_tensor *x, *y;
+    tg_params params;   /* model parameters */
+    tg_params all;      /* model parameters + optimizer state: what a checkpoint holds */
+    tg_optim *opt;
+} tiny;
+
+static void tiny_new(tiny *m, const tg_optim_config *cfg, int hidden)
+{
+    tg_rng rng = tg_rng_new(99);
+    m->l1 = tg_linear_new(3, hidden, true, &rng);
+    m->l2 = tg_linear_new(hidden, 1, true, &rng);
+    m->x = tg_randn(TG_SHAPE(16, 3), &rng);
+    m->y = tg_randn(TG_SHAPE(16, 1), &rng);
+    TG_REQUIRE(m->l1); TG_REQUIRE(m->l2);
+    tg_params_init(&m->params);
+    tg_linear_params(m->l1, &m->params, "l1");
+    tg_linear_params(m->l2, &m->params, "l2");
+    m->opt = tg_optim_new(cfg, &m->params);
+    TG_REQUIRE(m->opt);
+    tg_params_init(&m->all);
+    tg_params_extend(&m->all, NULL, &m->params);
+    tg_optim_state(m->opt, &m->all, "optim");
+}
+
+static void tiny_free(tiny *m)
+{
+    tg_optim_free(m->opt);
+    tg_params_free(&m->params);
+    tg_params_free(&m->all);
+    tg_linear_free(m->l1); tg_linear_free(m->l2);
+    tg_free(m->x); tg_free(m->y);
+}
+
+/* k training steps; returns the loss of the last one. */
+static double tiny_train(tiny *m, int k)
+{
+    double loss = 0;
+    for (int s = 0; s < k; s++) {
+        tg_optim_zero_grad(m->opt);
+        tg_scope_begin();
+        tg_tensor *l = tg_mse_loss(tg_linear_forward(m->l2, tg_tanh(tg_linear_forward(m->l1, m->x))), m->y);
+        TG_REQUIRE(l);
+        cr_assert_eq(tg_backward(l), 0, "%s", tg_last_error());
+        loss = tg_item(l);
+        tg_scope_end();
+        tg_optim_step(m->opt);
+    }
+    return loss;
+}
+
+/* Copies every value of the list (parameters and state) into one buffer. */
+static tg_real *snapshot(const tg_params *p)
+{
+    tg_real *buf = malloc((size_t)tg_params_numel(p) * sizeof(tg_real)), *q = buf;
+    for (int i = 0; i < p->n; i++) {
+        memcpy(q, p->items[i].t->data, (size_t)p->items[i].t->size * sizeof(tg_real));
+        q += p->items[i].t->size;
+    }
+    return buf;
+}
+
+Test(optim_checkpoint, resumed_training_is_bit_identical)
+{
+    const tg_optim_config cfgs[3] = {tg_adam_config(0.01), tg_sgd_config(0.05, 0.9, 0.001), tg_adamw_config(0.01, 0.1)};
+    for (int c = 0; c < 3; c++) {
+        tiny m;
+        tiny_new(&m, &cfgs[c], 8);
+        double first = tiny_train(&m, 5);
+        cr_assert_eq(tg_checkpoint_save(in_dir("ckpt.safetensors"), &m.all, NULL), 0, "%s", tg_last_error());
+        double L = tiny_train(&m, 5);
+        tg_real *end = snapshot(&m.all);
+        cr_assert_eq(tg_checkpoint_load(in_dir("ckpt.safetensors"), &m.all), 0, "%s", tg_last_error());
+        cr_expect_eq(tg_item(m.opt->step), 5, "the step count is restored");
+        double L2 = tiny_train(&m, 5);
+        tg_real *end2 = snapshot(&m.all);
+        cr_expect(L == L2, "kind %d: loss after resuming %.17g, uninterrupted %.17g", c, L2, L);
+        cr_expect_arr_eq(end, end2, (size_t)tg_params_numel(&m.all) * sizeof(tg_real),
+                         "kind %d: parameters and state after resuming", c);
+        cr_expect(L < first, "kind %d: the loss goes down (%g -> %g)", c, first, L);
+        free(end); free(end2);
+        tiny_free(&m);
+    }
+}
+
+Test(optim_checkpoint, bad_checkpoint_leaves_model_and_state_unchanged)
+{
+    tg_optim_config cfg = tg_adam_config(0.01);
+    tiny m, other;
+    tiny_new(&m, &cfg, 8);
+    tiny_train(&m, 3);
+    const char *good = in_dir("good.safetensors");
+    cr_assert_eq(tg_checkpoint_save(good, &m.all, NULL), 0, "%s", tg_last_error());
+    tiny_train(&m, 2);
+    tg_real *before = snapshot(&m.all);
+    size_t bytes = (size_t)tg_params_numel(&m.all) * sizeof(tg_real);
+
+    /* Same names, other shapes: hidden 5 instead of 8. */
+    tiny_new(&other, &cfg, 5);
+    const char *mismatched = in_dir("mismatched.safetensors");
+    cr_assert_eq(tg_checkpoint_save(mismatched, &other.all, NULL), 0);
+    tg_clear_error();
+    cr_expect_eq(tg_checkpoint_load(mismatched, &m.all), -1);
+    cr_expect(error_has("shape", NULL), "%s", tg_last_error());
+    tg_real *now = snapshot(&m.all);
+    cr_expect_arr_eq(before, now, bytes, "a mismatched checkpoint changes nothing");
+    free(now);
+
+    /* The model alone, without the optimizer state: tensors missing. */
+    const char *model_only = in_dir("model_only.safetensors");
+    cr_assert_eq(tg_checkpoint_save(model_only, &m.params, NULL), 0);
+    tg_clear_error();
+    cr_expect_eq(tg_checkpoint_load(model_only, &m.all), -1);
+    cr_expect(error_has("optim.", NULL), "names the missing tensor: %s", tg_last_error());
+
+    /* A truncated file. */
+    FILE *f = fopen(good, "rb");
+    cr_assert_not_null(f);
+    unsigned char buf[1 << 14];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    const char *cut = in_dir("cut.safetensors");
+    f = fopen(cut, "wb");
+    fwrite(buf, 1, n - 7, f);
+    fclose(f);
+    tg_clear_error();
+    cr_expect_eq(tg_checkpoint_load(cut, &m.all), -1);
+    cr_expect(tg_last_error() != NULL);
+
+    tg_real *after = snapshot(&m.all);
+    cr_expect_arr_eq(before, after, bytes, "no failed load changed a value");
+    free(after);
+    free(before);
+    tiny_free(&other);
+    tiny_free(&m);
+}
+
+/* ---- convergence: a Transformer encoder learns to copy and to reverse ----------
+ * Tokens 0..V-1, T positions; the target at position t is the input token
+ * at t (copy) or at T-1-t (reverse). Copy can be solved through the residual
+ * path alone; reversal needs attention to a position, so it exercises the
+ * positional encoding. The encoder (1 block, 2 heads, d 16, fixed positional
+ * encoding, dropout 0.1) and a Linear head train with Adam on fresh random
+ * batches; accuracy is measured in eval mode on held-out sequences. */
+static double train_seq_task(bool reverse, int steps, uint64_t seed, double *first, double *last)
+{
+    enum { V = 8, T = 6, B = 32, HELD = 64 };
+    tg_rng rng = tg_rng_new(seed);
+    tg_encoder_config cfg = {.vocab_size = V, .num_hiddens = 16, .ffn_hiddens = 32, .num_heads = 2,
+                             .num_layers = 1, .max_len = 16, .dropout = 0.1, .pe = TG_PE_FIXED, .use_bias = true};
+    tg_encoder *enc = tg_encoder_new(&cfg, &rng);
+    tg_linear *head = tg_linear_new(16, V, true, &rng);
+    TG_REQUIRE(enc); TG_REQUIRE(head);
+    tg_params p;
+    tg_params_init(&p);
+    tg_encoder_params(enc, &p, "encoder");
+    tg_linear_params(head, &p, "head");
+    tg_optim_config ocfg = tg_adam_config(0.01);
+    tg_optim *opt = tg_optim_new(&ocfg, &p);
+    TG_REQUIRE(opt);
+
+    tg_rng data = tg_rng_fork(&rng, 1), held = tg_rng_fork(&rng, 2);
+    int tokens[B * T], targets[B * T];
+    tg_encoder_train(enc, true);
+    for (int s = 0; s < steps; s++) {
+        for (int i = 0; i < B * T; i++) tokens[i] = (int)(tg_rng_next_u64(&data) % V);
+        for (int i = 0; i < B * T; i++) targets[i] = reverse ? tokens[i / T * T + (T - 1 - i % T)] : tokens[i];
+        tg_optim_zero_grad(opt);
+        tg_scope_begin();
+        tg_tensor *logits = tg_linear_forward(head, tg_encoder_forward(enc, tokens, B, T, (tg_mask){0}));
+        tg_tensor *loss = tg_cross_entropy(logits, targets, NULL, TG_IGNORE_INDEX);
+        TG_REQUIRE(loss);
+        cr_assert_eq(tg_backward(loss), 0, "%s", tg_last_error());
+        if (s == 0) *first = tg_item(loss);
+        *last = tg_item(loss);
+        tg_scope_end();
+        tg_clip_grad_norm(&p, 1.0);
+        tg_optim_step(opt);
+    }
+
+    int held_tokens[HELD * T], correct = 0;
+    for (int i = 0; i < HELD * T; i++) held_tokens[i] = (int)(tg_rng_next_u64(&held) % V);
+    tg_encoder_train(enc, false);
+    tg_scope_begin();
+    tg_tensor *logits = tg_linear_forward(head, tg_encoder_forward(enc, held_tokens, HELD, T, (tg_mask){0}));
+    TG_REQUIRE(logits);
+    for (int i = 0; i < HELD * T; i++) {
+        int best = 0, want = reverse ? held_tokens[i / T * T + (T - 1 - i % T)] : held_tokens[i];
+        for (int v = 1; v < V; v++)
+            if (logits->data[i * V + v] > logits->data[i * V + best]) best = v;
+        correct += best == want;
+    }
+    tg_scope_end();
+    tg_optim_free(opt);
+    tg_params_free(&p);
+    tg_linear_free(head);
+    tg_encoder_free(enc);
+    return (double)correct / (HELD * T);
+}
+
+Test(optim, transformer_learns_to_copy)
+{
+    double first, last;
+    double acc = train_seq_task(false, 200, 2024, &first, &last);
+    printf("copy task: loss %.3f -> %.4f in 200 Adam steps, held-out token accuracy %.1f%%\n", first, last, 100 * acc);
+    cr_expect(acc > 0.9, "held-out token accuracy %.3f", acc);
+    cr_expect(last < first / 4, "loss %g -> %g", first, last);
+}
+
+/* 200 steps gave 98.2-99.0% for seeds 1, 2, 3 and 2024; 300 leaves a margin. */
+Test(optim, transformer_learns_to_reverse)
+{
+    double first, last;
+    double acc = train_seq_task(true, 300, 1, &first, &last);
+    printf("reverse task: loss %.3f -> %.4f in 300 Adam steps, held-out token accuracy %.1f%%\n", first, last,
+           100 * acc);
+    cr_expect(acc > 0.9, "held-out token accuracy %.3f", acc);
+}
