@@ -75,13 +75,23 @@ ifeq ($(DOUBLE),1)
 $(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/libtgrad.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -o $@ $(TEST_SRC) $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
-test-build: $(BUILD)/tests/run
+# The examples and tools are built too: tests/test_examples.c runs each briefly.
+test-build: $(BUILD)/tests/run programs
 test: test-build
 	$(if $(filter 1,$(SANITIZE)),LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp) $(BUILD)/tests/run $(TEST_ARGS)
 else
 test:
 	@$(MAKE) --no-print-directory DOUBLE=1 test
 endif
+
+# The main job: train the reversal model three ways and draw what it learned.
+demo: programs
+	@mkdir -p out
+	$(BUILD)/bin/positional_encoding --out out > out/positional_encoding.txt
+	$(BUILD)/bin/attention_basics --out out > out/attention_basics.txt
+	$(BUILD)/bin/reverse --out out
+	@echo; echo "Worked examples: out/attention_basics.txt, out/positional_encoding.txt"
+	@echo "Pictures (open them in any image viewer):"; ls -1 out/*.png | sed 's/^/  /'
 
 install: lib
 	mkdir -p $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tgrad

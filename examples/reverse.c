@@ -28,7 +28,7 @@
 
 typedef struct {
     int steps, seq_len, vocab, batch, dim, heads, ffn, layers, eval_every, heldout, threads, seed;
-    double lr, dropout, emb_std;
+    double lr, dropout, emb_std, pe_std;
     const char *task, *pe, *out, *load, *emb_init;
 } options;
 
@@ -78,7 +78,7 @@ static int model_new(model *m, const options *o, const char *pe, uint64_t seed) 
         .vocab_size = o->vocab, .num_hiddens = o->dim, .ffn_hiddens = o->ffn, .num_heads = o->heads,
         .num_layers = o->layers, .max_len = o->seq_len > 1000 ? o->seq_len : 1000,
         .dropout = (tg_real)o->dropout, .pe = pe_kind(pe), .use_bias = false,
-        .embedding_std = (tg_real)o->emb_std,
+        .embedding_std = (tg_real)o->emb_std, .learned_pe_std = (tg_real)o->pe_std,
     };
     m->encoder = tg_encoder_new(&cfg, &rng);
     m->head = tg_linear_new(o->dim, o->vocab, true, &rng);
@@ -294,6 +294,7 @@ static int evaluate_checkpoint(options *o) {
 }
 
 int main(int argc, char **argv) {
+    cli_passive_openmp(argv);
     options o = {.steps = 1500, .seq_len = 16, .vocab = 16, .batch = 64, .dim = 64, .heads = 4, .ffn = 128,
                  .layers = 2, .eval_every = 50, .heldout = 1000, .threads = 0, .seed = 1, .lr = 1e-3,
                  .dropout = 0.1, .task = "reverse", .pe = "all", .out = "out", .load = NULL, .emb_init = "unit"};
@@ -312,6 +313,8 @@ int main(int argc, char **argv) {
         {"dropout", CLI_REAL, &o.dropout, "dropout probability", 0, 0.99},
         {"emb-init", CLI_STR, &o.emb_init,
          "unit: embeddings N(0,1/d), so E*sqrt(d) has unit size; torch: N(0,1) as nn.Embedding", 0, 0},
+        {"learned-pe-std", CLI_REAL, &o.pe_std,
+         "init std of the learned table; 0: 1, the scale of the scaled embeddings (try 0.02)", 0, 100},
         {"eval-every", CLI_INT, &o.eval_every, "steps between held-out checks for the 99% mark", 1, 1e7},
         {"heldout", CLI_INT, &o.heldout, "held-out sequences for the final accuracy", 1, 1e6},
         {"seed", CLI_INT, &o.seed, "random seed (data and initialisation)", 0, 2e9},

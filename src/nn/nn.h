@@ -176,6 +176,9 @@ typedef struct {
      * embedding E * sqrt(d) has unit size, as the original Transformer; 1 is
      * PyTorch's nn.Embedding default, which drowns the positional signal. */
     tg_real embedding_std;
+    /* Std of a learned positional table's init. 0 means 1, the scale of the
+     * scaled embeddings it is added to; 0.02 is the module's own default. */
+    tg_real learned_pe_std;
 } tg_encoder_config;
 
 typedef struct {                /* pos_encoding(embedding(tokens) * sqrt(d)) -> blocks */

@@ -229,8 +229,9 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng)
         tg_set_error("encoder: unknown positional encoding kind %d", (int)c.pe);
         return NULL;
     }
-    if (!(c.embedding_std >= 0)) {
-        tg_set_error("encoder: embedding_std %g must not be negative", (double)c.embedding_std);
+    if (!(c.embedding_std >= 0) || !(c.learned_pe_std >= 0)) {
+        tg_set_error("encoder: embedding_std %g and learned_pe_std %g must not be negative",
+                     (double)c.embedding_std, (double)c.learned_pe_std);
         return NULL;
     }
     if (c.max_len == 0) c.max_len = 1000;   /* d2l's default */
@@ -252,8 +253,15 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng)
     bool ok = (m->embedding = tg_embedding_new(c.vocab_size, c.num_hiddens, c.embedding_std, rng)) != NULL;
     if (ok && c.pe == TG_PE_FIXED)
         ok = (m->pos_encoding = tg_posenc_new(c.num_hiddens, c.dropout, c.max_len, rng)) != NULL;
-    else if (ok && c.pe == TG_PE_LEARNED)
+    else if (ok && c.pe == TG_PE_LEARNED) {
         ok = (m->pos_encoding = tg_posenc_learned_new(c.max_len, c.num_hiddens, c.dropout, rng)) != NULL;
+        /* A learned table added to unit-size scaled embeddings starts at
+         * their scale (std 1), as BERT and GPT-2 draw both tables with one
+         * std. At the module's own 0.02 it is 50x weaker than the tokens and
+         * the model takes thousands of steps to find positions (measured on
+         * the reversal task: see README). */
+        if (ok) tg_fill_normal(m->pos_encoding->P, 0, c.learned_pe_std > 0 ? c.learned_pe_std : 1, rng);
+    }
     else if (ok)
         ok = (m->dropout = tg_dropout_new(c.dropout, rng)) != NULL;
     if (ok && c.num_layers > 0) {

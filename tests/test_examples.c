@@ -1,0 +1,119 @@
+/* Each example program and tool, run briefly: exit codes, what it prints,
+ * and the files it writes (PNGs that open, checkpoints that load back). */
+#include <stb/stb_image.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "test_util.h"
+
+static char tmp[64];
+static char out[8192];
+
+static void setup(void) {
+    snprintf(tmp, sizeof tmp, "/tmp/tgrad-examples-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp));
+}
+static void teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) cr_log_warn("could not remove %s", tmp);
+}
+TestSuite(examples, .init = setup, .fini = teardown);
+
+/* Runs build/.../bin/<prog> with args; returns its exit code, output in out. */
+static int run(const char *prog, const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/%s/bin/%s' %s > '%s/log' 2>&1", tmp, TG_SRC_DIR, TG_BUILD_DIR, prog, args, tmp);
+    int status = system(cmd);
+    char path[256];
+    snprintf(path, sizeof path, "%s/log", tmp);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    out[n] = 0;
+    if (f) fclose(f);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void expect_png(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    int w = 0, h = 0, c = 0;
+    unsigned char *img = stbi_load(path, &w, &h, &c, 3);
+    cr_expect_not_null(img, "%s does not open as an image", name);
+    cr_expect(w >= 200 && h >= 150, "%s is %dx%d", name, w, h);
+    stbi_image_free(img);
+}
+
+static bool file_exists(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    return access(path, F_OK) == 0;
+}
+
+Test(examples, positional_encoding) {
+    cr_assert_eq(run("positional_encoding", "--out figs"), 0, "%s", out);
+    cr_expect(strstr(out, "7 in binary is 111") != NULL, "%s", out);
+    expect_png("figs/pe_heatmap.png");
+    expect_png("figs/pe_columns.png");
+    expect_png("figs/pe_similarity.png");
+}
+
+Test(examples, attention_basics) {
+    cr_assert_eq(run("attention_basics", "--out figs"), 0, "%s", out);
+    cr_expect(strstr(out, "shape = (2, 4, 100)") != NULL, "%s", out);
+    cr_expect(strstr(out, "0.9918, -1.9918,  3.0027, -4.0009") != NULL, "example 1 output: %s", out);
+    expect_png("figs/attention_example1.png");
+    expect_png("figs/attention_example2.png");
+}
+
+Test(examples, reverse_trains_saves_and_loads, .timeout = 600) {
+    cr_assert_eq(run("reverse", "--steps 20 --eval-every 10 --heldout 40 --batch 16 --out run"), 0, "%s", out);
+    cr_expect(strstr(out, "fixed") && strstr(out, "learned") && strstr(out, "none"), "%s", out);
+    cr_expect(strstr(out, "token acc") != NULL, "%s", out);
+    expect_png("run/reverse_loss.png");
+    expect_png("run/reverse_attention_fixed.png");
+    expect_png("run/reverse_attention_none.png");
+    expect_png("run/reverse_pe_tables.png");
+    cr_assert(file_exists("run/reverse_fixed.safetensors"));
+
+    /* Loads back and evaluates. */
+    cr_expect_eq(run("reverse", "--load run/reverse_learned.safetensors --heldout 20"), 0, "%s", out);
+    cr_expect(strstr(out, "learned PE): held-out token accuracy") != NULL, "%s", out);
+
+    /* A truncated checkpoint is rejected with a message, not a crash. */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "head -c 3000 '%s/run/reverse_fixed.safetensors' > '%s/run/cut.safetensors'", tmp, tmp);
+    cr_assert_eq(system(cmd), 0);
+    cr_expect_eq(run("reverse", "--load run/cut.safetensors"), 1, "%s", out);
+    cr_expect(strstr(out, "cut.safetensors") != NULL, "message names the file: %s", out);
+
+    /* The tools read the checkpoint. */
+    cr_expect_eq(run("inspect", "run/reverse_fixed.safetensors"), 0, "%s", out);
+    cr_expect(strstr(out, "encoder.blocks.1.ffn.dense2.weight") != NULL, "%s", out);
+    cr_expect_eq(run("heatmap", "run/reverse_fixed.safetensors --tensor encoder.embedding.weight --out emb.png"), 0,
+                 "%s", out);
+    expect_png("emb.png");
+}
+
+Test(examples, sort_task) {
+    cr_assert_eq(run("reverse", "--task sort --pe fixed --steps 10 --heldout 20 --batch 8 --out run"), 0, "%s", out);
+    cr_expect(strstr(out, "sort task") != NULL, "%s", out);
+    expect_png("run/sort_loss.png");
+}
+
+Test(examples, every_program_has_help_and_rejects_bad_flags) {
+    const char *progs[] = {"positional_encoding", "attention_basics", "reverse", "inspect", "heatmap"};
+    for (int i = 0; i < 5; i++) {
+        cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
+        cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);
+        cr_expect_eq(run(progs[i], "--no-such-flag"), 2, "%s with a bad flag", progs[i]);
+        cr_expect(strstr(out, "usage:") != NULL, "%s: usage on a bad flag", progs[i]);
+    }
+    cr_expect_eq(run("reverse", "--steps abc"), 2);
+    cr_expect_eq(run("reverse", "--pe sometimes"), 2);
+    cr_expect_eq(run("reverse", "--dim 30 --heads 4"), 2);
+    cr_expect_eq(run("positional_encoding", "--dim -1"), 2);
+    cr_expect_eq(run("inspect", ""), 2);
+    cr_expect_eq(run("heatmap", "x.npy --cmap nope"), 2);
+    cr_expect_eq(run("inspect", "missing.safetensors"), 1);
+}
