@@ -74,7 +74,7 @@ $(BUILD)/libtgrad.so: $(LIB_OBJ)
 ifeq ($(DOUBLE),1)
 $(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/libtgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -o $@ $(TEST_SRC) $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -DTG_LDFLAGS='"$(LDFLAGS)"' -o $@ $(TEST_SRC) $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
 # The examples and tools are built too: tests/test_examples.c runs each briefly.
 test-build: $(BUILD)/tests/run programs
 test: test-build

@@ -40,3 +40,25 @@ Test(install, pkg_config_builds_a_program_against_the_installed_library, .timeou
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
 }
+
+/* Every C program in README.md compiles against the library and runs. */
+Test(install, readme_programs_compile_and_run, .timeout = 300) {
+    char dir[] = "/tmp/tgrad-readme-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && awk '/^```c$/{n++; f=sprintf(\"prog%%d.c\", n); on=1; next} /^```$/{on=0} on{print > f}' "
+             "'%s/README.md' && ls prog*.c | wc -l > count.txt",
+             dir, TG_SRC_DIR);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "test $(cat '%s/count.txt') -ge 2", dir);
+    cr_expect_eq(system(cmd), 0, "README.md should hold at least two C programs");
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && for p in prog*.c; do cc -std=c11 -Wall -Wextra -Wpedantic %s -I'%s/src' \"$p\" "
+             "'%s/%s/libtgrad.a' %s -lm -fopenmp -o \"${p%%.c}\" >> cc.log 2>&1 && ./\"${p%%.c}\" >> run.log 2>&1 "
+             "|| { echo \"$p failed\"; cat cc.log run.log; exit 1; }; done",
+             dir, sizeof(tg_real) == 8 ? "-DTG_DOUBLE" : "", TG_SRC_DIR, TG_SRC_DIR, TG_BUILD_DIR, TG_LDFLAGS);
+    cr_expect_eq(system(cmd), 0, "a README program failed; see %s", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
