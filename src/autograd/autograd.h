@@ -61,6 +61,12 @@ tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *co
  * (allocated persistently for persistent tensors, else in the arena), or NULL
  * when t does not require grad. */
 tg_tensor *tg_grad_of(tg_tensor *t);
+/* Like tg_grad_of, but when this backward pass has not touched t's gradient
+ * yet it is returned unzeroed with *fresh = true: the caller must then write
+ * every element (=) instead of adding (+=). Saves a memset and a read per
+ * element on the common path, where a tensor feeds one op. Gradients of
+ * leaves are never fresh once they exist: they accumulate across passes. */
+tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh);
 /* True if any of n inputs is NULL; then records "<op>: NULL input" (keeping an
  * earlier message). */
 bool tg_any_null(const char *op, int n, const tg_tensor *const *in);

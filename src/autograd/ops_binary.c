@@ -6,6 +6,8 @@
  *   div: da += g / b    db -= g a / b^2                                    */
 #include "autograd.h"
 
+#include <string.h>
+
 static tg_tensor *binary(const tg_op *op, tg_binary_kind kind, tg_tensor *a, tg_tensor *b) {
     char b1[64], b2[64];
     if (tg_any_null(op->name, 2, (const tg_tensor *const[]){a, b})) return NULL;
@@ -24,18 +26,29 @@ static tg_tensor *binary(const tg_op *op, tg_binary_kind kind, tg_tensor *a, tg_
 }
 
 /* grad(x) += sum_to(g * factor) where factor is (tensor f, scaled by s), or
- * just s * g when f is NULL. */
+ * just s * g when f is NULL. When x has g's shape and this pass has not
+ * touched grad(x) yet, the product is written straight into it. */
 static void accumulate(tg_tensor *x, const tg_tensor *g, const tg_tensor *f, tg_binary_kind k, tg_real s) {
-    tg_tensor *gx = tg_grad_of(x);
+    bool fresh;
+    tg_tensor *gx = tg_grad_begin(x, &fresh);
     if (!gx) return;
-    tg_tensor *t = (tg_tensor *)g;
-    if (f || s != 1) {
-        t = tg_empty_arena(g->ndim, g->shape);
-        if (f) tg_k_binary(k, g, f, t);
-        else for (int64_t i = 0; i < g->size; i++) t->data[i] = g->data[i];
-        if (s != 1) for (int64_t i = 0; i < t->size; i++) t->data[i] *= s;
+    bool direct = fresh && gx->size == g->size;
+    tg_tensor *t = direct ? gx : (tg_tensor *)g;
+    if (f) {
+        if (!direct) t = tg_empty_arena(g->ndim, g->shape);
+        tg_k_binary(k, g, f, t);
+    } else if (direct) {
+        memcpy(t->data, g->data, sizeof(tg_real) * (size_t)g->size);
     }
-    tg_k_sum_to(t, gx, true);
+    if (s != 1) {
+        if (t == g) {
+            t = tg_empty_arena(g->ndim, g->shape);
+            for (int64_t i = 0; i < t->size; i++) t->data[i] = s * g->data[i];
+        } else {
+            for (int64_t i = 0; i < t->size; i++) t->data[i] *= s;
+        }
+    }
+    if (!direct) tg_k_sum_to(t, gx, !fresh);
 }
 
 static void binary_backward(tg_node *n) {

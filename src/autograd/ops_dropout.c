@@ -20,15 +20,21 @@ static inline bool keep(const dropout_key *k, int64_t i) {
 }
 
 static void dropout_backward(tg_node *n) {
-    tg_tensor *gx = tg_grad_of(n->in[0]);
+    bool fresh;
+    tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
     tg_real p = n->rarg[0];
-    if (p >= 1) return;                       /* y = 0: no gradient */
+    if (p >= 1) {                             /* y = 0: no gradient */
+        if (fresh) memset(gx->data, 0, sizeof(tg_real) * (size_t)gx->size);
+        return;
+    }
     const dropout_key *k = n->ptr;
     const tg_real *g = n->out->grad->data;
 #pragma omp parallel for if (gx->size > 32768)
-    for (int64_t i = 0; i < gx->size; i++)
-        if (keep(k, i)) gx->data[i] += g[i] / (1 - p);
+    for (int64_t i = 0; i < gx->size; i++) {
+        tg_real d = keep(k, i) ? g[i] / (1 - p) : 0;
+        gx->data[i] = fresh ? d : gx->data[i] + d;
+    }
 }
 const tg_op tg_op_dropout = {"dropout", dropout_backward};
 

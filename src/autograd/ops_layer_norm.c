@@ -19,7 +19,8 @@ static void layer_norm_backward(tg_node *n) {
     tg_tensor *x = n->in[0];
     bool affine = n->n_in == 3;
     tg_tensor *gamma = affine ? n->in[1] : NULL;
-    tg_tensor *gx = tg_grad_of(x);
+    bool fresh;
+    tg_tensor *gx = tg_grad_begin(x, &fresh);
     tg_tensor *gg = affine ? tg_grad_of(n->in[1]) : NULL;
     tg_tensor *gb = affine ? tg_grad_of(n->in[2]) : NULL;
     const ln_stats *st = n->ptr;
@@ -38,7 +39,8 @@ static void layer_norm_backward(tg_node *n) {
             tg_real m1 = sum_dxhat / (tg_real)d, m2 = sum_dxhat_xhat / (tg_real)d;
             for (int64_t j = 0; j < d; j++) {
                 tg_real dxhat = gr[j] * (affine ? gamma->data[j] : 1), xhat = (xr[j] - mu) * rs;
-                gx->data[r * d + j] += rs * (dxhat - m1 - xhat * m2);
+                tg_real *dx = gx->data + r * d + j;
+                *dx = (fresh ? 0 : *dx) + rs * (dxhat - m1 - xhat * m2);
             }
         }
     }

@@ -8,7 +8,8 @@
 #include <math.h>
 
 static void masked_softmax_backward(tg_node *n) {
-    tg_tensor *gx = tg_grad_of(n->in[0]);
+    bool fresh;
+    tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
     const tg_tensor *y = n->out;
     const int *lim = n->ptr;
@@ -19,7 +20,10 @@ static void masked_softmax_backward(tg_node *n) {
         const tg_real *yr = y->data + r * K, *gr = g + r * K;
         tg_real dot = 0;
         for (int64_t k = 0; k < K; k++) dot += gr[k] * yr[k];
-        for (int64_t k = 0; k < lim[r]; k++) gx->data[r * K + k] += yr[k] * (gr[k] - dot);
+        tg_real *dx = gx->data + r * K;
+        if (fresh)
+            for (int64_t k = lim[r]; k < K; k++) dx[k] = 0;   /* masked keys: no gradient */
+        for (int64_t k = 0; k < lim[r]; k++) dx[k] = (fresh ? 0 : dx[k]) + yr[k] * (gr[k] - dot);
     }
 }
 const tg_op tg_op_masked_softmax = {"masked_softmax", masked_softmax_backward};

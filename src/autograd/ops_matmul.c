@@ -33,24 +33,29 @@ static void matmul_backward(tg_node *n) {
     int M = p.M, N = p.N, K = p.K;
     int lda = p.ta ? M : K, ldb = p.tb ? K : N;
     int64_t sa = (int64_t)M * K, sb = p.b_shared ? 0 : (int64_t)K * N, sg = (int64_t)M * N;
-    tg_tensor *ga = tg_grad_of(a), *gb = tg_grad_of(b);
+    /* beta 0 overwrites a gradient this pass has not touched yet. When a and
+     * b are one tensor (x x^T), only the first product is fresh. */
+    bool fresh_a, fresh_b;
+    tg_tensor *ga = tg_grad_begin(a, &fresh_a), *gb = tg_grad_begin(b, &fresh_b);
+    tg_real beta_a = fresh_a ? 0 : 1, beta_b = fresh_b ? 0 : 1;
     if (ga) {
         if (!p.ta)   /* dA[M,K] += dC[M,N] op(B)^T */
-            batch_gemm(false, !p.tb, M, K, N, g, sg, N, b->data, sb, ldb, 1, ga->data, sa, K, p.batch);
+            batch_gemm(false, !p.tb, M, K, N, g, sg, N, b->data, sb, ldb, beta_a, ga->data, sa, K, p.batch);
         else         /* dA[K,M] += op(B)[K,N] dC^T */
-            batch_gemm(p.tb, true, K, M, N, b->data, sb, ldb, g, sg, N, 1, ga->data, sa, M, p.batch);
+            batch_gemm(p.tb, true, K, M, N, b->data, sb, ldb, g, sg, N, beta_a, ga->data, sa, M, p.batch);
     }
     if (gb) {
         if (p.b_shared) {
             /* dB sums over the batch; in order, so it is deterministic. */
             for (int i = 0; i < p.batch; i++) {
-                if (!p.tb) tg_k_gemm(!p.ta, false, K, N, M, 1, a->data + i * sa, lda, g + i * sg, N, 1, gb->data, N);
-                else tg_k_gemm(true, p.ta, N, K, M, 1, g + i * sg, N, a->data + i * sa, lda, 1, gb->data, K);
+                tg_real beta = i == 0 ? beta_b : 1;
+                if (!p.tb) tg_k_gemm(!p.ta, false, K, N, M, 1, a->data + i * sa, lda, g + i * sg, N, beta, gb->data, N);
+                else tg_k_gemm(true, p.ta, N, K, M, 1, g + i * sg, N, a->data + i * sa, lda, beta, gb->data, K);
             }
         } else if (!p.tb)   /* dB[K,N] += op(A)^T dC */
-            batch_gemm(!p.ta, false, K, N, M, a->data, sa, lda, g, sg, N, 1, gb->data, sb, N, p.batch);
+            batch_gemm(!p.ta, false, K, N, M, a->data, sa, lda, g, sg, N, beta_b, gb->data, sb, N, p.batch);
         else                /* dB[N,K] += dC^T op(A) */
-            batch_gemm(true, p.ta, N, K, M, g, sg, N, a->data, sa, lda, 1, gb->data, sb, K, p.batch);
+            batch_gemm(true, p.ta, N, K, M, g, sg, N, a->data, sa, lda, beta_b, gb->data, sb, K, p.batch);
     }
 }
 const tg_op tg_op_matmul = {"matmul", matmul_backward};

@@ -15,8 +15,10 @@ static void add_into(tg_tensor *gx, const tg_real *g) {
 
 /* ---- reshape ---- */
 static void reshape_backward(tg_node *n) {
-    tg_tensor *gx = tg_grad_of(n->in[0]);
-    if (gx) add_into(gx, n->out->grad->data);
+    bool fresh;
+    tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
+    if (gx && fresh) memcpy(gx->data, n->out->grad->data, sizeof(tg_real) * (size_t)gx->size);
+    else if (gx) add_into(gx, n->out->grad->data);
 }
 const tg_op tg_op_reshape = {"reshape", reshape_backward};
 
@@ -56,13 +58,14 @@ tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape) {
 
 /* ---- permute / transpose ---- */
 static void permute_backward(tg_node *n) {
-    tg_tensor *gx = tg_grad_of(n->in[0]);
+    bool fresh;
+    tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
     int nd = n->out->ndim, inv[TG_MAX_DIMS];
     for (int i = 0; i < nd; i++) inv[n->iarg[i]] = i;
-    tg_tensor *t = tg_empty_arena(gx->ndim, gx->shape);
+    tg_tensor *t = fresh ? gx : tg_empty_arena(gx->ndim, gx->shape);
     tg_k_permute(n->out->grad, inv, t);
-    add_into(gx, t->data);
+    if (!fresh) add_into(gx, t->data);
 }
 const tg_op tg_op_permute = {"permute", permute_backward};
 

@@ -22,7 +22,8 @@ static tg_tensor *softmax_like(const tg_op *op, tg_tensor *a, bool log_form) {
 }
 
 static void softmax_backward(tg_node *nd) {
-    tg_tensor *gx = tg_grad_of(nd->in[0]);
+    bool fresh;
+    tg_tensor *gx = tg_grad_begin(nd->in[0], &fresh);
     if (!gx) return;
     const tg_tensor *y = nd->out;
     int64_t n = y->shape[y->ndim - 1], rows = y->size / n;
@@ -32,7 +33,8 @@ static void softmax_backward(tg_node *nd) {
         const tg_real *yr = y->data + r * n, *gr = g + r * n;
         tg_real dot = 0;
         for (int64_t j = 0; j < n; j++) dot += gr[j] * yr[j];
-        for (int64_t j = 0; j < n; j++) gx->data[r * n + j] += yr[j] * (gr[j] - dot);
+        tg_real *dx = gx->data + r * n;
+        for (int64_t j = 0; j < n; j++) dx[j] = (fresh ? 0 : dx[j]) + yr[j] * (gr[j] - dot);
     }
 }
 

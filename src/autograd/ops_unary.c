@@ -15,19 +15,30 @@ static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tenso
     return y;
 }
 
-/* dx += dy * f'(x, y), with f' inlined into the loop by the macro below. */
+/* dx += dy * f'(x, y), with f' inlined into the loop by the macro below;
+ * dx = ... when this pass has not touched dx yet (tg_grad_begin). */
 #define UNARY_BACKWARD(n, DERIV)                                                      \
     do {                                                                              \
-        tg_tensor *X_ = (n)->in[0], *Y_ = (n)->out, *GX_ = tg_grad_of(X_);            \
+        bool fresh_;                                                                  \
+        tg_tensor *X_ = (n)->in[0], *Y_ = (n)->out, *GX_ = tg_grad_begin(X_, &fresh_); \
         if (!GX_) break;                                                              \
         const tg_real *gy_ = Y_->grad->data, *xs_ = X_->data, *ys_ = Y_->data;        \
-        tg_real p = (n)->rarg[0];                                                     \
+        tg_real *gx_ = GX_->data, p = (n)->rarg[0];                                   \
         (void)p;                                                                      \
-        _Pragma("omp parallel for if (X_->size > 262144)")                            \
-        for (int64_t i = 0; i < X_->size; i++) {                                      \
-            tg_real x = xs_[i], y = ys_[i];                                           \
-            (void)x; (void)y;                                                         \
-            GX_->data[i] += gy_[i] * (DERIV);                                         \
+        if (fresh_) {                                                                 \
+            _Pragma("omp parallel for if (X_->size > 262144)")                        \
+            for (int64_t i = 0; i < X_->size; i++) {                                  \
+                tg_real x = xs_[i], y = ys_[i];                                       \
+                (void)x; (void)y;                                                     \
+                gx_[i] = gy_[i] * (DERIV);                                            \
+            }                                                                         \
+        } else {                                                                      \
+            _Pragma("omp parallel for if (X_->size > 262144)")                        \
+            for (int64_t i = 0; i < X_->size; i++) {                                  \
+                tg_real x = xs_[i], y = ys_[i];                                       \
+                (void)x; (void)y;                                                     \
+                gx_[i] += gy_[i] * (DERIV);                                           \
+            }                                                                         \
         }                                                                             \
     } while (0)
 

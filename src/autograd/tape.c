@@ -71,6 +71,25 @@ tg_tensor *tg_grad_of(tg_tensor *t) {
     return t->grad;
 }
 
+tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh) {
+    *fresh = false;
+    if (!t || !t->requires_grad) return NULL;
+    bool leaf = t->node == NULL;
+    if (!leaf && t->grad && t->grad_epoch != g_epoch) {
+        t->grad_epoch = g_epoch;
+        *fresh = true;
+        return t->grad;
+    }
+    if (!leaf && !t->grad) {
+        t->grad = tg_empty_arena(t->ndim, t->shape);
+        if (!t->grad) return NULL;
+        t->grad_epoch = g_epoch;
+        *fresh = true;
+        return t->grad;
+    }
+    return tg_grad_of(t);
+}
+
 void tg_zero_grad(tg_tensor *t) {
     if (t && t->grad) memset(t->grad->data, 0, (size_t)t->size * sizeof(tg_real));
 }
