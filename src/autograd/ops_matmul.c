@@ -38,6 +38,15 @@ static void matmul_backward(tg_node *n) {
     bool fresh_a, fresh_b;
     tg_tensor *ga = tg_grad_begin(a, &fresh_a), *gb = tg_grad_begin(b, &fresh_b);
     tg_real beta_a = fresh_a ? 0 : 1, beta_b = fresh_b ? 0 : 1;
+    if (p.b_shared && !p.ta) {
+        /* A and dC are [batch*M, K] and [batch*M, N] matrices: one GEMM each,
+         * like the forward (Linear on [B, T, d] input takes this path). */
+        int BM = p.batch * M;
+        if (ga) tg_k_gemm(false, !p.tb, BM, K, N, 1, g, N, b->data, ldb, beta_a, ga->data, K);
+        if (gb && !p.tb) tg_k_gemm(true, false, K, N, BM, 1, a->data, K, g, N, beta_b, gb->data, N);
+        if (gb && p.tb) tg_k_gemm(true, false, N, K, BM, 1, g, N, a->data, K, beta_b, gb->data, K);
+        return;
+    }
     if (ga) {
         if (!p.ta)   /* dA[M,K] += dC[M,N] op(B)^T */
             batch_gemm(false, !p.tb, M, K, N, g, sg, N, b->data, sb, ldb, beta_a, ga->data, sa, K, p.batch);

@@ -46,11 +46,14 @@ tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
                      x->ndim ? x->shape[x->ndim - 1] : 0, m->in);
         return NULL;
     }
-    /* [..., in] -> [N, in] (a view), one GEMM, then back to [..., out]. */
-    tg_tensor *x2 = x->ndim == 2 ? x : tg_reshape(x, TG_SHAPE(-1, m->in));
+    /* 2-D and 3-D input go to the GEMM as they are (a [B, T, in] input is
+     * one [B*T, in] GEMM inside tg_matmul); other ranks are viewed as 2-D
+     * and reshaped back. */
+    bool direct = x->ndim == 2 || x->ndim == 3;
+    tg_tensor *x2 = direct ? x : tg_reshape(x, TG_SHAPE(-1, m->in));
     tg_tensor *y = tg_matmul_t(x2, m->weight, false, true);
     if (m->bias) y = tg_add(y, m->bias);
-    if (!y || x->ndim == 2) return y;
+    if (!y || direct) return y;
     int shape[TG_MAX_DIMS];
     for (int i = 0; i < x->ndim - 1; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = m->out;
