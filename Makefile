@@ -16,22 +16,23 @@ else
   BUILD ?= build$(if $(filter 1,$(SANITIZE)),/float-asan)$(if $(filter 0,$(OMP)),/float-noomp)
 endif
 
-CFLAGS ?= -O2 -g
-CFLAGS += -std=c11 -Wall -Wextra -Wpedantic -fPIC -D_POSIX_C_SOURCE=200809L -Isrc
+CFLAGS ?= -O3 -g
+# `override` keeps these when CFLAGS is given on the command line (make CFLAGS=-O3).
+override CFLAGS += -std=c11 -Wall -Wextra -Wpedantic -fPIC -D_POSIX_C_SOURCE=200809L -Isrc
 ifeq ($(OMP),1)
-  CFLAGS += -fopenmp
-  LDLIBS += -fopenmp
+  override CFLAGS += -fopenmp
+  override LDLIBS += -fopenmp
 else
-  CFLAGS += -Wno-unknown-pragmas
+  override CFLAGS += -Wno-unknown-pragmas
 endif
 ifeq ($(DOUBLE),1)
-  CFLAGS += -DTG_DOUBLE
+  override CFLAGS += -DTG_DOUBLE
 endif
 ifeq ($(SANITIZE),1)
-  CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-  LDFLAGS += -fsanitize=address,undefined
+  override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  override LDFLAGS += -fsanitize=address,undefined
 endif
-LDLIBS += -lm
+override LDLIBS += -lm
 
 LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/nn/*.c src/viz/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -102,3 +103,11 @@ install: lib
 
 clean:
 	rm -rf build out
+
+# `make bench`: every workload of tools/bench.c at 1 and 2 threads against
+# PyTorch (installed first when missing; without it, tgrad's numbers alone),
+# written to BENCHMARKS.md. Takes several minutes.
+.PHONY: bench
+bench: $(BUILD)/bin/bench
+	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
+	$(BUILD)/bin/bench --markdown BENCHMARKS.md

@@ -27,5 +27,7 @@ extern const gc_case gc_cases_ops[];
 extern const int gc_cases_ops_count;
 extern const gc_case gc_cases_nn_ops[];
 extern const int gc_cases_nn_ops_count;
+extern const gc_case gc_cases_attention_op[];
+extern const int gc_cases_attention_op_count;
 
 #endif

@@ -9,6 +9,7 @@ typedef struct { const gc_case *cases; const int *count; } case_list;
 static const case_list lists[] = {
     {gc_cases_ops, &gc_cases_ops_count},
     {gc_cases_nn_ops, &gc_cases_nn_ops_count},
+    {gc_cases_attention_op, &gc_cases_attention_op_count},
 };
 #define N_LISTS (int)(sizeof lists / sizeof lists[0])
 

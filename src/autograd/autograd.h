@@ -148,6 +148,18 @@ tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask);
  * dx = g - mean(g over the support), zero off the support. */
 tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
 
+/* Scaled dot-product attention, fused (ops_attention.c):
+ *   out = dropout(masked_softmax(q k^T / sqrt(d), mask)) v,
+ * q [B, Q, d], k [B, K, d], v [B, K, dv] -> out [B, Q, dv], the same values
+ * as the stored path tg_masked_softmax + tg_dropout + tg_matmul (up to
+ * rounding, and the same dropout mask for equal rng states: element
+ * (b, q, k) at index first + (b Q + q) K + k, first = tg_rng_take(rng, B Q K)),
+ * without ever storing the [B, Q, K] weights: FlashAttention-2's online
+ * softmax forward, backward recomputing the weights from the saved
+ * log-sum-exp and the dropout mask from its counter. Memory O(B Q d).
+ * dropout_p in [0, 1); rng may be NULL when dropout_p is 0. */
+tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng);
+
 /* Layer normalisation over the last axis, biased variance, as PyTorch:
  *   y = (x - mean) / sqrt(var + eps) * gamma + beta.
  * gamma and beta ([d]) may both be NULL (no affine). */

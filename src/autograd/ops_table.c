@@ -15,7 +15,8 @@
     /* ops_softmax.c */ X(softmax) X(log_softmax)                                  \
     /* ops_shape.c */  X(reshape) X(permute) X(slice) X(concat) X(gather_rows)       \
     /* fused ops used by src/nn, one file each (ops_<name>.c) */                  \
-                       X(dropout) X(masked_softmax) X(sparsemax) X(layer_norm) X(cross_entropy)
+                       X(dropout) X(masked_softmax) X(sparsemax) X(layer_norm) X(cross_entropy) \
+                       X(attention)
 
 #define DECLARE(name) extern const tg_op tg_op_##name;
 OPS(DECLARE)

@@ -108,6 +108,7 @@ tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng) {
     if (!m) { tg_set_error("dot_attention: out of memory"); return NULL; }
     m->dropout = tg_dropout_new(dropout, rng);
     if (!m->dropout) { tg_sys_free(m); return NULL; }
+    m->keep_weights = true;
     return m;
 }
 
@@ -118,6 +119,11 @@ tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_
     if (tg_any_null("dot_attention", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
     if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
         return NULL;
+    /* The fused op: same values, no [B, Q, K] tensor (and no weights to
+     * draw). Dropout p = 1 (all zeros) stays on the stored path. */
+    tg_dropout_layer *dl = m->dropout;
+    tg_real p = dl->training ? dl->p : 0;
+    if (!m->keep_weights && !m->sparse && p < 1) return tg_attention(queries, keys, values, mask, p, &dl->rng);
     tg_tensor *scores = tg_score_scaled_dot(queries, keys);
     tg_tensor *w = m->sparse ? tg_sparsemax(scores, mask) : tg_masked_softmax(scores, mask);
     m->attention_weights = w;   /* before dropout, as d2l keeps them */

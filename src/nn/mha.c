@@ -113,6 +113,10 @@ void tg_mha_train(tg_mha *m, bool on) {
     if (m) tg_dot_attention_train(m->attention, on);
 }
 
+void tg_mha_keep_weights(tg_mha *m, bool on) {
+    if (m && m->attention) m->attention->keep_weights = on;
+}
+
 void tg_mha_free(tg_mha *m) {
     if (!m) return;
     tg_dot_attention_free(m->attention);

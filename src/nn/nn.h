@@ -74,11 +74,16 @@ tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q
 /* ---- DotProductAttention(dropout): softmax(Q K^T / sqrt(d)) V ------------
  * queries [B, Q, d], keys [B, K, d], values [B, K, v] -> [B, Q, v]. The
  * attention weights (before dropout) of the last forward stay in
- * m->attention_weights [B, Q, K] until the scope ends, for drawing. */
+ * m->attention_weights [B, Q, K] until the scope ends, for drawing.
+ * keep_weights (true for a new module) selects that stored path; when false
+ * (and not sparse) forward runs the fused tg_attention, which never stores
+ * the [B, Q, K] weights (attention_weights is then NULL): same values, far
+ * less memory and time for long sequences. */
 typedef struct {
     tg_dropout_layer *dropout;
     tg_tensor *attention_weights;
     bool sparse;                /* sparsemax instead of softmax */
+    bool keep_weights;          /* stored path, weights kept for drawing (default) */
 } tg_dot_attention;
 tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng);
 tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys,
@@ -116,6 +121,8 @@ tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask);
 void tg_mha_params(tg_mha *m, tg_params *p, const char *prefix);   /* W_q.weight, W_k.weight, ... */
 void tg_mha_train(tg_mha *m, bool on);
+/* Sets m->attention->keep_weights: false selects the fused attention. */
+void tg_mha_keep_weights(tg_mha *m, bool on);
 void tg_mha_free(tg_mha *m);
 
 /* ---- positional encodings: output dropout(X + P[:T]) for X [B, T, d] -----
@@ -193,6 +200,8 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng);
 tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg_mask mask);
 void tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix);
 void tg_encoder_train(tg_encoder *m, bool on);
+/* tg_mha_keep_weights on the attention of every block. */
+void tg_encoder_keep_weights(tg_encoder *m, bool on);
 void tg_encoder_free(tg_encoder *m);
 
 /* ---- losses --------------------------------------------------------------- */

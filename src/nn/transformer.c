@@ -316,6 +316,13 @@ void tg_encoder_train(tg_encoder *m, bool on)
     for (int i = 0; i < m->cfg.num_layers; i++) tg_encoder_block_train(m->blocks[i], on);
 }
 
+void tg_encoder_keep_weights(tg_encoder *m, bool on)
+{
+    if (!m || !m->blocks) return;
+    for (int i = 0; i < m->cfg.num_layers; i++)
+        if (m->blocks[i]) tg_mha_keep_weights(m->blocks[i]->attention, on);
+}
+
 void tg_encoder_free(tg_encoder *m)
 {
     if (!m) return;

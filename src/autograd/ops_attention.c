@@ -1,0 +1,568 @@
+/* Fused scaled dot-product attention that never stores the Q x K matrix:
+ *
+ *   out = dropout(masked_softmax(q k^T / sqrt(d))) v,
+ *   q [B, Q, d], k [B, K, d], v [B, K, dv] -> out [B, Q, dv],
+ *
+ * with exactly the semantics of the stored path of src/nn/attention.c
+ * (tg_score_scaled_dot, tg_masked_softmax, tg_dropout, tg_matmul): masked
+ * scores are replaced by -1e6 (mask.h), so a row with no visible key is
+ * uniform; dropout is inverted and element (b, q, k) of its mask is drawn at
+ * counter index first + (b Q + q) K + k, first = tg_rng_take(rng, B Q K), the
+ * index tg_dropout would give it. Called with equal rng states, both paths
+ * give the same result up to float rounding.
+ *
+ * Forward: FlashAttention-2 (Dao, "FlashAttention-2: Faster Attention with
+ * Better Parallelism and Work Partitioning", 2023, Algorithm 1). Queries in
+ * blocks of BQ rows, keys in blocks of BK; per query row i a running max m_i,
+ * a running sum l_i and an unnormalised output row o_i:
+ *   S_ij = q_i . k_j / sqrt(d)                     (-1e6 where masked)
+ *   m_i' = max(m_i, max_j S_ij),  c_i = exp(m_i - m_i')
+ *   P_ij = exp(S_ij - m_i')
+ *   l_i  = c_i l_i + sum_j P_ij                      (before dropout: the softmax's sum)
+ *   o_i  = c_i o_i + sum_j P_ij Z_ij / (1-p) v_j     (Z_ij = keep bit of the dropout mask)
+ * and at the end out_i = o_i / l_i. Saved for backward: only the
+ * log-sum-exp L_i = m_i + log l_i ([B, Q], arena), the visible-key counts
+ * and the rng position; P and Z are recomputed, never stored.
+ *
+ * Backward (Dao 2023, Algorithm 2, with dropout as in FlashAttention-1,
+ * Dao et al. 2022, Appendix B), with dO the gradient of out:
+ *   D_i   = sum_c dO_ic O_ic        (= sum_j P_ij dP_ij, also with dropout)
+ *   P_ij  = exp(S_ij - L_i)         (recomputed; 1/K on rows with no visible key)
+ *   dV_j += sum_i P_ij Z_ij/(1-p) dO_i
+ *   dP_ij = (dO_i . v_j) Z_ij / (1-p)
+ *   dS_ij = P_ij (dP_ij - D_i)      (0 where masked: masked scores are constants)
+ *   dQ_i += sum_j dS_ij k_j / sqrt(d),   dK_j += sum_i dS_ij q_i / sqrt(d)
+ *
+ * Threads and determinism. Forward: one task per (batch row, query block),
+ * independent outputs. Backward in two passes, as the FlashAttention-2
+ * paper suggests for a deterministic backward: dQ with one task per query
+ * block looping over its key blocks, then dK and dV with one task per key
+ * block looping over the query blocks that see it. Each task owns the rows
+ * it writes and sums in an order fixed by the shapes, so results are
+ * bit-identical for any number of threads, with no atomics and no partial
+ * copies; the price is that each tile's P and dP are recomputed twice.
+ * Block products go through tg_k_gemm (its small-matrix path, one thread
+ * inside a parallel region).
+ *
+ * Memory added besides out: L (B Q reals), the mask's counts (B Q ints), D
+ * in backward (B Q), and per thread a few BQ x BK tiles: O(B Q), never
+ * O(Q K). */
+#include "mask.h"
+
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define BQ 64          /* queries per block */
+#define BK 64          /* keys per block */
+
+#ifdef TG_DOUBLE
+#define EXP exp
+#define LOG log
+#else
+#define EXP expf
+#define LOG logf
+#endif
+
+/* Everything backward needs besides the inputs, output and L (arena). */
+typedef struct {
+    int B, Q, K, d, dv;
+    tg_real scale;          /* 1 / sqrt(d), as tg_score_scaled_dot */
+    tg_real p, inv_keep;    /* dropout probability, 1 / (1 - p) */
+    bool dropout;           /* p > 0 */
+    uint64_t key, first;    /* tg_rng_key(seed, stream), first counter index */
+    uint64_t threshold;     /* keep iff (hash >> 11) >= ceil(p 2^53), as tg_dropout */
+    const int *lim;         /* visible keys of each row, B Q (mask.h) */
+    const int *qblock_end;  /* per (b, query block): keys any of its rows may see */
+} attn_plan;
+
+static int nblocks(int n, int b) { return (n + b - 1) / b; }
+
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* ---- element kernels: the dropout mask and exp, portable and AVX2 ----------
+ * Three quarters of the time goes to the per-element work (a hash and an exp
+ * per weight, d = 16 leaves little to the products), so both have an AVX2
+ * version chosen at run time, as in gemm.c. The double build (where the
+ * tests compare with the stored path to 1e-12) keeps libm's exp. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define ATT_X86 1
+#include <immintrin.h>
+#define TG_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define ATT_X86 0
+#endif
+
+static bool use_avx2(void) {
+#if ATT_X86
+    static int cached = -1;   /* benign race: every thread computes the same value */
+    if (cached < 0) cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return cached;
+#else
+    return false;
+#endif
+}
+
+#define GOLDEN 0x9e3779b97f4a7c15ULL
+
+/* row[j] = Z_j / (1-p) for the keys k0 .. k0+n-1 of one row: keep iff
+ * (mix(z) >> 11) >= threshold, z = key + (index + 1) golden, which is
+ * tg_rng_hash(key, index) advanced by one golden-ratio step per key. */
+static void dropout_row_portable(const attn_plan *pl, uint64_t z, int n, tg_real *row) {
+    for (int j = 0; j < n; j++, z += GOLDEN) row[j] = (tg_rng_mix(z) >> 11) >= pl->threshold ? pl->inv_keep : 0;
+}
+
+#if ATT_X86
+/* Low 64 bits of a * c for 4 lanes, c a constant split in 32-bit halves. */
+TG_AVX2 static inline __m256i mul64(__m256i a, __m256i c_lo, __m256i c_hi) {
+    __m256i lo = _mm256_mul_epu32(a, c_lo);
+    __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo), _mm256_mul_epu32(a, c_hi));
+    return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+}
+
+/* Keep masks (all ones) of 4 consecutive counters starting at z: tg_rng_mix
+ * (SplitMix64's finaliser) lane by lane. h >> 11 < 2^53, so the signed
+ * 64-bit compare is the unsigned one. */
+TG_AVX2 static inline __m256i keep4(__m256i z, __m256i thr_minus_1) {
+    const __m256i c1_lo = _mm256_set1_epi64x(0x1ce4e5b9), c1_hi = _mm256_set1_epi64x(0xbf58476d);
+    const __m256i c2_lo = _mm256_set1_epi64x(0x133111eb), c2_hi = _mm256_set1_epi64x(0x94d049bb);
+    z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 30));
+    z = mul64(z, c1_lo, c1_hi);
+    z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 27));
+    z = mul64(z, c2_lo, c2_hi);
+    z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+    return _mm256_cmpgt_epi64(_mm256_srli_epi64(z, 11), thr_minus_1);
+}
+
+TG_AVX2 static void dropout_row_avx2(const attn_plan *pl, uint64_t z0, int n, tg_real *row) {
+    const __m256i step = _mm256_set1_epi64x((long long)(4 * GOLDEN));
+    const __m256i thr = _mm256_set1_epi64x((long long)pl->threshold - 1);   /* threshold >= 1 when p > 0 */
+    __m256i z = _mm256_add_epi64(_mm256_set1_epi64x((long long)z0),
+                                 _mm256_setr_epi64x(0, (long long)GOLDEN, (long long)(2 * GOLDEN), (long long)(3 * GOLDEN)));
+    int j = 0;
+#ifdef TG_DOUBLE
+    const __m256d inv = _mm256_set1_pd(pl->inv_keep);
+    for (; j + 4 <= n; j += 4, z = _mm256_add_epi64(z, step))
+        _mm256_storeu_pd(row + j, _mm256_and_pd(_mm256_castsi256_pd(keep4(z, thr)), inv));
+#else
+    const __m256 inv = _mm256_set1_ps(pl->inv_keep);
+    const __m256i low_halves = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (; j + 8 <= n; j += 8) {
+        __m256i a = _mm256_permutevar8x32_epi32(keep4(z, thr), low_halves);
+        z = _mm256_add_epi64(z, step);
+        __m256i b = _mm256_permutevar8x32_epi32(keep4(z, thr), low_halves);
+        z = _mm256_add_epi64(z, step);
+        __m256i m = _mm256_permute2x128_si256(a, b, 0x20);   /* 8 lane masks, in order */
+        _mm256_storeu_ps(row + j, _mm256_and_ps(_mm256_castsi256_ps(m), inv));
+    }
+#endif
+    dropout_row_portable(pl, z0 + (uint64_t)j * GOLDEN, n - j, row + j);
+}
+#endif
+
+/* zf[i*BK + j] = Z_ij / (1 - p) for the tile at rows q0.., keys k0..: the
+ * dropout mask, regenerated from its counters. */
+static void dropout_tile(const attn_plan *pl, int b, int q0, int nq, int k0, int nk, tg_real *zf) {
+#if ATT_X86
+    bool avx2 = use_avx2();
+#endif
+    for (int i = 0; i < nq; i++) {
+        uint64_t idx = pl->first + ((uint64_t)b * pl->Q + (uint64_t)(q0 + i)) * (uint64_t)pl->K + (uint64_t)k0;
+        uint64_t z = pl->key + (idx + 1) * GOLDEN;
+#if ATT_X86
+        if (avx2) { dropout_row_avx2(pl, z, nk, zf + (size_t)i * BK); continue; }
+#endif
+        dropout_row_portable(pl, z, nk, zf + (size_t)i * BK);
+    }
+}
+
+/* s[j] = exp(s[j] - shift) for j < n; returns the sum. */
+static tg_real exp_shift_portable(tg_real *s, int n, tg_real shift) {
+    tg_real sum = 0;
+    for (int j = 0; j < n; j++) { s[j] = EXP(s[j] - shift); sum += s[j]; }
+    return sum;
+}
+
+#if ATT_X86 && !defined(TG_DOUBLE)
+/* expf for 8 lanes (Cephes' expf: x = n ln2 + r, |r| <= ln2/2, degree-6
+ * polynomial, about 1 ulp); 0 below -87.3 (underflow), as expf rounds. */
+TG_AVX2 static inline __m256 exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+TG_AVX2 static tg_real exp_shift_avx2(tg_real *s, int n, tg_real shift) {
+    __m256 vs = _mm256_set1_ps(shift), acc = _mm256_setzero_ps();
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 y = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
+        _mm256_storeu_ps(s + j, y);
+        acc = _mm256_add_ps(acc, y);
+    }
+    _Alignas(32) float t[8];
+    _mm256_store_ps(t, acc);
+    tg_real sum = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+    for (; j < n; j++) { s[j] = _mm256_cvtss_f32(exp8(_mm256_set1_ps(s[j] - shift))); sum += s[j]; }
+    return sum;
+}
+#endif
+
+/* max(m, s[0..n-1]); a[j] *= b[j]; p[j] = p[j] (dp[j] z[j] - D) (dS of one row). */
+static tg_real row_max_portable(const tg_real *s, int n, tg_real m) {
+    for (int j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
+    return m;
+}
+static void mul_portable(tg_real *a, const tg_real *b, int n) {
+    for (int j = 0; j < n; j++) a[j] *= b[j];
+}
+static void ds_portable(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
+    if (z) for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] * z[j] - D);
+    else for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] - D);
+}
+
+#if ATT_X86 && !defined(TG_DOUBLE)
+TG_AVX2 static tg_real row_max_avx2(const tg_real *s, int n, tg_real m) {
+    __m256 v = _mm256_set1_ps(m);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) v = _mm256_max_ps(v, _mm256_loadu_ps(s + j));
+    _Alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    for (int i = 0; i < 8; i++) m = t[i] > m ? t[i] : m;
+    return row_max_portable(s + j, n - j, m);
+}
+TG_AVX2 static void mul_avx2(tg_real *a, const tg_real *b, int n) {
+    int j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(a + j, _mm256_mul_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+    mul_portable(a + j, b + j, n - j);
+}
+TG_AVX2 static void ds_avx2(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
+    __m256 vd = _mm256_set1_ps(D);
+    int j = 0;
+    if (z)
+        for (; j + 8 <= n; j += 8)
+            _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j),
+                                                  _mm256_fmsub_ps(_mm256_loadu_ps(dp + j), _mm256_loadu_ps(z + j), vd)));
+    else
+        for (; j + 8 <= n; j += 8)
+            _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_sub_ps(_mm256_loadu_ps(dp + j), vd)));
+    ds_portable(p + j, dp + j, z ? z + j : NULL, D, n - j);
+}
+#define ATT_VEC_ROWS 1
+#else
+#define ATT_VEC_ROWS 0
+#endif
+
+static tg_real row_max(const tg_real *s, int n, tg_real m) {
+#if ATT_VEC_ROWS
+    if (use_avx2()) return row_max_avx2(s, n, m);
+#endif
+    return row_max_portable(s, n, m);
+}
+static void mul_inplace(tg_real *a, const tg_real *b, int n) {
+#if ATT_VEC_ROWS
+    if (use_avx2()) { mul_avx2(a, b, n); return; }
+#endif
+    mul_portable(a, b, n);
+}
+static void ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
+#if ATT_VEC_ROWS
+    if (use_avx2()) { ds_avx2(p, dp, z, D, n); return; }
+#endif
+    ds_portable(p, dp, z, D, n);
+}
+
+static tg_real exp_shift(tg_real *s, int n, tg_real shift) {
+#if ATT_X86 && !defined(TG_DOUBLE)
+    if (use_avx2()) return exp_shift_avx2(s, n, shift);
+#endif
+    return exp_shift_portable(s, n, shift);
+}
+
+/* Visible keys of row r inside the key block [k0, k0 + nk): a prefix of
+ * vis entries; -1 for a row with no visible key at all (uniform row). */
+static int visible_in_block(const attn_plan *pl, int64_t r, int k0, int nk) {
+    int L = pl->lim[r];
+    if (L == 0) return -1;
+    int v = L - k0;
+    return v < 0 ? 0 : v > nk ? nk : v;
+}
+
+/* S = scale q_blk k_blk^T, nq x nk, row stride BK. */
+static void scores_tile(const attn_plan *pl, const tg_real *q, const tg_real *k, tg_real *S, int nq, int nk) {
+    tg_k_gemm(false, true, nq, nk, pl->d, pl->scale, q, pl->d, k, pl->d, 0, S, BK);
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+
+/* One (batch row b, query block qb): the online softmax over its key blocks. */
+static void forward_block(const attn_plan *pl, const tg_real *q, const tg_real *k, const tg_real *v,
+                          tg_real *out, tg_real *lse, int b, int qb, tg_real *scratch) {
+    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
+    int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
+    tg_real *S = scratch, *zf = S + BQ * BK, *acc = zf + BQ * BK, *m = acc + (size_t)BQ * dv, *l = m + BQ;
+    int64_t r0 = (int64_t)b * Q + q0;
+    for (int i = 0; i < nq; i++) { m[i] = -INFINITY; l[i] = 0; }
+    memset(acc, 0, sizeof(tg_real) * (size_t)nq * dv);
+    int kend = pl->qblock_end[(int64_t)b * nblocks(Q, BQ) + qb];
+    const tg_real *qblk = q + r0 * d;
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        int nk = K - k0 < BK ? K - k0 : BK;
+        scores_tile(pl, qblk, k + ((int64_t)b * K + k0) * d, S, nq, nk);
+        if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
+        for (int i = 0; i < nq; i++) {
+            tg_real *s = S + (size_t)i * BK;
+            int vis = visible_in_block(pl, r0 + i, k0, nk);
+            if (vis == 0) {   /* masked: exp(-1e6 - m) is 0 next to a visible key */
+                memset(s, 0, sizeof(tg_real) * (size_t)nk);
+                continue;
+            }
+            int n = vis < 0 ? nk : vis;
+            if (vis < 0) for (int j = 0; j < nk; j++) s[j] = MASK_VALUE;
+            tg_real mx = row_max(s, n, m[i]);
+            tg_real c = EXP(m[i] - mx);   /* exp(-inf) = 0 on the first block */
+            tg_real sum = exp_shift(s, n, mx);
+            for (int j = n; j < nk; j++) s[j] = 0;
+            l[i] = l[i] * c + sum;
+            m[i] = mx;
+            if (c != 1) for (int t = 0; t < dv; t++) acc[(size_t)i * dv + t] *= c;
+            if (pl->dropout) mul_inplace(s, zf + (size_t)i * BK, n);
+        }
+        tg_k_gemm(false, false, nq, dv, nk, 1, S, BK, v + ((int64_t)b * K + k0) * dv, dv, 1, acc, dv);
+    }
+    for (int i = 0; i < nq; i++) {
+        tg_real inv = 1 / l[i];
+        for (int t = 0; t < dv; t++) out[(r0 + i) * dv + t] = acc[(size_t)i * dv + t] * inv;
+        lse[r0 + i] = m[i] + LOG(l[i]);
+    }
+}
+
+/* ---- backward --------------------------------------------------------------- */
+
+typedef struct {
+    const attn_plan *pl;
+    const tg_real *q, *k, *v, *dO, *lse, *D;
+} attn_bwd;
+
+/* One tile, rows q0.. x keys k0.. of batch row b: P (recomputed from L) in
+ * P, the dropout factors Z/(1-p) in zf; with dv_acc, dV_blk += (P o zf)^T dO
+ * (dP as scratch); then dS = P o (dP o zf - D) in P, 0 where masked. */
+static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
+                          tg_real *dP, tg_real *dv_acc) {
+    const attn_plan *pl = w->pl;
+    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
+    int64_t r0 = (int64_t)b * Q + q0;
+    const tg_real *dOblk = w->dO + r0 * dv, *vblk = w->v + ((int64_t)b * K + k0) * dv;
+    scores_tile(pl, w->q + r0 * d, w->k + ((int64_t)b * K + k0) * d, P, nq, nk);
+    if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
+    for (int i = 0; i < nq; i++) {
+        tg_real *p = P + (size_t)i * BK;
+        int vis = visible_in_block(pl, r0 + i, k0, nk);
+        if (vis < 0) {   /* no visible key: uniform, exp(0) / K as masked_softmax */
+            for (int j = 0; j < nk; j++) p[j] = (tg_real)1 / (tg_real)K;
+            continue;
+        }
+        tg_real L = w->lse[r0 + i];
+        exp_shift(p, vis, L);
+        for (int j = vis; j < nk; j++) p[j] = 0;
+    }
+    if (dv_acc) {   /* dV += (P o Z/(1-p))^T dO */
+        const tg_real *pd = P;
+        if (pl->dropout) {
+            for (int i = 0; i < nq; i++) {
+                memcpy(dP + (size_t)i * BK, P + (size_t)i * BK, sizeof(tg_real) * (size_t)nk);
+                mul_inplace(dP + (size_t)i * BK, zf + (size_t)i * BK, nk);
+            }
+            pd = dP;
+        }
+        tg_k_gemm(true, false, nk, dv, nq, 1, pd, BK, dOblk, dv, 1, dv_acc, dv);
+    }
+    /* dP = dO v^T o Z/(1-p);  dS = P o (dP - D) */
+    tg_k_gemm(false, true, nq, nk, dv, 1, dOblk, dv, vblk, dv, 0, dP, BK);
+    for (int i = 0; i < nq; i++) {
+        tg_real *p = P + (size_t)i * BK, *dp = dP + (size_t)i * BK, *z = zf + (size_t)i * BK;
+        int vis = visible_in_block(pl, r0 + i, k0, nk);
+        if (vis < 0) vis = 0;   /* all masked: constant scores, no gradient */
+        tg_real Di = w->D[r0 + i];
+        ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
+        for (int j = vis; j < nk; j++) p[j] = 0;
+    }
+}
+
+/* dQ of query block (b, qb), over the key blocks its rows may see. */
+static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *scratch) {
+    const attn_plan *pl = w->pl;
+    int Q = pl->Q, K = pl->K, d = pl->d, nqb = nblocks(Q, BQ);
+    int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
+    tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc = dP + BQ * BK;
+    memset(acc, 0, sizeof(tg_real) * (size_t)nq * d);
+    int kend = pl->qblock_end[(int64_t)b * nqb + qb];
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        int nk = K - k0 < BK ? K - k0 : BK;
+        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL);
+        tg_k_gemm(false, false, nq, d, nk, pl->scale, P, BK, w->k + ((int64_t)b * K + k0) * d, d, 1, acc, d);
+    }
+    tg_real *g = gq + ((int64_t)b * Q + q0) * d;
+    for (int64_t i = 0; i < (int64_t)nq * d; i++) g[i] += acc[i];
+}
+
+/* dK and dV of key block (b, kb), over the query blocks that see it. */
+static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int kb, tg_real *scratch) {
+    const attn_plan *pl = w->pl;
+    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, nqb = nblocks(Q, BQ);
+    int k0 = kb * BK, nk = K - k0 < BK ? K - k0 : BK;
+    tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc_k = dP + BQ * BK;
+    tg_real *acc_v = acc_k + (size_t)nk * d;
+    memset(acc_k, 0, sizeof(tg_real) * (size_t)nk * (d + dv));
+    for (int qb = 0; qb < nqb; qb++) {
+        if (k0 >= pl->qblock_end[(int64_t)b * nqb + qb]) continue;   /* no row of it sees these keys */
+        int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
+        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL);
+        if (gk)
+            tg_k_gemm(true, false, nk, d, nq, pl->scale, P, BK, w->q + ((int64_t)b * Q + q0) * d, d, 1, acc_k, d);
+    }
+    int64_t base = (int64_t)b * K + k0;
+    if (gk) for (int64_t i = 0; i < (int64_t)nk * d; i++) gk[base * d + i] += acc_k[i];
+    if (gv) for (int64_t i = 0; i < (int64_t)nk * dv; i++) gv[base * dv + i] += acc_v[i];
+}
+
+static void attention_backward(tg_node *n) {
+    tg_tensor *gq = tg_grad_of(n->in[0]), *gk = tg_grad_of(n->in[1]), *gv = tg_grad_of(n->in[2]);
+    if (!gq && !gk && !gv) return;
+    const attn_plan *pl = n->ptr;
+    int B = pl->B, Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
+    int64_t rows = (int64_t)B * Q;
+    if (rows == 0) return;
+    const tg_real *dO = n->out->grad->data, *O = n->out->data;
+    tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
+    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv);
+    tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)max_threads()) : NULL;
+    if (!scratch) return;
+#pragma omp parallel for if (rows * dv > 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        tg_real s = 0;
+        for (int t = 0; t < dv; t++) s += dO[r * dv + t] * O[r * dv + t];
+        D[r] = s;
+    }
+    attn_bwd w = {pl, n->in[0]->data, n->in[1]->data, n->in[2]->data, dO, n->saved->data, D};
+    bool big = (double)rows * K * (d + dv) > 65536;   /* worth a thread team */
+    (void)big;   /* read only by the OpenMP pragmas */
+    /* Two passes, each writing rows only its task owns (and q, k, v may be
+     * one tensor: the passes do not overlap in time). */
+    if (gq) {
+        int nqb = nblocks(Q, BQ), tasks = B * nqb;
+#pragma omp parallel for schedule(dynamic, 1) if (big && tasks > 1)
+        for (int t = 0; t < tasks; t++)
+            backward_dq(&w, gq->data, t / nqb, t % nqb, scratch + per_thread * (size_t)thread_id());
+    }
+    if (gk || gv) {
+        int nkb = nblocks(K, BK), tasks = B * nkb;
+#pragma omp parallel for schedule(dynamic, 1) if (big && tasks > 1)
+        for (int t = 0; t < tasks; t++)
+            backward_dkv(&w, gk ? gk->data : NULL, gv ? gv->data : NULL, t / nkb, t % nkb,
+                         scratch + per_thread * (size_t)thread_id());
+    }
+}
+const tg_op tg_op_attention = {"attention", attention_backward};
+
+/* ---- the op ------------------------------------------------------------------- */
+
+tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng) {
+    char b1[64], b2[64], b3[64];
+    if (tg_any_null("attention", 3, (const tg_tensor *const[]){q, k, v})) return NULL;
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0] ||
+        k->shape[2] != q->shape[2] || v->shape[1] != k->shape[1]) {
+        tg_set_error("attention: q %s, k %s, v %s: need [B, Q, d], [B, K, d], [B, K, dv]", tg_tshape(b1, q),
+                     tg_tshape(b2, k), tg_tshape(b3, v));
+        return NULL;
+    }
+    int B = q->shape[0], Q = q->shape[1], K = k->shape[1], d = q->shape[2], dv = v->shape[2];
+    if (d == 0) {
+        tg_set_error("attention: q %s, k %s: feature size 0", tg_tshape(b1, q), tg_tshape(b2, k));
+        return NULL;
+    }
+    /* The mask is checked against the scores' shape [B, Q, K], as masked_softmax does. */
+    tg_tensor scores = {.ndim = 3, .shape = {B, Q, K}};
+    if (!mask_check("attention", &scores, &mask)) return NULL;
+    if (!(dropout_p >= 0 && dropout_p < 1)) {   /* also catches NaN */
+        tg_set_error("attention: q %s, k %s, v %s with dropout p = %g: p must be in [0, 1)", tg_tshape(b1, q),
+                     tg_tshape(b2, k), tg_tshape(b3, v), (double)dropout_p);
+        return NULL;
+    }
+    if (dropout_p > 0 && !rng) {
+        tg_set_error("attention: q %s, k %s, v %s with dropout p = %g: NULL rng", tg_tshape(b1, q),
+                     tg_tshape(b2, k), tg_tshape(b3, v), (double)dropout_p);
+        return NULL;
+    }
+    attn_plan *pl = tg_arena_alloc(sizeof *pl);
+    int *lim = pl ? mask_limits(&scores, &mask) : NULL;
+    int nqb = nblocks(Q, BQ);
+    int64_t rows = (int64_t)B * Q, nqblocks = (int64_t)B * nqb;
+    int *qend = lim ? tg_arena_alloc(sizeof(int) * (size_t)(nqblocks ? nqblocks : 1)) : NULL;
+    tg_tensor *out = qend ? tg_empty_arena(TG_SHAPE(B, Q, dv)) : NULL;
+    tg_tensor *lse = out ? tg_empty_arena(TG_SHAPE(B, Q)) : NULL;
+    if (!lse) return NULL;
+    /* Keys a query block must visit: up to the largest visible prefix of its
+     * rows, all K when one of them sees none (it is uniform over all keys). */
+    for (int64_t bq = 0; bq < nqblocks; bq++) {
+        int64_t r0 = bq / nqb * Q + (int64_t)(bq % nqb) * BQ, r1 = r0 + BQ;
+        if (r1 > (bq / nqb + 1) * Q) r1 = (bq / nqb + 1) * Q;
+        int e = 0;
+        for (int64_t r = r0; r < r1; r++) {
+            int L = lim[r] == 0 ? K : lim[r];
+            if (L > e) e = L;
+        }
+        qend[bq] = e;
+    }
+    *pl = (attn_plan){B, Q, K, d, dv, (tg_real)(1.0 / sqrt((double)d)), dropout_p,
+                      (tg_real)1 / (1 - dropout_p), dropout_p > 0, 0, 0, 0, lim, qend};
+    if (pl->dropout) {
+        pl->key = tg_rng_key(rng->seed, rng->stream);
+        pl->first = tg_rng_take(rng, (uint64_t)rows * (uint64_t)K);
+        pl->threshold = (uint64_t)ceil((double)dropout_p * 0x1.0p53);
+    }
+    int nth = max_threads();
+    size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ;
+    tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
+    if (!scratch) return NULL;
+#pragma omp parallel for schedule(dynamic, 1) if (nqblocks > 1 && (double)rows * K * (d + dv) > 65536)
+    for (int64_t t = 0; t < nqblocks; t++)
+        forward_block(pl, q->data, k->data, v->data, out->data, lse->data, (int)(t / nqb), (int)(t % nqb),
+                      scratch + per_thread * (size_t)thread_id());
+    tg_node *n = tg_node_record(&tg_op_attention, out, 3, (tg_tensor *const[]){q, k, v});
+    if (n) {
+        n->saved = lse;
+        n->ptr = pl;
+        n->rarg[0] = dropout_p;
+    }
+    return out;
+}
