@@ -47,6 +47,7 @@
  * Memory added besides out: L (B Q reals), the mask's counts (B Q ints), D
  * in backward (B Q), and per thread a few BQ x BK tiles: O(B Q), never
  * O(Q K). */
+#include "dropout_mask.h"
 #include "mask.h"
 
 #include <math.h>
@@ -72,8 +73,8 @@ typedef struct {
     tg_real scale;          /* 1 / sqrt(d), as tg_score_scaled_dot */
     tg_real p, inv_keep;    /* dropout probability, 1 / (1 - p) */
     bool dropout;           /* p > 0 */
-    uint64_t key, first;    /* tg_rng_key(seed, stream), first counter index */
-    uint64_t threshold;     /* keep iff (hash >> 11) >= ceil(p 2^53), as tg_dropout */
+    tg_dropout_mask mask;   /* the same mask as tg_dropout (dropout_mask.h) */
+    uint64_t first;         /* first counter index */
     const int *lim;         /* visible keys of each row, B Q (mask.h) */
     const int *qblock_end;  /* per (b, query block): keys any of its rows may see */
 } attn_plan;
@@ -119,76 +120,12 @@ static bool use_avx2(void) {
 #endif
 }
 
-#define GOLDEN 0x9e3779b97f4a7c15ULL
-
-/* row[j] = Z_j / (1-p) for the keys k0 .. k0+n-1 of one row: keep iff
- * (mix(z) >> 11) >= threshold, z = key + (index + 1) golden, which is
- * tg_rng_hash(key, index) advanced by one golden-ratio step per key. */
-static void dropout_row_portable(const attn_plan *pl, uint64_t z, int n, tg_real *row) {
-    for (int j = 0; j < n; j++, z += GOLDEN) row[j] = (tg_rng_mix(z) >> 11) >= pl->threshold ? pl->inv_keep : 0;
-}
-
-#if ATT_X86
-/* Low 64 bits of a * c for 4 lanes, c a constant split in 32-bit halves. */
-TG_AVX2 static inline __m256i mul64(__m256i a, __m256i c_lo, __m256i c_hi) {
-    __m256i lo = _mm256_mul_epu32(a, c_lo);
-    __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo), _mm256_mul_epu32(a, c_hi));
-    return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
-}
-
-/* Keep masks (all ones) of 4 consecutive counters starting at z: tg_rng_mix
- * (SplitMix64's finaliser) lane by lane. h >> 11 < 2^53, so the signed
- * 64-bit compare is the unsigned one. */
-TG_AVX2 static inline __m256i keep4(__m256i z, __m256i thr_minus_1) {
-    const __m256i c1_lo = _mm256_set1_epi64x(0x1ce4e5b9), c1_hi = _mm256_set1_epi64x(0xbf58476d);
-    const __m256i c2_lo = _mm256_set1_epi64x(0x133111eb), c2_hi = _mm256_set1_epi64x(0x94d049bb);
-    z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 30));
-    z = mul64(z, c1_lo, c1_hi);
-    z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 27));
-    z = mul64(z, c2_lo, c2_hi);
-    z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
-    return _mm256_cmpgt_epi64(_mm256_srli_epi64(z, 11), thr_minus_1);
-}
-
-TG_AVX2 static void dropout_row_avx2(const attn_plan *pl, uint64_t z0, int n, tg_real *row) {
-    const __m256i step = _mm256_set1_epi64x((long long)(4 * GOLDEN));
-    const __m256i thr = _mm256_set1_epi64x((long long)pl->threshold - 1);   /* threshold >= 1 when p > 0 */
-    __m256i z = _mm256_add_epi64(_mm256_set1_epi64x((long long)z0),
-                                 _mm256_setr_epi64x(0, (long long)GOLDEN, (long long)(2 * GOLDEN), (long long)(3 * GOLDEN)));
-    int j = 0;
-#ifdef TG_DOUBLE
-    const __m256d inv = _mm256_set1_pd(pl->inv_keep);
-    for (; j + 4 <= n; j += 4, z = _mm256_add_epi64(z, step))
-        _mm256_storeu_pd(row + j, _mm256_and_pd(_mm256_castsi256_pd(keep4(z, thr)), inv));
-#else
-    const __m256 inv = _mm256_set1_ps(pl->inv_keep);
-    const __m256i low_halves = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    for (; j + 8 <= n; j += 8) {
-        __m256i a = _mm256_permutevar8x32_epi32(keep4(z, thr), low_halves);
-        z = _mm256_add_epi64(z, step);
-        __m256i b = _mm256_permutevar8x32_epi32(keep4(z, thr), low_halves);
-        z = _mm256_add_epi64(z, step);
-        __m256i m = _mm256_permute2x128_si256(a, b, 0x20);   /* 8 lane masks, in order */
-        _mm256_storeu_ps(row + j, _mm256_and_ps(_mm256_castsi256_ps(m), inv));
-    }
-#endif
-    dropout_row_portable(pl, z0 + (uint64_t)j * GOLDEN, n - j, row + j);
-}
-#endif
-
 /* zf[i*BK + j] = Z_ij / (1 - p) for the tile at rows q0.., keys k0..: the
  * dropout mask, regenerated from its counters. */
 static void dropout_tile(const attn_plan *pl, int b, int q0, int nq, int k0, int nk, tg_real *zf) {
-#if ATT_X86
-    bool avx2 = use_avx2();
-#endif
     for (int i = 0; i < nq; i++) {
         uint64_t idx = pl->first + ((uint64_t)b * pl->Q + (uint64_t)(q0 + i)) * (uint64_t)pl->K + (uint64_t)k0;
-        uint64_t z = pl->key + (idx + 1) * GOLDEN;
-#if ATT_X86
-        if (avx2) { dropout_row_avx2(pl, z, nk, zf + (size_t)i * BK); continue; }
-#endif
-        dropout_row_portable(pl, z, nk, zf + (size_t)i * BK);
+        tg_dropout_mask_row(&pl->mask, idx, nk, zf + (size_t)i * BK);
     }
 }
 
@@ -544,11 +481,10 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
         qend[bq] = e;
     }
     *pl = (attn_plan){B, Q, K, d, dv, (tg_real)(1.0 / sqrt((double)d)), dropout_p,
-                      (tg_real)1 / (1 - dropout_p), dropout_p > 0, 0, 0, 0, lim, qend};
+                      (tg_real)1 / (1 - dropout_p), dropout_p > 0, {0, 0, 0}, 0, lim, qend};
     if (pl->dropout) {
-        pl->key = tg_rng_key(rng->seed, rng->stream);
+        pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
         pl->first = tg_rng_take(rng, (uint64_t)rows * (uint64_t)K);
-        pl->threshold = (uint64_t)ceil((double)dropout_p * 0x1.0p53);
     }
     int nth = max_threads();
     size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ;

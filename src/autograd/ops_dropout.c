@@ -1,40 +1,45 @@
 /* Inverted dropout (Srivastava et al., 2014, in the form PyTorch uses):
- *   y_i = keep_i * x_i / (1 - p),   dx_i = keep_i * g_i / (1 - p),
+ *   y_i = x_i * keep_i / (1 - p),   dx_i = g_i * keep_i / (1 - p),
  *   keep_i = [tg_rng_uniform_at(seed, stream, first + i) >= p],
- * so E[y_i] = x_i. The mask is a pure function of (seed, stream, first + i):
- * backward draws it again instead of storing it, and it does not depend on
- * the number of threads. */
-#include "autograd.h"
+ * so E[y_i] = x_i. The mask is a pure function of (seed, stream, first + i)
+ * (dropout_mask.h, shared with the fused attention op): backward draws it
+ * again instead of storing it, and it does not depend on the number of
+ * threads. */
+#include "dropout_mask.h"
 
-#include <math.h>
 #include <string.h>
 
-typedef struct {
-    uint64_t seed, stream, first;   /* where the mask's random numbers start */
-    uint64_t key, threshold;        /* tg_rng_key(seed, stream); ceil(p 2^53) */
-} dropout_key;
+enum { CHUNK = 512 };   /* mask values drawn at a time, on the stack */
 
-/* uniform_at(i) >= p, in integers: (bits >> 11) 2^-53 >= p. */
-static inline bool keep(const dropout_key *k, int64_t i) {
-    return (tg_rng_hash(k->key, k->first + (uint64_t)i) >> 11) >= k->threshold;
+typedef struct {
+    tg_dropout_mask mask;
+    uint64_t first;      /* where the mask's counters start */
+} dropout_saved;
+
+/* out[i] = (accumulate ? out[i] : 0) + in[i] * mask_i / (1 - p). */
+static void apply(const dropout_saved *s, const tg_real *in, tg_real *out, int64_t n, bool accumulate) {
+    int64_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for if (n > 65536)
+    for (int64_t c = 0; c < chunks; c++) {
+        tg_real m[CHUNK];
+        int64_t i0 = c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
+        tg_dropout_mask_row(&s->mask, s->first + (uint64_t)i0, len, m);
+        if (accumulate)
+            for (int64_t j = 0; j < len; j++) out[i0 + j] += in[i0 + j] * m[j];
+        else
+            for (int64_t j = 0; j < len; j++) out[i0 + j] = in[i0 + j] * m[j];
+    }
 }
 
 static void dropout_backward(tg_node *n) {
     bool fresh;
     tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
-    tg_real p = n->rarg[0];
-    if (p >= 1) {                             /* y = 0: no gradient */
+    if (n->rarg[0] >= 1) {                    /* y = 0: no gradient */
         if (fresh) memset(gx->data, 0, sizeof(tg_real) * (size_t)gx->size);
         return;
     }
-    const dropout_key *k = n->ptr;
-    const tg_real *g = n->out->grad->data;
-#pragma omp parallel for if (gx->size > 32768)
-    for (int64_t i = 0; i < gx->size; i++) {
-        tg_real d = keep(k, i) ? g[i] / (1 - p) : 0;
-        gx->data[i] = fresh ? d : gx->data[i] + d;
-    }
+    apply(n->ptr, n->out->grad->data, gx->data, gx->size, !fresh);
 }
 const tg_op tg_op_dropout = {"dropout", dropout_backward};
 
@@ -51,23 +56,18 @@ tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng) {
         return NULL;
     }
     tg_tensor *y = tg_empty_arena(x->ndim, x->shape);
-    if (!y) return NULL;
-    dropout_key key = {0, 0, 0, 0, 0};
+    dropout_saved *s = tg_arena_alloc(sizeof *s);
+    if (!y || !s) return NULL;
     if (p >= 1) {
         memset(y->data, 0, sizeof(tg_real) * (size_t)y->size);
     } else {
-        key = (dropout_key){rng->seed, rng->stream, tg_rng_take(rng, (uint64_t)x->size),
-                            tg_rng_key(rng->seed, rng->stream), (uint64_t)ceil((double)p * 0x1.0p53)};
-#pragma omp parallel for if (x->size > 32768)
-        for (int64_t i = 0; i < x->size; i++) y->data[i] = keep(&key, i) ? x->data[i] / (1 - p) : 0;
+        *s = (dropout_saved){tg_dropout_mask_new(rng->seed, rng->stream, p), tg_rng_take(rng, (uint64_t)x->size)};
+        apply(s, x->data, y->data, x->size, false);
     }
     tg_node *n = tg_node_record(&tg_op_dropout, y, 1, &x);
     if (n) {
         n->rarg[0] = p;
-        dropout_key *k = tg_arena_alloc(sizeof *k);
-        if (!k) return NULL;
-        *k = key;
-        n->ptr = k;
+        n->ptr = s;
     }
     return y;
 }
