@@ -102,15 +102,15 @@ Test(fused, dropout_gradient_is_the_mask_over_1_minus_p) {
 }
 
 Test(fused, dropout_mask_depends_only_on_the_rng_state) {
-    tg_tensor *x = tg_ones(TG_SHAPE(200000));
+    tg_tensor *x = tg_ones(TG_SHAPE(300000));   /* above TG_PAR_MIN: threads split it */
     tg_rng a = tg_rng_new(77), b = a;
     tg_tensor *y1 = tg_dropout(x, 0.5, &a);
     tg_tensor *y2 = tg_dropout(x, 0.5, &b);
     TG_REQUIRE(y1); TG_REQUIRE(y2);
-    cr_expect(memcmp(y1->data, y2->data, sizeof(tg_real) * 200000) == 0, "same rng state, same mask");
+    cr_expect(memcmp(y1->data, y2->data, sizeof(tg_real) * 300000) == 0, "same rng state, same mask");
     tg_tensor *y3 = tg_dropout(x, 0.5, &a);     /* the counter moved on: another mask */
     TG_REQUIRE(y3);
-    cr_expect(memcmp(y1->data, y3->data, sizeof(tg_real) * 200000) != 0, "next call, new mask");
+    cr_expect(memcmp(y1->data, y3->data, sizeof(tg_real) * 300000) != 0, "next call, new mask");
 #ifdef _OPENMP
     int saved = omp_get_max_threads();
     tg_rng c = tg_rng_new(77), d = c;
@@ -120,7 +120,7 @@ Test(fused, dropout_mask_depends_only_on_the_rng_state) {
     tg_tensor *t2 = tg_dropout(x, 0.3, &d);
     omp_set_num_threads(saved);
     TG_REQUIRE(t1); TG_REQUIRE(t2);
-    cr_expect(memcmp(t1->data, t2->data, sizeof(tg_real) * 200000) == 0, "1 thread and 2 threads differ");
+    cr_expect(memcmp(t1->data, t2->data, sizeof(tg_real) * 300000) == 0, "1 thread and 2 threads differ");
 #endif
 }
 
@@ -424,7 +424,7 @@ Test(fused, layer_norm_by_hand) {
 
 Test(fused, layer_norm_parameter_gradients_do_not_depend_on_threads) {
     tg_rng rng = tg_rng_new(11);
-    tg_tensor *x = tg_randn(TG_SHAPE(512, 96), &rng);   /* above the OpenMP threshold */
+    tg_tensor *x = tg_randn(TG_SHAPE(3000, 96), &rng);   /* above TG_PAR_MIN */
     tg_tensor *gamma = tg_randn(TG_SHAPE(96), &rng), *beta = tg_randn(TG_SHAPE(96), &rng);
     tg_set_requires_grad(x, true);
     tg_set_requires_grad(gamma, true);
@@ -541,9 +541,9 @@ Test(fused, cross_entropy_is_stable_for_large_logits) {
 
 Test(fused, cross_entropy_does_not_depend_on_threads) {
     tg_rng rng = tg_rng_new(13);
-    tg_tensor *x = tg_normal(TG_SHAPE(2000, 50), 0, 3, &rng);
-    int *t = tg_arena_alloc(sizeof(int) * 2000);
-    for (int i = 0; i < 2000; i++) t[i] = (i * 7) % 50;
+    tg_tensor *x = tg_normal(TG_SHAPE(6000, 50), 0, 3, &rng);
+    int *t = tg_arena_alloc(sizeof(int) * 6000);
+    for (int i = 0; i < 6000; i++) t[i] = (i * 7) % 50;
     tg_real a = 0, b = 0;
 #ifdef _OPENMP
     int old = omp_get_max_threads();

@@ -404,7 +404,7 @@ static void attention_backward(tg_node *n) {
     size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv);
     tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)max_threads()) : NULL;
     if (!scratch) return;
-#pragma omp parallel for if (rows * dv > 32768)
+#pragma omp parallel for if (rows * dv > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         tg_real s = 0;
         for (int t = 0; t < dv; t++) s += dO[r * dv + t] * O[r * dv + t];

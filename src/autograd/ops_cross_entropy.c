@@ -23,7 +23,7 @@ static void cross_entropy_backward(tg_node *n) {
     const tg_tensor *x = n->in[0];
     int64_t V = x->shape[x->ndim - 1], N = x->size / V;
     tg_real scale = n->out->grad->data[0] / (tg_real)s->counted;
-#pragma omp parallel for if (x->size > 32768)
+#pragma omp parallel for if (x->size > TG_PAR_MIN)
     for (int64_t r = 0; r < N; r++) {
         if (s->target[r] < 0) continue;
         const tg_real *xr = x->data + r * V;
@@ -66,7 +66,7 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
         tgt[r] = counts ? targets[r] : -1;
         counted += counts;
     }
-#pragma omp parallel for if (logits->size > 32768)
+#pragma omp parallel for if (logits->size > TG_PAR_MIN)
     for (int64_t r = 0; r < N; r++) {
         const tg_real *xr = logits->data + r * V;
         tg_real m = xr[0], sum = 0;

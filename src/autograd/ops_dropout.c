@@ -19,7 +19,7 @@ typedef struct {
 /* out[i] = (accumulate ? out[i] : 0) + in[i] * mask_i / (1 - p). */
 static void apply(const dropout_saved *s, const tg_real *in, tg_real *out, int64_t n, bool accumulate) {
     int64_t chunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for if (n > 65536)
+#pragma omp parallel for if (n > TG_PAR_MIN)
     for (int64_t c = 0; c < chunks; c++) {
         tg_real m[CHUNK];
         int64_t i0 = c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;

@@ -27,7 +27,7 @@ static void layer_norm_backward(tg_node *n) {
     int64_t d = x->shape[x->ndim - 1], rows = x->size / d;
     const tg_real *g = n->out->grad->data;
     if (gx) {
-#pragma omp parallel for if (x->size > 32768)
+#pragma omp parallel for if (x->size > TG_PAR_MIN)
         for (int64_t r = 0; r < rows; r++) {
             const tg_real *xr = x->data + r * d, *gr = g + r * d;
             tg_real mu = st->mean[r], rs = st->rstd[r], sum_dxhat = 0, sum_dxhat_xhat = 0;
@@ -47,7 +47,7 @@ static void layer_norm_backward(tg_node *n) {
     if (gg || gb) {
         /* Reductions over rows: one column per iteration, rows summed in order,
          * so the result does not depend on the thread count. */
-#pragma omp parallel for if (x->size > 32768)
+#pragma omp parallel for if (x->size > TG_PAR_MIN)
         for (int64_t j = 0; j < d; j++) {
             tg_real sg = 0, sgx = 0;
             for (int64_t r = 0; r < rows; r++) {
@@ -89,7 +89,7 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_rea
     if (!y || !st || !buf) return NULL;
     st->mean = buf;
     st->rstd = buf + rows;
-#pragma omp parallel for if (x->size > 32768)
+#pragma omp parallel for if (x->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x->data + r * d;
         tg_real *yr = y->data + r * d;

@@ -15,7 +15,7 @@ static void masked_softmax_backward(tg_node *n) {
     const int *lim = n->ptr;
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
-#pragma omp parallel for if (y->size > 32768)
+#pragma omp parallel for if (y->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *yr = y->data + r * K, *gr = g + r * K;
         tg_real dot = 0;
@@ -35,7 +35,7 @@ tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask) {
     tg_tensor *y = lim ? tg_empty_arena(x->ndim, x->shape) : NULL;
     if (!y) return NULL;
     int64_t K = x->shape[2], rows = x->size / K;
-#pragma omp parallel for if (x->size > 32768)
+#pragma omp parallel for if (x->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x->data + r * K;
         tg_real *yr = y->data + r * K;

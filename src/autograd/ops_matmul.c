@@ -21,7 +21,7 @@ static void batch_gemm(bool ta, bool tb, int M, int N, int K,
      * computed by one thread in one order: results don't depend on threads. */
     int64_t work = (int64_t)M * N * K;
     (void)work;   /* read only by the pragma */
-#pragma omp parallel for if (batch > 1 && work < (1 << 18) && batch * work > (1 << 16))
+#pragma omp parallel for if (batch > 1 && (batch >= 4 || work < (1 << 18)) && batch * work > (1 << 16))
     for (int i = 0; i < batch; i++)
         tg_k_gemm(ta, tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
 }

@@ -28,7 +28,7 @@ static void softmax_backward(tg_node *nd) {
     const tg_tensor *y = nd->out;
     int64_t n = y->shape[y->ndim - 1], rows = y->size / n;
     const tg_real *g = y->grad->data;
-#pragma omp parallel for if (y->size > 32768)
+#pragma omp parallel for if (y->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *yr = y->data + r * n, *gr = g + r * n;
         tg_real dot = 0;
@@ -44,7 +44,7 @@ static void log_softmax_backward(tg_node *nd) {
     const tg_tensor *y = nd->out;
     int64_t n = y->shape[y->ndim - 1], rows = y->size / n;
     const tg_real *g = y->grad->data;
-#pragma omp parallel for if (y->size > 32768)
+#pragma omp parallel for if (y->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *yr = y->data + r * n, *gr = g + r * n;
         tg_real sum = 0;

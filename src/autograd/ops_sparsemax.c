@@ -23,7 +23,7 @@ static void sparsemax_backward(tg_node *n) {
     const int *lim = n->ptr;
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
-#pragma omp parallel for if (y->size > 32768)
+#pragma omp parallel for if (y->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *yr = y->data + r * K, *gr = g + r * K;
         tg_real sum = 0;
@@ -45,7 +45,7 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask) {
     tg_real *sorted = y ? tg_arena_alloc(sizeof(tg_real) * (size_t)x->size) : NULL;  /* scratch, one row per row */
     if (!sorted) return NULL;
     int64_t K = x->shape[2], rows = x->size / K;
-#pragma omp parallel for if (x->size > 8192)
+#pragma omp parallel for if (x->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x->data + r * K;
         tg_real *yr = y->data + r * K, *zs = sorted + r * K;

@@ -26,14 +26,14 @@ static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tenso
         tg_real *gx_ = GX_->data, p = (n)->rarg[0];                                   \
         (void)p;                                                                      \
         if (fresh_) {                                                                 \
-            _Pragma("omp parallel for if (X_->size > 262144)")                        \
+            _Pragma("omp parallel for if (X_->size > TG_PAR_MIN)")                        \
             for (int64_t i = 0; i < X_->size; i++) {                                  \
                 tg_real x = xs_[i], y = ys_[i];                                       \
                 (void)x; (void)y;                                                     \
                 gx_[i] = gy_[i] * (DERIV);                                            \
             }                                                                         \
         } else {                                                                      \
-            _Pragma("omp parallel for if (X_->size > 262144)")                        \
+            _Pragma("omp parallel for if (X_->size > TG_PAR_MIN)")                        \
             for (int64_t i = 0; i < X_->size; i++) {                                  \
                 tg_real x = xs_[i], y = ys_[i];                                       \
                 (void)x; (void)y;                                                     \

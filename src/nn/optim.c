@@ -27,7 +27,7 @@
 /* Elementwise loops over tensors larger than this run on all threads. Each
  * element's update depends on that element only, so results do not depend
  * on the thread count. */
-#define OPTIM_PAR_MIN 32768
+#define OPTIM_PAR_MIN TG_PAR_MIN
 #ifdef _OPENMP   /* spelled as _Pragma so that a build without OpenMP has no unknown-pragma warning */
 #define PARALLEL_FOR_N _Pragma("omp parallel for if (n > OPTIM_PAR_MIN)")
 #else

@@ -5,9 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-/* Work below this many elements runs on one thread: a parallel region costs
- * more than it saves. */
-#define PAR_MIN 32768
+#define PAR_MIN TG_PAR_MIN
 
 static tg_real gelu(tg_real x) {
     /* GELU(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), torch's exact form. */

@@ -11,7 +11,7 @@ void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out) {
     int64_t inner = nd ? out->shape[nd - 1] : 1;
     int64_t rows = inner ? out->size / inner : 0;
     int64_t si = nd ? st[nd - 1] : 0;
-#pragma omp parallel for if (out->size > 65536)
+#pragma omp parallel for if (out->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t off = 0, rem = r;
         for (int d = nd - 2; d >= 0; d--) {

@@ -4,7 +4,7 @@
 #include "tensor.h"
 
 void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64_t inner) {
-#pragma omp parallel for if (outer * n * inner > 65536)
+#pragma omp parallel for if (outer * n * inner > TG_PAR_MIN)
     for (int64_t o = 0; o < outer; o++) {
         tg_real *yo = y + o * inner;
         for (int64_t i = 0; i < inner; i++) yo[i] = 0;
@@ -16,7 +16,7 @@ void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64
 }
 
 void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer, int64_t n, int64_t inner) {
-#pragma omp parallel for if (outer * n * inner > 65536)
+#pragma omp parallel for if (outer * n * inner > TG_PAR_MIN)
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t i = 0; i < inner; i++) {
             const tg_real *xo = x + o * n * inner + i;

@@ -6,7 +6,7 @@
 #include <math.h>
 
 void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
-#pragma omp parallel for if (rows * n > 32768)
+#pragma omp parallel for if (rows * n > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x + r * n;
         tg_real *yr = y + r * n;
@@ -20,7 +20,7 @@ void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
 }
 
 void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
-#pragma omp parallel for if (rows * n > 32768)
+#pragma omp parallel for if (rows * n > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x + r * n;
         tg_real *yr = y + r * n;
