@@ -91,7 +91,7 @@ static void set_threads(int n)
 #endif
 }
 
-/* ---- the core's FMA peak (as tools/bench_gemm.c) ---------------------------- */
+/* ---- the core's FMA peak ------------------------------------------------- */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 /* 12 independent chains of 256-bit FMAs: enough to cover latency x pipes. */
@@ -807,20 +807,9 @@ static int run_all(env_info *e, const char *markdown)
     return 0;
 }
 
-/* libgomp reads OMP_WAIT_POLICY once, at start-up; its default active wait
- * makes 2 threads slower than 1 on a VM with 2 vCPUs. So set it and restart. */
-static void ensure_passive_wait(char **argv)
-{
-    if (getenv("OMP_WAIT_POLICY")) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    fprintf(stderr, "bench: note: set OMP_WAIT_POLICY=passive and restarted (libgomp reads it only at start)\n");
-    execv("/proc/self/exe", argv);
-    fprintf(stderr, "bench: could not restart; 2-thread numbers may suffer\n");
-}
-
 int main(int argc, char **argv)
 {
-    ensure_passive_wait(argv);
+    cli_passive_openmp(argv);   /* examples/cli.h: restart once with a passive OpenMP wait */
     const char *name = NULL, *markdown = NULL;
     int threads = 1, steps = 0, warmup = -1;
     bool determinism = false, no_torch = false;
