@@ -26,7 +26,7 @@ static const double G[STEPS][N] = {
 /* w after each step of torch.optim.SGD (dampening 0, no nesterov). */
 static void ref_sgd(double lr, double mom, double wd, double w_out[STEPS][N])
 {
-    double w[N], buf[N];
+    double w[N], buf[N] = {0};
     memcpy(w, W0, sizeof w);
     for (int t = 0; t < STEPS; t++) {
         for (int k = 0; k < N; k++) {

@@ -110,15 +110,13 @@ static int thread_id(void) {
 #define ATT_X86 0
 #endif
 
+#if ATT_X86 && !defined(TG_DOUBLE)   /* the only configuration with AVX2 row kernels */
 static bool use_avx2(void) {
-#if ATT_X86
     static int cached = -1;   /* benign race: every thread computes the same value */
     if (cached < 0) cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return cached;
-#else
-    return false;
-#endif
 }
+#endif
 
 /* zf[i*BK + j] = Z_ij / (1 - p) for the tile at rows q0.., keys k0..: the
  * dropout mask, regenerated from its counters. */
