@@ -1,11 +1,13 @@
 #!/bin/sh
-# Installs the Debian packages tgrad needs, only those that are missing, so
-# that `make test` and `make demo` work as the first commands on a fresh
-# machine. Uses sudo when not root. Packages (see DESIGN.md, "Dependencies"):
+# Installs Debian packages, only those that are missing, so that `make test`
+# and `make demo` work as the first commands on a fresh machine. Uses sudo
+# when not root. With no arguments, the packages tgrad needs (DESIGN.md,
+# "Dependencies"):
 #   libcriterion-dev  tests        libstb-dev         PNG writing/reading
 #   fonts-dejavu-core figure text  pkg-config         the install test
+# With arguments, those packages instead (tools/install-bench-deps.sh).
 set -e
-PKGS="libcriterion-dev libstb-dev fonts-dejavu-core pkg-config"
+PKGS="${*:-libcriterion-dev libstb-dev fonts-dejavu-core pkg-config}"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
