@@ -219,7 +219,8 @@ static int draw_attention(model *m, const options *o, const int *tokens, const c
     for (int h = 0; h < H; h++) { snprintf(titles[h], 32, "Head %d", h + 1); tp[h] = titles[h]; }
     char path[1024], title[128];
     snprintf(path, sizeof path, "%s/%s_attention_%s.png", o->out, o->task, pe);
-    snprintf(title, sizeof title, "Attention weights, %s PE (rows: layers 1..%d)", pe, L);
+    snprintf(title, sizeof title, "Attention weights, %s%s (rows: layers 1..%d)",
+             pe_kind(pe) == TG_PE_NONE ? "no positional encoding" : pe, pe_kind(pe) == TG_PE_NONE ? "" : " PE", L);
     tg_heatmap_opts ho = {.title = title, .xlabel = "Key positions", .ylabel = "Query positions",
                           .cmap = TG_CMAP_BLUES, .shared_scale = 1};
     if (rc == 0 && tg_viz_heatmap_grid(path, L, H, mats, T, T, tp, &ho) != 0) {
