@@ -5,14 +5,17 @@
 
 #include <math.h>
 
+static tg_real row_max(const tg_real *x, int64_t n) {
+    tg_real m = x[0];
+    for (int64_t j = 1; j < n; j++) if (x[j] > m) m = x[j];
+    return m;
+}
+
 void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
 #pragma omp parallel for if (rows * n > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x + r * n;
-        tg_real *yr = y + r * n;
-        tg_real m = xr[0];
-        for (int64_t j = 1; j < n; j++) if (xr[j] > m) m = xr[j];
-        tg_real s = 0;
+        tg_real *yr = y + r * n, m = row_max(xr, n), s = 0;
         for (int64_t j = 0; j < n; j++) { yr[j] = exp(xr[j] - m); s += yr[j]; }
         tg_real inv = 1 / s;
         for (int64_t j = 0; j < n; j++) yr[j] *= inv;
@@ -23,10 +26,7 @@ void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n
 #pragma omp parallel for if (rows * n > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x + r * n;
-        tg_real *yr = y + r * n;
-        tg_real m = xr[0];
-        for (int64_t j = 1; j < n; j++) if (xr[j] > m) m = xr[j];
-        tg_real s = 0;
+        tg_real *yr = y + r * n, m = row_max(xr, n), s = 0;
         for (int64_t j = 0; j < n; j++) s += exp(xr[j] - m);
         tg_real lse = m + log(s);
         for (int64_t j = 0; j < n; j++) yr[j] = xr[j] - lse;
