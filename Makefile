@@ -23,7 +23,7 @@ ifeq ($(OMP),1)
   override CFLAGS += -fopenmp
   override LDLIBS += -fopenmp
 else
-  override CFLAGS += -Wno-unknown-pragmas
+  override CFLAGS += -fopenmp-simd -Wno-unknown-pragmas
 endif
 ifeq ($(DOUBLE),1)
   override CFLAGS += -DTG_DOUBLE

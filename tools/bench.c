@@ -699,7 +699,9 @@ static void write_markdown(const char *path, const row *rows, int n, double peak
                "that run. The machine is shared and noisy, so times are medians.\n\n", path);
     fprintf(f, "- date: %s\n- machine: %s, %ld cores online\n", started, cpu, sysconf(_SC_NPROCESSORS_ONLN));
     fprintf(f, "- measured single-precision FMA peak: %.1f GFLOP/s per core (best of all measurements in the run)\n", peak);
-    fprintf(f, "- tgrad: float, OpenMP, OMP_WAIT_POLICY=%s\n", getenv("OMP_WAIT_POLICY"));
+    fprintf(f, "- tgrad: float, OpenMP, OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s (examples/cli.h; PyTorch ran "
+               "slower with that spin count, so it keeps the passive wait)\n",
+            getenv("OMP_WAIT_POLICY"), getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(libgomp default)");
     if (e->torch)
         fprintf(f, "- PyTorch %s via %s, BLAS %s; OPENBLAS_CORETYPE unset, OMP/OPENBLAS/MKL_NUM_THREADS and "
                    "torch.set_num_threads = threads, OMP_WAIT_POLICY=passive at 2 threads\n",

@@ -59,14 +59,6 @@
 #define BQ 64          /* queries per block */
 #define BK 64          /* keys per block */
 
-#ifdef TG_DOUBLE
-#define EXP exp
-#define LOG log
-#else
-#define EXP expf
-#define LOG logf
-#endif
-
 /* Everything backward needs besides the inputs, output and L (arena). */
 typedef struct {
     int B, Q, K, d, dv;
@@ -130,7 +122,7 @@ static void dropout_tile(const attn_plan *pl, int b, int q0, int nq, int k0, int
 /* s[j] = exp(s[j] - shift) for j < n; returns the sum. */
 static tg_real exp_shift_portable(tg_real *s, int n, tg_real shift) {
     tg_real sum = 0;
-    for (int j = 0; j < n; j++) { s[j] = EXP(s[j] - shift); sum += s[j]; }
+    for (int j = 0; j < n; j++) { s[j] = TG_M(exp)(s[j] - shift); sum += s[j]; }
     return sum;
 }
 
@@ -284,7 +276,7 @@ static void forward_block(const attn_plan *pl, const tg_real *q, const tg_real *
             int n = vis < 0 ? nk : vis;
             if (vis < 0) for (int j = 0; j < nk; j++) s[j] = MASK_VALUE;
             tg_real mx = row_max(s, n, m[i]);
-            tg_real c = EXP(m[i] - mx);   /* exp(-inf) = 0 on the first block */
+            tg_real c = TG_M(exp)(m[i] - mx);   /* exp(-inf) = 0 on the first block */
             tg_real sum = exp_shift(s, n, mx);
             for (int j = n; j < nk; j++) s[j] = 0;
             l[i] = l[i] * c + sum;
@@ -297,7 +289,7 @@ static void forward_block(const attn_plan *pl, const tg_real *q, const tg_real *
     for (int i = 0; i < nq; i++) {
         tg_real inv = 1 / l[i];
         for (int t = 0; t < dv; t++) out[(r0 + i) * dv + t] = acc[(size_t)i * dv + t] * inv;
-        lse[r0 + i] = m[i] + LOG(l[i]);
+        lse[r0 + i] = m[i] + TG_M(log)(l[i]);
     }
 }
 

@@ -28,7 +28,7 @@ static void cross_entropy_backward(tg_node *n) {
         if (s->target[r] < 0) continue;
         const tg_real *xr = x->data + r * V;
         tg_real *dr = gx->data + r * V;
-        for (int64_t j = 0; j < V; j++) dr[j] += scale * (tg_real)exp(xr[j] - s->lse[r]);
+        for (int64_t j = 0; j < V; j++) dr[j] += scale * TG_M(exp)(xr[j] - s->lse[r]);
         dr[s->target[r]] -= scale;
     }
 }
@@ -71,8 +71,8 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
         const tg_real *xr = logits->data + r * V;
         tg_real m = xr[0], sum = 0;
         for (int64_t j = 1; j < V; j++) if (xr[j] > m) m = xr[j];
-        for (int64_t j = 0; j < V; j++) sum += (tg_real)exp(xr[j] - m);
-        lse[r] = m + (tg_real)log(sum);
+        for (int64_t j = 0; j < V; j++) sum += TG_M(exp)(xr[j] - m);
+        lse[r] = m + TG_M(log)(sum);
         row_loss[r] = tgt[r] >= 0 ? lse[r] - xr[tgt[r]] : 0;
     }
     double total = 0;                      /* in row order: the same for any thread count */

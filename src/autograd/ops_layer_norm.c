@@ -31,6 +31,7 @@ static void layer_norm_backward(tg_node *n) {
         for (int64_t r = 0; r < rows; r++) {
             const tg_real *xr = x->data + r * d, *gr = g + r * d;
             tg_real mu = st->mean[r], rs = st->rstd[r], sum_dxhat = 0, sum_dxhat_xhat = 0;
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
             for (int64_t j = 0; j < d; j++) {
                 tg_real dxhat = gr[j] * (affine ? gamma->data[j] : 1), xhat = (xr[j] - mu) * rs;
                 sum_dxhat += dxhat;
@@ -45,18 +46,26 @@ static void layer_norm_backward(tg_node *n) {
         }
     }
     if (gg || gb) {
-        /* Reductions over rows: one column per iteration, rows summed in order,
-         * so the result does not depend on the thread count. */
+        /* Sums over rows, rows taken in order for every column (so the result
+         * does not depend on the thread count); a thread owns a block of 64
+         * columns and its inner loop runs along a row, in vector lanes. */
+        int64_t nblk = (d + 63) / 64;
 #pragma omp parallel for if (x->size > TG_PAR_MIN)
-        for (int64_t j = 0; j < d; j++) {
-            tg_real sg = 0, sgx = 0;
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            int64_t j0 = blk * 64, w = d - j0 < 64 ? d - j0 : 64;
+            tg_real sg[64] = {0}, sgx[64] = {0};
             for (int64_t r = 0; r < rows; r++) {
-                tg_real gv = g[r * d + j];
-                sg += gv;
-                sgx += gv * (x->data[r * d + j] - st->mean[r]) * st->rstd[r];
+                const tg_real *gr = g + r * d + j0, *xr = x->data + r * d + j0;
+                tg_real mu = st->mean[r], rs = st->rstd[r];
+                for (int64_t j = 0; j < w; j++) {
+                    sg[j] += gr[j];
+                    sgx[j] += gr[j] * (xr[j] - mu) * rs;
+                }
             }
-            if (gg) gg->data[j] += sgx;
-            if (gb) gb->data[j] += sg;
+            for (int64_t j = 0; j < w; j++) {
+                if (gg) gg->data[j0 + j] += sgx[j];
+                if (gb) gb->data[j0 + j] += sg[j];
+            }
         }
     }
 }
@@ -94,11 +103,15 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_rea
         const tg_real *xr = x->data + r * d;
         tg_real *yr = y->data + r * d;
         tg_real mu = 0, var = 0;
+        /* simd: the sums run in vector lanes (a fixed order, whatever the
+         * thread count) instead of one add after another. */
+#pragma omp simd reduction(+ : mu)
         for (int64_t j = 0; j < d; j++) mu += xr[j];
         mu /= (tg_real)d;
+#pragma omp simd reduction(+ : var)
         for (int64_t j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu);   /* two passes: no cancellation */
         var /= (tg_real)d;
-        tg_real rs = 1 / (tg_real)sqrt(var + eps);
+        tg_real rs = 1 / TG_M(sqrt)(var + eps);
         st->mean[r] = mu;
         st->rstd[r] = rs;
         for (int64_t j = 0; j < d; j++) {

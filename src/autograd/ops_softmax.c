@@ -49,7 +49,7 @@ static void log_softmax_backward(tg_node *nd) {
         const tg_real *yr = y->data + r * n, *gr = g + r * n;
         tg_real sum = 0;
         for (int64_t j = 0; j < n; j++) sum += gr[j];
-        for (int64_t j = 0; j < n; j++) gx->data[r * n + j] += gr[j] - exp(yr[j]) * sum;
+        for (int64_t j = 0; j < n; j++) gx->data[r * n + j] += gr[j] - TG_M(exp)(yr[j]) * sum;
     }
 }
 

@@ -19,11 +19,11 @@ void tg_k_unary(tg_unary_kind kind, tg_real p, const tg_real *x, tg_real *y, int
     break;
     switch (kind) {
     case TG_UNARY_NEG: MAP(-v)
-    case TG_UNARY_EXP: MAP(exp(v))
-    case TG_UNARY_LOG: MAP(log(v))
-    case TG_UNARY_SQRT: MAP(sqrt(v))
-    case TG_UNARY_TANH: MAP(tanh(v))
-    case TG_UNARY_SIGMOID: MAP(1 / (1 + exp(-v)))
+    case TG_UNARY_EXP: MAP(TG_M(exp)(v))
+    case TG_UNARY_LOG: MAP(TG_M(log)(v))
+    case TG_UNARY_SQRT: MAP(TG_M(sqrt)(v))
+    case TG_UNARY_TANH: MAP(TG_M(tanh)(v))
+    case TG_UNARY_SIGMOID: MAP(1 / (1 + TG_M(exp)(-v)))
     case TG_UNARY_RELU: MAP(v > 0 ? v : 0)
     case TG_UNARY_GELU: MAP(gelu(v))
     case TG_UNARY_POW: MAP(pow(v, p))
@@ -42,23 +42,39 @@ static void bcast_strides(const tg_tensor *t, int nd, const int *oshape, int64_t
     }
 }
 
-static tg_real apply(tg_binary_kind k, tg_real a, tg_real b) {
+/* c[i] = a[i*ia] OP b[i*ib] for i < n, with ia and ib each 0 (a broadcast
+ * value) or 1. One loop per case and per op, so each is a plain vector loop
+ * (out never overlaps a or b: it is always a fresh tensor). */
+#define ROW_LOOP(OP)                                                                     \
+    do {                                                                                 \
+        if (ia && ib) for (int64_t i = 0; i < n; i++) c[i] = a[i] OP b[i];               \
+        else if (ia) { tg_real bv = b[0]; for (int64_t i = 0; i < n; i++) c[i] = a[i] OP bv; } \
+        else if (ib) { tg_real av = a[0]; for (int64_t i = 0; i < n; i++) c[i] = av OP b[i]; } \
+        else { tg_real v = a[0] OP b[0]; for (int64_t i = 0; i < n; i++) c[i] = v; }     \
+    } while (0)
+
+static void binary_row(tg_binary_kind k, const tg_real *restrict a, int64_t ia,
+                       const tg_real *restrict b, int64_t ib, tg_real *restrict c, int64_t n) {
     switch (k) {
-    case TG_BINARY_ADD: return a + b;
-    case TG_BINARY_SUB: return a - b;
-    case TG_BINARY_MUL: return a * b;
-    case TG_BINARY_DIV: return a / b;
+    case TG_BINARY_ADD: ROW_LOOP(+); break;
+    case TG_BINARY_SUB: ROW_LOOP(-); break;
+    case TG_BINARY_MUL: ROW_LOOP(*); break;
+    case TG_BINARY_DIV: ROW_LOOP(/); break;
     }
-    return 0;
 }
+#undef ROW_LOOP
 
 void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out) {
     const tg_real *A = a->data, *B = b->data;
     tg_real *C = out->data;
     int64_t n = out->size;
-    if (a->size == n && b->size == n) {   /* same shape: one flat loop */
+    if (a->size == n && b->size == n) {   /* same shape: one flat loop, in chunks per thread */
+        int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for if (n > PAR_MIN)
-        for (int64_t i = 0; i < n; i++) C[i] = apply(kind, A[i], B[i]);
+        for (int64_t q = 0; q < nchunks; q++) {
+            int64_t i0 = q * chunk, len = n - i0 < chunk ? n - i0 : chunk;
+            binary_row(kind, A + i0, 1, B + i0, 1, C + i0, len);
+        }
         return;
     }
     int nd = out->ndim;
@@ -78,8 +94,7 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
             oa += idx * sa[d];
             ob += idx * sb[d];
         }
-        tg_real *c = C + r * inner;
-        for (int64_t j = 0; j < inner; j++) c[j] = apply(kind, A[oa + j * ia], B[ob + j * ib]);
+        binary_row(kind, A + oa, ia, B + ob, ib, C + r * inner, inner);
     }
 }
 

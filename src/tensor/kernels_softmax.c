@@ -16,7 +16,7 @@ void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x + r * n;
         tg_real *yr = y + r * n, m = row_max(xr, n), s = 0;
-        for (int64_t j = 0; j < n; j++) { yr[j] = exp(xr[j] - m); s += yr[j]; }
+        for (int64_t j = 0; j < n; j++) { yr[j] = TG_M(exp)(xr[j] - m); s += yr[j]; }
         tg_real inv = 1 / s;
         for (int64_t j = 0; j < n; j++) yr[j] *= inv;
     }
@@ -27,8 +27,8 @@ void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x + r * n;
         tg_real *yr = y + r * n, m = row_max(xr, n), s = 0;
-        for (int64_t j = 0; j < n; j++) s += exp(xr[j] - m);
-        tg_real lse = m + log(s);
+        for (int64_t j = 0; j < n; j++) s += TG_M(exp)(xr[j] - m);
+        tg_real lse = m + TG_M(log)(s);
         for (int64_t j = 0; j < n; j++) yr[j] = xr[j] - lse;
     }
 }
