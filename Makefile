@@ -81,14 +81,15 @@ test-build: $(BUILD)/tests/run programs
 test: test-build
 	$(if $(filter 1,$(SANITIZE)),LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp) $(BUILD)/tests/run $(TEST_ARGS)
 else
-# ...after the float GEMM tests: the packers and kernels the float build runs
-# (AVX2 transposes, the 6 x 16 float kernel) exist only there.
-test: $(BUILD)/tests/gemm_float
-	$(BUILD)/tests/gemm_float $(TEST_ARGS)
+# ...after the float kernel tests: the GEMM packers and kernels and the
+# dropout-mask stores of the float build exist only there.
+FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c
+test: $(BUILD)/tests/float_kernels
+	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
-$(BUILD)/tests/gemm_float: tests/test_gemm.c $(BUILD)/libtgrad.a
+$(BUILD)/tests/float_kernels: $(FLOAT_TEST_SRC) $(BUILD)/libtgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ tests/test_gemm.c $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(FLOAT_TEST_SRC) $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
 endif
 
 # The main job: train the reversal model three ways and draw what it learned.

@@ -121,8 +121,8 @@ tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int 
  * from the ops above would be slower or numerically worse. */
 
 /* Inverted dropout: each element is kept with probability 1-p and scaled by
- * 1/(1-p), so the expectation is unchanged. Element i is kept when
- * tg_rng_uniform_at(seed, stream, first + i) >= p, first = tg_rng_take(rng, n):
+ * 1/(1-p), so the expectation is unchanged. Element i's keep bit is a hash
+ * of (seed, stream, first + i), first = tg_rng_take(rng, n) (dropout_mask.h):
  * the mask is regenerated in backward, never stored. p = 0 returns x itself;
  * p = 1 returns zeros. */
 tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng);

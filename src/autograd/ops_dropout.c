@@ -1,6 +1,6 @@
 /* Inverted dropout (Srivastava et al., 2014, in the form PyTorch uses):
  *   y_i = x_i * keep_i / (1 - p),   dx_i = g_i * keep_i / (1 - p),
- *   keep_i = [tg_rng_uniform_at(seed, stream, first + i) >= p],
+ *   keep_i = [hash(seed, stream, first + i) >= ceil(p 2^32)]  (dropout_mask.h),
  * so E[y_i] = x_i. The mask is a pure function of (seed, stream, first + i)
  * (dropout_mask.h, shared with the fused attention op): backward draws it
  * again instead of storing it, and it does not depend on the number of
