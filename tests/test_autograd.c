@@ -107,6 +107,33 @@ Test(autograd, intermediate_grads_are_fresh_for_each_backward) {
     tg_free(x);
 }
 
+/* reshape's backward hands its output's gradient to its input without a
+ * copy when that is exact (tg_grad_share): these graphs check it stays
+ * exact when it is not, and over repeated passes on the same graph. */
+Test(autograd, reshape_gradient_sharing_is_exact) {
+    tg_tensor *a = param(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, 6});
+    tg_scope_begin();
+    tg_tensor *x = tg_mul_scalar(a, 2);                 /* non-leaf, feeds the reshape only */
+    tg_tensor *y = tg_reshape(x, TG_SHAPE(3, 2));
+    tg_tensor *loss = tg_sum_all(tg_mul(y, y));         /* d/dy = 2y = 4a, d/da = 8a */
+    cr_assert_eq(tg_backward(loss), 0, "%s", tg_last_error());
+    expect_close(a->grad, (tg_real[]){8, 16, 24, 32, 40, 48}, 6, 1e-12);
+    expect_close(x->grad, (tg_real[]){4, 8, 12, 16, 20, 24}, 6, 1e-12);
+    cr_expect(x->grad->ndim == 2 && x->grad->shape[0] == 2 && x->grad->shape[1] == 3,
+              "x's gradient has x's shape");
+    /* A second pass on the same graph after x got a second consumer: y's and
+     * x's gradients now differ, and neither may overwrite the other. */
+    tg_zero_grad(a);
+    tg_tensor *z = tg_mul_scalar(x, 3);                 /* x = 2a: d(sum z)/da = 6 */
+    tg_tensor *loss2 = tg_add(tg_sum_all(tg_mul(y, y)), tg_sum_all(z));
+    cr_assert_eq(tg_backward(loss2), 0, "%s", tg_last_error());
+    expect_close(a->grad, (tg_real[]){14, 22, 30, 38, 46, 54}, 6, 1e-12);
+    expect_close(y->grad, (tg_real[]){4, 8, 12, 16, 20, 24}, 6, 1e-12);
+    expect_close(x->grad, (tg_real[]){7, 11, 15, 19, 23, 27}, 6, 1e-12);
+    tg_scope_end();
+    tg_free(a);
+}
+
 Test(autograd, reshape_is_a_view_and_transpose_backward) {
     tg_tensor *x = param(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, 6});
     tg_scope_begin();

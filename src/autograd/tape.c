@@ -45,7 +45,10 @@ tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *co
     n->op = op;
     n->out = out;
     n->n_in = n_in;
-    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    for (int i = 0; i < n_in; i++) {
+        n->in[i] = in[i];
+        in[i]->uses++;
+    }
     n->seq = ++g_seq;
     n->prev = tg__tape_head;
     tg__tape_head = n;
@@ -64,7 +67,10 @@ tg_tensor *tg_grad_of(tg_tensor *t) {
         memset(t->grad->data, 0, (size_t)t->size * sizeof(tg_real));
         t->grad_epoch = g_epoch;
     } else if (!leaf && t->grad_epoch != g_epoch) {
-        /* A non-leaf's gradient belongs to one backward pass: start from 0. */
+        /* A non-leaf's gradient belongs to one backward pass: start from 0,
+         * in a buffer of its own if the last pass shared one (tg_grad_share). */
+        if (!t->grad->owns_data) t->grad = tg_empty_arena(t->ndim, t->shape);
+        if (!t->grad) return NULL;
         memset(t->grad->data, 0, (size_t)t->size * sizeof(tg_real));
         t->grad_epoch = g_epoch;
     }
@@ -76,6 +82,8 @@ tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh) {
     if (!t || !t->requires_grad) return NULL;
     bool leaf = t->node == NULL;
     if (!leaf && t->grad && t->grad_epoch != g_epoch) {
+        if (!t->grad->owns_data) t->grad = tg_empty_arena(t->ndim, t->shape);   /* as tg_grad_of */
+        if (!t->grad) return NULL;
         t->grad_epoch = g_epoch;
         *fresh = true;
         return t->grad;
@@ -88,6 +96,22 @@ tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh) {
         return t->grad;
     }
     return tg_grad_of(t);
+}
+
+bool tg_grad_share(tg_tensor *t, const tg_tensor *g) {
+    if (!t || !g || !t->requires_grad || !t->node || t->persistent || t->uses != 1 || t->grad ||
+        g->size != t->size)
+        return false;
+    tg_tensor *v = tg_empty_arena(0, NULL);   /* header only; shares g's data */
+    if (!v) return false;
+    v->ndim = t->ndim;
+    memcpy(v->shape, t->shape, sizeof v->shape);
+    v->size = t->size;
+    v->data = g->data;
+    v->owns_data = false;
+    t->grad = v;
+    t->grad_epoch = g_epoch;
+    return true;
 }
 
 void tg_zero_grad(tg_tensor *t) {

@@ -61,6 +61,7 @@ struct tg_tensor {
     bool persistent;          /* malloc'd: lives until tg_free() */
     bool owns_data;           /* false for views (reshape) */
     uint32_t grad_epoch;      /* backward pass that last reset a non-leaf grad */
+    uint32_t uses;            /* recorded ops that take it as an input (autograd layer) */
 };
 #define TG_MAGIC 0x7467726du  /* "tgrm" */
 
