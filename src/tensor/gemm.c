@@ -439,6 +439,28 @@ TG_AVX2 static void pack_a_avx2(int mc, int kc, const tg_real *A, int lda, int i
     }
 }
 
+/* pack_a for a transposed float A (op(A)(i,k) = A[k*lda + i], as in the
+ * weight gradient dY^T X): the panel's 6 values of one k are contiguous in
+ * A, so each k is one 8-wide load and one 8-wide store (its last 2 values
+ * overwritten by the next k, or landing in the slack). The load reads 2
+ * values past the panel, so it is used only where the block has them. */
+TG_AVX2 static void pack_at_avx2(int mc, int kc, const tg_real *A, int lda, int i0, int k0,
+                                 tg_real *dst)
+{
+    for (int ip = 0; ip < mc; ip += AVX_MR) {
+        int m = mc - ip < AVX_MR ? mc - ip : AVX_MR;
+        const tg_real *src = A + (size_t)k0 * lda + i0 + ip;
+        if (ip + 8 <= mc) {
+            for (int k = 0; k < kc; k++)
+                _mm256_storeu_ps(dst + (size_t)k * AVX_MR, _mm256_loadu_ps(src + (size_t)k * lda));
+        } else {
+            for (int k = 0; k < kc; k++)
+                for (int r = 0; r < AVX_MR; r++) dst[(size_t)k * AVX_MR + r] = r < m ? src[(size_t)k * lda + r] : 0;
+        }
+        dst += (size_t)AVX_MR * kc;
+    }
+}
+
 /* pack_b_sliver for a transposed float B (op(B)(k,j) = B[j*ldb + k], as in
  * X W^T): the sliver's 16 columns are 16 rows of B, transposed 8 x 8 at a
  * time so that each k row of the sliver is two stores. */
@@ -629,8 +651,9 @@ static void pack_a_isa(const gemm_isa *isa, bool trans, int mc, int kc, const tg
                        int i0, int k0, tg_real *dst)
 {
 #if TG_GEMM_X86 && !defined(TG_DOUBLE)
-    if (isa == &isa_avx2 && !trans) {
-        pack_a_avx2(mc, kc, A, lda, i0, k0, dst);
+    if (isa == &isa_avx2) {
+        if (trans) pack_at_avx2(mc, kc, A, lda, i0, k0, dst);
+        else pack_a_avx2(mc, kc, A, lda, i0, k0, dst);
         return;
     }
 #endif
