@@ -144,24 +144,26 @@ PARALLEL_FOR_N   /* over the n elements */
 static void adam_update(const tg_optim_config *c, double t, tg_tensor *w, const tg_tensor *g, tg_tensor *m,
                         tg_tensor *v)
 {
-    const double lr = c->lr, b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    const double wd_l2 = c->kind == TG_ADAM ? (double)c->weight_decay : 0.0;
-    const double decay = c->kind == TG_ADAMW ? 1.0 - lr * (double)c->weight_decay : 1.0;
-    const double step_size = lr / (1.0 - pow(b1, t));
-    const double bc2_sqrt = sqrt(1.0 - pow(b2, t));
-    tg_real *W = w->data, *M = m->data, *V = v->data;
-    const tg_real *G = g->data;
+    /* Per-tensor constants in double; the per-element update in tg_real, as
+     * torch computes in the parameter's dtype (and so it vectorises). */
+    const double lr = c->lr;
+    const tg_real b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    const tg_real wd_l2 = c->kind == TG_ADAM ? c->weight_decay : 0;
+    const tg_real decay = (tg_real)(c->kind == TG_ADAMW ? 1.0 - lr * (double)c->weight_decay : 1.0);
+    const tg_real step_size = (tg_real)(lr / (1.0 - pow(c->beta1, t)));
+    const tg_real bc2_sqrt = (tg_real)sqrt(1.0 - pow(c->beta2, t));
+    tg_real *restrict W = w->data, *restrict M = m->data, *restrict V = v->data;
+    const tg_real *restrict G = g->data;
     const int64_t n = w->size;
 PARALLEL_FOR_N   /* over the n elements */
     for (int64_t i = 0; i < n; i++) {
-        double wi = (double)W[i] * decay;          /* AdamW: w -= lr wd w */
-        double gi = (double)G[i] + wd_l2 * wi;     /* Adam: L2 penalty in the gradient */
-        double mi = b1 * (double)M[i] + (1.0 - b1) * gi;
-        double vi = b2 * (double)V[i] + (1.0 - b2) * gi * gi;
-        M[i] = (tg_real)mi;
-        V[i] = (tg_real)vi;
-        double denom = sqrt((double)V[i]) / bc2_sqrt + eps;
-        W[i] = (tg_real)(wi - step_size * (double)M[i] / denom);
+        tg_real wi = W[i] * decay;                 /* AdamW: w -= lr wd w */
+        tg_real gi = G[i] + wd_l2 * wi;            /* Adam: L2 penalty in the gradient */
+        tg_real mi = b1 * M[i] + (1 - b1) * gi;
+        tg_real vi = b2 * V[i] + (1 - b2) * gi * gi;
+        M[i] = mi;
+        V[i] = vi;
+        W[i] = wi - step_size * mi / (TG_M(sqrt)(vi) / bc2_sqrt + eps);
     }
 }
 
