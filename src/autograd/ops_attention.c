@@ -89,11 +89,11 @@ static int thread_id(void) {
 #endif
 }
 
-/* ---- element kernels: the dropout mask and exp, portable and AVX2 ----------
+/* ---- element kernels: portable and AVX2 ------------------------------------
  * Three quarters of the time goes to the per-element work (a hash and an exp
- * per weight, d = 16 leaves little to the products), so both have an AVX2
- * version chosen at run time, as in gemm.c. The double build (where the
- * tests compare with the stored path to 1e-12) keeps libm's exp. */
+ * per weight, d = 16 leaves little to the products), so the row kernels have
+ * AVX2 versions chosen at run time, as in gemm.c; the dropout mask
+ * (dropout_mask.c) and exp (tg_k_exp_shift, kernels_exp.c) have their own. */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define ATT_X86 1
 #include <immintrin.h>
@@ -118,51 +118,6 @@ static void dropout_tile(const attn_plan *pl, int b, int q0, int nq, int k0, int
         tg_dropout_mask_row(&pl->mask, idx, nk, zf + (size_t)i * BK);
     }
 }
-
-/* s[j] = exp(s[j] - shift) for j < n; returns the sum. */
-static tg_real exp_shift_portable(tg_real *s, int n, tg_real shift) {
-    tg_real sum = 0;
-    for (int j = 0; j < n; j++) { s[j] = TG_M(exp)(s[j] - shift); sum += s[j]; }
-    return sum;
-}
-
-#if ATT_X86 && !defined(TG_DOUBLE)
-/* expf for 8 lanes (Cephes' expf: x = n ln2 + r, |r| <= ln2/2, degree-6
- * polynomial, about 1 ulp); 0 below -87.3 (underflow), as expf rounds. */
-TG_AVX2 static inline __m256 exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
-
-TG_AVX2 static tg_real exp_shift_avx2(tg_real *s, int n, tg_real shift) {
-    __m256 vs = _mm256_set1_ps(shift), acc = _mm256_setzero_ps();
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256 y = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
-        _mm256_storeu_ps(s + j, y);
-        acc = _mm256_add_ps(acc, y);
-    }
-    _Alignas(32) float t[8];
-    _mm256_store_ps(t, acc);
-    tg_real sum = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
-    for (; j < n; j++) { s[j] = _mm256_cvtss_f32(exp8(_mm256_set1_ps(s[j] - shift))); sum += s[j]; }
-    return sum;
-}
-#endif
 
 /* max(m, s[0..n-1]); a[j] *= b[j]; p[j] = p[j] (dp[j] z[j] - D) (dS of one row). */
 static tg_real row_max_portable(const tg_real *s, int n, tg_real m) {
@@ -228,13 +183,6 @@ static void ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, i
     ds_portable(p, dp, z, D, n);
 }
 
-static tg_real exp_shift(tg_real *s, int n, tg_real shift) {
-#if ATT_X86 && !defined(TG_DOUBLE)
-    if (use_avx2()) return exp_shift_avx2(s, n, shift);
-#endif
-    return exp_shift_portable(s, n, shift);
-}
-
 /* Visible keys of row r inside the key block [k0, k0 + nk): a prefix of
  * vis entries; -1 for a row with no visible key at all (uniform row). */
 static int visible_in_block(const attn_plan *pl, int64_t r, int k0, int nk) {
@@ -277,7 +225,7 @@ static void forward_block(const attn_plan *pl, const tg_real *q, const tg_real *
             if (vis < 0) for (int j = 0; j < nk; j++) s[j] = MASK_VALUE;
             tg_real mx = row_max(s, n, m[i]);
             tg_real c = TG_M(exp)(m[i] - mx);   /* exp(-inf) = 0 on the first block */
-            tg_real sum = exp_shift(s, n, mx);
+            tg_real sum = tg_k_exp_shift(s, n, mx);
             for (int j = n; j < nk; j++) s[j] = 0;
             l[i] = l[i] * c + sum;
             m[i] = mx;
@@ -319,7 +267,7 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
             continue;
         }
         tg_real L = w->lse[r0 + i];
-        exp_shift(p, vis, L);
+        tg_k_exp_shift(p, vis, L);
         for (int j = vis; j < nk; j++) p[j] = 0;
     }
     if (dv_acc) {   /* dV += (P o Z/(1-p))^T dO */

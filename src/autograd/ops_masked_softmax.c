@@ -43,7 +43,7 @@ tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask) {
         for (int64_t k = 0; k < K; k++) yr[k] = k < L ? xr[k] : MASK_VALUE;
         tg_real m = yr[0], s = 0;                    /* max-subtracted for stability */
         for (int64_t k = 1; k < K; k++) if (yr[k] > m) m = yr[k];
-        for (int64_t k = 0; k < K; k++) { yr[k] = TG_M(exp)(yr[k] - m); s += yr[k]; }
+        s = tg_k_exp_shift(yr, K, m);
         for (int64_t k = 0; k < K; k++) yr[k] /= s;
     }
     tg_node *n = tg_node_record(&tg_op_masked_softmax, y, 1, &x);

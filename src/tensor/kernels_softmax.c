@@ -15,9 +15,9 @@ void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
 #pragma omp parallel for if (rows * n > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const tg_real *xr = x + r * n;
-        tg_real *yr = y + r * n, m = row_max(xr, n), s = 0;
-        for (int64_t j = 0; j < n; j++) { yr[j] = TG_M(exp)(xr[j] - m); s += yr[j]; }
-        tg_real inv = 1 / s;
+        tg_real *yr = y + r * n, m = row_max(xr, n);
+        for (int64_t j = 0; j < n; j++) yr[j] = xr[j];
+        tg_real inv = 1 / tg_k_exp_shift(yr, n, m);
         for (int64_t j = 0; j < n; j++) yr[j] *= inv;
     }
 }

@@ -200,6 +200,9 @@ void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
                const tg_real *A, int lda, const tg_real *B, int ldb,
                tg_real beta, tg_real *C, int ldc);
 /* Row-wise softmax / log-softmax of [rows, n], max-subtracted for stability. */
+/* s[j] = exp(s[j] - shift) for j < n, in place; returns the sum. For
+ * softmax rows: s[j] - shift <= 0 (kernels_exp.c). */
+tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift);
 void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
 void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
 /* out = permutation of x's axes: out.shape[i] = x.shape[perm[i]]. */
