@@ -27,21 +27,34 @@ static void layer_norm_backward(tg_node *n) {
     int64_t d = x->shape[x->ndim - 1], rows = x->size / d;
     const tg_real *g = n->out->grad->data;
     if (gx) {
+        const tg_real *gam = affine ? gamma->data : NULL;
 #pragma omp parallel for if (x->size > TG_PAR_MIN)
         for (int64_t r = 0; r < rows; r++) {
-            const tg_real *xr = x->data + r * d, *gr = g + r * d;
+            /* restrict and branch-free inner loops, so they run in vector lanes */
+            const tg_real *restrict xr = x->data + r * d, *restrict gr = g + r * d;
+            tg_real *restrict dx = gx->data + r * d;
             tg_real mu = st->mean[r], rs = st->rstd[r], sum_dxhat = 0, sum_dxhat_xhat = 0;
+            if (gam) {
 #pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
-            for (int64_t j = 0; j < d; j++) {
-                tg_real dxhat = gr[j] * (affine ? gamma->data[j] : 1), xhat = (xr[j] - mu) * rs;
-                sum_dxhat += dxhat;
-                sum_dxhat_xhat += dxhat * xhat;
+                for (int64_t j = 0; j < d; j++) {
+                    tg_real dxhat = gr[j] * gam[j];
+                    sum_dxhat += dxhat;
+                    sum_dxhat_xhat += dxhat * (xr[j] - mu) * rs;
+                }
+            } else {
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+                for (int64_t j = 0; j < d; j++) {
+                    sum_dxhat += gr[j];
+                    sum_dxhat_xhat += gr[j] * (xr[j] - mu) * rs;
+                }
             }
             tg_real m1 = sum_dxhat / (tg_real)d, m2 = sum_dxhat_xhat / (tg_real)d;
+            /* dx = ... on a fresh gradient (its memory may hold anything,
+             * NaN included, so it is never read), else dx += ... */
             for (int64_t j = 0; j < d; j++) {
-                tg_real dxhat = gr[j] * (affine ? gamma->data[j] : 1), xhat = (xr[j] - mu) * rs;
-                tg_real *dx = gx->data + r * d + j;
-                *dx = (fresh ? 0 : *dx) + rs * (dxhat - m1 - xhat * m2);
+                tg_real dxhat = gr[j] * (gam ? gam[j] : 1), xhat = (xr[j] - mu) * rs;
+                tg_real v = rs * (dxhat - m1 - xhat * m2);
+                dx[j] = fresh ? v : dx[j] + v;
             }
         }
     }

@@ -1,24 +1,60 @@
 /* Axis permutation (a copy): out[i0..ik] = x[i_{inv perm}], walking the
- * output in order and x with permuted strides. */
+ * output in order, one output row (last axis) at a time, and x with
+ * permuted strides. The x offset of each row is carried from the previous
+ * row like an odometer (no division per row), and a row whose last axis
+ * stays last (the attention head split, (B,T,h,d) -> (B,h,T,d)) is a
+ * contiguous copy. */
 #include "tensor.h"
+
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Output rows [r0, r1); st[d] is x's stride along output axis d. */
+static void permute_rows(const tg_tensor *x, tg_tensor *out, const int64_t *st, int64_t r0, int64_t r1) {
+    int nd = out->ndim;
+    int64_t inner = out->shape[nd - 1], si = st[nd - 1];
+    int64_t idx[TG_MAX_DIMS] = {0}, off = 0, rem = r0;
+    for (int d = nd - 2; d >= 0; d--) {
+        idx[d] = rem % out->shape[d];
+        rem /= out->shape[d];
+        off += idx[d] * st[d];
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        tg_real *o = out->data + r * inner;
+        const tg_real *src = x->data + off;
+        if (si == 1) memcpy(o, src, sizeof(tg_real) * (size_t)inner);
+        else for (int64_t j = 0; j < inner; j++) o[j] = src[j * si];
+        for (int d = nd - 2; d >= 0; d--) {   /* next row: advance the odometer */
+            if (++idx[d] < out->shape[d]) { off += st[d]; break; }
+            off -= st[d] * (out->shape[d] - 1);
+            idx[d] = 0;
+        }
+    }
+}
 
 void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out) {
     int nd = x->ndim;
+    if (nd == 0 || out->size == 0) {
+        if (out->size) out->data[0] = x->data[0];
+        return;
+    }
     int64_t xs[TG_MAX_DIMS], st[TG_MAX_DIMS];
     int64_t s = 1;
     for (int d = nd - 1; d >= 0; d--) { xs[d] = s; s *= x->shape[d]; }
     for (int d = 0; d < nd; d++) st[d] = xs[perm[d]];   /* x stride of output axis d */
-    int64_t inner = nd ? out->shape[nd - 1] : 1;
-    int64_t rows = inner ? out->size / inner : 0;
-    int64_t si = nd ? st[nd - 1] : 0;
-#pragma omp parallel for if (out->size > TG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t off = 0, rem = r;
-        for (int d = nd - 2; d >= 0; d--) {
-            off += (rem % out->shape[d]) * st[d];
-            rem /= out->shape[d];
+    int64_t rows = out->size / out->shape[nd - 1];
+#ifdef _OPENMP
+    if (out->size > TG_PAR_MIN) {
+#pragma omp parallel
+        {
+            int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+            permute_rows(x, out, st, rows * tid / nth, rows * (tid + 1) / nth);
         }
-        tg_real *o = out->data + r * inner;
-        for (int64_t j = 0; j < inner; j++) o[j] = x->data[off + j * si];
+        return;
     }
+#endif
+    permute_rows(x, out, st, 0, rows);
 }
