@@ -134,6 +134,28 @@ Test(autograd, reshape_gradient_sharing_is_exact) {
     tg_free(a);
 }
 
+Test(autograd, add_gradient_sharing_is_exact) {
+    tg_tensor *p = param(TG_SHAPE(3), (tg_real[]){1, 2, 3});
+    tg_scope_begin();
+    tg_tensor *x = tg_mul_scalar(p, 2), *y = tg_mul_scalar(p, 3);   /* each feeds the add only */
+    tg_tensor *z = tg_add(x, y);                                      /* 5p */
+    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(z, z))), 0, "%s", tg_last_error());
+    /* dz = 2z = 10p = dx = dy; dp = 2 dx + 3 dy = 50p */
+    expect_close(p->grad, (tg_real[]){50, 100, 150}, 3, 1e-12);
+    expect_close(x->grad, (tg_real[]){10, 20, 30}, 3, 1e-12);
+    expect_close(y->grad, (tg_real[]){10, 20, 30}, 3, 1e-12);
+    /* Again on the same graph after x got a second consumer. */
+    tg_zero_grad(p);
+    tg_tensor *loss = tg_add(tg_sum_all(tg_mul(z, z)), tg_sum_all(tg_mul_scalar(x, 4)));
+    cr_assert_eq(tg_backward(loss), 0, "%s", tg_last_error());
+    expect_close(x->grad, (tg_real[]){14, 24, 34}, 3, 1e-12);
+    expect_close(y->grad, (tg_real[]){10, 20, 30}, 3, 1e-12);
+    expect_close(z->grad, (tg_real[]){10, 20, 30}, 3, 1e-12);
+    expect_close(p->grad, (tg_real[]){58, 108, 158}, 3, 1e-12);
+    tg_scope_end();
+    tg_free(p);
+}
+
 Test(autograd, reshape_is_a_view_and_transpose_backward) {
     tg_tensor *x = param(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, 6});
     tg_scope_begin();

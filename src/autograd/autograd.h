@@ -67,10 +67,12 @@ tg_tensor *tg_grad_of(tg_tensor *t);
  * element on the common path, where a tensor feeds one op. Gradients of
  * leaves are never fresh once they exist: they accumulate across passes. */
 tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh);
-/* For an op whose output is a view of t (reshape): makes g, the output's
- * finished gradient, t's gradient too, seen in t's shape, instead of a
- * copy. Done only when it is exact: t is a non-leaf that feeds this one op
- * and has no gradient yet; returns false (and does nothing) otherwise. */
+/* For an op whose input's gradient equals its output's (reshape; add):
+ * makes g, the output's finished gradient, t's gradient too, seen in t's
+ * shape, instead of a copy. Done only when it is exact: t is a non-leaf
+ * that feeds this one op, has no gradient yet and has g's size; returns
+ * false (and does nothing) otherwise. No backward writes into its output's
+ * gradient, so two inputs may share one g. */
 bool tg_grad_share(tg_tensor *t, const tg_tensor *g);
 /* True if any of n inputs is NULL; then records "<op>: NULL input" (keeping an
  * earlier message). */

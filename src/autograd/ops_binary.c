@@ -54,8 +54,16 @@ static void accumulate(tg_tensor *x, const tg_tensor *g, const tg_tensor *f, tg_
 static void binary_backward(tg_node *n) {
     tg_tensor *a = n->in[0], *b = n->in[1], *g = n->out->grad;
     switch ((tg_binary_kind)n->iarg[0]) {
-    case TG_BINARY_ADD: accumulate(a, g, NULL, 0, 1); accumulate(b, g, NULL, 0, 1); break;
-    case TG_BINARY_SUB: accumulate(a, g, NULL, 0, 1); accumulate(b, g, NULL, 0, -1); break;
+    /* da = g: an input that feeds only this op takes g itself, no copy
+     * (tg_grad_share; the residual branch of every AddNorm). */
+    case TG_BINARY_ADD:
+        if (!tg_grad_share(a, g)) accumulate(a, g, NULL, 0, 1);
+        if (!tg_grad_share(b, g)) accumulate(b, g, NULL, 0, 1);
+        break;
+    case TG_BINARY_SUB:
+        if (!tg_grad_share(a, g)) accumulate(a, g, NULL, 0, 1);
+        accumulate(b, g, NULL, 0, -1);
+        break;
     case TG_BINARY_MUL:
         accumulate(a, g, b, TG_BINARY_MUL, 1);
         accumulate(b, g, a, TG_BINARY_MUL, 1);
