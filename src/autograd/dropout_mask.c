@@ -5,13 +5,7 @@
 
 #include <math.h>
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define MASK_X86 1
-#include <immintrin.h>
-#define TG_AVX2 __attribute__((target("avx2,fma")))
-#else
-#define MASK_X86 0
-#endif
+#include "tensor/simd.h"
 
 tg_dropout_mask tg_dropout_mask_new(uint64_t seed, uint64_t stream, tg_real p) {
     tg_dropout_mask m = {tg_rng_key(seed, stream), (uint64_t)ceil((double)p * 0x1.0p32), (tg_real)1 / (1 - p)};
@@ -39,7 +33,7 @@ static void run_portable(const tg_dropout_mask *m, uint32_t key, uint32_t lo, in
     for (int64_t j = 0; j < n; j++, lo++) row[j] = triple32(lo ^ key) >= m->threshold ? m->scale : 0;
 }
 
-#if MASK_X86
+#if TG_X86
 TG_AVX2 static inline __m256i triple32_avx2(__m256i x) {
     x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 17));
     x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)0xed5ad4bbu));
@@ -86,17 +80,15 @@ int tg__dropout_mask_force_portable(int on) {
 }
 
 void tg_dropout_mask_row(const tg_dropout_mask *m, uint64_t index, int64_t n, tg_real *row) {
-#if MASK_X86
-    static int have = -1;   /* benign race: every thread computes the same value */
-    if (have < 0) have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    bool avx2 = have && !g_force_portable;
+#if TG_X86
+    bool avx2 = tg_cpu_has_avx2() && !g_force_portable;
 #endif
     while (n > 0) {
         /* A row may cross a multiple of 2^32 (where the key changes): split it there. */
         uint32_t hi = (uint32_t)(index >> 32), lo = (uint32_t)index;
         int64_t left = (int64_t)(0x100000000ull - lo), len = n < left ? n : left;
         uint32_t key = key32(m, hi);
-#if MASK_X86
+#if TG_X86
         if (avx2) run_avx2(m, key, lo, len, row);
         else
 #endif

@@ -49,6 +49,7 @@
  * O(Q K). */
 #include "dropout_mask.h"
 #include "mask.h"
+#include "tensor/simd.h"
 
 #include <math.h>
 #include <string.h>
@@ -94,21 +95,6 @@ static int thread_id(void) {
  * per weight, d = 16 leaves little to the products), so the row kernels have
  * AVX2 versions chosen at run time, as in gemm.c; the dropout mask
  * (dropout_mask.c) and exp (tg_k_exp_shift, kernels_exp.c) have their own. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define ATT_X86 1
-#include <immintrin.h>
-#define TG_AVX2 __attribute__((target("avx2,fma")))
-#else
-#define ATT_X86 0
-#endif
-
-#if ATT_X86 && !defined(TG_DOUBLE)   /* the only configuration with AVX2 row kernels */
-static bool use_avx2(void) {
-    static int cached = -1;   /* benign race: every thread computes the same value */
-    if (cached < 0) cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return cached;
-}
-#endif
 
 /* zf[i*BK + j] = Z_ij / (1 - p) for the tile at rows q0.., keys k0..: the
  * dropout mask, regenerated from its counters. */
@@ -132,7 +118,7 @@ static void ds_portable(tg_real *p, const tg_real *dp, const tg_real *z, tg_real
     else for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] - D);
 }
 
-#if ATT_X86 && !defined(TG_DOUBLE)
+#if TG_X86 && !defined(TG_DOUBLE)
 TG_AVX2 static tg_real row_max_avx2(const tg_real *s, int n, tg_real m) {
     __m256 v = _mm256_set1_ps(m);
     int j = 0;
@@ -166,19 +152,19 @@ TG_AVX2 static void ds_avx2(tg_real *p, const tg_real *dp, const tg_real *z, tg_
 
 static tg_real row_max(const tg_real *s, int n, tg_real m) {
 #if ATT_VEC_ROWS
-    if (use_avx2()) return row_max_avx2(s, n, m);
+    if (tg_cpu_has_avx2()) return row_max_avx2(s, n, m);
 #endif
     return row_max_portable(s, n, m);
 }
 static void mul_inplace(tg_real *a, const tg_real *b, int n) {
 #if ATT_VEC_ROWS
-    if (use_avx2()) { mul_avx2(a, b, n); return; }
+    if (tg_cpu_has_avx2()) { mul_avx2(a, b, n); return; }
 #endif
     mul_portable(a, b, n);
 }
 static void ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
 #if ATT_VEC_ROWS
-    if (use_avx2()) { ds_avx2(p, dp, z, D, n); return; }
+    if (tg_cpu_has_avx2()) { ds_avx2(p, dp, z, D, n); return; }
 #endif
     ds_portable(p, dp, z, D, n);
 }

@@ -19,7 +19,7 @@ static void reshape_backward(tg_node *n) {
     tg_tensor *g = n->out->grad;
     if (tg_grad_share(n->in[0], g)) return;   /* the same values: no copy (the usual case) */
     tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
-    if (gx && fresh && gx->data != g->data) memcpy(gx->data, g->data, sizeof(tg_real) * (size_t)gx->size);
+    if (gx && fresh) memcpy(gx->data, g->data, sizeof(tg_real) * (size_t)gx->size);
     else if (gx && !fresh) add_into(gx, g->data);
 }
 const tg_op tg_op_reshape = {"reshape", reshape_backward};

@@ -48,12 +48,7 @@
 #include <omp.h>
 #endif
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define TG_GEMM_X86 1
-#include <immintrin.h>
-#else
-#define TG_GEMM_X86 0
-#endif
+#include "tensor/simd.h"
 
 /* Block sizes. MC x KC of A fills about a third of the 512 KB L2, a KC x NR
  * sliver of B about half the 32 KB L1, KC x NC of B a few MB of L3 (the
@@ -232,8 +227,7 @@ static void direct_portable(bool trans_a, bool trans_b, int i_begin, int i_end, 
 }
 
 /* ---- AVX2 + FMA micro-kernels --------------------------------------------- */
-#if TG_GEMM_X86
-#define TG_AVX2 __attribute__((target("avx2,fma")))
+#if TG_X86
 #ifdef TG_DOUBLE
 typedef __m256d vreal;
 #define VLEN 4
@@ -516,7 +510,7 @@ static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int 
         }
     }
 }
-#endif /* TG_GEMM_X86 */
+#endif /* TG_X86 */
 
 /* ---- run-time dispatch ------------------------------------------------------ */
 typedef void (*kernel_fn)(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc,
@@ -527,7 +521,7 @@ typedef struct {
 } gemm_isa;
 
 static const gemm_isa isa_portable = {kernel_portable, PORT_MR, PORT_NR, PORT_MC, PORT_KC, PORT_NC};
-#if TG_GEMM_X86
+#if TG_X86
 static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, AVX_NC};
 #endif
 
@@ -543,11 +537,7 @@ int tg__gemm_force_portable(int on)
 
 static bool have_avx2(void)
 {
-#if TG_GEMM_X86
-    return !g_force_portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return false;
-#endif
+    return !g_force_portable && tg_cpu_has_avx2();
 }
 
 /* ---- packing buffers: thread-local, grown on demand, never shrunk ---------- */
@@ -612,7 +602,7 @@ static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, i
                         tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
                         tg_real beta, tg_real *C, int ldc)
 {
-#if TG_GEMM_X86
+#if TG_X86
     if (avx2) {
         direct_avx2(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
@@ -650,7 +640,7 @@ static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int
 static void pack_a_isa(const gemm_isa *isa, bool trans, int mc, int kc, const tg_real *A, int lda,
                        int i0, int k0, tg_real *dst)
 {
-#if TG_GEMM_X86 && !defined(TG_DOUBLE)
+#if TG_X86 && !defined(TG_DOUBLE)
     if (isa == &isa_avx2) {
         if (trans) pack_at_avx2(mc, kc, A, lda, i0, k0, dst);
         else pack_a_avx2(mc, kc, A, lda, i0, k0, dst);
@@ -663,7 +653,7 @@ static void pack_a_isa(const gemm_isa *isa, bool trans, int mc, int kc, const tg
 static void pack_b_isa(const gemm_isa *isa, bool trans, int n, int kc, const tg_real *B, int ldb,
                        int k0, int j0, tg_real *dst)
 {
-#if TG_GEMM_X86 && !defined(TG_DOUBLE)
+#if TG_X86 && !defined(TG_DOUBLE)
     if (isa == &isa_avx2 && trans) {
         pack_bt_avx2(n, kc, B, ldb, k0, j0, dst);
         return;
@@ -770,7 +760,7 @@ void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
         gemm_direct(avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-#if TG_GEMM_X86
+#if TG_X86
     if (avx2) {
         gemm_blocked(&isa_avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;

@@ -5,8 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-#define PAR_MIN TG_PAR_MIN
-
 static tg_real gelu(tg_real x) {
     /* GELU(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), torch's exact form. */
     return (tg_real)0.5 * x * (1 + (tg_real)erf((double)x * 0.7071067811865476));
@@ -14,7 +12,7 @@ static tg_real gelu(tg_real x) {
 
 void tg_k_unary(tg_unary_kind kind, tg_real p, const tg_real *x, tg_real *y, int64_t n) {
 #define MAP(expr) \
-    _Pragma("omp parallel for if (n > PAR_MIN)") \
+    _Pragma("omp parallel for if (n > TG_PAR_MIN)") \
     for (int64_t i = 0; i < n; i++) { tg_real v = x[i]; y[i] = (expr); } \
     break;
     switch (kind) {
@@ -70,7 +68,7 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
     int64_t n = out->size;
     if (a->size == n && b->size == n) {   /* same shape: one flat loop, in chunks per thread */
         int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for if (n > TG_PAR_MIN)
         for (int64_t q = 0; q < nchunks; q++) {
             int64_t i0 = q * chunk, len = n - i0 < chunk ? n - i0 : chunk;
             binary_row(kind, A + i0, 1, B + i0, 1, C + i0, len);
@@ -84,7 +82,7 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
     int64_t inner = nd ? out->shape[nd - 1] : 1;
     int64_t rows = inner ? n / inner : 0;
     int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for if (n > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         /* Offsets of this row in a and b from its multi-index. */
         int64_t oa = 0, ob = 0, rem = r;

@@ -8,10 +8,10 @@
 
 #include <math.h>
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(TG_DOUBLE)
+#include "simd.h"
+
+#if TG_X86 && !defined(TG_DOUBLE)
 #define EXP_AVX2 1
-#include <immintrin.h>
-#define TG_AVX2 __attribute__((target("avx2,fma")))
 #else
 #define EXP_AVX2 0
 #endif
@@ -62,9 +62,7 @@ TG_AVX2 static tg_real exp_shift_avx2(tg_real *s, int64_t n, tg_real shift) {
 
 tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift) {
 #if EXP_AVX2
-    static int avx2 = -1;   /* benign race: every thread computes the same value */
-    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (avx2) return exp_shift_avx2(s, n, shift);
+    if (tg_cpu_has_avx2()) return exp_shift_avx2(s, n, shift);
 #endif
     return exp_shift_portable(s, n, shift);
 }
