@@ -1,4 +1,5 @@
-# tgrad build. `make` builds build/libtgrad.a and build/libtgrad.so (float);
+# tgrad build. `make` builds build/libtgrad.a and build/libtgrad.so (float;
+# DOUBLE=1 builds build/double/libtgrad-double.*);
 # `make test` builds the double-precision library and runs the test suite;
 # `make test SANITIZE=1` does the same under AddressSanitizer and UBSan.
 #   DOUBLE=1   tg_real is double          OMP=0      no OpenMP
@@ -39,21 +40,28 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/nn/*.h src/viz/*.h)
 TEST_SRC := $(wildcard tests/test_*.c tests/cases_*.c)
 
-.PHONY: all lib test test-build deps clean install programs demo
+# Float and double are two flavours that install side by side: libtgrad and
+# libtgrad-double, with the pkg-config names tgrad and tgrad-double.
+NAME := tgrad$(if $(filter 1,$(DOUBLE)),-double)
+VERSION := 0.2.0
+A := $(BUILD)/lib$(NAME).a
+SO := $(BUILD)/lib$(NAME).so
+
+.PHONY: all lib test test-build deps clean install uninstall programs demo
 all: lib programs
-lib: $(BUILD)/libtgrad.a $(BUILD)/libtgrad.so
+lib: $(A) $(SO)
 
 # Programs: the examples (examples/*.c) and the tools (tools/*.c), one
 # source file each, linked against the static library.
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/bin/%,$(wildcard examples/*.c))
 TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/*.c))
 programs: $(EXAMPLES) $(TOOLS)
-$(BUILD)/bin/%: examples/%.c examples/cli.h $(BUILD)/libtgrad.a
+$(BUILD)/bin/%: examples/%.c examples/cli.h $(A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtgrad.a $(LDFLAGS) $(LDLIBS)
-$(BUILD)/bin/%: tools/%.c examples/cli.h $(BUILD)/libtgrad.a
+	$(CC) $(CFLAGS) -o $@ $< $(A) $(LDFLAGS) $(LDLIBS)
+$(BUILD)/bin/%: tools/%.c examples/cli.h $(A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtgrad.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(A) $(LDFLAGS) $(LDLIBS)
 
 # Installs Debian packages the build needs when they are missing.
 deps:
@@ -63,19 +71,27 @@ $(BUILD)/obj/%.o: %.c $(HEADERS) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/libtgrad.a: $(LIB_OBJ)
+# Both libraries export tg_* symbols only, so the stb implementations and
+# viz helpers inside cannot clash with a user's own: the static one is a
+# single object with every other symbol made local, the shared one has a
+# version script. The shared one has a SONAME and the usual symlinks.
+$(A): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(LD) -r -o $(BUILD)/$(NAME).o $^
+	objcopy --wildcard --keep-global-symbol='tg_*' $(BUILD)/$(NAME).o
+	ar rcs $@ $(BUILD)/$(NAME).o
 
-$(BUILD)/libtgrad.so: $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(SO): $(LIB_OBJ) tools/tgrad.map
+	$(CC) -shared -Wl,-soname,lib$(NAME).so.0 -Wl,--version-script=tools/tgrad.map $(LDFLAGS) \
+	    -o $@.$(VERSION) $(LIB_OBJ) $(LDLIBS)
+	ln -sf lib$(NAME).so.$(VERSION) $@.0 && ln -sf lib$(NAME).so.$(VERSION) $@
 
 # The test suite always runs in double precision, where a gradient check
 # can use tight tolerances.
 ifeq ($(DOUBLE),1)
-$(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/libtgrad.a
+$(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -DTG_LDFLAGS='"$(LDFLAGS)"' -o $@ $(TEST_SRC) $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -DTG_LIB='"$(A)"' -DTG_LDFLAGS='"$(LDFLAGS)"' -o $@ $(TEST_SRC) $(A) $(LDFLAGS) -lcriterion $(LDLIBS)
 # The examples and tools are built too: tests/test_examples.c runs each briefly.
 test-build: $(BUILD)/tests/run programs
 test: test-build
@@ -87,9 +103,9 @@ FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_ker
 test: $(BUILD)/tests/float_kernels
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
-$(BUILD)/tests/float_kernels: $(FLOAT_TEST_SRC) $(BUILD)/libtgrad.a
+$(BUILD)/tests/float_kernels: $(FLOAT_TEST_SRC) $(A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(FLOAT_TEST_SRC) $(BUILD)/libtgrad.a $(LDFLAGS) -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(FLOAT_TEST_SRC) $(A) $(LDFLAGS) -lcriterion $(LDLIBS)
 endif
 
 # The main job: train the reversal model three ways and draw what it learned.
@@ -101,12 +117,24 @@ demo: programs
 	@echo; echo "Worked examples: out/attention_basics.txt, out/positional_encoding.txt"
 	@echo "Pictures (open them in any image viewer):"; ls -1 out/*.png | sed 's/^/  /'
 
-install: lib
-	mkdir -p $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/tgrad
-	cp $(BUILD)/libtgrad.a $(BUILD)/libtgrad.so $(DESTDIR)$(PREFIX)/lib/
-	cd src && for h in $(HEADERS:src/%=%); do mkdir -p $(DESTDIR)$(PREFIX)/include/tgrad/$$(dirname $$h); cp $$h $(DESTDIR)$(PREFIX)/include/tgrad/$$h; done
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@CFLAGS@|$(if $(filter 1,$(DOUBLE)),-DTG_DOUBLE)|' \
-	    -e 's|@LIBS@|$(if $(filter 1,$(OMP)),-fopenmp)|' tools/tgrad.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tgrad.pc
+# Public headers only, listed: the internal ones stay in the tree.
+PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/autograd/autograd.h src/nn/params.h src/nn/nn.h \
+                  src/nn/checkpoint.h src/nn/npy.h src/viz/viz.h
+LIBDIR := $(DESTDIR)$(PREFIX)/lib
+INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
+BINDIR := $(DESTDIR)$(PREFIX)/bin
+install: lib $(BUILD)/bin/inspect $(BUILD)/bin/heatmap
+	mkdir -p $(LIBDIR)/pkgconfig $(INCDIR) $(BINDIR)
+	cp -P $(A) $(SO) $(SO).0 $(SO).$(VERSION) $(LIBDIR)/
+	for h in $(PUBLIC_HEADERS:src/%=%); do mkdir -p $(INCDIR)/$$(dirname $$h); cp src/$$h $(INCDIR)/$$h; done
+	for t in inspect heatmap; do cp $(BUILD)/bin/$$t $(BINDIR)/$(NAME)-$$t; done
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@NAME@|$(NAME)|g' -e 's|@CFLAGS@|$(if $(filter 1,$(DOUBLE)),-DTG_DOUBLE)|' \
+	    -e 's|@LIBS@|$(if $(filter 1,$(OMP)),-fopenmp)|' tools/tgrad.pc.in > $(LIBDIR)/pkgconfig/$(NAME).pc
+# The headers are shared by both flavours: removed with the last one.
+uninstall:
+	rm -f $(LIBDIR)/lib$(NAME).a $(LIBDIR)/lib$(NAME).so $(LIBDIR)/lib$(NAME).so.0 $(LIBDIR)/lib$(NAME).so.$(VERSION) \
+	      $(LIBDIR)/pkgconfig/$(NAME).pc $(BINDIR)/$(NAME)-inspect $(BINDIR)/$(NAME)-heatmap
+	[ -e $(LIBDIR)/pkgconfig/tgrad.pc ] || [ -e $(LIBDIR)/pkgconfig/tgrad-double.pc ] || rm -rf $(INCDIR)
 
 clean:
 	rm -rf build out

@@ -1,5 +1,5 @@
 /* Tests for src/viz: figures are written to a temporary directory and read
- * back with stb_image (whose implementation the library provides), then
+ * back with stb_image (compiled here: the library keeps its stb private), then
  * checked where it matters: image size, the colour of known cells, text
  * present, lines drawn, errors reported, files written atomically. */
 #ifndef _POSIX_C_SOURCE
@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define STB_IMAGE_IMPLEMENTATION
 #include <stb/stb_image.h>
 
 #include "viz/viz.h"

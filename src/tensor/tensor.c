@@ -2,6 +2,8 @@
  * inside a scope, in the arena; outside, persistent (see tensor.h). */
 #include "tensor.h"
 
+const int TG_FLAVOUR = 1;   /* see tensor.h: the flavour guard */
+
 #include <string.h>
 
 void tg__persistent_account(long long delta);   /* memory.c */

@@ -26,6 +26,21 @@ typedef float tg_real;
 #define TG_REAL_DTYPE "F32"
 #endif
 
+/* Float and double are two libraries (libtgrad, libtgrad-double). Every file
+ * that includes this header refers to a symbol that only the library of its
+ * own flavour defines, so a program compiled with one flavour's headers and
+ * linked with the other's library fails to link, naming the flavour,
+ * instead of silently reading floats as doubles. */
+#ifdef TG_DOUBLE
+#define TG_FLAVOUR tg_flavour_double_needs_libtgrad_double
+#else
+#define TG_FLAVOUR tg_flavour_float_needs_libtgrad
+#endif
+extern const int TG_FLAVOUR;
+#if defined(__GNUC__)
+__attribute__((used)) static const int *const tg_flavour_ref_ = &TG_FLAVOUR;
+#endif
+
 /* The libm function at tg_real's precision: TG_M(exp)(x) is expf in the
  * float build, where plain exp would widen to double and run 2x slower. */
 #ifdef TG_DOUBLE

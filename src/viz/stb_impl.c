@@ -2,10 +2,8 @@
  * layer uses (Debian's libstb-dev ships them as single headers):
  *   stb_image_write  PNG encoding
  *   stb_truetype     glyph rasterisation
- *   stb_image        PNG decoding: not used by the library itself, but
- *                    provided here so programs and tests linked with it can
- *                    read figures back with stbi_load() (include
- *                    <stb/stb_image.h> without the implementation macro).
+ * The library exports tg_* symbols only (see the Makefile), so these stay
+ * private to it and a program may compile its own copies of stb beside it.
  * Their code is not ours to fix, so their warnings are silenced here only.
  * (Under /usr/include they count as system headers and gcc 12 / clang 14
  * say nothing anyway; the pragmas keep the build warning-free when the
@@ -31,9 +29,6 @@
 
 #define STB_TRUETYPE_IMPLEMENTATION
 #include <stb/stb_truetype.h>
-
-#define STB_IMAGE_IMPLEMENTATION
-#include <stb/stb_image.h>
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
