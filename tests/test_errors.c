@@ -95,3 +95,18 @@ Test(errors, matmul_batch_mismatch) {
     cr_expect(error_has("(3,4,5)^T", "inner dimensions 4 and 5"), "%s", tg_last_error());
     tg_free(a); tg_free(b);
 }
+
+/* Issue 10, defect 2: (2^20, 2^20, 2^24) overflowed int64 in the size check
+ * and came back as a tensor of size 0 (printing it then crashed). The
+ * product is now checked before each multiplication, also past a zero. */
+Test(errors, shape_size_overflow_is_rejected_before_multiplying) {
+    tg_tensor *t = tg_zeros(TG_SHAPE(1 << 20, 1 << 20, 1 << 24));
+    cr_assert_null(t);
+    cr_assert(strstr(tg_last_error(), "too large"), "got: %s", tg_last_error());
+    cr_assert_null(tg_zeros(TG_SHAPE(0, 1 << 30, 1 << 30, 1 << 30)), "strides would overflow past a zero");
+    cr_assert_null(tg_empty(6, (int[]){1 << 30, 1 << 30, 1 << 30, 1 << 30, 1 << 30, 1 << 30}));
+    tg_tensor *ok = tg_zeros(TG_SHAPE(0, 5));
+    cr_assert_not_null(ok);
+    cr_assert_eq(ok->size, 0);
+    tg_free(ok);
+}

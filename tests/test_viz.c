@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define STB_IMAGE_IMPLEMENTATION
@@ -434,31 +436,113 @@ Test(viz, bad_arguments_return_minus_one_with_a_message)
     cr_expect_not(file_exists(p), "no figure after errors");
 }
 
+/* Number of entries in tmpdir whose name starts with prefix. */
+static int count_prefixed(const char *prefix)
+{
+    DIR *d = opendir(tmpdir);
+    cr_assert_not_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
 Test(viz, writes_are_atomic)
 {
     float good[4] = { 0, 1, 2, 3 };
     const char *p = path_in_tmp("fig.png");
-    const char *tmp = path_in_tmp("fig.png.tmp");
     cr_assert_eq(tg_viz_heatmap(p, good, 2, 2, NULL), 0, "%s", tg_viz_last_error());
     cr_expect(file_exists(p));
-    cr_expect_not(file_exists(tmp), "a successful write leaves no .tmp file");
+    cr_expect_eq(count_prefixed("fig.png.tmp"), 0, "a successful write leaves no temporary");
 
-    /* Make the next write fail (its .tmp cannot be created): the good
-     * figure from before must survive untouched. */
-    struct stat before, after;
-    cr_assert_eq(stat(p, &before), 0);
-    cr_assert_eq(mkdir(tmp, 0700), 0);
-    float other[9] = { 0 };
-    cr_expect_eq(tg_viz_heatmap(p, other, 3, 3, NULL), -1);
-    cr_expect_not_null(strstr(tg_viz_last_error(), ".tmp"), "%s", tg_viz_last_error());
-    cr_assert_eq(stat(p, &after), 0);
-    cr_expect_eq(before.st_size, after.st_size, "the good PNG was replaced");
+    /* A write that fails at the end (rename onto a non-empty directory)
+     * reports the path and leaves no temporary behind. */
+    const char *dirp = path_in_tmp("dir.png");
+    char inner[600];
+    cr_assert_eq(mkdir(dirp, 0700), 0);
+    snprintf(inner, sizeof inner, "%s/x", dirp);
+    FILE *f = fopen(inner, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    cr_expect_eq(tg_viz_heatmap(dirp, good, 2, 2, NULL), -1);
+    cr_expect_not_null(strstr(tg_viz_last_error(), "dir.png"), "%s", tg_viz_last_error());
+    cr_expect_eq(count_prefixed("dir.png.tmp"), 0, "a failed write leaves no temporary");
+    unlink(inner);
+    rmdir(dirp);
+}
+
+/* Issue 10, defect 3: the temporary was always "<png>.tmp", opened with
+ * fopen: a symlink planted there was followed (the save overwrote another
+ * file), two runs with the same --out collided, and killed saves left
+ * temporaries forever. */
+Test(viz, temporaries_are_exclusive_and_stale_ones_are_removed)
+{
+    float good[4] = { 0, 1, 2, 3 };
+    const char *p = path_in_tmp("fig.png");
+    char victim[600], link1[600], link2[600], stale[600], live[600];
+    snprintf(victim, sizeof victim, "%s/victim.txt", tmpdir);
+    snprintf(link1, sizeof link1, "%s.tmp", p);
+    snprintf(link2, sizeof link2, "%s.tmp.%ld", p, (long)getpid());
+    FILE *f = fopen(victim, "w");
+    cr_assert_not_null(f);
+    fputs("precious", f);
+    fclose(f);
+    cr_assert_eq(symlink(victim, link1), 0);
+    cr_assert_eq(symlink(victim, link2), 0);
+
+    /* A dead writer's temporary (no process has pid 2^22 - 1 here: checked) and a live one's. */
+    long dead = 4194303;
+    cr_assert(kill((pid_t)dead, 0) != 0, "pid %ld unexpectedly runs", dead);
+    snprintf(stale, sizeof stale, "%s.tmp.%ld.AbC123", p, dead);
+    snprintf(live, sizeof live, "%s.tmp.%ld.AbC123", p, (long)getppid());
+    cr_assert_not_null(f = fopen(stale, "w"));
+    fclose(f);
+    cr_assert_not_null(f = fopen(live, "w"));
+    fclose(f);
+
+    cr_assert_eq(tg_viz_heatmap(p, good, 2, 2, NULL), 0, "%s", tg_viz_last_error());
+    char buf[16] = { 0 };
+    cr_assert_not_null(f = fopen(victim, "r"));
+    cr_expect_not_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    cr_expect_str_eq(buf, "precious", "a planted symlink was followed");
+    cr_expect_not(file_exists(stale), "a dead writer's temporary was not removed");
+    cr_expect(file_exists(live), "a live writer's temporary must be left alone");
+    unlink(link1);
+    unlink(link2);
+    unlink(live);
+    unlink(victim);
+
+    /* Concurrent writers of one path: all succeed, the file is whole. */
+    enum { WRITERS = 6, ROUNDS = 10 };
+    pid_t kids[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        kids[w] = fork();
+        cr_assert(kids[w] >= 0);
+        if (kids[w] == 0) {
+            int rc = 0;
+            float m[64];
+            for (int i = 0; i < 64; i++)
+                m[i] = (float)(i * (w + 1));
+            for (int r = 0; r < ROUNDS; r++)
+                rc |= tg_viz_heatmap(p, m, 8, 8, NULL);
+            _exit(rc == 0 ? 0 : 1);
+        }
+    }
+    for (int w = 0; w < WRITERS; w++) {
+        int status;
+        cr_assert_eq(waitpid(kids[w], &status, 0), kids[w]);
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d failed", w);
+    }
     image im = load(p);
-    int w, h;
-    cr_assert_eq(tg_viz_heatmap_geometry(2, 2, NULL, &w, &h, NULL), 0);
-    cr_expect_eq(im.w, w, "the good PNG (2x2) is still in place");
+    int wpx, hpx;
+    cr_assert_eq(tg_viz_heatmap_geometry(8, 8, NULL, &wpx, &hpx, NULL), 0);
+    cr_expect_eq(im.w, wpx);
+    cr_expect_eq(im.h, hpx);
     stbi_image_free(im.px);
-    rmdir(tmp);
+    cr_expect_eq(count_prefixed("fig.png.tmp"), 0, "concurrent writers left temporaries");
 }
 
 Test(viz, colour_maps_run_light_to_dark_and_diverge_through_white)

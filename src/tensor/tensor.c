@@ -31,17 +31,21 @@ static bool valid_shape(const char *fn, int ndim, const int *shape) {
         tg_set_error("%s: NULL shape", fn);
         return false;
     }
+    /* Checked before multiplying: three int sizes overflow int64. Zeros are
+     * skipped, because strides multiply the other sizes all the same. */
+    const int64_t max_numel = (int64_t)1 << 40;
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             tg_set_error("%s: negative size in shape %s", fn, tg_shape_str(buf, ndim, shape));
             return false;
         }
-        n *= shape[i];
-        if (n > ((int64_t)1 << 40)) {
-            tg_set_error("%s: shape %s is too large", fn, tg_shape_str(buf, ndim, shape));
+        if (shape[i] == 0) continue;
+        if (n > max_numel / shape[i]) {
+            tg_set_error("%s: shape %s is too large (more than 2^40 elements)", fn, tg_shape_str(buf, ndim, shape));
             return false;
         }
+        n *= shape[i];
     }
     return true;
 }

@@ -153,45 +153,14 @@ static void sink_write(void *ctx, void *data, int size)
 
 int viz_canvas_write_png(const viz_canvas *c, const char *path, const char *fn)
 {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 5);
-    if (!tmp)
-        return viz_error("%s: out of memory", fn);
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp", 5);
-
-    png_sink s = { fopen(tmp, "wb"), 0, 0 };
-    if (!s.f) {
-        int e = errno;
-        viz_error("%s: cannot open '%s' for writing: %s", fn, tmp, strerror(e));
-        free(tmp);
+    char *tmp;
+    png_sink s = { viz_atomic_open(path, &tmp, fn), 0, 0 };
+    if (!s.f)
         return -1;
-    }
     int ok = stbi_write_png_to_func(sink_write, &s, c->w, c->h, 3, c->px, c->w * 3);
-    if (!s.failed && fflush(s.f) != 0) {
-        s.failed = 1;
-        s.err = errno;
-    }
-    if (fclose(s.f) != 0 && !s.failed) {
-        s.failed = 1;
-        s.err = errno;
-    }
-    if (!ok || s.failed) {
-        if (!ok)
-            viz_error("%s: PNG encoding of a %d x %d image failed", fn, c->w, c->h);
-        else
-            viz_error("%s: writing '%s' failed: %s", fn, tmp, strerror(s.err));
-        remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        viz_error("%s: cannot rename '%s' to '%s': %s", fn, tmp, path, strerror(e));
-        remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
+    if (!ok)
+        viz_error("%s: PNG encoding of a %d x %d image failed", fn, c->w, c->h);
+    else if (s.failed)
+        viz_error("%s: writing '%s' failed: %s", fn, tmp, strerror(s.err));
+    return viz_atomic_close(s.f, tmp, path, !ok || s.failed, fn);
 }

@@ -13,6 +13,7 @@
 #define TG_VIZ_INTERNAL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "viz.h"
 
 /* ---- errors: record a message; always returns -1 so callers can write
@@ -50,6 +51,14 @@ int viz_polyline(viz_canvas *c, const float *xs, const float *ys, int n,
                  float width, viz_rgb col, const char *fn);
 /* Writes the canvas to path through "<path>.tmp" and rename(). */
 int viz_canvas_write_png(const viz_canvas *c, const char *path, const char *fn);
+
+/* atomic.c: a new file appears whole or not at all. viz_atomic_open creates
+ * an exclusive temporary beside path (its name in *tmp); viz_atomic_close
+ * closes it and, unless failed (already reported) or the write failed,
+ * renames it over path; on any failure the temporary is removed. Both
+ * return NULL / -1 with the message set through viz_error. */
+FILE *viz_atomic_open(const char *path, char **tmp, const char *fn);
+int viz_atomic_close(FILE *f, char *tmp, const char *path, int failed, const char *fn);
 
 /* ---- text ---------------------------------------------------------------- */
 typedef struct viz_font viz_font;
