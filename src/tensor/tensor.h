@@ -49,6 +49,16 @@ __attribute__((used)) static const int *const tg_flavour_ref_ = &TG_FLAVOUR;
 #define TG_M(fn) fn##f
 #endif
 
+/* Threads. tgrad runs its loops on a thread pool of its own, whose idle
+ * threads spin a few microseconds and then sleep (src/tensor/parallel.c),
+ * so a program is as fast at the default thread count as at one thread,
+ * also when it shares the cores. Default: TG_NUM_THREADS, else
+ * OMP_NUM_THREADS, else every CPU the process may use. tg_set_num_threads(n)
+ * (n <= 0: the default) caps n at the CPUs available, as more threads than
+ * cores only slow the work down, and returns the number in use. */
+int tg_set_num_threads(int n);
+int tg_get_num_threads(void);
+
 #define TG_MAX_DIMS 6
 
 /* Elementwise and row loops over fewer elements than this run on one

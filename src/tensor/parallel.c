@@ -1,0 +1,266 @@
+/* tgrad's own thread pool: the library decides how its threads wait.
+ *
+ * Why not OpenMP's runtime: libgomp's idle threads busy-wait about 3 ms
+ * after each parallel region before they sleep, and libgomp reads its wait
+ * policy once, from the environment, before any library code runs. On a
+ * 2-core machine that spinning fights the working thread: measured here, a
+ * user's training loop ran 4x slower at the default 2 threads than at 1
+ * when two such programs shared the cores (6.1 s against 1.4 s), and only a
+ * restart with OMP_WAIT_POLICY=passive fixed it, a fix a library cannot
+ * apply for its caller. Here a waiting worker spins a few microseconds (long
+ * enough to catch the next loop of a training step, which follows within
+ * microseconds) and then sleeps on a condition variable.
+ *
+ * The caller is thread 0 and works too. tg_parallel_for splits [0, n) into
+ * one contiguous range per thread; tg_parallel_tasks hands out tasks one at
+ * a time. Every loop the library runs in parallel writes disjoint outputs,
+ * so how the work is split never changes a result. A parallel call made
+ * from inside a parallel job runs serially on the calling thread. */
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
+#include "parallel.h"
+#include "tensor.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* About 5-20 us of pause instructions before a worker sleeps: the loops of
+ * one training step follow each other faster than that, while a program
+ * that pauses (or shares the cores) gets them back almost at once. */
+#define SPIN_ROUNDS 2000
+#define MAX_THREADS 64
+
+enum { STATIC_RANGES, TASKS, TEAM };
+typedef struct {
+    int kind;
+    tg_range_fn fn;               /* STATIC_RANGES, TASKS */
+    tg_team_fn team;              /* TEAM */
+    void *ctx;
+    int64_t n;
+    int nthreads;                 /* threads taking part in this job */
+    _Atomic int64_t next;         /* next task (dynamic jobs) */
+    _Atomic int pending;          /* workers still running this job */
+    _Atomic int barrier_count;    /* tg_parallel_barrier: arrivals */
+    _Atomic int barrier_sense;
+} job;
+
+static struct {
+    int nthreads;                 /* wanted, including the caller; 0 = not decided yet */
+    int started;                  /* workers running (nthreads - 1 once started) */
+    pthread_t workers[MAX_THREADS];
+    _Atomic uint64_t gen;         /* bumped for every job */
+    _Atomic int sleepers;
+    _Atomic int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    job job;
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local int t_id;          /* 0 for the caller and outside jobs */
+static _Thread_local int t_nth = 1;     /* threads of the job this thread runs */
+static _Thread_local bool t_in_job;
+
+int tg_thread_id(void) { return t_id; }
+
+/* CPUs this process may run on (affinity), at least 1. */
+static int cpus_available(void) {
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int clamp_threads(long n) {
+    int cap = cpus_available();
+    if (cap > MAX_THREADS) cap = MAX_THREADS;
+    return n < 1 ? 1 : n > cap ? cap : (int)n;
+}
+
+/* Default: TG_NUM_THREADS, else OMP_NUM_THREADS (its first entry), else
+ * every CPU available. */
+static int default_threads(void) {
+    const char *names[] = {"TG_NUM_THREADS", "OMP_NUM_THREADS"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(names[i]);
+        char *end;
+        long n = v ? strtol(v, &end, 10) : 0;
+        if (v && end != v && n > 0) return clamp_threads(n);
+    }
+    return clamp_threads(cpus_available());
+}
+
+static void stop_workers(void) {
+    if (!pool.started) return;
+    atomic_store(&pool.stop, 1);
+    pthread_mutex_lock(&pool.mu);
+    atomic_fetch_add(&pool.gen, 1);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.mu);
+    for (int i = 0; i < pool.started; i++) pthread_join(pool.workers[i], NULL);
+    pool.started = 0;
+    atomic_store(&pool.stop, 0);
+}
+
+int tg_get_num_threads(void) {
+    if (!pool.nthreads) pool.nthreads = default_threads();
+    return pool.nthreads;
+}
+
+int tg_set_num_threads(int n) {
+    if (t_in_job) return tg_get_num_threads();   /* not from inside a job */
+    int want = n <= 0 ? default_threads() : clamp_threads(n);
+    if (want != pool.nthreads) {
+        stop_workers();
+        pool.nthreads = want;
+    }
+    return want;
+}
+
+/* Thread tid's share of the current job. */
+static void run_share(job *j, int tid) {
+    t_nth = j->nthreads;
+    if (j->kind == TASKS) {
+        for (int64_t i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) j->fn(j->ctx, i, i + 1, tid);
+    } else if (j->kind == TEAM) {
+        j->team(j->ctx, tid, j->nthreads);
+    } else {
+        int64_t lo = j->n * tid / j->nthreads, hi = j->n * (tid + 1) / j->nthreads;
+        if (lo < hi) j->fn(j->ctx, lo, hi, tid);
+    }
+    t_nth = 1;
+}
+
+/* The job run on the calling thread alone (not parallel, or nested). */
+static void run_serial(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_t n) {
+    int outer = t_nth;
+    t_nth = 1;
+    if (kind == TEAM) team(ctx, t_id, 1);
+    else if (n > 0) fn(ctx, 0, n, t_id);
+    t_nth = outer;
+}
+
+static void *worker_main(void *arg) {
+    t_id = (int)(intptr_t)arg;
+    t_in_job = true;
+    uint64_t seen = 0;
+    for (;;) {
+        uint64_t g = atomic_load(&pool.gen);
+        for (int spin = 0; g == seen && spin < SPIN_ROUNDS; spin++) {
+            cpu_relax();
+            g = atomic_load(&pool.gen);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&pool.mu);
+            atomic_fetch_add(&pool.sleepers, 1);
+            while ((g = atomic_load(&pool.gen)) == seen) pthread_cond_wait(&pool.wake, &pool.mu);
+            atomic_fetch_sub(&pool.sleepers, 1);
+            pthread_mutex_unlock(&pool.mu);
+        }
+        seen = g;
+        if (atomic_load(&pool.stop)) return NULL;
+        if (t_id < pool.job.nthreads) run_share(&pool.job, t_id);
+        atomic_fetch_sub(&pool.job.pending, 1);
+    }
+}
+
+/* A forked child has none of the parent's threads: start afresh. */
+static void after_fork_in_child(void) {
+    pool.started = 0;
+    atomic_store(&pool.sleepers, 0);
+    atomic_store(&pool.stop, 0);
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+}
+
+static bool start_workers(void) {
+    static bool atfork_done;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, after_fork_in_child);
+        atfork_done = true;
+    }
+    while (pool.started < pool.nthreads - 1) {
+        if (pthread_create(&pool.workers[pool.started], NULL, worker_main, (void *)(intptr_t)(pool.started + 1)) != 0)
+            break;   /* run with the threads we have */
+        pool.started++;
+    }
+    return pool.started > 0;
+}
+
+static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_t n) {
+    int nth = tg_get_num_threads();
+    if (t_in_job || nth < 2 || (kind != TEAM && n < 2) || (pool.started < nth - 1 && !start_workers())) {
+        run_serial(kind, fn, team, ctx, n);
+        return;
+    }
+    nth = pool.started + 1;
+    job *j = &pool.job;
+    j->kind = kind;
+    j->fn = fn;
+    j->team = team;
+    j->ctx = ctx;
+    j->n = n;
+    j->nthreads = kind != TEAM && (int64_t)nth > n ? (int)n : nth;
+    atomic_store(&j->next, 0);
+    atomic_store(&j->barrier_count, 0);
+    atomic_store(&j->pending, pool.started);
+    atomic_fetch_add(&pool.gen, 1);
+    if (atomic_load(&pool.sleepers) > 0) {
+        pthread_mutex_lock(&pool.mu);
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.mu);
+    }
+    t_in_job = true;
+    run_share(j, 0);
+    t_in_job = false;
+    for (int spin = 0; atomic_load(&j->pending) > 0; spin++) {
+        if (spin < SPIN_ROUNDS) cpu_relax();
+        else sched_yield();
+    }
+}
+
+void tg_parallel_for(int64_t n, bool parallel, tg_range_fn fn, void *ctx) {
+    if (parallel) run_job(STATIC_RANGES, fn, NULL, ctx, n);
+    else run_serial(STATIC_RANGES, fn, NULL, ctx, n);
+}
+
+void tg_parallel_tasks(int64_t n, bool parallel, tg_range_fn fn, void *ctx) {
+    if (parallel) run_job(TASKS, fn, NULL, ctx, n);
+    else run_serial(TASKS, fn, NULL, ctx, n);
+}
+
+void tg_parallel_team(bool parallel, tg_team_fn fn, void *ctx) {
+    if (parallel) run_job(TEAM, NULL, fn, ctx, 0);
+    else run_serial(TEAM, NULL, fn, ctx, 0);
+}
+
+/* Sense-reversing barrier over the threads of the running job. */
+void tg_parallel_barrier(void) {
+    job *j = &pool.job;
+    int nth = t_nth;
+    if (nth < 2) return;
+    int sense = atomic_load(&j->barrier_sense);
+    if (atomic_fetch_add(&j->barrier_count, 1) == nth - 1) {
+        atomic_store(&j->barrier_count, 0);
+        atomic_store(&j->barrier_sense, !sense);
+    } else {
+        for (int spin = 0; atomic_load(&j->barrier_sense) == sense; spin++) {
+            if (spin < SPIN_ROUNDS) cpu_relax();
+            else sched_yield();
+        }
+    }
+}

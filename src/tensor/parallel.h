@@ -1,0 +1,31 @@
+/* Internal: the library's thread pool (parallel.c). Not installed.
+ *
+ * Every parallel loop of tgrad writes disjoint outputs, so results do not
+ * depend on how the work is split (bit-identical for any thread count).
+ * `parallel` false, a pool of one thread, or a call from inside a job runs
+ * the whole job on the calling thread. The public knobs are
+ * tg_set_num_threads / tg_get_num_threads in tensor.h. */
+#ifndef TG_PARALLEL_H
+#define TG_PARALLEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* fn(ctx, begin, end, tid) over [begin, end) of [0, n); tid in [0, threads). */
+typedef void (*tg_range_fn)(void *ctx, int64_t begin, int64_t end, int tid);
+/* fn(ctx, tid, nth) once on each of nth threads. */
+typedef void (*tg_team_fn)(void *ctx, int tid, int nth);
+
+/* [0, n) cut into one contiguous range per thread (OpenMP's schedule(static)). */
+void tg_parallel_for(int64_t n, bool parallel, tg_range_fn fn, void *ctx);
+/* Tasks 0..n-1 handed out one at a time (schedule(dynamic, 1)); fn gets
+ * ranges [i, i+1), or [0, n) when run serially. */
+void tg_parallel_tasks(int64_t n, bool parallel, tg_range_fn fn, void *ctx);
+/* fn on every thread of the pool (an OpenMP parallel region); inside it,
+ * tg_parallel_barrier() waits for all of them. */
+void tg_parallel_team(bool parallel, tg_team_fn fn, void *ctx);
+void tg_parallel_barrier(void);
+/* The calling thread's id in the pool: 0 for the caller and outside jobs. */
+int tg_thread_id(void);
+
+#endif

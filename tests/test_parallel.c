@@ -1,0 +1,109 @@
+/* The thread pool (src/tensor/parallel.c): every index runs exactly once,
+ * teams meet at barriers, nested calls run serially, the thread count is
+ * capped at the CPUs available, and a forked child gets a pool of its own. */
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tensor/parallel.h"
+#include "test_util.h"
+
+enum { MAXN = 5000 };
+static _Atomic int hits[MAXN];
+static _Atomic int tids_seen;
+
+static void count_range(void *ctx, int64_t b, int64_t e, int tid) {
+    (void)ctx;
+    atomic_fetch_or(&tids_seen, 1 << tid);
+    for (int64_t i = b; i < e; i++) atomic_fetch_add(&hits[i], 1);
+}
+
+static void expect_each_once(int64_t n, const char *what, int threads) {
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(atomic_load(&hits[i]), 1, "%s, %d threads, n %lld: index %lld ran %d times", what, threads,
+                     (long long)n, (long long)i, atomic_load(&hits[i]));
+}
+
+Test(parallel, every_index_runs_exactly_once) {
+    const int64_t sizes[] = {1, 2, 3, 7, 64, 1001, MAXN};
+    for (int threads = 1; threads <= 2; threads++) {
+        tg_set_num_threads(threads);
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            for (int dyn = 0; dyn < 2; dyn++) {
+                for (int i = 0; i < MAXN; i++) atomic_store(&hits[i], 0);
+                if (dyn) tg_parallel_tasks(sizes[k], true, count_range, NULL);
+                else tg_parallel_for(sizes[k], true, count_range, NULL);
+                expect_each_once(sizes[k], dyn ? "tasks" : "ranges", threads);
+            }
+        }
+    }
+    tg_set_num_threads(0);
+}
+
+static _Atomic int phase1[64], after[64];
+static void team_body(void *ctx, int tid, int nth) {
+    (void)ctx;
+    atomic_store(&phase1[tid], 1);
+    tg_parallel_barrier();
+    int all = 1;
+    for (int t = 0; t < nth; t++) all &= atomic_load(&phase1[t]);
+    atomic_store(&after[tid], all);
+    tg_parallel_barrier();
+    tg_parallel_barrier();   /* barriers can be reused */
+}
+
+Test(parallel, team_threads_meet_at_barriers) {
+    int nth = tg_set_num_threads(2);
+    for (int round = 0; round < 50; round++) {
+        for (int t = 0; t < 64; t++) atomic_store(&phase1[t], 0), atomic_store(&after[t], 0);
+        tg_parallel_team(true, team_body, NULL);
+        for (int t = 0; t < nth; t++) cr_assert_eq(atomic_load(&after[t]), 1, "round %d thread %d", round, t);
+    }
+    tg_set_num_threads(0);
+}
+
+static void nested_outer(void *ctx, int64_t b, int64_t e, int tid) {
+    (void)ctx;
+    for (int64_t i = b; i < e; i++) {
+        atomic_store(&tids_seen, 0);
+        /* From inside a job: runs on this thread alone, all of [0, 10). */
+        tg_parallel_for(10, true, count_range, NULL);
+        (void)tid;
+    }
+}
+
+Test(parallel, nested_calls_run_serially) {
+    tg_set_num_threads(2);
+    for (int i = 0; i < MAXN; i++) atomic_store(&hits[i], 0);
+    tg_parallel_for(1, true, nested_outer, NULL);
+    expect_each_once(10, "nested", 2);
+    tg_set_num_threads(0);
+}
+
+Test(parallel, thread_count_is_capped_at_the_cpus_available) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = tg_set_num_threads(1000);
+    cr_expect(n >= 1 && n <= cpus, "1000 threads asked, %d given on %ld CPUs", n, cpus);
+    cr_expect_eq(tg_get_num_threads(), n);
+    cr_expect_eq(tg_set_num_threads(1), 1);
+    cr_expect_eq(tg_set_num_threads(0), tg_get_num_threads(), "0 restores the default");
+}
+
+Test(parallel, a_forked_child_gets_a_pool_of_its_own) {
+    tg_set_num_threads(2);
+    for (int i = 0; i < MAXN; i++) atomic_store(&hits[i], 0);
+    tg_parallel_for(MAXN, true, count_range, NULL);   /* the parent's workers exist now */
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        for (int i = 0; i < MAXN; i++) atomic_store(&hits[i], 0);
+        tg_parallel_for(MAXN, true, count_range, NULL);
+        for (int i = 0; i < MAXN; i++)
+            if (atomic_load(&hits[i]) != 1) _exit(1);
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's parallel loop failed");
+    tg_set_num_threads(0);
+}
