@@ -142,7 +142,30 @@ clean:
 # `make bench`: every workload of tools/bench.c at 1 and 2 threads against
 # PyTorch (installed first when missing; without it, tgrad's numbers alone),
 # written to BENCHMARKS.md. Takes several minutes.
-.PHONY: bench
+.PHONY: bench fuzz fuzz-deps
 bench: $(BUILD)/bin/bench
 	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
+
+# `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
+# the float library single-threaded), each run FUZZ_S seconds from its seed
+# corpus tests/fuzz/corpus/NAME; what it finds new goes to build/fuzz/corpus.
+FUZZ_S ?= 10
+FUZZ_DIR := build/fuzz
+FUZZ_CFLAGS := -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp-simd -Wno-unknown-pragmas \
+               -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZERS := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+.SECONDARY: $(FUZZ_OBJ)
+$(FUZZ_DIR)/obj/%.o: %.c $(HEADERS) | fuzz-deps
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lm -lpthread
+fuzz-deps:
+	@sh tools/install-deps.sh clang libclang-rt-14-dev
+fuzz: $(FUZZERS)
+	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(FUZZ_DIR)/corpus/$$n; \
+	  $$f -max_total_time=$(FUZZ_S) -print_final_stats=1 $(FUZZ_DIR)/corpus/$$n tests/fuzz/corpus/$$n \
+	     > $(FUZZ_DIR)/$$n.log 2>&1 || { tail -40 $(FUZZ_DIR)/$$n.log; echo "$$n: FAILED (log: $(FUZZ_DIR)/$$n.log)"; exit 1; }; \
+	  echo "$$n: $$(sed -n 's/^stat::number_of_executed_units: //p' $(FUZZ_DIR)/$$n.log) executions in $(FUZZ_S) s, no finding"; done
