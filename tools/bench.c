@@ -687,11 +687,12 @@ static void cpu_model(char *buf, size_t cap)
     if (p) pclose(p);
 }
 
-static void write_markdown(const char *path, const row *rows, int n, double peak, const env_info *e,
-                           const char *determinism, const char *started)
+static int write_markdown(const char *path, const row *rows, int n, double peak, const env_info *e,
+                          const char *determinism, const char *started)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "bench: cannot write %s\n", path); return; }
+    tg_atomic_file af;
+    if (tg_atomic_begin(&af, path, "bench") != 0) { fprintf(stderr, "bench: %s\n", tg_last_error()); return -1; }
+    FILE *f = af.f;
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     fprintf(f, "# Benchmarks: tgrad vs PyTorch on the CPU\n\n");
@@ -758,8 +759,9 @@ static void write_markdown(const char *path, const row *rows, int n, double peak
                "env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N MKL_NUM_THREADS=N \\\n"
                "    %s %s --workload WORKLOAD --threads N --variant d2l|nn\n"
                "# (plus OMP_WAIT_POLICY=passive at N=2)\n```\n", path, e->python, e->script);
-    fclose(f);
+    if (tg_atomic_commit(&af, "bench") != 0) { fprintf(stderr, "bench: %s\n", tg_last_error()); return -1; }
     printf("wrote %s\n", path);
+    return 0;
 }
 
 static bool selected(const char *only, const char *workload)
@@ -803,7 +805,7 @@ static int run_all(env_info *e, const char *markdown)
         double g = geomean_ratio(rows, n, th, &cnt);
         if (cnt) printf("torch/tgrad at %d thread%s: geometric mean %.2fx\n", th, th > 1 ? "s" : "", g);
     }
-    if (markdown) write_markdown(markdown, rows, n, peak, e, determinism, started);
+    if (markdown && write_markdown(markdown, rows, n, peak, e, determinism, started) != 0) return 1;
     for (int i = 0; i < n; i++)
         if (!rows[i].ok) return 1;
     return 0;
@@ -838,6 +840,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: unknown workload '%s'\n", argv[0], name);
         cli_usage(stderr, argv[0], "[options]", about, opts, nopt);
         return 2;
+    }
+    /* Every name in --only must be a workload: a typo would give an empty table. */
+    for (const char *p = e.only; p && *p;) {
+        size_t len = strcspn(p, ",");
+        bool known = false;
+        for (size_t w = 0; w < sizeof ALL_WORKLOADS / sizeof ALL_WORKLOADS[0]; w++)
+            known |= strlen(ALL_WORKLOADS[w]) == len && strncmp(ALL_WORKLOADS[w], p, len) == 0;
+        if (!known) {
+            fprintf(stderr, "%s: --only: unknown workload '%.*s'\n", argv[0], (int)len, p);
+            cli_usage(stderr, argv[0], "[options]", about, opts, nopt);
+            return 2;
+        }
+        p += len + (p[len] == ',');
     }
     if (determinism) {
         char verdict[512];
