@@ -51,7 +51,7 @@ programs: $(EXAMPLES) $(TOOLS)
 $(BUILD)/bin/%: examples/%.c examples/cli.h $(BUILD)/libtgrad.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtgrad.a $(LDFLAGS) $(LDLIBS)
-$(BUILD)/bin/%: tools/%.c examples/cli.h $(BUILD)/libtgrad.a
+$(BUILD)/bin/%: tools/%.c tools/cli.h $(BUILD)/libtgrad.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtgrad.a $(LDFLAGS) $(LDLIBS)
 

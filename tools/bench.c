@@ -38,7 +38,7 @@
 #include <omp.h>
 #endif
 
-#include "../examples/cli.h"
+#include "cli.h"
 #include "tgrad.h"
 
 enum { MAX_STEPS = 100000 };
@@ -806,7 +806,7 @@ static int run_all(env_info *e, const char *markdown)
 
 int main(int argc, char **argv)
 {
-    cli_passive_openmp(argv);   /* examples/cli.h: restart once with a passive OpenMP wait */
+    cli_passive_openmp(argv);   /* cli.h: restart once with a passive OpenMP wait */
     const char *name = NULL, *markdown = NULL;
     int threads = 1, steps = 0, warmup = -1;
     bool determinism = false, no_torch = false;
