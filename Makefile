@@ -59,7 +59,7 @@ programs: $(EXAMPLES) $(TOOLS)
 $(BUILD)/bin/%: examples/%.c examples/cli.h $(A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(A) $(LDFLAGS) $(LDLIBS)
-$(BUILD)/bin/%: tools/%.c examples/cli.h $(A)
+$(BUILD)/bin/%: tools/%.c tools/cli.h $(A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(A) $(LDFLAGS) $(LDLIBS)
 
@@ -118,7 +118,7 @@ demo: programs
 	@echo "Pictures (open them in any image viewer):"; ls -1 out/*.png | sed 's/^/  /'
 
 # Public headers only, listed: the internal ones stay in the tree.
-PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/autograd/autograd.h src/nn/params.h src/nn/nn.h \
+PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/params.h src/nn/nn.h \
                   src/nn/checkpoint.h src/nn/npy.h src/viz/viz.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad

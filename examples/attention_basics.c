@@ -89,6 +89,7 @@ int main(int argc, char **argv) {
     tg_scope_end();   /* the module's parameters are persistent: make them outside any scope */
     tg_mha *mha = tg_mha_new(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5, false, &rng);
     tg_mha_train(mha, false);
+    tg_mha_record_attention(mha, true);
     tg_scope_begin();
     tg_tensor *X = tg_ones(TG_SHAPE(batch, num_queries, num_hiddens));
     tg_tensor *Y = tg_ones(TG_SHAPE(batch, num_kvpairs, num_hiddens));
@@ -96,8 +97,10 @@ int main(int argc, char **argv) {
     tg_tensor *O = tg_mha_forward(mha, X, Y, Y, valid);
     if (!O) { fprintf(stderr, "attention_basics: %s\n", tg_last_error()); return 1; }
     printf("attention(X, Y, Y, valid_lens).shape = (%d, %d, %d)\n", O->shape[0], O->shape[1], O->shape[2]);
-    const tg_tensor *hw = mha->attention->attention_weights;
-    printf("per-head weights: (%d, %d, %d), zero past each valid length\n", hw->shape[0], hw->shape[1], hw->shape[2]);
+    const tg_tensor *hw = tg_mha_attention_weights(mha, 0);   /* [batch, Q, K] for head 0 */
+    if (!hw) { fprintf(stderr, "attention_basics: %s\n", tg_last_error()); return 1; }
+    printf("per-head weights: (%d, %d, %d), zero past each valid length\n", num_heads * hw->shape[0], hw->shape[1],
+           hw->shape[2]);
     tg_scope_end();
     tg_mha_free(mha);
     tg_dot_attention_free(att);

@@ -1,6 +1,6 @@
-/* Command-line flags for the example programs and tools: "--name value" or
- * "--name=value", --help, and usage + exit 2 on anything unknown or malformed.
- * Header-only: each program includes it once. */
+/* Command-line flags for the example programs (the tools have their own,
+ * tools/cli.h): "--name value" or "--name=value", --help, and usage + exit 2
+ * on anything unknown or malformed. Header-only: each program includes it once. */
 #ifndef TG_CLI_H
 #define TG_CLI_H
 

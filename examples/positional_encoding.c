@@ -11,10 +11,24 @@
 #include "cli.h"
 #include "tgrad.h"
 
+/* 0 when the figure at path was written, else 1 after saying why. */
 static int write_or_fail(int rc, const char *path) {
     if (rc != 0) { fprintf(stderr, "positional_encoding: %s\n", tg_viz_last_error()); return 1; }
     printf("wrote %s\n", path);
     return 0;
+}
+
+/* Draws the matrix M [rows, cols] as a heatmap to out/file. */
+static int draw_heatmap(const char *out, const char *file, const tg_tensor *M, int rows, int cols,
+                        const tg_heatmap_opts *ho) {
+    char path[1024];
+    float *m = malloc(sizeof(float) * (size_t)M->size);
+    if (!m) { fprintf(stderr, "positional_encoding: out of memory\n"); return 1; }
+    for (int64_t i = 0; i < M->size; i++) m[i] = (float)M->data[i];
+    snprintf(path, sizeof path, "%s/%s", out, file);
+    int rc = write_or_fail(tg_viz_heatmap(path, m, rows, cols, ho), path);
+    free(m);
+    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -42,12 +56,9 @@ int main(int argc, char **argv) {
     int rc = 0;
 
     /* 1. The whole table. */
-    float *p = malloc(sizeof(float) * (size_t)P->size);
-    for (int64_t i = 0; i < P->size; i++) p[i] = (float)P->data[i];
     tg_heatmap_opts ho = {.title = "Sinusoidal positional encoding P", .xlabel = "Column (encoding dimension)",
                           .ylabel = "Row (position)", .cmap = TG_CMAP_RDBU};
-    snprintf(path, sizeof path, "%s/pe_heatmap.png", out);
-    rc |= write_or_fail(tg_viz_heatmap(path, p, num_steps, encoding_dim, &ho), path);
+    rc |= draw_heatmap(out, "pe_heatmap.png", P, num_steps, encoding_dim, &ho);
 
     /* 2. Columns 6..9 against position. */
     enum { FIRST = 6, NCOLS = 4 };
@@ -56,7 +67,7 @@ int main(int argc, char **argv) {
         tg_series series[NCOLS];
         char labels[NCOLS][16];
         for (int c = 0; c < NCOLS; c++) {
-            for (int i = 0; i < num_steps; i++) cols[c * num_steps + i] = p[i * encoding_dim + FIRST + c];
+            for (int i = 0; i < num_steps; i++) cols[c * num_steps + i] = (float)P->data[i * encoding_dim + FIRST + c];
             snprintf(labels[c], sizeof labels[c], "Col %d", FIRST + c);
             series[c] = (tg_series){labels[c], NULL, cols + c * num_steps, num_steps};
         }
@@ -74,15 +85,10 @@ int main(int argc, char **argv) {
     tg_tensor *P2 = tg_reshape(P, TG_SHAPE(num_steps, encoding_dim));
     tg_tensor *S = tg_matmul_t(P2, P2, false, true);
     if (!S) { fprintf(stderr, "positional_encoding: %s\n", tg_last_error()); return 1; }
-    float *s = malloc(sizeof(float) * (size_t)S->size);
-    for (int64_t i = 0; i < S->size; i++) s[i] = (float)S->data[i];
     tg_heatmap_opts so = {.title = "P P^T: similarity depends on relative position", .xlabel = "Position k",
                           .ylabel = "Position i", .cmap = TG_CMAP_RDBU};
-    snprintf(path, sizeof path, "%s/pe_similarity.png", out);
-    rc |= write_or_fail(tg_viz_heatmap(path, s, num_steps, num_steps, &so), path);
+    rc |= draw_heatmap(out, "pe_similarity.png", S, num_steps, num_steps, &so);
 
-    free(p);
-    free(s);
     tg_scope_end();
     tg_posenc_free(pe);
     tg_release_all();

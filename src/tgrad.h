@@ -4,7 +4,7 @@
 #define TGRAD_H
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
-#include "nn/params.h"
+#include "tensor/params.h"
 #include "nn/nn.h"
 #include "nn/checkpoint.h"
 #include "nn/npy.h"

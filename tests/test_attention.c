@@ -87,6 +87,7 @@ Test(attention, blog_example_1_scaled_dot_softmax) {
                   j, (double)out->data[j], trunc2(out->data[j]), printed[j]);
     /* The same through the module (batch of one). */
     tg_dot_attention *att = tg_dot_attention_new(0, NULL);
+    tg_dot_attention_record(att, true);   /* keep the weights to compare */
     TG_REQUIRE(att);
     tg_tensor *Q3 = tg_reshape(Q, TG_SHAPE(1, 1, 4)), *KV3 = tg_reshape(KV, TG_SHAPE(1, 3, 4));
     tg_tensor *out3 = tg_dot_attention_forward(att, Q3, KV3, KV3, (tg_mask){0});
@@ -203,6 +204,7 @@ Test(attention, d2l_additive_attention_example) {
 Test(attention, d2l_dot_product_attention_example) {
     tg_rng rng = tg_rng_new(22);
     tg_dot_attention *att = tg_dot_attention_new(0.5, &rng);
+    tg_dot_attention_record(att, true);
     TG_REQUIRE(att);
     tg_dot_attention_train(att, false);
     tg_scope_begin();
@@ -220,6 +222,7 @@ Test(attention, d2l_multihead_example_shape_and_head_weights) {
     /* num_hiddens 100, 5 heads, dropout 0.5, eval; X ones (2,4,100), Y ones (2,6,100). */
     tg_rng rng = tg_rng_new(23);
     tg_mha *m = tg_mha_new(100, 100, 100, 100, 5, 0.5, false, &rng);
+    tg_mha_record_attention(m, true);
     TG_REQUIRE(m);
     tg_mha_train(m, false);
     tg_scope_begin();
@@ -279,6 +282,7 @@ Test(attention, mha_matches_per_head_reference) {
 Test(attention, mha_two_dim_lens_and_causal_reach_every_head) {
     tg_rng rng = tg_rng_new(25);
     tg_mha *m = tg_mha_new(8, 8, 8, 8, 4, 0, false, &rng);
+    tg_mha_record_attention(m, true);
     TG_REQUIRE(m);
     tg_scope_begin();
     tg_tensor *X = tg_randn(TG_SHAPE(2, 3, 8), &rng);
@@ -399,6 +403,7 @@ Test(attention, general_and_additive_scores_by_hand) {
 Test(attention, train_eval_reaches_children) {
     tg_rng rng = tg_rng_new(29);
     tg_mha *m = tg_mha_new(8, 8, 8, 8, 2, 0.5, false, &rng);
+    tg_mha_record_attention(m, true);
     tg_additive_attention *a = tg_additive_attention_new(8, 8, 4, 0.5, &rng);
     tg_dot_attention *d = tg_dot_attention_new(0.5, &rng);
     TG_REQUIRE(m); TG_REQUIRE(a); TG_REQUIRE(d);
@@ -564,4 +569,144 @@ Test(attention, gradcheck_self_attention) {
     expect_gradcheck("mha self-attention causal", f_mha, in, n, &c);
     tg_free(X);
     tg_mha_free(m);
+}
+
+/* ---- the path choice and the recording switch ------------------------------ */
+
+static double max_abs_diff(const tg_tensor *a, const tg_tensor *b) {
+    cr_assert(a && b && a->size == b->size);
+    double m = 0;
+    for (int64_t i = 0; i < a->size; i++) m = fmax(m, fabs((double)a->data[i] - (double)b->data[i]));
+    return m;
+}
+
+/* With 70 keys the default forward runs the fused op; recording runs the
+ * stored path. Same outputs (and the same dropout masks in training), and the
+ * recorded weights of each head are masked_softmax(Q_j K_j^T / sqrt(d)). */
+Test(attention, recording_matches_the_fused_default) {
+    tg_rng rng = tg_rng_new(40);
+    int B = 2, T = 70, H = 8, h = 2, d = H / h;
+    tg_mha *m = tg_mha_new(H, H, H, H, h, 0.3, false, &rng);
+    TG_REQUIRE(m);
+    tg_scope_begin();
+    tg_tensor *X = tg_randn(TG_SHAPE(B, T, H), &rng);
+    int lens[2] = {70, 33};
+    tg_mask mask = {lens, 1, false};
+    for (int training = 0; training <= 1; training++) {
+        tg_mha_train(m, training);
+        tg_rng saved = m->attention->dropout->rng;
+        tg_mha_record_attention(m, false);
+        tg_tensor *fused = tg_mha_forward(m, X, X, X, mask);
+        TG_REQUIRE(fused);
+        cr_expect_null(m->attention->attention_weights, "the fused path stores no weights");
+        cr_expect_null(tg_mha_attention_weights(m, 0));
+        cr_expect(error_has("mha_attention_weights", "no weights recorded"), "%s", tg_last_error());
+        uint64_t used = m->attention->dropout->rng.counter - saved.counter;
+        m->attention->dropout->rng = saved;
+        tg_mha_record_attention(m, true);
+        tg_tensor *rec = tg_mha_forward(m, X, X, X, mask);
+        TG_REQUIRE(rec);
+        cr_expect(max_abs_diff(fused, rec) <= 1e-12, "training %d: fused and recording differ by %g", training,
+                  max_abs_diff(fused, rec));
+        cr_expect_eq(m->attention->dropout->rng.counter - saved.counter, used, "the same dropout draws");
+        cr_expect_eq(used, training ? (uint64_t)B * h * T * T : 0);
+    }
+    /* The recorded weights against the stored path built head by head. */
+    tg_tensor *Q = tg_linear_forward(m->W_q, X), *K = tg_linear_forward(m->W_k, X);
+    for (int j = 0; j < h; j++) {
+        tg_tensor *want = tg_masked_softmax(
+            tg_score_scaled_dot(tg_slice(Q, 2, d * j, d * j + d), tg_slice(K, 2, d * j, d * j + d)), mask);
+        tg_tensor *got = tg_mha_attention_weights(m, j);
+        TG_REQUIRE(want);
+        TG_REQUIRE(got);
+        cr_expect(got->ndim == 3 && got->shape[0] == B && got->shape[1] == T && got->shape[2] == T);
+        cr_expect(max_abs_diff(got, want) <= 1e-12, "head %d: recorded weights differ by %g", j,
+                  max_abs_diff(got, want));
+    }
+    tg_clear_error();
+    cr_expect_null(tg_mha_attention_weights(m, h));
+    cr_expect(error_has("mha_attention_weights", "head 2 is outside [0, 2)"), "%s", tg_last_error());
+    cr_expect_null(tg_mha_attention_weights(m, -1));
+    cr_expect_null(tg_mha_attention_weights(NULL, 0));
+    cr_expect(error_has("mha_attention_weights", "NULL module"), "%s", tg_last_error());
+    tg_scope_end();
+    tg_mha_free(m);
+}
+
+/* One switch on the encoder records every layer and head; the encoder's
+ * fused default gives the recording forward's output. */
+Test(attention, encoder_records_every_layer_and_head) {
+    tg_scope_end();
+    tg_encoder_config cfg = {.vocab_size = 11, .num_hiddens = 16, .ffn_hiddens = 24, .num_heads = 4,
+                             .num_layers = 2, .max_len = 100, .dropout = 0.1, .pe = TG_PE_FIXED, .use_bias = true};
+    tg_rng rng = tg_rng_new(41);
+    tg_encoder *e = tg_encoder_new(&cfg, &rng);
+    TG_REQUIRE(e);
+    tg_encoder_train(e, false);
+    int B = 2, T = 66, tokens[2 * 66];
+    for (int i = 0; i < B * T; i++) tokens[i] = (i * 7 + 3) % cfg.vocab_size;
+    static const int lens[] = {66, 40};
+    tg_mask mask = {lens, 1, false};
+    tg_scope_begin();
+    tg_tensor *fused = tg_encoder_forward(e, tokens, B, T, mask);
+    TG_REQUIRE(fused);
+    cr_expect_null(tg_encoder_attention_weights(e, 0, 0));
+    tg_encoder_record_attention(e, true);
+    tg_tensor *rec = tg_encoder_forward(e, tokens, B, T, mask);
+    TG_REQUIRE(rec);
+    cr_expect(max_abs_diff(fused, rec) <= 1e-12, "encoder: fused and recording differ by %g", max_abs_diff(fused, rec));
+    for (int l = 0; l < cfg.num_layers; l++)
+        for (int j = 0; j < cfg.num_heads; j++) {
+            tg_tensor *w = tg_encoder_attention_weights(e, l, j);
+            TG_REQUIRE(w);
+            cr_assert(w->ndim == 3 && w->shape[0] == B && w->shape[1] == T && w->shape[2] == T);
+            for (int b = 0; b < B; b++)
+                for (int q = 0; q < T; q++) expect_row(w->data + ((int64_t)b * T + q) * T, T, lens[b], "encoder", q);
+        }
+    tg_clear_error();
+    cr_expect_null(tg_encoder_attention_weights(e, 2, 0));
+    cr_expect(error_has("encoder_attention_weights", "layer 2 is outside [0, 2)"), "%s", tg_last_error());
+    cr_expect_null(tg_encoder_attention_weights(e, 0, 4));
+    cr_expect(error_has("mha_attention_weights", "head 4"), "%s", tg_last_error());
+    cr_expect_null(tg_encoder_attention_weights(NULL, 0, 0));
+    tg_encoder_record_attention(e, false);
+    cr_expect_null(tg_encoder_attention_weights(e, 0, 0), "switching off forgets the weights");
+    tg_encoder_record_attention(NULL, true);   /* NULL is ignored */
+    tg_mha_record_attention(NULL, true);
+    tg_scope_end();
+    tg_encoder_free(e);
+    tg_scope_begin();
+}
+
+/* Dropout p = 1 (torch allows it) drops every weight: the fused op gives
+ * zeros and zero gradients, as the stored path, and draws nothing. */
+static tg_tensor *f_fused_p1(tg_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    return tg_attention(in[0], in[1], in[2], (tg_mask){NULL, 0, true}, 1, NULL);
+}
+static tg_tensor *f_stored_p1(tg_tensor *const *in, int n, void *ctx) {
+    (void)n; (void)ctx;
+    tg_tensor *w = tg_masked_softmax(tg_score_scaled_dot(in[0], in[1]), (tg_mask){NULL, 0, true});
+    return tg_matmul(tg_dropout(w, 1, NULL), in[2]);
+}
+Test(attention, dropout_one_gives_zeros_on_both_paths) {
+    tg_rng rng = tg_rng_new(42);
+    tg_scope_begin();
+    tg_tensor *in[3] = {leaf(TG_SHAPE(2, 3, 4), &rng), leaf(TG_SHAPE(2, 5, 4), &rng), leaf(TG_SHAPE(2, 5, 3), &rng)};
+    tg_fn fs[2] = {f_fused_p1, f_stored_p1};
+    for (int p = 0; p < 2; p++) {
+        for (int i = 0; i < 3; i++) tg_zero_grad(in[i]);
+        tg_tensor *y = fs[p](in, 3, NULL);
+        TG_REQUIRE(y);
+        for (int64_t i = 0; i < y->size; i++) cr_expect(y->data[i] == 0, "path %d: output %g", p, (double)y->data[i]);
+        cr_assert(tg_backward(tg_sum_all(y)) == 0, "%s", tg_last_error());
+        for (int i = 0; i < 3; i++)
+            for (int64_t j = 0; in[i]->grad && j < in[i]->grad->size; j++)
+                cr_expect(in[i]->grad->data[j] == 0, "path %d: input %d has gradient", p, i);
+    }
+    tg_rng before = rng;
+    cr_expect_not_null(tg_attention(in[0], in[1], in[2], (tg_mask){0}, 1, &rng));
+    cr_expect_eq(rng.counter, before.counter, "p = 1 draws nothing");
+    tg_scope_end();
+    for (int i = 0; i < 3; i++) tg_free(in[i]);
 }

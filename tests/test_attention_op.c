@@ -3,7 +3,8 @@
  * output and same gradients of q, k and v to 1e-12 in double, for many
  * shapes, masks and dropout rates, with the same dropout mask for equal rng
  * states; bit-identical results for 1 and 2 threads; memory far below the
- * Q x K weights; errors; and the keep_weights switches of the modules.
+ * Q x K weights; errors. (The modules' choice of path and their recording
+ * switch are tested in test_attention.c.)
  * Gradient checks are in cases_attention_op.c. */
 #include "test_util.h"
 
@@ -166,10 +167,10 @@ Test(attention_op, errors_name_the_op_and_shapes) {
     cr_expect(error_has("attention:", "q (3,4)"), "%s", tg_last_error());
     cr_expect_null(tg_attention(q, tg_zeros(TG_SHAPE(1, 5, 4)), v, none, 0, NULL));
     cr_expect(error_has("attention:", "k (1,5,4)"), "%s", tg_last_error());
-    cr_expect_null(tg_attention(q, k, v, none, 1, &rng));
-    cr_expect(error_has("attention:", "p = 1"), "%s", tg_last_error());
+    cr_expect_null(tg_attention(q, k, v, none, 1.5, &rng));
+    cr_expect(error_has("attention:", "1.5"), "%s", tg_last_error());
     cr_expect_null(tg_attention(q, k, v, none, -0.1, &rng));
-    cr_expect(error_has("attention:", "[0, 1)"), "%s", tg_last_error());
+    cr_expect(error_has("attention:", "[0, 1]"), "%s", tg_last_error());
     cr_expect_null(tg_attention(q, k, v, none, 0.1, NULL));
     cr_expect(error_has("attention:", "NULL rng"), "%s", tg_last_error());
     static const int neg[] = {1, -2};
@@ -190,54 +191,4 @@ Test(attention_op, errors_name_the_op_and_shapes) {
     y = tg_attention(tg_zeros(TG_SHAPE(2, 0, 4)), k, v, none, 0.5, &rng);
     TG_REQUIRE(y);
     cr_expect_eq(y->shape[1], 0);
-}
-
-/* keep_weights reaches the attention of every block; the fused encoder
- * gives the stored one's output (eval mode: no dropout). */
-Test(attention_op, keep_weights_switches_reach_the_modules) {
-    tg_scope_end();
-    tg_encoder_config cfg = {.vocab_size = 11, .num_hiddens = 16, .ffn_hiddens = 24, .num_heads = 4,
-                             .num_layers = 2, .max_len = 50, .dropout = 0.1, .pe = TG_PE_FIXED, .use_bias = true};
-    tg_rng rng = tg_rng_new(8);
-    tg_encoder *e = tg_encoder_new(&cfg, &rng);
-    TG_REQUIRE(e);
-    for (int i = 0; i < cfg.num_layers; i++) cr_expect(e->blocks[i]->attention->attention->keep_weights);
-    tg_encoder_train(e, false);
-    int B = 2, T = 9, tokens[18];
-    for (int i = 0; i < B * T; i++) tokens[i] = (i * 7 + 3) % cfg.vocab_size;
-    static const int lens[] = {9, 4};
-    tg_mask mask = {lens, 1, false};
-    tg_scope_begin();
-    tg_tensor *stored = tg_encoder_forward(e, tokens, B, T, mask);
-    TG_REQUIRE(stored);
-    for (int i = 0; i < cfg.num_layers; i++) cr_expect_not_null(e->blocks[i]->attention->attention->attention_weights);
-    tg_encoder_keep_weights(e, false);
-    for (int i = 0; i < cfg.num_layers; i++) cr_expect(!e->blocks[i]->attention->attention->keep_weights);
-    tg_tensor *fused = tg_encoder_forward(e, tokens, B, T, mask);
-    TG_REQUIRE(fused);
-    for (int i = 0; i < cfg.num_layers; i++) cr_expect_null(e->blocks[i]->attention->attention->attention_weights);
-    cr_expect(max_diff(stored, fused) <= 1e-12, "encoder: fused and stored differ by %g", max_diff(stored, fused));
-    tg_scope_end();
-
-    /* MHA in training mode: the same dropout masks from the same rng state */
-    tg_mha *m = tg_mha_new(8, 8, 8, 8, 2, 0.3, false, &rng);
-    TG_REQUIRE(m);
-    tg_rng saved = m->attention->dropout->rng;
-    tg_scope_begin();
-    tg_tensor *X = tg_randn(TG_SHAPE(2, 5, 8), &rng);
-    tg_tensor *a = tg_mha_forward(m, X, X, X, (tg_mask){NULL, 0, true});
-    TG_REQUIRE(a);
-    m->attention->dropout->rng = saved;
-    tg_mha_keep_weights(m, false);
-    tg_tensor *b = tg_mha_forward(m, X, X, X, (tg_mask){NULL, 0, true});
-    TG_REQUIRE(b);
-    cr_expect_null(m->attention->attention_weights);
-    cr_expect(max_diff(a, b) <= 1e-12, "mha with dropout: fused and stored differ by %g", max_diff(a, b));
-    cr_expect_eq(m->attention->dropout->rng.counter, saved.counter + 2 * 2 * 5 * 5);
-    tg_scope_end();
-    tg_mha_keep_weights(NULL, false);       /* NULL is ignored */
-    tg_encoder_keep_weights(NULL, false);
-    tg_mha_free(m);
-    tg_encoder_free(e);
-    tg_scope_begin();
 }

@@ -352,3 +352,65 @@ Test(modules, param_names) {
     tg_params_free(&p);
     tg_linear_free(l); tg_linear_free(lnb); tg_layernorm_free(ln); tg_embedding_free(e);
 }
+
+/* One convention for a NULL module (nn.h): free and train ignore it, forward
+ * returns NULL and params -1, each with "<module>_<verb>: NULL module". */
+Test(modules, null_module_convention) {
+    tg_scope_begin();
+    tg_tensor *x = tg_zeros(TG_SHAPE(2, 3, 4));
+    tg_params p;
+    tg_params_init(&p);
+    tg_clear_error();
+    cr_expect_null(tg_linear_forward(NULL, x));
+    cr_expect(error_has("linear_forward: NULL module", NULL), "%s", tg_last_error());
+    cr_expect_null(tg_mha_forward(NULL, x, x, x, (tg_mask){0}));
+    cr_expect(error_has("mha_forward: NULL module", NULL), "%s", tg_last_error());
+    cr_expect_null(tg_encoder_forward(NULL, (const int[]){0}, 1, 1, (tg_mask){0}));
+    cr_expect(error_has("encoder_forward: NULL module", NULL), "%s", tg_last_error());
+    cr_expect_null(tg_posenc_forward(NULL, x));
+    cr_expect(error_has("posenc_forward: NULL module", NULL), "%s", tg_last_error());
+    cr_expect_eq(tg_mha_params(NULL, &p, "a"), -1);
+    cr_expect(error_has("mha_params: NULL module", NULL), "%s", tg_last_error());
+    cr_expect_eq(tg_encoder_params(NULL, &p, "a"), -1);
+    cr_expect(error_has("encoder_params: NULL module", NULL), "%s", tg_last_error());
+    cr_expect_eq(p.n, 0);
+    tg_mha_free(NULL);
+    tg_encoder_free(NULL);
+    tg_posenc_free(NULL);
+    tg_mha_train(NULL, true);
+    tg_encoder_train(NULL, true);
+    tg_scope_end();
+}
+
+/* tg_param_name is the one joiner; a _params function reports a name that
+ * does not fit, or a duplicate, instead of dropping the parameter. */
+Test(modules, params_report_failures) {
+    char out[TG_PARAM_NAME_MAX];
+    cr_expect_eq(tg_param_name(out, "blocks.0", "ffn"), 0);
+    cr_expect_str_eq(out, "blocks.0.ffn");
+    cr_expect_eq(tg_param_name(out, "", "ffn"), 0);
+    cr_expect_str_eq(out, "ffn");
+    cr_expect_eq(tg_param_name(out, NULL, "ffn"), 0);
+    char long_prefix[TG_PARAM_NAME_MAX];
+    memset(long_prefix, 'a', sizeof long_prefix - 4);
+    long_prefix[sizeof long_prefix - 4] = '\0';
+    tg_clear_error();
+    cr_expect_eq(tg_param_name(out, long_prefix, "ffn"), -1);
+    cr_expect(error_has("param_name", "longer than"), "%s", tg_last_error());
+
+    tg_rng rng = tg_rng_new(3);
+    tg_mha *m = tg_mha_new(4, 4, 4, 4, 2, 0, true, &rng);
+    TG_REQUIRE(m);
+    tg_params p;
+    tg_params_init(&p);
+    tg_clear_error();
+    cr_expect_eq(tg_mha_params(m, &p, long_prefix), -1);
+    cr_expect(error_has("longer than", NULL), "%s", tg_last_error());
+    cr_expect_eq(tg_mha_params(m, &p, "attention"), 0);
+    cr_expect_eq(p.n, 8);
+    cr_expect_eq(tg_mha_params(m, &p, "attention"), -1, "a second add is a duplicate");
+    cr_expect(error_has("duplicate", "attention.W_q.weight"), "%s", tg_last_error());
+    cr_expect_eq(tg_mha_params(m, NULL, "attention"), -1);
+    tg_params_free(&p);
+    tg_mha_free(m);
+}

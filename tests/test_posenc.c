@@ -133,7 +133,7 @@ Test(posenc, errors_name_the_lengths)
     tg_scope_end();
     tg_posenc_free(pe);
 
-    tg_posenc *lp = tg_posenc_learned_new(8, 4, 0, &(tg_rng){0});
+    tg_posenc *lp = tg_posenc_learned_new(4, 0, 8, &(tg_rng){0});
     TG_REQUIRE(lp);
     tg_scope_begin();
     tg_clear_error();
@@ -145,9 +145,9 @@ Test(posenc, errors_name_the_lengths)
     tg_clear_error();
     cr_expect_null(tg_posenc_new(0, 0, 10, NULL));
     cr_expect(error_has("posenc", "num_hiddens"), "%s", tg_last_error());
-    cr_expect_null(tg_posenc_new(4, 1, 10, NULL));
+    cr_expect_null(tg_posenc_new(4, (tg_real)1.5, 10, NULL));
     cr_expect(error_has("posenc", "dropout"), "%s", tg_last_error());
-    cr_expect_null(tg_posenc_learned_new(10, 4, 0, NULL));
+    cr_expect_null(tg_posenc_learned_new(4, 0, 10, NULL));
     tg_posenc_free(NULL);
 }
 
@@ -209,7 +209,7 @@ Test(posenc, gradcheck_learned_reaches_only_the_used_rows)
 {
     tg_rng rng = tg_rng_new(12);
     const int max_len = 7, T = 4, d = 6;
-    tg_posenc *pe = tg_posenc_learned_new(max_len, d, 0, &rng);
+    tg_posenc *pe = tg_posenc_learned_new(d, 0, max_len, &rng);
     TG_REQUIRE(pe);
     cr_expect(pe->P->requires_grad);
     tg_params p;
@@ -243,7 +243,7 @@ Test(posenc, gradcheck_learned_reaches_only_the_used_rows)
 Test(posenc, learned_init_std)
 {
     tg_rng rng = tg_rng_new(3);
-    tg_posenc *pe = tg_posenc_learned_new(1000, 32, 0, &rng);
+    tg_posenc *pe = tg_posenc_learned_new(32, 0, 1000, &rng);
     TG_REQUIRE(pe);
     double s = 0, s2 = 0;
     int64_t n = pe->P->size;

@@ -96,7 +96,7 @@ Test(transformer, encoder_block_shape)
     tg_clear_error();
     cr_expect_null(tg_encoder_block_new(24, 48, 5, 0.5, false, &rng));
     cr_expect(error_has("encoder_block", "num_heads 5 does not divide num_hiddens 24"), "%s", tg_last_error());
-    cr_expect_null(tg_encoder_block_new(24, 48, 8, 1.0, false, &rng));
+    cr_expect_null(tg_encoder_block_new(24, 48, 8, 1.5, false, &rng));
     cr_expect(error_has("encoder_block", "dropout"), "%s", tg_last_error());
 }
 
@@ -315,7 +315,7 @@ Test(transformer, encoder_config_errors)
     EXPECT_BAD(bad.ffn_hiddens = 0, "ffn_hiddens");
     EXPECT_BAD(bad.num_heads = 0, "num_heads");
     EXPECT_BAD(bad.num_heads = 7, "does not divide");
-    EXPECT_BAD(bad.dropout = 1, "dropout");
+    EXPECT_BAD(bad.dropout = 1.5, "dropout");
     EXPECT_BAD(bad.dropout = -0.1, "dropout");
     EXPECT_BAD(bad.num_layers = -1, "num_layers");
     EXPECT_BAD(bad.max_len = -1, "max_len");

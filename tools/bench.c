@@ -38,7 +38,7 @@
 #include <omp.h>
 #endif
 
-#include "../examples/cli.h"
+#include "cli.h"
 #include "tgrad.h"
 
 enum { MAX_STEPS = 100000 };
@@ -207,12 +207,9 @@ static int model_new(model *m, model_shape s, uint64_t seed)
     m->encoder = tg_encoder_new(&cfg, &rng);
     m->head = tg_linear_new(s.d, s.V, true, &rng);
     if (!m->encoder || !m->head) return -1;
-    /* Fused attention (no stored [B*h, T, T] weights) from T 64 up; below,
-     * the stored path is faster (4% on toy), as in examples/reverse.c. */
-    tg_encoder_keep_weights(m->encoder, s.T < 64);
     tg_params_init(&m->params);
-    tg_encoder_params(m->encoder, &m->params, "encoder");
-    tg_linear_params(m->head, &m->params, "head");
+    if (tg_encoder_params(m->encoder, &m->params, "encoder") || tg_linear_params(m->head, &m->params, "head"))
+        return -1;
     tg_optim_config oc = tg_adam_config((tg_real)1e-3);
     m->opt = tg_optim_new(&oc, &m->params);
     m->data = tg_rng_fork(&rng, 1);
@@ -285,10 +282,8 @@ static int attn_new(attn_bench *a, int T)
     a->mha = tg_mha_new(64, 64, 64, 64, 4, (tg_real)0.1, false, &rng);
     a->X = tg_randn(TG_SHAPE(1, T, 64), &rng);
     if (!a->mha || !a->X) return -1;
-    tg_mha_keep_weights(a->mha, false);            /* the fused attention path */
     tg_params_init(&a->params);
-    tg_mha_params(a->mha, &a->params, "attention");
-    return 0;
+    return tg_mha_params(a->mha, &a->params, "attention");
 }
 
 static void attn_free(attn_bench *a)
@@ -813,7 +808,7 @@ static int run_all(env_info *e, const char *markdown)
 
 int main(int argc, char **argv)
 {
-    cli_passive_openmp(argv);   /* examples/cli.h: restart once with a passive OpenMP wait */
+    cli_passive_openmp(argv);   /* cli.h: restart once with a passive OpenMP wait */
     const char *name = NULL, *markdown = NULL;
     int threads = 1, steps = 0, warmup = -1;
     bool determinism = false, no_torch = false;

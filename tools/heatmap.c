@@ -3,7 +3,7 @@
  * A tensor with more than two dimensions is drawn as its last two, at the
  * leading index given by --index (flattened over the leading axes). */
 #include <math.h>
-#include "../examples/cli.h"
+#include "cli.h"
 #include "tgrad.h"
 
 static bool ends_with(const char *s, const char *suffix) {

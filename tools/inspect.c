@@ -1,7 +1,7 @@
 /* inspect: lists the tensors of a safetensors checkpoint (or one .npy file):
  * name, dtype, shape, and min / max / mean of the values. */
 #include <math.h>
-#include "../examples/cli.h"
+#include "cli.h"
 #include "tgrad.h"
 
 static void stats(const char *name, const char *dtype, int ndim, const int *shape, const tg_real *v, int64_t n) {

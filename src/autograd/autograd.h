@@ -133,6 +133,10 @@ tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int 
  * the mask is regenerated in backward, never stored. p = 0 returns x itself;
  * p = 1 returns zeros. */
 tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng);
+/* The one dropout-probability check: p in [0, 1], as torch.nn.Dropout (p = 1
+ * drops everything and gives zeros). Returns false with "who: dropout
+ * p = <p> is outside [0, 1]" recorded otherwise (also for NaN). */
+bool tg_check_dropout(const char *who, tg_real p);
 
 /* Which keys each query may see, for attention over x of shape [B, Q, K]:
  *   lens == NULL            every key;
@@ -164,7 +168,8 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
  * without ever storing the [B, Q, K] weights: FlashAttention-2's online
  * softmax forward, backward recomputing the weights from the saved
  * log-sum-exp and the dropout mask from its counter. Memory O(B Q d).
- * dropout_p in [0, 1); rng may be NULL when dropout_p is 0. */
+ * dropout_p in [0, 1] (1 gives zeros, as tg_dropout, and draws nothing);
+ * rng may be NULL when dropout_p is 0 or 1. */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng);
 
 /* Layer normalisation over the last axis, biased variance, as PyTorch:

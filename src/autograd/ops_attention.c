@@ -374,11 +374,10 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
     /* The mask is checked against the scores' shape [B, Q, K], as masked_softmax does. */
     tg_tensor scores = {.ndim = 3, .shape = {B, Q, K}};
     if (!mask_check("attention", &scores, &mask)) return NULL;
-    if (!(dropout_p >= 0 && dropout_p < 1)) {   /* also catches NaN */
-        tg_set_error("attention: q %s, k %s, v %s with dropout p = %g: p must be in [0, 1)", tg_tshape(b1, q),
-                     tg_tshape(b2, k), tg_tshape(b3, v), (double)dropout_p);
-        return NULL;
-    }
+    if (!tg_check_dropout("attention", dropout_p)) return NULL;
+    /* p = 1 drops every weight: zeros, and zero gradients through the
+     * scaling, as the stored path (tg_dropout draws nothing for p = 1). */
+    if (dropout_p == 1) return tg_mul_scalar(tg_attention(q, k, v, mask, 0, NULL), 0);
     if (dropout_p > 0 && !rng) {
         tg_set_error("attention: q %s, k %s, v %s with dropout p = %g: NULL rng", tg_tshape(b1, q),
                      tg_tshape(b2, k), tg_tshape(b3, v), (double)dropout_p);

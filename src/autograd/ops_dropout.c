@@ -46,10 +46,9 @@ const tg_op tg_op_dropout = {"dropout", dropout_backward};
 tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng) {
     char b[64];
     if (tg_any_null("dropout", 1, (const tg_tensor *const[]){x})) return NULL;
-    if (!(p >= 0 && p <= 1)) {   /* also catches NaN */
-        tg_set_error("dropout: %s with p = %g: p must be in [0, 1]", tg_tshape(b, x), (double)p);
-        return NULL;
-    }
+    char who[80];
+    snprintf(who, sizeof who, "dropout: %s", tg_tshape(b, x));
+    if (!tg_check_dropout(who, p)) return NULL;
     if (p == 0) return x;        /* identity: the caller's tensor itself, as documented */
     if (p < 1 && !rng) {
         tg_set_error("dropout: %s with p = %g: NULL rng", tg_tshape(b, x), (double)p);
@@ -70,4 +69,10 @@ tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng) {
         n->ptr = s;
     }
     return y;
+}
+
+bool tg_check_dropout(const char *who, tg_real p) {
+    if (p >= 0 && p <= 1) return true;   /* false for NaN too */
+    tg_set_error("%s: dropout p = %g is outside [0, 1]", who, (double)p);
+    return false;
 }

@@ -108,26 +108,37 @@ tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng) {
     if (!m) { tg_set_error("dot_attention: out of memory"); return NULL; }
     m->dropout = tg_dropout_new(dropout, rng);
     if (!m->dropout) { tg_sys_free(m); return NULL; }
-    m->keep_weights = true;
     return m;
 }
 
 tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys,
                                     tg_tensor *values, tg_mask mask) {
-    if (!m) { tg_set_error("dot_attention: NULL module"); return NULL; }
+    if (!m) { tg_set_error("dot_attention_forward: NULL module"); return NULL; }
     m->attention_weights = NULL;
     if (tg_any_null("dot_attention", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
     if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
         return NULL;
-    /* The fused op: same values, no [B, Q, K] tensor (and no weights to
-     * draw). Dropout p = 1 (all zeros) stays on the stored path. */
-    tg_dropout_layer *dl = m->dropout;
-    tg_real p = dl->training ? dl->p : 0;
-    if (!m->keep_weights && !m->sparse && p < 1) return tg_attention(queries, keys, values, mask, p, &dl->rng);
+    /* The one place that chooses the path. The fused op gives the same
+     * values (to rounding) and the same dropout mask without a [B, Q, K]
+     * tensor; it is the default. Below 64 keys the stored path is faster,
+     * as measured when the programs chose it themselves: reversal training
+     * at T 16, 52k against 47k tokens/s (commit e6c6106), and tools/bench.c
+     * "toy" (T 16) 4% faster (commit 6f2e514). */
+    int K = keys->shape[keys->ndim - 2];
+    if (!m->record && !m->sparse && K >= 64)
+        return tg_attention(queries, keys, values, mask, tg_dropout_active_p(m->dropout),
+                            tg_dropout_rng(m->dropout));
     tg_tensor *scores = tg_score_scaled_dot(queries, keys);
     tg_tensor *w = m->sparse ? tg_sparsemax(scores, mask) : tg_masked_softmax(scores, mask);
-    m->attention_weights = w;   /* before dropout, as d2l keeps them */
+    if (m->record) m->attention_weights = w;   /* before dropout, as d2l keeps them */
     return tg_matmul(tg_dropout_forward(m->dropout, w), values);
+}
+
+void tg_dot_attention_record(tg_dot_attention *m, bool on) {
+    if (m) {
+        m->record = on;
+        m->attention_weights = NULL;
+    }
 }
 
 void tg_dot_attention_train(tg_dot_attention *m, bool on) {
@@ -157,7 +168,7 @@ tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, i
 tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *queries, tg_tensor *keys,
                                          tg_tensor *values, tg_mask mask) {
     char b1[64], b2[64];
-    if (!m) { tg_set_error("additive_attention: NULL module"); return NULL; }
+    if (!m) { tg_set_error("additive_attention_forward: NULL module"); return NULL; }
     m->attention_weights = NULL;
     const char *op = "additive_attention";
     if (tg_any_null(op, 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
@@ -173,17 +184,13 @@ tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *qu
     return tg_matmul(tg_dropout_forward(m->dropout, w), values);
 }
 
-void tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix) {
-    if (!m || !p) return;
-    char name[TG_PARAM_NAME_MAX];
-    const char *sep = prefix && *prefix ? "." : "";
-    const char *pre = prefix ? prefix : "";
-    snprintf(name, sizeof name, "%s%sW_k", pre, sep);
-    tg_linear_params(m->W_k, p, name);
-    snprintf(name, sizeof name, "%s%sW_q", pre, sep);
-    tg_linear_params(m->W_q, p, name);
-    snprintf(name, sizeof name, "%s%sw_v", pre, sep);
-    tg_linear_params(m->w_v, p, name);
+int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix) {
+    if (!m) { tg_set_error("additive_attention_params: NULL module"); return -1; }
+    char b[TG_PARAM_NAME_MAX];
+    if (tg_param_name(b, prefix, "W_k") || tg_linear_params(m->W_k, p, b)) return -1;
+    if (tg_param_name(b, prefix, "W_q") || tg_linear_params(m->W_q, p, b)) return -1;
+    if (tg_param_name(b, prefix, "w_v") || tg_linear_params(m->w_v, p, b)) return -1;
+    return 0;
 }
 
 void tg_additive_attention_train(tg_additive_attention *m, bool on) {

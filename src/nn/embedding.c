@@ -23,7 +23,7 @@ tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng) {
 
 tg_tensor *tg_embedding_forward(tg_embedding *m, const int *ids, int ndim, const int *shape) {
     char b[64];
-    if (!m) { tg_set_error("embedding: NULL module"); return NULL; }
+    if (!m) { tg_set_error("embedding_forward: NULL module"); return NULL; }
     if (!ids || ndim < 0 || ndim >= TG_MAX_DIMS || (ndim && !shape)) {
         tg_set_error("embedding: %s ids of %d dimensions (at most %d)", ids ? "bad" : "NULL", ndim,
                      TG_MAX_DIMS - 1);
@@ -39,8 +39,9 @@ tg_tensor *tg_embedding_forward(tg_embedding *m, const int *ids, int ndim, const
     return tg_gather_rows(m->weight, ids, ndim, shape);
 }
 
-void tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix) {
-    if (m && p) tg_params_add(p, prefix, "weight", m->weight);
+int tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix) {
+    if (!m) { tg_set_error("embedding_params: NULL module"); return -1; }
+    return tg_params_add(p, prefix, "weight", m->weight);
 }
 
 void tg_embedding_free(tg_embedding *m) {

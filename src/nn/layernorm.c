@@ -26,7 +26,7 @@ tg_layernorm *tg_layernorm_new(int dim, tg_real eps) {
 
 tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x) {
     char b[64];
-    if (!m) { tg_set_error("layernorm: NULL module"); return NULL; }
+    if (!m) { tg_set_error("layernorm_forward: NULL module"); return NULL; }
     if (!x) { tg_error_null("layernorm"); return NULL; }
     if (x->ndim < 1 || x->shape[x->ndim - 1] != m->dim) {
         tg_set_error("layernorm: input %s last dim %d, expected %d", tg_tshape(b, x),
@@ -36,10 +36,10 @@ tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x) {
     return tg_layer_norm(x, m->weight, m->bias, m->eps);
 }
 
-void tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix) {
-    if (!m || !p) return;
-    tg_params_add(p, prefix, "weight", m->weight);
-    tg_params_add(p, prefix, "bias", m->bias);
+int tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix) {
+    if (!m) { tg_set_error("layernorm_params: NULL module"); return -1; }
+    if (tg_params_add(p, prefix, "weight", m->weight)) return -1;
+    return tg_params_add(p, prefix, "bias", m->bias);
 }
 
 void tg_layernorm_free(tg_layernorm *m) {

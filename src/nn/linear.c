@@ -39,7 +39,7 @@ fail:
 
 tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
     char b[64];
-    if (!m) { tg_set_error("linear: NULL module"); return NULL; }
+    if (!m) { tg_set_error("linear_forward: NULL module"); return NULL; }
     if (!x) { tg_error_null("linear"); return NULL; }
     if (x->ndim < 1 || x->shape[x->ndim - 1] != m->in) {
         tg_set_error("linear: input %s last dim %d, expected %d", tg_tshape(b, x),
@@ -60,10 +60,10 @@ tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
     return tg_reshape(y, x->ndim, shape);
 }
 
-void tg_linear_params(tg_linear *m, tg_params *p, const char *prefix) {
-    if (!m || !p) return;
-    tg_params_add(p, prefix, "weight", m->weight);
-    if (m->bias) tg_params_add(p, prefix, "bias", m->bias);
+int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix) {
+    if (!m) { tg_set_error("linear_params: NULL module"); return -1; }
+    if (tg_params_add(p, prefix, "weight", m->weight)) return -1;
+    return m->bias ? tg_params_add(p, prefix, "bias", m->bias) : 0;
 }
 
 void tg_linear_free(tg_linear *m) {

@@ -15,11 +15,6 @@
 
 #include <string.h>
 
-static void child_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name) {
-    if (prefix && *prefix) snprintf(out, TG_PARAM_NAME_MAX, "%s.%s", prefix, name);
-    else snprintf(out, TG_PARAM_NAME_MAX, "%s", name);
-}
-
 tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads,
                    tg_real dropout, bool bias, tg_rng *rng) {
     if (num_heads <= 0 || num_hiddens <= 0 || num_hiddens % num_heads != 0) {
@@ -60,7 +55,7 @@ static tg_tensor *transpose_output(tg_tensor *X, int h) {
 
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask) {
     char b1[64], b2[64], b3[64];
-    if (!m) { tg_set_error("mha: NULL module"); return NULL; }
+    if (!m) { tg_set_error("mha_forward: NULL module"); return NULL; }
     if (tg_any_null("mha", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
     if (queries->ndim != 3 || keys->ndim != 3 || values->ndim != 3 || keys->shape[0] != queries->shape[0] ||
         values->shape[0] != queries->shape[0] || values->shape[1] != keys->shape[1]) {
@@ -96,25 +91,43 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
     return tg_linear_forward(m->W_o, transpose_output(out, h));
 }
 
-void tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
-    if (!m || !p) return;
-    char name[TG_PARAM_NAME_MAX];
-    child_name(name, prefix, "W_q");
-    tg_linear_params(m->W_q, p, name);
-    child_name(name, prefix, "W_k");
-    tg_linear_params(m->W_k, p, name);
-    child_name(name, prefix, "W_v");
-    tg_linear_params(m->W_v, p, name);
-    child_name(name, prefix, "W_o");
-    tg_linear_params(m->W_o, p, name);
+int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
+    if (!m) { tg_set_error("mha_params: NULL module"); return -1; }
+    const char *names[] = {"W_q", "W_k", "W_v", "W_o"};
+    tg_linear *lin[] = {m->W_q, m->W_k, m->W_v, m->W_o};
+    char b[TG_PARAM_NAME_MAX];
+    for (int i = 0; i < 4; i++)
+        if (tg_param_name(b, prefix, names[i]) || tg_linear_params(lin[i], p, b)) return -1;
+    return 0;
 }
 
 void tg_mha_train(tg_mha *m, bool on) {
     if (m) tg_dot_attention_train(m->attention, on);
 }
 
-void tg_mha_keep_weights(tg_mha *m, bool on) {
-    if (m && m->attention) m->attention->keep_weights = on;
+void tg_mha_record_attention(tg_mha *m, bool on) {
+    if (m) tg_dot_attention_record(m->attention, on);
+}
+
+/* Row b*h + head of the recorded [B*h, Q, K] weights, for each b. */
+tg_tensor *tg_mha_attention_weights(const tg_mha *m, int head) {
+    if (!m) { tg_set_error("mha_attention_weights: NULL module"); return NULL; }
+    const tg_tensor *w = m->attention->attention_weights;
+    if (!m->attention->record || !w) {
+        tg_set_error("mha_attention_weights: no weights recorded (tg_mha_record_attention, then a forward)");
+        return NULL;
+    }
+    int h = m->num_heads;
+    if (head < 0 || head >= h) {
+        tg_set_error("mha_attention_weights: head %d is outside [0, %d)", head, h);
+        return NULL;
+    }
+    int B = w->shape[0] / h, Q = w->shape[1], K = w->shape[2];
+    tg_tensor *out = tg_empty_arena(TG_SHAPE(B, Q, K));
+    if (!out) return NULL;
+    size_t n = (size_t)Q * (size_t)K;
+    for (int b = 0; b < B; b++) memcpy(out->data + b * n, w->data + ((size_t)b * h + head) * n, sizeof(tg_real) * n);
+    return out;
 }
 
 void tg_mha_free(tg_mha *m) {

@@ -4,19 +4,24 @@
  * Every module follows one pattern:
  *   tg_X *tg_X_new(config..., tg_rng *rng)   parameters are persistent tensors
  *   tg_tensor *tg_X_forward(tg_X *m, ...)     builds a differentiable graph
- *   void tg_X_params(tg_X *m, tg_params *p, const char *prefix)
+ *   int tg_X_params(tg_X *m, tg_params *p, const char *prefix)
  *                                             appends its parameters, named as
- *                                             PyTorch's state_dict would
+ *                                             PyTorch's state_dict would;
+ *                                             0, or -1 with the error recorded
  *   void tg_X_train(tg_X *m, bool on)         train/eval, reaching its children
  *   void tg_X_free(tg_X *m)
  * Modules are built from public ops only, so they are differentiable and
  * gradient-checkable for free. Constructors return NULL with an error
- * recorded on bad configuration; forwards return NULL on bad input. */
+ * recorded on bad configuration; forwards return NULL on bad input.
+ * A NULL module: tg_X_free(NULL) and tg_X_train(NULL, on) do nothing;
+ * tg_X_forward(NULL, ...) returns NULL with "X_forward: NULL module"
+ * recorded, and tg_X_params(NULL, ...) returns -1 with "X_params: NULL
+ * module". Dropout probabilities are checked by tg_check_dropout: [0, 1]. */
 #ifndef TG_NN_H
 #define TG_NN_H
 
 #include "../autograd/autograd.h"
-#include "params.h"
+#include "../tensor/params.h"
 
 /* ---- Linear: y = x W^T + b on the last axis of any-rank x ----------------
  * weight [out, in] and bias [out] as torch.nn.Linear, initialised
@@ -27,7 +32,7 @@ typedef struct {
 } tg_linear;
 tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng);
 tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x);
-void tg_linear_params(tg_linear *m, tg_params *p, const char *prefix);   /* weight, bias */
+int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix);   /* weight, bias */
 void tg_linear_free(tg_linear *m);
 
 /* ---- Dropout(p): inverted dropout in training, identity in eval ---------- */
@@ -38,6 +43,11 @@ typedef struct {
 } tg_dropout_layer;
 tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng);
 tg_tensor *tg_dropout_forward(tg_dropout_layer *m, tg_tensor *x);
+/* The probability a forward would use now: p in training, 0 in eval. */
+tg_real tg_dropout_active_p(const tg_dropout_layer *m);
+/* The layer's mask stream, for an op that applies the same dropout itself
+ * (the fused attention). */
+tg_rng *tg_dropout_rng(tg_dropout_layer *m);
 void tg_dropout_train(tg_dropout_layer *m, bool on);
 void tg_dropout_free(tg_dropout_layer *m);
 
@@ -49,7 +59,7 @@ typedef struct {
 tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng);  /* torch: std 1 */
 /* ids has shape (ndim, shape); result [..., d]. An id outside [0, vocab) is an error. */
 tg_tensor *tg_embedding_forward(tg_embedding *m, const int *ids, int ndim, const int *shape);
-void tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix);   /* weight */
+int tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix);   /* weight */
 void tg_embedding_free(tg_embedding *m);
 
 /* ---- LayerNorm(d): eps 1e-5, affine (weight 1, bias 0), biased variance - */
@@ -60,7 +70,7 @@ typedef struct {
 } tg_layernorm;
 tg_layernorm *tg_layernorm_new(int dim, tg_real eps);
 tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x);
-void tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix);   /* weight, bias */
+int tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix);   /* weight, bias */
 void tg_layernorm_free(tg_layernorm *m);
 
 /* ---- attention scoring functions (the four of the seed blog post) --------
@@ -72,22 +82,26 @@ tg_tensor *tg_score_general(tg_tensor *queries, tg_tensor *W, tg_tensor *keys); 
 tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q, tg_tensor *W_k, tg_tensor *w_v);
 
 /* ---- DotProductAttention(dropout): softmax(Q K^T / sqrt(d)) V ------------
- * queries [B, Q, d], keys [B, K, d], values [B, K, v] -> [B, Q, v]. The
- * attention weights (before dropout) of the last forward stay in
- * m->attention_weights [B, Q, K] until the scope ends, for drawing.
- * keep_weights (true for a new module) selects that stored path; when false
- * (and not sparse) forward runs the fused tg_attention, which never stores
- * the [B, Q, K] weights (attention_weights is then NULL): same values, far
- * less memory and time for long sequences. */
+ * queries [B, Q, d], keys [B, K, d], values [B, K, v] -> [B, Q, v].
+ * The forward picks its path itself (attention.c, one rule): the fused
+ * tg_attention, which never stores the [B, Q, K] weights, unless it records
+ * them, uses sparsemax, or the sequence is short enough that the stored path
+ * (masked softmax, dropout, matmul) is faster. Both give the same values up
+ * to rounding and the same dropout mask.
+ * While recording (tg_dot_attention_record(m, true); off for a new module)
+ * the weights of the last forward, before dropout as d2l keeps them, stay in
+ * attention_weights [B, Q, K] until the scope of that forward ends;
+ * otherwise attention_weights is NULL. */
 typedef struct {
     tg_dropout_layer *dropout;
     tg_tensor *attention_weights;
     bool sparse;                /* sparsemax instead of softmax */
-    bool keep_weights;          /* stored path, weights kept for drawing (default) */
+    bool record;                /* keep attention_weights (stored path) */
 } tg_dot_attention;
 tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng);
 tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys,
                                     tg_tensor *values, tg_mask mask);
+void tg_dot_attention_record(tg_dot_attention *m, bool on);
 void tg_dot_attention_train(tg_dot_attention *m, bool on);
 void tg_dot_attention_free(tg_dot_attention *m);
 
@@ -101,7 +115,7 @@ tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, i
                                                  tg_real dropout, tg_rng *rng);
 tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *queries, tg_tensor *keys,
                                          tg_tensor *values, tg_mask mask);
-void tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix);
+int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix);
 void tg_additive_attention_train(tg_additive_attention *m, bool on);
 void tg_additive_attention_free(tg_additive_attention *m);
 
@@ -109,8 +123,7 @@ void tg_additive_attention_free(tg_additive_attention *m);
  * W_q [num_hiddens, query_size], W_k, W_v, W_o [num_hiddens, num_hiddens];
  * heads split by reshaping (B, n, H) -> (B*h, n, H/h); valid lengths (given
  * per batch row in mask) repeated for each head; scores scaled by sqrt(H/h).
- * Self-attention is forward(X, X, X). The per-head weights of the last
- * forward are in m->attention->attention_weights [B*h, Q, K]. */
+ * Self-attention is forward(X, X, X). */
 typedef struct {
     int num_heads, num_hiddens;
     tg_linear *W_q, *W_k, *W_v, *W_o;
@@ -119,10 +132,16 @@ typedef struct {
 tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads,
                    tg_real dropout, bool bias, tg_rng *rng);
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask);
-void tg_mha_params(tg_mha *m, tg_params *p, const char *prefix);   /* W_q.weight, W_k.weight, ... */
+int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix);   /* W_q.weight, W_k.weight, ... */
 void tg_mha_train(tg_mha *m, bool on);
-/* Sets m->attention->keep_weights: false selects the fused attention. */
-void tg_mha_keep_weights(tg_mha *m, bool on);
+/* Recording the attention weights: while on, each forward keeps the weights
+ * of every head (off for a new module). */
+void tg_mha_record_attention(tg_mha *m, bool on);
+/* The recorded weights of one head of the last forward, [B, Q, K], as a new
+ * tensor in that forward's scope (valid until the scope ends, not part of
+ * the graph). NULL with the error recorded when not recording, before a
+ * forward, or for a head outside [0, num_heads). */
+tg_tensor *tg_mha_attention_weights(const tg_mha *m, int head);
 void tg_mha_free(tg_mha *m);
 
 /* ---- positional encodings: output dropout(X + P[:T]) for X [B, T, d] -----
@@ -135,10 +154,12 @@ typedef struct {
     tg_tensor *P;               /* [max_len, d]; a parameter when learned */
     tg_dropout_layer *dropout;
 } tg_posenc;
+/* Both as d2l's PositionalEncoding(num_hiddens, dropout, max_len); max_len 0
+ * means d2l's 1000. */
 tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng);          /* fixed */
-tg_posenc *tg_posenc_learned_new(int max_len, int num_hiddens, tg_real dropout, tg_rng *rng);
+tg_posenc *tg_posenc_learned_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng);
 tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X);
-void tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix);   /* "P" when learned */
+int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix);   /* "P" when learned */
 void tg_posenc_train(tg_posenc *m, bool on);
 void tg_posenc_free(tg_posenc *m);
 
@@ -148,7 +169,7 @@ typedef struct {                /* dense2(relu(dense1(X))) */
 } tg_ffn;
 tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rng);
 tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X);
-void tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix);
+int tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix);
 void tg_ffn_free(tg_ffn *m);
 
 typedef struct {                /* ln(dropout(Y) + X) */
@@ -157,7 +178,7 @@ typedef struct {                /* ln(dropout(Y) + X) */
 } tg_addnorm;
 tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng);
 tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y);
-void tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix);
+int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix);
 void tg_addnorm_train(tg_addnorm *m, bool on);
 void tg_addnorm_free(tg_addnorm *m);
 
@@ -169,7 +190,7 @@ typedef struct {                /* Y = addnorm1(X, mha(X,X,X)); addnorm2(Y, ffn(
 tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout,
                                        bool use_bias, tg_rng *rng);
 tg_tensor *tg_encoder_block_forward(tg_encoder_block *m, tg_tensor *X, tg_mask mask);
-void tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix);
+int tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix);
 void tg_encoder_block_train(tg_encoder_block *m, bool on);
 void tg_encoder_block_free(tg_encoder_block *m);
 
@@ -198,10 +219,14 @@ typedef struct {                /* pos_encoding(embedding(tokens) * sqrt(d)) -> 
 tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng);
 /* tokens [B, T] -> [B, T, num_hiddens]; mask as for attention (lengths per row). */
 tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg_mask mask);
-void tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix);
+int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix);
 void tg_encoder_train(tg_encoder *m, bool on);
-/* tg_mha_keep_weights on the attention of every block. */
-void tg_encoder_keep_weights(tg_encoder *m, bool on);
+/* tg_mha_record_attention on every block: while on, a forward keeps the
+ * weights of every layer and head. */
+void tg_encoder_record_attention(tg_encoder *m, bool on);
+/* The recorded weights of head `head` of block `layer`, [B, T, T], as
+ * tg_mha_attention_weights (valid until the forward's scope ends). */
+tg_tensor *tg_encoder_attention_weights(const tg_encoder *m, int layer, int head);
 void tg_encoder_free(tg_encoder *m);
 
 /* ---- losses --------------------------------------------------------------- */
@@ -232,7 +257,7 @@ void tg_optim_step(tg_optim *o);        /* parameters without a grad are skipped
 void tg_optim_zero_grad(tg_optim *o);
 /* Appends the optimizer state ("<prefix>.m.<param>", "<prefix>.v.<param>",
  * "<prefix>.step") for checkpoints. */
-void tg_optim_state(tg_optim *o, tg_params *p, const char *prefix);
+int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix);   /* 0, or -1 */
 void tg_optim_free(tg_optim *o);
 /* Scales all gradients so their global L2 norm is at most max_norm; returns
  * the norm before clipping (torch.nn.utils.clip_grad_norm_). */

@@ -191,20 +191,19 @@ void tg_optim_zero_grad(tg_optim *o)
 
 /* Names the state after its parameter, so a checkpoint written for one
  * model loads only into the same model (tg_checkpoint_load is strict). */
-void tg_optim_state(tg_optim *o, tg_params *p, const char *prefix)
+int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix)
 {
-    char name[TG_PARAM_NAME_MAX + 16];
-    if (!o || !p) return;
+    char name[TG_PARAM_NAME_MAX];
+    if (!o) {
+        tg_set_error("optim_state: NULL optimizer");
+        return -1;
+    }
     const char *mname = o->cfg.kind == TG_SGD ? "momentum" : "m";
-    for (int i = 0; o->m && i < o->params.n; i++) {
-        snprintf(name, sizeof name, "%s.%s", mname, o->params.items[i].name);
-        tg_params_add(p, prefix, name, o->m[i]);
-    }
-    for (int i = 0; o->v && i < o->params.n; i++) {
-        snprintf(name, sizeof name, "v.%s", o->params.items[i].name);
-        tg_params_add(p, prefix, name, o->v[i]);
-    }
-    tg_params_add(p, prefix, "step", o->step);
+    for (int i = 0; o->m && i < o->params.n; i++)
+        if (tg_param_name(name, mname, o->params.items[i].name) || tg_params_add(p, prefix, name, o->m[i])) return -1;
+    for (int i = 0; o->v && i < o->params.n; i++)
+        if (tg_param_name(name, "v", o->params.items[i].name) || tg_params_add(p, prefix, name, o->v[i])) return -1;
+    return tg_params_add(p, prefix, "step", o->step);
 }
 
 void tg_optim_free(tg_optim *o)

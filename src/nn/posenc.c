@@ -25,7 +25,7 @@
 #define POSENC_DEFAULT_MAX_LEN 1000
 
 /* Shared checks of both constructors; fills m except P. */
-static tg_posenc *posenc_alloc(const char *op, int max_len, int num_hiddens, tg_real dropout, bool learned,
+static tg_posenc *posenc_alloc(const char *op, int num_hiddens, tg_real dropout, int max_len, bool learned,
                                tg_rng *rng)
 {
     if (max_len <= 0) max_len = POSENC_DEFAULT_MAX_LEN;   /* 0: d2l's default max_len=1000 */
@@ -33,10 +33,7 @@ static tg_posenc *posenc_alloc(const char *op, int max_len, int num_hiddens, tg_
         tg_set_error("%s: num_hiddens %d must be positive", op, num_hiddens);
         return NULL;
     }
-    if (!(dropout >= 0 && dropout < 1)) {
-        tg_set_error("%s: dropout %g must be in [0, 1)", op, (double)dropout);
-        return NULL;
-    }
+    if (!tg_check_dropout(op, dropout)) return NULL;
     if (learned && !rng) {   /* the fixed table draws nothing; its dropout takes NULL */
         tg_set_error("%s: NULL rng", op);
         return NULL;
@@ -60,7 +57,7 @@ static tg_posenc *posenc_alloc(const char *op, int max_len, int num_hiddens, tg_
 
 tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng)
 {
-    tg_posenc *m = posenc_alloc("posenc", max_len, num_hiddens, dropout, false, rng);
+    tg_posenc *m = posenc_alloc("posenc", num_hiddens, dropout, max_len, false, rng);
     if (!m) return NULL;
     const int d = num_hiddens;
     for (int i = 0; i < m->max_len; i++) {
@@ -74,9 +71,9 @@ tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *
     return m;
 }
 
-tg_posenc *tg_posenc_learned_new(int max_len, int num_hiddens, tg_real dropout, tg_rng *rng)
+tg_posenc *tg_posenc_learned_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng)
 {
-    tg_posenc *m = posenc_alloc("posenc_learned", max_len, num_hiddens, dropout, true, rng);
+    tg_posenc *m = posenc_alloc("posenc_learned", num_hiddens, dropout, max_len, true, rng);
     if (!m) return NULL;
     tg_fill_normal(m->P, 0, (tg_real)0.02, rng);
     tg_set_requires_grad(m->P, true);
@@ -87,7 +84,7 @@ tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X)
 {
     char b[64];
     if (!m) {
-        tg_error_null("posenc");
+        tg_set_error("posenc_forward: NULL module");
         return NULL;
     }
     if (tg_any_null("posenc", 1, (const tg_tensor *const[]){X})) return NULL;
@@ -107,9 +104,13 @@ tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X)
     return tg_dropout_forward(m->dropout, tg_add(X, PT));
 }
 
-void tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix)
+int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix)
 {
-    if (m && m->learned) tg_params_add(p, prefix, "P", m->P);
+    if (!m) {
+        tg_set_error("posenc_params: NULL module");
+        return -1;
+    }
+    return m->learned ? tg_params_add(p, prefix, "P", m->P) : 0;
 }
 
 void tg_posenc_train(tg_posenc *m, bool on)

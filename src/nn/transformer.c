@@ -14,24 +14,6 @@
 #include <math.h>
 #include <stdio.h>
 
-/* prefix + "." + name, or name alone when prefix is NULL or "". A prefix
- * too long for a parameter name is recorded as an error here; tg_params_add
- * then rejects the (truncated) full name as too long. */
-static const char *join(char *buf, size_t cap, const char *prefix, const char *name)
-{
-    int n = (prefix && *prefix) ? snprintf(buf, cap, "%s.%s", prefix, name) : snprintf(buf, cap, "%s", name);
-    if (n < 0 || (size_t)n >= cap) tg_set_error("params: name '%s.%s' is too long", prefix ? prefix : "", name);
-    return buf;
-}
-#define SUB(buf, prefix, name) join(buf, sizeof buf, prefix, name)
-
-static bool check_dropout(const char *op, tg_real dropout)
-{
-    if (dropout >= 0 && dropout < 1) return true;
-    tg_set_error("%s: dropout %g must be in [0, 1)", op, (double)dropout);
-    return false;
-}
-
 /* ---- PositionWiseFFN ------------------------------------------------------ */
 tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rng)
 {
@@ -56,18 +38,22 @@ tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rn
 tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X)
 {
     if (!m) {
-        tg_error_null("ffn");
+        tg_set_error("ffn_forward: NULL module");
         return NULL;
     }
     return tg_linear_forward(m->dense2, tg_relu(tg_linear_forward(m->dense1, X)));
 }
 
-void tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix)
+int tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix)
 {
     char b[TG_PARAM_NAME_MAX];
-    if (!m) return;
-    tg_linear_params(m->dense1, p, SUB(b, prefix, "dense1"));
-    tg_linear_params(m->dense2, p, SUB(b, prefix, "dense2"));
+    if (!m) {
+        tg_set_error("ffn_params: NULL module");
+        return -1;
+    }
+    if (tg_param_name(b, prefix, "dense1") || tg_linear_params(m->dense1, p, b)) return -1;
+    if (tg_param_name(b, prefix, "dense2") || tg_linear_params(m->dense2, p, b)) return -1;
+    return 0;
 }
 
 void tg_ffn_free(tg_ffn *m)
@@ -88,7 +74,7 @@ tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng)
         tg_set_error("addnorm: dim %d must be positive", dim);
         return NULL;
     }
-    if (!check_dropout("addnorm", dropout)) return NULL;
+    if (!tg_check_dropout("addnorm", dropout)) return NULL;
     tg_addnorm *m = tg_sys_calloc(1, sizeof *m);
     if (!m) {
         tg_set_error("addnorm: out of memory");
@@ -107,7 +93,7 @@ tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y)
 {
     char b1[64], b2[64];
     if (!m) {
-        tg_error_null("addnorm");
+        tg_set_error("addnorm_forward: NULL module");
         return NULL;
     }
     if (tg_any_null("addnorm", 2, (const tg_tensor *const[]){X, Y})) return NULL;
@@ -118,10 +104,14 @@ tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y)
     return tg_layernorm_forward(m->ln, tg_add(tg_dropout_forward(m->dropout, Y), X));
 }
 
-void tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix)
+int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix)
 {
     char b[TG_PARAM_NAME_MAX];
-    if (m) tg_layernorm_params(m->ln, p, SUB(b, prefix, "ln"));
+    if (!m) {
+        tg_set_error("addnorm_params: NULL module");
+        return -1;
+    }
+    return tg_param_name(b, prefix, "ln") || tg_layernorm_params(m->ln, p, b) ? -1 : 0;
 }
 
 void tg_addnorm_train(tg_addnorm *m, bool on)
@@ -149,7 +139,7 @@ static bool check_block(const char *op, int num_hiddens, int ffn_hiddens, int nu
         tg_set_error("%s: num_heads %d does not divide num_hiddens %d", op, num_heads, num_hiddens);
         return false;
     }
-    return check_dropout(op, dropout);
+    return tg_check_dropout(op, dropout);
 }
 
 tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout,
@@ -176,21 +166,25 @@ tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num
 tg_tensor *tg_encoder_block_forward(tg_encoder_block *m, tg_tensor *X, tg_mask mask)
 {
     if (!m) {
-        tg_error_null("encoder_block");
+        tg_set_error("encoder_block_forward: NULL module");
         return NULL;
     }
     tg_tensor *Y = tg_addnorm_forward(m->addnorm1, X, tg_mha_forward(m->attention, X, X, X, mask));
     return tg_addnorm_forward(m->addnorm2, Y, tg_ffn_forward(m->ffn, Y));
 }
 
-void tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix)
+int tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix)
 {
     char b[TG_PARAM_NAME_MAX];
-    if (!m) return;
-    tg_mha_params(m->attention, p, SUB(b, prefix, "attention"));
-    tg_addnorm_params(m->addnorm1, p, SUB(b, prefix, "addnorm1"));
-    tg_ffn_params(m->ffn, p, SUB(b, prefix, "ffn"));
-    tg_addnorm_params(m->addnorm2, p, SUB(b, prefix, "addnorm2"));
+    if (!m) {
+        tg_set_error("encoder_block_params: NULL module");
+        return -1;
+    }
+    if (tg_param_name(b, prefix, "attention") || tg_mha_params(m->attention, p, b)) return -1;
+    if (tg_param_name(b, prefix, "addnorm1") || tg_addnorm_params(m->addnorm1, p, b)) return -1;
+    if (tg_param_name(b, prefix, "ffn") || tg_ffn_params(m->ffn, p, b)) return -1;
+    if (tg_param_name(b, prefix, "addnorm2") || tg_addnorm_params(m->addnorm2, p, b)) return -1;
+    return 0;
 }
 
 void tg_encoder_block_train(tg_encoder_block *m, bool on)
@@ -254,7 +248,7 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng)
     if (ok && c.pe == TG_PE_FIXED)
         ok = (m->pos_encoding = tg_posenc_new(c.num_hiddens, c.dropout, c.max_len, rng)) != NULL;
     else if (ok && c.pe == TG_PE_LEARNED) {
-        ok = (m->pos_encoding = tg_posenc_learned_new(c.max_len, c.num_hiddens, c.dropout, rng)) != NULL;
+        ok = (m->pos_encoding = tg_posenc_learned_new(c.num_hiddens, c.dropout, c.max_len, rng)) != NULL;
         /* A learned table added to unit-size scaled embeddings starts at
          * their scale (std 1), as BERT and GPT-2 draw both tables with one
          * std. At the module's own 0.02 it is 50x weaker than the tokens and
@@ -282,7 +276,7 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng)
 tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg_mask mask)
 {
     if (!m || !tokens) {
-        tg_error_null("encoder");
+        tg_set_error(!m ? "encoder_forward: NULL module" : "encoder_forward: NULL tokens");
         return NULL;
     }
     if (B <= 0 || T <= 0) {
@@ -296,16 +290,22 @@ tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg
     return X;
 }
 
-void tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix)
+int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix)
 {
-    char b[TG_PARAM_NAME_MAX], bb[TG_PARAM_NAME_MAX], name[32];
-    if (!m) return;
-    tg_embedding_params(m->embedding, p, SUB(b, prefix, "embedding"));
-    tg_posenc_params(m->pos_encoding, p, SUB(b, prefix, "pos_encoding"));
-    for (int i = 0; i < m->cfg.num_layers; i++) {
-        snprintf(name, sizeof name, "%d", i);
-        tg_encoder_block_params(m->blocks[i], p, SUB(bb, SUB(b, prefix, "blocks"), name));
+    char b[TG_PARAM_NAME_MAX], bb[TG_PARAM_NAME_MAX], index[16];
+    if (!m) {
+        tg_set_error("encoder_params: NULL module");
+        return -1;
     }
+    if (tg_param_name(b, prefix, "embedding") || tg_embedding_params(m->embedding, p, b)) return -1;
+    if (m->pos_encoding && (tg_param_name(b, prefix, "pos_encoding") || tg_posenc_params(m->pos_encoding, p, b)))
+        return -1;
+    if (tg_param_name(b, prefix, "blocks")) return -1;
+    for (int i = 0; i < m->cfg.num_layers; i++) {
+        snprintf(index, sizeof index, "%d", i);
+        if (tg_param_name(bb, b, index) || tg_encoder_block_params(m->blocks[i], p, bb)) return -1;
+    }
+    return 0;
 }
 
 void tg_encoder_train(tg_encoder *m, bool on)
@@ -316,11 +316,24 @@ void tg_encoder_train(tg_encoder *m, bool on)
     for (int i = 0; i < m->cfg.num_layers; i++) tg_encoder_block_train(m->blocks[i], on);
 }
 
-void tg_encoder_keep_weights(tg_encoder *m, bool on)
+void tg_encoder_record_attention(tg_encoder *m, bool on)
 {
     if (!m || !m->blocks) return;
     for (int i = 0; i < m->cfg.num_layers; i++)
-        if (m->blocks[i]) tg_mha_keep_weights(m->blocks[i]->attention, on);
+        if (m->blocks[i]) tg_mha_record_attention(m->blocks[i]->attention, on);
+}
+
+tg_tensor *tg_encoder_attention_weights(const tg_encoder *m, int layer, int head)
+{
+    if (!m) {
+        tg_set_error("encoder_attention_weights: NULL module");
+        return NULL;
+    }
+    if (layer < 0 || layer >= m->cfg.num_layers) {
+        tg_set_error("encoder_attention_weights: layer %d is outside [0, %d)", layer, m->cfg.num_layers);
+        return NULL;
+    }
+    return tg_mha_attention_weights(m->blocks[layer]->attention, head);
 }
 
 void tg_encoder_free(tg_encoder *m)

@@ -31,7 +31,8 @@ static int reserve(tg_params *p, int extra, const char *op)
     return 0;
 }
 
-/* Writes prefix + "." + name (or name alone) into out; -1 when too long. */
+/* Writes prefix + "." + name (or name alone) into out; -1 when too long,
+ * without recording an error (callers word their own). */
 static int join_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name)
 {
     size_t lp = (prefix && *prefix) ? strlen(prefix) : 0;
@@ -44,6 +45,21 @@ static int join_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char
         memcpy(out + lp + 1, name, ln + 1);
     } else {
         memcpy(out, name, ln + 1);
+    }
+    return 0;
+}
+
+int tg_param_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name)
+{
+    if (!out || !name) {
+        tg_set_error("param_name: NULL %s", !out ? "output" : "name");
+        return -1;
+    }
+    if (join_name(out, prefix, name) != 0) {
+        out[0] = '\0';
+        tg_set_error("param_name: name '%s%s%s' is longer than %d characters", prefix && *prefix ? prefix : "",
+                     prefix && *prefix ? "." : "", name, TG_PARAM_NAME_MAX - 1);
+        return -1;
     }
     return 0;
 }

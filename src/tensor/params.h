@@ -1,0 +1,34 @@
+/* A named list of tensors: the parameters of a module (for optimizers and
+ * checkpoints) or the state of an optimizer. Names are stable dotted paths
+ * such as "blocks.0.attention.W_q.weight", as in PyTorch's state_dict. */
+#ifndef TG_PARAMS_H
+#define TG_PARAMS_H
+
+#include "tensor.h"
+
+#define TG_PARAM_NAME_MAX 128
+
+typedef struct {
+    char name[TG_PARAM_NAME_MAX];
+    tg_tensor *t;          /* not owned: the module owns its tensors */
+} tg_param;
+
+typedef struct {
+    tg_param *items;
+    int n, cap;
+} tg_params;
+
+void tg_params_init(tg_params *p);
+/* The one name joiner: writes prefix + "." + name (name alone when prefix is
+ * NULL or "") into out. Returns 0, or -1 with the error recorded when the
+ * result would not fit TG_PARAM_NAME_MAX (out then holds an empty string). */
+int tg_param_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name);
+/* Appends prefix + "." + name (or just name when prefix is NULL or ""). */
+int tg_params_add(tg_params *p, const char *prefix, const char *name, tg_tensor *t);
+/* Appends every entry of src with prefix + "." in front of its name. */
+int tg_params_extend(tg_params *p, const char *prefix, const tg_params *src);
+tg_tensor *tg_params_get(const tg_params *p, const char *name);  /* NULL if absent */
+int64_t tg_params_numel(const tg_params *p);
+void tg_params_free(tg_params *p);   /* frees the list, not the tensors */
+
+#endif
