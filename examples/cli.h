@@ -35,6 +35,28 @@ static void cli_usage(FILE *f, const char *prog, const char *synopsis, const cha
     fprintf(f, "  --%-14s %s\n", "help", "print this help and exit");
 }
 
+/* Stores val in opt's destination by the flag's rules: the whole string is
+ * the number, an integer for CLI_INT, inside [min, max] when min < max.
+ * Returns false with the reason in why. Also used for values read from a
+ * file (checkpoint metadata), so that they obey the same ranges. */
+static bool cli_set(const cli_opt *opt, const char *val, char *why, size_t cap) {
+    if (opt->kind == CLI_STR) { *(const char **)opt->dst = val; return true; }
+    char *end;
+    errno = 0;
+    double v = strtod(val, &end);
+    bool ok = *val && !*end && errno == 0 && v == v;
+    if (opt->kind == CLI_INT) ok = ok && v == (double)(long)v && v >= INT_MIN && v <= INT_MAX;
+    if (ok && opt->min < opt->max) ok = v >= opt->min && v <= opt->max;
+    if (!ok) {
+        int k = snprintf(why, cap, "'%s' is not a valid %s", val, opt->kind == CLI_INT ? "integer" : "number");
+        if (opt->min < opt->max && k > 0 && (size_t)k < cap) snprintf(why + k, cap - (size_t)k, " in [%g, %g]", opt->min, opt->max);
+        return false;
+    }
+    if (opt->kind == CLI_INT) *(int *)opt->dst = (int)v;
+    else *(double *)opt->dst = v;
+    return true;
+}
+
 /* Parses argv into the options; positional arguments go to pos (up to
  * max_pos). Prints usage and exits 0 on --help, 2 on a bad flag. */
 static int cli_parse(int argc, char **argv, const char *synopsis, const char *about, const cli_opt *o, int n,
@@ -70,22 +92,11 @@ static int cli_parse(int argc, char **argv, const char *synopsis, const char *ab
         }
         const char *val = eq ? eq + 1 : (a + 1 < argc ? argv[++a] : NULL);
         if (!val) { fprintf(stderr, "%s: --%s needs a value\n", argv[0], opt->name); goto bad; }
-        if (opt->kind == CLI_STR) { *(const char **)opt->dst = val; continue; }
-        char *end;
-        errno = 0;
-        double v = strtod(val, &end);
-        bool ok = *val && !*end && errno == 0;
-        if (opt->kind == CLI_INT) ok = ok && v == (double)(long)v && v >= INT_MIN && v <= INT_MAX;
-        if (ok && opt->min < opt->max) ok = v >= opt->min && v <= opt->max;
-        if (!ok) {
-            fprintf(stderr, "%s: --%s: '%s' is not a valid %s", argv[0], opt->name, val,
-                    opt->kind == CLI_INT ? "integer" : "number");
-            if (opt->min < opt->max) fprintf(stderr, " in [%g, %g]", opt->min, opt->max);
-            fputc('\n', stderr);
+        char why[128];
+        if (!cli_set(opt, val, why, sizeof why)) {
+            fprintf(stderr, "%s: --%s: %s\n", argv[0], opt->name, why);
             goto bad;
         }
-        if (opt->kind == CLI_INT) *(int *)opt->dst = (int)v;
-        else *(double *)opt->dst = v;
     }
     return npos;
 bad:

@@ -25,20 +25,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "cli.h"
-#include "tgrad.h"
-
-typedef struct {
-    int steps, seq_len, vocab, batch, dim, heads, ffn, layers, eval_every, heldout, threads, seed;
-    double lr, dropout, emb_std, pe_std;
-    const char *task, *pe, *out, *load, *emb_init;
-} options;
-
-typedef struct {                 /* the model: encoder + output layer */
-    tg_encoder *encoder;
-    tg_linear *head;
-    tg_params params;
-} model;
+#include "reverse_model.h"
 
 typedef struct {                 /* what one training run reports */
     const char *name;
@@ -68,33 +55,6 @@ static void make_batch(const options *o, tg_rng *rng, int n, int *tokens, int *t
             for (int t = 0; t < T; t++) y[t] = x[T - 1 - t];
         }
     }
-}
-
-static tg_pe_kind pe_kind(const char *name) {
-    return strcmp(name, "fixed") == 0 ? TG_PE_FIXED : strcmp(name, "learned") == 0 ? TG_PE_LEARNED : TG_PE_NONE;
-}
-
-static int model_new(model *m, const options *o, const char *pe, uint64_t seed) {
-    tg_rng rng = tg_rng_new(seed);
-    tg_encoder_config cfg = {
-        .vocab_size = o->vocab, .num_hiddens = o->dim, .ffn_hiddens = o->ffn, .num_heads = o->heads,
-        .num_layers = o->layers, .max_len = o->seq_len > 1000 ? o->seq_len : 1000,
-        .dropout = (tg_real)o->dropout, .pe = pe_kind(pe), .use_bias = false,
-        .embedding_std = (tg_real)o->emb_std, .learned_pe_std = (tg_real)o->pe_std,
-    };
-    m->encoder = tg_encoder_new(&cfg, &rng);
-    m->head = tg_linear_new(o->dim, o->vocab, true, &rng);
-    if (!m->encoder || !m->head) return -1;
-    tg_params_init(&m->params);
-    if (tg_encoder_params(m->encoder, &m->params, "encoder") || tg_linear_params(m->head, &m->params, "head"))
-        return -1;
-    return 0;
-}
-
-static void model_free(model *m) {
-    tg_encoder_free(m->encoder);
-    tg_linear_free(m->head);
-    tg_params_free(&m->params);
 }
 
 static tg_tensor *logits_of(model *m, const int *tokens, int B, int T) {
@@ -154,26 +114,42 @@ static void progress(const char *name, int step, int steps, double loss, double 
 
 static int train(const options *o, const char *pe, int variant, int n_variants, const int *ho_x, const int *ho_y,
                  result *r, model *m) {
-    int B = o->batch, T = o->seq_len;
-    if (model_new(m, o, pe, (uint64_t)o->seed) != 0) { fprintf(stderr, "reverse: %s\n", tg_last_error()); return -1; }
+    int B = o->batch, T = o->seq_len, rc = -1;
+    *r = (result){.name = pe, .first_99 = -1};
+    tg_optim *opt = NULL;
+    int *x = NULL, *y = NULL;
+    if (model_new(m, o, pe, (uint64_t)o->seed) != 0) goto done;
     tg_optim_config oc = tg_adam_config((tg_real)o->lr);
-    tg_optim *opt = tg_optim_new(&oc, &m->params);
-    int *x = malloc(sizeof(int) * (size_t)B * T), *y = malloc(sizeof(int) * (size_t)B * T);
+    if (!(opt = tg_optim_new(&oc, &m->params))) goto done;
+    x = malloc(sizeof(int) * (size_t)B * T);
+    y = malloc(sizeof(int) * (size_t)B * T);
+    r->losses = malloc(sizeof(float) * (size_t)o->steps);
+    if (!x || !y || !r->losses) { tg_set_error("out of memory for batches of %d x %d tokens", B, T); goto done; }
     tg_rng data = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 1);   /* same batches for every variant */
     bool tty = isatty(2);
-    r->name = pe;
-    r->losses = malloc(sizeof(float) * (size_t)o->steps);
-    r->first_99 = -1;
     double t0 = now();
     for (int step = 1; step <= o->steps; step++) {
         make_batch(o, &data, B, x, y);
         tg_scope_begin();
         tg_tensor *loss = tg_cross_entropy(logits_of(m, x, B, T), y, NULL, TG_IGNORE_INDEX);
-        if (!loss) { fprintf(stderr, "\nreverse: %s\n", tg_last_error()); return -1; }
+        double lv = loss ? (double)tg_item(loss) : NAN;
+        /* Diverged: stop at once, as every later step would be garbage. Guessing
+         * uniformly costs ln V; a hundred times that is no longer learning. */
+        bool diverged = loss && !(lv <= 100 * log((double)o->vocab));
+        if (diverged)
+            tg_set_error("training diverged: the loss is %g at step %d (a uniform guess costs %.2f; try a smaller --lr)",
+                         lv, step, log((double)o->vocab));
+        if (!loss || diverged) {
+            tg_scope_end();
+            goto done;
+        }
         tg_optim_zero_grad(opt);
-        tg_backward(loss);
+        if (tg_backward(loss) != 0) {
+            tg_scope_end();
+            goto done;
+        }
         tg_optim_step(opt);
-        r->losses[step - 1] = (float)tg_item(loss);
+        r->losses[step - 1] = (float)lv;
         tg_scope_end();
         if (r->first_99 < 0 && step % o->eval_every == 0) {
             double ta, sa;
@@ -182,15 +158,23 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
         }
         double el = now() - t0, per_step = el / step;
         double eta = per_step * ((o->steps - step) + (double)(n_variants - 1 - variant) * o->steps);
-        progress(pe, step, o->steps, r->losses[step - 1], (double)B * T * step / el, eta, tty);
+        progress(pe, step, o->steps, lv, (double)B * T * step / el, eta, tty);
     }
     if (tty) fputc('\n', stderr);
     r->seconds = now() - t0;
     evaluate(m, o, ho_x, ho_y, o->heldout, &r->token_acc, &r->seq_acc);
+    rc = 0;
+done:
+    if (rc != 0) {
+        fprintf(stderr, "\nreverse: %s run: %s\n", pe, tg_last_error());
+        model_free(m);
+        free(r->losses);
+        r->losses = NULL;
+    }
     free(x);
     free(y);
     tg_optim_free(opt);
-    return 0;
+    return rc;
 }
 
 /* The attention weights of every layer and head for one held-out sequence. */
@@ -269,67 +253,35 @@ static int draw_losses(const result *r, int n, const options *o) {
     return rc;
 }
 
-/* --load: rebuild the model from the checkpoint's metadata and evaluate it. */
-static int evaluate_checkpoint(options *o) {
-    tg_safetensors st;
-    if (tg_safetensors_open(o->load, &st) != 0) { fprintf(stderr, "reverse: %s\n", tg_last_error()); return 1; }
-    char v[64], pe[16] = "fixed", task[16] = "reverse";
-    int *fields[] = {&o->vocab, &o->seq_len, &o->dim, &o->heads, &o->ffn, &o->layers};
-    const char *keys[] = {"vocab", "seq_len", "dim", "heads", "ffn", "layers"};
-    for (int i = 0; i < 6; i++)
-        if (tg_safetensors_meta(&st, keys[i], v, sizeof v) > 0) *fields[i] = atoi(v);
-    tg_safetensors_meta(&st, "pe", pe, sizeof pe);
-    tg_safetensors_meta(&st, "task", task, sizeof task);
-    tg_safetensors_close(&st);
-    o->task = strcmp(task, "sort") == 0 ? "sort" : "reverse";
+/* --load: rebuild the model from the checkpoint (reverse_model.h) and evaluate it. */
+static int evaluate_checkpoint(options *o, const cli_opt *opts, int nopt) {
     model m;
-    if (model_new(&m, o, pe, 0) != 0 || tg_checkpoint_load(o->load, &m.params) != 0) {
-        fprintf(stderr, "reverse: %s\n", tg_last_error());
-        return 1;
-    }
-    int n = o->heldout, T = o->seq_len;
+    const char *pe;
+    if (reverse_load(o->load, o, opts, nopt, &m, &pe) != 0) { fprintf(stderr, "reverse: %s\n", tg_last_error()); return 1; }
+    int n = o->heldout, T = o->seq_len, rc = 0;
     int *x = malloc(sizeof(int) * (size_t)n * T), *y = malloc(sizeof(int) * (size_t)n * T);
-    tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 2);
-    make_batch(o, &held, n, x, y);
-    double ta, sa;
-    evaluate(&m, o, x, y, n, &ta, &sa);
-    printf("%s (%s task, %s PE): held-out token accuracy %.2f%%, sequence accuracy %.2f%% on %d sequences\n",
-           o->load, o->task, pe, 100 * ta, 100 * sa, n);
+    if (!x || !y) {
+        fprintf(stderr, "reverse: out of memory for %d held-out sequences of %d tokens\n", n, T);
+        rc = 1;
+    } else {
+        tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 2);
+        make_batch(o, &held, n, x, y);
+        double ta, sa;
+        evaluate(&m, o, x, y, n, &ta, &sa);
+        printf("%s (%s task, %s PE): held-out token accuracy %.2f%%, sequence accuracy %.2f%% on %d sequences\n",
+               o->load, o->task, pe, 100 * ta, 100 * sa, n);
+    }
     free(x); free(y);
     model_free(&m);
-    return 0;
+    tg_release_all();
+    return rc;
 }
 
 int main(int argc, char **argv) {
     cli_passive_openmp(argv);
-    options o = {.steps = 1000, .seq_len = 16, .vocab = 16, .batch = 64, .dim = 64, .heads = 4, .ffn = 128,
-                 .layers = 2, .eval_every = 50, .heldout = 1000, .threads = 0, .seed = 1, .lr = 1e-3,
-                 .dropout = 0.1, .task = "reverse", .pe = "all", .out = "out", .load = NULL, .emb_init = "unit"};
-    cli_opt opts[] = {
-        {"steps", CLI_INT, &o.steps, "training steps per variant", 1, 1e7},
-        {"task", CLI_STR, &o.task, "reverse, or sort", 0, 0},
-        {"pe", CLI_STR, &o.pe, "positional encoding: fixed, learned, none, or all (one run each)", 0, 0},
-        {"seq-len", CLI_INT, &o.seq_len, "sequence length T", 2, 1000},
-        {"vocab", CLI_INT, &o.vocab, "vocabulary size V", 2, 4096},
-        {"batch", CLI_INT, &o.batch, "sequences per step", 1, 1e5},
-        {"dim", CLI_INT, &o.dim, "model width d", 2, 4096},
-        {"heads", CLI_INT, &o.heads, "attention heads (must divide d)", 1, 256},
-        {"ffn", CLI_INT, &o.ffn, "hidden width of the position-wise FFN", 1, 1e5},
-        {"layers", CLI_INT, &o.layers, "encoder blocks", 1, 64},
-        {"lr", CLI_REAL, &o.lr, "Adam learning rate", 1e-8, 10},
-        {"dropout", CLI_REAL, &o.dropout, "dropout probability", 0, 0.99},
-        {"emb-init", CLI_STR, &o.emb_init,
-         "unit: embeddings N(0,1/d), so E*sqrt(d) has unit size; torch: N(0,1) as nn.Embedding", 0, 0},
-        {"learned-pe-std", CLI_REAL, &o.pe_std,
-         "init std of the learned table; 0: 1, the scale of the scaled embeddings (try 0.02)", 0, 100},
-        {"eval-every", CLI_INT, &o.eval_every, "steps between held-out checks for the 99% mark", 1, 1e7},
-        {"heldout", CLI_INT, &o.heldout, "held-out sequences for the final accuracy", 1, 1e6},
-        {"seed", CLI_INT, &o.seed, "random seed (data and initialisation)", 0, 2e9},
-        {"threads", CLI_INT, &o.threads, "OpenMP threads (0: all cores)", 0, 1024},
-        {"out", CLI_STR, &o.out, "directory for figures and checkpoints", 0, 0},
-        {"load", CLI_STR, &o.load, "evaluate this checkpoint instead of training", 0, 0},
-    };
-    const int nopt = (int)(sizeof opts / sizeof opts[0]);
+    options o;
+    cli_opt opts[REVERSE_MAX_OPTS];
+    const int nopt = reverse_options(&o, opts);
     const char *about = "Trains a Transformer encoder to reverse (or sort) random sequences with fixed, learned and\n"
                         "no positional encoding, and draws what it learned.";
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
@@ -345,7 +297,7 @@ int main(int argc, char **argv) {
 #ifdef _OPENMP
     if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
-    if (o.load) return evaluate_checkpoint(&o);
+    if (o.load) return evaluate_checkpoint(&o, opts, nopt);
     if (cli_ensure_dir(o.out) != 0) { fprintf(stderr, "reverse: cannot create directory %s\n", o.out); return 1; }
 
     const char *variants[3] = {"fixed", "learned", "none"};
@@ -371,7 +323,7 @@ int main(int argc, char **argv) {
     }
     if (nv > 0) rc |= draw_losses(res, nv, &o) != 0;
 
-    printf("\n%-8s %12s %12s %14s %9s\n", "PE", "token acc", "seq acc", "first >= 99%", "time");
+    if (nv > 0) printf("\n%-8s %12s %12s %14s %9s\n", "PE", "token acc", "seq acc", "first >= 99%", "time");
     for (int v = 0; v < nv; v++) {
         char first[32] = "never";
         if (res[v].first_99 > 0) snprintf(first, sizeof first, "step %d", res[v].first_99);
@@ -382,7 +334,7 @@ int main(int argc, char **argv) {
         if (pe_kind(res[v].name) == TG_PE_NONE)
             printf("\nNo positional encoding: %.0f%% vs %.0f%% with the fixed table, because self-attention sees the "
                    "tokens as a set, not a sequence.\n", 100 * res[v].token_acc, 100 * res[0].token_acc);
-    printf("\nFigures and checkpoints are in %s/\n", o.out);
+    if (nv > 0) printf("\nFigures and checkpoints are in %s/\n", o.out);
     for (int v = 0; v < nv; v++) { model_free(&models[v]); free(res[v].losses); }
     free(hx); free(hy);
     tg_release_all();
