@@ -152,7 +152,7 @@ bench: $(BUILD)/bin/bench
 # corpus tests/fuzz/corpus/NAME; what it finds new goes to build/fuzz/corpus.
 FUZZ_S ?= 10
 FUZZ_DIR := build/fuzz
-FUZZ_CFLAGS := -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp-simd -Wno-unknown-pragmas \
+FUZZ_CFLAGS := -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp-simd -Wno-unknown-pragmas -Wno-pass-failed \
                -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZERS := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
