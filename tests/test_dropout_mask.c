@@ -8,10 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/dropout_mask.h"
-
-/* src/autograd/dropout_mask.c */
-int tg__dropout_mask_force_portable(int on);
+#include "tensor/kernels.h"
+#include "tensor/tensor_internal.h"
 
 Test(dropout_mask, avx2_and_portable_agree_also_across_2_to_the_32) {
     tg_dropout_mask m = tg_dropout_mask_new(5, 7, 0.3);

@@ -10,7 +10,7 @@
 #ifndef TG_AUTOGRAD_MASK_H
 #define TG_AUTOGRAD_MASK_H
 
-#include "autograd.h"
+#include "op.h"
 
 #define MASK_VALUE ((tg_real)-1e6)
 

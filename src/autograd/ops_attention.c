@@ -47,7 +47,7 @@
  * Memory added besides out: L (B Q reals), the mask's counts (B Q ints), D
  * in backward (B Q), and per thread a few BQ x BK tiles: O(B Q), never
  * O(Q K). */
-#include "dropout_mask.h"
+#include "op.h"
 #include "mask.h"
 #include "tensor/simd.h"
 

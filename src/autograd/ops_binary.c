@@ -4,7 +4,7 @@
  *   sub: da += g        db -= g
  *   mul: da += g b      db += g a
  *   div: da += g / b    db -= g a / b^2                                    */
-#include "autograd.h"
+#include "op.h"
 
 #include <string.h>
 

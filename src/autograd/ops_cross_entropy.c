@@ -5,7 +5,7 @@
  * A row counts unless t_r == ignore_index or mask[r] == 0; loss = 0 if none does.
  * Backward, with softmax(x_r)_j = exp(x_rj - lse_r):
  *   dx_rj = g (softmax(x_r)_j - [j == t_r]) / n   on counted rows,  0 on the others. */
-#include "autograd.h"
+#include "op.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * (dropout_mask.h, shared with the fused attention op): backward draws it
  * again instead of storing it, and it does not depend on the number of
  * threads. */
-#include "dropout_mask.h"
+#include "op.h"
 
 #include <string.h>
 

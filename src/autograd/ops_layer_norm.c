@@ -7,7 +7,7 @@
  *   dx_j    = rstd (dxhat_j - mean_k(dxhat_k) - xhat_j mean_k(dxhat_k xhat_k))
  *   dgamma_j = sum_rows g_j xhat_j,   dbeta_j = sum_rows g_j
  * mean and rstd of each row are saved; xhat is recomputed from them. */
-#include "autograd.h"
+#include "op.h"
 
 #include <math.h>
 

@@ -5,7 +5,7 @@
  *   d op(A) = dC op(B)^T        d op(B) = op(A)^T dC
  * and for a stored transpose the transpose of that. Both are GEMMs with
  * beta = 1, so they accumulate into the gradients as they go. */
-#include "autograd.h"
+#include "op.h"
 
 typedef struct {
     int batch, M, N, K;

@@ -3,7 +3,7 @@
  *   mean: y = sum / n                     dx[o,k,i] += g[o,i] / n
  *   max:  y[o,i] = x[o,k*,i]              dx[o,k*,i] += g[o,i]  (first maximum)
  * The *_all variants flatten first, so they are compositions, not new ops. */
-#include "autograd.h"
+#include "op.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
  *   slice:    dx[.., start:stop, ..] += g
  *   concat:   dx_i += g[.., offset_i : offset_i + n_i, ..]
  *   gather:   dtable[ids[j]] += g[j]           (rows that repeat add up) */
-#include "autograd.h"
+#include "op.h"
 
 #include <string.h>
 

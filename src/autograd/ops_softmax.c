@@ -1,7 +1,7 @@
 /* Softmax and log-softmax along the last axis.
  *   y = softmax(x):     dx = y * (g - sum_j g_j y_j)
  *   y = log_softmax(x): dx = g - softmax(x) * sum_j g_j,  softmax(x) = exp(y) */
-#include "autograd.h"
+#include "op.h"
 
 #include <math.h>
 

@@ -1,6 +1,6 @@
 /* Elementwise unary ops. Each op's forward is one kernel call and its
  * backward is dx += dy * f'(x), with f' written right below the op. */
-#include "autograd.h"
+#include "op.h"
 
 #include <math.h>
 

@@ -7,11 +7,11 @@
  * runs each marked node's backward rule, and marks the nodes of its inputs.
  * Scopes save and restore the list head (tensor/memory.c), so nodes a scope
  * has released are never visited again. */
-#include "autograd.h"
+#include "op.h"
+#include "../tensor/tensor_internal.h"
 
 #include <string.h>
 
-extern void *tg__tape_head;          /* tensor/memory.c: newest node */
 static bool g_grad_enabled = true;
 static uint64_t g_seq;
 static uint32_t g_epoch;             /* backward pass counter */

@@ -1,6 +1,6 @@
 /* Elementwise kernels: unary maps, broadcasting binary ops, and the
  * reduction of a broadcast gradient back to an input's shape. */
-#include "tensor.h"
+#include "kernels.h"
 
 #include <math.h>
 #include <string.h>

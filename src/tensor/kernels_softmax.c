@@ -1,7 +1,7 @@
 /* Softmax and log-softmax of each row, stable for large logits:
  *   softmax(x)_j = exp(x_j - m) / sum_k exp(x_k - m),  m = max_k x_k
  *   log_softmax(x)_j = x_j - m - log(sum_k exp(x_k - m)). */
-#include "tensor.h"
+#include "kernels.h"
 
 #include <math.h>
 

@@ -6,7 +6,7 @@
  * restores it at tg_scope_end, which releases everything allocated since in
  * O(1). After the first training step the blocks are large enough, so later
  * steps make no call to malloc (tests/test_memory.c checks this). */
-#include "tensor.h"
+#include "tensor_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +48,6 @@ void *tg_sys_calloc(size_t n, size_t size) {
 }
 void tg_sys_free(void *p) { free(p); }
 
-/* Called by tensor.c to keep the persistent byte count. */
-void tg__persistent_account(long long delta);
 void tg__persistent_account(long long delta) { g_persistent += (size_t)delta; }
 
 tg_memory_stats tg_memory(void) {
@@ -110,10 +108,7 @@ bool tg_arena_live(const void *ptr) {
     return false;
 }
 
-/* The autograd layer's tape (newest node) is saved per scope and restored at
- * its end, so the nodes a scope released are no longer on the tape. The
- * tensor layer only carries the pointer; it never looks inside. */
-void *tg__tape_head;
+void *tg__tape_head;   /* see tensor_internal.h */
 
 void tg_scope_begin(void) {
     if (g_depth >= MAX_SCOPES) {
@@ -140,10 +135,30 @@ void tg_scope_end(void) {
 
 int tg_scope_depth(void) { return g_depth; }
 
-void tg__gemm_release(void);   /* gemm.c: the calling thread's packing buffer */
+/* Hooks run by tg_release_all (tensor_internal.h). A slot once set never
+ * changes, so a reader sees either NULL or a complete pointer. */
+#define MAX_RELEASE_HOOKS 4
+static void (*g_release_hooks[MAX_RELEASE_HOOKS])(void);
+
+void tg__on_release_all(void (*fn)(void)) {
+    for (int i = 0; i < MAX_RELEASE_HOOKS; i++) {
+        void (*cur)(void) = __atomic_load_n(&g_release_hooks[i], __ATOMIC_ACQUIRE);
+        if (cur == fn) return;
+        if (!cur) {
+            void (*expected)(void) = NULL;
+            if (__atomic_compare_exchange_n(&g_release_hooks[i], &expected, fn, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE) ||
+                expected == fn)
+                return;
+        }
+    }
+}
 
 void tg_release_all(void) {
-    tg__gemm_release();
+    for (int i = 0; i < MAX_RELEASE_HOOKS; i++) {
+        void (*fn)(void) = __atomic_load_n(&g_release_hooks[i], __ATOMIC_ACQUIRE);
+        if (fn) fn();
+    }
     for (int i = 0; i < g_nblocks; i++) free(g_blocks[i].mem);
     free(g_blocks);
     g_blocks = NULL;
