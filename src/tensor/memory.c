@@ -29,6 +29,10 @@ static uint64_t g_sys_allocs;
 typedef struct { int blk; size_t used; size_t in_use; void *tape; } mark;
 static mark g_scopes[MAX_SCOPES];
 static int g_depth;
+/* Begins refused past MAX_SCOPES whose end has not come yet: those ends
+ * close nothing, so a failed begin never makes its end close an outer scope.
+ * Refused begins are always the innermost ones, so their ends come first. */
+static int g_refused;
 
 /* ---- counted system allocation ----
  * Threads may allocate at once (GEMM packing buffers are per thread), so the
@@ -110,16 +114,22 @@ bool tg_arena_live(const void *ptr) {
 
 void *tg__tape_head;   /* see tensor_internal.h */
 
-void tg_scope_begin(void) {
+int tg_scope_begin(void) {
     if (g_depth >= MAX_SCOPES) {
+        g_refused++;
         tg_set_error("scope_begin: more than %d nested scopes", MAX_SCOPES);
-        return;
+        return -1;
     }
     size_t used = g_nblocks ? g_blocks[g_cur].used : 0;
     g_scopes[g_depth++] = (mark){g_cur, used, g_in_use, tg__tape_head};
+    return 0;
 }
 
 void tg_scope_end(void) {
+    if (g_refused > 0) {
+        g_refused--;
+        return;
+    }
     if (g_depth == 0) {
         tg_set_error("scope_end: no scope is open");
         return;
@@ -163,7 +173,7 @@ void tg_release_all(void) {
     free(g_blocks);
     g_blocks = NULL;
     g_nblocks = g_capblocks = g_cur = 0;
-    g_depth = 0;
+    g_depth = g_refused = 0;
     g_in_use = g_reserved = 0;
     tg__tape_head = NULL;
 }

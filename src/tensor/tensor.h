@@ -83,7 +83,10 @@ const char *tg_shape_str(char *buf, int ndim, const int *shape);
 const char *tg_tshape(char *buf, const tg_tensor *t);  /* same, of a tensor */
 
 /* ---- memory scopes -------------------------------------------------------- */
-void tg_scope_begin(void);
+/* Returns 0, or -1 with an error recorded when 64 scopes are already open;
+ * call tg_scope_end for a failed begin too: that end closes nothing, so
+ * begins and ends stay paired and the outer scopes stay open. */
+int tg_scope_begin(void);
 void tg_scope_end(void);     /* releases everything made since the matching begin, O(1) */
 int tg_scope_depth(void);    /* 0 when no scope is open */
 
