@@ -23,11 +23,6 @@ static inline int mask_visible_count(const tg_mask *m, int b, int q, int Q, int 
     return L;
 }
 
-/* True when query q of batch row b may see key k. */
-static inline bool visible(const tg_mask *m, int b, int q, int k, int Q, int K) {
-    return k < mask_visible_count(m, b, q, Q, K);
-}
-
 /* Checks x (non-NULL) and the mask; records "<op>: ..." and returns false on
  * a bad rank, lens_ndim or a negative length. */
 static inline bool mask_check(const char *op, const tg_tensor *x, const tg_mask *m) {

@@ -49,7 +49,6 @@
  * O(Q K). */
 #include "op.h"
 #include "mask.h"
-#include "tensor/simd.h"
 
 #include <math.h>
 #include <string.h>
@@ -90,11 +89,11 @@ static int thread_id(void) {
 #endif
 }
 
-/* ---- element kernels: portable and AVX2 ------------------------------------
+/* ---- element kernels --------------------------------------------------------
  * Three quarters of the time goes to the per-element work (a hash and an exp
  * per weight, d = 16 leaves little to the products), so the row kernels have
- * AVX2 versions chosen at run time, as in gemm.c; the dropout mask
- * (dropout_mask.c) and exp (tg_k_exp_shift, kernels_exp.c) have their own. */
+ * AVX2 versions chosen at run time: tensor/kernels_attention.c (row max,
+ * product, dS), dropout_mask.c and kernels_exp.c (tg_k_exp_shift). */
 
 /* zf[i*BK + j] = Z_ij / (1 - p) for the tile at rows q0.., keys k0..: the
  * dropout mask, regenerated from its counters. */
@@ -103,70 +102,6 @@ static void dropout_tile(const attn_plan *pl, int b, int q0, int nq, int k0, int
         uint64_t idx = pl->first + ((uint64_t)b * pl->Q + (uint64_t)(q0 + i)) * (uint64_t)pl->K + (uint64_t)k0;
         tg_dropout_mask_row(&pl->mask, idx, nk, zf + (size_t)i * BK);
     }
-}
-
-/* max(m, s[0..n-1]); a[j] *= b[j]; p[j] = p[j] (dp[j] z[j] - D) (dS of one row). */
-static tg_real row_max_portable(const tg_real *s, int n, tg_real m) {
-    for (int j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
-    return m;
-}
-static void mul_portable(tg_real *a, const tg_real *b, int n) {
-    for (int j = 0; j < n; j++) a[j] *= b[j];
-}
-static void ds_portable(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-    if (z) for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] * z[j] - D);
-    else for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] - D);
-}
-
-#if TG_X86 && !defined(TG_DOUBLE)
-TG_AVX2 static tg_real row_max_avx2(const tg_real *s, int n, tg_real m) {
-    __m256 v = _mm256_set1_ps(m);
-    int j = 0;
-    for (; j + 8 <= n; j += 8) v = _mm256_max_ps(v, _mm256_loadu_ps(s + j));
-    _Alignas(32) float t[8];
-    _mm256_store_ps(t, v);
-    for (int i = 0; i < 8; i++) m = t[i] > m ? t[i] : m;
-    return row_max_portable(s + j, n - j, m);
-}
-TG_AVX2 static void mul_avx2(tg_real *a, const tg_real *b, int n) {
-    int j = 0;
-    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(a + j, _mm256_mul_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
-    mul_portable(a + j, b + j, n - j);
-}
-TG_AVX2 static void ds_avx2(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-    __m256 vd = _mm256_set1_ps(D);
-    int j = 0;
-    if (z)
-        for (; j + 8 <= n; j += 8)
-            _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j),
-                                                  _mm256_fmsub_ps(_mm256_loadu_ps(dp + j), _mm256_loadu_ps(z + j), vd)));
-    else
-        for (; j + 8 <= n; j += 8)
-            _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_sub_ps(_mm256_loadu_ps(dp + j), vd)));
-    ds_portable(p + j, dp + j, z ? z + j : NULL, D, n - j);
-}
-#define ATT_VEC_ROWS 1
-#else
-#define ATT_VEC_ROWS 0
-#endif
-
-static tg_real row_max(const tg_real *s, int n, tg_real m) {
-#if ATT_VEC_ROWS
-    if (tg_cpu_has_avx2()) return row_max_avx2(s, n, m);
-#endif
-    return row_max_portable(s, n, m);
-}
-static void mul_inplace(tg_real *a, const tg_real *b, int n) {
-#if ATT_VEC_ROWS
-    if (tg_cpu_has_avx2()) { mul_avx2(a, b, n); return; }
-#endif
-    mul_portable(a, b, n);
-}
-static void ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-#if ATT_VEC_ROWS
-    if (tg_cpu_has_avx2()) { ds_avx2(p, dp, z, D, n); return; }
-#endif
-    ds_portable(p, dp, z, D, n);
 }
 
 /* Visible keys of row r inside the key block [k0, k0 + nk): a prefix of
@@ -209,14 +144,14 @@ static void forward_block(const attn_plan *pl, const tg_real *q, const tg_real *
             }
             int n = vis < 0 ? nk : vis;
             if (vis < 0) for (int j = 0; j < nk; j++) s[j] = MASK_VALUE;
-            tg_real mx = row_max(s, n, m[i]);
+            tg_real mx = tg_k_max_row(s, n, m[i]);
             tg_real c = TG_M(exp)(m[i] - mx);   /* exp(-inf) = 0 on the first block */
             tg_real sum = tg_k_exp_shift(s, n, mx);
             for (int j = n; j < nk; j++) s[j] = 0;
             l[i] = l[i] * c + sum;
             m[i] = mx;
             if (c != 1) for (int t = 0; t < dv; t++) acc[(size_t)i * dv + t] *= c;
-            if (pl->dropout) mul_inplace(s, zf + (size_t)i * BK, n);
+            if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
         }
         tg_k_gemm(false, false, nq, dv, nk, 1, S, BK, v + ((int64_t)b * K + k0) * dv, dv, 1, acc, dv);
     }
@@ -261,7 +196,7 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
         if (pl->dropout) {
             for (int i = 0; i < nq; i++) {
                 memcpy(dP + (size_t)i * BK, P + (size_t)i * BK, sizeof(tg_real) * (size_t)nk);
-                mul_inplace(dP + (size_t)i * BK, zf + (size_t)i * BK, nk);
+                tg_k_mul_row(dP + (size_t)i * BK, zf + (size_t)i * BK, nk);
             }
             pd = dP;
         }
@@ -274,7 +209,7 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
         int vis = visible_in_block(pl, r0 + i, k0, nk);
         if (vis < 0) vis = 0;   /* all masked: constant scores, no gradient */
         tg_real Di = w->D[r0 + i];
-        ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
+        tg_k_attention_ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
         for (int j = vis; j < nk; j++) p[j] = 0;
     }
 }

@@ -27,10 +27,29 @@ void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer,
 /* s[j] = exp(s[j] - shift) for j < n, in place; returns the sum. For
  * softmax rows: s[j] - shift <= 0 (kernels_exp.c). */
 tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift);
-/* Row-wise softmax / log-softmax of [rows, n], max-subtracted for stability. */
+/* Row-wise softmax / log-softmax of [rows, n], max-subtracted for stability
+ * (kernels_softmax.c), and the row kernels behind them, which the masked
+ * softmax reuses: */
+tg_real tg_k_row_max(const tg_real *x, int64_t n);   /* n >= 1 */
+void tg_k_softmax_row(tg_real *y, int64_t n);         /* in place */
+/* Softmax backward of one row y with output gradient g:
+ * dx_j (+)= y_j (g_j - sum_{k<n} g_k y_k) for j < n_grad; when !accumulate,
+ * dx_j = 0 for n_grad <= j < n (masked keys); when accumulating they are
+ * left alone. */
+void tg_k_softmax_row_backward(const tg_real *y, const tg_real *g, tg_real *dx, int64_t n, int64_t n_grad,
+                               bool accumulate);
 void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
 void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
 /* out = permutation of x's axes: out.shape[i] = x.shape[perm[i]]. */
 void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out);
+
+/* Row kernels of the fused attention (kernels_attention.c):
+ *   tg_k_max_row:          max(m, s[0..n-1]);
+ *   tg_k_mul_row:          a[j] *= b[j];
+ *   tg_k_attention_ds_row: p[j] = p[j] (dp[j] z[j] - D), or p[j] (dp[j] - D)
+ *                          when z is NULL (dS of one row, no dropout). */
+tg_real tg_k_max_row(const tg_real *s, int n, tg_real m);
+void tg_k_mul_row(tg_real *a, const tg_real *b, int n);
+void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n);
 
 #endif
