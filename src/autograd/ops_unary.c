@@ -1,5 +1,6 @@
 /* Elementwise unary ops. Each op's forward is one kernel call and its
- * backward is dx += dy * f'(x), with f' written right below the op. */
+ * backward is dx += dy * f'(x); f and f' are one row of TG_UNARY_OPS
+ * (tensor/kernels.h). Also the scalar ops x + s and s x. */
 #include "op.h"
 
 #include <math.h>
@@ -46,29 +47,18 @@ static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tenso
         }                                                                             \
     } while (0)
 
-#define UNARY_OP(NAME, KIND, GX_EXPR)                                                 \
+/* One op per row of TG_UNARY_OPS (tensor/kernels.h): its backward, its
+ * descriptor and its public function. */
+#define UNARY_API_ARG0(NAME, KIND) \
+    tg_tensor *tg_##NAME(tg_tensor *a) { return unary(&tg_op_##NAME, TG_UNARY_##KIND, 0, a); }
+#define UNARY_API_ARG1(NAME, KIND) \
+    tg_tensor *tg_##NAME(tg_tensor *a, tg_real p) { return unary(&tg_op_##NAME, TG_UNARY_##KIND, p, a); }
+#define UNARY_OP(NAME, KIND, F, GX_EXPR, ARITY)                                       \
     static void NAME##_backward(tg_node *n) { UNARY_BACKWARD(n, GX_EXPR); }         \
     const tg_op tg_op_##NAME = {#NAME, NAME##_backward};                            \
-    tg_tensor *tg_##NAME(tg_tensor *a) { return unary(&tg_op_##NAME, KIND, 0, a); }
+    UNARY_API_##ARITY(NAME, KIND)
 
-/*        op       kernel            dx = dy * f'(x), dy = g                 */
-UNARY_OP(neg,     TG_UNARY_NEG,     -g)
-UNARY_OP(exp,     TG_UNARY_EXP,     g * y)                  /* d e^x = e^x */
-UNARY_OP(log,     TG_UNARY_LOG,     g / x)
-UNARY_OP(sqrt,    TG_UNARY_SQRT,    g * (tg_real)0.5 / y)   /* d sqrt x = 1/(2 sqrt x) */
-UNARY_OP(tanh,    TG_UNARY_TANH,    g * (1 - y * y))        /* d tanh = 1 - tanh^2 */
-UNARY_OP(sigmoid, TG_UNARY_SIGMOID, g * y * (1 - y))        /* d s = s (1 - s) */
-/* A select, not g * [x > 0]: torch's threshold_backward, 0 at x = 0. */
-UNARY_OP(relu,    TG_UNARY_RELU,    x > 0 ? g : 0)
-/* GELU(x) = x Phi(x): d/dx = Phi(x) + x phi(x), phi the standard normal pdf. */
-UNARY_OP(gelu,    TG_UNARY_GELU,
-         g * (tg_real)(0.5 * (1 + erf(x * 0.7071067811865476)) +
-                       x * 0.3989422804014327 * exp(-0.5 * (double)x * x)))
-
-/* pow by a scalar: d x^p = p x^(p-1). */
-static void pow_backward(tg_node *n) { UNARY_BACKWARD(n, g * p * (tg_real)pow(x, p - 1)); }
-const tg_op tg_op_pow_scalar = {"pow_scalar", pow_backward};
-tg_tensor *tg_pow_scalar(tg_tensor *a, tg_real p) { return unary(&tg_op_pow_scalar, TG_UNARY_POW, p, a); }
+TG_UNARY_OPS(UNARY_OP)
 
 /* y = x + s: dy/dx = 1.  y = s x: dy/dx = s. */
 static void add_scalar_backward(tg_node *n) {

@@ -9,10 +9,36 @@
 #include "tensor.h"
 #include "dropout_mask.h"
 
-typedef enum {
-    TG_UNARY_NEG, TG_UNARY_EXP, TG_UNARY_LOG, TG_UNARY_SQRT, TG_UNARY_TANH,
-    TG_UNARY_SIGMOID, TG_UNARY_RELU, TG_UNARY_GELU, TG_UNARY_POW
-} tg_unary_kind;
+/* The unary ops, one row each:
+ *   X(name, KIND, forward y = f(v), derivative dx = dy f'(x), arity)
+ * The forward is written in v (the input element) and p (the op's scalar:
+ * pow's exponent); the derivative in g = dy, x, y = f(x) and p, branch-free
+ * so that its loop vectorises. arity is ARG0 for tg_<name>(a), ARG1 for
+ * tg_<name>(a, p). tg_k_unary (kernels_elementwise.c) expands the forward
+ * column, autograd/ops_unary.c the op, its backward and its public function:
+ * a new unary op is a row here, its declaration in autograd.h, an entry in
+ * TG_OPS (autograd/op.h) and its gradient-check cases. Float libm through
+ * TG_M: plain exp would widen to double and run 2x slower. */
+#define TG_UNARY_OPS(X)                                                              \
+    X(neg,     NEG,     -v,                        -g,                  ARG0)        \
+    X(exp,     EXP,     TG_M(exp)(v),              g * y,               ARG0) /* d e^x = e^x */ \
+    X(log,     LOG,     TG_M(log)(v),              g / x,               ARG0)        \
+    X(sqrt,    SQRT,    TG_M(sqrt)(v),             g * (tg_real)0.5 / y, ARG0) /* 1/(2 sqrt x) */ \
+    X(tanh,    TANH,    TG_M(tanh)(v),             g * (1 - y * y),     ARG0) /* 1 - tanh^2 */ \
+    X(sigmoid, SIGMOID, 1 / (1 + TG_M(exp)(-v)),   g * y * (1 - y),     ARG0) /* s (1 - s) */ \
+    /* A select, not g * [x > 0]: torch's threshold_backward, 0 at x = 0. */       \
+    X(relu,    RELU,    v > 0 ? v : 0,             x > 0 ? g : 0,       ARG0)        \
+    /* GELU(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), torch's exact form;      \
+     * d/dx = Phi(x) + x phi(x), phi the standard normal pdf. */                  \
+    X(gelu,    GELU,    (tg_real)0.5 * v * (1 + (tg_real)erf((double)v * 0.7071067811865476)), \
+      g * (tg_real)(0.5 * (1 + erf(x * 0.7071067811865476)) +                          \
+                    x * 0.3989422804014327 * exp(-0.5 * (double)x * x)), ARG0)         \
+    /* d x^p = p x^(p-1) */                                                         \
+    X(pow_scalar, POW,  pow(v, p),                 g * p * (tg_real)pow(x, p - 1), ARG1)
+
+#define TG_UNARY_KIND_(name, KIND, f, df, arity) TG_UNARY_##KIND,
+typedef enum { TG_UNARY_OPS(TG_UNARY_KIND_) } tg_unary_kind;
+#undef TG_UNARY_KIND_
 typedef enum { TG_BINARY_ADD, TG_BINARY_SUB, TG_BINARY_MUL, TG_BINARY_DIV } tg_binary_kind;
 
 void tg_k_unary(tg_unary_kind kind, tg_real param, const tg_real *x, tg_real *y, int64_t n);
