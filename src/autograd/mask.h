@@ -57,7 +57,7 @@ static inline bool mask_check(const char *op, const tg_tensor *x, const tg_mask 
 }
 
 /* The visible count of every row, B*Q ints in the arena: forward reads it, and
- * backward keeps it (node->ptr), since the caller's lens may not outlive the graph. */
+ * backward keeps it (as the node's state), since the caller's lens may not outlive the graph. */
 static inline int *mask_limits(const tg_tensor *x, const tg_mask *m) {
     int B = x->shape[0], Q = x->shape[1], K = x->shape[2];
     int64_t rows = (int64_t)B * Q;

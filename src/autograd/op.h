@@ -14,18 +14,21 @@ struct tg_node {
     tg_tensor *out;
     tg_tensor *in[TG_NODE_MAX_INPUTS];
     int n_in;
-    tg_tensor *saved;          /* one extra tensor an op may keep (a mask, stats) */
-    int iarg[2 * TG_MAX_DIMS]; /* integer arguments (axes, permutation, flags) */
-    tg_real rarg[4];           /* real arguments (exponent, scale, p) */
-    const void *ptr;           /* op-specific pointer (ids of a gather), arena-owned */
+    /* What the forward saved for the backward: the op's own struct
+     * (<op>_state, defined beside the op), arena-owned; NULL if none. */
+    void *state;
     uint64_t seq;              /* creation order */
     uint32_t visit;            /* backward pass that reached it */
     tg_node *prev;             /* the node created before this one (the tape) */
 };
 
 /* Records a node for out if grad mode is on and an input requires grad.
- * Returns the node (to fill saved/args) or NULL when nothing is recorded. */
+ * Returns the node (to give its state) or NULL when nothing is recorded. */
 tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in);
+/* Allocates the node's state, bytes zeroed, in the current scope's arena,
+ * and sets n->state to it. Returns it, or NULL (error recorded) when out of
+ * memory. */
+void *tg_node_state(tg_node *n, size_t bytes);
 /* The gradient buffer of t for this backward pass, zeroed when first touched
  * (allocated persistently for persistent tensors, else in the arena), or NULL
  * when t does not require grad. */

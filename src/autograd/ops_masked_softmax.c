@@ -10,7 +10,7 @@ static void masked_softmax_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
     const tg_tensor *y = n->out;
-    const int *lim = n->ptr;
+    const int *lim = n->state;   /* mask_limits: the visible keys of each row */
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
 #pragma omp parallel for if (y->size > TG_PAR_MIN)
@@ -37,6 +37,6 @@ tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask) {
         tg_k_softmax_row(yr, K);
     }
     tg_node *n = tg_node_record(&tg_op_masked_softmax, y, 1, &x);
-    if (n) n->ptr = lim;
+    if (n) n->state = lim;
     return y;
 }

@@ -5,15 +5,27 @@
 
 #include <math.h>
 
+/* The op's scalar, the p of the formulas (pow's exponent, mul_scalar's s).
+ * Saved only when nonzero: no state reads as p = 0 (unary_p). */
+typedef struct { tg_real p; } unary_state;
+
+static tg_real unary_p(const tg_node *n) { return n->state ? ((const unary_state *)n->state)->p : 0; }
+
+/* Saves p on n (if recorded and p != 0); false when out of memory. */
+static bool save_p(tg_node *n, tg_real p) {
+    if (!n || p == 0) return true;
+    unary_state *st = tg_node_state(n, sizeof *st);
+    if (st) st->p = p;
+    return st != NULL;
+}
+
 /* Forward: y = f(x) with the kernel; record a node whose backward uses d. */
 static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tensor *a) {
     if (tg_any_null(op->name, 1, (const tg_tensor *const[]){a})) return NULL;
     tg_tensor *y = tg_empty_arena(a->ndim, a->shape);
     if (!y) return NULL;
     tg_k_unary(kind, p, a->data, y->data, a->size);
-    tg_node *n = tg_node_record(op, y, 1, &a);
-    if (n) n->rarg[0] = p;
-    return y;
+    return save_p(tg_node_record(op, y, 1, &a), p) ? y : NULL;
 }
 
 /* dx += GX, where GX is dy * f'(x, y) written in terms of g = dy, x and y
@@ -27,7 +39,7 @@ static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tenso
         if (!GX_) break;                                                              \
         const tg_real *restrict gy_ = Y_->grad->data, *restrict xs_ = X_->data;       \
         const tg_real *restrict ys_ = Y_->data;                                       \
-        tg_real *restrict gx_ = GX_->data, p = (n)->rarg[0];                          \
+        tg_real *restrict gx_ = GX_->data, p = unary_p(n);                          \
         int64_t size_ = X_->size;                                                     \
         (void)p;                                                                      \
         if (fresh_) {                                                                 \
@@ -77,7 +89,7 @@ tg_tensor *tg_add_scalar(tg_tensor *a, tg_real s) {
 
 static void mul_scalar_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
-    tg_real s = n->rarg[0];
+    tg_real s = unary_p(n);
     if (gx) for (int64_t i = 0; i < gx->size; i++) gx->data[i] += s * n->out->grad->data[i];
 }
 const tg_op tg_op_mul_scalar = {"mul_scalar", mul_scalar_backward};
@@ -86,7 +98,5 @@ tg_tensor *tg_mul_scalar(tg_tensor *a, tg_real s) {
     tg_tensor *y = tg_empty_arena(a->ndim, a->shape);
     if (!y) return NULL;
     for (int64_t i = 0; i < a->size; i++) y->data[i] = a->data[i] * s;
-    tg_node *n = tg_node_record(&tg_op_mul_scalar, y, 1, &a);
-    if (n) n->rarg[0] = s;
-    return y;
+    return save_p(tg_node_record(&tg_op_mul_scalar, y, 1, &a), s) ? y : NULL;
 }

@@ -57,6 +57,13 @@ tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *co
     return n;
 }
 
+void *tg_node_state(tg_node *n, size_t bytes) {
+    void *s = tg_arena_alloc(bytes);
+    if (s) memset(s, 0, bytes);
+    n->state = s;
+    return s;
+}
+
 tg_tensor *tg_grad_of(tg_tensor *t) {
     if (!t || !t->requires_grad) return NULL;
     bool leaf = t->node == NULL;
