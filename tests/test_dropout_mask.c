@@ -1,4 +1,4 @@
-/* The dropout mask generator (src/autograd/dropout_mask.c): its AVX2 and
+/* The dropout mask generator (src/tensor/dropout_mask.c): its AVX2 and
  * portable loops give the same mask, also where a row crosses a multiple of
  * 2^32 counters, with the right keep rate and no correlation between
  * neighbours. Built in both the float and the double test runs, since each

@@ -1,4 +1,5 @@
-/* Every differentiable op of tgrad, in one list. tests/test_gradcheck.c walks
+/* Every differentiable op of tgrad, in one list (TG_OPS, autograd/op.h, which
+ * also declares each descriptor for the file that defines it). tests/test_gradcheck.c walks
  * it and fails for any op that has no gradient check, so an op cannot be
  * added here without one; and an op missing here is caught by the check that
  * every case's graph contains the op it claims to test. */

@@ -19,7 +19,7 @@ static bool save_p(tg_node *n, tg_real p) {
     return st != NULL;
 }
 
-/* Forward: y = f(x) with the kernel; record a node whose backward uses d. */
+/* Forward: y = f(x) with the kernel; record a node that keeps p. */
 static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tensor *a) {
     if (tg_any_null(op->name, 1, (const tg_tensor *const[]){a})) return NULL;
     tg_tensor *y = tg_empty_arena(a->ndim, a->shape);
