@@ -98,8 +98,9 @@ test: test-build
 	$(if $(filter 1,$(SANITIZE)),LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp) $(BUILD)/tests/run $(TEST_ARGS)
 else
 # ...after the float kernel tests: the GEMM packers and kernels, the
-# dropout-mask stores and the vector exp of the float build exist only there.
-FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_kernel.c
+# dropout-mask stores, the vector exp and the attention row kernels of the
+# float build exist only there.
+FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c
 test: $(BUILD)/tests/float_kernels
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test

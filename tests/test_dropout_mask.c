@@ -1,4 +1,4 @@
-/* The dropout mask generator (src/autograd/dropout_mask.c): its AVX2 and
+/* The dropout mask generator (src/tensor/dropout_mask.c): its AVX2 and
  * portable loops give the same mask, also where a row crosses a multiple of
  * 2^32 counters, with the right keep rate and no correlation between
  * neighbours. Built in both the float and the double test runs, since each
@@ -8,10 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/dropout_mask.h"
-
-/* src/autograd/dropout_mask.c */
-int tg__dropout_mask_force_portable(int on);
+#include "tensor/kernels.h"
+#include "tensor/tensor_internal.h"
 
 Test(dropout_mask, avx2_and_portable_agree_also_across_2_to_the_32) {
     tg_dropout_mask m = tg_dropout_mask_new(5, 7, 0.3);

@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "tensor/tensor.h"
+#include "tensor/kernels.h"
 
 #ifdef TG_DOUBLE
 #define REL 1e-15

@@ -7,15 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/tensor.h"
+#include "tensor/kernels.h"
+#include "tensor/tensor_internal.h"   /* tg__gemm_force_portable: the portable
+                                         * kernels a machine without AVX2 runs are tested too */
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-/* src/tensor/gemm.c: forces the portable C kernels on an AVX2 machine, so
- * the fallback a machine without AVX2 would run is tested here too. */
-int tg__gemm_force_portable(int on);
 
 /* Deterministic values in [-1, 1) from a small LCG, so a failure repeats. */
 static uint64_t lcg_state = 12345;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "gradcheck_cases.h"
 #include "test_util.h"
+#include "autograd/op.h"   /* tg_node, tg_node_record, tg_grad_of: a hand-made op */
 
 typedef struct { const gc_case *cases; const int *count; } case_list;
 static const case_list lists[] = {

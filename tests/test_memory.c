@@ -29,6 +29,37 @@ Test(memory, unbalanced_scope_end_is_an_error_not_a_crash) {
     cr_expect(error_has("scope_end", "no scope"));
 }
 
+/* 64 scopes may be open; the 65th begin fails, and its end closes nothing,
+ * so the 64th scope and what it holds stay alive until their own end. */
+Test(memory, too_deep_scope_begin_fails_and_keeps_nesting_balanced) {
+    tg_clear_error();
+    for (int i = 0; i < 63; i++) cr_assert_eq(tg_scope_begin(), 0, "begin %d: %s", i + 1, tg_last_error());
+    cr_assert_eq(tg_scope_begin(), 0, "the 64th begin succeeds");
+    tg_tensor *a = tg_ones(TG_SHAPE(100));
+    TG_REQUIRE(a);
+    cr_expect_null(tg_last_error());
+    cr_expect_eq(tg_scope_begin(), -1, "the 65th begin fails");
+    cr_expect(error_has("scope_begin", "64 nested scopes"), "%s", tg_last_error());
+    cr_expect_eq(tg_scope_begin(), -1, "so does a 66th");
+    cr_expect_eq(tg_scope_depth(), 64);
+    tg_scope_end();
+    tg_scope_end();   /* the ends of the two failed begins */
+    cr_expect_eq(tg_scope_depth(), 64, "the 64th scope is still open");
+    cr_expect(tg_arena_live(a), "and what it holds is intact");
+    cr_expect_eq(a->magic, TG_MAGIC);
+    cr_expect_eq(a->data[99], 1);
+    tg_tensor *b = tg_add_scalar(a, 1);   /* the scope still works */
+    TG_REQUIRE(b);
+    cr_expect_eq(b->data[0], 2);
+    tg_scope_end();
+    cr_expect(!tg_arena_live(a), "its own end releases it");
+    for (int i = 0; i < 63; i++) tg_scope_end();
+    cr_expect_eq(tg_scope_depth(), 0);
+    tg_clear_error();
+    tg_scope_end();
+    cr_expect(error_has("scope_end", "no scope"), "and one end too many is still an error");
+}
+
 Test(memory, persistent_tensors_are_counted) {
     size_t before = tg_memory().persistent_bytes;
     uint64_t allocs = tg_memory().system_allocs;

@@ -1,6 +1,7 @@
 /* The tensor layer: creation, shapes, the RNG, printing and the kernels. */
 #include <string.h>
 #include "test_util.h"
+#include "tensor/kernels.h"   /* the raw kernels */
 
 Test(tensor, creation_values_and_shapes) {
     tg_tensor *z = tg_zeros(TG_SHAPE(2, 3, 4, 5));

@@ -13,29 +13,16 @@
 
 #include "../tensor/tensor.h"
 
-/* ---- ops: one descriptor per op, all listed in tg_op_table --------------- */
+/* ---- ops: one descriptor per op, all listed in tg_op_table ---------------
+ * What an op writer needs beyond this (the node, recording, gradient
+ * buffers) is internal: autograd/op.h. */
 typedef void (*tg_backward_fn)(tg_node *node);
 typedef struct {
     const char *name;
     tg_backward_fn backward;
 } tg_op;
 
-#define TG_NODE_MAX_INPUTS 4
-/* A recorded op application: what backward needs. */
-struct tg_node {
-    const tg_op *op;
-    tg_tensor *out;
-    tg_tensor *in[TG_NODE_MAX_INPUTS];
-    int n_in;
-    tg_tensor *saved;          /* one extra tensor an op may keep (a mask, stats) */
-    int iarg[2 * TG_MAX_DIMS]; /* integer arguments (axes, permutation, flags) */
-    tg_real rarg[4];           /* real arguments (exponent, scale, p) */
-    const void *ptr;           /* op-specific pointer (ids of a gather), arena-owned */
-    uint64_t seq;              /* creation order */
-    uint32_t visit;            /* backward pass that reached it */
-    tg_node *prev;             /* the node created before this one (the tape) */
-};
-
+#define TG_NODE_MAX_INPUTS 4   /* most inputs an op takes (tg_concat's n) */
 /* NULL-terminated list of every differentiable op; tests/test_gradcheck.c
  * walks it so that an op without a gradient check fails the suite. */
 extern const tg_op *const tg_op_table[];
@@ -53,27 +40,7 @@ int tg_backward_seed(tg_tensor *out, const tg_tensor *seed);
 /* Sets t->grad to zero (if it exists). */
 void tg_zero_grad(tg_tensor *t);
 
-/* ---- helpers for writing an op (used by src/autograd and fused ops) ------ */
-/* Records a node for out if grad mode is on and an input requires grad.
- * Returns the node (to fill saved/args) or NULL when nothing is recorded. */
-tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in);
-/* The gradient buffer of t for this backward pass, zeroed when first touched
- * (allocated persistently for persistent tensors, else in the arena), or NULL
- * when t does not require grad. */
-tg_tensor *tg_grad_of(tg_tensor *t);
-/* Like tg_grad_of, but when this backward pass has not touched t's gradient
- * yet it is returned unzeroed with *fresh = true: the caller must then write
- * every element (=) instead of adding (+=). Saves a memset and a read per
- * element on the common path, where a tensor feeds one op. Gradients of
- * leaves are never fresh once they exist: they accumulate across passes. */
-tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh);
-/* For an op whose input's gradient equals its output's (reshape; add):
- * makes g, the output's finished gradient, t's gradient too, seen in t's
- * shape, instead of a copy. Done only when it is exact: t is a non-leaf
- * that feeds this one op, has no gradient yet and has g's size; returns
- * false (and does nothing) otherwise. No backward writes into its output's
- * gradient, so two inputs may share one g. */
-bool tg_grad_share(tg_tensor *t, const tg_tensor *g);
+/* ---- checking inputs ------------------------------------------------------ */
 /* True if any of n inputs is NULL; then records "<op>: NULL input" (keeping an
  * earlier message). */
 bool tg_any_null(const char *op, int n, const tg_tensor *const *in);

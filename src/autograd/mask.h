@@ -10,7 +10,7 @@
 #ifndef TG_AUTOGRAD_MASK_H
 #define TG_AUTOGRAD_MASK_H
 
-#include "autograd.h"
+#include "op.h"
 
 #define MASK_VALUE ((tg_real)-1e6)
 
@@ -21,11 +21,6 @@ static inline int mask_visible_count(const tg_mask *m, int b, int q, int Q, int 
     if (m->lens && m->lens_ndim == 2 && m->lens[(int64_t)b * Q + q] < L) L = m->lens[(int64_t)b * Q + q];
     if (m->causal && q + 1 < L) L = q + 1;
     return L;
-}
-
-/* True when query q of batch row b may see key k. */
-static inline bool visible(const tg_mask *m, int b, int q, int k, int Q, int K) {
-    return k < mask_visible_count(m, b, q, Q, K);
 }
 
 /* Checks x (non-NULL) and the mask; records "<op>: ..." and returns false on
@@ -62,7 +57,7 @@ static inline bool mask_check(const char *op, const tg_tensor *x, const tg_mask 
 }
 
 /* The visible count of every row, B*Q ints in the arena: forward reads it, and
- * backward keeps it (node->ptr), since the caller's lens may not outlive the graph. */
+ * backward keeps it (as the node's state), since the caller's lens may not outlive the graph. */
 static inline int *mask_limits(const tg_tensor *x, const tg_mask *m) {
     int B = x->shape[0], Q = x->shape[1], K = x->shape[2];
     int64_t rows = (int64_t)B * Q;

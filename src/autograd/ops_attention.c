@@ -47,9 +47,8 @@
  * Memory added besides out: L (B Q reals), the mask's counts (B Q ints), D
  * in backward (B Q), and per thread a few BQ x BK tiles: O(B Q), never
  * O(Q K). */
-#include "dropout_mask.h"
+#include "op.h"
 #include "mask.h"
-#include "tensor/simd.h"
 
 #include <math.h>
 #include <string.h>
@@ -60,17 +59,18 @@
 #define BQ 64          /* queries per block */
 #define BK 64          /* keys per block */
 
-/* Everything backward needs besides the inputs, output and L (arena). */
+/* The forward's plan, kept as the node's state: everything backward needs
+ * besides the inputs and output (arena). */
 typedef struct {
     int B, Q, K, d, dv;
     tg_real scale;          /* 1 / sqrt(d), as tg_score_scaled_dot */
-    tg_real p, inv_keep;    /* dropout probability, 1 / (1 - p) */
-    bool dropout;           /* p > 0 */
+    bool dropout;           /* p > 0; the mask holds 1 / (1 - p) */
     tg_dropout_mask mask;   /* the same mask as tg_dropout (dropout_mask.h) */
     uint64_t first;         /* first counter index */
     const int *lim;         /* visible keys of each row, B Q (mask.h) */
     const int *qblock_end;  /* per (b, query block): keys any of its rows may see */
-} attn_plan;
+    const tg_real *lse;     /* L: log-sum-exp of each row's scores, B Q */
+} attention_state;
 
 static int nblocks(int n, int b) { return (n + b - 1) / b; }
 
@@ -90,88 +90,24 @@ static int thread_id(void) {
 #endif
 }
 
-/* ---- element kernels: portable and AVX2 ------------------------------------
+/* ---- element kernels --------------------------------------------------------
  * Three quarters of the time goes to the per-element work (a hash and an exp
  * per weight, d = 16 leaves little to the products), so the row kernels have
- * AVX2 versions chosen at run time, as in gemm.c; the dropout mask
- * (dropout_mask.c) and exp (tg_k_exp_shift, kernels_exp.c) have their own. */
+ * AVX2 versions chosen at run time: tensor/kernels_attention.c (row max,
+ * product, dS), dropout_mask.c and kernels_exp.c (tg_k_exp_shift). */
 
 /* zf[i*BK + j] = Z_ij / (1 - p) for the tile at rows q0.., keys k0..: the
  * dropout mask, regenerated from its counters. */
-static void dropout_tile(const attn_plan *pl, int b, int q0, int nq, int k0, int nk, tg_real *zf) {
+static void dropout_tile(const attention_state *pl, int b, int q0, int nq, int k0, int nk, tg_real *zf) {
     for (int i = 0; i < nq; i++) {
         uint64_t idx = pl->first + ((uint64_t)b * pl->Q + (uint64_t)(q0 + i)) * (uint64_t)pl->K + (uint64_t)k0;
         tg_dropout_mask_row(&pl->mask, idx, nk, zf + (size_t)i * BK);
     }
 }
 
-/* max(m, s[0..n-1]); a[j] *= b[j]; p[j] = p[j] (dp[j] z[j] - D) (dS of one row). */
-static tg_real row_max_portable(const tg_real *s, int n, tg_real m) {
-    for (int j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
-    return m;
-}
-static void mul_portable(tg_real *a, const tg_real *b, int n) {
-    for (int j = 0; j < n; j++) a[j] *= b[j];
-}
-static void ds_portable(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-    if (z) for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] * z[j] - D);
-    else for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] - D);
-}
-
-#if TG_X86 && !defined(TG_DOUBLE)
-TG_AVX2 static tg_real row_max_avx2(const tg_real *s, int n, tg_real m) {
-    __m256 v = _mm256_set1_ps(m);
-    int j = 0;
-    for (; j + 8 <= n; j += 8) v = _mm256_max_ps(v, _mm256_loadu_ps(s + j));
-    _Alignas(32) float t[8];
-    _mm256_store_ps(t, v);
-    for (int i = 0; i < 8; i++) m = t[i] > m ? t[i] : m;
-    return row_max_portable(s + j, n - j, m);
-}
-TG_AVX2 static void mul_avx2(tg_real *a, const tg_real *b, int n) {
-    int j = 0;
-    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(a + j, _mm256_mul_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
-    mul_portable(a + j, b + j, n - j);
-}
-TG_AVX2 static void ds_avx2(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-    __m256 vd = _mm256_set1_ps(D);
-    int j = 0;
-    if (z)
-        for (; j + 8 <= n; j += 8)
-            _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j),
-                                                  _mm256_fmsub_ps(_mm256_loadu_ps(dp + j), _mm256_loadu_ps(z + j), vd)));
-    else
-        for (; j + 8 <= n; j += 8)
-            _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_sub_ps(_mm256_loadu_ps(dp + j), vd)));
-    ds_portable(p + j, dp + j, z ? z + j : NULL, D, n - j);
-}
-#define ATT_VEC_ROWS 1
-#else
-#define ATT_VEC_ROWS 0
-#endif
-
-static tg_real row_max(const tg_real *s, int n, tg_real m) {
-#if ATT_VEC_ROWS
-    if (tg_cpu_has_avx2()) return row_max_avx2(s, n, m);
-#endif
-    return row_max_portable(s, n, m);
-}
-static void mul_inplace(tg_real *a, const tg_real *b, int n) {
-#if ATT_VEC_ROWS
-    if (tg_cpu_has_avx2()) { mul_avx2(a, b, n); return; }
-#endif
-    mul_portable(a, b, n);
-}
-static void ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-#if ATT_VEC_ROWS
-    if (tg_cpu_has_avx2()) { ds_avx2(p, dp, z, D, n); return; }
-#endif
-    ds_portable(p, dp, z, D, n);
-}
-
 /* Visible keys of row r inside the key block [k0, k0 + nk): a prefix of
  * vis entries; -1 for a row with no visible key at all (uniform row). */
-static int visible_in_block(const attn_plan *pl, int64_t r, int k0, int nk) {
+static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk) {
     int L = pl->lim[r];
     if (L == 0) return -1;
     int v = L - k0;
@@ -179,14 +115,14 @@ static int visible_in_block(const attn_plan *pl, int64_t r, int k0, int nk) {
 }
 
 /* S = scale q_blk k_blk^T, nq x nk, row stride BK. */
-static void scores_tile(const attn_plan *pl, const tg_real *q, const tg_real *k, tg_real *S, int nq, int nk) {
+static void scores_tile(const attention_state *pl, const tg_real *q, const tg_real *k, tg_real *S, int nq, int nk) {
     tg_k_gemm(false, true, nq, nk, pl->d, pl->scale, q, pl->d, k, pl->d, 0, S, BK);
 }
 
 /* ---- forward ---------------------------------------------------------------- */
 
 /* One (batch row b, query block qb): the online softmax over its key blocks. */
-static void forward_block(const attn_plan *pl, const tg_real *q, const tg_real *k, const tg_real *v,
+static void forward_block(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v,
                           tg_real *out, tg_real *lse, int b, int qb, tg_real *scratch) {
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
@@ -209,14 +145,14 @@ static void forward_block(const attn_plan *pl, const tg_real *q, const tg_real *
             }
             int n = vis < 0 ? nk : vis;
             if (vis < 0) for (int j = 0; j < nk; j++) s[j] = MASK_VALUE;
-            tg_real mx = row_max(s, n, m[i]);
+            tg_real mx = tg_k_max_row(s, n, m[i]);
             tg_real c = TG_M(exp)(m[i] - mx);   /* exp(-inf) = 0 on the first block */
             tg_real sum = tg_k_exp_shift(s, n, mx);
             for (int j = n; j < nk; j++) s[j] = 0;
             l[i] = l[i] * c + sum;
             m[i] = mx;
             if (c != 1) for (int t = 0; t < dv; t++) acc[(size_t)i * dv + t] *= c;
-            if (pl->dropout) mul_inplace(s, zf + (size_t)i * BK, n);
+            if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
         }
         tg_k_gemm(false, false, nq, dv, nk, 1, S, BK, v + ((int64_t)b * K + k0) * dv, dv, 1, acc, dv);
     }
@@ -230,7 +166,7 @@ static void forward_block(const attn_plan *pl, const tg_real *q, const tg_real *
 /* ---- backward --------------------------------------------------------------- */
 
 typedef struct {
-    const attn_plan *pl;
+    const attention_state *pl;
     const tg_real *q, *k, *v, *dO, *lse, *D;
 } attn_bwd;
 
@@ -239,7 +175,7 @@ typedef struct {
  * (dP as scratch); then dS = P o (dP o zf - D) in P, 0 where masked. */
 static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
                           tg_real *dP, tg_real *dv_acc) {
-    const attn_plan *pl = w->pl;
+    const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
     int64_t r0 = (int64_t)b * Q + q0;
     const tg_real *dOblk = w->dO + r0 * dv, *vblk = w->v + ((int64_t)b * K + k0) * dv;
@@ -261,7 +197,7 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
         if (pl->dropout) {
             for (int i = 0; i < nq; i++) {
                 memcpy(dP + (size_t)i * BK, P + (size_t)i * BK, sizeof(tg_real) * (size_t)nk);
-                mul_inplace(dP + (size_t)i * BK, zf + (size_t)i * BK, nk);
+                tg_k_mul_row(dP + (size_t)i * BK, zf + (size_t)i * BK, nk);
             }
             pd = dP;
         }
@@ -274,14 +210,14 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
         int vis = visible_in_block(pl, r0 + i, k0, nk);
         if (vis < 0) vis = 0;   /* all masked: constant scores, no gradient */
         tg_real Di = w->D[r0 + i];
-        ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
+        tg_k_attention_ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
         for (int j = vis; j < nk; j++) p[j] = 0;
     }
 }
 
 /* dQ of query block (b, qb), over the key blocks its rows may see. */
 static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *scratch) {
-    const attn_plan *pl = w->pl;
+    const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, nqb = nblocks(Q, BQ);
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
     tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc = dP + BQ * BK;
@@ -298,7 +234,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
 
 /* dK and dV of key block (b, kb), over the query blocks that see it. */
 static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int kb, tg_real *scratch) {
-    const attn_plan *pl = w->pl;
+    const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, nqb = nblocks(Q, BQ);
     int k0 = kb * BK, nk = K - k0 < BK ? K - k0 : BK;
     tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc_k = dP + BQ * BK;
@@ -319,7 +255,7 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
 static void attention_backward(tg_node *n) {
     tg_tensor *gq = tg_grad_of(n->in[0]), *gk = tg_grad_of(n->in[1]), *gv = tg_grad_of(n->in[2]);
     if (!gq && !gk && !gv) return;
-    const attn_plan *pl = n->ptr;
+    const attention_state *pl = n->state;
     int B = pl->B, Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
     int64_t rows = (int64_t)B * Q;
     if (rows == 0) return;
@@ -334,7 +270,7 @@ static void attention_backward(tg_node *n) {
         for (int t = 0; t < dv; t++) s += dO[r * dv + t] * O[r * dv + t];
         D[r] = s;
     }
-    attn_bwd w = {pl, n->in[0]->data, n->in[1]->data, n->in[2]->data, dO, n->saved->data, D};
+    attn_bwd w = {pl, n->in[0]->data, n->in[1]->data, n->in[2]->data, dO, pl->lse, D};
     bool big = (double)rows * K * (d + dv) > 65536;   /* worth a thread team */
     (void)big;   /* read only by the OpenMP pragmas */
     /* Two passes, each writing rows only its task owns (and q, k, v may be
@@ -383,7 +319,7 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
                      tg_tshape(b2, k), tg_tshape(b3, v), (double)dropout_p);
         return NULL;
     }
-    attn_plan *pl = tg_arena_alloc(sizeof *pl);
+    attention_state *pl = tg_arena_alloc(sizeof *pl);
     int *lim = pl ? mask_limits(&scores, &mask) : NULL;
     int nqb = nblocks(Q, BQ);
     int64_t rows = (int64_t)B * Q, nqblocks = (int64_t)B * nqb;
@@ -403,8 +339,8 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
         }
         qend[bq] = e;
     }
-    *pl = (attn_plan){B, Q, K, d, dv, (tg_real)(1.0 / sqrt((double)d)), dropout_p,
-                      (tg_real)1 / (1 - dropout_p), dropout_p > 0, {0, 0, 0}, 0, lim, qend};
+    *pl = (attention_state){B, Q, K, d, dv, (tg_real)(1.0 / sqrt((double)d)), dropout_p > 0, {0, 0, 0}, 0,
+                            lim, qend, lse->data};
     if (pl->dropout) {
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
         pl->first = tg_rng_take(rng, (uint64_t)rows * (uint64_t)K);
@@ -418,10 +354,6 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
         forward_block(pl, q->data, k->data, v->data, out->data, lse->data, (int)(t / nqb), (int)(t % nqb),
                       scratch + per_thread * (size_t)thread_id());
     tg_node *n = tg_node_record(&tg_op_attention, out, 3, (tg_tensor *const[]){q, k, v});
-    if (n) {
-        n->saved = lse;
-        n->ptr = pl;
-        n->rarg[0] = dropout_p;
-    }
+    if (n) n->state = pl;
     return out;
 }

@@ -4,7 +4,7 @@
  *   sub: da += g        db -= g
  *   mul: da += g b      db += g a
  *   div: da += g / b    db -= g a / b^2                                    */
-#include "autograd.h"
+#include "op.h"
 
 #include <string.h>
 
@@ -20,8 +20,7 @@ static tg_tensor *binary(const tg_op *op, tg_binary_kind kind, tg_tensor *a, tg_
     tg_tensor *y = tg_empty_arena(nd, shape);
     if (!y) return NULL;
     tg_k_binary(kind, a, b, y);
-    tg_node *n = tg_node_record(op, y, 2, (tg_tensor *[]){a, b});
-    if (n) n->iarg[0] = kind;
+    tg_node_record(op, y, 2, (tg_tensor *[]){a, b});   /* no state: the op says which */
     return y;
 }
 
@@ -51,9 +50,11 @@ static void accumulate(tg_tensor *x, const tg_tensor *g, const tg_tensor *f, tg_
     if (!direct) tg_k_sum_to(t, gx, !fresh);
 }
 
+static tg_binary_kind kind_of(const tg_op *op);
+
 static void binary_backward(tg_node *n) {
     tg_tensor *a = n->in[0], *b = n->in[1], *g = n->out->grad;
-    switch ((tg_binary_kind)n->iarg[0]) {
+    switch (kind_of(n->op)) {
     /* da = g: an input that feeds only this op takes g itself, no copy
      * (tg_grad_share; the residual branch of every AddNorm). */
     case TG_BINARY_ADD:
@@ -84,6 +85,11 @@ const tg_op tg_op_add = {"add", binary_backward};
 const tg_op tg_op_sub = {"sub", binary_backward};
 const tg_op tg_op_mul = {"mul", binary_backward};
 const tg_op tg_op_div = {"div", binary_backward};
+
+static tg_binary_kind kind_of(const tg_op *op) {
+    return op == &tg_op_add ? TG_BINARY_ADD : op == &tg_op_sub ? TG_BINARY_SUB
+         : op == &tg_op_mul ? TG_BINARY_MUL : TG_BINARY_DIV;
+}
 
 tg_tensor *tg_add(tg_tensor *a, tg_tensor *b) { return binary(&tg_op_add, TG_BINARY_ADD, a, b); }
 tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b) { return binary(&tg_op_sub, TG_BINARY_SUB, a, b); }

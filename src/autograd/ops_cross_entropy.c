@@ -5,7 +5,7 @@
  * A row counts unless t_r == ignore_index or mask[r] == 0; loss = 0 if none does.
  * Backward, with softmax(x_r)_j = exp(x_rj - lse_r):
  *   dx_rj = g (softmax(x_r)_j - [j == t_r]) / n   on counted rows,  0 on the others. */
-#include "autograd.h"
+#include "op.h"
 
 #include <math.h>
 #include <string.h>
@@ -14,11 +14,11 @@ typedef struct {
     int *target;      /* N targets, -1 for rows that do not count */
     tg_real *lse;     /* N log-sum-exps */
     int64_t counted;  /* n */
-} ce_saved;
+} cross_entropy_state;
 
 static void cross_entropy_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
-    const ce_saved *s = n->ptr;
+    const cross_entropy_state *s = n->state;
     if (!gx || s->counted == 0) return;
     const tg_tensor *x = n->in[0];
     int64_t V = x->shape[x->ndim - 1], N = x->size / V;
@@ -55,7 +55,7 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
             return NULL;
         }
     tg_tensor *y = tg_empty_arena(0, NULL);
-    ce_saved *s = tg_arena_alloc(sizeof *s);
+    cross_entropy_state *s = tg_arena_alloc(sizeof *s);
     int *tgt = tg_arena_alloc(sizeof(int) * (size_t)(N ? N : 1));
     tg_real *lse = tg_arena_alloc(sizeof(tg_real) * (size_t)(2 * N + 1));
     if (!y || !s || !tgt || !lse) return NULL;
@@ -78,8 +78,8 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
     double total = 0;                      /* in row order: the same for any thread count */
     for (int64_t r = 0; r < N; r++) total += (double)row_loss[r];
     y->data[0] = counted ? (tg_real)(total / (double)counted) : 0;
-    *s = (ce_saved){tgt, lse, counted};
+    *s = (cross_entropy_state){tgt, lse, counted};
     tg_node *n = tg_node_record(&tg_op_cross_entropy, y, 1, &logits);
-    if (n) n->ptr = s;
+    if (n) n->state = s;
     return y;
 }

@@ -5,7 +5,7 @@
  * (dropout_mask.h, shared with the fused attention op): backward draws it
  * again instead of storing it, and it does not depend on the number of
  * threads. */
-#include "dropout_mask.h"
+#include "op.h"
 
 #include <string.h>
 
@@ -14,10 +14,11 @@ enum { CHUNK = 512 };   /* mask values drawn at a time, on the stack */
 typedef struct {
     tg_dropout_mask mask;
     uint64_t first;      /* where the mask's counters start */
-} dropout_saved;
+    tg_real p;           /* p = 1: y = 0, no mask */
+} dropout_state;
 
 /* out[i] = (accumulate ? out[i] : 0) + in[i] * mask_i / (1 - p). */
-static void apply(const dropout_saved *s, const tg_real *in, tg_real *out, int64_t n, bool accumulate) {
+static void apply(const dropout_state *s, const tg_real *in, tg_real *out, int64_t n, bool accumulate) {
     int64_t chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for if (n > TG_PAR_MIN)
     for (int64_t c = 0; c < chunks; c++) {
@@ -35,11 +36,12 @@ static void dropout_backward(tg_node *n) {
     bool fresh;
     tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
-    if (n->rarg[0] >= 1) {                    /* y = 0: no gradient */
+    const dropout_state *s = n->state;
+    if (s->p >= 1) {                          /* y = 0: no gradient */
         if (fresh) memset(gx->data, 0, sizeof(tg_real) * (size_t)gx->size);
         return;
     }
-    apply(n->ptr, n->out->grad->data, gx->data, gx->size, !fresh);
+    apply(s, n->out->grad->data, gx->data, gx->size, !fresh);
 }
 const tg_op tg_op_dropout = {"dropout", dropout_backward};
 
@@ -55,19 +57,18 @@ tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng) {
         return NULL;
     }
     tg_tensor *y = tg_empty_arena(x->ndim, x->shape);
-    dropout_saved *s = tg_arena_alloc(sizeof *s);
+    dropout_state *s = tg_arena_alloc(sizeof *s);
     if (!y || !s) return NULL;
+    s->p = p;
     if (p >= 1) {
         memset(y->data, 0, sizeof(tg_real) * (size_t)y->size);
     } else {
-        *s = (dropout_saved){tg_dropout_mask_new(rng->seed, rng->stream, p), tg_rng_take(rng, (uint64_t)x->size)};
+        s->mask = tg_dropout_mask_new(rng->seed, rng->stream, p);
+        s->first = tg_rng_take(rng, (uint64_t)x->size);
         apply(s, x->data, y->data, x->size, false);
     }
     tg_node *n = tg_node_record(&tg_op_dropout, y, 1, &x);
-    if (n) {
-        n->rarg[0] = p;
-        n->ptr = s;
-    }
+    if (n) n->state = s;
     return y;
 }
 

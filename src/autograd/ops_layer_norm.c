@@ -7,13 +7,13 @@
  *   dx_j    = rstd (dxhat_j - mean_k(dxhat_k) - xhat_j mean_k(dxhat_k xhat_k))
  *   dgamma_j = sum_rows g_j xhat_j,   dbeta_j = sum_rows g_j
  * mean and rstd of each row are saved; xhat is recomputed from them. */
-#include "autograd.h"
+#include "op.h"
 
 #include <math.h>
 
 typedef struct {
     tg_real *mean, *rstd;   /* one per row, in the arena */
-} ln_stats;
+} layer_norm_state;
 
 static void layer_norm_backward(tg_node *n) {
     tg_tensor *x = n->in[0];
@@ -23,7 +23,7 @@ static void layer_norm_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_begin(x, &fresh);
     tg_tensor *gg = affine ? tg_grad_of(n->in[1]) : NULL;
     tg_tensor *gb = affine ? tg_grad_of(n->in[2]) : NULL;
-    const ln_stats *st = n->ptr;
+    const layer_norm_state *st = n->state;
     int64_t d = x->shape[x->ndim - 1], rows = x->size / d;
     const tg_real *g = n->out->grad->data;
     if (gx) {
@@ -106,7 +106,7 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_rea
         return NULL;
     }
     tg_tensor *y = tg_empty_arena(x->ndim, x->shape);
-    ln_stats *st = tg_arena_alloc(sizeof *st);
+    layer_norm_state *st = tg_arena_alloc(sizeof *st);
     tg_real *buf = tg_arena_alloc(sizeof(tg_real) * (size_t)(2 * rows + 1));
     if (!y || !st || !buf) return NULL;
     st->mean = buf;
@@ -134,6 +134,6 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_rea
     }
     tg_node *n = gamma ? tg_node_record(&tg_op_layer_norm, y, 3, (tg_tensor *const[]){x, gamma, beta})
                        : tg_node_record(&tg_op_layer_norm, y, 1, &x);
-    if (n) n->ptr = st;
+    if (n) n->state = st;
     return y;
 }

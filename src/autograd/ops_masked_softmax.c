@@ -5,25 +5,18 @@
  * The mask rules are in mask.h. */
 #include "mask.h"
 
-#include <math.h>
-
 static void masked_softmax_backward(tg_node *n) {
     bool fresh;
     tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
     const tg_tensor *y = n->out;
-    const int *lim = n->ptr;
+    const int *lim = n->state;   /* mask_limits: the visible keys of each row */
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
 #pragma omp parallel for if (y->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        const tg_real *yr = y->data + r * K, *gr = g + r * K;
-        tg_real dot = 0;
-        for (int64_t k = 0; k < K; k++) dot += gr[k] * yr[k];
-        tg_real *dx = gx->data + r * K;
-        if (fresh)
-            for (int64_t k = lim[r]; k < K; k++) dx[k] = 0;   /* masked keys: no gradient */
-        for (int64_t k = 0; k < lim[r]; k++) dx[k] = (fresh ? 0 : dx[k]) + yr[k] * (gr[k] - dot);
+        /* masked keys (k >= lim[r]) get no gradient */
+        tg_k_softmax_row_backward(y->data + r * K, g + r * K, gx->data + r * K, K, lim[r], !fresh);
     }
 }
 const tg_op tg_op_masked_softmax = {"masked_softmax", masked_softmax_backward};
@@ -41,12 +34,9 @@ tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask) {
         tg_real *yr = y->data + r * K;
         int64_t L = lim[r];
         for (int64_t k = 0; k < K; k++) yr[k] = k < L ? xr[k] : MASK_VALUE;
-        tg_real m = yr[0], s = 0;                    /* max-subtracted for stability */
-        for (int64_t k = 1; k < K; k++) if (yr[k] > m) m = yr[k];
-        s = tg_k_exp_shift(yr, K, m);
-        for (int64_t k = 0; k < K; k++) yr[k] /= s;
+        tg_k_softmax_row(yr, K);
     }
     tg_node *n = tg_node_record(&tg_op_masked_softmax, y, 1, &x);
-    if (n) n->ptr = lim;
+    if (n) n->state = lim;
     return y;
 }

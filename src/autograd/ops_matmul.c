@@ -5,12 +5,12 @@
  *   d op(A) = dC op(B)^T        d op(B) = op(A)^T dC
  * and for a stored transpose the transpose of that. Both are GEMMs with
  * beta = 1, so they accumulate into the gradients as they go. */
-#include "autograd.h"
+#include "op.h"
 
 typedef struct {
     int batch, M, N, K;
     bool ta, tb, b_shared;   /* b_shared: B is 2-D and serves every batch */
-} mm_plan;
+} matmul_state;   /* the product's shape: forward's plan, backward's state */
 
 /* For each batch entry i: C_i = alpha op(A_i) op(B_i) + beta C_i. */
 static void batch_gemm(bool ta, bool tb, int M, int N, int K,
@@ -29,7 +29,7 @@ static void batch_gemm(bool ta, bool tb, int M, int N, int K,
 static void matmul_backward(tg_node *n) {
     tg_tensor *a = n->in[0], *b = n->in[1];
     const tg_real *g = n->out->grad->data;
-    mm_plan p = {n->iarg[0], n->iarg[1], n->iarg[2], n->iarg[3], n->iarg[4], n->iarg[5], n->iarg[6]};
+    matmul_state p = *(const matmul_state *)n->state;
     int M = p.M, N = p.N, K = p.K;
     int lda = p.ta ? M : K, ldb = p.tb ? K : N;
     int64_t sa = (int64_t)M * K, sb = p.b_shared ? 0 : (int64_t)K * N, sg = (int64_t)M * N;
@@ -79,7 +79,7 @@ tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool ta, bool tb) {
         return NULL;
     }
     int ra = a->ndim - 2, rb = b->ndim - 2;   /* index of the row axis */
-    mm_plan p;
+    matmul_state p;
     p.batch = a->ndim == 3 ? a->shape[0] : 1;
     p.b_shared = a->ndim == 3 && b->ndim == 2;
     p.ta = ta;
@@ -112,8 +112,9 @@ tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool ta, bool tb) {
     }
     tg_node *n = tg_node_record(&tg_op_matmul, y, 2, (tg_tensor *[]){a, b});
     if (n) {
-        int args[7] = {p.batch, p.M, p.N, p.K, p.ta, p.tb, p.b_shared};
-        for (int i = 0; i < 7; i++) n->iarg[i] = args[i];
+        matmul_state *st = tg_node_state(n, sizeof *st);
+        if (!st) return NULL;
+        *st = p;
     }
     return y;
 }

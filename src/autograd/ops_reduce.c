@@ -3,7 +3,7 @@
  *   mean: y = sum / n                     dx[o,k,i] += g[o,i] / n
  *   max:  y[o,i] = x[o,k*,i]              dx[o,k*,i] += g[o,i]  (first maximum)
  * The *_all variants flatten first, so they are compositions, not new ops. */
-#include "autograd.h"
+#include "op.h"
 
 #include <string.h>
 
@@ -32,15 +32,25 @@ static bool plan(const char *op, const tg_tensor *a, int axis, bool keepdim, red
     return true;
 }
 
-static void set_dims(tg_node *n, const reduce_plan *p) {
-    n->iarg[0] = (int)p->outer; n->iarg[1] = (int)p->n; n->iarg[2] = (int)p->inner;
+/* What sum, mean and max backward read: the axis view, and for max the
+ * index of the first maximum of each output element (arena). */
+typedef struct {
+    int64_t outer, n, inner;
+    const int64_t *argmax;   /* max only */
+} reduce_state;
+
+static reduce_state *save_dims(tg_node *n, const reduce_plan *p) {
+    reduce_state *st = tg_node_state(n, sizeof *st);
+    if (st) { st->outer = p->outer; st->n = p->n; st->inner = p->inner; }
+    return st;
 }
 
 /* dx[o,k,i] += scale * g[o,i] */
 static void spread_backward(tg_node *n, tg_real scale) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
     if (!gx) return;
-    int64_t outer = n->iarg[0], len = n->iarg[1], inner = n->iarg[2];
+    const reduce_state *st = n->state;
+    int64_t outer = st->outer, len = st->n, inner = st->inner;
     const tg_real *g = n->out->grad->data;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t k = 0; k < len; k++) {
@@ -50,7 +60,7 @@ static void spread_backward(tg_node *n, tg_real scale) {
 }
 
 static void sum_backward(tg_node *n) { spread_backward(n, 1); }
-static void mean_backward(tg_node *n) { spread_backward(n, (tg_real)1 / (tg_real)n->iarg[1]); }
+static void mean_backward(tg_node *n) { spread_backward(n, (tg_real)1 / (tg_real)((const reduce_state *)n->state)->n); }
 
 const tg_op tg_op_sum = {"sum", sum_backward};
 const tg_op tg_op_mean = {"mean", mean_backward};
@@ -64,7 +74,7 @@ static tg_tensor *sum_like(const tg_op *op, tg_tensor *a, int axis, bool keepdim
     tg_k_sum_axis(a->data, y->data, p.outer, p.n, p.inner);
     if (mean) for (int64_t i = 0; i < y->size; i++) y->data[i] /= (tg_real)p.n;
     tg_node *n = tg_node_record(op, y, 1, &a);
-    if (n) set_dims(n, &p);
+    if (n && !save_dims(n, &p)) return NULL;
     return y;
 }
 
@@ -74,8 +84,9 @@ tg_tensor *tg_mean(tg_tensor *a, int axis, bool keepdim) { return sum_like(&tg_o
 static void max_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
     if (!gx) return;
-    int64_t len = n->iarg[1], inner = n->iarg[2];
-    const int64_t *arg = n->ptr;
+    const reduce_state *st = n->state;
+    int64_t len = st->n, inner = st->inner;
+    const int64_t *arg = st->argmax;
     const tg_real *g = n->out->grad->data;
     for (int64_t j = 0; j < n->out->size; j++) {
         int64_t o = j / inner, i = j % inner;
@@ -93,7 +104,11 @@ tg_tensor *tg_max(tg_tensor *a, int axis, bool keepdim) {
     if (!y || !arg) return NULL;
     tg_k_max_axis(a->data, y->data, arg, p.outer, p.n, p.inner);
     tg_node *n = tg_node_record(&tg_op_max, y, 1, &a);
-    if (n) { set_dims(n, &p); n->ptr = arg; }
+    if (n) {
+        reduce_state *st = save_dims(n, &p);
+        if (!st) return NULL;
+        st->argmax = arg;
+    }
     return y;
 }
 

@@ -5,7 +5,7 @@
  *   slice:    dx[.., start:stop, ..] += g
  *   concat:   dx_i += g[.., offset_i : offset_i + n_i, ..]
  *   gather:   dtable[ids[j]] += g[j]           (rows that repeat add up) */
-#include "autograd.h"
+#include "op.h"
 
 #include <string.h>
 
@@ -59,12 +59,15 @@ tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape) {
 }
 
 /* ---- permute / transpose ---- */
+typedef struct { int perm[TG_MAX_DIMS]; } permute_state;
+
 static void permute_backward(tg_node *n) {
     bool fresh;
     tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
     int nd = n->out->ndim, inv[TG_MAX_DIMS];
-    for (int i = 0; i < nd; i++) inv[n->iarg[i]] = i;
+    const permute_state *st = n->state;
+    for (int i = 0; i < nd; i++) inv[st->perm[i]] = i;
     tg_tensor *t = fresh ? gx : tg_empty_arena(gx->ndim, gx->shape);
     tg_k_permute(n->out->grad, inv, t);
     if (!fresh) add_into(gx, t->data);
@@ -88,7 +91,11 @@ tg_tensor *tg_permute(tg_tensor *a, const int *perm) {
     if (!y) return NULL;
     tg_k_permute(a, perm, y);
     tg_node *n = tg_node_record(&tg_op_permute, y, 1, &a);
-    if (n) memcpy(n->iarg, perm, sizeof(int) * (size_t)a->ndim);
+    if (n) {
+        permute_state *st = tg_node_state(n, sizeof *st);
+        if (!st) return NULL;
+        memcpy(st->perm, perm, sizeof(int) * (size_t)a->ndim);
+    }
     return y;
 }
 
@@ -126,10 +133,13 @@ static void axis_dims(const tg_tensor *t, int axis, int64_t *outer, int64_t *inn
     for (int i = axis + 1; i < t->ndim; i++) *inner *= t->shape[i];
 }
 
+typedef struct { int axis, start; } slice_state;
+
 static void slice_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
     if (!gx) return;
-    int axis = n->iarg[0], start = n->iarg[1];
+    const slice_state *st = n->state;
+    int axis = st->axis, start = st->start;
     int64_t outer, inner;
     axis_dims(gx, axis, &outer, &inner);
     copy_block(gx->data, gx->shape[axis], start, n->out->grad->data, n->out->shape[axis], 0, outer,
@@ -159,12 +169,18 @@ tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop) {
     axis_dims(a, axis, &outer, &inner);
     copy_block(y->data, shape[axis], 0, a->data, a->shape[axis], start, outer, shape[axis], inner, false);
     tg_node *n = tg_node_record(&tg_op_slice, y, 1, &a);
-    if (n) { n->iarg[0] = axis; n->iarg[1] = start; }
+    if (n) {
+        slice_state *st = tg_node_state(n, sizeof *st);
+        if (!st) return NULL;
+        *st = (slice_state){axis, start};
+    }
     return y;
 }
 
+typedef struct { int axis; } concat_state;
+
 static void concat_backward(tg_node *n) {
-    int axis = n->iarg[0];
+    int axis = ((const concat_state *)n->state)->axis;
     const tg_tensor *y = n->out;
     int64_t outer, inner, off = 0;
     axis_dims(y, axis, &outer, &inner);
@@ -212,15 +228,21 @@ tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis) {
         off += len;
     }
     tg_node *nd = tg_node_record(&tg_op_concat, y, n, ts);
-    if (nd) nd->iarg[0] = axis;
+    if (nd) {
+        concat_state *st = tg_node_state(nd, sizeof *st);
+        if (!st) return NULL;
+        st->axis = axis;
+    }
     return y;
 }
 
 /* ---- gather rows (embedding lookup) ---- */
+typedef struct { const int *ids; } gather_rows_state;   /* a copy of the ids, in the arena */
+
 static void gather_backward(tg_node *n) {
     tg_tensor *gt = tg_grad_of(n->in[0]);
     if (!gt) return;
-    const int *ids = n->ptr;
+    const int *ids = ((const gather_rows_state *)n->state)->ids;
     int64_t d = n->in[0]->shape[1], count = n->out->size / (d ? d : 1);
     const tg_real *g = n->out->grad->data;
     for (int64_t j = 0; j < count; j++)   /* in order: repeated ids sum deterministically */
@@ -253,9 +275,11 @@ tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int 
         memcpy(y->data + j * d, table->data + (int64_t)ids[j] * d, sizeof(tg_real) * (size_t)d);
     tg_node *n = tg_node_record(&tg_op_gather_rows, y, 1, &table);
     if (n) {
+        gather_rows_state *st = tg_node_state(n, sizeof *st);
         int *copy = tg_arena_alloc(sizeof(int) * (size_t)(count ? count : 1));
-        if (copy) memcpy(copy, ids, sizeof(int) * (size_t)count);
-        n->ptr = copy;
+        if (!st || !copy) return NULL;
+        memcpy(copy, ids, sizeof(int) * (size_t)count);
+        st->ids = copy;
     }
     return y;
 }

@@ -1,7 +1,7 @@
 /* Softmax and log-softmax along the last axis.
  *   y = softmax(x):     dx = y * (g - sum_j g_j y_j)
  *   y = log_softmax(x): dx = g - softmax(x) * sum_j g_j,  softmax(x) = exp(y) */
-#include "autograd.h"
+#include "op.h"
 
 #include <math.h>
 
@@ -30,11 +30,7 @@ static void softmax_backward(tg_node *nd) {
     const tg_real *g = y->grad->data;
 #pragma omp parallel for if (y->size > TG_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        const tg_real *yr = y->data + r * n, *gr = g + r * n;
-        tg_real dot = 0;
-        for (int64_t j = 0; j < n; j++) dot += gr[j] * yr[j];
-        tg_real *dx = gx->data + r * n;
-        for (int64_t j = 0; j < n; j++) dx[j] = (fresh ? 0 : dx[j]) + yr[j] * (gr[j] - dot);
+        tg_k_softmax_row_backward(y->data + r * n, g + r * n, gx->data + r * n, n, n, !fresh);
     }
 }
 

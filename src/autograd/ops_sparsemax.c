@@ -20,7 +20,7 @@ static void sparsemax_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
     if (!gx) return;
     const tg_tensor *y = n->out;
-    const int *lim = n->ptr;
+    const int *lim = n->state;   /* mask_limits: the visible keys of each row */
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
 #pragma omp parallel for if (y->size > TG_PAR_MIN)
@@ -68,6 +68,6 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask) {
         for (int64_t k = 0; k < K; k++) yr[k] = yr[k] > tau ? yr[k] - tau : 0;
     }
     tg_node *n = tg_node_record(&tg_op_sparsemax, y, 1, &x);
-    if (n) n->ptr = lim;
+    if (n) n->state = lim;
     return y;
 }

@@ -7,11 +7,11 @@
  * runs each marked node's backward rule, and marks the nodes of its inputs.
  * Scopes save and restore the list head (tensor/memory.c), so nodes a scope
  * has released are never visited again. */
-#include "autograd.h"
+#include "op.h"
+#include "../tensor/tensor_internal.h"
 
 #include <string.h>
 
-extern void *tg__tape_head;          /* tensor/memory.c: newest node */
 static bool g_grad_enabled = true;
 static uint64_t g_seq;
 static uint32_t g_epoch;             /* backward pass counter */
@@ -55,6 +55,13 @@ tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *co
     out->node = n;
     out->requires_grad = true;
     return n;
+}
+
+void *tg_node_state(tg_node *n, size_t bytes) {
+    void *s = tg_arena_alloc(bytes);
+    if (s) memset(s, 0, bytes);
+    n->state = s;
+    return s;
 }
 
 tg_tensor *tg_grad_of(tg_tensor *t) {

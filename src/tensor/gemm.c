@@ -42,7 +42,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tensor/tensor.h"
+#include "tensor/kernels.h"
+#include "tensor/tensor_internal.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -527,7 +528,6 @@ static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, A
 
 /* 0: pick from the CPU, 1: force the portable kernels (tests, benchmarks). */
 static int g_force_portable;
-int tg__gemm_force_portable(int on);
 int tg__gemm_force_portable(int on)
 {
     int old = g_force_portable;
@@ -545,9 +545,12 @@ static _Thread_local void *ws_raw;
 static _Thread_local tg_real *ws_buf;
 static _Thread_local size_t ws_cap; /* elements */
 
+static void gemm_release(void);
+
 static tg_real *workspace(size_t n)
 {
     if (n > ws_cap) {
+        tg__on_release_all(gemm_release);
         if (ws_raw) tg_sys_free(ws_raw);
         ws_cap = 0;
         ws_buf = NULL;
@@ -559,9 +562,8 @@ static tg_real *workspace(size_t n)
     return ws_buf;
 }
 
-/* Frees the calling thread's packing buffers (for tg_release_all). */
-void tg__gemm_release(void);
-void tg__gemm_release(void)
+/* Frees the calling thread's packing buffers (run by tg_release_all). */
+static void gemm_release(void)
 {
     if (ws_raw) tg_sys_free(ws_raw);
     ws_raw = NULL;

@@ -1,31 +1,18 @@
 /* Elementwise kernels: unary maps, broadcasting binary ops, and the
  * reduction of a broadcast gradient back to an input's shape. */
-#include "tensor.h"
+#include "kernels.h"
 
 #include <math.h>
 #include <string.h>
-
-static tg_real gelu(tg_real x) {
-    /* GELU(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), torch's exact form. */
-    return (tg_real)0.5 * x * (1 + (tg_real)erf((double)x * 0.7071067811865476));
-}
 
 void tg_k_unary(tg_unary_kind kind, tg_real p, const tg_real *x, tg_real *y, int64_t n) {
 #define MAP(expr) \
     _Pragma("omp parallel for if (n > TG_PAR_MIN)") \
     for (int64_t i = 0; i < n; i++) { tg_real v = x[i]; y[i] = (expr); } \
     break;
-    switch (kind) {
-    case TG_UNARY_NEG: MAP(-v)
-    case TG_UNARY_EXP: MAP(TG_M(exp)(v))
-    case TG_UNARY_LOG: MAP(TG_M(log)(v))
-    case TG_UNARY_SQRT: MAP(TG_M(sqrt)(v))
-    case TG_UNARY_TANH: MAP(TG_M(tanh)(v))
-    case TG_UNARY_SIGMOID: MAP(1 / (1 + TG_M(exp)(-v)))
-    case TG_UNARY_RELU: MAP(v > 0 ? v : 0)
-    case TG_UNARY_GELU: MAP(gelu(v))
-    case TG_UNARY_POW: MAP(pow(v, p))
-    }
+#define CASE(name, KIND, f, df, arity) case TG_UNARY_##KIND: MAP(f)
+    switch (kind) { TG_UNARY_OPS(CASE) }
+#undef CASE
 #undef MAP
 }
 

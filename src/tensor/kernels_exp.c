@@ -4,7 +4,7 @@
  * polynomial expf (about 1 ulp, below); elsewhere, and always in the
  * double build (where the tests compare paths to 1e-12), libm's exp. The
  * sum is taken in a fixed order either way, whatever the thread count. */
-#include "tensor.h"
+#include "kernels.h"
 
 #include <math.h>
 

@@ -4,7 +4,7 @@
  * row like an odometer (no division per row), and a row whose last axis
  * stays last (the attention head split, (B,T,h,d) -> (B,h,T,d)) is a
  * contiguous copy. */
-#include "tensor.h"
+#include "kernels.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* Reductions along one axis, with the tensor viewed as [outer, n, inner].
  * Each output sums its n terms in index order, so results do not depend on
  * the thread count. */
-#include "tensor.h"
+#include "kernels.h"
 
 void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64_t inner) {
 #pragma omp parallel for if (outer * n * inner > TG_PAR_MIN)

@@ -6,7 +6,7 @@
  * restores it at tg_scope_end, which releases everything allocated since in
  * O(1). After the first training step the blocks are large enough, so later
  * steps make no call to malloc (tests/test_memory.c checks this). */
-#include "tensor.h"
+#include "tensor_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +29,10 @@ static uint64_t g_sys_allocs;
 typedef struct { int blk; size_t used; size_t in_use; void *tape; } mark;
 static mark g_scopes[MAX_SCOPES];
 static int g_depth;
+/* Begins refused past MAX_SCOPES whose end has not come yet: those ends
+ * close nothing, so a failed begin never makes its end close an outer scope.
+ * Refused begins are always the innermost ones, so their ends come first. */
+static int g_refused;
 
 /* ---- counted system allocation ----
  * Threads may allocate at once (GEMM packing buffers are per thread), so the
@@ -48,8 +52,6 @@ void *tg_sys_calloc(size_t n, size_t size) {
 }
 void tg_sys_free(void *p) { free(p); }
 
-/* Called by tensor.c to keep the persistent byte count. */
-void tg__persistent_account(long long delta);
 void tg__persistent_account(long long delta) { g_persistent += (size_t)delta; }
 
 tg_memory_stats tg_memory(void) {
@@ -110,21 +112,24 @@ bool tg_arena_live(const void *ptr) {
     return false;
 }
 
-/* The autograd layer's tape (newest node) is saved per scope and restored at
- * its end, so the nodes a scope released are no longer on the tape. The
- * tensor layer only carries the pointer; it never looks inside. */
-void *tg__tape_head;
+void *tg__tape_head;   /* see tensor_internal.h */
 
-void tg_scope_begin(void) {
+int tg_scope_begin(void) {
     if (g_depth >= MAX_SCOPES) {
+        g_refused++;
         tg_set_error("scope_begin: more than %d nested scopes", MAX_SCOPES);
-        return;
+        return -1;
     }
     size_t used = g_nblocks ? g_blocks[g_cur].used : 0;
     g_scopes[g_depth++] = (mark){g_cur, used, g_in_use, tg__tape_head};
+    return 0;
 }
 
 void tg_scope_end(void) {
+    if (g_refused > 0) {
+        g_refused--;
+        return;
+    }
     if (g_depth == 0) {
         tg_set_error("scope_end: no scope is open");
         return;
@@ -140,15 +145,35 @@ void tg_scope_end(void) {
 
 int tg_scope_depth(void) { return g_depth; }
 
-void tg__gemm_release(void);   /* gemm.c: the calling thread's packing buffer */
+/* Hooks run by tg_release_all (tensor_internal.h). A slot once set never
+ * changes, so a reader sees either NULL or a complete pointer. */
+#define MAX_RELEASE_HOOKS 4
+static void (*g_release_hooks[MAX_RELEASE_HOOKS])(void);
+
+void tg__on_release_all(void (*fn)(void)) {
+    for (int i = 0; i < MAX_RELEASE_HOOKS; i++) {
+        void (*cur)(void) = __atomic_load_n(&g_release_hooks[i], __ATOMIC_ACQUIRE);
+        if (cur == fn) return;
+        if (!cur) {
+            void (*expected)(void) = NULL;
+            if (__atomic_compare_exchange_n(&g_release_hooks[i], &expected, fn, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE) ||
+                expected == fn)
+                return;
+        }
+    }
+}
 
 void tg_release_all(void) {
-    tg__gemm_release();
+    for (int i = 0; i < MAX_RELEASE_HOOKS; i++) {
+        void (*fn)(void) = __atomic_load_n(&g_release_hooks[i], __ATOMIC_ACQUIRE);
+        if (fn) fn();
+    }
     for (int i = 0; i < g_nblocks; i++) free(g_blocks[i].mem);
     free(g_blocks);
     g_blocks = NULL;
     g_nblocks = g_capblocks = g_cur = 0;
-    g_depth = 0;
+    g_depth = g_refused = 0;
     g_in_use = g_reserved = 0;
     tg__tape_head = NULL;
 }

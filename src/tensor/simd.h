@@ -1,5 +1,5 @@
 /* Run-time AVX2 dispatch, shared by every kernel with a hand-written AVX2
- * path (gemm.c, kernels_exp.c, dropout_mask.c, ops_attention.c). Files build
+ * path (gemm.c, kernels_exp.c, dropout_mask.c, kernels_attention.c). Files build
  * with the baseline ISA; functions marked TG_AVX2 are compiled for AVX2 and
  * FMA and called only when tg_cpu_has_avx2() says the CPU has both, so the
  * same binary runs on a machine without them, on the portable loops. */

@@ -1,12 +1,11 @@
 /* Creating and freeing tensors. Where a tensor lives follows one rule:
  * inside a scope, in the arena; outside, persistent (see tensor.h). */
-#include "tensor.h"
+#include "tensor_internal.h"
 
 const int TG_FLAVOUR = 1;   /* see tensor.h: the flavour guard */
 
 #include <string.h>
 
-void tg__persistent_account(long long delta);   /* memory.c */
 
 int64_t tg_numel(int ndim, const int *shape) {
     int64_t n = 1;

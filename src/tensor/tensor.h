@@ -108,7 +108,10 @@ const char *tg_shape_str(char *buf, int ndim, const int *shape);
 const char *tg_tshape(char *buf, const tg_tensor *t);  /* same, of a tensor */
 
 /* ---- memory scopes -------------------------------------------------------- */
-void tg_scope_begin(void);
+/* Returns 0, or -1 with an error recorded when 64 scopes are already open;
+ * call tg_scope_end for a failed begin too: that end closes nothing, so
+ * begins and ends stay paired and the outer scopes stay open. */
+int tg_scope_begin(void);
 void tg_scope_end(void);     /* releases everything made since the matching begin, O(1) */
 int tg_scope_depth(void);    /* 0 when no scope is open */
 
@@ -201,36 +204,13 @@ void tg_print(const tg_tensor *t);
 void tg_fprint(FILE *f, const tg_tensor *t);
 tg_real tg_item(const tg_tensor *t);   /* first element (the value of a scalar) */
 
-/* ---- kernels --------------------------------------------------------------
- * Raw numerics on preallocated outputs; no shape checking beyond what the
- * autograd ops already did, no graph. */
-typedef enum {
-    TG_UNARY_NEG, TG_UNARY_EXP, TG_UNARY_LOG, TG_UNARY_SQRT, TG_UNARY_TANH,
-    TG_UNARY_SIGMOID, TG_UNARY_RELU, TG_UNARY_GELU, TG_UNARY_POW
-} tg_unary_kind;
-typedef enum { TG_BINARY_ADD, TG_BINARY_SUB, TG_BINARY_MUL, TG_BINARY_DIV } tg_binary_kind;
-
-void tg_k_unary(tg_unary_kind kind, tg_real param, const tg_real *x, tg_real *y, int64_t n);
-/* out = a (op) b with NumPy broadcasting; out has the broadcast shape. */
-void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out);
-/* Sums src (broadcast shape) down to dst's shape, which src broadcasts from;
- * dst += sum when accumulate, else dst = sum. */
-void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate);
-/* Reductions along one axis viewed as [outer, n, inner]. */
-void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64_t inner);
-void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer, int64_t n, int64_t inner);
+/* ---- matrix product --------------------------------------------------------
+ * The one raw kernel that is public (tools/bench.c times it); the others are
+ * internal (tensor/kernels.h). */
 /* C = alpha * op(A) op(B) + beta * C, row-major, op = transpose when trans_*.
  * A is M x K (K x M if trans_a), B is K x N (N x K if trans_b). */
 void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
                const tg_real *A, int lda, const tg_real *B, int ldb,
                tg_real beta, tg_real *C, int ldc);
-/* Row-wise softmax / log-softmax of [rows, n], max-subtracted for stability. */
-/* s[j] = exp(s[j] - shift) for j < n, in place; returns the sum. For
- * softmax rows: s[j] - shift <= 0 (kernels_exp.c). */
-tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift);
-void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
-void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
-/* out = permutation of x's axes: out.shape[i] = x.shape[perm[i]]. */
-void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out);
 
 #endif

@@ -5,7 +5,8 @@
 
 #include <math.h>
 
-#include "tensor/simd.h"
+#include "simd.h"
+#include "tensor_internal.h"
 
 tg_dropout_mask tg_dropout_mask_new(uint64_t seed, uint64_t stream, tg_real p) {
     tg_dropout_mask m = {tg_rng_key(seed, stream), (uint64_t)ceil((double)p * 0x1.0p32), (tg_real)1 / (1 - p)};
@@ -72,7 +73,6 @@ TG_AVX2 static void run_avx2(const tg_dropout_mask *m, uint32_t key, uint32_t lo
 
 /* 1: use the portable loop even where AVX2 exists (tests compare the two). */
 static int g_force_portable;
-int tg__dropout_mask_force_portable(int on);
 int tg__dropout_mask_force_portable(int on) {
     int old = g_force_portable;
     g_force_portable = on;

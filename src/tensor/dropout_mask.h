@@ -12,7 +12,7 @@
 #ifndef TG_DROPOUT_MASK_H
 #define TG_DROPOUT_MASK_H
 
-#include "autograd.h"
+#include "tensor.h"
 
 typedef struct {
     uint64_t key;         /* tg_rng_key(seed, stream) */

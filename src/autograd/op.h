@@ -1,0 +1,68 @@
+/* What an op writer needs (internal: the ops of src/autograd and the tests
+ * include it; no public header does). One file per op family holds the
+ * forward, its tg_op descriptor and its backward side by side; the backward
+ * reads what the forward saved on the node. */
+#ifndef TG_AUTOGRAD_OP_H
+#define TG_AUTOGRAD_OP_H
+
+#include "autograd.h"
+#include "../tensor/kernels.h"
+
+/* A recorded op application: what backward needs. */
+struct tg_node {
+    const tg_op *op;
+    tg_tensor *out;
+    tg_tensor *in[TG_NODE_MAX_INPUTS];
+    int n_in;
+    /* What the forward saved for the backward: the op's own struct
+     * (<op>_state, defined beside the op), arena-owned; NULL if none. */
+    void *state;
+    uint64_t seq;              /* creation order */
+    uint32_t visit;            /* backward pass that reached it */
+    tg_node *prev;             /* the node created before this one (the tape) */
+};
+
+/* Records a node for out if grad mode is on and an input requires grad.
+ * Returns the node (to give its state) or NULL when nothing is recorded. */
+tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in);
+/* Allocates the node's state, bytes zeroed, in the current scope's arena,
+ * and sets n->state to it. Returns it, or NULL (error recorded) when out of
+ * memory. */
+void *tg_node_state(tg_node *n, size_t bytes);
+/* The gradient buffer of t for this backward pass, zeroed when first touched
+ * (allocated persistently for persistent tensors, else in the arena), or NULL
+ * when t does not require grad. */
+tg_tensor *tg_grad_of(tg_tensor *t);
+/* Like tg_grad_of, but when this backward pass has not touched t's gradient
+ * yet it is returned unzeroed with *fresh = true: the caller must then write
+ * every element (=) instead of adding (+=). Saves a memset and a read per
+ * element on the common path, where a tensor feeds one op. Gradients of
+ * leaves are never fresh once they exist: they accumulate across passes. */
+tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh);
+/* For an op whose input's gradient equals its output's (reshape; add):
+ * makes g, the output's finished gradient, t's gradient too, seen in t's
+ * shape, instead of a copy. Done only when it is exact: t is a non-leaf
+ * that feeds this one op, has no gradient yet and has g's size; returns
+ * false (and does nothing) otherwise. No backward writes into its output's
+ * gradient, so two inputs may share one g. */
+bool tg_grad_share(tg_tensor *t, const tg_tensor *g);
+
+/* Every op's descriptor, defined in its ops_<family>.c and listed in
+ * tg_op_table (ops_table.c) in this order. */
+#define TG_OPS(X)                                                                    \
+    /* ops_unary.c */  X(neg) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) \
+                       X(pow_scalar) X(add_scalar) X(mul_scalar)                   \
+    /* ops_binary.c */ X(add) X(sub) X(mul) X(div)                                 \
+    /* ops_reduce.c */ X(sum) X(mean) X(max)                                       \
+    /* ops_matmul.c */ X(matmul)                                                   \
+    /* ops_softmax.c */ X(softmax) X(log_softmax)                                  \
+    /* ops_shape.c */  X(reshape) X(permute) X(slice) X(concat) X(gather_rows)       \
+    /* fused ops used by src/nn, one file each (ops_<name>.c) */                  \
+                       X(dropout) X(masked_softmax) X(sparsemax) X(layer_norm) X(cross_entropy) \
+                       X(attention)
+
+#define TG_OP_DECLARE(name) extern const tg_op tg_op_##name;
+TG_OPS(TG_OP_DECLARE)
+#undef TG_OP_DECLARE
+
+#endif

@@ -1,0 +1,81 @@
+/* Raw kernels of the tensor layer (internal: the library and its tests
+ * include it, the public headers do not). Raw numerics on preallocated
+ * outputs; no shape checking beyond what the autograd ops already did, no
+ * graph. Every hand-written fast path (AVX2) has a portable twin in the same
+ * file, selected at run time (simd.h). */
+#ifndef TG_KERNELS_H
+#define TG_KERNELS_H
+
+#include "tensor.h"
+#include "dropout_mask.h"
+
+/* The unary ops, one row each:
+ *   X(name, KIND, forward y = f(v), derivative dx = dy f'(x), arity)
+ * The forward is written in v (the input element) and p (the op's scalar:
+ * pow's exponent); the derivative in g = dy, x, y = f(x) and p, branch-free
+ * so that its loop vectorises. arity is ARG0 for tg_<name>(a), ARG1 for
+ * tg_<name>(a, p). tg_k_unary (kernels_elementwise.c) expands the forward
+ * column, autograd/ops_unary.c the op, its backward and its public function:
+ * a new unary op is a row here, its declaration in autograd.h, an entry in
+ * TG_OPS (autograd/op.h) and its gradient-check cases. Float libm through
+ * TG_M: plain exp would widen to double and run 2x slower. */
+#define TG_UNARY_OPS(X)                                                              \
+    X(neg,     NEG,     -v,                        -g,                  ARG0)        \
+    X(exp,     EXP,     TG_M(exp)(v),              g * y,               ARG0) /* d e^x = e^x */ \
+    X(log,     LOG,     TG_M(log)(v),              g / x,               ARG0)        \
+    X(sqrt,    SQRT,    TG_M(sqrt)(v),             g * (tg_real)0.5 / y, ARG0) /* 1/(2 sqrt x) */ \
+    X(tanh,    TANH,    TG_M(tanh)(v),             g * (1 - y * y),     ARG0) /* 1 - tanh^2 */ \
+    X(sigmoid, SIGMOID, 1 / (1 + TG_M(exp)(-v)),   g * y * (1 - y),     ARG0) /* s (1 - s) */ \
+    /* A select, not g * [x > 0]: torch's threshold_backward, 0 at x = 0. */       \
+    X(relu,    RELU,    v > 0 ? v : 0,             x > 0 ? g : 0,       ARG0)        \
+    /* GELU(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), torch's exact form;      \
+     * d/dx = Phi(x) + x phi(x), phi the standard normal pdf. */                  \
+    X(gelu,    GELU,    (tg_real)0.5 * v * (1 + (tg_real)erf((double)v * 0.7071067811865476)), \
+      g * (tg_real)(0.5 * (1 + erf(x * 0.7071067811865476)) +                          \
+                    x * 0.3989422804014327 * exp(-0.5 * (double)x * x)), ARG0)         \
+    /* d x^p = p x^(p-1) */                                                         \
+    X(pow_scalar, POW,  pow(v, p),                 g * p * (tg_real)pow(x, p - 1), ARG1)
+
+#define TG_UNARY_KIND_(name, KIND, f, df, arity) TG_UNARY_##KIND,
+typedef enum { TG_UNARY_OPS(TG_UNARY_KIND_) } tg_unary_kind;
+#undef TG_UNARY_KIND_
+typedef enum { TG_BINARY_ADD, TG_BINARY_SUB, TG_BINARY_MUL, TG_BINARY_DIV } tg_binary_kind;
+
+void tg_k_unary(tg_unary_kind kind, tg_real param, const tg_real *x, tg_real *y, int64_t n);
+/* out = a (op) b with NumPy broadcasting; out has the broadcast shape. */
+void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out);
+/* Sums src (broadcast shape) down to dst's shape, which src broadcasts from;
+ * dst += sum when accumulate, else dst = sum. */
+void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate);
+/* Reductions along one axis viewed as [outer, n, inner]. */
+void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64_t inner);
+void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer, int64_t n, int64_t inner);
+/* s[j] = exp(s[j] - shift) for j < n, in place; returns the sum. For
+ * softmax rows: s[j] - shift <= 0 (kernels_exp.c). */
+tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift);
+/* Row-wise softmax / log-softmax of [rows, n], max-subtracted for stability
+ * (kernels_softmax.c), and the row kernels behind them, which the masked
+ * softmax reuses: */
+tg_real tg_k_row_max(const tg_real *x, int64_t n);   /* n >= 1 */
+void tg_k_softmax_row(tg_real *y, int64_t n);         /* in place */
+/* Softmax backward of one row y with output gradient g:
+ * dx_j (+)= y_j (g_j - sum_{k<n} g_k y_k) for j < n_grad; when !accumulate,
+ * dx_j = 0 for n_grad <= j < n (masked keys); when accumulating they are
+ * left alone. */
+void tg_k_softmax_row_backward(const tg_real *y, const tg_real *g, tg_real *dx, int64_t n, int64_t n_grad,
+                               bool accumulate);
+void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
+void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n);
+/* out = permutation of x's axes: out.shape[i] = x.shape[perm[i]]. */
+void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out);
+
+/* Row kernels of the fused attention (kernels_attention.c):
+ *   tg_k_max_row:          max(m, s[0..n-1]);
+ *   tg_k_mul_row:          a[j] *= b[j];
+ *   tg_k_attention_ds_row: p[j] = p[j] (dp[j] z[j] - D), or p[j] (dp[j] - D)
+ *                          when z is NULL (dS of one row, no dropout). */
+tg_real tg_k_max_row(const tg_real *s, int n, tg_real m);
+void tg_k_mul_row(tg_real *a, const tg_real *b, int n);
+void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n);
+
+#endif

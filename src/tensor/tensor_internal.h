@@ -1,0 +1,31 @@
+/* What the tensor layer shares with the rest of the library and its tests
+ * but not with programs (internal: no public header includes it). Each
+ * symbol is defined once and declared only here, so the compiler checks
+ * that every user agrees with the definition. */
+#ifndef TG_TENSOR_INTERNAL_H
+#define TG_TENSOR_INTERNAL_H
+
+#include "tensor.h"
+
+/* The autograd layer's tape (its newest node), saved per scope and restored
+ * at its end so that the nodes a scope released are no longer on the tape.
+ * The tensor layer only carries the pointer; it never looks inside
+ * (memory.c; used by autograd/tape.c). */
+extern void *tg__tape_head;
+
+/* Adds delta to the persistent byte count of tg_memory() (memory.c; called
+ * by tensor.c when a persistent tensor is made or freed). */
+void tg__persistent_account(long long delta);
+
+/* Registers fn to run at tg_release_all(), e.g. gemm.c's release of the
+ * calling thread's packing buffer. Registering the same fn again does
+ * nothing; safe to call from several threads. A hook instead of a direct
+ * call, so memory.c does not depend on the kernels that use it. */
+void tg__on_release_all(void (*fn)(void));
+
+/* Test switches: force the portable twin of a hand-written AVX2 kernel
+ * (1) or pick from the CPU again (0); each returns the previous setting. */
+int tg__gemm_force_portable(int on);           /* gemm.c */
+int tg__dropout_mask_force_portable(int on);   /* dropout_mask.c */
+
+#endif
