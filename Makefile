@@ -35,9 +35,9 @@ ifeq ($(SANITIZE),1)
 endif
 override LDLIBS += -lm
 
-LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/nn/*.c src/viz/*.c)
+LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/io/*.c src/nn/*.c src/viz/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/nn/*.h src/viz/*.h)
+HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/io/*.h src/nn/*.h src/viz/*.h)
 TEST_SRC := $(wildcard tests/test_*.c tests/cases_*.c)
 
 # Float and double are two flavours that install side by side: libtgrad and
@@ -119,8 +119,8 @@ demo: programs
 	@echo "Pictures (open them in any image viewer):"; ls -1 out/*.png | sed 's/^/  /'
 
 # Public headers only, listed: the internal ones stay in the tree.
-PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/params.h src/nn/nn.h \
-                  src/nn/checkpoint.h src/nn/npy.h src/viz/viz.h
+PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h \
+                  src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
 BINDIR := $(DESTDIR)$(PREFIX)/bin

@@ -6,7 +6,9 @@
 #include "autograd/autograd.h"
 #include "tensor/params.h"
 #include "nn/nn.h"
-#include "nn/checkpoint.h"
-#include "nn/npy.h"
+#include "io/file.h"
+#include "io/safetensors.h"
+#include "io/npy.h"
+#include "io/checkpoint.h"
 #include "viz/viz.h"
 #endif

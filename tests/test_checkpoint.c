@@ -18,8 +18,7 @@
 #include <unistd.h>
 
 #include "tgrad.h"
-#include "nn/checkpoint.h"
-#include "nn/npy.h"
+#include "tgrad.h"
 
 /* ---- helpers --------------------------------------------------------------- */
 static char g_dir[64];

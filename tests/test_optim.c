@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
-#include "nn/checkpoint.h"
+#include "tgrad.h"
 
 /* ---- reference updates ----------------------------------------------------- */
 enum { N = 6, STEPS = 3 };

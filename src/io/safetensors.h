@@ -1,5 +1,5 @@
-/* Checkpoints in the safetensors format, the one Hugging Face uses, so a
- * tgrad model can be opened from Python with safetensors.numpy.load_file():
+/* The safetensors format, the one Hugging Face uses, so that a tgrad model
+ * opens in Python with safetensors.numpy.load_file() and back:
  *
  *   8 bytes   N, the header length, unsigned little-endian
  *   N bytes   JSON: {"__metadata__": {"key": "value", ...},          (optional)
@@ -13,29 +13,16 @@
  * tensors tile the data section exactly: sorted by offset they start at 0,
  * leave no gap or overlap, and the last one ends at the end of the file.
  */
-#ifndef TG_CHECKPOINT_H
-#define TG_CHECKPOINT_H
+#ifndef TG_IO_SAFETENSORS_H
+#define TG_IO_SAFETENSORS_H
 
-#include <stdio.h>
+#include "../tensor/params.h"
 
-#include "params.h"
+/* A header holding more entries than this is rejected: checkpoints of
+ * real models hold thousands, and each entry costs a few hundred bytes. */
+#define TG_ST_MAX_ENTRIES 100000
 
-/* Writes every tensor of params, in list order, with dtype TG_REAL_DTYPE
- * ("F32", or "F64" in a double build). metadata_json is NULL or a JSON object
- * of string values, e.g. "{\"epoch\": \"3\"}", stored as "__metadata__".
- * Atomic: the file is written to "<path>.tmp.<pid>", synced, then renamed
- * over path; on failure path is left as it was and no temporary remains.
- * Returns 0, or -1 with "checkpoint_save: <path>: <reason>" recorded. */
-int tg_checkpoint_save(const char *path, const tg_params *params, const char *metadata_json);
-
-/* Loads values into every tensor of params (converting F32/F64 to tg_real).
- * Strict, like PyTorch's load_state_dict(strict=True): the file must hold
- * exactly the names of params, each with the parameter's shape. Everything is
- * checked before the first value is copied, so on failure (-1, with a message
- * naming the file, the tensor and the problem) the model is unchanged. */
-int tg_checkpoint_load(const char *path, const tg_params *params);
-
-/* ---- reading any safetensors file (for tools) ---------------------------- */
+/* ---- reading --------------------------------------------------------------- */
 typedef struct {
     char name[TG_PARAM_NAME_MAX];
     char dtype[8];             /* "F32" or "F64" */
@@ -54,6 +41,7 @@ typedef struct {
     size_t data_size;
     const char *metadata;      /* the "__metadata__" object's JSON text inside blob, or NULL */
     size_t metadata_len;
+    int *by_name;              /* entry indices sorted by name (for find) */
 } tg_safetensors;
 
 /* Reads and validates the whole file. Only F32 and F64 tensors are accepted
@@ -63,29 +51,23 @@ int tg_safetensors_open(const char *path, tg_safetensors *st);
 /* The same for a file already in memory: takes ownership of blob (from
  * tg_sys_alloc; freed by close, or here on failure); name is for messages. */
 int tg_safetensors_parse(unsigned char *blob, size_t size, const char *name, tg_safetensors *st);
-/* Index of the tensor called name, or -1. */
+/* Index of the tensor called name, or -1 (a binary search). */
 int tg_safetensors_find(const tg_safetensors *st, const char *name);
 /* Copies tensor i, converted to tg_real, into out (entries[i].numel values). */
 int tg_safetensors_read(const tg_safetensors *st, int i, tg_real *out);
 /* Copies the unescaped metadata value of key into out (NUL-terminated,
  * truncated to cap); returns its full length, or -1 when absent. */
+/* How many values of tensor i are NaN or infinite. */
+int64_t tg_safetensors_nonfinite(const tg_safetensors *st, int i);
 long tg_safetensors_meta(const tg_safetensors *st, const char *key, char *out, size_t cap);
 void tg_safetensors_close(tg_safetensors *st);
 
-/* ---- files written atomically (shared with npy.c) ------------------------ */
-typedef struct {
-    FILE *f;                   /* write here */
-    char *tmp;                 /* "<path>.tmp.<pid>" */
-    const char *path;
-} tg_atomic_file;
-/* Opens the temporary file; returns 0, or -1 with "<op>: <path>: <reason>". */
-int tg_atomic_begin(tg_atomic_file *af, const char *path, const char *op);
-/* Flushes, fsyncs and renames over path; on failure removes the temporary.
- * Either way af is finished. Returns 0 or -1 (message recorded). */
-int tg_atomic_commit(tg_atomic_file *af, const char *op);
-/* Closes and removes the temporary file. */
-void tg_atomic_abort(tg_atomic_file *af);
-/* Reads a whole file into a tg_sys_alloc'd buffer (free with tg_sys_free). */
-int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *size);
+/* ---- writing --------------------------------------------------------------- */
+/* Writes every tensor of params, in list order, with dtype TG_REAL_DTYPE
+ * ("F32", or "F64" in a double build). metadata_json is NULL or a JSON object
+ * of string values, e.g. "{\"epoch\": \"3\"}", stored as "__metadata__".
+ * Atomic (file.h): on failure path is left as it was and no temporary
+ * remains. Returns 0, or -1 with "safetensors_save: <path>: <reason>". */
+int tg_safetensors_save(const char *path, const tg_params *params, const char *metadata_json);
 
 #endif

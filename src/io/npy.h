@@ -23,5 +23,7 @@ int tg_npy_save(const char *path, const tg_tensor *t);
  * more than TG_MAX_DIMS dimensions and truncated files are errors:
  * NULL, with "npy_load: <path>: <reason>" recorded. */
 tg_tensor *tg_npy_load(const char *path);
+/* The same for a file already in memory (not taken over); name is for messages. */
+tg_tensor *tg_npy_parse(const unsigned char *buf, size_t size, const char *name);
 
 #endif

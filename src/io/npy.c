@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "checkpoint.h"   /* tg_read_file, tg_atomic_* */
+#include "file.h"
 
 static const char MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
@@ -214,7 +214,17 @@ tg_tensor *tg_npy_load(const char *path)
     unsigned char *b;
     size_t size;
     if (tg_read_file(path, "npy_load", &b, &size) != 0) return NULL;
+    tg_tensor *t = tg_npy_parse(b, size, path);
+    tg_sys_free(b);
+    return t;
+}
 
+tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path)
+{
+    if (!b || !path) {
+        tg_set_error("npy_load: NULL %s", !b ? "buffer" : "name");
+        return NULL;
+    }
     cursor c = {0};
     npy_header h = {0};
     size_t start = 0, es = 0;
@@ -281,7 +291,6 @@ tg_tensor *tg_npy_load(const char *path)
     }
     if (c.why[0]) {
         tg_set_error("npy_load: %s: %s", path, c.why);
-        tg_sys_free(b);
         return NULL;
     }
     const unsigned char *p = b + start;
@@ -299,6 +308,5 @@ tg_tensor *tg_npy_load(const char *path)
             t->data[k] = (tg_real)d;
         }
     }
-    tg_sys_free(b);
     return t;
 }

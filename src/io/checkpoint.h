@@ -1,0 +1,27 @@
+/* Checkpoints: a parameter list (tensor/params.h) saved as a safetensors
+ * file (safetensors.h) and loaded back strictly, as PyTorch's
+ * load_state_dict(strict=True). */
+#ifndef TG_IO_CHECKPOINT_H
+#define TG_IO_CHECKPOINT_H
+
+#include "../tensor/params.h"
+
+/* Writes every tensor of params, in list order, with dtype TG_REAL_DTYPE
+ * ("F32", or "F64" in a double build). metadata_json is NULL or a JSON object
+ * of string values, e.g. "{\"epoch\": \"3\"}", stored as "__metadata__".
+ * Atomic (io/file.h): on failure path is left as it was and no temporary
+ * remains.
+ * Returns 0, or -1 with "checkpoint_save: <path>: <reason>" recorded.
+ * The same file as tg_safetensors_save writes. */
+int tg_checkpoint_save(const char *path, const tg_params *params, const char *metadata_json);
+
+/* Loads values into every tensor of params (converting F32/F64 to tg_real).
+ * Strict, like PyTorch's load_state_dict(strict=True): the file must hold
+ * exactly the names of params, each with the parameter's shape. Everything is
+ * checked before the first value is copied (names, shapes, and that every
+ * value is finite: a NaN or Inf weight is an error), so on failure (-1,
+ * with a message naming the file, the tensor and the problem) the model is
+ * unchanged. */
+int tg_checkpoint_load(const char *path, const tg_params *params);
+
+#endif

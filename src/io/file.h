@@ -1,0 +1,39 @@
+/* Files: whole-file reads and atomic replacement (internal to src/io and
+ * the programs; declared in the public tgrad.h for tools that write their
+ * own reports).
+ *
+ * Reading: tg_read_file opens without following the caller into a FIFO or
+ * a device (O_NONBLOCK, then fstat): anything but a regular file is
+ * rejected before a byte is read, so `--load FIFO` fails at once.
+ *
+ * Writing: the bytes go to a temporary "<path>.tmp.<pid>.XXXXXX" beside the
+ * target, created exclusively by mkstemp (O_CREAT | O_EXCL: a symlink
+ * planted there is never followed), fsynced, then renamed over path. Every
+ * writer has its own temporary, so concurrent writers of one path never
+ * fail or tear it (the last rename wins); every error path removes the
+ * temporary; and temporaries of the same path whose writer is gone (a save
+ * killed midway: its pid no longer runs) are removed by the next save. */
+#ifndef TG_IO_FILE_H
+#define TG_IO_FILE_H
+
+#include <stdio.h>
+
+#include "../tensor/tensor.h"
+
+typedef struct {
+    FILE *f;                   /* write here */
+    char *tmp;                 /* the temporary's name */
+    const char *path;
+} tg_atomic_file;
+/* Creates the temporary; returns 0, or -1 with "<op>: <path>: <reason>". */
+int tg_atomic_begin(tg_atomic_file *af, const char *path, const char *op);
+/* Flushes, fsyncs and renames over path; on failure removes the temporary.
+ * Either way af is finished. Returns 0 or -1 (message recorded). */
+int tg_atomic_commit(tg_atomic_file *af, const char *op);
+/* Closes and removes the temporary file. */
+void tg_atomic_abort(tg_atomic_file *af);
+/* Reads a whole regular file into a tg_sys_alloc'd buffer (free with
+ * tg_sys_free). Returns 0, or -1 with "<op>: <path>: <reason>". */
+int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *size);
+
+#endif
