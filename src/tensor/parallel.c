@@ -59,6 +59,7 @@ static struct {
     int started;                  /* workers running (nthreads - 1 once started) */
     pthread_t workers[MAX_THREADS];
     _Atomic uint64_t gen;         /* bumped for every job */
+    uint64_t base_gen;            /* gen when the running workers were started */
     _Atomic int sleepers;
     _Atomic int stop;
     pthread_mutex_t mu;
@@ -157,7 +158,7 @@ static void run_serial(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int
 static void *worker_main(void *arg) {
     t_id = (int)(intptr_t)arg;
     t_in_job = true;
-    uint64_t seen = 0;
+    uint64_t seen = pool.base_gen;   /* jobs before this worker existed are not its own */
     for (;;) {
         uint64_t g = atomic_load(&pool.gen);
         for (int spin = 0; g == seen && spin < SPIN_ROUNDS; spin++) {
@@ -193,6 +194,7 @@ static bool start_workers(void) {
         pthread_atfork(NULL, NULL, after_fork_in_child);
         atfork_done = true;
     }
+    pool.base_gen = atomic_load(&pool.gen);
     while (pool.started < pool.nthreads - 1) {
         if (pthread_create(&pool.workers[pool.started], NULL, worker_main, (void *)(intptr_t)(pool.started + 1)) != 0)
             break;   /* run with the threads we have */

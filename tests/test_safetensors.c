@@ -1,0 +1,322 @@
+/* The safetensors reader and writer (io/safetensors.c): the exact byte
+ * layout (read back raw), metadata, a header laid out like Python's
+ * json.dumps, and for every kind of bad file (truncated at many points,
+ * corrupt JSON, an unknown dtype, a header length past the end,
+ * inconsistent offsets) a rejection that names the problem. */
+#include "io_test_util.h"
+
+TestSuite(safetensors, .fini = cleanup);
+
+Test(safetensors, exact_layout)
+{
+    tmpdir();
+    tg_tensor *w = tensor(TG_SHAPE(2, 3), 0.5);
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "w", w);
+    const char *path = in_dir("w.safetensors");
+    cr_assert_eq(tg_checkpoint_save(path, &p, NULL), 0);
+
+    size_t size;
+    unsigned char *b = read_all(path, &size);
+    const size_t es = sizeof(tg_real);
+    char expect[128];
+    int hl = snprintf(expect, sizeof expect,
+                      "{\"w\":{\"dtype\":\"%s\",\"shape\":[2,3],\"data_offsets\":[0,%zu]}}",
+                      real_dtype(), 6 * es);
+    uint64_t n = le64(b);
+    cr_assert_eq(n % 8, 0, "header not padded to 8 bytes");
+    cr_assert(n >= (uint64_t)hl && n < (uint64_t)hl + 8);
+    cr_assert(memcmp(b + 8, expect, (size_t)hl) == 0, "header is '%.*s'", (int)n, b + 8);
+    for (uint64_t k = (uint64_t)hl; k < n; k++) cr_assert_eq(b[8 + k], ' ');
+    cr_assert_eq(size, 8 + n + 6 * es);
+    /* The data: little-endian values in C order. */
+    for (int i = 0; i < 6; i++) {
+        const unsigned char *v = b + 8 + n + (size_t)i * es;
+        if (es == 8) {
+            uint64_t u = le64(v);
+            double d;
+            memcpy(&d, &u, 8);
+            cr_assert(memcmp(&d, &w->data[i], 8) == 0);
+        } else {
+            uint32_t u = (uint32_t)v[0] | (uint32_t)v[1] << 8 | (uint32_t)v[2] << 16 | (uint32_t)v[3] << 24;
+            float f;
+            memcpy(&f, &u, 4);
+            cr_assert(memcmp(&f, &w->data[i], 4) == 0);
+        }
+    }
+    free(b);
+    tg_params_free(&p);
+    tg_free(w);
+}
+
+Test(safetensors, layout_of_a_model_read_raw)
+{
+    tmpdir();
+    model m;
+    model_new(&m, 3.0);
+    const char *path = in_dir("m.safetensors");
+    cr_assert_eq(tg_checkpoint_save(path, &m.p, "{\"epoch\": \"7\"}"), 0, "%s", tg_last_error());
+
+    size_t size;
+    unsigned char *raw = read_all(path, &size);
+    uint64_t n = le64(raw);
+    cr_assert_eq(n % 8, 0);
+    cr_assert_eq(raw[8], '{');
+
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    cr_assert_eq(st.n, 4);
+    cr_assert_eq(st.data, st.blob + 8 + n);
+    cr_assert_eq(st.data_size, size - 8 - n);
+    uint64_t at = 0;
+    for (int i = 0; i < 4; i++) {
+        const tg_st_entry *e = &st.entries[i];
+        const tg_tensor *t = m.t[i];
+        cr_assert_str_eq(e->name, m.p.items[i].name, "entries in list order");
+        cr_assert_str_eq(e->dtype, real_dtype());
+        cr_assert_eq(e->ndim, t->ndim);
+        for (int k = 0; k < t->ndim; k++) cr_assert_eq(e->shape[k], t->shape[k]);
+        cr_assert_eq(e->numel, t->size);
+        cr_assert_eq(e->begin, at);
+        cr_assert_eq(e->end, at + (uint64_t)t->size * sizeof(tg_real));
+        at = e->end;
+        /* Raw bytes at the offsets are the values (little-endian host). */
+        cr_assert(memcmp(raw + 8 + n + e->begin, t->data, (size_t)(e->end - e->begin)) == 0);
+        tg_real *out = malloc((size_t)t->size * sizeof *out);
+        cr_assert_eq(tg_safetensors_read(&st, i, out), 0);
+        cr_assert(memcmp(out, t->data, (size_t)t->size * sizeof *out) == 0);
+        free(out);
+    }
+    cr_assert_eq(at, st.data_size);
+    char v[16];
+    cr_assert_eq(tg_safetensors_meta(&st, "epoch", v, sizeof v), 1);
+    cr_assert_str_eq(v, "7");
+    cr_assert_eq(tg_safetensors_meta(&st, "nope", v, sizeof v), -1);
+    cr_assert_eq(tg_safetensors_find(&st, "temperature"), 3);
+    cr_assert_eq(st.entries[3].ndim, 0);
+    cr_assert_eq(st.entries[3].numel, 1);
+    tg_safetensors_close(&st);
+    cr_assert_null(st.blob);
+    free(raw);
+    model_free(&m);
+}
+
+Test(safetensors, metadata_checked_and_escaped)
+{
+    tmpdir();
+    model m;
+    model_new(&m, 1.0);
+    const char *path = in_dir("m.safetensors");
+    cr_assert_eq(tg_checkpoint_save(path, &m.p, "{\"note\": \"a \\\"q\\\" \\u00e9\\n\", \"k\": \"\"}"), 0,
+                 "%s", tg_last_error());
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0);
+    char v[32];
+    cr_assert_eq(tg_safetensors_meta(&st, "note", v, sizeof v), 9);
+    cr_assert_str_eq(v, "a \"q\" \xc3\xa9\n");
+    cr_assert_eq(tg_safetensors_meta(&st, "k", v, sizeof v), 0);
+    tg_safetensors_close(&st);
+
+    static const char *const bad[] = {
+        "{\"epoch\": 3}",                        /* values must be strings */
+        "[\"a\"]",                               /* not an object */
+        "{\"a\": \"b\"",                         /* unterminated */
+        "{\"a\": \"b\"}, \"x\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}",
+        "",
+    };
+    const char *other = in_dir("other.safetensors");
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tg_clear_error();
+        cr_assert_eq(tg_checkpoint_save(other, &m.p, bad[i]), -1, "metadata '%s' accepted", bad[i]);
+        assert_error_has("metadata");
+        cr_assert(!file_exists(other));
+    }
+    cr_assert_eq(temp_files(), 0);
+    model_free(&m);
+}
+
+/* A header written by hand the way Python's json.dumps lays it out, with
+ * __metadata__, keys in another order, an unknown key, and F32 data: it
+ * loads into the double build by conversion. */
+Test(safetensors, f32_file_with_python_style_header)
+{
+    tmpdir();
+    tg_tensor *w = tensor(TG_SHAPE(2, 2), 0), *b = tensor(TG_SHAPE(3), 0);
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "w", w);
+    tg_params_add(&p, NULL, "b", b);
+    const float fw[4] = {0.5f, -1.25f, 3.0e-3f, 1e30f}, fb[3] = {7.0f, -0.1f, 2.5f};
+    unsigned char data[28];
+    memcpy(data, fb, 12);        /* b first in the data, w second */
+    memcpy(data + 12, fw, 16);
+    write_st(in_dir("f32.safetensors"),
+             "{\"__metadata__\": {\"format\": \"np\"}, "
+             "\"w\": {\"shape\": [2, 2], \"dtype\": \"F32\", \"data_offsets\": [12, 28], \"x\": [null, 1.5e3]},\n"
+             " \"b\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 12]}}",
+             data, sizeof data);
+    cr_assert_eq(tg_checkpoint_load(in_dir("f32.safetensors"), &p), 0, "%s", tg_last_error());
+    for (int i = 0; i < 4; i++) cr_assert_eq(w->data[i], (tg_real)fw[i]);
+    for (int i = 0; i < 3; i++) cr_assert_eq(b->data[i], (tg_real)fb[i]);
+
+    /* F64 data loads as well (into float by rounding). */
+    const double dw[4] = {0.1, 0.2, 0.3, 0.4}, db[3] = {1, 2, 3};
+    unsigned char d64[56];
+    memcpy(d64, dw, 32);
+    memcpy(d64 + 32, db, 24);
+    write_st(in_dir("f64.safetensors"),
+             "{\"w\":{\"dtype\":\"F64\",\"shape\":[2,2],\"data_offsets\":[0,32]},"
+             "\"b\":{\"dtype\":\"F64\",\"shape\":[3],\"data_offsets\":[32,56]}}",
+             d64, sizeof d64);
+    cr_assert_eq(tg_checkpoint_load(in_dir("f64.safetensors"), &p), 0, "%s", tg_last_error());
+    for (int i = 0; i < 4; i++) cr_assert_eq(w->data[i], (tg_real)dw[i]);
+    tg_params_free(&p);
+    tg_free(w);
+    tg_free(b);
+}
+
+Test(safetensors, truncated_files_rejected)
+{
+    tmpdir();
+    model m, other;
+    model_new(&m, 1.0);
+    model_new(&other, 5.0);
+    const char *path = in_dir("m.safetensors");
+    cr_assert_eq(tg_checkpoint_save(path, &other.p, NULL), 0);
+    size_t size;
+    unsigned char *b = read_all(path, &size);
+    size_t n = (size_t)le64(b);
+    const size_t cuts[] = {0, 1, 7,                       /* inside the length */
+                           8, 9, 8 + n / 2, 8 + n - 1,    /* inside the header */
+                           8 + n, 8 + n + 1, 8 + n + 20,  /* inside the data */
+                           size - 9, size - 1};
+    const char *cut = in_dir("cut.safetensors");
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+        write_all(cut, b, cuts[i]);
+        expect_load_fails(&m, cut, "truncated", "cut.safetensors");
+    }
+    free(b);
+    model_free(&m);
+    model_free(&other);
+}
+
+Test(safetensors, corrupt_json_rejected)
+{
+    tmpdir();
+    model m;
+    model_new(&m, 1.0);
+    static const char *const bad[] = {
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}",     /* no closing brace */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},}",   /* trailing comma */
+        "{w:{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",        /* unquoted key */
+        "{'w':{'dtype':'F64','shape':[1],'data_offsets':[0,8]}}",              /* single quotes */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}} x",  /* garbage after */
+        "{\"w\\q\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", /* bad escape */
+        "{\"w\xff\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",/* not UTF-8 */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1.0],\"data_offsets\":[0,8]}}",  /* fraction */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[-1],\"data_offsets\":[0,8]}}",   /* negative */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[01],\"data_offsets\":[0,8]}}",   /* leading zero */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0]}}",      /* one offset */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1]}}",                            /* no offsets */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"shape\":[1],\"data_offsets\":[0,8]}}",
+        ("{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+         "\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}"),    /* duplicate name */
+        "{\"__metadata__\":{\"a\":1},\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",
+        "[]",
+        "",
+    };
+    const char *path = in_dir("bad.safetensors");
+    const double zero = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_st(path, bad[i], &zero, 8);
+        /* The parser itself refuses it (not merely the name check). */
+        tg_safetensors st;
+        cr_assert_eq(tg_safetensors_open(path, &st), -1, "case %zu parsed", i);
+        expect_load_fails(&m, path, "bad.safetensors", NULL);
+    }
+    model_free(&m);
+}
+
+/* A file that is fine except for one tensor; each case names it. */
+Test(safetensors, unsupported_dtype_rejected)
+{
+    tmpdir();
+    tg_tensor *w = tensor(TG_SHAPE(2), 0);
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "w", w);
+    model m = {.t = {w}, .p = p};
+    const int64_t ints[2] = {1, 2};
+    write_st(in_dir("i64.safetensors"), "{\"w\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}",
+             ints, 16);
+    expect_load_fails(&m, in_dir("i64.safetensors"), "'I64'", "w:");
+    write_st(in_dir("f16.safetensors"), "{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
+             ints, 4);
+    expect_load_fails(&m, in_dir("f16.safetensors"), "'F16'", NULL);
+    tg_safetensors st;
+    tg_clear_error();
+    cr_assert_eq(tg_safetensors_open(in_dir("i64.safetensors"), &st), -1);
+    assert_error_has("safetensors_open");
+    assert_error_has("I64");
+    tg_params_free(&p);
+    tg_free(w);
+}
+
+Test(safetensors, bad_header_length_rejected)
+{
+    tmpdir();
+    model m;
+    model_new(&m, 1.0);
+    const char *path = in_dir("m.safetensors");
+    cr_assert_eq(tg_checkpoint_save(path, &m.p, NULL), 0);
+    size_t size;
+    unsigned char *b = read_all(path, &size);
+    const uint64_t lens[] = {size, size - 7, (uint64_t)1 << 40, UINT64_MAX, 0, 3};
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+        for (int k = 0; k < 8; k++) b[k] = (unsigned char)(lens[i] >> (8 * k));
+        write_all(in_dir("len.safetensors"), b, size);
+        expect_load_fails(&m, in_dir("len.safetensors"), "len.safetensors", NULL);
+    }
+    expect_load_fails(&m, in_dir("no-such-file.safetensors"), "No such file", NULL);
+    free(b);
+    model_free(&m);
+}
+
+/* data_offsets must match dtype x shape and tile the data section. */
+Test(safetensors, inconsistent_offsets_rejected)
+{
+    tmpdir();
+    tg_tensor *a = tensor(TG_SHAPE(2), 0), *b = tensor(TG_SHAPE(2), 1);
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "a", a);
+    tg_params_add(&p, NULL, "b", b);
+    model m = {.t = {a, b}, .p = p};
+    const double d[5] = {1, 2, 3, 4, 5};
+    struct { const char *h; size_t n; const char *why; } cases[] = {
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,8]},"     /* too short for shape */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[8,24]}}", 24, "a: data_offsets [0, 8]"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"    /* overlap */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[8,24]}}", 24, "overlaps"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"    /* gap */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[24,40]}}", 40, "gap"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"    /* extra bytes */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[16,32]}}", 40, "extra bytes"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[16,0]},"    /* reversed */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[16,32]}}", 32, "a:"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"    /* past the end */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[32,48]}}", 40, "b: data ends"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[99999999999,99999999999,99999999999],"
+         "\"data_offsets\":[16,32]}}", 32, "b:"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_st(in_dir("o.safetensors"), cases[i].h, d, cases[i].n);
+        expect_load_fails(&m, in_dir("o.safetensors"), cases[i].why, NULL);
+    }
+    tg_params_free(&p);
+    tg_free(a);
+    tg_free(b);
+}
+
