@@ -80,3 +80,19 @@ Test(checkpoint, missing_and_extra_names_rejected)
     model_free(&m);
 }
 
+
+/* Issue 10, defect 6: an all-NaN checkpoint loaded and reported accuracy. */
+Test(checkpoint, non_finite_weights_rejected)
+{
+    tmpdir();
+    model m, other;
+    model_new(&m, 1.0);
+    model_new(&other, 2.0);
+    m.t[1]->data[3] = (tg_real)NAN;
+    m.t[2]->data[0] = (tg_real)INFINITY;
+    const char *path = in_dir("nan.safetensors");
+    cr_assert_eq(tg_checkpoint_save(path, &m.p, NULL), 0);
+    expect_load_fails(&other, path, "NaN or infinite", NULL);
+    model_free(&m);
+    model_free(&other);
+}

@@ -1,6 +1,9 @@
 /* Files (io/file.c): a failed save leaves the old file and no temporary;
  * temporaries are exclusive and unique; reads refuse what is not a regular
  * file before blocking on it. */
+#include <signal.h>
+#include <sys/wait.h>
+
 #include "io_test_util.h"
 
 TestSuite(file, .fini = cleanup);
@@ -61,3 +64,85 @@ Test(file, failed_save_leaves_old_file)
     model_free(&m);
 }
 
+
+/* Issue 10, defect 3: the temporary "<path>.tmp.<pid>" was opened with
+ * fopen("wb"), following a symlink planted there (a save overwrote another
+ * file); killed saves left their temporaries for ever. */
+Test(file, temporaries_are_exclusive_and_stale_ones_removed)
+{
+    tmpdir();
+    model m;
+    model_new(&m, 1.0);
+    const char *path = in_dir("m.safetensors");
+    char victim[256], planted[256], stale[256], live[256];
+    snprintf(victim, sizeof victim, "%s", in_dir("victim.txt"));
+    write_all(victim, "precious", 8);
+    snprintf(planted, sizeof planted, "%s.tmp.%ld", path, (long)getpid());
+    cr_assert_eq(symlink(victim, planted), 0);
+    long dead = 4194303;   /* beyond any pid here (checked) */
+    cr_assert(kill((pid_t)dead, 0) != 0);
+    snprintf(stale, sizeof stale, "%s.tmp.%ld.Xy12Zw", path, dead);
+    snprintf(live, sizeof live, "%s.tmp.%ld.Xy12Zw", path, (long)getppid());
+    write_all(stale, "half a save", 11);
+    write_all(live, "someone else's save in progress", 31);
+
+    cr_assert_eq(tg_checkpoint_save(path, &m.p, NULL), 0, "%s", tg_last_error());
+    size_t n;
+    unsigned char *v = read_all(victim, &n);
+    cr_expect(n == 8 && memcmp(v, "precious", 8) == 0, "a planted symlink was followed");
+    free(v);
+    cr_expect_not(file_exists(stale), "a dead writer's temporary was not removed");
+    cr_expect(file_exists(live), "a live writer's temporary must be left alone");
+    unlink(planted);
+    unlink(live);
+    cr_expect_eq(temp_files(), 0);
+    model_free(&m);
+}
+
+/* Concurrent writers of one path: all succeed and the file is whole. */
+Test(file, concurrent_saves_never_fail_or_tear)
+{
+    tmpdir();
+    const char *path = in_dir("m.safetensors");
+    enum { WRITERS = 4, ROUNDS = 15 };
+    pid_t kids[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        kids[w] = fork();
+        cr_assert(kids[w] >= 0);
+        if (kids[w] == 0) {
+            model m;
+            model_new(&m, 1.0 + w);
+            int rc = 0;
+            for (int r = 0; r < ROUNDS; r++) rc |= tg_checkpoint_save(path, &m.p, NULL);
+            _exit(rc == 0 ? 0 : 1);
+        }
+    }
+    for (int w = 0; w < WRITERS; w++) {
+        int status;
+        cr_assert_eq(waitpid(kids[w], &status, 0), kids[w]);
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d failed", w);
+    }
+    model m;
+    model_new(&m, 9.0);
+    cr_expect_eq(tg_checkpoint_load(path, &m.p), 0, "the file is torn: %s", tg_last_error());
+    cr_expect_eq(temp_files(), 0, "concurrent writers left temporaries");
+    model_free(&m);
+}
+
+/* Issue 10, defect 5: `--load FIFO` and `inspect FIFO` hung for ever, as
+ * fopen ran before the regular-file check. */
+Test(file, a_fifo_or_a_directory_is_refused_without_blocking, .timeout = 10)
+{
+    tmpdir();
+    const char *fifo = in_dir("pipe");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    unsigned char *b;
+    size_t n;
+    cr_expect_eq(tg_read_file(fifo, "read", &b, &n), -1);
+    assert_error_has("not a regular file");
+    tg_safetensors st;
+    cr_expect_eq(tg_safetensors_open(fifo, &st), -1);
+    cr_expect_null(tg_npy_load(fifo));
+    cr_expect_eq(tg_read_file(g_dir, "read", &b, &n), -1);
+    assert_error_has("not a regular file");
+}

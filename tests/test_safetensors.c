@@ -320,3 +320,39 @@ Test(safetensors, inconsistent_offsets_rejected)
     tg_free(b);
 }
 
+
+/* A header of n empty tensors "t0".."t<n-1>" (each [0], offsets [0, 0]). */
+static void write_many(const char *path, int n, bool duplicate_last)
+{
+    size_t cap = (size_t)n * 64 + 64, len = 0;
+    char *h = malloc(cap);
+    len += (size_t)snprintf(h + len, cap - len, "{");
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(h + len, cap - len, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                                i ? "," : "", duplicate_last && i == n - 1 ? 0 : i);
+    snprintf(h + len, cap - len, "}");
+    write_st(path, h, NULL, 0);
+    free(h);
+}
+
+/* Issue 10, defect 4: the duplicate-name check was pairwise, O(n^2): 160k
+ * tensors (a 9 MB header) took 43 s. Now names are sorted, and a header
+ * may hold at most TG_ST_MAX_ENTRIES entries. */
+Test(safetensors, many_entries_are_checked_in_n_log_n, .timeout = 20)
+{
+    tmpdir();
+    const char *path = in_dir("many.safetensors");
+    write_many(path, TG_ST_MAX_ENTRIES, false);
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    cr_expect_eq(st.n, TG_ST_MAX_ENTRIES);
+    cr_expect_eq(tg_safetensors_find(&st, "t77777"), 77777);
+    cr_expect_eq(tg_safetensors_find(&st, "t100000"), -1);
+    tg_safetensors_close(&st);
+    write_many(path, TG_ST_MAX_ENTRIES, true);
+    cr_expect_eq(tg_safetensors_open(path, &st), -1);
+    assert_error_has("t0: duplicate tensor name");
+    write_many(path, 160000, false);
+    cr_expect_eq(tg_safetensors_open(path, &st), -1);
+    assert_error_has("more than 100000 tensors");
+}
