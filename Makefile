@@ -160,9 +160,9 @@ FUZZ_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 .SECONDARY: $(FUZZ_OBJ)
 $(FUZZ_DIR)/obj/%.o: %.c $(HEADERS) | fuzz-deps
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	@echo "clang (fuzz) $<"; clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lm -lpthread
+	@echo "clang (fuzz) $@"; clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lm -lpthread
 fuzz-deps:
 	@sh tools/install-deps.sh clang libclang-rt-14-dev
 fuzz: $(FUZZERS)

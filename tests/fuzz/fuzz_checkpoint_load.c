@@ -1,0 +1,57 @@
+/* libFuzzer harness: any bytes loaded as a checkpoint into a small model
+ * (an encoder and a head, as the examples build): the load succeeds, or it
+ * fails with a message and leaves every parameter exactly as it was. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tgrad.h"
+
+static tg_encoder *enc;
+static tg_linear *head;
+static tg_params params;
+static tg_real *snap;
+static int64_t total;
+
+static void build(void) {
+    tg_rng rng = tg_rng_new(1);
+    tg_encoder_config cfg = {.vocab_size = 4, .num_hiddens = 4, .ffn_hiddens = 4, .num_heads = 2,
+                             .num_layers = 1, .max_len = 4, .dropout = 0, .pe = TG_PE_LEARNED};
+    enc = tg_encoder_new(&cfg, &rng);
+    head = tg_linear_new(4, 4, true, &rng);
+    tg_params_init(&params);
+    if (!enc || !head || tg_encoder_params(enc, &params, "encoder") || tg_linear_params(head, &params, "head")) abort();
+    total = tg_params_numel(&params);
+    snap = malloc(sizeof(tg_real) * (size_t)total);
+}
+
+static void take(tg_real *to) {
+    int64_t at = 0;
+    for (int i = 0; i < params.n; i++) {
+        memcpy(to + at, params.items[i].t->data, sizeof(tg_real) * (size_t)params.items[i].t->size);
+        at += params.items[i].t->size;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
+    static char path[64];
+    if (!enc) {
+        build();
+        snprintf(path, sizeof path, "/tmp/tgrad-fuzz-ckpt-%ld.safetensors", (long)getpid());
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f || (size && fwrite(data, 1, size, f) != size)) abort();
+    fclose(f);
+    take(snap);
+    if (tg_checkpoint_load(path, &params) != 0) {
+        if (!tg_last_error()) abort();
+        tg_real *now = malloc(sizeof(tg_real) * (size_t)total);
+        take(now);
+        if (memcmp(now, snap, sizeof(tg_real) * (size_t)total) != 0) abort();   /* a failed load changed the model */
+        free(now);
+    }
+    tg_clear_error();
+    return 0;
+}
