@@ -94,12 +94,75 @@ Test(autograd, backward_after_scope_end_is_an_error) {
     tg_free(x);
 }
 
+/* Issue 10, defect 7: a second backward over the same graph silently
+ * doubled the gradients; as in PyTorch, it is an error unless the first
+ * pass kept the graph. */
+Test(autograd, a_second_backward_needs_the_graph_retained) {
+    tg_tensor *x = param(TG_SHAPE(1), (tg_real[]){2});
+    tg_scope_begin();
+    tg_tensor *y = tg_sum_all(tg_mul(x, x));
+    cr_assert_eq(tg_backward(y), 0);
+    cr_expect(fabs(x->grad->data[0] - 4) < 1e-12);
+    tg_clear_error();
+    cr_expect_eq(tg_backward(y), -1, "a second pass over a released graph must fail");
+    cr_expect(error_has("backward", "already used"), "%s", tg_last_error());
+    cr_expect(fabs(x->grad->data[0] - 4) < 1e-12, "the refused pass changed the gradient");
+    tg_scope_end();
+    tg_free(x);
+}
+
+/* Issue 10, defect 7: a tensor used after its scope ended silently read
+ * whatever the arena held there. Ops now refuse it, also when a later
+ * scope has allocated over it. */
+Test(autograd, a_tensor_from_an_ended_scope_is_refused) {
+    tg_tensor *x = param(TG_SHAPE(4), (tg_real[]){1, 2, 3, 4});
+    tg_scope_begin();
+    tg_tensor *y = tg_exp(x);
+    tg_scope_end();
+    tg_clear_error();
+    cr_expect_null(tg_add(y, x), "a tensor of an ended scope was used");
+    cr_expect(error_has("add", "scope has ended"), "%s", tg_last_error());
+    /* The same allocations in a new scope do not revive it. */
+    tg_scope_begin();
+    tg_tensor *z = tg_exp(x);
+    cr_assert_not_null(z);
+    tg_clear_error();
+    cr_expect_null(tg_mul(y, x), "a stale tensor passed once its memory was reused");
+    cr_expect(error_has("mul", "scope has ended"), "%s", tg_last_error());
+    tg_scope_end();
+    tg_free(x);
+}
+
+/* Issue 10, defect 6: detect_anomaly names the op whose output or gradient
+ * first went non-finite, with the shapes. */
+Test(autograd, detect_anomaly_names_the_op) {
+    tg_tensor *x = param(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, -6});
+    tg_set_detect_anomaly(true);
+    tg_scope_begin();
+    tg_tensor *y = tg_log(x);                       /* log(-6): NaN, forward */
+    tg_tensor *loss = tg_sum_all(tg_mul_scalar(y, 2));
+    cr_expect(error_has("detect_anomaly: forward of log", "(2,3)"), "%s", tg_last_error());
+    cr_expect_eq(tg_backward(loss), -1);
+    cr_expect(error_has("forward of log", "(2,3)"), "%s", tg_last_error());
+    tg_scope_end();
+    tg_set_detect_anomaly(true);                    /* clears the recorded one */
+    tg_clear_error();
+    tg_scope_begin();
+    tg_tensor *r = tg_sqrt(tg_mul_scalar(x, 0));    /* sqrt(0) = 0 is fine; its derivative is not */
+    cr_expect_null(tg_last_error(), "no forward anomaly here: %s", tg_last_error());
+    cr_expect_eq(tg_backward(tg_sum_all(r)), -1);
+    cr_expect(error_has("detect_anomaly: backward of sqrt", "(2,3)"), "%s", tg_last_error());
+    tg_scope_end();
+    tg_set_detect_anomaly(false);
+    tg_free(x);
+}
+
 Test(autograd, intermediate_grads_are_fresh_for_each_backward) {
     tg_tensor *x = param(TG_SHAPE(1), (tg_real[]){2});
     tg_scope_begin();
     tg_tensor *h = tg_mul(x, x);     /* 4 */
     tg_tensor *y = tg_sum_all(h);
-    tg_backward(y);
+    tg_backward_retain(y);           /* kept for a second pass */
     tg_backward(y);                  /* same graph again: dx = 2 * 2x */
     cr_expect(fabs(x->grad->data[0] - 8) < 1e-12, "got %g", (double)x->grad->data[0]);
     cr_expect(fabs(h->grad->data[0] - 1) < 1e-12, "non-leaf grad is per pass");
@@ -116,7 +179,7 @@ Test(autograd, reshape_gradient_sharing_is_exact) {
     tg_tensor *x = tg_mul_scalar(a, 2);                 /* non-leaf, feeds the reshape only */
     tg_tensor *y = tg_reshape(x, TG_SHAPE(3, 2));
     tg_tensor *loss = tg_sum_all(tg_mul(y, y));         /* d/dy = 2y = 4a, d/da = 8a */
-    cr_assert_eq(tg_backward(loss), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_backward_retain(loss), 0, "%s", tg_last_error());
     expect_close(a->grad, (tg_real[]){8, 16, 24, 32, 40, 48}, 6, 1e-12);
     expect_close(x->grad, (tg_real[]){4, 8, 12, 16, 20, 24}, 6, 1e-12);
     cr_expect(x->grad->ndim == 2 && x->grad->shape[0] == 2 && x->grad->shape[1] == 3,
@@ -139,7 +202,7 @@ Test(autograd, add_gradient_sharing_is_exact) {
     tg_scope_begin();
     tg_tensor *x = tg_mul_scalar(p, 2), *y = tg_mul_scalar(p, 3);   /* each feeds the add only */
     tg_tensor *z = tg_add(x, y);                                      /* 5p */
-    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(z, z))), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_backward_retain(tg_sum_all(tg_mul(z, z))), 0, "%s", tg_last_error());
     /* dz = 2z = 10p = dx = dy; dp = 2 dx + 3 dy = 50p */
     expect_close(p->grad, (tg_real[]){50, 100, 150}, 3, 1e-12);
     expect_close(x->grad, (tg_real[]){10, 20, 30}, 3, 1e-12);

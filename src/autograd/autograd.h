@@ -37,6 +37,21 @@ bool tg_set_grad_enabled(bool on);   /* returns the previous mode */
 int tg_backward(tg_tensor *loss);
 /* Same with an explicit seed gradient of out's shape (vector-Jacobian product). */
 int tg_backward_seed(tg_tensor *out, const tg_tensor *seed);
+/* A graph serves one backward pass, as in PyTorch: a second tg_backward
+ * through the same nodes is an error (it would add the gradients again).
+ * These keep the graph for another pass (PyTorch's retain_graph=True). */
+int tg_backward_retain(tg_tensor *loss);
+int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed);
+
+/* Anomaly detection, like torch.autograd.detect_anomaly: while on, every
+ * op checks its output, and every backward rule the gradients it produced,
+ * for NaN and Inf. The first op that produces one is named, with the
+ * shapes: forward ("detect_anomaly: forward of exp gave a non-finite
+ * output (2,3) from (2,3)") as tg_last_error() and again as the error of
+ * the next tg_backward; backward as the error of tg_backward, which stops
+ * there. Costs a pass over every output; off by default. */
+void tg_set_detect_anomaly(bool on);
+bool tg_detect_anomaly(void);
 /* Sets t->grad to zero (if it exists). */
 void tg_zero_grad(tg_tensor *t);
 

@@ -19,6 +19,7 @@ struct tg_node {
     void *state;
     uint64_t seq;              /* creation order */
     uint32_t visit;            /* backward pass that reached it */
+    bool released;             /* a backward without retain_graph has used it */
     tg_node *prev;             /* the node created before this one (the tape) */
 };
 

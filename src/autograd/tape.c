@@ -13,6 +13,8 @@
 #include <string.h>
 
 static bool g_grad_enabled = true;
+static bool g_anomaly;               /* tg_set_detect_anomaly */
+static char g_anomaly_forward[256];  /* the first forward anomaly, for the next backward */
 static uint64_t g_seq;
 static uint32_t g_epoch;             /* backward pass counter */
 
@@ -28,13 +30,54 @@ void tg_set_requires_grad(tg_tensor *t, bool on) {
     if (t) t->requires_grad = on;
 }
 
+void tg_set_detect_anomaly(bool on) {
+    g_anomaly = on;
+    g_anomaly_forward[0] = '\0';
+}
+bool tg_detect_anomaly(void) { return g_anomaly; }
+
+static bool all_finite(const tg_tensor *t) {
+    for (int64_t i = 0; i < t->size; i++)
+        if (!(t->data[i] - t->data[i] == 0)) return false;   /* NaN and +-Inf give NaN */
+    return true;
+}
+
+/* Header and, for a scoped tensor, the arena memory it lives in are still
+ * its own: a tensor whose scope ended fails this (tensor/memory.c moves the
+ * arena's start between scopes, so even a reused region rarely holds a
+ * header where an old one was). */
+static bool alive(const tg_tensor *t) {
+    if (!t) return false;
+    if (!t->persistent && !tg_arena_live(t)) return false;
+    return t->magic == TG_MAGIC;
+}
+
 bool tg_any_null(const char *op, int n, const tg_tensor *const *in) {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (!in[i]) { tg_error_null(op); return true; }
+        if (!alive(in[i])) {
+            tg_set_error("%s: input %d is no longer valid: its scope has ended (or it was freed)", op, i);
+            return true;
+        }
+    }
     return false;
 }
 
+/* "(2,3) from (2,3) (3,4)": an op's output and input shapes, for messages. */
+static void shapes_of(char *buf, size_t cap, const tg_tensor *out, int n_in, tg_tensor *const *in) {
+    char s[64];
+    int k = snprintf(buf, cap, "%s from", tg_tshape(s, out));
+    for (int i = 0; i < n_in && k > 0 && (size_t)k < cap; i++) k += snprintf(buf + k, cap - (size_t)k, " %s", tg_tshape(s, in[i]));
+}
+
 tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in) {
+    if (g_anomaly && out && !g_anomaly_forward[0] && !all_finite(out)) {
+        char sh[160];
+        shapes_of(sh, sizeof sh, out, n_in, in);
+        snprintf(g_anomaly_forward, sizeof g_anomaly_forward, "detect_anomaly: forward of %s gave a non-finite output %s",
+                 op->name, sh);
+        tg_set_error("%s", g_anomaly_forward);
+    }
     if (!g_grad_enabled || !out) return NULL;
     bool any = false;
     for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
@@ -125,13 +168,24 @@ void tg_zero_grad(tg_tensor *t) {
     if (t && t->grad) memset(t->grad->data, 0, (size_t)t->size * sizeof(tg_real));
 }
 
-static bool alive(const tg_tensor *t) {
-    if (!t) return false;
-    if (!t->persistent && !tg_arena_live(t)) return false;
-    return t->magic == TG_MAGIC;
+/* Backward of node n, then in anomaly mode a check of what it produced. */
+static int run_backward(tg_node *n) {
+    n->op->backward(n);
+    if (!g_anomaly) return 0;
+    for (int i = 0; i < n->n_in; i++) {
+        const tg_tensor *g = n->in[i]->grad;
+        if (g && n->in[i]->requires_grad && !all_finite(g)) {
+            char sh[160];
+            shapes_of(sh, sizeof sh, n->out, n->n_in, n->in);
+            tg_set_error("detect_anomaly: backward of %s (output %s) gave a non-finite gradient for input %d",
+                         n->op->name, sh, i);
+            return -1;
+        }
+    }
+    return 0;
 }
 
-int tg_backward_seed(tg_tensor *out, const tg_tensor *seed) {
+static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
     char b1[64], b2[64];
     if (!out || !seed) { tg_error_null("backward"); return -1; }
     if (!alive(out)) {
@@ -147,25 +201,51 @@ int tg_backward_seed(tg_tensor *out, const tg_tensor *seed) {
                      tg_tshape(b2, out));
         return -1;
     }
+    if (g_anomaly && g_anomaly_forward[0]) {
+        tg_set_error("%s", g_anomaly_forward);
+        return -1;
+    }
+    /* First a walk that only marks: a graph a backward has used already is
+     * refused before any gradient changes. */
+    g_epoch++;
+    if (out->node) {
+        out->node->visit = g_epoch;
+        for (tg_node *n = tg__tape_head; n; n = n->prev) {
+            if (n->visit != g_epoch) continue;
+            if (n->released) {
+                tg_set_error("backward: the graph of %s was already used by a backward pass, which releases it; "
+                             "to run backward through it again, use tg_backward_retain on the first pass",
+                             n->op->name);
+                return -1;
+            }
+            for (int i = 0; i < n->n_in; i++)
+                if (n->in[i]->node) n->in[i]->node->visit = g_epoch;
+        }
+    }
     bool prev = tg_set_grad_enabled(false);
     g_epoch++;
+    int rc = 0;
     tg_tensor *g = tg_grad_of(out);
     if (!g) { tg_set_grad_enabled(prev); return -1; }
     for (int64_t i = 0; i < g->size; i++) g->data[i] += seed->data[i];
     if (out->node) {
         out->node->visit = g_epoch;
-        for (tg_node *n = tg__tape_head; n; n = n->prev) {
+        for (tg_node *n = tg__tape_head; n && rc == 0; n = n->prev) {
             if (n->visit != g_epoch) continue;
-            n->op->backward(n);
+            rc = run_backward(n);
+            n->released = !retain;
             for (int i = 0; i < n->n_in; i++)
                 if (n->in[i]->node) n->in[i]->node->visit = g_epoch;
         }
     }
     tg_set_grad_enabled(prev);
-    return 0;
+    return rc;
 }
 
-int tg_backward(tg_tensor *loss) {
+int tg_backward_seed(tg_tensor *out, const tg_tensor *seed) { return backward(out, seed, false); }
+int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed) { return backward(out, seed, true); }
+
+static int backward_scalar(tg_tensor *loss, bool retain) {
     char b[64];
     if (!loss) { tg_error_null("backward"); return -1; }
     if (alive(loss) && loss->size != 1) {
@@ -175,5 +255,8 @@ int tg_backward(tg_tensor *loss) {
     }
     tg_real one = 1;
     tg_tensor seed = {.magic = TG_MAGIC, .ndim = 0, .size = 1, .data = &one};
-    return tg_backward_seed(loss, &seed);
+    return backward(loss, &seed, retain);
 }
+
+int tg_backward(tg_tensor *loss) { return backward_scalar(loss, false); }
+int tg_backward_retain(tg_tensor *loss) { return backward_scalar(loss, true); }
