@@ -128,7 +128,8 @@ int tg_scope_begin(void) {
      * tensor header where an old one was: a pointer kept past its scope's
      * end then points at no header, and ops refuse it (tg_any_null). */
     size_t shift = (size_t)(++g_serial % 4) * ALIGN;
-    if (shift) tg_arena_alloc(shift);
+    void *pad = shift ? tg_arena_alloc(shift) : NULL;
+    if (pad) memset(pad, 0, shift);   /* and no old header survives in the gap */
     return 0;
 }
 
