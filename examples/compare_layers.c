@@ -324,7 +324,7 @@ static int learn(int kind, const options *o, int n, const int *dist, double *acc
 
 int main(int argc, char **argv) {
     cli_passive_openmp(argv);
-    options o = {.dim = 64, .n_min = 16, .n_max = 4096, .batch = 8, .attn_batch = 1, .repeats = 7, .steps = 300,
+    options o = {.dim = 64, .n_min = 16, .n_max = 4096, .batch = 8, .attn_batch = 1, .repeats = 7, .steps = 1000,
                  .threads = 1, .seed = 1, .quick = false, .out = "out"};
     cli_opt opts[] = {
         {"dim", CLI_INT, &o.dim, "token width d", 2, 1024},
