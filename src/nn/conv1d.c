@@ -6,9 +6,11 @@
  * Built from public ops as im2col: the k shifted windows of xp (slices)
  * are concatenated along the feature axis into [B, n, k*in], and one GEMM
  * with W seen as [out, k*in] (permuted to [out, k, in] so that column
- * j*in + i holds W[o, i, j]) gives the output. One big GEMM beats k small
- * ones at d = 64 (measured in examples/compare_layers: the copies are
- * O(k n d), the GEMM O(k n d^2)). */
+ * j*in + i holds W[o, i, j]) gives the output. The alternative, k GEMMs
+ * of the shifted slices with W[:, :, j] summed, measured the same here
+ * (k 3, d 64, batch 8, forward+backward, one thread, best of 9: n 256
+ * 2.24 vs 2.40 ms, n 1024 21.6 vs 19.0, n 4096 98.9 vs 97.2), so the
+ * single GEMM stays: it needs no per-tap weight slices or adds. */
 #include "nn.h"
 
 #include <math.h>
