@@ -51,5 +51,13 @@ int main(int argc, char **argv) {
     }
     if (tg_checkpoint_save(out, &all, NULL) != 0) { fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error()); return 1; }
     printf("wrote %s (%d tensors)\n", out, all.n);
+    /* the clones (y.*, grad_x.*) are the only tensors "all" owns */
+    for (int i = 0; i < all.n; i++)
+        if (!strncmp(all.items[i].name, "y.", 2) || !strncmp(all.items[i].name, "grad_x.", 7)) tg_free(all.items[i].t);
+    tg_params_free(&all);
+    for (int i = 0; i < 4; i++) tg_params_free(&mods[i]);
+    tg_free(x);
+    tg_conv1d_free(c1); tg_conv1d_free(c2); tg_rnn_free(r); tg_gru_free(g);
+    tg_release_all();
     return 0;
 }
