@@ -101,6 +101,29 @@ Test(examples, sort_task) {
     expect_png("run/sort_loss.png");
 }
 
+Test(examples, compare_layers_quick, .timeout = 300) {
+    cr_assert_eq(run("compare_layers", "--quick --out cmp"), 0, "%s", out);
+    const char *kinds[] = {"cnn", "rnn", "gru", "attention", "attention-stored", "mha"};
+    for (int i = 0; i < 6; i++) {
+        char key[64], name[32];
+        snprintf(key, sizeof key, "\nlayer=%s ", kinds[i]);
+        const char *line = strstr(out, key);
+        cr_assert_not_null(line, "no line for %s: %s", kinds[i], out);
+        double a;
+        int lo, hi, s1, n1, s2, n2, l, ln;
+        cr_expect_eq(sscanf(line + 1,
+                            "layer=%31s time_exponent=%lf (n %d..%d) sequential_ops=%d@%d,%d@%d max_path_layers@n=%d@%d",
+                            name, &a, &lo, &hi, &s1, &n1, &s2, &n2, &l, &ln), 10, "%s", line);
+        cr_expect(l >= 1, "%s reaches x_0 after %d layers", kinds[i], l);
+    }
+    cr_expect(file_exists("cmp/compare_layers.txt"));
+    expect_png("cmp/compare_time.png");
+    expect_png("cmp/compare_paths.png");
+    expect_png("cmp/compare_learning.png");
+    expect_png("cmp/compare_table.png");
+    cr_expect_eq(run("compare_layers", "--no-such-flag"), 2);
+}
+
 Test(examples, every_program_has_help_and_rejects_bad_flags) {
     const char *progs[] = {"positional_encoding", "attention_basics", "reverse", "inspect", "heatmap"};
     for (int i = 0; i < 5; i++) {

@@ -263,4 +263,44 @@ void tg_optim_free(tg_optim *o);
  * the norm before clipping (torch.nn.utils.clip_grad_norm_). */
 tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm);
 
+/* ---- sequence layers: Conv1d, RNN, GRU (the chapter's comparison) --------
+ * All take batch-first token sequences [B, n, in] and return [B, n, out],
+ * with PyTorch's parameter names and layouts so weights move both ways.
+ * Conv1d: weight [out, in, k], bias [out] as torch.nn.Conv1d applied to
+ * x.transpose(1, 2); stride 1, 'same' zero padding (left (k-1)*dil/2
+ * rounded down, right the rest, as torch's padding='same'), dilation dil.
+ * RNN (Elman, tanh) and GRU as torch.nn.RNN / torch.nn.GRU with
+ * batch_first=True and a zero initial state: weight_ih_l{L} [G*H, in_L],
+ * weight_hh_l{L} [G*H, H], bias_ih_l{L}, bias_hh_l{L} [G*H], G = 1 (RNN)
+ * or 3 (GRU, gates r, z, n in torch's order). The forward returns the
+ * last layer's outputs at every step; backward runs through time over the
+ * unrolled graph. Init U(-1/sqrt(fan), 1/sqrt(fan)) with fan = in*k (conv)
+ * or H (recurrent), as torch. params returns 0, or -1 on error. */
+typedef struct {
+    int in, out, k, dilation;
+    tg_tensor *weight, *bias;   /* bias NULL when off */
+} tg_conv1d;
+tg_conv1d *tg_conv1d_new(int in, int out, int k, int dilation, bool bias, tg_rng *rng);
+tg_tensor *tg_conv1d_forward(tg_conv1d *m, tg_tensor *x);
+int tg_conv1d_params(tg_conv1d *m, tg_params *p, const char *prefix);   /* weight, bias */
+void tg_conv1d_free(tg_conv1d *m);
+
+#define TG_RNN_MAX_LAYERS 16
+typedef struct {
+    int input_size, hidden_size, num_layers, gates;   /* gates: 1 RNN, 3 GRU */
+    tg_tensor *w_ih[TG_RNN_MAX_LAYERS], *w_hh[TG_RNN_MAX_LAYERS];
+    tg_tensor *b_ih[TG_RNN_MAX_LAYERS], *b_hh[TG_RNN_MAX_LAYERS];
+} tg_rnn;
+typedef tg_rnn tg_gru;
+tg_rnn *tg_rnn_new(int input_size, int hidden_size, int num_layers, tg_rng *rng);
+tg_tensor *tg_rnn_forward(tg_rnn *m, tg_tensor *x);
+int tg_rnn_params(tg_rnn *m, tg_params *p, const char *prefix);
+void tg_rnn_free(tg_rnn *m);
+tg_gru *tg_gru_new(int input_size, int hidden_size, int num_layers, tg_rng *rng);
+tg_tensor *tg_gru_forward(tg_gru *m, tg_tensor *x);
+int tg_gru_params(tg_gru *m, tg_params *p, const char *prefix);
+void tg_gru_free(tg_gru *m);
+/* Concatenates n tensors (any n >= 1) along axis, as a tree of tg_concat. */
+tg_tensor *tg_concat_many(int n, tg_tensor *const *ts, int axis);
+
 #endif

@@ -1,0 +1,97 @@
+/* Conv1d over a token sequence, as torch.nn.Conv1d on x.transpose(1, 2):
+ *   y[b, t, o] = bias[o] + sum_{j<k} sum_i W[o, i, j] xp[b, t + j*dil, i]
+ * where xp is x padded with zeros, left = floor((k-1) dil / 2) rows and
+ * right = (k-1) dil - left rows (torch's padding='same').
+ *
+ * Built from public ops as im2col: the k shifted windows of xp (slices)
+ * are concatenated along the feature axis into [B, n, k*in], and one GEMM
+ * with W seen as [out, k*in] (permuted to [out, k, in] so that column
+ * j*in + i holds W[o, i, j]) gives the output. The alternative, k GEMMs
+ * of the shifted slices with W[:, :, j] summed, measured the same here
+ * (k 3, d 64, batch 8, forward+backward, one thread, best of 9: n 256
+ * 2.24 vs 2.40 ms, n 1024 21.6 vs 19.0, n 4096 98.9 vs 97.2), so the
+ * single GEMM stays: it needs no per-tap weight slices or adds. */
+#include "nn.h"
+
+#include <math.h>
+#include <string.h>
+
+tg_conv1d *tg_conv1d_new(int in, int out, int k, int dilation, bool bias, tg_rng *rng) {
+    if (in <= 0 || out <= 0 || k <= 0 || dilation <= 0) {
+        tg_set_error("conv1d: in %d, out %d, kernel %d, dilation %d must be positive", in, out, k, dilation);
+        return NULL;
+    }
+    if (!rng) { tg_set_error("conv1d: NULL rng"); return NULL; }
+    tg_conv1d *m = tg_sys_calloc(1, sizeof *m);
+    if (!m) { tg_set_error("conv1d: out of memory"); return NULL; }
+    m->in = in; m->out = out; m->k = k; m->dilation = dilation;
+    /* torch: kaiming_uniform(a = sqrt(5)) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in * k. */
+    tg_real bound = (tg_real)(1.0 / sqrt((double)in * k));
+    m->weight = tg_empty_persistent(TG_SHAPE(out, in, k));
+    if (!m->weight) goto fail;
+    tg_fill_uniform(m->weight, -bound, bound, rng);
+    tg_set_requires_grad(m->weight, true);
+    if (bias) {
+        m->bias = tg_empty_persistent(TG_SHAPE(out));
+        if (!m->bias) goto fail;
+        tg_fill_uniform(m->bias, -bound, bound, rng);
+        tg_set_requires_grad(m->bias, true);
+    }
+    return m;
+fail:
+    tg_conv1d_free(m);
+    return NULL;
+}
+
+static tg_tensor *zeros_arena(int B, int rows, int d) {
+    tg_tensor *z = tg_empty_arena(TG_SHAPE(B, rows, d));
+    if (z) memset(z->data, 0, (size_t)z->size * sizeof(tg_real));
+    return z;
+}
+
+tg_tensor *tg_conv1d_forward(tg_conv1d *m, tg_tensor *x) {
+    char b[64];
+    if (!m) { tg_set_error("conv1d: NULL module"); return NULL; }
+    if (!x) { tg_error_null("conv1d"); return NULL; }
+    if (x->ndim != 3 || x->shape[2] != m->in) {
+        tg_set_error("conv1d: input %s, expected [B, n, %d]", tg_tshape(b, x), m->in);
+        return NULL;
+    }
+    int B = x->shape[0], n = x->shape[1], span = (m->k - 1) * m->dilation;
+    int left = span / 2, right = span - left;
+    tg_tensor *xp = x;
+    if (span > 0) {
+        tg_tensor *parts[3];
+        int np = 0;
+        if (left > 0) parts[np++] = zeros_arena(B, left, m->in);
+        parts[np++] = x;
+        if (right > 0) parts[np++] = zeros_arena(B, right, m->in);
+        xp = tg_concat(np, parts, 1);
+    }
+    tg_tensor *cols = xp;
+    if (m->k > 1) {
+        tg_tensor **win = tg_arena_alloc((size_t)m->k * sizeof *win);
+        if (!win) return NULL;
+        for (int j = 0; j < m->k; j++) win[j] = tg_slice(xp, 1, j * m->dilation, j * m->dilation + n);
+        cols = tg_concat_many(m->k, win, 2);                      /* [B, n, k*in] */
+    }
+    tg_tensor *w = tg_permute(m->weight, (const int[]){0, 2, 1});   /* [out, k, in] */
+    w = tg_reshape(w, TG_SHAPE(m->out, m->k * m->in));
+    tg_tensor *y = tg_matmul_t(cols, w, false, true);               /* [B, n, out] */
+    if (m->bias) y = tg_add(y, m->bias);
+    return y;
+}
+
+int tg_conv1d_params(tg_conv1d *m, tg_params *p, const char *prefix) {
+    if (!m || !p) { tg_set_error("conv1d_params: NULL argument"); return -1; }
+    if (tg_params_add(p, prefix, "weight", m->weight)) return -1;
+    if (m->bias && tg_params_add(p, prefix, "bias", m->bias)) return -1;
+    return 0;
+}
+
+void tg_conv1d_free(tg_conv1d *m) {
+    if (!m) return;
+    tg_free(m->weight);
+    tg_free(m->bias);
+    tg_sys_free(m);
+}

@@ -1,0 +1,154 @@
+/* Recurrent layers, as torch.nn.RNN (Elman, tanh) and torch.nn.GRU with
+ * batch_first=True and a zero initial state.
+ *
+ * RNN:  h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)
+ * GRU (torch's gate order r, z, n in the rows of W_ih and W_hh):
+ *   r = sigma(W_ir x + b_ir + W_hr h + b_hr)
+ *   z = sigma(W_iz x + b_iz + W_hz h + b_hz)
+ *   n = tanh(W_in x + b_in + r * (W_hn h + b_hn))
+ *   h' = (1 - z) * n + z * h  =  n + z * (h - n)
+ * The input projections of every step do not depend on h, so each layer
+ * computes them for the whole sequence with one GEMM ([B*n, in] x
+ * [in, G*H]); only the h W_hh^T product and the gates stay in the loop of
+ * n dependent steps, the O(n) sequential operations of the chapter. The
+ * loop is unrolled into the graph, so tg_backward is backpropagation
+ * through time over the whole sequence. */
+#include "nn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+tg_tensor *tg_concat_many(int n, tg_tensor *const *ts, int axis) {
+    if (n < 1 || !ts) { tg_set_error("concat_many: %d tensors", n); return NULL; }
+    if (n <= TG_NODE_MAX_INPUTS) return tg_concat(n, ts, axis);
+    /* A tree of concats of up to 4: each element is copied log4(n) times,
+     * not n times as a chain would. */
+    int groups = (n + TG_NODE_MAX_INPUTS - 1) / TG_NODE_MAX_INPUTS;
+    tg_tensor **next = tg_arena_alloc((size_t)groups * sizeof *next);
+    if (!next) return NULL;
+    for (int g = 0; g < groups; g++) {
+        int lo = g * TG_NODE_MAX_INPUTS, cnt = n - lo < TG_NODE_MAX_INPUTS ? n - lo : TG_NODE_MAX_INPUTS;
+        next[g] = tg_concat(cnt, ts + lo, axis);
+        if (!next[g]) return NULL;
+    }
+    return tg_concat_many(groups, next, axis);
+}
+
+static tg_rnn *recurrent_new(const char *op, int gates, int input_size, int hidden_size, int num_layers,
+                             tg_rng *rng) {
+    if (input_size <= 0 || hidden_size <= 0 || num_layers <= 0 || num_layers > TG_RNN_MAX_LAYERS) {
+        tg_set_error("%s: input_size %d, hidden_size %d must be positive, num_layers %d in 1..%d", op,
+                     input_size, hidden_size, num_layers, TG_RNN_MAX_LAYERS);
+        return NULL;
+    }
+    if (!rng) { tg_set_error("%s: NULL rng", op); return NULL; }
+    tg_rnn *m = tg_sys_calloc(1, sizeof *m);
+    if (!m) { tg_set_error("%s: out of memory", op); return NULL; }
+    m->input_size = input_size; m->hidden_size = hidden_size;
+    m->num_layers = num_layers; m->gates = gates;
+    /* torch: every weight and bias U(-1/sqrt(H), 1/sqrt(H)), drawn in the
+     * order of its state_dict (w_ih, w_hh, b_ih, b_hh per layer). */
+    tg_real bound = (tg_real)(1.0 / sqrt((double)hidden_size));
+    int GH = gates * hidden_size;
+    for (int l = 0; l < num_layers; l++) {
+        int in = l == 0 ? input_size : hidden_size;
+        tg_tensor **slot[4] = {&m->w_ih[l], &m->w_hh[l], &m->b_ih[l], &m->b_hh[l]};
+        for (int s = 0; s < 4; s++) {
+            tg_tensor *t = s == 0 ? tg_empty_persistent(TG_SHAPE(GH, in))
+                         : s == 1 ? tg_empty_persistent(TG_SHAPE(GH, hidden_size))
+                                  : tg_empty_persistent(TG_SHAPE(GH));
+            if (!t) { tg_rnn_free(m); return NULL; }
+            tg_fill_uniform(t, -bound, bound, rng);
+            tg_set_requires_grad(t, true);
+            *slot[s] = t;
+        }
+    }
+    return m;
+}
+
+tg_rnn *tg_rnn_new(int input_size, int hidden_size, int num_layers, tg_rng *rng) {
+    return recurrent_new("rnn", 1, input_size, hidden_size, num_layers, rng);
+}
+tg_gru *tg_gru_new(int input_size, int hidden_size, int num_layers, tg_rng *rng) {
+    return recurrent_new("gru", 3, input_size, hidden_size, num_layers, rng);
+}
+
+/* Step t of a [B, n, X] sequence as [B, X] (slice copies one step). */
+static tg_tensor *step(tg_tensor *seq, int t) {
+    tg_tensor *s = tg_slice(seq, 1, t, t + 1);
+    return tg_reshape(s, TG_SHAPE(seq->shape[0], seq->shape[2]));
+}
+
+static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_tensor *x) {
+    char b[64];
+    if (!m) { tg_set_error("%s: NULL module", op); return NULL; }
+    if (!x) { tg_error_null(op); return NULL; }
+    if (m->gates != gates) { tg_set_error("%s: module was not made by tg_%s_new", op, op); return NULL; }
+    if (x->ndim != 3 || x->shape[2] != m->input_size || x->shape[1] < 1) {
+        tg_set_error("%s: input %s, expected [B, n, %d] with n >= 1", op, tg_tshape(b, x), m->input_size);
+        return NULL;
+    }
+    int B = x->shape[0], n = x->shape[1], H = m->hidden_size;
+    tg_tensor **hs = tg_arena_alloc((size_t)n * sizeof *hs);
+    if (!hs) return NULL;
+    tg_tensor *seq = x;
+    for (int l = 0; l < m->num_layers; l++) {
+        /* All steps' input projections in one GEMM: [B, n, G*H]. */
+        tg_tensor *gi = tg_add(tg_matmul_t(seq, m->w_ih[l], false, true), m->b_ih[l]);
+        if (!gi) return NULL;
+        tg_tensor *gi_r = NULL, *gi_z = NULL, *gi_n = gi;
+        if (gates == 3) {
+            gi_r = tg_slice(gi, 2, 0, H);
+            gi_z = tg_slice(gi, 2, H, 2 * H);
+            gi_n = tg_slice(gi, 2, 2 * H, 3 * H);
+        }
+        tg_tensor *h = tg_empty_arena(TG_SHAPE(B, H));
+        if (!h) return NULL;
+        memset(h->data, 0, (size_t)h->size * sizeof(tg_real));
+        for (int t = 0; t < n; t++) {
+            tg_tensor *gh = tg_add(tg_matmul_t(h, m->w_hh[l], false, true), m->b_hh[l]);   /* [B, G*H] */
+            if (gates == 1) {
+                h = tg_tanh(tg_add(step(gi_n, t), gh));
+            } else {
+                tg_tensor *r = tg_sigmoid(tg_add(step(gi_r, t), tg_slice(gh, 1, 0, H)));
+                tg_tensor *z = tg_sigmoid(tg_add(step(gi_z, t), tg_slice(gh, 1, H, 2 * H)));
+                tg_tensor *nn = tg_tanh(tg_add(step(gi_n, t), tg_mul(r, tg_slice(gh, 1, 2 * H, 3 * H))));
+                h = tg_add(nn, tg_mul(z, tg_sub(h, nn)));
+            }
+            if (!h) return NULL;
+            hs[t] = tg_reshape(h, TG_SHAPE(B, 1, H));
+        }
+        seq = tg_concat_many(n, hs, 1);   /* [B, n, H] */
+        if (!seq) return NULL;
+    }
+    return seq;
+}
+
+tg_tensor *tg_rnn_forward(tg_rnn *m, tg_tensor *x) { return recurrent_forward("rnn", 1, m, x); }
+tg_tensor *tg_gru_forward(tg_gru *m, tg_tensor *x) { return recurrent_forward("gru", 3, m, x); }
+
+static int recurrent_params(const char *op, tg_rnn *m, tg_params *p, const char *prefix) {
+    if (!m || !p) { tg_set_error("%s_params: NULL argument", op); return -1; }
+    char name[32];
+    for (int l = 0; l < m->num_layers; l++) {
+        const char *kind[4] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+        tg_tensor *t[4] = {m->w_ih[l], m->w_hh[l], m->b_ih[l], m->b_hh[l]};
+        for (int s = 0; s < 4; s++) {
+            snprintf(name, sizeof name, "%s_l%d", kind[s], l);
+            if (tg_params_add(p, prefix, name, t[s])) return -1;
+        }
+    }
+    return 0;
+}
+int tg_rnn_params(tg_rnn *m, tg_params *p, const char *prefix) { return recurrent_params("rnn", m, p, prefix); }
+int tg_gru_params(tg_gru *m, tg_params *p, const char *prefix) { return recurrent_params("gru", m, p, prefix); }
+
+void tg_rnn_free(tg_rnn *m) {
+    if (!m) return;
+    for (int l = 0; l < TG_RNN_MAX_LAYERS; l++) {
+        tg_free(m->w_ih[l]); tg_free(m->w_hh[l]); tg_free(m->b_ih[l]); tg_free(m->b_hh[l]);
+    }
+    tg_sys_free(m);
+}
+void tg_gru_free(tg_gru *m) { tg_rnn_free(m); }

@@ -1,0 +1,174 @@
+/* Sequence layers of src/nn: Conv1d, RNN, GRU. Hand-computed forwards,
+ * shapes, errors, parameter names, and gradient checks in double precision
+ * (every parameter and the input, max rel error <= 1e-6). */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tg_tensor *input(int ndim, const int *shape, tg_rng *rng) {
+    tg_tensor *x = tg_randn(ndim, shape, rng);
+    tg_set_requires_grad(x, true);
+    return x;
+}
+
+/* The function closes over the module (ctx) and reads the last input. */
+static tg_tensor *conv_f(tg_tensor *const *in, int n, void *ctx) { return tg_conv1d_forward(ctx, in[n - 1]); }
+static tg_tensor *rnn_f(tg_tensor *const *in, int n, void *ctx) { return tg_rnn_forward(ctx, in[n - 1]); }
+static tg_tensor *gru_f(tg_tensor *const *in, int n, void *ctx) { return tg_gru_forward(ctx, in[n - 1]); }
+
+static void check(tg_fn f, void *m, tg_params *p, tg_tensor *x, const char *what) {
+    tg_tensor *in[40];
+    int n = 0;
+    for (int i = 0; i < p->n; i++) in[n++] = p->items[i].t;
+    in[n++] = x;
+    tg_gradcheck_result r;
+    bool ok = tg_gradcheck(f, in, n, m, 1e-6, 1e-6, &r);
+    if (getenv("TG_GC_LOG")) fprintf(stderr, "gradcheck %-30s max rel %.3e\n", what, r.max_rel_err);
+    cr_expect(ok, "%s: max rel err %g at input %d [%lld]: %s", what, r.max_rel_err, r.worst_input,
+              (long long)r.worst_index, tg_last_error() ? tg_last_error() : "");
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += in[i]->size;
+    cr_expect_eq(r.checked, total, "%s", what);
+}
+
+Test(seq_layers, conv1d_gradcheck) {
+    const int cfg[][3] = {{3, 1, 1}, {3, 2, 1}, {2, 1, 1}, {4, 2, 0}, {1, 1, 1}, {5, 1, 1}};
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        tg_rng rng = tg_rng_new(10 + c);
+        tg_conv1d *m = tg_conv1d_new(3, 2, cfg[c][0], cfg[c][1], cfg[c][2], &rng);
+        TG_REQUIRE(m);
+        tg_params p; tg_params_init(&p);
+        cr_assert_eq(tg_conv1d_params(m, &p, ""), 0);
+        tg_tensor *x = input(TG_SHAPE(2, 7, 3), &rng);
+        char what[64];
+        snprintf(what, sizeof what, "conv1d k %d dil %d bias %d", cfg[c][0], cfg[c][1], cfg[c][2]);
+        check(conv_f, m, &p, x, what);
+        tg_params_free(&p);
+        tg_free(x);
+        tg_conv1d_free(m);
+    }
+}
+
+Test(seq_layers, rnn_and_gru_gradcheck) {
+    tg_rng rng = tg_rng_new(3);
+    tg_rnn *r = tg_rnn_new(3, 4, 2, &rng);
+    tg_gru *g = tg_gru_new(3, 4, 2, &rng);
+    TG_REQUIRE(r); TG_REQUIRE(g);
+    tg_params pr, pg; tg_params_init(&pr); tg_params_init(&pg);
+    cr_assert_eq(tg_rnn_params(r, &pr, "rnn"), 0);
+    cr_assert_eq(tg_gru_params(g, &pg, "gru"), 0);
+    cr_expect_eq(pr.n, 8);
+    cr_expect_str_eq(pr.items[0].name, "rnn.weight_ih_l0");
+    cr_expect_str_eq(pr.items[7].name, "rnn.bias_hh_l1");
+    cr_expect_str_eq(pg.items[5].name, "gru.weight_hh_l1");
+    cr_expect(pg.items[0].t->shape[0] == 12 && pg.items[0].t->shape[1] == 3);
+    cr_expect(pg.items[4].t->shape[0] == 12 && pg.items[4].t->shape[1] == 4);
+    tg_tensor *x = input(TG_SHAPE(2, 6, 3), &rng);
+    check(rnn_f, r, &pr, x, "rnn 2 layers (2,6,3)");
+    check(gru_f, g, &pg, x, "gru 2 layers (2,6,3)");
+    tg_params_free(&pr); tg_params_free(&pg);
+    tg_free(x);
+    tg_rnn_free(r); tg_gru_free(g);
+}
+
+Test(seq_layers, conv1d_by_hand) {
+    /* in 1, out 1, k 3, weights (1, 2, 3), bias 0.5: same padding 1 each side.
+     * x = 1 2 3 4: y_t = 1 x_{t-1} + 2 x_t + 3 x_{t+1} + 0.5. */
+    tg_rng rng = tg_rng_new(1);
+    tg_conv1d *m = tg_conv1d_new(1, 1, 3, 1, true, &rng);
+    TG_REQUIRE(m);
+    memcpy(m->weight->data, (tg_real[]){1, 2, 3}, 3 * sizeof(tg_real));
+    m->bias->data[0] = 0.5;
+    tg_scope_begin();
+    tg_tensor *x = tg_from_array(TG_SHAPE(1, 4, 1), (tg_real[]){1, 2, 3, 4});
+    tg_tensor *y = tg_conv1d_forward(m, x);
+    TG_REQUIRE(y);
+    const double want[4] = {0 + 2 + 6 + 0.5, 1 + 4 + 9 + 0.5, 2 + 6 + 12 + 0.5, 3 + 8 + 0 + 0.5};
+    for (int t = 0; t < 4; t++) cr_expect(fabs(y->data[t] - want[t]) < 1e-12, "t %d: %g", t, y->data[t]);
+    tg_scope_end();
+    tg_conv1d_free(m);
+
+    /* k 2, dilation 2: span 2, left 1, right 1 (torch 'same'): y_t = w0 x_{t-1} + w1 x_{t+1}. */
+    m = tg_conv1d_new(1, 1, 2, 2, false, &rng);
+    TG_REQUIRE(m);
+    memcpy(m->weight->data, (tg_real[]){10, 1}, 2 * sizeof(tg_real));
+    tg_scope_begin();
+    x = tg_from_array(TG_SHAPE(1, 4, 1), (tg_real[]){1, 2, 3, 4});
+    y = tg_conv1d_forward(m, x);
+    TG_REQUIRE(y);
+    const double want2[4] = {2, 13, 24, 30};
+    for (int t = 0; t < 4; t++) cr_expect(fabs(y->data[t] - want2[t]) < 1e-12, "dil t %d: %g", t, y->data[t]);
+    tg_scope_end();
+    tg_conv1d_free(m);
+}
+
+Test(seq_layers, rnn_step_by_hand) {
+    /* input 1, hidden 1: h1 = tanh(w_ih x1 + b_ih + b_hh), h2 = tanh(w_ih x2 + b_ih + w_hh h1 + b_hh). */
+    tg_rng rng = tg_rng_new(1);
+    tg_rnn *m = tg_rnn_new(1, 1, 1, &rng);
+    TG_REQUIRE(m);
+    m->w_ih[0]->data[0] = 0.5; m->w_hh[0]->data[0] = -0.7;
+    m->b_ih[0]->data[0] = 0.1; m->b_hh[0]->data[0] = 0.2;
+    tg_scope_begin();
+    tg_tensor *x = tg_from_array(TG_SHAPE(1, 2, 1), (tg_real[]){1, -2});
+    tg_tensor *y = tg_rnn_forward(m, x);
+    TG_REQUIRE(y);
+    double h1 = tanh(0.5 + 0.3), h2 = tanh(-1.0 + 0.3 - 0.7 * h1);
+    cr_expect(fabs(y->data[0] - h1) < 1e-12 && fabs(y->data[1] - h2) < 1e-12, "%g %g", y->data[0], y->data[1]);
+    tg_scope_end();
+    tg_rnn_free(m);
+
+    /* GRU, hidden 1, one step from h = 0: h' = (1 - z) n. */
+    tg_gru *g = tg_gru_new(1, 1, 1, &rng);
+    TG_REQUIRE(g);
+    memcpy(g->w_ih[0]->data, (tg_real[]){0.3, -0.4, 0.8}, 3 * sizeof(tg_real));
+    memcpy(g->b_ih[0]->data, (tg_real[]){0.1, 0.2, -0.1}, 3 * sizeof(tg_real));
+    memcpy(g->b_hh[0]->data, (tg_real[]){0.05, -0.05, 0.3}, 3 * sizeof(tg_real));
+    tg_scope_begin();
+    x = tg_from_array(TG_SHAPE(1, 1, 1), (tg_real[]){2});
+    y = tg_gru_forward(g, x);
+    TG_REQUIRE(y);
+    double r = 1 / (1 + exp(-(0.6 + 0.1 + 0.05))), z = 1 / (1 + exp(-(-0.8 + 0.2 - 0.05)));
+    double n = tanh(1.6 - 0.1 + r * 0.3);
+    cr_expect(fabs(y->data[0] - (1 - z) * n) < 1e-12, "gru %g vs %g", y->data[0], (1 - z) * n);
+    tg_scope_end();
+    tg_gru_free(g);
+}
+
+Test(seq_layers, shapes_and_errors) {
+    tg_rng rng = tg_rng_new(2);
+    cr_expect_null(tg_conv1d_new(0, 2, 3, 1, true, &rng));
+    cr_expect(strstr(tg_last_error(), "conv1d"));
+    cr_expect_null(tg_rnn_new(3, 0, 1, &rng));
+    cr_expect(strstr(tg_last_error(), "rnn"));
+    cr_expect_null(tg_gru_new(3, 4, 0, &rng));
+    tg_conv1d *c = tg_conv1d_new(4, 6, 3, 2, true, &rng);
+    tg_rnn *r = tg_rnn_new(4, 5, 2, &rng);
+    tg_gru *g = tg_gru_new(4, 5, 1, &rng);
+    TG_REQUIRE(c); TG_REQUIRE(r); TG_REQUIRE(g);
+    cr_expect(c->weight->shape[0] == 6 && c->weight->shape[1] == 4 && c->weight->shape[2] == 3);
+    tg_scope_begin();
+    tg_tensor *x = tg_randn(TG_SHAPE(2, 9, 4), &rng);
+    tg_tensor *ys[3] = {tg_conv1d_forward(c, x), tg_rnn_forward(r, x), tg_gru_forward(g, x)};
+    const int outd[3] = {6, 5, 5};
+    for (int i = 0; i < 3; i++) {
+        TG_REQUIRE(ys[i]);
+        cr_expect(ys[i]->ndim == 3 && ys[i]->shape[0] == 2 && ys[i]->shape[1] == 9 && ys[i]->shape[2] == outd[i]);
+    }
+    tg_tensor *bad = tg_randn(TG_SHAPE(2, 9, 3), &rng);
+    tg_clear_error();
+    cr_expect_null(tg_conv1d_forward(c, bad));
+    cr_expect(strstr(tg_last_error(), "conv1d") && strstr(tg_last_error(), "(2,9,3)"), "%s", tg_last_error());
+    tg_clear_error();
+    cr_expect_null(tg_rnn_forward(r, bad));
+    cr_expect(strstr(tg_last_error(), "rnn") && strstr(tg_last_error(), "(2,9,3)"), "%s", tg_last_error());
+    tg_clear_error();
+    cr_expect_null(tg_gru_forward(g, tg_randn(TG_SHAPE(9, 4), &rng)));
+    cr_expect(strstr(tg_last_error(), "gru"), "%s", tg_last_error());
+    cr_expect_null(tg_gru_forward(r, x));   /* an RNN is not a GRU */
+    cr_expect_eq(tg_conv1d_params(NULL, NULL, ""), -1);
+    tg_scope_end();
+    tg_conv1d_free(c); tg_rnn_free(r); tg_gru_free(g);
+}
