@@ -108,35 +108,13 @@ static double fit_exponent(const double *n, const double *t, int cnt, double *in
 }
 
 /* ---- critical path of the recorded graph ---------------------------------- */
-typedef struct { const tg_node *key; int depth; } slot;
-typedef struct { slot *s; size_t cap; } depth_map;
-
-static int node_depth(depth_map *m, const tg_node *nd) {
-    if (!nd) return 0;
-    size_t h = ((uintptr_t)nd >> 4) * 0x9E3779B97F4A7C15ull & (m->cap - 1);
-    while (m->s[h].key && m->s[h].key != nd) h = (h + 1) & (m->cap - 1);
-    if (m->s[h].key) return m->s[h].depth;
-    int best = 0;
-    for (int i = 0; i < nd->n_in; i++) {
-        int d = node_depth(m, nd->in[i] ? nd->in[i]->node : NULL);
-        if (d > best) best = d;
-    }
-    /* the recursion may have moved nothing: open addressing never moves keys */
-    while (m->s[h].key && m->s[h].key != nd) h = (h + 1) & (m->cap - 1);
-    m->s[h].key = nd;
-    m->s[h].depth = best + 1;
-    return best + 1;
-}
-
 /* Ops on the longest dependent chain from the inputs to y. */
 static int critical_path(layers *L, int kind, int n, int d, tg_rng *rng) {
     tg_scope_begin();
     tg_tensor *x = tg_randn(TG_SHAPE(1, n, d), rng);
     tg_set_requires_grad(x, true);
     tg_tensor *y = layer_forward(L, kind, x);
-    depth_map m = {calloc(1u << 20, sizeof(slot)), 1u << 20};
-    int depth = y ? node_depth(&m, y->node) : -1;
-    free(m.s);
+    int depth = y ? tg_graph_depth(y) : -1;
     tg_scope_end();
     return depth;
 }

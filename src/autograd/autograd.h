@@ -52,6 +52,9 @@ int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed);
  * there. Costs a pass over every output; off by default. */
 void tg_set_detect_anomaly(bool on);
 bool tg_detect_anomaly(void);
+/* The number of recorded ops on the longest chain from the leaves to t:
+ * the sequential steps its computation needs (0 for a leaf). */
+int tg_graph_depth(const tg_tensor *t);
 /* Sets t->grad to zero (if it exists). */
 void tg_zero_grad(tg_tensor *t);
 

@@ -18,6 +18,7 @@ struct tg_node {
      * (<op>_state, defined beside the op), arena-owned; NULL if none. */
     void *state;
     uint64_t seq;              /* creation order */
+    int depth;                 /* ops on the longest chain from the leaves to out */
     uint32_t visit;            /* backward pass that reached it */
     bool released;             /* a backward without retain_graph has used it */
     tg_node *prev;             /* the node created before this one (the tape) */

@@ -91,7 +91,9 @@ tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *co
     for (int i = 0; i < n_in; i++) {
         n->in[i] = in[i];
         in[i]->uses++;
+        if (in[i]->node && in[i]->node->depth >= n->depth) n->depth = in[i]->node->depth;
     }
+    n->depth++;
     n->seq = ++g_seq;
     n->prev = tg__tape_head;
     tg__tape_head = n;
@@ -99,6 +101,8 @@ tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *co
     out->requires_grad = true;
     return n;
 }
+
+int tg_graph_depth(const tg_tensor *t) { return t && t->node ? t->node->depth : 0; }
 
 void *tg_node_state(tg_node *n, size_t bytes) {
     void *s = tg_arena_alloc(bytes);
