@@ -71,9 +71,14 @@ static _Thread_local int t_nth = 1;     /* threads of the job this thread runs *
 static _Thread_local bool t_in_job;
 
 int tg_thread_id(void) { return t_id; }
+bool tg_in_parallel(void) { return t_in_job; }
 
-/* CPUs this process may run on (affinity), at least 1. */
+/* CPUs this process may run on (affinity), at least 1. A TG_NO_THREADS
+ * build (make OMP=0) counts one, so its pool never starts a thread. */
 static int cpus_available(void) {
+#ifdef TG_NO_THREADS
+    return 1;
+#endif
 #ifdef CPU_COUNT
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
