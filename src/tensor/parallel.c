@@ -59,6 +59,7 @@ static struct {
     int started;                  /* workers running (nthreads - 1 once started) */
     pthread_t workers[MAX_THREADS];
     _Atomic uint64_t gen;         /* bumped for every job */
+    uint64_t start_gen;           /* gen when the workers were started: the job a new one has seen */
     _Atomic int sleepers;
     _Atomic int stop;
     pthread_mutex_t mu;
@@ -162,7 +163,9 @@ static void run_serial(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int
 static void *worker_main(void *arg) {
     t_id = (int)(intptr_t)arg;
     t_in_job = true;
-    uint64_t seen = 0;
+    /* Not 0: gen keeps counting across tg_set_num_threads restarts, and a
+     * worker that took the last job's gen for a new one would run a stale job. */
+    uint64_t seen = pool.start_gen;
     for (;;) {
         uint64_t g = atomic_load(&pool.gen);
         for (int spin = 0; g == seen && spin < SPIN_ROUNDS; spin++) {
@@ -198,6 +201,7 @@ static bool start_workers(void) {
         pthread_atfork(NULL, NULL, after_fork_in_child);
         atfork_done = true;
     }
+    pool.start_gen = atomic_load(&pool.gen);   /* no job runs now; pthread_create publishes it */
     while (pool.started < pool.nthreads - 1) {
         if (pthread_create(&pool.workers[pool.started], NULL, worker_main, (void *)(intptr_t)(pool.started + 1)) != 0)
             break;   /* run with the threads we have */
