@@ -846,7 +846,11 @@ int main(int argc, char **argv)
         printf("%s\n", verdict);
         return rc;
     }
-    if (name) return run_workload(name, threads, steps, warmup);
+    if (name) {
+        int got = tg_set_num_threads(threads);
+        if (got < threads) fprintf(stderr, "bench: --threads %d capped at %d (the CPUs available)\n", threads, got);
+        return run_workload(name, threads, steps, warmup);
+    }
     e.steps = steps;
     e.warmup = warmup;
     e.torch = !no_torch && access(e.script, R_OK) == 0 && access(e.python, X_OK) == 0;
