@@ -2,7 +2,7 @@
 # DOUBLE=1 builds build/double/libtgrad-double.*);
 # `make test` builds the double-precision library and runs the test suite;
 # `make test SANITIZE=1` does the same under AddressSanitizer and UBSan.
-#   DOUBLE=1   tg_real is double          OMP=0      no OpenMP
+#   DOUBLE=1   tg_real is double          OMP=0      single-threaded
 #   SANITIZE=1 ASan + UBSan                CC=clang   another compiler
 CC ?= cc
 OMP ?= 1
@@ -20,11 +20,18 @@ endif
 CFLAGS ?= -O3 -g
 # `override` keeps these when CFLAGS is given on the command line (make CFLAGS=-O3).
 override CFLAGS += -std=c11 -Wall -Wextra -Wpedantic -fPIC -D_POSIX_C_SOURCE=200809L -Isrc
+# Threads come from the library's own pool (src/tensor/parallel.c, POSIX
+# threads); OpenMP is used only for its `omp simd` vectorisation hints, which
+# -fopenmp-simd compiles without libgomp. OMP=0 (the name kept from the
+# OpenMP days) builds a single-threaded library: -DTG_NO_THREADS caps the
+# pool at one thread, so it never starts one and every loop runs on the
+# caller, and nothing is linked with -pthread.
+override CFLAGS += -fopenmp-simd
 ifeq ($(OMP),1)
-  override CFLAGS += -fopenmp
-  override LDLIBS += -fopenmp
+  override CFLAGS += -pthread
+  override LDLIBS += -pthread
 else
-  override CFLAGS += -fopenmp-simd -Wno-unknown-pragmas
+  override CFLAGS += -DTG_NO_THREADS
 endif
 ifeq ($(DOUBLE),1)
   override CFLAGS += -DTG_DOUBLE
@@ -130,7 +137,7 @@ install: lib $(BUILD)/bin/inspect $(BUILD)/bin/heatmap
 	for h in $(PUBLIC_HEADERS:src/%=%); do mkdir -p $(INCDIR)/$$(dirname $$h); cp src/$$h $(INCDIR)/$$h; done
 	for t in inspect heatmap; do cp $(BUILD)/bin/$$t $(BINDIR)/$(NAME)-$$t; done
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@NAME@|$(NAME)|g' -e 's|@CFLAGS@|$(if $(filter 1,$(DOUBLE)),-DTG_DOUBLE)|' \
-	    -e 's|@LIBS@|$(if $(filter 1,$(OMP)),-fopenmp)|' tools/tgrad.pc.in > $(LIBDIR)/pkgconfig/$(NAME).pc
+	    -e 's|@LIBS@|$(if $(filter 1,$(OMP)),-pthread)|' tools/tgrad.pc.in > $(LIBDIR)/pkgconfig/$(NAME).pc
 # The headers are shared by both flavours: removed with the last one.
 uninstall:
 	rm -f $(LIBDIR)/lib$(NAME).a $(LIBDIR)/lib$(NAME).so $(LIBDIR)/lib$(NAME).so.0 $(LIBDIR)/lib$(NAME).so.$(VERSION) \

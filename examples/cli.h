@@ -104,26 +104,9 @@ bad:
     exit(2);
 }
 
-/* libgomp busy-waits between parallel regions for about 3 ms by default.
- * On a small VM the spinning thread fights the working one: measured here,
- * 2 threads once ran 4x slower than 1. A passive wait (sleep at once) fixes
- * that but costs a futex wake-up of 10-50 us per parallel region, and a
- * training step has hundreds. So spin a few microseconds (300 rounds), then
- * sleep. Measured on this 2-core VM, toy model step at 2 threads: passive
- * 7.4 ms, 300 rounds 5.75 ms, 30000 rounds no better. Longer spins cost
- * dearly when two programs share the cores: two 300-step runs of reverse at
- * once took 3.7 s passive, 4.3 s at 300 rounds, 11 s at 3000 and 30 s at
- * 10000. libgomp reads these once, at start-up, so set them and restart the
- * program once (a user's own OMP_WAIT_POLICY is left alone). */
-static inline void cli_passive_openmp(char **argv) {
-#ifdef _OPENMP
-    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0 &&
-        (getenv("GOMP_SPINCOUNT") || setenv("GOMP_SPINCOUNT", "300", 1) == 0))
-        execv("/proc/self/exe", argv);   /* returns only on failure: then run as we are */
-#else
-    (void)argv;
-#endif
-}
+/* Threads: the library's own pool (src/tensor/parallel.c) decides how its
+ * idle threads wait (a few microseconds of spinning, then sleep), so the
+ * programs no longer restart themselves with OMP_WAIT_POLICY set. */
 
 /* Creates dir (one level, like mkdir) if it does not exist; 0 on success. */
 static inline int cli_ensure_dir(const char *dir) {

@@ -20,9 +20,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "cli.h"
 #include "tgrad.h"
 
@@ -301,7 +298,6 @@ static int learn(int kind, const options *o, int n, const int *dist, double *acc
 }
 
 int main(int argc, char **argv) {
-    cli_passive_openmp(argv);
     options o = {.dim = 64, .n_min = 16, .n_max = 4096, .batch = 8, .attn_batch = 1, .repeats = 7, .steps = 1000,
                  .threads = 1, .seed = 1, .quick = false, .out = "out"};
     cli_opt opts[] = {
@@ -313,7 +309,7 @@ int main(int argc, char **argv) {
         {"repeats", CLI_INT, &o.repeats, "timed repeats per point (median)", 1, 31},
         {"steps", CLI_INT, &o.steps, "training steps per kind in the learning test", 1, 1e6},
         {"seed", CLI_INT, &o.seed, "random seed", 0, 2e9},
-        {"threads", CLI_INT, &o.threads, "OpenMP threads (0: all cores; 1 by default: the exponents are about\n"
+        {"threads", CLI_INT, &o.threads, "threads (0: all cores; 1 by default: the exponents are about\n"
                                           "                 scaling, and a second thread on a shared machine adds stalls)", 0, 1024},
         {"quick", CLI_FLAG, &o.quick, "tiny sizes, for tests", 0, 0},
         {"out", CLI_STR, &o.out, "directory for figures and the table", 0, 0},
@@ -328,9 +324,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (o.quick) { o.n_min = 8; o.n_max = 64; o.repeats = 1; o.steps = 5; o.dim = 16; }
-#ifdef _OPENMP
-    if (o.threads > 0) omp_set_num_threads(o.threads);
-#endif
+    if (o.threads > 0 && tg_set_num_threads(o.threads) < o.threads)
+        fprintf(stderr, "compare_layers: --threads %d capped at %d (the CPUs available)\n", o.threads,
+                tg_get_num_threads());
     if (cli_ensure_dir(o.out) != 0) { fprintf(stderr, "compare_layers: cannot create %s\n", o.out); return 1; }
     const int d = o.dim;
     tg_rng rng = tg_rng_new((uint64_t)o.seed);

@@ -22,9 +22,6 @@
 #include <math.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "reverse_model.h"
 
 typedef struct {                 /* what one training run reports */
@@ -278,7 +275,6 @@ static int evaluate_checkpoint(options *o, const cli_opt *opts, int nopt) {
 }
 
 int main(int argc, char **argv) {
-    cli_passive_openmp(argv);
     options o;
     cli_opt opts[REVERSE_MAX_OPTS];
     const int nopt = reverse_options(&o, opts);
@@ -294,9 +290,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     o.emb_std = strcmp(o.emb_init, "torch") == 0 ? 1.0 : 0.0;   /* 0: the library's 1/sqrt(d) */
-#ifdef _OPENMP
-    if (o.threads > 0) omp_set_num_threads(o.threads);
-#endif
+    if (o.threads > 0) {
+        int got = tg_set_num_threads(o.threads);
+        if (got < o.threads)
+            fprintf(stderr, "reverse: --threads %d capped at %d (the CPUs available)\n", o.threads, got);
+    }
     if (o.load) return evaluate_checkpoint(&o, opts, nopt);
     if (cli_ensure_dir(o.out) != 0) { fprintf(stderr, "reverse: cannot create directory %s\n", o.out); return 1; }
 

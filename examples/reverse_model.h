@@ -55,7 +55,7 @@ static int reverse_options(options *o, cli_opt *opts) {
         {"eval-every", CLI_INT, &o->eval_every, "steps between held-out checks for the 99% mark", 1, 1e7},
         {"heldout", CLI_INT, &o->heldout, "held-out sequences for the final accuracy", 1, 1e6},
         {"seed", CLI_INT, &o->seed, "random seed (data and initialisation)", 0, 2e9},
-        {"threads", CLI_INT, &o->threads, "OpenMP threads (0: all cores)", 0, 1024},
+        {"threads", CLI_INT, &o->threads, "threads (0: the default, all CPUs available)", 0, 1024},
         {"out", CLI_STR, &o->out, "directory for figures and checkpoints", 0, 0},
         {"load", CLI_STR, &o->load, "evaluate this checkpoint instead of training", 0, 0},
         };

@@ -59,7 +59,7 @@ cc -std=c11 prog.c $(pkg-config --cflags --libs tgrad-double) -o prog-double && 
 grep -q '^tensor(' out-double.txt || fail "double flavour program printed no tensor"
 
 # Float headers, double library: must not link.
-if cc -std=c11 prog.c -I"$P/include/tgrad" -L"$P/lib" -Wl,-rpath,"$P/lib" -ltgrad-double -lm -fopenmp -o mixed 2> mixed.txt; then
+if cc -std=c11 prog.c -I"$P/include/tgrad" -L"$P/lib" -Wl,-rpath,"$P/lib" -ltgrad-double -lm -pthread -o mixed 2> mixed.txt; then
     fail "float headers linked against libtgrad-double"
 fi
 grep -q 'tg_flavour_float' mixed.txt || fail "the mismatch error does not name the flavour: see $work/mixed.txt"
@@ -79,7 +79,7 @@ int main(void) {
 PROG
 cc -std=c11 own_stb.c $(pkg-config --cflags --libs tgrad) -o own_stb 2> own_stb.txt && ./own_stb ||
     fail "own stb + libtgrad.so: see $work/own_stb.txt"
-cc -std=c11 own_stb.c $(pkg-config --cflags tgrad) "$P/lib/libtgrad.a" -lm -fopenmp -o own_stb_static 2> own_stb_static.txt &&
+cc -std=c11 own_stb.c $(pkg-config --cflags tgrad) "$P/lib/libtgrad.a" -lm -pthread -o own_stb_static 2> own_stb_static.txt &&
     ./own_stb_static || fail "own stb + libtgrad.a: see $work/own_stb_static.txt"
 
 for d in 0 1; do

@@ -9,9 +9,6 @@
 #include "test_util.h"
 
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static void scope_begin(void) { tg_clear_error(); tg_scope_begin(); }
 static void scope_end(void) { tg_scope_end(); }
@@ -98,7 +95,6 @@ Test(attention_op, matches_the_stored_path) {
 
 /* The same call on 1 and 2 threads gives the same bits. */
 Test(attention_op, bit_identical_for_any_thread_count) {
-#ifdef _OPENMP
     tg_rng rng = tg_rng_new(5);
     int B = 3, T = 300, d = 16;
     tg_tensor *q = tg_randn(TG_SHAPE(B, T, d), &rng), *k = tg_randn(TG_SHAPE(B, T, d), &rng);
@@ -106,21 +102,18 @@ Test(attention_op, bit_identical_for_any_thread_count) {
     tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
     static const int lens[] = {300, 0, 170};
     tg_mask masks[] = {{NULL, 0, true}, {lens, 1, false}};
-    int prev = omp_get_max_threads();
+    int prev = tg_get_num_threads();
     for (int m = 0; m < 2; m++) {
-        omp_set_num_threads(1);
+        tg_set_num_threads(1);
         run_result one = run(true, q, k, v, masks[m], 0.1, R);
-        omp_set_num_threads(2);
+        tg_set_num_threads(2);
         run_result two = run(true, q, k, v, masks[m], 0.1, R);
         tg_tensor *a[] = {one.out, one.gq, one.gk, one.gv}, *b[] = {two.out, two.gq, two.gk, two.gv};
         for (int i = 0; i < 4; i++)
             cr_expect(memcmp(a[i]->data, b[i]->data, sizeof(tg_real) * (size_t)a[i]->size) == 0,
                       "mask %d: tensor %d differs between 1 and 2 threads", m, i);
     }
-    omp_set_num_threads(prev);
-#else
-    cr_skip_test("built without OpenMP");
-#endif
+    tg_set_num_threads(prev);
 }
 
 /* T = 2048, 2 heads of size 16: forward + backward adds far less than the

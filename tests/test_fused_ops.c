@@ -7,9 +7,6 @@
 #include "test_util.h"
 
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static void scope_begin(void) { tg_clear_error(); tg_scope_begin(); }
 static void scope_end(void) { tg_scope_end(); }
@@ -111,17 +108,15 @@ Test(fused, dropout_mask_depends_only_on_the_rng_state) {
     tg_tensor *y3 = tg_dropout(x, 0.5, &a);     /* the counter moved on: another mask */
     TG_REQUIRE(y3);
     cr_expect(memcmp(y1->data, y3->data, sizeof(tg_real) * 300000) != 0, "next call, new mask");
-#ifdef _OPENMP
-    int saved = omp_get_max_threads();
+    int saved = tg_get_num_threads();
     tg_rng c = tg_rng_new(77), d = c;
-    omp_set_num_threads(1);
+    tg_set_num_threads(1);
     tg_tensor *t1 = tg_dropout(x, 0.3, &c);
-    omp_set_num_threads(2);
+    tg_set_num_threads(2);
     tg_tensor *t2 = tg_dropout(x, 0.3, &d);
-    omp_set_num_threads(saved);
+    tg_set_num_threads(saved);
     TG_REQUIRE(t1); TG_REQUIRE(t2);
     cr_expect(memcmp(t1->data, t2->data, sizeof(tg_real) * 300000) == 0, "1 thread and 2 threads differ");
-#endif
 }
 
 Test(fused, dropout_errors) {
@@ -431,17 +426,13 @@ Test(fused, layer_norm_parameter_gradients_do_not_depend_on_threads) {
     tg_set_requires_grad(beta, true);
     tg_real saved[3][96];
     for (int pass = 0; pass < 2; pass++) {
-#ifdef _OPENMP
-        int old = omp_get_max_threads();
-        omp_set_num_threads(pass == 0 ? 1 : 3);
-#endif
+        int old = tg_get_num_threads();
+        tg_set_num_threads(pass == 0 ? 1 : 3);
         tg_zero_grad(x); tg_zero_grad(gamma); tg_zero_grad(beta);
         tg_tensor *y = tg_layer_norm(x, gamma, beta, 1e-5);
         TG_REQUIRE(y);
         backward_random(y, 14);
-#ifdef _OPENMP
-        omp_set_num_threads(old);
-#endif
+        tg_set_num_threads(old);
         if (pass == 0) {
             memcpy(saved[0], gamma->grad->data, sizeof saved[0]);
             memcpy(saved[1], beta->grad->data, sizeof saved[1]);
@@ -545,16 +536,12 @@ Test(fused, cross_entropy_does_not_depend_on_threads) {
     int *t = tg_arena_alloc(sizeof(int) * 6000);
     for (int i = 0; i < 6000; i++) t[i] = (i * 7) % 50;
     tg_real a = 0, b = 0;
-#ifdef _OPENMP
-    int old = omp_get_max_threads();
-    omp_set_num_threads(1);
+    int old = tg_get_num_threads();
+    tg_set_num_threads(1);
     a = tg_item(tg_cross_entropy(x, t, NULL, TG_IGNORE_INDEX));
-    omp_set_num_threads(4);
+    tg_set_num_threads(4);
     b = tg_item(tg_cross_entropy(x, t, NULL, TG_IGNORE_INDEX));
-    omp_set_num_threads(old);
-#else
-    a = b = tg_item(tg_cross_entropy(x, t, NULL, TG_IGNORE_INDEX));
-#endif
+    tg_set_num_threads(old);
     cr_expect(a == b, "%.17g vs %.17g", (double)a, (double)b);
 }
 

@@ -11,9 +11,6 @@
 #include "tensor/tensor_internal.h"   /* tg__gemm_force_portable: the portable
                                          * kernels a machine without AVX2 runs are tested too */
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Deterministic values in [-1, 1) from a small LCG, so a failure repeats. */
 static uint64_t lcg_state = 12345;
@@ -210,27 +207,23 @@ Test(gemm, padded_leading_dimensions)
 /* Same inputs, 1 thread then 2 threads: every byte of C must agree. */
 static void same_for_threads(bool ta, bool tb, int M, int N, int K)
 {
-#ifdef _OPENMP
     tg_real *A = rnd_buf((size_t)M * K), *B = rnd_buf((size_t)K * N);
     tg_real *C1 = rnd_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof *C2);
     cr_assert_not_null(C2);
     memcpy(C2, C1, (size_t)M * N * sizeof *C1);
     int lda = ta ? M : K, ldb = tb ? K : N;
-    int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
+    int saved = tg_get_num_threads();
+    tg_set_num_threads(1);
     tg_k_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, 0.5, C1, N);
-    omp_set_num_threads(2);
+    tg_set_num_threads(2);
     tg_k_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, 0.5, C2, N);
-    omp_set_num_threads(saved);
+    tg_set_num_threads(saved);
     cr_assert(memcmp(C1, C2, (size_t)M * N * sizeof *C1) == 0,
               "ta=%d tb=%d %dx%dx%d differs between 1 and 2 threads", ta, tb, M, N, K);
     free(A);
     free(B);
     free(C1);
     free(C2);
-#else
-    (void)ta, (void)tb, (void)M, (void)N, (void)K;
-#endif
 }
 
 static void same_for_threads_all(void)

@@ -34,9 +34,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "cli.h"
 #include "tgrad.h"
@@ -84,11 +81,7 @@ static double rss_now_mb(void)
 
 static void set_threads(int n)
 {
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
+    tg_set_num_threads(n);
 }
 
 /* ---- the core's FMA peak ------------------------------------------------- */
@@ -695,9 +688,8 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
                "that run. The machine is shared and noisy, so times are medians.\n\n", path);
     fprintf(f, "- date: %s\n- machine: %s, %ld cores online\n", started, cpu, sysconf(_SC_NPROCESSORS_ONLN));
     fprintf(f, "- measured single-precision FMA peak: %.1f GFLOP/s per core (best of all measurements in the run)\n", peak);
-    fprintf(f, "- tgrad: float, OpenMP, OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s (examples/cli.h; PyTorch ran "
-               "slower with that spin count, so it keeps the passive wait)\n",
-            getenv("OMP_WAIT_POLICY"), getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(libgomp default)");
+    fprintf(f, "- tgrad: float, its own thread pool (src/tensor/parallel.c: idle threads spin a few "
+               "microseconds, then sleep; no OpenMP runtime)\n");
     if (e->torch)
         fprintf(f, "- PyTorch %s via %s, BLAS %s; OPENBLAS_CORETYPE unset, OMP/OPENBLAS/MKL_NUM_THREADS and "
                    "torch.set_num_threads = threads, OMP_WAIT_POLICY=passive at 2 threads\n",
@@ -808,7 +800,6 @@ static int run_all(env_info *e, const char *markdown)
 
 int main(int argc, char **argv)
 {
-    cli_passive_openmp(argv);   /* cli.h: restart once with a passive OpenMP wait */
     const char *name = NULL, *markdown = NULL;
     int threads = 1, steps = 0, warmup = -1;
     bool determinism = false, no_torch = false;
@@ -816,7 +807,7 @@ int main(int argc, char **argv)
                   .torch = true};
     cli_opt opts[] = {
         {"workload", CLI_STR, &name, "run one workload (toy, mid, attn-T, gemm-n), tgrad only", 0, 0},
-        {"threads", CLI_INT, &threads, "OpenMP threads for --workload", 1, 1024},
+        {"threads", CLI_INT, &threads, "threads for --workload", 1, 1024},
         {"steps", CLI_INT, &steps, "timed steps (0: the workload's default, >= 10)", 0, MAX_STEPS},
         {"warmup", CLI_INT, &warmup, "warm-up steps (-1: the workload's default)", -1, MAX_STEPS},
         {"markdown", CLI_STR, &markdown, "also write the full comparison to this file", 0, 0},
@@ -855,7 +846,11 @@ int main(int argc, char **argv)
         printf("%s\n", verdict);
         return rc;
     }
-    if (name) return run_workload(name, threads, steps, warmup);
+    if (name) {
+        int got = tg_set_num_threads(threads);
+        if (got < threads) fprintf(stderr, "bench: --threads %d capped at %d (the CPUs available)\n", threads, got);
+        return run_workload(name, threads, steps, warmup);
+    }
     e.steps = steps;
     e.warmup = warmup;
     e.torch = !no_torch && access(e.script, R_OK) == 0 && access(e.python, X_OK) == 0;

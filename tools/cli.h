@@ -88,18 +88,8 @@ bad:
     exit(2);
 }
 
-/* For tools/bench.c: the OpenMP wait of the examples (examples/cli.h,
- * cli_passive_openmp, where the settings are measured), so that the
- * benchmark times what the programs run: spin 300 rounds, then sleep.
- * libgomp reads these at start-up, hence the one restart. */
-static inline void cli_passive_openmp(char **argv) {
-#ifdef _OPENMP
-    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0 &&
-        (getenv("GOMP_SPINCOUNT") || setenv("GOMP_SPINCOUNT", "300", 1) == 0))
-        execv("/proc/self/exe", argv);   /* returns only on failure: then run as we are */
-#else
-    (void)argv;
-#endif
-}
+/* Threads: the library's own pool (src/tensor/parallel.c) decides how its
+ * idle threads wait, so the tools no longer restart themselves with
+ * OMP_WAIT_POLICY set. */
 
 #endif

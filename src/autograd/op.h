@@ -7,6 +7,7 @@
 
 #include "autograd.h"
 #include "../tensor/kernels.h"
+#include "../tensor/parallel.h"
 
 /* A recorded op application: what backward needs. */
 struct tg_node {

@@ -52,9 +52,6 @@
 
 #include <math.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define BQ 64          /* queries per block */
 #define BK 64          /* keys per block */
@@ -73,22 +70,6 @@ typedef struct {
 } attention_state;
 
 static int nblocks(int n, int b) { return (n + b - 1) / b; }
-
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-static int thread_id(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 /* ---- element kernels --------------------------------------------------------
  * Three quarters of the time goes to the per-element work (a hash and an exp
@@ -252,6 +233,42 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
     if (gv) for (int64_t i = 0; i < (int64_t)nk * dv; i++) gv[base * dv + i] += acc_v[i];
 }
 
+/* What the backward's loops share (attention_backward). */
+typedef struct {
+    const attn_bwd *w;
+    const tg_real *dO, *O;
+    tg_real *D, *scratch, *gq, *gk, *gv;
+    size_t per_thread;
+    int dv, nqb, nkb;
+} backward_ctx;
+
+static void backward_D_rows(void *ctx, int64_t begin, int64_t end, int tid) {
+    const backward_ctx *c = ctx;
+    const tg_real *dO = c->dO, *O = c->O;
+    tg_real *D = c->D;
+    int dv = c->dv;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
+        tg_real s = 0;
+        for (int t = 0; t < dv; t++) s += dO[r * dv + t] * O[r * dv + t];
+        D[r] = s;
+    }
+}
+
+static void backward_dq_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const backward_ctx *c = ctx;
+    int nqb = c->nqb;
+    for (int t = (int)begin; t < (int)end; t++)
+        backward_dq(c->w, c->gq, t / nqb, t % nqb, c->scratch + c->per_thread * (size_t)tid);
+}
+
+static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const backward_ctx *c = ctx;
+    int nkb = c->nkb;
+    for (int t = (int)begin; t < (int)end; t++)
+        backward_dkv(c->w, c->gk, c->gv, t / nkb, t % nkb, c->scratch + c->per_thread * (size_t)tid);
+}
+
 static void attention_backward(tg_node *n) {
     tg_tensor *gq = tg_grad_of(n->in[0]), *gk = tg_grad_of(n->in[1]), *gv = tg_grad_of(n->in[2]);
     if (!gq && !gk && !gv) return;
@@ -262,36 +279,43 @@ static void attention_backward(tg_node *n) {
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
     tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
     size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv);
-    tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)max_threads()) : NULL;
+    tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)tg_get_num_threads()) : NULL;
     if (!scratch) return;
-#pragma omp parallel for if (rows * dv > TG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        tg_real s = 0;
-        for (int t = 0; t < dv; t++) s += dO[r * dv + t] * O[r * dv + t];
-        D[r] = s;
-    }
     attn_bwd w = {pl, n->in[0]->data, n->in[1]->data, n->in[2]->data, dO, pl->lse, D};
+    backward_ctx c = {&w, dO, O, D, scratch, gq ? gq->data : NULL, gk ? gk->data : NULL, gv ? gv->data : NULL,
+                      per_thread, dv, nblocks(Q, BQ), nblocks(K, BK)};
+    tg_parallel_for(rows, rows * dv > TG_PAR_MIN, backward_D_rows, &c);
     bool big = (double)rows * K * (d + dv) > 65536;   /* worth a thread team */
-    (void)big;   /* read only by the OpenMP pragmas */
     /* Two passes, each writing rows only its task owns (and q, k, v may be
      * one tensor: the passes do not overlap in time). */
     if (gq) {
         int nqb = nblocks(Q, BQ), tasks = B * nqb;
-#pragma omp parallel for schedule(dynamic, 1) if (big && tasks > 1)
-        for (int t = 0; t < tasks; t++)
-            backward_dq(&w, gq->data, t / nqb, t % nqb, scratch + per_thread * (size_t)thread_id());
+        tg_parallel_tasks(tasks, big && tasks > 1, backward_dq_tasks, &c);
     }
     if (gk || gv) {
         int nkb = nblocks(K, BK), tasks = B * nkb;
-#pragma omp parallel for schedule(dynamic, 1) if (big && tasks > 1)
-        for (int t = 0; t < tasks; t++)
-            backward_dkv(&w, gk ? gk->data : NULL, gv ? gv->data : NULL, t / nkb, t % nkb,
-                         scratch + per_thread * (size_t)thread_id());
+        tg_parallel_tasks(tasks, big && tasks > 1, backward_dkv_tasks, &c);
     }
 }
 const tg_op tg_op_attention = {"attention", attention_backward};
 
 /* ---- the op ------------------------------------------------------------------- */
+
+typedef struct {
+    const attention_state *pl;
+    const tg_real *q, *k, *v;
+    tg_real *out, *lse, *scratch;
+    size_t per_thread;
+    int nqb;
+} forward_ctx;
+
+static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const forward_ctx *c = ctx;
+    int nqb = c->nqb;
+    for (int64_t t = begin; t < end; t++)
+        forward_block(c->pl, c->q, c->k, c->v, c->out, c->lse, (int)(t / nqb), (int)(t % nqb),
+                      c->scratch + c->per_thread * (size_t)tid);
+}
 
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng) {
     char b1[64], b2[64], b3[64];
@@ -345,14 +369,12 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
         pl->first = tg_rng_take(rng, (uint64_t)rows * (uint64_t)K);
     }
-    int nth = max_threads();
+    int nth = tg_get_num_threads();
     size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ;
     tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
     if (!scratch) return NULL;
-#pragma omp parallel for schedule(dynamic, 1) if (nqblocks > 1 && (double)rows * K * (d + dv) > 65536)
-    for (int64_t t = 0; t < nqblocks; t++)
-        forward_block(pl, q->data, k->data, v->data, out->data, lse->data, (int)(t / nqb), (int)(t % nqb),
-                      scratch + per_thread * (size_t)thread_id());
+    forward_ctx c = {pl, q->data, k->data, v->data, out->data, lse->data, scratch, per_thread, nqb};
+    tg_parallel_tasks(nqblocks, nqblocks > 1 && (double)rows * K * (d + dv) > 65536, forward_tasks, &c);
     tg_node *n = tg_node_record(&tg_op_attention, out, 3, (tg_tensor *const[]){q, k, v});
     if (n) n->state = pl;
     return out;

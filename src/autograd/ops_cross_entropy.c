@@ -16,15 +16,23 @@ typedef struct {
     int64_t counted;  /* n */
 } cross_entropy_state;
 
-static void cross_entropy_backward(tg_node *n) {
-    tg_tensor *gx = tg_grad_of(n->in[0]);
-    const cross_entropy_state *s = n->state;
-    if (!gx || s->counted == 0) return;
-    const tg_tensor *x = n->in[0];
-    int64_t V = x->shape[x->ndim - 1], N = x->size / V;
-    tg_real scale = n->out->grad->data[0] / (tg_real)s->counted;
-#pragma omp parallel for if (x->size > TG_PAR_MIN)
-    for (int64_t r = 0; r < N; r++) {
+typedef struct {
+    const tg_tensor *x;
+    tg_tensor *gx;
+    const cross_entropy_state *s;
+    tg_real scale;
+    int64_t V;
+} backward_ctx;
+
+static void backward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
+    const backward_ctx *c = ctx;
+    const tg_tensor *x = c->x;
+    tg_tensor *gx = c->gx;
+    const cross_entropy_state *s = c->s;
+    tg_real scale = c->scale;
+    int64_t V = c->V;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
         if (s->target[r] < 0) continue;
         const tg_real *xr = x->data + r * V;
         tg_real *dr = gx->data + r * V;
@@ -32,7 +40,41 @@ static void cross_entropy_backward(tg_node *n) {
         dr[s->target[r]] -= scale;
     }
 }
+
+static void cross_entropy_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    const cross_entropy_state *s = n->state;
+    if (!gx || s->counted == 0) return;
+    const tg_tensor *x = n->in[0];
+    int64_t V = x->shape[x->ndim - 1], N = x->size / V;
+    tg_real scale = n->out->grad->data[0] / (tg_real)s->counted;
+    tg_parallel_for(N, x->size > TG_PAR_MIN, backward_rows, &(backward_ctx){x, gx, s, scale, V});
+}
 const tg_op tg_op_cross_entropy = {"cross_entropy", cross_entropy_backward};
+
+typedef struct {
+    const tg_tensor *logits;
+    const int *tgt;
+    tg_real *lse, *row_loss;
+    int64_t V;
+} forward_ctx;
+
+static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
+    const forward_ctx *c = ctx;
+    const tg_tensor *logits = c->logits;
+    const int *tgt = c->tgt;
+    tg_real *lse = c->lse, *row_loss = c->row_loss;
+    int64_t V = c->V;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
+        const tg_real *xr = logits->data + r * V;
+        tg_real m = xr[0], sum = 0;
+        for (int64_t j = 1; j < V; j++) if (xr[j] > m) m = xr[j];
+        for (int64_t j = 0; j < V; j++) sum += TG_M(exp)(xr[j] - m);
+        lse[r] = m + TG_M(log)(sum);
+        row_loss[r] = tgt[r] >= 0 ? lse[r] - xr[tgt[r]] : 0;
+    }
+}
 
 tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index) {
     char b[64];
@@ -66,15 +108,7 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
         tgt[r] = counts ? targets[r] : -1;
         counted += counts;
     }
-#pragma omp parallel for if (logits->size > TG_PAR_MIN)
-    for (int64_t r = 0; r < N; r++) {
-        const tg_real *xr = logits->data + r * V;
-        tg_real m = xr[0], sum = 0;
-        for (int64_t j = 1; j < V; j++) if (xr[j] > m) m = xr[j];
-        for (int64_t j = 0; j < V; j++) sum += TG_M(exp)(xr[j] - m);
-        lse[r] = m + TG_M(log)(sum);
-        row_loss[r] = tgt[r] >= 0 ? lse[r] - xr[tgt[r]] : 0;
-    }
+    tg_parallel_for(N, logits->size > TG_PAR_MIN, forward_rows, &(forward_ctx){logits, tgt, lse, row_loss, V});
     double total = 0;                      /* in row order: the same for any thread count */
     for (int64_t r = 0; r < N; r++) total += (double)row_loss[r];
     y->data[0] = counted ? (tg_real)(total / (double)counted) : 0;

@@ -18,10 +18,23 @@ typedef struct {
 } dropout_state;
 
 /* out[i] = (accumulate ? out[i] : 0) + in[i] * mask_i / (1 - p). */
-static void apply(const dropout_state *s, const tg_real *in, tg_real *out, int64_t n, bool accumulate) {
-    int64_t chunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for if (n > TG_PAR_MIN)
-    for (int64_t c = 0; c < chunks; c++) {
+typedef struct {
+    const dropout_state *s;
+    const tg_real *in;
+    tg_real *out;
+    int64_t n;
+    bool accumulate;
+} apply_ctx;
+
+static void apply_chunks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const apply_ctx *a = ctx;
+    const dropout_state *s = a->s;
+    const tg_real *in = a->in;
+    tg_real *out = a->out;
+    int64_t n = a->n;
+    bool accumulate = a->accumulate;
+    (void)tid;
+    for (int64_t c = begin; c < end; c++) {
         tg_real m[CHUNK];
         int64_t i0 = c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
         tg_dropout_mask_row(&s->mask, s->first + (uint64_t)i0, len, m);
@@ -30,6 +43,11 @@ static void apply(const dropout_state *s, const tg_real *in, tg_real *out, int64
         else
             for (int64_t j = 0; j < len; j++) out[i0 + j] = in[i0 + j] * m[j];
     }
+}
+
+static void apply(const dropout_state *s, const tg_real *in, tg_real *out, int64_t n, bool accumulate) {
+    int64_t chunks = (n + CHUNK - 1) / CHUNK;
+    tg_parallel_for(chunks, n > TG_PAR_MIN, apply_chunks, &(apply_ctx){s, in, out, n, accumulate});
 }
 
 static void dropout_backward(tg_node *n) {

@@ -12,6 +12,23 @@ typedef struct {
     bool ta, tb, b_shared;   /* b_shared: B is 2-D and serves every batch */
 } matmul_state;   /* the product's shape: forward's plan, backward's state */
 
+typedef struct {
+    bool ta, tb;
+    int M, N, K, lda, ldb, ldc;
+    const tg_real *A, *B;
+    int64_t sa, sb, sc;
+    tg_real beta;
+    tg_real *C;
+} batch_ctx;
+
+static void batch_range(void *ctx, int64_t begin, int64_t end, int tid) {
+    const batch_ctx *c = ctx;
+    (void)tid;
+    for (int i = (int)begin; i < (int)end; i++)
+        tg_k_gemm(c->ta, c->tb, c->M, c->N, c->K, 1, c->A + i * c->sa, c->lda, c->B + i * c->sb, c->ldb, c->beta,
+                  c->C + i * c->sc, c->ldc);
+}
+
 /* For each batch entry i: C_i = alpha op(A_i) op(B_i) + beta C_i. */
 static void batch_gemm(bool ta, bool tb, int M, int N, int K,
                        const tg_real *A, int64_t sa, int lda, const tg_real *B, int64_t sb, int ldb,
@@ -20,10 +37,8 @@ static void batch_gemm(bool ta, bool tb, int M, int N, int K,
      * are parallel inside the GEMM. Either way each output element is
      * computed by one thread in one order: results don't depend on threads. */
     int64_t work = (int64_t)M * N * K;
-    (void)work;   /* read only by the pragma */
-#pragma omp parallel for if (batch > 1 && (batch >= 4 || work < (1 << 18)) && batch * work > (1 << 16))
-    for (int i = 0; i < batch; i++)
-        tg_k_gemm(ta, tb, M, N, K, 1, A + i * sa, lda, B + i * sb, ldb, beta, C + i * sc, ldc);
+    batch_ctx c = {ta, tb, M, N, K, lda, ldb, ldc, A, B, sa, sb, sc, beta, C};
+    tg_parallel_for(batch, batch > 1 && (batch >= 4 || work < (1 << 18)) && batch * work > (1 << 16), batch_range, &c);
 }
 
 static void matmul_backward(tg_node *n) {

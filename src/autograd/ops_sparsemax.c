@@ -16,15 +16,24 @@ static int desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-static void sparsemax_backward(tg_node *n) {
-    tg_tensor *gx = tg_grad_of(n->in[0]);
-    if (!gx) return;
-    const tg_tensor *y = n->out;
-    const int *lim = n->state;   /* mask_limits: the visible keys of each row */
-    int64_t K = y->shape[2], rows = y->size / K;
-    const tg_real *g = y->grad->data;
-#pragma omp parallel for if (y->size > TG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+typedef struct {
+    const tg_tensor *x, *y;
+    tg_tensor *gx;
+    const int *lim;
+    const tg_real *g;
+    tg_real *sorted;
+    int64_t K;
+} sparsemax_ctx;
+
+static void backward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
+    const sparsemax_ctx *c = ctx;
+    const tg_tensor *y = c->y;
+    tg_tensor *gx = c->gx;
+    const int *lim = c->lim;
+    const tg_real *g = c->g;
+    int64_t K = c->K;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
         const tg_real *yr = y->data + r * K, *gr = g + r * K;
         tg_real sum = 0;
         int64_t size = 0;
@@ -35,18 +44,27 @@ static void sparsemax_backward(tg_node *n) {
             if (yr[k] > 0) gx->data[r * K + k] += gr[k] - mean;
     }
 }
+
+static void sparsemax_backward(tg_node *n) {
+    tg_tensor *gx = tg_grad_of(n->in[0]);
+    if (!gx) return;
+    const tg_tensor *y = n->out;
+    const int *lim = n->state;   /* mask_limits: the visible keys of each row */
+    int64_t K = y->shape[2], rows = y->size / K;
+    const tg_real *g = y->grad->data;
+    sparsemax_ctx c = {.y = y, .gx = gx, .lim = lim, .g = g, .K = K};
+    tg_parallel_for(rows, y->size > TG_PAR_MIN, backward_rows, &c);
+}
 const tg_op tg_op_sparsemax = {"sparsemax", sparsemax_backward};
 
-tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask) {
-    if (tg_any_null("sparsemax", 1, (const tg_tensor *const[]){x})) return NULL;
-    if (!mask_check("sparsemax", x, &mask)) return NULL;
-    int *lim = mask_limits(x, &mask);
-    tg_tensor *y = lim ? tg_empty_arena(x->ndim, x->shape) : NULL;
-    tg_real *sorted = y ? tg_arena_alloc(sizeof(tg_real) * (size_t)x->size) : NULL;  /* scratch, one row per row */
-    if (!sorted) return NULL;
-    int64_t K = x->shape[2], rows = x->size / K;
-#pragma omp parallel for if (x->size > TG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
+    const sparsemax_ctx *c = ctx;
+    const tg_tensor *x = c->x, *y = c->y;
+    const int *lim = c->lim;
+    tg_real *sorted = c->sorted;
+    int64_t K = c->K;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
         const tg_real *xr = x->data + r * K;
         tg_real *yr = y->data + r * K, *zs = sorted + r * K;
         int64_t L = lim[r];
@@ -67,6 +85,18 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask) {
         tg_real tau = (tg_real)((cum_k - 1) / (double)support);
         for (int64_t k = 0; k < K; k++) yr[k] = yr[k] > tau ? yr[k] - tau : 0;
     }
+}
+
+tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask) {
+    if (tg_any_null("sparsemax", 1, (const tg_tensor *const[]){x})) return NULL;
+    if (!mask_check("sparsemax", x, &mask)) return NULL;
+    int *lim = mask_limits(x, &mask);
+    tg_tensor *y = lim ? tg_empty_arena(x->ndim, x->shape) : NULL;
+    tg_real *sorted = y ? tg_arena_alloc(sizeof(tg_real) * (size_t)x->size) : NULL;  /* scratch, one row per row */
+    if (!sorted) return NULL;
+    int64_t K = x->shape[2], rows = x->size / K;
+    sparsemax_ctx c = {.x = x, .y = y, .lim = lim, .sorted = sorted, .K = K};
+    tg_parallel_for(rows, x->size > TG_PAR_MIN, forward_rows, &c);
     tg_node *n = tg_node_record(&tg_op_sparsemax, y, 1, &x);
     if (n) n->state = lim;
     return y;

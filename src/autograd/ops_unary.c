@@ -28,36 +28,46 @@ static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tenso
     return save_p(tg_node_record(op, y, 1, &a), p) ? y : NULL;
 }
 
-/* dx += GX, where GX is dy * f'(x, y) written in terms of g = dy, x and y
- * and inlined into the loop by the macro below; dx = GX when this pass has
- * not touched dx yet (tg_grad_begin). restrict and a branch-free GX let the
- * compiler vectorise both loops. */
-#define UNARY_BACKWARD(n, GX)                                                         \
+/* What a backward's elements [begin, end) need (unary_backward). */
+typedef struct {
+    const tg_real *gy, *xs, *ys;
+    tg_real *gx, p;
+    bool fresh;
+} unary_backward_ctx;
+
+/* dx += GX over [begin_, end_), where GX is dy * f'(x, y) written in terms
+ * of g = dy, x and y and inlined into the loop by the macro below; dx = GX
+ * when this pass has not touched dx yet (tg_grad_begin). restrict and a
+ * branch-free GX let the compiler vectorise both loops. */
+#define UNARY_BACKWARD(c_, begin_, end_, GX)                                          \
     do {                                                                              \
-        bool fresh_;                                                                  \
-        tg_tensor *X_ = (n)->in[0], *Y_ = (n)->out, *GX_ = tg_grad_begin(X_, &fresh_); \
-        if (!GX_) break;                                                              \
-        const tg_real *restrict gy_ = Y_->grad->data, *restrict xs_ = X_->data;       \
-        const tg_real *restrict ys_ = Y_->data;                                       \
-        tg_real *restrict gx_ = GX_->data, p = unary_p(n);                          \
-        int64_t size_ = X_->size;                                                     \
+        const tg_real *restrict gy_ = (c_)->gy, *restrict xs_ = (c_)->xs;             \
+        const tg_real *restrict ys_ = (c_)->ys;                                       \
+        tg_real *restrict gx_ = (c_)->gx, p = (c_)->p;                                \
         (void)p;                                                                      \
-        if (fresh_) {                                                                 \
-            _Pragma("omp parallel for if (size_ > TG_PAR_MIN)")                        \
-            for (int64_t i = 0; i < size_; i++) {                                     \
+        if ((c_)->fresh) {                                                            \
+            for (int64_t i = (begin_); i < (end_); i++) {                             \
                 tg_real g = gy_[i], x = xs_[i], y = ys_[i];                           \
                 (void)x; (void)y;                                                     \
                 gx_[i] = (GX);                                                        \
             }                                                                         \
         } else {                                                                      \
-            _Pragma("omp parallel for if (size_ > TG_PAR_MIN)")                        \
-            for (int64_t i = 0; i < size_; i++) {                                     \
+            for (int64_t i = (begin_); i < (end_); i++) {                             \
                 tg_real g = gy_[i], x = xs_[i], y = ys_[i];                           \
                 (void)x; (void)y;                                                     \
                 gx_[i] += (GX);                                                       \
             }                                                                         \
         }                                                                             \
     } while (0)
+
+/* Runs an op's range function (UNARY_OP) over the elements of x. */
+static void unary_backward(tg_node *n, tg_range_fn range) {
+    bool fresh;
+    tg_tensor *X = n->in[0], *Y = n->out, *GX = tg_grad_begin(X, &fresh);
+    if (!GX) return;
+    unary_backward_ctx c = {Y->grad->data, X->data, Y->data, GX->data, unary_p(n), fresh};
+    tg_parallel_for(X->size, X->size > TG_PAR_MIN, range, &c);
+}
 
 /* One op per row of TG_UNARY_OPS (tensor/kernels.h): its backward, its
  * descriptor and its public function. */
@@ -66,7 +76,11 @@ static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tenso
 #define UNARY_API_ARG1(NAME, KIND) \
     tg_tensor *tg_##NAME(tg_tensor *a, tg_real p) { return unary(&tg_op_##NAME, TG_UNARY_##KIND, p, a); }
 #define UNARY_OP(NAME, KIND, F, GX_EXPR, ARITY)                                       \
-    static void NAME##_backward(tg_node *n) { UNARY_BACKWARD(n, GX_EXPR); }         \
+    static void NAME##_backward_range(void *ctx, int64_t begin, int64_t end, int tid) { \
+        (void)tid;                                                                    \
+        UNARY_BACKWARD((const unary_backward_ctx *)ctx, begin, end, GX_EXPR);         \
+    }                                                                                 \
+    static void NAME##_backward(tg_node *n) { unary_backward(n, NAME##_backward_range); } \
     const tg_op tg_op_##NAME = {#NAME, NAME##_backward};                            \
     UNARY_API_##ARITY(NAME, KIND)
 

@@ -19,6 +19,7 @@
  * parameter; they differ only for a parameter that had no gradient at some
  * earlier steps, which then gets the bias correction of the global t). */
 #include "nn.h"
+#include "../tensor/parallel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,11 +29,6 @@
  * element's update depends on that element only, so results do not depend
  * on the thread count. */
 #define OPTIM_PAR_MIN TG_PAR_MIN
-#ifdef _OPENMP   /* spelled as _Pragma so that a build without OpenMP has no unknown-pragma warning */
-#define PARALLEL_FOR_N _Pragma("omp parallel for if (n > OPTIM_PAR_MIN)")
-#else
-#define PARALLEL_FOR_N
-#endif
 
 tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay)
 {
@@ -124,20 +120,61 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params)
     return o;
 }
 
-static void sgd_update(const tg_optim_config *c, tg_tensor *w, const tg_tensor *g, tg_tensor *buf)
+typedef struct {
+    double lr, wd, mom;
+    tg_real *W, *M;
+    const tg_real *G;
+} sgd_ctx;
+
+static void sgd_range(void *ctx, int64_t begin, int64_t end, int tid)
 {
-    const double lr = c->lr, wd = c->weight_decay, mom = c->momentum;
-    tg_real *W = w->data, *M = buf ? buf->data : NULL;
-    const tg_real *G = g->data;
-    const int64_t n = w->size;
-PARALLEL_FOR_N   /* over the n elements */
-    for (int64_t i = 0; i < n; i++) {
+    const sgd_ctx *c = ctx;
+    const double lr = c->lr, wd = c->wd, mom = c->mom;
+    tg_real *W = c->W, *M = c->M;
+    const tg_real *G = c->G;
+    (void)tid;
+    for (int64_t i = begin; i < end; i++) {
         double d = (double)G[i] + wd * (double)W[i];
         if (M) {
             d = mom * (double)M[i] + d;
             M[i] = (tg_real)d;
         }
         W[i] = (tg_real)((double)W[i] - lr * d);
+    }
+}
+
+static void sgd_update(const tg_optim_config *c, tg_tensor *w, const tg_tensor *g, tg_tensor *buf)
+{
+    const double lr = c->lr, wd = c->weight_decay, mom = c->momentum;
+    tg_real *W = w->data, *M = buf ? buf->data : NULL;
+    const tg_real *G = g->data;
+    const int64_t n = w->size;
+    /* over the n elements */
+    tg_parallel_for(n, n > OPTIM_PAR_MIN, sgd_range, &(sgd_ctx){lr, wd, mom, W, M, G});
+}
+
+typedef struct {
+    tg_real b1, b2, eps, wd_l2, decay, step_size, bc2_sqrt;
+    tg_real *W, *M, *V;
+    const tg_real *G;
+} adam_ctx;
+
+static void adam_range(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    const adam_ctx *c = ctx;
+    const tg_real b1 = c->b1, b2 = c->b2, eps = c->eps, wd_l2 = c->wd_l2, decay = c->decay;
+    const tg_real step_size = c->step_size, bc2_sqrt = c->bc2_sqrt;
+    tg_real *restrict W = c->W, *restrict M = c->M, *restrict V = c->V;
+    const tg_real *restrict G = c->G;
+    (void)tid;
+    for (int64_t i = begin; i < end; i++) {
+        tg_real wi = W[i] * decay;                 /* AdamW: w -= lr wd w */
+        tg_real gi = G[i] + wd_l2 * wi;            /* Adam: L2 penalty in the gradient */
+        tg_real mi = b1 * M[i] + (1 - b1) * gi;
+        tg_real vi = b2 * V[i] + (1 - b2) * gi * gi;
+        M[i] = mi;
+        V[i] = vi;
+        W[i] = wi - step_size * mi / (TG_M(sqrt)(vi) / bc2_sqrt + eps);
     }
 }
 
@@ -155,16 +192,9 @@ static void adam_update(const tg_optim_config *c, double t, tg_tensor *w, const 
     tg_real *restrict W = w->data, *restrict M = m->data, *restrict V = v->data;
     const tg_real *restrict G = g->data;
     const int64_t n = w->size;
-PARALLEL_FOR_N   /* over the n elements */
-    for (int64_t i = 0; i < n; i++) {
-        tg_real wi = W[i] * decay;                 /* AdamW: w -= lr wd w */
-        tg_real gi = G[i] + wd_l2 * wi;            /* Adam: L2 penalty in the gradient */
-        tg_real mi = b1 * M[i] + (1 - b1) * gi;
-        tg_real vi = b2 * V[i] + (1 - b2) * gi * gi;
-        M[i] = mi;
-        V[i] = vi;
-        W[i] = wi - step_size * mi / (TG_M(sqrt)(vi) / bc2_sqrt + eps);
-    }
+    /* over the n elements */
+    tg_parallel_for(n, n > OPTIM_PAR_MIN, adam_range,
+                    &(adam_ctx){b1, b2, eps, wd_l2, decay, step_size, bc2_sqrt, W, M, V, G});
 }
 
 void tg_optim_step(tg_optim *o)
@@ -220,6 +250,20 @@ void tg_optim_free(tg_optim *o)
     tg_sys_free(o);
 }
 
+typedef struct {
+    tg_real *G;
+    double coef;
+} scale_ctx;
+
+static void scale_range(void *ctx, int64_t begin, int64_t end, int tid)
+{
+    const scale_ctx *c = ctx;
+    tg_real *G = c->G;
+    double coef = c->coef;
+    (void)tid;
+    for (int64_t k = begin; k < end; k++) G[k] = (tg_real)((double)G[k] * coef);
+}
+
 /* torch.nn.utils.clip_grad_norm_ (norm_type 2): the norm of all gradients
  * as one vector, summed in double in a fixed order; every gradient is
  * multiplied by max_norm / (norm + 1e-6) when that factor is below 1. */
@@ -240,8 +284,8 @@ tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm)
             if (!g) continue;
             tg_real *G = g->data;
             const int64_t n = g->size;
-PARALLEL_FOR_N   /* over the n elements */
-            for (int64_t k = 0; k < n; k++) G[k] = (tg_real)((double)G[k] * coef);
+            /* over the n elements */
+            tg_parallel_for(n, n > OPTIM_PAR_MIN, scale_range, &(scale_ctx){G, coef});
         }
     }
     return (tg_real)norm;

@@ -43,11 +43,8 @@
 #include <string.h>
 
 #include "tensor/kernels.h"
+#include "tensor/parallel.h"
 #include "tensor/tensor_internal.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "tensor/simd.h"
 
@@ -562,13 +559,22 @@ static tg_real *workspace(size_t n)
     return ws_buf;
 }
 
-/* Frees the calling thread's packing buffers (run by tg_release_all). */
-static void gemm_release(void)
+/* Frees the calling thread's packing buffers. */
+static void release_on_thread(void *ctx, int tid, int nth)
 {
+    (void)ctx, (void)tid, (void)nth;
     if (ws_raw) tg_sys_free(ws_raw);
     ws_raw = NULL;
     ws_buf = NULL;
     ws_cap = 0;
+}
+
+/* Run by tg_release_all: every thread of the pool frees its own buffers (a
+ * worker has some when it ran a product of a batch, tg_k_gemm called from a
+ * parallel loop). */
+static void gemm_release(void)
+{
+    tg_parallel_team(true, release_on_thread, NULL);
 }
 
 /* Threads for a product: one below PARALLEL_MIN_WORK or inside a parallel
@@ -577,17 +583,21 @@ static void gemm_release(void)
 static int team_size(int M, int N, int K, int mr)
 {
     int nt = 1;
-#ifdef _OPENMP
     int tiles = (M + mr - 1) / mr;
-    if ((double)M * N * K > PARALLEL_MIN_WORK && !omp_in_parallel()) {
-        nt = omp_get_max_threads();
+    if ((double)M * N * K > PARALLEL_MIN_WORK && !tg_in_parallel()) {
+        nt = tg_get_num_threads();
         if (nt > tiles) nt = tiles;
         if (nt < 1) nt = 1;
     }
-#else
-    (void)M, (void)N, (void)K, (void)mr;
-#endif
     return nt;
+}
+
+/* The threads of a team that take part in a product: at most nt (the pool
+ * may have more threads than the product has row tiles, or fewer when one
+ * could not be started). */
+static int team_active(int nth, int nt)
+{
+    return nth < nt ? nth : nt;
 }
 
 /* Rows [*r0, *r1) of thread tid among nth: a contiguous run of mr-row tiles,
@@ -614,6 +624,30 @@ static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, i
     direct_portable(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+typedef struct {
+    const gemm_isa *isa;   /* blocked path */
+    bool avx2, trans_a, trans_b;
+    int M, N, K, mr, nt, lda, ldb, ldc;
+    tg_real alpha, beta;
+    const tg_real *A, *B;
+    tg_real *C;
+    int kblocks, nc, mc;   /* blocked path */
+    tg_real *ws;
+    size_t b_elems, a_elems;
+} gemm_ctx;
+
+static void direct_team(void *ctx, int tid, int nth)
+{
+    const gemm_ctx *c = ctx;
+    if (nth == 1) tid = 0;   /* run serially (nested): the caller alone, whatever its pool id */
+    int ne = team_active(nth, c->nt);
+    if (tid >= ne) return;
+    int r0, r1;
+    thread_rows(c->M, c->mr, tid, ne, &r0, &r1);
+    direct_rows(c->avx2, c->trans_a, c->trans_b, r0, r1, c->N, c->K, c->alpha, c->A, c->lda, c->B, c->ldb,
+                c->beta, c->C, c->ldc);
+}
+
 /* Small products: no packing, rows of C split among threads. */
 static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int K,
                         tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
@@ -621,20 +655,15 @@ static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int
 {
     int mr = avx2 ? AVX_MR : 1;
     int nt = team_size(M, N, K, mr);
-    /* Even an if(false) parallel region costs a runtime call of a few
-     * hundred ns, as much as a whole 16x16x16 product: skip it. */
+    /* A job costs far more than a whole 16x16x16 product: skip it. */
     if (nt == 1) {
         direct_rows(avx2, trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-    {
-        int r0, r1;
-        thread_rows(M, mr, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
-        direct_rows(avx2, trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    }
-#endif
+    gemm_ctx c = {.avx2 = avx2, .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .mr = mr,
+                  .nt = nt, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .A = A, .B = B,
+                  .C = C};
+    tg_parallel_team(true, direct_team, &c);
 }
 
 /* The AVX2 packers where they apply (float, A untransposed / B transposed),
@@ -665,6 +694,68 @@ static void pack_b_isa(const gemm_isa *isa, bool trans, int n, int kc, const tg_
 }
 
 /* ---- blocked, packed, threaded path ------------------------------------------ */
+/* One thread's part of gemm_blocked: a team of nth threads, of which the
+ * first team_active(nth, nt) take part (the others only meet the barriers). */
+static void blocked_team(void *ctx, int tid, int nth)
+{
+    const gemm_ctx *c = ctx;
+    const gemm_isa *isa = c->isa;
+    const bool trans_a = c->trans_a, trans_b = c->trans_b;
+    const int M = c->M, N = c->N, K = c->K, lda = c->lda, ldb = c->ldb, ldc = c->ldc;
+    const tg_real alpha = c->alpha, beta = c->beta;
+    const tg_real *A = c->A, *B = c->B;
+    tg_real *C = c->C;
+    const int mr = isa->mr, nr = isa->nr, kblocks = c->kblocks, nc = c->nc, mc = c->mc;
+    tg_real *bpack = c->ws;
+    if (nth == 1) tid = 0;   /* run serially (nested): the caller alone, whatever its pool id */
+    int ne = team_active(nth, c->nt);
+    bool active = tid < ne;
+    {
+        tg_real *apack = c->ws + c->b_elems + (size_t)(active ? tid : 0) * c->a_elems;
+        int row0 = 0, row1 = 0;
+        if (active) thread_rows(M, mr, tid, ne, &row0, &row1);
+
+        for (int jc = 0; jc < N; jc += nc) {
+            int ncur = N - jc < nc ? N - jc : nc;
+            int slivers = (ncur + nr - 1) / nr;
+            for (int kb = 0; kb < kblocks; kb++) {
+                int pc = (int)((long long)K * kb / kblocks);
+                int kcur = (int)((long long)K * (kb + 1) / kblocks) - pc;
+                tg_real beta_k = kb == 0 ? beta : 1;
+                /* All threads pack the shared B panel together (one
+                 * contiguous run of slivers each, OpenMP's schedule(static))... */
+                int s0 = active ? (int)((long long)slivers * tid / ne) : 0;
+                int s1 = active ? (int)((long long)slivers * (tid + 1) / ne) : 0;
+                for (int s = s0; s < s1; s++) {
+                    int j0 = s * nr;
+                    int n = ncur - j0 < nr ? ncur - j0 : nr;
+                    pack_b_isa(isa, trans_b, n, kcur, B, ldb, pc, jc + j0,
+                               bpack + (size_t)s * nr * kcur);
+                }
+                tg_parallel_barrier();
+                /* ...then each multiplies its rows. */
+                for (int ic = row0; ic < row1; ic += mc) {
+                    int mcur = row1 - ic < mc ? row1 - ic : mc;
+                    pack_a_isa(isa, trans_a, mcur, kcur, A, lda, ic, pc, apack);
+                    for (int s = 0; s < slivers; s++) {
+                        int j0 = s * nr;
+                        int n = ncur - j0 < nr ? ncur - j0 : nr;
+                        const tg_real *bs = bpack + (size_t)s * nr * kcur;
+                        for (int ir = 0; ir < mcur; ir += mr) {
+                            int m = mcur - ir < mr ? mcur - ir : mr;
+                            isa->kernel(kcur, apack + (size_t)ir * kcur, bs,
+                                        C + (size_t)(ic + ir) * ldc + jc + j0, ldc, alpha,
+                                        beta_k, m, n);
+                        }
+                    }
+                }
+                /* Nobody repacks B while another thread still reads it. */
+                tg_parallel_barrier();
+            }
+        }
+    }
+}
+
 static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M, int N, int K,
                          tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
                          tg_real beta, tg_real *C, int ldc)
@@ -685,61 +776,10 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
         direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    tg_real *bpack = ws;
-
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        int tid = 0, nth = 1;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-        nth = omp_get_num_threads();
-#endif
-        tg_real *apack = ws + b_elems + (size_t)tid * a_elems;
-        int row0, row1;
-        thread_rows(M, mr, tid, nth, &row0, &row1);
-
-        for (int jc = 0; jc < N; jc += nc) {
-            int ncur = N - jc < nc ? N - jc : nc;
-            int slivers = (ncur + nr - 1) / nr;
-            for (int kb = 0; kb < kblocks; kb++) {
-                int pc = (int)((long long)K * kb / kblocks);
-                int kcur = (int)((long long)K * (kb + 1) / kblocks) - pc;
-                tg_real beta_k = kb == 0 ? beta : 1;
-                /* All threads pack the shared B panel together... */
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-                for (int s = 0; s < slivers; s++) {
-                    int j0 = s * nr;
-                    int n = ncur - j0 < nr ? ncur - j0 : nr;
-                    pack_b_isa(isa, trans_b, n, kcur, B, ldb, pc, jc + j0,
-                               bpack + (size_t)s * nr * kcur);
-                }
-                /* ...(implicit barrier above), then each multiplies its rows. */
-                for (int ic = row0; ic < row1; ic += mc) {
-                    int mcur = row1 - ic < mc ? row1 - ic : mc;
-                    pack_a_isa(isa, trans_a, mcur, kcur, A, lda, ic, pc, apack);
-                    for (int s = 0; s < slivers; s++) {
-                        int j0 = s * nr;
-                        int n = ncur - j0 < nr ? ncur - j0 : nr;
-                        const tg_real *bs = bpack + (size_t)s * nr * kcur;
-                        for (int ir = 0; ir < mcur; ir += mr) {
-                            int m = mcur - ir < mr ? mcur - ir : mr;
-                            isa->kernel(kcur, apack + (size_t)ir * kcur, bs,
-                                        C + (size_t)(ic + ir) * ldc + jc + j0, ldc, alpha,
-                                        beta_k, m, n);
-                        }
-                    }
-                }
-                /* Nobody repacks B while another thread still reads it. */
-#ifdef _OPENMP
-#pragma omp barrier
-#endif
-            }
-        }
-    }
+    gemm_ctx c = {.isa = isa, .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .mr = mr, .nt = nt,
+                  .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C,
+                  .kblocks = kblocks, .nc = nc, .mc = mc, .ws = ws, .b_elems = b_elems, .a_elems = a_elems};
+    tg_parallel_team(nt > 1, blocked_team, &c);
 }
 
 void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,

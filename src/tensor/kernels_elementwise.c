@@ -1,19 +1,35 @@
 /* Elementwise kernels: unary maps, broadcasting binary ops, and the
  * reduction of a broadcast gradient back to an input's shape. */
 #include "kernels.h"
+#include "parallel.h"
 
 #include <math.h>
 #include <string.h>
 
-void tg_k_unary(tg_unary_kind kind, tg_real p, const tg_real *x, tg_real *y, int64_t n) {
+typedef struct {
+    tg_unary_kind kind;
+    tg_real p;
+    const tg_real *x;
+    tg_real *y;
+} unary_ctx;
+
+static void unary_range(void *ctx, int64_t begin, int64_t end, int tid) {
+    const unary_ctx *c = ctx;
+    tg_real p = c->p;
+    const tg_real *x = c->x;
+    tg_real *y = c->y;
+    (void)p, (void)tid;
 #define MAP(expr) \
-    _Pragma("omp parallel for if (n > TG_PAR_MIN)") \
-    for (int64_t i = 0; i < n; i++) { tg_real v = x[i]; y[i] = (expr); } \
+    for (int64_t i = begin; i < end; i++) { tg_real v = x[i]; y[i] = (expr); } \
     break;
 #define CASE(name, KIND, f, df, arity) case TG_UNARY_##KIND: MAP(f)
-    switch (kind) { TG_UNARY_OPS(CASE) }
+    switch (c->kind) { TG_UNARY_OPS(CASE) }
 #undef CASE
 #undef MAP
+}
+
+void tg_k_unary(tg_unary_kind kind, tg_real p, const tg_real *x, tg_real *y, int64_t n) {
+    tg_parallel_for(n, n > TG_PAR_MIN, unary_range, &(unary_ctx){kind, p, x, y});
 }
 
 /* Strides of `t` seen in the broadcast shape of rank nd: 0 on broadcast axes. */
@@ -49,28 +65,41 @@ static void binary_row(tg_binary_kind k, const tg_real *restrict a, int64_t ia,
 }
 #undef ROW_LOOP
 
-void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out) {
-    const tg_real *A = a->data, *B = b->data;
-    tg_real *C = out->data;
-    int64_t n = out->size;
-    if (a->size == n && b->size == n) {   /* same shape: one flat loop, in chunks per thread */
-        int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for if (n > TG_PAR_MIN)
-        for (int64_t q = 0; q < nchunks; q++) {
-            int64_t i0 = q * chunk, len = n - i0 < chunk ? n - i0 : chunk;
-            binary_row(kind, A + i0, 1, B + i0, 1, C + i0, len);
-        }
-        return;
+typedef struct {
+    tg_binary_kind kind;
+    const tg_real *A, *B;
+    tg_real *C;
+    int64_t n, chunk;                     /* same shape */
+    const tg_tensor *out;                 /* broadcast */
+    const int64_t *sa, *sb;
+    int64_t inner, ia, ib;
+    int nd;
+} binary_ctx;
+
+static void binary_chunks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const binary_ctx *c = ctx;
+    tg_binary_kind kind = c->kind;
+    const tg_real *A = c->A, *B = c->B;
+    tg_real *C = c->C;
+    int64_t n = c->n, chunk = c->chunk;
+    (void)tid;
+    for (int64_t q = begin; q < end; q++) {
+        int64_t i0 = q * chunk, len = n - i0 < chunk ? n - i0 : chunk;
+        binary_row(kind, A + i0, 1, B + i0, 1, C + i0, len);
     }
-    int nd = out->ndim;
-    int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];
-    bcast_strides(a, nd, out->shape, sa);
-    bcast_strides(b, nd, out->shape, sb);
-    int64_t inner = nd ? out->shape[nd - 1] : 1;
-    int64_t rows = inner ? n / inner : 0;
-    int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;
-#pragma omp parallel for if (n > TG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+}
+
+static void binary_rows(void *ctx, int64_t begin, int64_t end, int tid) {
+    const binary_ctx *c = ctx;
+    tg_binary_kind kind = c->kind;
+    const tg_real *A = c->A, *B = c->B;
+    tg_real *C = c->C;
+    const tg_tensor *out = c->out;
+    const int64_t *sa = c->sa, *sb = c->sb;
+    int64_t inner = c->inner, ia = c->ia, ib = c->ib;
+    int nd = c->nd;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
         /* Offsets of this row in a and b from its multi-index. */
         int64_t oa = 0, ob = 0, rem = r;
         for (int d = nd - 2; d >= 0; d--) {
@@ -81,6 +110,28 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
         }
         binary_row(kind, A + oa, ia, B + ob, ib, C + r * inner, inner);
     }
+}
+
+void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out) {
+    const tg_real *A = a->data, *B = b->data;
+    tg_real *C = out->data;
+    int64_t n = out->size;
+    if (a->size == n && b->size == n) {   /* same shape: one flat loop, in chunks per thread */
+        int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
+        binary_ctx c = {.kind = kind, .A = A, .B = B, .C = C, .n = n, .chunk = chunk};
+        tg_parallel_for(nchunks, n > TG_PAR_MIN, binary_chunks, &c);
+        return;
+    }
+    int nd = out->ndim;
+    int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS];
+    bcast_strides(a, nd, out->shape, sa);
+    bcast_strides(b, nd, out->shape, sb);
+    int64_t inner = nd ? out->shape[nd - 1] : 1;
+    int64_t rows = inner ? n / inner : 0;
+    int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;
+    binary_ctx c = {.kind = kind, .A = A, .B = B, .C = C, .out = out, .sa = sa, .sb = sb,
+                    .inner = inner, .ia = ia, .ib = ib, .nd = nd};
+    tg_parallel_for(rows, n > TG_PAR_MIN, binary_rows, &c);
 }
 
 void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate) {

@@ -5,12 +5,9 @@
  * stays last (the attention head split, (B,T,h,d) -> (B,h,T,d)) is a
  * contiguous copy. */
 #include "kernels.h"
+#include "parallel.h"
 
 #include <string.h>
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Output rows [r0, r1); st[d] is x's stride along output axis d. */
 static void permute_rows(const tg_tensor *x, tg_tensor *out, const int64_t *st, int64_t r0, int64_t r1) {
@@ -35,6 +32,19 @@ static void permute_rows(const tg_tensor *x, tg_tensor *out, const int64_t *st, 
     }
 }
 
+typedef struct {
+    const tg_tensor *x;
+    tg_tensor *out;
+    const int64_t *st;
+} permute_ctx;
+
+/* One contiguous run of output rows per thread. */
+static void permute_range(void *ctx, int64_t begin, int64_t end, int tid) {
+    const permute_ctx *c = ctx;
+    (void)tid;
+    permute_rows(c->x, c->out, c->st, begin, end);
+}
+
 void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out) {
     int nd = x->ndim;
     if (nd == 0 || out->size == 0) {
@@ -46,15 +56,5 @@ void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out) {
     for (int d = nd - 1; d >= 0; d--) { xs[d] = s; s *= x->shape[d]; }
     for (int d = 0; d < nd; d++) st[d] = xs[perm[d]];   /* x stride of output axis d */
     int64_t rows = out->size / out->shape[nd - 1];
-#ifdef _OPENMP
-    if (out->size > TG_PAR_MIN) {
-#pragma omp parallel
-        {
-            int nth = omp_get_num_threads(), tid = omp_get_thread_num();
-            permute_rows(x, out, st, rows * tid / nth, rows * (tid + 1) / nth);
-        }
-        return;
-    }
-#endif
-    permute_rows(x, out, st, 0, rows);
+    tg_parallel_for(rows, out->size > TG_PAR_MIN, permute_range, &(permute_ctx){x, out, st});
 }

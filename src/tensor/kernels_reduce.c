@@ -2,10 +2,22 @@
  * Each output sums its n terms in index order, so results do not depend on
  * the thread count. */
 #include "kernels.h"
+#include "parallel.h"
 
-void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64_t inner) {
-#pragma omp parallel for if (outer * n * inner > TG_PAR_MIN)
-    for (int64_t o = 0; o < outer; o++) {
+typedef struct {
+    const tg_real *x;
+    tg_real *y;
+    int64_t *argmax;
+    int64_t n, inner;
+} axis_ctx;
+
+static void sum_axis_range(void *ctx, int64_t begin, int64_t end, int tid) {
+    const axis_ctx *c = ctx;
+    const tg_real *x = c->x;
+    tg_real *y = c->y;
+    int64_t n = c->n, inner = c->inner;
+    (void)tid;
+    for (int64_t o = begin; o < end; o++) {
         tg_real *yo = y + o * inner;
         for (int64_t i = 0; i < inner; i++) yo[i] = 0;
         for (int64_t k = 0; k < n; k++) {
@@ -15,9 +27,18 @@ void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64
     }
 }
 
-void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer, int64_t n, int64_t inner) {
-#pragma omp parallel for if (outer * n * inner > TG_PAR_MIN)
-    for (int64_t o = 0; o < outer; o++) {
+void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64_t inner) {
+    tg_parallel_for(outer, outer * n * inner > TG_PAR_MIN, sum_axis_range, &(axis_ctx){x, y, NULL, n, inner});
+}
+
+static void max_axis_range(void *ctx, int64_t begin, int64_t end, int tid) {
+    const axis_ctx *c = ctx;
+    const tg_real *x = c->x;
+    tg_real *y = c->y;
+    int64_t *argmax = c->argmax;
+    int64_t n = c->n, inner = c->inner;
+    (void)tid;
+    for (int64_t o = begin; o < end; o++) {
         for (int64_t i = 0; i < inner; i++) {
             const tg_real *xo = x + o * n * inner + i;
             int64_t best = 0;
@@ -27,4 +48,8 @@ void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer,
             if (argmax) argmax[o * inner + i] = best;
         }
     }
+}
+
+void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer, int64_t n, int64_t inner) {
+    tg_parallel_for(outer, outer * n * inner > TG_PAR_MIN, max_axis_range, &(axis_ctx){x, y, argmax, n, inner});
 }

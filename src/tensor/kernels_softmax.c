@@ -2,6 +2,7 @@
  *   softmax(x)_j = exp(x_j - m) / sum_k exp(x_k - m),  m = max_k x_k
  *   log_softmax(x)_j = x_j - m - log(sum_k exp(x_k - m)). */
 #include "kernels.h"
+#include "parallel.h"
 
 #include <math.h>
 
@@ -29,9 +30,19 @@ void tg_k_softmax_row_backward(const tg_real *y, const tg_real *g, tg_real *dx, 
     }
 }
 
-void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
-#pragma omp parallel for if (rows * n > TG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+typedef struct {
+    const tg_real *x;
+    tg_real *y;
+    int64_t n;
+} rows_ctx;
+
+static void softmax_range(void *ctx, int64_t begin, int64_t end, int tid) {
+    const rows_ctx *c = ctx;
+    const tg_real *x = c->x;
+    tg_real *y = c->y;
+    int64_t n = c->n;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
         const tg_real *xr = x + r * n;
         tg_real *yr = y + r * n;
         for (int64_t j = 0; j < n; j++) yr[j] = xr[j];
@@ -39,13 +50,25 @@ void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
     }
 }
 
-void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
-#pragma omp parallel for if (rows * n > TG_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
+    tg_parallel_for(rows, rows * n > TG_PAR_MIN, softmax_range, &(rows_ctx){x, y, n});
+}
+
+static void log_softmax_range(void *ctx, int64_t begin, int64_t end, int tid) {
+    const rows_ctx *c = ctx;
+    const tg_real *x = c->x;
+    tg_real *y = c->y;
+    int64_t n = c->n;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
         const tg_real *xr = x + r * n;
         tg_real *yr = y + r * n, m = tg_k_row_max(xr, n), s = 0;
         for (int64_t j = 0; j < n; j++) s += TG_M(exp)(xr[j] - m);
         tg_real lse = m + TG_M(log)(s);
         for (int64_t j = 0; j < n; j++) yr[j] = xr[j] - lse;
     }
+}
+
+void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
+    tg_parallel_for(rows, rows * n > TG_PAR_MIN, log_softmax_range, &(rows_ctx){x, y, n});
 }

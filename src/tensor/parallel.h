@@ -27,5 +27,8 @@ void tg_parallel_team(bool parallel, tg_team_fn fn, void *ctx);
 void tg_parallel_barrier(void);
 /* The calling thread's id in the pool: 0 for the caller and outside jobs. */
 int tg_thread_id(void);
+/* True inside a job (on a worker, or the caller running its share), where
+ * another parallel call would run serially. */
+bool tg_in_parallel(void);
 
 #endif
