@@ -107,7 +107,7 @@ else
 # ...after the float kernel tests: the GEMM packers and kernels, the
 # dropout-mask stores, the vector exp and the attention row kernels of the
 # float build exist only there.
-FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c
+FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c
 test: $(BUILD)/tests/float_kernels
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test

@@ -133,9 +133,13 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
         /* Diverged: stop at once, as every later step would be garbage. Guessing
          * uniformly costs ln V; a hundred times that is no longer learning. */
         bool diverged = loss && !(lv <= 100 * log((double)o->vocab));
-        if (diverged)
-            tg_set_error("training diverged: the loss is %g at step %d (a uniform guess costs %.2f; try a smaller --lr)",
-                         lv, step, log((double)o->vocab));
+        if (diverged) {
+            char anomaly[300] = "";
+            if (o->detect_anomaly && tg_last_error() && strstr(tg_last_error(), "detect_anomaly"))
+                snprintf(anomaly, sizeof anomaly, "; %s", tg_last_error());
+            tg_set_error("training diverged: the loss is %g at step %d (a uniform guess costs %.2f; try a smaller "
+                         "--lr)%s", lv, step, log((double)o->vocab), anomaly);
+        }
         if (!loss || diverged) {
             tg_scope_end();
             goto done;
@@ -295,6 +299,7 @@ int main(int argc, char **argv) {
         if (got < o.threads)
             fprintf(stderr, "reverse: --threads %d capped at %d (the CPUs available)\n", o.threads, got);
     }
+    tg_set_detect_anomaly(o.detect_anomaly);
     if (o.load) return evaluate_checkpoint(&o, opts, nopt);
     if (cli_ensure_dir(o.out) != 0) { fprintf(stderr, "reverse: cannot create directory %s\n", o.out); return 1; }
 

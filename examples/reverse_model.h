@@ -15,6 +15,7 @@
 
 typedef struct {
     int steps, seq_len, vocab, batch, dim, heads, ffn, layers, eval_every, heldout, threads, seed;
+    bool detect_anomaly;
     double lr, dropout, emb_std, pe_std;
     const char *task, *pe, *out, *load, *emb_init;
 } options;
@@ -58,6 +59,8 @@ static int reverse_options(options *o, cli_opt *opts) {
         {"threads", CLI_INT, &o->threads, "threads (0: the default, all CPUs available)", 0, 1024},
         {"out", CLI_STR, &o->out, "directory for figures and checkpoints", 0, 0},
         {"load", CLI_STR, &o->load, "evaluate this checkpoint instead of training", 0, 0},
+        {"detect-anomaly", CLI_FLAG, &o->detect_anomaly,
+         "name the first op whose output or gradient goes NaN or Inf (slower)", 0, 0},
         };
     int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++) opts[i] = table[i];

@@ -69,5 +69,14 @@ bool tg_gradcheck(tg_fn f, tg_tensor *const *in, int n, void *ctx, double eps, d
 done:
     tg_scope_end();
     if (res) *res = r;
-    return ok && r.max_rel_err <= tol;
+    if (ok && r.max_rel_err > tol) {
+        tg_set_error("gradcheck: max relative error %.3g > tolerance %.3g (input %d, entry %lld)%s", r.max_rel_err,
+                     tol, r.worst_input, (long long)r.worst_index,
+                     sizeof(tg_real) < 8 ? "; this is the float build, where central differences are too coarse "
+                                           "for tight tolerances: use the double build (make DOUBLE=1, pkg-config "
+                                           "tgrad-double)"
+                                         : "");
+        return false;
+    }
+    return ok;
 }
