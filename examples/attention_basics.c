@@ -22,16 +22,17 @@ static float *to_float(const tg_tensor *t) {
 }
 
 /* Draws softmax and sparsemax weights side by side. */
-static int draw_pair(const char *path, const char *title, const tg_tensor *soft, const tg_tensor *sparse,
-                     int rows, int cols, const char *xlabel, const char *ylabel) {
+static int draw_pair(const char *path, const char *title, const tg_tensor *soft, const tg_tensor *sparse, int rows,
+                     int cols, const char *xlabel, const char *ylabel) {
     float *a = to_float(soft), *b = to_float(sparse);
     const float *mats[2] = {a, b};
     const char *titles[2] = {"softmax", "sparsemax"};
-    tg_heatmap_opts ho = {.title = title, .xlabel = xlabel, .ylabel = ylabel, .cmap = TG_CMAP_BLUES,
-                          .shared_scale = 1};
+    tg_heatmap_opts ho = {.title = title, .xlabel = xlabel, .ylabel = ylabel, .cmap = TG_CMAP_BLUES, .shared_scale = 1};
     int rc = tg_viz_heatmap_grid(path, 1, 2, mats, rows, cols, titles, &ho);
-    if (rc != 0) fprintf(stderr, "attention_basics: %s\n", tg_viz_last_error());
-    else printf("wrote %s\n", path);
+    if (rc != 0)
+        fprintf(stderr, "attention_basics: %s\n", tg_viz_last_error());
+    else
+        printf("wrote %s\n", path);
     free(a);
     free(b);
     return rc != 0;
@@ -40,9 +41,14 @@ static int draw_pair(const char *path, const char *title, const tg_tensor *soft,
 int main(int argc, char **argv) {
     const char *out = "out";
     cli_opt opts[] = {{"out", CLI_STR, &out, "directory for the PNG files", 0, 0}};
-    cli_parse(argc, argv, "[options]", "Works the attention formula through two small examples and d2l's\n"
-              "multi-head attention shape check.", opts, 1, NULL, 0);
-    if (cli_ensure_dir(out) != 0) { fprintf(stderr, "attention_basics: cannot create directory %s\n", out); return 1; }
+    cli_parse(argc, argv, "[options]",
+              "Works the attention formula through two small examples and d2l's\n"
+              "multi-head attention shape check.",
+              opts, 1, NULL, 0);
+    if (cli_ensure_dir(out) != 0) {
+        fprintf(stderr, "attention_basics: cannot create directory %s\n", out);
+        return 1;
+    }
     char path[1024];
     int rc = 0;
     tg_scope_begin();
@@ -66,8 +72,8 @@ int main(int argc, char **argv) {
 
     /* ---- 2. Self-attention over "I have a pen" ---- */
     printf("\n== Example 2: self-attention over \"I have a pen\" (Q = K = V)\n");
-    tg_tensor *M = tg_from_array(TG_SHAPE(1, 4, 4), (tg_real[]){1, 0.5, 0, 0, 0.5, 1, 0, 0.5,
-                                                                 0, 0, 1, 0.5, 0, 0.5, 0.5, 1});
+    tg_tensor *M =
+        tg_from_array(TG_SHAPE(1, 4, 4), (tg_real[]){1, 0.5, 0, 0, 0.5, 1, 0, 0.5, 0, 0, 1, 0.5, 0, 0.5, 0.5, 1});
     tg_tensor *D = tg_score_dot(M, M);
     show("Q K^T:", D);
     tg_tensor *W2 = tg_softmax(D);
@@ -86,7 +92,7 @@ int main(int argc, char **argv) {
     printf("\n== d2l: multi-head attention\n");
     tg_rng rng = tg_rng_new(0);
     int num_hiddens = 100, num_heads = 5, batch = 2, num_queries = 4, num_kvpairs = 6;
-    tg_scope_end();   /* the module's parameters are persistent: make them outside any scope */
+    tg_scope_end(); /* the module's parameters are persistent: make them outside any scope */
     tg_mha *mha = tg_mha_new(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5, false, &rng);
     tg_mha_train(mha, false);
     tg_mha_record_attention(mha, true);
@@ -95,10 +101,16 @@ int main(int argc, char **argv) {
     tg_tensor *Y = tg_ones(TG_SHAPE(batch, num_kvpairs, num_hiddens));
     tg_mask valid = {.lens = (const int[]){3, 2}, .lens_ndim = 1};
     tg_tensor *O = tg_mha_forward(mha, X, Y, Y, valid);
-    if (!O) { fprintf(stderr, "attention_basics: %s\n", tg_last_error()); return 1; }
+    if (!O) {
+        fprintf(stderr, "attention_basics: %s\n", tg_last_error());
+        return 1;
+    }
     printf("attention(X, Y, Y, valid_lens).shape = (%d, %d, %d)\n", O->shape[0], O->shape[1], O->shape[2]);
-    const tg_tensor *hw = tg_mha_attention_weights(mha, 0);   /* [batch, Q, K] for head 0 */
-    if (!hw) { fprintf(stderr, "attention_basics: %s\n", tg_last_error()); return 1; }
+    const tg_tensor *hw = tg_mha_attention_weights(mha, 0); /* [batch, Q, K] for head 0 */
+    if (!hw) {
+        fprintf(stderr, "attention_basics: %s\n", tg_last_error());
+        return 1;
+    }
     printf("per-head weights: (%d, %d, %d), zero past each valid length\n", num_heads * hw->shape[0], hw->shape[1],
            hw->shape[2]);
     tg_scope_end();

@@ -15,11 +15,11 @@
 
 typedef enum { CLI_INT, CLI_REAL, CLI_STR, CLI_FLAG } cli_kind;
 typedef struct {
-    const char *name;    /* without the leading "--" */
+    const char *name; /* without the leading "--" */
     cli_kind kind;
-    void *dst;           /* int*, double*, const char**, bool* */
+    void *dst; /* int*, double*, const char**, bool* */
     const char *help;
-    double min, max;     /* accepted range for numbers (min < max) */
+    double min, max; /* accepted range for numbers (min < max) */
 } cli_opt;
 
 static void cli_usage(FILE *f, const char *prog, const char *synopsis, const char *about, const cli_opt *o, int n) {
@@ -40,7 +40,10 @@ static void cli_usage(FILE *f, const char *prog, const char *synopsis, const cha
  * Returns false with the reason in why. Also used for values read from a
  * file (checkpoint metadata), so that they obey the same ranges. */
 static bool cli_set(const cli_opt *opt, const char *val, char *why, size_t cap) {
-    if (opt->kind == CLI_STR) { *(const char **)opt->dst = val; return true; }
+    if (opt->kind == CLI_STR) {
+        *(const char **)opt->dst = val;
+        return true;
+    }
     char *end;
     errno = 0;
     double v = strtod(val, &end);
@@ -49,11 +52,14 @@ static bool cli_set(const cli_opt *opt, const char *val, char *why, size_t cap) 
     if (ok && opt->min < opt->max) ok = v >= opt->min && v <= opt->max;
     if (!ok) {
         int k = snprintf(why, cap, "'%s' is not a valid %s", val, opt->kind == CLI_INT ? "integer" : "number");
-        if (opt->min < opt->max && k > 0 && (size_t)k < cap) snprintf(why + k, cap - (size_t)k, " in [%g, %g]", opt->min, opt->max);
+        if (opt->min < opt->max && k > 0 && (size_t)k < cap)
+            snprintf(why + k, cap - (size_t)k, " in [%g, %g]", opt->min, opt->max);
         return false;
     }
-    if (opt->kind == CLI_INT) *(int *)opt->dst = (int)v;
-    else *(double *)opt->dst = v;
+    if (opt->kind == CLI_INT)
+        *(int *)opt->dst = (int)v;
+    else
+        *(double *)opt->dst = v;
     return true;
 }
 
@@ -86,12 +92,18 @@ static int cli_parse(int argc, char **argv, const char *synopsis, const char *ab
             goto bad;
         }
         if (opt->kind == CLI_FLAG) {
-            if (eq) { fprintf(stderr, "%s: --%s takes no value\n", argv[0], opt->name); goto bad; }
+            if (eq) {
+                fprintf(stderr, "%s: --%s takes no value\n", argv[0], opt->name);
+                goto bad;
+            }
             *(bool *)opt->dst = true;
             continue;
         }
         const char *val = eq ? eq + 1 : (a + 1 < argc ? argv[++a] : NULL);
-        if (!val) { fprintf(stderr, "%s: --%s needs a value\n", argv[0], opt->name); goto bad; }
+        if (!val) {
+            fprintf(stderr, "%s: --%s needs a value\n", argv[0], opt->name);
+            goto bad;
+        }
         char why[128];
         if (!cli_set(opt, val, why, sizeof why)) {
             fprintf(stderr, "%s: --%s: %s\n", argv[0], opt->name, why);

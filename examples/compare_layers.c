@@ -33,7 +33,7 @@ enum { K_CONV, K_RNN, K_GRU, K_ATTN, K_ATTN_STORED, K_MHA, NK };
 static const char *kind_name[NK] = {"cnn", "rnn", "gru", "attention", "attention-stored", "mha"};
 static const double predicted_exp[NK] = {1, 1, 1, 2, 2, 2};
 
-typedef struct {                /* one layer of each kind at width d */
+typedef struct { /* one layer of each kind at width d */
     tg_conv1d *conv;
     tg_rnn *rnn;
     tg_gru *gru;
@@ -75,16 +75,20 @@ static int cmp_double(const void *a, const void *b) {
 /* Median time of forward (backward = false) or forward + backward. */
 static double time_layer(layers *L, int kind, int B, int n, int d, int reps, bool backward, tg_rng *rng) {
     double t[32];
-    tg_tensor *x = tg_randn(TG_SHAPE(B, n, d), rng);   /* persistent */
+    tg_tensor *x = tg_randn(TG_SHAPE(B, n, d), rng); /* persistent */
     tg_set_requires_grad(x, backward);
-    for (int r = 0; r <= reps; r++) {                  /* r = 0 warms up */
+    for (int r = 0; r <= reps; r++) { /* r = 0 warms up */
         tg_scope_begin();
         double t0 = now();
         tg_tensor *y = layer_forward(L, kind, x);
         if (y && backward) tg_backward(tg_sum_all(y));
         double dt = now() - t0;
         tg_scope_end();
-        if (!y) { fprintf(stderr, "compare_layers: %s\n", tg_last_error()); tg_free(x); return NAN; }
+        if (!y) {
+            fprintf(stderr, "compare_layers: %s\n", tg_last_error());
+            tg_free(x);
+            return NAN;
+        }
         if (r > 0) t[r - 1] = dt;
     }
     tg_free(x);
@@ -97,7 +101,10 @@ static double fit_exponent(const double *n, const double *t, int cnt, double *in
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int i = 0; i < cnt; i++) {
         double x = log(n[i]), y = log(t[i]);
-        sx += x; sy += y; sxx += x * x; sxy += x * y;
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
     }
     double a = (cnt * sxy - sx * sy) / (cnt * sxx - sx * sx);
     *intercept = (sy - a * sx) / cnt;
@@ -127,10 +134,14 @@ typedef struct {
 static tg_tensor *stack_forward(stack *s, tg_tensor *x) {
     tg_tensor *h = x;
     for (int l = 0; l < s->depth && h; l++) {
-        if (s->kind == K_CONV) h = tg_conv1d_forward(s->conv[l], h);
-        else if (s->kind == K_RNN) h = tg_rnn_forward(s->rnn, h);   /* its layers are inside */
-        else if (s->kind == K_GRU) h = tg_gru_forward(s->gru, h);
-        else h = self_attention(h, true);
+        if (s->kind == K_CONV)
+            h = tg_conv1d_forward(s->conv[l], h);
+        else if (s->kind == K_RNN)
+            h = tg_rnn_forward(s->rnn, h); /* its layers are inside */
+        else if (s->kind == K_GRU)
+            h = tg_gru_forward(s->gru, h);
+        else
+            h = self_attention(h, true);
         if (s->kind != K_CONV && s->kind != K_ATTN) break;
     }
     return h;
@@ -145,7 +156,11 @@ static int path_gradients(stack *s, int n, int d, tg_rng *rng, double *G, int on
         tg_scope_begin();
         tg_zero_grad(x);
         tg_tensor *y = stack_forward(s, x);
-        if (!y) { rc = -1; tg_scope_end(); break; }
+        if (!y) {
+            rc = -1;
+            tg_scope_end();
+            break;
+        }
         tg_tensor *seed = tg_zeros(TG_SHAPE(1, n, y->shape[2]));
         for (int j = 0; j < y->shape[2]; j++) seed->data[(int64_t)t * y->shape[2] + j] = 1;
         if (tg_backward_seed(y, seed) != 0) rc = -1;
@@ -172,7 +187,8 @@ static stack stack_new(int kind, int depth, int d, int k, tg_rng *rng) {
     return s;
 }
 static void stack_free(stack *s) {
-    if (s->conv) for (int l = 0; l < s->depth; l++) tg_conv1d_free(s->conv[l]);
+    if (s->conv)
+        for (int l = 0; l < s->depth; l++) tg_conv1d_free(s->conv[l]);
     free(s->conv);
     tg_rnn_free(s->rnn);
     tg_gru_free(s->gru);
@@ -193,10 +209,13 @@ static int layers_needed(int kind, int n, int d, int max_depth, tg_rng *rng, dou
             const double *row = G + (int64_t)(n - 1) * n;
             double mx = 0;
             for (int u = 0; u < n; u++) mx = fmax(mx, row[u]);
-            if (row[0] > 1e-30 * mx) { found = depth; *rel = row[0] / mx; }
+            if (row[0] > 1e-30 * mx) {
+                found = depth;
+                *rel = row[0] / mx;
+            }
         }
         stack_free(&s);
-        if (kind != K_CONV && found < 0 && depth >= 1 && kind != K_ATTN) break;   /* recurrent: depth 1 decides */
+        if (kind != K_CONV && found < 0 && depth >= 1 && kind != K_ATTN) break; /* recurrent: depth 1 decides */
     }
     free(G);
     return found;
@@ -218,10 +237,16 @@ typedef struct {
 static tg_tensor *learner_forward(learner *m, int kind, const int *ids, int B, int n) {
     tg_tensor *h = tg_embedding_forward(m->emb, ids, TG_SHAPE(B, n));
     tg_mask none = {0};
-    if (kind == K_CONV) h = tg_conv1d_forward(m->conv[1], tg_relu(tg_conv1d_forward(m->conv[0], h)));
-    else if (kind == K_RNN) h = tg_rnn_forward(m->rnn, h);
-    else if (kind == K_GRU) h = tg_gru_forward(m->gru, h);
-    else { h = tg_posenc_forward(m->pe, h); h = tg_mha_forward(m->mha, h, h, h, none); }
+    if (kind == K_CONV)
+        h = tg_conv1d_forward(m->conv[1], tg_relu(tg_conv1d_forward(m->conv[0], h)));
+    else if (kind == K_RNN)
+        h = tg_rnn_forward(m->rnn, h);
+    else if (kind == K_GRU)
+        h = tg_gru_forward(m->gru, h);
+    else {
+        h = tg_posenc_forward(m->pe, h);
+        h = tg_mha_forward(m->mha, h, h, h, none);
+    }
     if (!h) return NULL;
     h = tg_reshape(tg_slice(h, 1, n - 1, n), TG_SHAPE(B, h->shape[2]));
     return tg_reshape(tg_linear_forward(m->head, h), TG_SHAPE(B * NDIST, -1));
@@ -245,8 +270,14 @@ static int learn(int kind, const options *o, int n, const int *dist, double *acc
             m.conv[l] = tg_conv1d_new(d, d, 3, 1, true, &rng);
             tg_conv1d_params(m.conv[l], &m.params, l ? "conv1" : "conv0");
         }
-    if (kind == K_RNN) { m.rnn = tg_rnn_new(d, d, 2, &rng); tg_rnn_params(m.rnn, &m.params, "rnn"); }
-    if (kind == K_GRU) { m.gru = tg_gru_new(d, d, 1, &rng); tg_gru_params(m.gru, &m.params, "gru"); }
+    if (kind == K_RNN) {
+        m.rnn = tg_rnn_new(d, d, 2, &rng);
+        tg_rnn_params(m.rnn, &m.params, "rnn");
+    }
+    if (kind == K_GRU) {
+        m.gru = tg_gru_new(d, d, 1, &rng);
+        tg_gru_params(m.gru, &m.params, "gru");
+    }
     if (kind == K_MHA) {
         m.pe = tg_posenc_new(d, 0, n, &rng);
         m.mha = tg_mha_new(d, d, d, d, 4, 0, false, &rng);
@@ -264,8 +295,12 @@ static int learn(int kind, const options *o, int n, const int *dist, double *acc
         tg_scope_begin();
         tg_optim_zero_grad(opt);
         tg_tensor *loss = tg_cross_entropy(learner_forward(&m, kind, ids, B, n), tgt, NULL, TG_IGNORE_INDEX);
-        if (!loss || tg_backward(loss) != 0) rc = -1;
-        else { tg_clip_grad_norm(&m.params, 1); tg_optim_step(opt); }
+        if (!loss || tg_backward(loss) != 0)
+            rc = -1;
+        else {
+            tg_clip_grad_norm(&m.params, 1);
+            tg_optim_step(opt);
+        }
         tg_scope_end();
     }
     /* held out: 512 fresh sequences from a stream training never used */
@@ -280,7 +315,8 @@ static int learn(int kind, const options *o, int n, const int *dist, double *acc
         for (int b = 0; b < 512; b++) {
             const tg_real *row = logits->data + (int64_t)(b * NDIST + j) * V;
             int best = 0;
-            for (int v = 1; v < V; v++) if (row[v] > row[best]) best = v;
+            for (int v = 1; v < V; v++)
+                if (row[v] > row[best]) best = v;
             hit += best == tgt[b * NDIST + j];
         }
         acc[j] = hit / 512.0;
@@ -288,18 +324,33 @@ static int learn(int kind, const options *o, int n, const int *dist, double *acc
     tg_scope_end();
     tg_set_grad_enabled(was);
     if (rc) fprintf(stderr, "compare_layers: learning %s: %s\n", kind_name[kind], tg_last_error());
-    free(ids); free(tgt);
+    free(ids);
+    free(tgt);
     tg_optim_free(opt);
     tg_params_free(&m.params);
-    tg_embedding_free(m.emb); tg_posenc_free(m.pe);
-    tg_conv1d_free(m.conv[0]); tg_conv1d_free(m.conv[1]);
-    tg_rnn_free(m.rnn); tg_gru_free(m.gru); tg_mha_free(m.mha); tg_linear_free(m.head);
+    tg_embedding_free(m.emb);
+    tg_posenc_free(m.pe);
+    tg_conv1d_free(m.conv[0]);
+    tg_conv1d_free(m.conv[1]);
+    tg_rnn_free(m.rnn);
+    tg_gru_free(m.gru);
+    tg_mha_free(m.mha);
+    tg_linear_free(m.head);
     return rc;
 }
 
 int main(int argc, char **argv) {
-    options o = {.dim = 64, .n_min = 16, .n_max = 4096, .batch = 8, .attn_batch = 1, .repeats = 7, .steps = 1000,
-                 .threads = 1, .seed = 1, .quick = false, .out = "out"};
+    options o = {.dim = 64,
+                 .n_min = 16,
+                 .n_max = 4096,
+                 .batch = 8,
+                 .attn_batch = 1,
+                 .repeats = 7,
+                 .steps = 1000,
+                 .threads = 1,
+                 .seed = 1,
+                 .quick = false,
+                 .out = "out"};
     cli_opt opts[] = {
         {"dim", CLI_INT, &o.dim, "token width d", 2, 1024},
         {"n-min", CLI_INT, &o.n_min, "shortest sequence timed", 2, 1 << 20},
@@ -309,8 +360,10 @@ int main(int argc, char **argv) {
         {"repeats", CLI_INT, &o.repeats, "timed repeats per point (median)", 1, 31},
         {"steps", CLI_INT, &o.steps, "training steps per kind in the learning test", 1, 1e6},
         {"seed", CLI_INT, &o.seed, "random seed", 0, 2e9},
-        {"threads", CLI_INT, &o.threads, "threads (0: all cores; 1 by default: the exponents are about\n"
-                                          "                 scaling, and a second thread on a shared machine adds stalls)", 0, 1024},
+        {"threads", CLI_INT, &o.threads,
+         "threads (0: all cores; 1 by default: the exponents are about\n"
+         "                 scaling, and a second thread on a shared machine adds stalls)",
+         0, 1024},
         {"quick", CLI_FLAG, &o.quick, "tiny sizes, for tests", 0, 0},
         {"out", CLI_STR, &o.out, "directory for figures and the table", 0, 0},
     };
@@ -323,16 +376,28 @@ int main(int argc, char **argv) {
         cli_usage(stderr, argv[0], "[options]", about, opts, nopt);
         return 2;
     }
-    if (o.quick) { o.n_min = 8; o.n_max = 64; o.repeats = 1; o.steps = 5; o.dim = 16; }
+    if (o.quick) {
+        o.n_min = 8;
+        o.n_max = 64;
+        o.repeats = 1;
+        o.steps = 5;
+        o.dim = 16;
+    }
     if (o.threads > 0 && tg_set_num_threads(o.threads) < o.threads)
         fprintf(stderr, "compare_layers: --threads %d capped at %d (the CPUs available)\n", o.threads,
                 tg_get_num_threads());
-    if (cli_ensure_dir(o.out) != 0) { fprintf(stderr, "compare_layers: cannot create %s\n", o.out); return 1; }
+    if (cli_ensure_dir(o.out) != 0) {
+        fprintf(stderr, "compare_layers: cannot create %s\n", o.out);
+        return 1;
+    }
     const int d = o.dim;
     tg_rng rng = tg_rng_new((uint64_t)o.seed);
     layers L = {tg_conv1d_new(d, d, 3, 1, true, &rng), tg_rnn_new(d, d, 1, &rng), tg_gru_new(d, d, 1, &rng),
                 tg_mha_new(d, d, d, d, 4, 0, false, &rng)};
-    if (!L.conv || !L.rnn || !L.gru || !L.mha) { fprintf(stderr, "compare_layers: %s\n", tg_last_error()); return 1; }
+    if (!L.conv || !L.rnn || !L.gru || !L.mha) {
+        fprintf(stderr, "compare_layers: %s\n", tg_last_error());
+        return 1;
+    }
 
     /* 1. time against n */
     int nn = 0;
@@ -361,7 +426,7 @@ int main(int argc, char **argv) {
         expo[k] = fit_exponent(ns + lo_i, tb[k] + lo_i, nn - lo_i, &icpt[k]);
         printf("   exponent fwd %.2f, fwd+bwd %.2f (chapter %g)\n", expo_f[k], expo[k], predicted_exp[k]);
     }
-    {   /* figure: the three families (and variants) with fitted lines */
+    { /* figure: the three families (and variants) with fitted lines */
         tg_series s[2 * NK];
         float xs[NK][32], ys[NK][32], fx[NK][2], fy[NK][2];
         char labels[NK][64], flabels[NK][64];
@@ -370,10 +435,14 @@ int main(int argc, char **argv) {
          * six series, six distinct colours, all in the legend */
         for (int k = 0; k <= K_ATTN; k++) {
             if (k == K_GRU) continue;
-            for (int i = 0; i < nn; i++) { xs[k][i] = (float)log2(ns[i]); ys[k][i] = (float)(1e3 * tb[k][i]); }
+            for (int i = 0; i < nn; i++) {
+                xs[k][i] = (float)log2(ns[i]);
+                ys[k][i] = (float)(1e3 * tb[k][i]);
+            }
             snprintf(labels[k], sizeof labels[k], "%s", kind_name[k]);
             s[ns_++] = (tg_series){labels[k], xs[k], ys[k], nn};
-            fx[k][0] = (float)log2(ns[lo_i]); fx[k][1] = (float)log2(ns[nn - 1]);
+            fx[k][0] = (float)log2(ns[lo_i]);
+            fx[k][1] = (float)log2(ns[nn - 1]);
             for (int e = 0; e < 2; e++) fy[k][e] = (float)(1e3 * exp(icpt[k] + expo[k] * fx[k][e] * log(2.0)));
             snprintf(flabels[k], sizeof flabels[k], "fit n^%.2f (chapter n^%g)", expo[k], predicted_exp[k]);
             s[ns_++] = (tg_series){flabels[k], fx[k], fy[k], 2};
@@ -381,7 +450,11 @@ int main(int argc, char **argv) {
         char path[1024];
         snprintf(path, sizeof path, "%s/compare_time.png", o.out);
         tg_plot_opts po = {"Forward+backward time of one layer, d = 64 (log-log; fits on the upper half of n)",
-                           "log2 n (sequence length)", "time (ms, log scale)", 1, 800, 520};
+                           "log2 n (sequence length)",
+                           "time (ms, log scale)",
+                           1,
+                           800,
+                           520};
         if (tg_viz_lineplot(path, s, ns_, &po) != 0) fprintf(stderr, "compare_layers: %s\n", tg_viz_last_error());
     }
 
@@ -391,7 +464,10 @@ int main(int argc, char **argv) {
     printf("\n2. sequential operations: ops on the critical path of the forward graph\n");
     for (int k = 0; k < NK; k++) {
         printf("%-17s", kind_name[k]);
-        for (int i = 0; i < 3; i++) { seq[k][i] = critical_path(&L, k, nq[i], d, &rng); printf("  n=%d: %d", nq[i], seq[k][i]); }
+        for (int i = 0; i < 3; i++) {
+            seq[k][i] = critical_path(&L, k, nq[i], d, &rng);
+            printf("  n=%d: %d", nq[i], seq[k][i]);
+        }
         printf("\n");
     }
 
@@ -414,8 +490,11 @@ int main(int argc, char **argv) {
         char path[1024];
         snprintf(path, sizeof path, "%s/compare_paths.png", o.out);
         tg_heatmap_opts ho = {.title = "log10 |dy_t / dx_s| (row t: output, column s: input)",
-                              .xlabel = "input position s", .ylabel = "output position t",
-                              .cmap = TG_CMAP_VIRIDIS, .titles_per_panel = 1, .symmetric = -1};
+                              .xlabel = "input position s",
+                              .ylabel = "output position t",
+                              .cmap = TG_CMAP_VIRIDIS,
+                              .titles_per_panel = 1,
+                              .symmetric = -1};
         if (tg_viz_heatmap_grid(path, 1, 4, (const float *const *)mats, hn, hn, titles, &ho) != 0)
             fprintf(stderr, "compare_layers: %s\n", tg_viz_last_error());
     }
@@ -430,8 +509,12 @@ int main(int argc, char **argv) {
         int kk = k == K_ATTN_STORED || k == K_MHA ? K_ATTN : k;
         printf("%-17s", kind_name[k]);
         for (int i = 0; i < npn; i++) {
-            if (k == kk) need[k][i] = layers_needed(kk, pn[i], hd, pn[i] + 2, &rng, &rel[k][i]);
-            else { need[k][i] = need[K_ATTN][i]; rel[k][i] = rel[K_ATTN][i]; }
+            if (k == kk)
+                need[k][i] = layers_needed(kk, pn[i], hd, pn[i] + 2, &rng, &rel[k][i]);
+            else {
+                need[k][i] = need[K_ATTN][i];
+                rel[k][i] = rel[K_ATTN][i];
+            }
             printf("  n=%d: %d (%.0e)", pn[i], need[k][i], rel[k][i]);
         }
         printf("\n");
@@ -440,7 +523,10 @@ int main(int argc, char **argv) {
     /* 4. learning */
     const int ln = o.quick ? 16 : 32;
     int dist[NDIST] = {1, 2, 4, 8, 16, 31};
-    if (o.quick) { dist[4] = 12; dist[5] = 15; }
+    if (o.quick) {
+        dist[4] = 12;
+        dist[5] = 15;
+    }
     const int lk[4] = {K_CONV, K_RNN, K_GRU, K_MHA};
     double acc[4][NDIST];
     int64_t np[4];
@@ -466,8 +552,8 @@ int main(int argc, char **argv) {
         }
         char path[1024];
         snprintf(path, sizeof path, "%s/compare_learning.png", o.out);
-        tg_plot_opts po = {"Recall the token m positions back (held-out accuracy)", "distance m", "accuracy (%)", 0,
-                           0, 0};
+        tg_plot_opts po = {
+            "Recall the token m positions back (held-out accuracy)", "distance m", "accuracy (%)", 0, 0, 0};
         if (tg_viz_lineplot(path, s, 4, &po) != 0) fprintf(stderr, "compare_layers: %s\n", tg_viz_last_error());
     }
 
@@ -475,7 +561,10 @@ int main(int argc, char **argv) {
     char path[1024];
     snprintf(path, sizeof path, "%s/compare_layers.txt", o.out);
     FILE *f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "compare_layers: cannot write %s\n", path); return 1; }
+    if (!f) {
+        fprintf(stderr, "compare_layers: cannot write %s\n", path);
+        return 1;
+    }
     FILE *outs[2] = {stdout, f};
     const char *pc[NK] = {"O(knd^2)", "O(nd^2)", "O(nd^2)", "O(n^2d)", "O(n^2d)", "O(n^2d)"};
     const char *ps[NK] = {"O(1)", "O(n)", "O(n)", "O(1)", "O(1)", "O(1)"};
@@ -495,12 +584,13 @@ int main(int argc, char **argv) {
         }
         fprintf(g, "\n");
         for (int k = 0; k < NK; k++)
-            fprintf(g, "layer=%s time_exponent=%.2f (n %.0f..%.0f) sequential_ops=%d@%d,%d@%d max_path_layers@n=%d@%d\n",
-                    kind_name[k], expo[k], ns[lo_i], ns[nn - 1], seq[k][0], nq[0], seq[k][2], nq[2],
-                    need[k][npn - 1], pn[npn - 1]);
+            fprintf(g,
+                    "layer=%s time_exponent=%.2f (n %.0f..%.0f) sequential_ops=%d@%d,%d@%d max_path_layers@n=%d@%d\n",
+                    kind_name[k], expo[k], ns[lo_i], ns[nn - 1], seq[k][0], nq[0], seq[k][2], nq[2], need[k][npn - 1],
+                    pn[npn - 1]);
     }
     fclose(f);
-    {   /* the table's measured columns as a figure: sequential ops against n */
+    { /* the table's measured columns as a figure: sequential ops against n */
         tg_series s[NK];
         float xs[3], ys[NK][3];
         for (int i = 0; i < 3; i++) xs[i] = (float)nq[i];
@@ -509,13 +599,21 @@ int main(int argc, char **argv) {
             s[k] = (tg_series){kind_name[k], xs, ys[k], 3};
         }
         snprintf(path, sizeof path, "%s/compare_table.png", o.out);
-        tg_plot_opts po = {"Sequential operations (critical path of the graph) against n", "n", "ops on the critical path (log)",
-                           1, 0, 0};
+        tg_plot_opts po = {"Sequential operations (critical path of the graph) against n",
+                           "n",
+                           "ops on the critical path (log)",
+                           1,
+                           0,
+                           0};
         if (tg_viz_lineplot(path, s, NK, &po) != 0) fprintf(stderr, "compare_layers: %s\n", tg_viz_last_error());
     }
-    printf("wrote %s/compare_layers.txt, compare_time.png, compare_paths.png, compare_learning.png, compare_table.png\n",
-           o.out);
-    tg_conv1d_free(L.conv); tg_rnn_free(L.rnn); tg_gru_free(L.gru); tg_mha_free(L.mha);
+    printf(
+        "wrote %s/compare_layers.txt, compare_time.png, compare_paths.png, compare_learning.png, compare_table.png\n",
+        o.out);
+    tg_conv1d_free(L.conv);
+    tg_rnn_free(L.rnn);
+    tg_gru_free(L.gru);
+    tg_mha_free(L.mha);
     tg_release_all();
     return 0;
 }

@@ -24,10 +24,10 @@
 #include <unistd.h>
 #include "reverse_model.h"
 
-typedef struct {                 /* what one training run reports */
+typedef struct { /* what one training run reports */
     const char *name;
     float *losses;
-    int first_99;                /* first step with held-out token accuracy >= 99%, or -1 */
+    int first_99; /* first step with held-out token accuracy >= 99%, or -1 */
     double token_acc, seq_acc, seconds;
 } result;
 
@@ -60,8 +60,8 @@ static tg_tensor *logits_of(model *m, const int *tokens, int B, int T) {
 }
 
 /* Token and whole-sequence accuracy on n held-out sequences, in eval mode. */
-static void evaluate(model *m, const options *o, const int *tokens, const int *targets, int n,
-                     double *token_acc, double *seq_acc) {
+static void evaluate(model *m, const options *o, const int *tokens, const int *targets, int n, double *token_acc,
+                     double *seq_acc) {
     int T = o->seq_len, V = o->vocab;
     long right = 0, seqs = 0;
     tg_encoder_train(m->encoder, false);
@@ -75,7 +75,8 @@ static void evaluate(model *m, const options *o, const int *tokens, const int *t
             for (int t = 0; t < T; t++) {
                 const tg_real *row = logits->data + ((int64_t)b * T + t) * V;
                 int best = 0;
-                for (int v = 1; v < V; v++) if (row[v] > row[best]) best = v;
+                for (int v = 1; v < V; v++)
+                    if (row[v] > row[best]) best = v;
                 int hit = best == targets[(start + b) * T + t];
                 right += hit;
                 ok &= hit;
@@ -105,8 +106,8 @@ static void progress(const char *name, int step, int steps, double loss, double 
         fprintf(stderr, "\r[%-7s] step %5d/%d  loss %.4f  %8.0f tok/s  %4.0fs left   ", name, step, steps, loss,
                 tok_per_s, eta);
     else if (step % 500 == 0 || step == steps)
-        fprintf(stderr, "[%-7s] step %5d/%d  loss %.4f  %8.0f tok/s  %4.0fs left\n", name, step, steps, loss,
-                tok_per_s, eta);
+        fprintf(stderr, "[%-7s] step %5d/%d  loss %.4f  %8.0f tok/s  %4.0fs left\n", name, step, steps, loss, tok_per_s,
+                eta);
 }
 
 static int train(const options *o, const char *pe, int variant, int n_variants, const int *ho_x, const int *ho_y,
@@ -121,8 +122,11 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
     x = malloc(sizeof(int) * (size_t)B * T);
     y = malloc(sizeof(int) * (size_t)B * T);
     r->losses = malloc(sizeof(float) * (size_t)o->steps);
-    if (!x || !y || !r->losses) { tg_set_error("out of memory for batches of %d x %d tokens", B, T); goto done; }
-    tg_rng data = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 1);   /* same batches for every variant */
+    if (!x || !y || !r->losses) {
+        tg_set_error("out of memory for batches of %d x %d tokens", B, T);
+        goto done;
+    }
+    tg_rng data = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 1); /* same batches for every variant */
     bool tty = isatty(2);
     double t0 = now();
     for (int step = 1; step <= o->steps; step++) {
@@ -138,7 +142,8 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
             if (o->detect_anomaly && tg_last_error() && strstr(tg_last_error(), "detect_anomaly"))
                 snprintf(anomaly, sizeof anomaly, "; %s", tg_last_error());
             tg_set_error("training diverged: the loss is %g at step %d (a uniform guess costs %.2f; try a smaller "
-                         "--lr)%s", lv, step, log((double)o->vocab), anomaly);
+                         "--lr)%s",
+                         lv, step, log((double)o->vocab), anomaly);
         }
         if (!loss || diverged) {
             tg_scope_end();
@@ -188,22 +193,32 @@ static int draw_attention(model *m, const options *o, const int *tokens, const c
     int rc = logits_of(m, tokens, 1, T) ? 0 : -1;
     float *w = malloc(sizeof(float) * (size_t)L * H * T * T);
     const float **mats = malloc(sizeof(float *) * (size_t)L * H);
-    char (*titles)[32] = malloc(sizeof(char[32]) * (size_t)H);
+    char(*titles)[32] = malloc(sizeof(char[32]) * (size_t)H);
     const char **tp = malloc(sizeof(char *) * (size_t)H);
     for (int l = 0; rc == 0 && l < L; l++)
         for (int h = 0; rc == 0 && h < H; h++) {
-            const tg_tensor *aw = tg_encoder_attention_weights(m->encoder, l, h);   /* [1, T, T] */
-            if (!aw) { fprintf(stderr, "reverse: %s\n", tg_last_error()); rc = -1; break; }
+            const tg_tensor *aw = tg_encoder_attention_weights(m->encoder, l, h); /* [1, T, T] */
+            if (!aw) {
+                fprintf(stderr, "reverse: %s\n", tg_last_error());
+                rc = -1;
+                break;
+            }
             mats[l * H + h] = w + ((int64_t)l * H + h) * T * T;
             for (int i = 0; i < T * T; i++) w[((int64_t)l * H + h) * T * T + i] = (float)aw->data[i];
         }
-    for (int h = 0; h < H; h++) { snprintf(titles[h], 32, "Head %d", h + 1); tp[h] = titles[h]; }
+    for (int h = 0; h < H; h++) {
+        snprintf(titles[h], 32, "Head %d", h + 1);
+        tp[h] = titles[h];
+    }
     char path[1024], title[128];
     snprintf(path, sizeof path, "%s/%s_attention_%s.png", o->out, o->task, pe);
     snprintf(title, sizeof title, "Attention weights, %s%s (rows: layers 1..%d)",
              pe_kind(pe) == TG_PE_NONE ? "no positional encoding" : pe, pe_kind(pe) == TG_PE_NONE ? "" : " PE", L);
-    tg_heatmap_opts ho = {.title = title, .xlabel = "Key positions", .ylabel = "Query positions",
-                          .cmap = TG_CMAP_BLUES, .shared_scale = 1};
+    tg_heatmap_opts ho = {.title = title,
+                          .xlabel = "Key positions",
+                          .ylabel = "Query positions",
+                          .cmap = TG_CMAP_BLUES,
+                          .shared_scale = 1};
     if (rc == 0 && tg_viz_heatmap_grid(path, L, H, mats, T, T, tp, &ho) != 0) {
         fprintf(stderr, "reverse: %s\n", tg_viz_last_error());
         rc = -1;
@@ -213,7 +228,10 @@ static int draw_attention(model *m, const options *o, const int *tokens, const c
     tg_set_grad_enabled(grad);
     tg_encoder_train(m->encoder, true);
     tg_encoder_record_attention(m->encoder, false);
-    free(w); free(mats); free(titles); free(tp);
+    free(w);
+    free(mats);
+    free(titles);
+    free(tp);
     return rc;
 }
 
@@ -231,12 +249,18 @@ static int draw_tables(model *learned, const options *o) {
     const char *titles[2] = {"learned P[:T]", "fixed sinusoidal P[:T]"};
     char path[1024];
     snprintf(path, sizeof path, "%s/%s_pe_tables.png", o->out, o->task);
-    tg_heatmap_opts ho = {.title = "Positional encodings: learned vs fixed", .xlabel = "Encoding dimension",
-                          .ylabel = "Position", .cmap = TG_CMAP_RDBU, .shared_scale = 0};
+    tg_heatmap_opts ho = {.title = "Positional encodings: learned vs fixed",
+                          .xlabel = "Encoding dimension",
+                          .ylabel = "Position",
+                          .cmap = TG_CMAP_RDBU,
+                          .shared_scale = 0};
     int rc = tg_viz_heatmap_grid(path, 1, 2, mats, T, d, titles, &ho);
-    if (rc != 0) fprintf(stderr, "reverse: %s\n", tg_viz_last_error());
-    else printf("  wrote %s\n", path);
-    free(a); free(b);
+    if (rc != 0)
+        fprintf(stderr, "reverse: %s\n", tg_viz_last_error());
+    else
+        printf("  wrote %s\n", path);
+    free(a);
+    free(b);
     tg_posenc_free(fixed);
     return rc;
 }
@@ -249,8 +273,10 @@ static int draw_losses(const result *r, int n, const options *o) {
     snprintf(title, sizeof title, "Training loss (%s task) by positional encoding", o->task);
     tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = "cross-entropy", .log_y = 1};
     int rc = tg_viz_lineplot(path, s, n, &po);
-    if (rc != 0) fprintf(stderr, "reverse: %s\n", tg_viz_last_error());
-    else printf("  wrote %s\n", path);
+    if (rc != 0)
+        fprintf(stderr, "reverse: %s\n", tg_viz_last_error());
+    else
+        printf("  wrote %s\n", path);
     return rc;
 }
 
@@ -258,7 +284,10 @@ static int draw_losses(const result *r, int n, const options *o) {
 static int evaluate_checkpoint(options *o, const cli_opt *opts, int nopt) {
     model m;
     const char *pe;
-    if (reverse_load(o->load, o, opts, nopt, &m, &pe) != 0) { fprintf(stderr, "reverse: %s\n", tg_last_error()); return 1; }
+    if (reverse_load(o->load, o, opts, nopt, &m, &pe) != 0) {
+        fprintf(stderr, "reverse: %s\n", tg_last_error());
+        return 1;
+    }
     int n = o->heldout, T = o->seq_len, rc = 0;
     int *x = malloc(sizeof(int) * (size_t)n * T), *y = malloc(sizeof(int) * (size_t)n * T);
     if (!x || !y) {
@@ -272,7 +301,8 @@ static int evaluate_checkpoint(options *o, const cli_opt *opts, int nopt) {
         printf("%s (%s task, %s PE): held-out token accuracy %.2f%%, sequence accuracy %.2f%% on %d sequences\n",
                o->load, o->task, pe, 100 * ta, 100 * sa, n);
     }
-    free(x); free(y);
+    free(x);
+    free(y);
     model_free(&m);
     tg_release_all();
     return rc;
@@ -293,7 +323,7 @@ int main(int argc, char **argv) {
         cli_usage(stderr, argv[0], "[options]", about, opts, nopt);
         return 2;
     }
-    o.emb_std = strcmp(o.emb_init, "torch") == 0 ? 1.0 : 0.0;   /* 0: the library's 1/sqrt(d) */
+    o.emb_std = strcmp(o.emb_init, "torch") == 0 ? 1.0 : 0.0; /* 0: the library's 1/sqrt(d) */
     if (o.threads > 0) {
         int got = tg_set_num_threads(o.threads);
         if (got < o.threads)
@@ -301,26 +331,39 @@ int main(int argc, char **argv) {
     }
     tg_set_detect_anomaly(o.detect_anomaly);
     if (o.load) return evaluate_checkpoint(&o, opts, nopt);
-    if (cli_ensure_dir(o.out) != 0) { fprintf(stderr, "reverse: cannot create directory %s\n", o.out); return 1; }
+    if (cli_ensure_dir(o.out) != 0) {
+        fprintf(stderr, "reverse: cannot create directory %s\n", o.out);
+        return 1;
+    }
 
     const char *variants[3] = {"fixed", "learned", "none"};
     int nv = 3;
-    if (strcmp(o.pe, "all") != 0) { variants[0] = o.pe; nv = 1; }
+    if (strcmp(o.pe, "all") != 0) {
+        variants[0] = o.pe;
+        nv = 1;
+    }
     int T = o.seq_len;
     int *hx = malloc(sizeof(int) * (size_t)o.heldout * T), *hy = malloc(sizeof(int) * (size_t)o.heldout * T);
-    tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o.seed, 0, 0}, 2);   /* a stream training never draws from */
+    tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o.seed, 0, 0}, 2); /* a stream training never draws from */
     make_batch(&o, &held, o.heldout, hx, hy);
-    printf("%s task: T %d, V %d, d %d, %d heads, %d blocks, batch %d, %d steps per variant, Adam lr %g\n", o.task,
-           T, o.vocab, o.dim, o.heads, o.layers, o.batch, o.steps, o.lr);
+    printf("%s task: T %d, V %d, d %d, %d heads, %d blocks, batch %d, %d steps per variant, Adam lr %g\n", o.task, T,
+           o.vocab, o.dim, o.heads, o.layers, o.batch, o.steps, o.lr);
 
     result res[3];
     model models[3];
     int rc = 0;
     for (int v = 0; v < nv && rc == 0; v++) {
-        if (train(&o, variants[v], v, nv, hx, hy, &res[v], &models[v]) != 0) { rc = 1; nv = v; break; }
+        if (train(&o, variants[v], v, nv, hx, hy, &res[v], &models[v]) != 0) {
+            rc = 1;
+            nv = v;
+            break;
+        }
         char path[1024];
         snprintf(path, sizeof path, "%s/%s_%s.safetensors", o.out, o.task, variants[v]);
-        if (save_model(&models[v], &o, variants[v], path) != 0) { fprintf(stderr, "reverse: %s\n", tg_last_error()); rc = 1; }
+        if (save_model(&models[v], &o, variants[v], path) != 0) {
+            fprintf(stderr, "reverse: %s\n", tg_last_error());
+            rc = 1;
+        }
         rc |= draw_attention(&models[v], &o, hx, variants[v]) != 0;
         if (pe_kind(variants[v]) == TG_PE_LEARNED) rc |= draw_tables(&models[v], &o) != 0;
     }
@@ -330,16 +373,21 @@ int main(int argc, char **argv) {
     for (int v = 0; v < nv; v++) {
         char first[32] = "never";
         if (res[v].first_99 > 0) snprintf(first, sizeof first, "step %d", res[v].first_99);
-        printf("%-8s %11.2f%% %11.2f%% %14s %8.1fs\n", res[v].name, 100 * res[v].token_acc, 100 * res[v].seq_acc,
-               first, res[v].seconds);
+        printf("%-8s %11.2f%% %11.2f%% %14s %8.1fs\n", res[v].name, 100 * res[v].token_acc, 100 * res[v].seq_acc, first,
+               res[v].seconds);
     }
     for (int v = 0; v < nv; v++)
         if (pe_kind(res[v].name) == TG_PE_NONE)
             printf("\nNo positional encoding: %.0f%% vs %.0f%% with the fixed table, because self-attention sees the "
-                   "tokens as a set, not a sequence.\n", 100 * res[v].token_acc, 100 * res[0].token_acc);
+                   "tokens as a set, not a sequence.\n",
+                   100 * res[v].token_acc, 100 * res[0].token_acc);
     if (nv > 0) printf("\nFigures and checkpoints are in %s/\n", o.out);
-    for (int v = 0; v < nv; v++) { model_free(&models[v]); free(res[v].losses); }
-    free(hx); free(hy);
+    for (int v = 0; v < nv; v++) {
+        model_free(&models[v]);
+        free(res[v].losses);
+    }
+    free(hx);
+    free(hy);
     tg_release_all();
     return rc;
 }

@@ -20,7 +20,7 @@ typedef struct {
     const char *task, *pe, *out, *load, *emb_init;
 } options;
 
-typedef struct {                 /* the model: encoder + output layer */
+typedef struct { /* the model: encoder + output layer */
     tg_encoder *encoder;
     tg_linear *head;
     tg_params params;
@@ -30,12 +30,27 @@ enum { REVERSE_MAX_OPTS = 24 };
 /* The positional tables hold 1000 positions, or T when longer. */
 #define REVERSE_MAX_LEN(T) ((T) > 1000 ? (T) : 1000)
 
-
 /* Fills o with the defaults and opts with the flags; returns their number. */
 static int reverse_options(options *o, cli_opt *opts) {
-    *o = (options){.steps = 1000, .seq_len = 16, .vocab = 16, .batch = 64, .dim = 64, .heads = 4, .ffn = 128,
-                   .layers = 2, .eval_every = 50, .heldout = 1000, .threads = 0, .seed = 1, .lr = 1e-3,
-                   .dropout = 0.1, .task = "reverse", .pe = "all", .out = "out", .load = NULL, .emb_init = "unit"};
+    *o = (options){.steps = 1000,
+                   .seq_len = 16,
+                   .vocab = 16,
+                   .batch = 64,
+                   .dim = 64,
+                   .heads = 4,
+                   .ffn = 128,
+                   .layers = 2,
+                   .eval_every = 50,
+                   .heldout = 1000,
+                   .threads = 0,
+                   .seed = 1,
+                   .lr = 1e-3,
+                   .dropout = 0.1,
+                   .task = "reverse",
+                   .pe = "all",
+                   .out = "out",
+                   .load = NULL,
+                   .emb_init = "unit"};
     const cli_opt table[] = {
         {"steps", CLI_INT, &o->steps, "training steps per variant", 1, 1e7},
         {"task", CLI_STR, &o->task, "reverse, or sort", 0, 0},
@@ -61,7 +76,7 @@ static int reverse_options(options *o, cli_opt *opts) {
         {"load", CLI_STR, &o->load, "evaluate this checkpoint instead of training", 0, 0},
         {"detect-anomaly", CLI_FLAG, &o->detect_anomaly,
          "name the first op whose output or gradient goes NaN or Inf (slower)", 0, 0},
-        };
+    };
     int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++) opts[i] = table[i];
     return n;
@@ -76,10 +91,17 @@ static int model_new(model *m, const options *o, const char *pe, uint64_t seed) 
     tg_rng rng = tg_rng_new(seed);
     tg_params_init(&m->params);
     tg_encoder_config cfg = {
-        .vocab_size = o->vocab, .num_hiddens = o->dim, .ffn_hiddens = o->ffn, .num_heads = o->heads,
-        .num_layers = o->layers, .max_len = REVERSE_MAX_LEN(o->seq_len),
-        .dropout = (tg_real)o->dropout, .pe = pe_kind(pe), .use_bias = false,
-        .embedding_std = (tg_real)o->emb_std, .learned_pe_std = (tg_real)o->pe_std,
+        .vocab_size = o->vocab,
+        .num_hiddens = o->dim,
+        .ffn_hiddens = o->ffn,
+        .num_heads = o->heads,
+        .num_layers = o->layers,
+        .max_len = REVERSE_MAX_LEN(o->seq_len),
+        .dropout = (tg_real)o->dropout,
+        .pe = pe_kind(pe),
+        .use_bias = false,
+        .embedding_std = (tg_real)o->emb_std,
+        .learned_pe_std = (tg_real)o->pe_std,
     };
     m->encoder = tg_encoder_new(&cfg, &rng);
     m->head = tg_linear_new(o->dim, o->vocab, true, &rng);
@@ -98,7 +120,10 @@ static void model_free(model *m) {
 /* Checks that tensor name exists with shape (rows, cols). */
 static int expect_shape(const tg_safetensors *st, const char *path, const char *name, int rows, int cols) {
     int i = tg_safetensors_find(st, name);
-    if (i < 0) { tg_set_error("%s: no tensor '%s'", path, name); return -1; }
+    if (i < 0) {
+        tg_set_error("%s: no tensor '%s'", path, name);
+        return -1;
+    }
     const tg_st_entry *e = &st->entries[i];
     if (e->ndim != 2 || e->shape[0] != rows || e->shape[1] != cols) {
         char got[64];
@@ -111,7 +136,8 @@ static int expect_shape(const tg_safetensors *st, const char *path, const char *
 
 /* Reads the model's configuration from the checkpoint at path into o and
  * *pe (a string literal). Returns 0, or -1 with the reason recorded. */
-static int reverse_config_from_checkpoint(const char *path, options *o, const cli_opt *opts, int nopt, const char **pe) {
+static int reverse_config_from_checkpoint(const char *path, options *o, const cli_opt *opts, int nopt,
+                                          const char **pe) {
     tg_safetensors st;
     if (tg_safetensors_open(path, &st) != 0) return -1;
     static const char *const keys[] = {"vocab", "seq_len", "dim", "heads", "ffn", "layers", "task", "pe"};
@@ -120,16 +146,21 @@ static int reverse_config_from_checkpoint(const char *path, options *o, const cl
     for (int k = 0; k < 8 && rc == 0; k++) {
         long len = tg_safetensors_meta(&st, keys[k], vals[k], sizeof vals[k]);
         if (len <= 0 || len >= (long)sizeof vals[k]) {
-            tg_set_error("%s: metadata '%s' is %s", path, keys[k], len < 0 ? "missing" : len == 0 ? "empty" : "too long");
+            tg_set_error("%s: metadata '%s' is %s", path, keys[k],
+                         len < 0    ? "missing"
+                         : len == 0 ? "empty"
+                                    : "too long");
             rc = -1;
         }
     }
-    for (int k = 0; k < 6 && rc == 0; k++) {   /* the integers, by the rules of their flags */
+    for (int k = 0; k < 6 && rc == 0; k++) { /* the integers, by the rules of their flags */
         char flag[16], why[128];
         snprintf(flag, sizeof flag, "%s", keys[k]);
-        for (char *c = flag; *c; c++) if (*c == '_') *c = '-';
+        for (char *c = flag; *c; c++)
+            if (*c == '_') *c = '-';
         const cli_opt *opt = NULL;
-        for (int i = 0; i < nopt; i++) if (strcmp(opts[i].name, flag) == 0) opt = &opts[i];
+        for (int i = 0; i < nopt; i++)
+            if (strcmp(opts[i].name, flag) == 0) opt = &opts[i];
         if (!opt || !cli_set(opt, vals[k], why, sizeof why)) {
             tg_set_error("%s: metadata '%s': %s", path, keys[k], opt ? why : "no such option");
             rc = -1;
@@ -178,8 +209,14 @@ static int reverse_config_from_checkpoint(const char *path, options *o, const cl
  * names and shapes must match; on failure nothing is left allocated). */
 static int reverse_load(const char *path, options *o, const cli_opt *opts, int nopt, model *m, const char **pe) {
     if (reverse_config_from_checkpoint(path, o, opts, nopt, pe) != 0) return -1;
-    if (model_new(m, o, *pe, 0) != 0) { model_free(m); return -1; }
-    if (tg_checkpoint_load(path, &m->params) != 0) { model_free(m); return -1; }
+    if (model_new(m, o, *pe, 0) != 0) {
+        model_free(m);
+        return -1;
+    }
+    if (tg_checkpoint_load(path, &m->params) != 0) {
+        model_free(m);
+        return -1;
+    }
     return 0;
 }
 

@@ -6,10 +6,10 @@
  * forwards. */
 #include "gradcheck_cases.h"
 
-static const int lens_b3[] = {2, 0, 7};                  /* (3,Q,5): a 0 length and one > K */
-static const int lens_b2q3[] = {1, 3, 4, 2, 0, 5};       /* (2,3,4): one length per query */
-static const int lens_b2[] = {3, 1};                     /* causal + lengths */
-static int lens_q70[70];                                 /* (1,70,130): per query, filled below */
+static const int lens_b3[] = {2, 0, 7};            /* (3,Q,5): a 0 length and one > K */
+static const int lens_b2q3[] = {1, 3, 4, 2, 0, 5}; /* (2,3,4): one length per query */
+static const int lens_b2[] = {3, 1};               /* causal + lengths */
+static int lens_q70[70];                           /* (1,70,130): per query, filled below */
 
 static tg_mask pick_mask(int which) {
     switch (which) {
@@ -17,7 +17,7 @@ static tg_mask pick_mask(int which) {
     case 2: return (tg_mask){lens_b2q3, 2, false};
     case 3: return (tg_mask){NULL, 0, true};
     case 4: return (tg_mask){lens_b2, 1, true};
-    case 5:   /* lengths 0 .. 135 spread over the 3 key blocks, some 0, some > K */
+    case 5: /* lengths 0 .. 135 spread over the 3 key blocks, some 0, some > K */
         for (int q = 0; q < 70; q++) lens_q70[q] = q % 9 == 4 ? 0 : (q * 37) % 137;
         return (tg_mask){lens_q70, 2, false};
     default: return (tg_mask){NULL, 0, false};
@@ -27,13 +27,16 @@ static tg_mask pick_mask(int which) {
 static tg_tensor *f_attention(tg_tensor *const *in, int n, void *ctx) {
     (void)n;
     tg_rng rng = tg_rng_new((uint64_t)GC_ARG(ctx, 2));
-    rng.counter = 5;   /* not at the start of the stream */
+    rng.counter = 5; /* not at the start of the stream */
     return tg_attention(in[0], in[1], in[2], pick_mask(GC_ARG(ctx, 0)), (tg_real)GC_ARG(ctx, 1) / 10, &rng);
 }
 
 /* q (B,Q,d), k (B,K,d), v (B,K,dv) */
-#define ATT(what, mask, p10, B, Q, K, d, dv) \
-    {"attention", what, f_attention, 3, {3, 3, 3}, {{B, Q, d}, {B, K, d}, {B, K, dv}}, {mask, p10, 17}, 0, {0}}
+/* clang-format off: macros and case tables, aligned by hand */
+#define ATT(what, mask, p10, B, Q, K, d, dv)                                                                        \
+    {                                                                                                               \
+        "attention", what, f_attention, 3, {3, 3, 3}, {{B, Q, d}, {B, K, d}, {B, K, dv}}, {mask, p10, 17}, 0, { 0 } \
+    }
 
 const gc_case gc_cases_attention_op[] = {
     ATT("(2,3,4)x(2,5,4)x(2,5,3)", 0, 0, 2, 3, 5, 4, 3),
@@ -47,3 +50,4 @@ const gc_case gc_cases_attention_op[] = {
     ATT("Q=70 K=130 lens/query drop 0.1", 5, 1, 1, 70, 130, 1, 2),
 };
 const int gc_cases_attention_op_count = (int)(sizeof gc_cases_attention_op / sizeof gc_cases_attention_op[0]);
+/* clang-format on */

@@ -3,7 +3,10 @@
  * per op. Lengths and targets are static arrays; the case's arg[] picks them. */
 #include "gradcheck_cases.h"
 
-#define UNUSED (void)n; (void)ctx
+/* clang-format off: macros and case tables, aligned by hand */
+#define UNUSED \
+    (void)n;   \
+    (void)ctx
 
 /* ---- dropout: a fresh rng per evaluation, so every evaluation draws the same mask ---- */
 static tg_tensor *f_dropout(tg_tensor *const *in, int n, void *ctx) {
@@ -14,20 +17,16 @@ static tg_tensor *f_dropout(tg_tensor *const *in, int n, void *ctx) {
 static tg_tensor *f_dropout_tanh(tg_tensor *const *in, int n, void *ctx) {
     UNUSED;
     tg_rng rng = tg_rng_fork(&(tg_rng){7, 0, 0}, 3);
-    rng.counter = 100;   /* not at the start of the stream */
+    rng.counter = 100; /* not at the start of the stream */
     return tg_tanh(tg_dropout(tg_mul(in[0], in[0]), (tg_real)GC_ARG(ctx, 0) / 10, &rng));
 }
 
 /* ---- masks for masked softmax and sparsemax, picked by arg[0] ---- */
-static const int lens_b3[] = {2, 0, 6};                 /* (3,Q,4): a 0 length and one > K */
-static const int lens_b2q3[] = {1, 3, 4, 2, 0, 5};       /* (2,3,4), one length per query */
-static const int lens_b2[] = {3, 1};                    /* (2,4,5) with causal */
+static const int lens_b3[] = {2, 0, 6};            /* (3,Q,4): a 0 length and one > K */
+static const int lens_b2q3[] = {1, 3, 4, 2, 0, 5}; /* (2,3,4), one length per query */
+static const int lens_b2[] = {3, 1};               /* (2,4,5) with causal */
 static const tg_mask masks[] = {
-    {NULL, 0, false},
-    {lens_b3, 1, false},
-    {lens_b2q3, 2, false},
-    {NULL, 0, true},
-    {lens_b2, 1, true},
+    {NULL, 0, false}, {lens_b3, 1, false}, {lens_b2q3, 2, false}, {NULL, 0, true}, {lens_b2, 1, true},
 };
 static tg_tensor *f_masked_softmax(tg_tensor *const *in, int n, void *ctx) {
     UNUSED;
@@ -60,12 +59,18 @@ static tg_tensor *f_cross_entropy(tg_tensor *const *in, int n, void *ctx) {
     case 1: return tg_cross_entropy(in[0], tgt4, mask4, TG_IGNORE_INDEX);
     case 2: return tg_cross_entropy(in[0], tgt4_ignore, NULL, TG_IGNORE_INDEX);
     case 3: return tg_cross_entropy(in[0], tgt6, NULL, TG_IGNORE_INDEX);
-    default: return tg_cross_entropy(tg_mul_scalar(in[0], 4), tgt6, mask6, 3);   /* ignore_index 3 */
+    default: return tg_cross_entropy(tg_mul_scalar(in[0], 4), tgt6, mask6, 3); /* ignore_index 3 */
     }
 }
 
-#define C1A(op, what, fn, a0, a1, nd, ...) {op, what, f_##fn, 1, {nd}, {{__VA_ARGS__}}, {a0, a1}, 0, {0}}
-#define LN3(what, nd, d, ...) {"layer_norm", what, f_layer_norm, 3, {nd, 1, 1}, {{__VA_ARGS__}, {d}, {d}}, {0}, 0, {0}}
+#define C1A(op, what, fn, a0, a1, nd, ...)                             \
+    {                                                                  \
+        op, what, f_##fn, 1, {nd}, {{__VA_ARGS__}}, {a0, a1}, 0, { 0 } \
+    }
+#define LN3(what, nd, d, ...)                                                                     \
+    {                                                                                             \
+        "layer_norm", what, f_layer_norm, 3, {nd, 1, 1}, {{__VA_ARGS__}, {d}, {d}}, {0}, 0, { 0 } \
+    }
 
 const gc_case gc_cases_nn_ops[] = {
     C1A("dropout", "(4,5) p=0.3", dropout, 3, 11, 2, 4, 5),
@@ -91,3 +96,4 @@ const gc_case gc_cases_nn_ops[] = {
     C1A("cross_entropy", "4x (2,3,4) mask, ignore 3", cross_entropy, 4, 0, 3, 2, 3, 4),
 };
 const int gc_cases_nn_ops_count = (int)(sizeof gc_cases_nn_ops / sizeof gc_cases_nn_ops[0]);
+/* clang-format on */

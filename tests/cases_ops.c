@@ -2,9 +2,15 @@
  * with broadcasting and size-1 dimensions. */
 #include "gradcheck_cases.h"
 
-#define UNUSED (void)n; (void)ctx
-#define F(name, expr) \
-    static tg_tensor *f_##name(tg_tensor *const *in, int n, void *ctx) { UNUSED; return (expr); }
+/* clang-format off: macros and case tables, aligned by hand */
+#define UNUSED \
+    (void)n;   \
+    (void)ctx
+#define F(name, expr)                                                    \
+    static tg_tensor *f_##name(tg_tensor *const *in, int n, void *ctx) { \
+        UNUSED;                                                          \
+        return (expr);                                                   \
+    }
 
 F(neg, tg_neg(in[0]))
 F(exp, tg_exp(in[0]))
@@ -31,7 +37,7 @@ F(mean_all, tg_mean_all(tg_mul(in[0], in[0])))
 F(max, tg_max(in[0], GC_ARG(ctx, 0), GC_ARG(ctx, 1)))
 F(max_all, tg_max_all(in[0]))
 F(matmul, tg_matmul_t(in[0], in[1], GC_ARG(ctx, 0), GC_ARG(ctx, 1)))
-F(matmul_self, tg_matmul_t(in[0], in[0], false, true))   /* x x^T: one tensor, both sides */
+F(matmul_self, tg_matmul_t(in[0], in[0], false, true)) /* x x^T: one tensor, both sides */
 F(softmax, tg_softmax(in[0]))
 F(log_softmax, tg_log_softmax(in[0]))
 F(reshape, tg_reshape(in[0], GC_ARG(ctx, 0), (const int[]){GC_ARG(ctx, 1), GC_ARG(ctx, 2), GC_ARG(ctx, 3)}))
@@ -43,12 +49,23 @@ F(concat3, tg_concat(3, in, GC_ARG(ctx, 0)))
 F(gather, tg_gather_rows(in[0], (const int[]){0, 2, 2, 4, 1, 0}, 2, (const int[]){2, 3}))
 F(gather_twice, tg_add(tg_gather_rows(in[0], (const int[]){1, 1, 3}, 1, (const int[]){3}), in[1]))
 
-#define S1(a) 1, {a}
-#define S2(a, b) 2, {a, b}
+#define S1(a) \
+    1, { a }
+#define S2(a, b) \
+    2, { a, b }
 /* One input: op, description, function, ndim, shape. */
-#define C1(op, what, fn, nd, ...) {op, what, f_##fn, 1, {nd}, {{__VA_ARGS__}}, {0}, 0, {0}}
-#define C1D(op, what, fn, nd, ...) {op, what, f_##fn, 1, {nd}, {{__VA_ARGS__}}, {0}, 1, {0}}
-#define C1A(op, what, fn, a0, a1, a2, a3, nd, ...) {op, what, f_##fn, 1, {nd}, {{__VA_ARGS__}}, {a0, a1, a2, a3}, 0, {0}}
+#define C1(op, what, fn, nd, ...)                                 \
+    {                                                             \
+        op, what, f_##fn, 1, {nd}, {{__VA_ARGS__}}, {0}, 0, { 0 } \
+    }
+#define C1D(op, what, fn, nd, ...)                                \
+    {                                                             \
+        op, what, f_##fn, 1, {nd}, {{__VA_ARGS__}}, {0}, 1, { 0 } \
+    }
+#define C1A(op, what, fn, a0, a1, a2, a3, nd, ...)                             \
+    {                                                                          \
+        op, what, f_##fn, 1, {nd}, {{__VA_ARGS__}}, {a0, a1, a2, a3}, 0, { 0 } \
+    }
 
 const gc_case gc_cases_ops[] = {
     C1("neg", "(2,3)", neg, 2, 2, 3),
@@ -124,3 +141,4 @@ const gc_case gc_cases_ops[] = {
     {"gather_rows", "(4,2)[1,1,3]+(3,2)", f_gather_twice, 2, {2, 2}, {{4, 2}, {3, 2}}, {0}, 0, {0}},
 };
 const int gc_cases_ops_count = (int)(sizeof gc_cases_ops / sizeof gc_cases_ops[0]);
+/* clang-format on */

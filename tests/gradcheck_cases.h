@@ -9,15 +9,15 @@
 #define GC_MAX_IN 4
 
 typedef struct gc_case {
-    const char *op;                  /* the op this case checks (its graph must contain it) */
-    const char *what;                /* shapes and arguments, for the log */
-    tg_tensor *(*f)(tg_tensor *const *in, int n, void *ctx);   /* ctx is the case itself */
+    const char *op;                                          /* the op this case checks (its graph must contain it) */
+    const char *what;                                        /* shapes and arguments, for the log */
+    tg_tensor *(*f)(tg_tensor *const *in, int n, void *ctx); /* ctx is the case itself */
     int n_in;
     int ndim[GC_MAX_IN];
     int shape[GC_MAX_IN][TG_MAX_DIMS];
-    int arg[4];                      /* integer arguments the function reads */
-    int domain;                      /* 0: N(0,1) inputs; 1: U(0.5, 2) (log, sqrt, div) */
-    bool const_input[GC_MAX_IN];     /* inputs that do not require grad */
+    int arg[4];                  /* integer arguments the function reads */
+    int domain;                  /* 0: N(0,1) inputs; 1: U(0.5, 2) (log, sqrt, div) */
+    bool const_input[GC_MAX_IN]; /* inputs that do not require grad */
 } gc_case;
 
 #define GC_ARG(ctx, i) (((const gc_case *)(ctx))->arg[i])

@@ -15,11 +15,10 @@
 
 #include "tgrad.h"
 
-static char g_dir[64];   /* one per test process (Criterion forks each test) */
+static char g_dir[64]; /* one per test process (Criterion forks each test) */
 
 /* A fresh directory per test (Criterion runs each test in its own process). */
-static inline const char *tmpdir(void)
-{
+static inline const char *tmpdir(void) {
     strcpy(g_dir, "/tmp/tg_ckpt_XXXXXX");
     cr_assert_not_null(mkdtemp(g_dir));
     return g_dir;
@@ -27,8 +26,7 @@ static inline const char *tmpdir(void)
 
 /* Removes the test directory (it holds files and at most one level of
  * subdirectories); run after every test of the file-writing suites. */
-static inline void remove_tree(const char *dir)
-{
+static inline void remove_tree(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
@@ -42,16 +40,14 @@ static inline void remove_tree(const char *dir)
     rmdir(dir);
 }
 
-static inline void cleanup(void)
-{
+static inline void cleanup(void) {
     if (g_dir[0]) {
         chmod(g_dir, 0755);
         remove_tree(g_dir);
     }
 }
 
-static inline const char *in_dir(const char *name)
-{
+static inline const char *in_dir(const char *name) {
     static char buf[4][256];
     static int k;
     k = (k + 1) % 4;
@@ -59,8 +55,7 @@ static inline const char *in_dir(const char *name)
     return buf[k];
 }
 
-static inline unsigned char *read_all(const char *path, size_t *size)
-{
+static inline unsigned char *read_all(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f, "cannot open %s", path);
     fseek(f, 0, SEEK_END);
@@ -74,30 +69,26 @@ static inline unsigned char *read_all(const char *path, size_t *size)
     return b;
 }
 
-static inline void write_all(const char *path, const void *b, size_t n)
-{
+static inline void write_all(const char *path, const void *b, size_t n) {
     FILE *f = fopen(path, "wb");
     cr_assert_not_null(f);
     cr_assert_eq(fwrite(b, 1, n, f), n);
     fclose(f);
 }
 
-static inline uint64_t le64(const unsigned char *b)
-{
+static inline uint64_t le64(const unsigned char *b) {
     uint64_t v = 0;
     for (int k = 7; k >= 0; k--) v = (v << 8) | b[k];
     return v;
 }
 
-static inline bool file_exists(const char *path)
-{
+static inline bool file_exists(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0;
 }
 
 /* Number of "*.tmp.*" files left in the test directory. */
-static inline int temp_files(void)
-{
+static inline int temp_files(void) {
     DIR *d = opendir(g_dir);
     cr_assert_not_null(d);
     int n = 0;
@@ -108,8 +99,7 @@ static inline int temp_files(void)
     return n;
 }
 
-static inline tg_tensor *tensor(int ndim, const int *shape, double seed)
-{
+static inline tg_tensor *tensor(int ndim, const int *shape, double seed) {
     tg_tensor *t = tg_empty_persistent(ndim, shape);
     cr_assert_not_null(t);
     /* Values with full mantissas, negative numbers and a few specials. */
@@ -126,8 +116,7 @@ typedef struct {
     tg_params p;
 } model;
 
-static inline void model_new(model *m, double seed)
-{
+static inline void model_new(model *m, double seed) {
     m->t[0] = tensor(TG_SHAPE(5, 4), seed);
     m->t[1] = tensor(TG_SHAPE(4, 4), seed + 10);
     m->t[2] = tensor(TG_SHAPE(4), seed + 20);
@@ -139,15 +128,13 @@ static inline void model_new(model *m, double seed)
     cr_assert_eq(tg_params_add(&m->p, "", "temperature", m->t[3]), 0);
 }
 
-static inline void model_free(model *m)
-{
+static inline void model_free(model *m) {
     for (int i = 0; i < 4; i++) tg_free(m->t[i]);
     tg_params_free(&m->p);
 }
 
 /* All values of a parameter list, to compare before/after. */
-static inline tg_real *snapshot(const tg_params *p)
-{
+static inline tg_real *snapshot(const tg_params *p) {
     int64_t n = tg_params_numel(p), at = 0;
     tg_real *s = malloc((size_t)(n ? n : 1) * sizeof *s);
     for (int i = 0; i < p->n; i++) {
@@ -157,19 +144,16 @@ static inline tg_real *snapshot(const tg_params *p)
     return s;
 }
 
-static inline void assert_unchanged(const tg_params *p, const tg_real *snap)
-{
+static inline void assert_unchanged(const tg_params *p, const tg_real *snap) {
     int64_t at = 0;
     for (int i = 0; i < p->n; i++) {
         size_t bytes = (size_t)p->items[i].t->size * sizeof(tg_real);
-        cr_assert(memcmp(snap + at, p->items[i].t->data, bytes) == 0,
-                  "%s changed by a failed load", p->items[i].name);
+        cr_assert(memcmp(snap + at, p->items[i].t->data, bytes) == 0, "%s changed by a failed load", p->items[i].name);
         at += p->items[i].t->size;
     }
 }
 
-static inline void assert_error_has(const char *what)
-{
+static inline void assert_error_has(const char *what) {
     const char *e = tg_last_error();
     cr_assert_not_null(e, "no error recorded");
     cr_assert(strstr(e, what) != NULL, "error '%s' does not mention '%s'", e, what);
@@ -177,8 +161,7 @@ static inline void assert_error_has(const char *what)
 
 /* Loading path into m must fail, mention every string in `what` and leave
  * m unchanged. */
-static inline void expect_load_fails(model *m, const char *path, const char *what1, const char *what2)
-{
+static inline void expect_load_fails(model *m, const char *path, const char *what1, const char *what2) {
     tg_real *snap = snapshot(&m->p);
     tg_clear_error();
     cr_assert_eq(tg_checkpoint_load(path, &m->p), -1, "load of %s should fail", path);
@@ -190,8 +173,7 @@ static inline void expect_load_fails(model *m, const char *path, const char *wha
 }
 
 /* A safetensors file from a header text (padded to 8 bytes) and raw data. */
-static inline void write_st(const char *path, const char *header, const void *data, size_t n)
-{
+static inline void write_st(const char *path, const char *header, const void *data, size_t n) {
     size_t hl = strlen(header), padded = (hl + 7) / 8 * 8;
     unsigned char *b = calloc(8 + padded + n + 1, 1);
     for (int k = 0; k < 8; k++) b[k] = (unsigned char)((uint64_t)padded >> (8 * k));
@@ -204,6 +186,5 @@ static inline void write_st(const char *path, const char *header, const void *da
 
 /* The dtype a checkpoint of this build is written in. */
 static inline const char *real_dtype(void) { return TG_REAL_DTYPE; }
-
 
 #endif

@@ -34,9 +34,11 @@ static void expect_row(const tg_real *w, int K, int valid, const char *what, int
     double s = 0;
     for (int k = 0; k < K; k++) {
         s += w[k];
-        if (k >= valid) cr_expect(w[k] == 0, "%s row %d: weight %g at key %d past valid length %d", what, row,
-                                  (double)w[k], k, valid);
-        else cr_expect(w[k] > 0, "%s row %d: weight of visible key %d is 0", what, row, k);
+        if (k >= valid)
+            cr_expect(w[k] == 0, "%s row %d: weight %g at key %d past valid length %d", what, row, (double)w[k], k,
+                      valid);
+        else
+            cr_expect(w[k] > 0, "%s row %d: weight of visible key %d is 0", what, row, k);
     }
     cr_expect(fabs(s - 1) < 1e-12, "%s row %d sums to %.15g", what, row, s);
 }
@@ -62,11 +64,11 @@ Test(attention, blog_example_1_scaled_dot_softmax) {
     tg_tensor *KV = tg_from_array(TG_SHAPE(3, 4), blog_kv);
     tg_tensor *dot = tg_score_dot(Q, KV);
     TG_REQUIRE(dot);
-    expect_close(dot, (tg_real[]){30, 16, -16}, 3, 0);   /* the post prints 42, 16, -16 */
+    expect_close(dot, (tg_real[]){30, 16, -16}, 3, 0); /* the post prints 42, 16, -16 */
     tg_tensor *scores = tg_score_scaled_dot(Q, KV);
     TG_REQUIRE(scores);
     cr_assert(scores->ndim == 2 && scores->shape[0] == 1 && scores->shape[1] == 3);
-    expect_close(scores, (tg_real[]){15, 8, -8}, 3, 0);  /* / sqrt(d_k) = / 2 */
+    expect_close(scores, (tg_real[]){15, 8, -8}, 3, 0); /* / sqrt(d_k) = / 2 */
 
     /* The post's printed weights: softmax of its (22, 8, -8), shown truncated
      * to three significant digits. */
@@ -83,11 +85,11 @@ Test(attention, blog_example_1_scaled_dot_softmax) {
     TG_REQUIRE(out);
     const double printed[4] = {0.99, -1.99, 3.00, -4.00};
     for (int j = 0; j < 4; j++)
-        cr_expect(fabs(trunc2(out->data[j]) - printed[j]) < 1e-12, "column %d: %.6f prints as %.2f, the post %.2f",
-                  j, (double)out->data[j], trunc2(out->data[j]), printed[j]);
+        cr_expect(fabs(trunc2(out->data[j]) - printed[j]) < 1e-12, "column %d: %.6f prints as %.2f, the post %.2f", j,
+                  (double)out->data[j], trunc2(out->data[j]), printed[j]);
     /* The same through the module (batch of one). */
     tg_dot_attention *att = tg_dot_attention_new(0, NULL);
-    tg_dot_attention_record(att, true);   /* keep the weights to compare */
+    tg_dot_attention_record(att, true); /* keep the weights to compare */
     TG_REQUIRE(att);
     tg_tensor *Q3 = tg_reshape(Q, TG_SHAPE(1, 1, 4)), *KV3 = tg_reshape(KV, TG_SHAPE(1, 3, 4));
     tg_tensor *out3 = tg_dot_attention_forward(att, Q3, KV3, KV3, (tg_mask){0});
@@ -131,11 +133,11 @@ Test(attention, blog_example_2_self_attention) {
     for (int i = 0; i < 16; i++) {
         /* Weights within one unit of the last printed digit (the post
          * truncates 0.41098 to 0.410 in row 0 and rounds it to 0.411 in row 2). */
-        cr_expect(fabs(W->data[i] - w_printed[i]) < 1e-3, "weight %d: %.5f, the post %.3f", i,
-                  (double)W->data[i], w_printed[i]);
+        cr_expect(fabs(W->data[i] - w_printed[i]) < 1e-3, "weight %d: %.5f, the post %.3f", i, (double)W->data[i],
+                  w_printed[i]);
         /* Outputs rounded to three decimals match the post exactly. */
-        cr_expect(fabs(round(out->data[i] * 1000) / 1000 - out_printed[i]) < 1e-12, "output %d: %.5f, the post %.3f",
-                  i, (double)out->data[i], out_printed[i]);
+        cr_expect(fabs(round(out->data[i] * 1000) / 1000 - out_printed[i]) < 1e-12, "output %d: %.5f, the post %.3f", i,
+                  (double)out->data[i], out_printed[i]);
     }
     /* "a"-"pen" and "I"-"have" couple most strongly (0.601). */
     cr_expect(out->data[1] == out->data[11] && out->data[1] > 0.6);
@@ -148,8 +150,10 @@ Test(attention, blog_example_2_self_attention) {
     TG_REQUIRE(att);
     tg_tensor *o2 = tg_dot_attention_forward(att, M, M, M, (tg_mask){0});
     TG_REQUIRE(o2);
-    expect_close(o2, (tg_real[]){0.47656, 0.55741, 0.27726, 0.43495, 0.41347, 0.57513, 0.29897, 0.50000,
-                                 0.27726, 0.43495, 0.47656, 0.55741, 0.29897, 0.50000, 0.41347, 0.57513}, 16, 5e-6);
+    expect_close(o2,
+                 (tg_real[]){0.47656, 0.55741, 0.27726, 0.43495, 0.41347, 0.57513, 0.29897, 0.50000, 0.27726, 0.43495,
+                             0.47656, 0.55741, 0.29897, 0.50000, 0.41347, 0.57513},
+                 16, 5e-6);
 
     /* Sparse softmax on the post's scores keeps only the strong links:
      * row 0: tau = (1.25 + 1 - 1) / 2 = 0.625 -> (0.625, 0.375, 0, 0);
@@ -286,7 +290,7 @@ Test(attention, mha_two_dim_lens_and_causal_reach_every_head) {
     TG_REQUIRE(m);
     tg_scope_begin();
     tg_tensor *X = tg_randn(TG_SHAPE(2, 3, 8), &rng);
-    int lens[6] = {1, 2, 3, 3, 1, 2};   /* [B, Q] */
+    int lens[6] = {1, 2, 3, 3, 1, 2}; /* [B, Q] */
     TG_REQUIRE(tg_mha_forward(m, X, X, X, (tg_mask){lens, 2, false}));
     tg_tensor *w = m->attention->attention_weights;
     cr_assert(w->shape[0] == 8 && w->shape[1] == 3 && w->shape[2] == 3);
@@ -312,8 +316,9 @@ Test(attention, mha_errors_and_param_names) {
         tg_params p;
         tg_params_init(&p);
         tg_mha_params(m, &p, "attention");
-        const char *with[] = {"attention.W_q.weight", "attention.W_q.bias", "attention.W_k.weight", "attention.W_k.bias",
-                              "attention.W_v.weight", "attention.W_v.bias", "attention.W_o.weight", "attention.W_o.bias"};
+        const char *with[] = {"attention.W_q.weight", "attention.W_q.bias",   "attention.W_k.weight",
+                              "attention.W_k.bias",   "attention.W_v.weight", "attention.W_v.bias",
+                              "attention.W_o.weight", "attention.W_o.bias"};
         const char *without[] = {"attention.W_q.weight", "attention.W_k.weight", "attention.W_v.weight",
                                  "attention.W_o.weight"};
         cr_assert_eq(p.n, bias ? 8 : 4);
@@ -357,7 +362,8 @@ Test(attention, additive_param_names_and_errors) {
     cr_expect_null(tg_score_dot(tg_zeros(TG_SHAPE(2, 3, 4)), tg_zeros(TG_SHAPE(2, 5, 3))));
     cr_expect(error_has("score_dot", "feature sizes 4 and 3 differ"), "%s", tg_last_error());
     tg_clear_error();
-    cr_expect_null(tg_score_general(tg_zeros(TG_SHAPE(2, 3, 4)), tg_zeros(TG_SHAPE(3, 4)), tg_zeros(TG_SHAPE(2, 5, 3))));
+    cr_expect_null(
+        tg_score_general(tg_zeros(TG_SHAPE(2, 3, 4)), tg_zeros(TG_SHAPE(3, 4)), tg_zeros(TG_SHAPE(2, 5, 3))));
     cr_expect(error_has("score_general", "W must be (4,3)"), "%s", tg_last_error());
     tg_clear_error();
     cr_expect_null(tg_score_scaled_dot(tg_zeros(TG_SHAPE(2, 3, 4)), tg_zeros(TG_SHAPE(3, 5, 4))));
@@ -406,7 +412,9 @@ Test(attention, train_eval_reaches_children) {
     tg_mha_record_attention(m, true);
     tg_additive_attention *a = tg_additive_attention_new(8, 8, 4, 0.5, &rng);
     tg_dot_attention *d = tg_dot_attention_new(0.5, &rng);
-    TG_REQUIRE(m); TG_REQUIRE(a); TG_REQUIRE(d);
+    TG_REQUIRE(m);
+    TG_REQUIRE(a);
+    TG_REQUIRE(d);
     cr_expect(m->attention->dropout->training && a->dropout->training && d->dropout->training);
     tg_mha_train(m, false);
     tg_additive_attention_train(a, false);
@@ -416,7 +424,7 @@ Test(attention, train_eval_reaches_children) {
     tg_tensor *X = tg_randn(TG_SHAPE(2, 5, 8), &rng);
     tg_tensor *e1 = tg_mha_forward(m, X, X, X, (tg_mask){0}), *e2 = tg_mha_forward(m, X, X, X, (tg_mask){0});
     TG_REQUIRE(e1);
-    expect_close(e2, e1->data, e1->size, 0);   /* eval: deterministic */
+    expect_close(e2, e1->data, e1->size, 0); /* eval: deterministic */
     tg_mha_train(m, true);
     cr_expect(m->attention->dropout->training);
     tg_tensor *t1 = tg_mha_forward(m, X, X, X, (tg_mask){0});
@@ -438,17 +446,24 @@ Test(attention, train_eval_reaches_children) {
 
 /* ---- gradient checks (double, dropout 0) ------------------------------------- */
 
-static tg_tensor *f_dot(tg_tensor *const *in, int n, void *ctx) { (void)n; (void)ctx; return tg_score_dot(in[0], in[1]); }
+static tg_tensor *f_dot(tg_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    (void)ctx;
+    return tg_score_dot(in[0], in[1]);
+}
 static tg_tensor *f_scaled(tg_tensor *const *in, int n, void *ctx) {
-    (void)n; (void)ctx;
+    (void)n;
+    (void)ctx;
     return tg_score_scaled_dot(in[0], in[1]);
 }
 static tg_tensor *f_general(tg_tensor *const *in, int n, void *ctx) {
-    (void)n; (void)ctx;
+    (void)n;
+    (void)ctx;
     return tg_score_general(in[0], in[2], in[1]);
 }
 static tg_tensor *f_additive(tg_tensor *const *in, int n, void *ctx) {
-    (void)n; (void)ctx;
+    (void)n;
+    (void)ctx;
     return tg_score_additive(in[0], in[1], in[2], in[3], in[4]);
 }
 
@@ -461,7 +476,13 @@ Test(attention, gradcheck_scoring_functions) {
     expect_gradcheck("score_scaled_dot (2,3,4) (2,5,4)", f_scaled, (tg_tensor *[]){q, k}, 2, NULL);
     expect_gradcheck("score_general (2,3,4) W(4,6) (2,5,6)", f_general, (tg_tensor *[]){q, k6, W}, 3, NULL);
     expect_gradcheck("score_additive h=3", f_additive, (tg_tensor *[]){q, k6, Wq, Wk, wv}, 5, NULL);
-    tg_free(q); tg_free(k); tg_free(k6); tg_free(W); tg_free(Wq); tg_free(Wk); tg_free(wv);
+    tg_free(q);
+    tg_free(k);
+    tg_free(k6);
+    tg_free(W);
+    tg_free(Wq);
+    tg_free(Wk);
+    tg_free(wv);
 }
 
 typedef struct {
@@ -481,7 +502,8 @@ Test(attention, gradcheck_dot_product_attention) {
     tg_rng rng = tg_rng_new(32);
     tg_dot_attention *att = tg_dot_attention_new(0, NULL);
     TG_REQUIRE(att);
-    tg_tensor *q = leaf(TG_SHAPE(2, 3, 4), &rng), *k = leaf(TG_SHAPE(2, 4, 4), &rng), *v = leaf(TG_SHAPE(2, 4, 5), &rng);
+    tg_tensor *q = leaf(TG_SHAPE(2, 3, 4), &rng), *k = leaf(TG_SHAPE(2, 4, 4), &rng),
+              *v = leaf(TG_SHAPE(2, 4, 5), &rng);
     tg_tensor *in[3] = {q, k, v};
     int lens1[2] = {2, 3}, lens2[6] = {1, 4, 2, 3, 2, 1};
     att_ctx c = {att, {NULL, 0, false}, 0, false};
@@ -497,7 +519,9 @@ Test(attention, gradcheck_dot_product_attention) {
     att->sparse = true;
     c.mask = (tg_mask){lens1, 1, false};
     expect_gradcheck("dot_attention sparsemax 1-D lens", f_dot_attention, in, 3, &c);
-    tg_free(q); tg_free(k); tg_free(v);
+    tg_free(q);
+    tg_free(k);
+    tg_free(v);
     tg_dot_attention_free(att);
 }
 
@@ -510,12 +534,15 @@ Test(attention, gradcheck_additive_attention) {
     tg_rng rng = tg_rng_new(33);
     tg_additive_attention *att = tg_additive_attention_new(3, 4, 5, 0, &rng);
     TG_REQUIRE(att);
-    tg_tensor *q = leaf(TG_SHAPE(2, 3, 4), &rng), *k = leaf(TG_SHAPE(2, 4, 3), &rng), *v = leaf(TG_SHAPE(2, 4, 2), &rng);
+    tg_tensor *q = leaf(TG_SHAPE(2, 3, 4), &rng), *k = leaf(TG_SHAPE(2, 4, 3), &rng),
+              *v = leaf(TG_SHAPE(2, 4, 2), &rng);
     int lens[2] = {3, 2};
     att_ctx c = {att, {lens, 1, false}, 3, false};
     tg_tensor *in[6] = {att->W_k->weight, att->W_q->weight, att->w_v->weight, q, k, v};
     expect_gradcheck("additive_attention 1-D lens", f_additive_attention, in, 6, &c);
-    tg_free(q); tg_free(k); tg_free(v);
+    tg_free(q);
+    tg_free(k);
+    tg_free(v);
     tg_additive_attention_free(att);
 }
 
@@ -539,7 +566,8 @@ static int mha_inputs(tg_mha *m, tg_tensor **in, tg_tensor *const *data, int n_d
 
 Test(attention, gradcheck_multihead_attention) {
     tg_rng rng = tg_rng_new(34);
-    tg_tensor *q = leaf(TG_SHAPE(2, 3, 6), &rng), *k = leaf(TG_SHAPE(2, 4, 5), &rng), *v = leaf(TG_SHAPE(2, 4, 7), &rng);
+    tg_tensor *q = leaf(TG_SHAPE(2, 3, 6), &rng), *k = leaf(TG_SHAPE(2, 4, 5), &rng),
+              *v = leaf(TG_SHAPE(2, 4, 7), &rng);
     int lens1[2] = {3, 2}, lens2[6] = {1, 4, 2, 3, 2, 1};
     for (int bias = 0; bias <= 1; bias++) {
         tg_mha *m = tg_mha_new(5, 6, 7, 8, 2, 0, bias, &rng);
@@ -552,7 +580,9 @@ Test(attention, gradcheck_multihead_attention) {
         expect_gradcheck(bias ? "mha H8 h2 2-D lens, bias" : "mha H8 h2 2-D lens, no bias", f_mha, in, n, &c);
         tg_mha_free(m);
     }
-    tg_free(q); tg_free(k); tg_free(v);
+    tg_free(q);
+    tg_free(k);
+    tg_free(v);
 }
 
 Test(attention, gradcheck_self_attention) {
@@ -637,8 +667,15 @@ Test(attention, recording_matches_the_fused_default) {
  * fused default gives the recording forward's output. */
 Test(attention, encoder_records_every_layer_and_head) {
     tg_scope_end();
-    tg_encoder_config cfg = {.vocab_size = 11, .num_hiddens = 16, .ffn_hiddens = 24, .num_heads = 4,
-                             .num_layers = 2, .max_len = 100, .dropout = 0.1, .pe = TG_PE_FIXED, .use_bias = true};
+    tg_encoder_config cfg = {.vocab_size = 11,
+                             .num_hiddens = 16,
+                             .ffn_hiddens = 24,
+                             .num_heads = 4,
+                             .num_layers = 2,
+                             .max_len = 100,
+                             .dropout = 0.1,
+                             .pe = TG_PE_FIXED,
+                             .use_bias = true};
     tg_rng rng = tg_rng_new(41);
     tg_encoder *e = tg_encoder_new(&cfg, &rng);
     TG_REQUIRE(e);
@@ -671,7 +708,7 @@ Test(attention, encoder_records_every_layer_and_head) {
     cr_expect_null(tg_encoder_attention_weights(NULL, 0, 0));
     tg_encoder_record_attention(e, false);
     cr_expect_null(tg_encoder_attention_weights(e, 0, 0), "switching off forgets the weights");
-    tg_encoder_record_attention(NULL, true);   /* NULL is ignored */
+    tg_encoder_record_attention(NULL, true); /* NULL is ignored */
     tg_mha_record_attention(NULL, true);
     tg_scope_end();
     tg_encoder_free(e);
@@ -681,11 +718,13 @@ Test(attention, encoder_records_every_layer_and_head) {
 /* Dropout p = 1 (torch allows it) drops every weight: the fused op gives
  * zeros and zero gradients, as the stored path, and draws nothing. */
 static tg_tensor *f_fused_p1(tg_tensor *const *in, int n, void *ctx) {
-    (void)n; (void)ctx;
+    (void)n;
+    (void)ctx;
     return tg_attention(in[0], in[1], in[2], (tg_mask){NULL, 0, true}, 1, NULL);
 }
 static tg_tensor *f_stored_p1(tg_tensor *const *in, int n, void *ctx) {
-    (void)n; (void)ctx;
+    (void)n;
+    (void)ctx;
     tg_tensor *w = tg_masked_softmax(tg_score_scaled_dot(in[0], in[1]), (tg_mask){NULL, 0, true});
     return tg_matmul(tg_dropout(w, 1, NULL), in[2]);
 }

@@ -10,13 +10,16 @@
 
 #include <string.h>
 
-static void scope_begin(void) { tg_clear_error(); tg_scope_begin(); }
+static void scope_begin(void) {
+    tg_clear_error();
+    tg_scope_begin();
+}
 static void scope_end(void) { tg_scope_end(); }
 TestSuite(attention_op, .init = scope_begin, .fini = scope_end);
 
 typedef struct {
     int B, Q, K, d, dv;
-    int mask;        /* 0 none, 1 lens [B], 2 lens [B, Q], 3 causal, 4 causal + lens [B] */
+    int mask; /* 0 none, 1 lens [B], 2 lens [B, Q], 3 causal, 4 causal + lens [B] */
     tg_real p;
 } shape_case;
 
@@ -37,7 +40,10 @@ static tg_tensor *stored_path(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask 
     return tg_matmul(tg_dropout(tg_masked_softmax(s, mask), p, rng), v);
 }
 
-typedef struct { tg_tensor *out, *gq, *gk, *gv; uint64_t counter; } run_result;
+typedef struct {
+    tg_tensor *out, *gq, *gk, *gv;
+    uint64_t counter;
+} run_result;
 
 /* One forward + backward (seed gradient R) of either path; the gradients are copied. */
 static run_result run(bool fused, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real p,
@@ -64,29 +70,28 @@ static void compare_with_stored(const shape_case *c, uint64_t seed) {
     tg_rng rng = tg_rng_new(seed);
     tg_tensor *q = tg_randn(TG_SHAPE(c->B, c->Q, c->d), &rng), *k = tg_randn(TG_SHAPE(c->B, c->K, c->d), &rng);
     tg_tensor *v = tg_randn(TG_SHAPE(c->B, c->K, c->dv), &rng), *R = tg_randn(TG_SHAPE(c->B, c->Q, c->dv), &rng);
-    tg_fill_normal(q, 0, 2, &rng);   /* sharper weights than unit scores */
+    tg_fill_normal(q, 0, 2, &rng); /* sharper weights than unit scores */
     tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
     tg_mask mask = make_mask(c, seed);
     run_result f = run(true, q, k, v, mask, c->p, R), s = run(false, q, k, v, mask, c->p, R);
-    cr_expect_eq(f.counter, s.counter, "(%d,%d,%d,%d,%d) mask %d p %g: rng counters %llu and %llu", c->B, c->Q,
-                 c->K, c->d, c->dv, c->mask, (double)c->p, (unsigned long long)f.counter,
-                 (unsigned long long)s.counter);
+    cr_expect_eq(f.counter, s.counter, "(%d,%d,%d,%d,%d) mask %d p %g: rng counters %llu and %llu", c->B, c->Q, c->K,
+                 c->d, c->dv, c->mask, (double)c->p, (unsigned long long)f.counter, (unsigned long long)s.counter);
     const char *names[] = {"out", "dq", "dk", "dv"};
     tg_tensor *a[] = {f.out, f.gq, f.gk, f.gv}, *b[] = {s.out, s.gq, s.gk, s.gv};
     for (int i = 0; i < 4; i++) {
         double e = max_diff(a[i], b[i]);
-        cr_expect(e <= 1e-12, "(B%d,Q%d,K%d,d%d,dv%d) mask %d p %g: %s differs from the stored path by %.3g",
-                  c->B, c->Q, c->K, c->d, c->dv, c->mask, (double)c->p, names[i], e);
+        cr_expect(e <= 1e-12, "(B%d,Q%d,K%d,d%d,dv%d) mask %d p %g: %s differs from the stored path by %.3g", c->B,
+                  c->Q, c->K, c->d, c->dv, c->mask, (double)c->p, names[i], e);
     }
 }
 
 Test(attention_op, matches_the_stored_path) {
     cr_assert(sizeof(tg_real) == 8, "compared in the double build");
     static const shape_case cases[] = {
-        {1, 1, 1, 1, 1, 0, 0},       {2, 3, 5, 4, 3, 0, 0},       {3, 4, 6, 3, 2, 1, 0},
-        {2, 5, 4, 2, 3, 2, 0},       {2, 6, 6, 3, 3, 3, 0},       {2, 7, 4, 3, 2, 3, 0},   /* causal, Q > K */
-        {2, 4, 7, 3, 2, 4, 0},       {2, 3, 5, 4, 3, 0, 0.1},     {3, 5, 9, 4, 2, 1, 0.5},
-        {2, 6, 6, 3, 3, 3, 0.3},     {1, 70, 130, 5, 3, 0, 0},    {1, 130, 70, 5, 7, 2, 0.2},
+        {1, 1, 1, 1, 1, 0, 0},       {2, 3, 5, 4, 3, 0, 0},         {3, 4, 6, 3, 2, 1, 0},
+        {2, 5, 4, 2, 3, 2, 0},       {2, 6, 6, 3, 3, 3, 0},         {2, 7, 4, 3, 2, 3, 0}, /* causal, Q > K */
+        {2, 4, 7, 3, 2, 4, 0},       {2, 3, 5, 4, 3, 0, 0.1},       {3, 5, 9, 4, 2, 1, 0.5},
+        {2, 6, 6, 3, 3, 3, 0.3},     {1, 70, 130, 5, 3, 0, 0},      {1, 130, 70, 5, 7, 2, 0.2},
         {2, 70, 130, 8, 8, 3, 0.1},  {2, 129, 129, 16, 16, 4, 0.1}, {3, 200, 150, 16, 8, 1, 0.25},
         {2, 64, 64, 16, 16, 2, 0.1}, {1, 300, 300, 16, 16, 3, 0.1}, {4, 65, 63, 7, 9, 0, 0.9},
     };
@@ -122,12 +127,12 @@ Test(attention_op, bit_identical_for_any_thread_count) {
  * persistent, so their gradients are too: the arena holds only what the
  * op adds, plus the output and its gradient. */
 Test(attention_op, memory_is_linear_in_T) {
-    tg_scope_end();   /* the inputs are made outside any scope */
+    tg_scope_end(); /* the inputs are made outside any scope */
     int T = 2048, d = 16;
     tg_rng rng = tg_rng_new(3);
     tg_tensor *q = tg_randn(TG_SHAPE(2, T, d), &rng), *k = tg_randn(TG_SHAPE(2, T, d), &rng);
     tg_tensor *v = tg_randn(TG_SHAPE(2, T, d), &rng);
-    tg_tensor *seed = tg_ones(TG_SHAPE(2, T, d));   /* d sum(out) / d out */
+    tg_tensor *seed = tg_ones(TG_SHAPE(2, T, d)); /* d sum(out) / d out */
     tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
     tg_scope_begin();
     tg_memory_stats before = tg_memory();

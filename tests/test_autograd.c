@@ -46,11 +46,13 @@ Test(autograd, broadcast_backward_sums_over_broadcast_axes) {
     tg_scope_begin();
     tg_tensor *y = tg_sum_all(tg_mul(tg_add(a, b), c));
     cr_assert_eq(tg_backward(y), 0);
-    expect_close(b->grad, (tg_real[]){5, 5, 5}, 3, 1e-12);        /* sum over rows of c */
-    expect_close(c->grad, (tg_real[]){9, 18}, 2, 1e-12);          /* row sums of a + b */
+    expect_close(b->grad, (tg_real[]){5, 5, 5}, 3, 1e-12); /* sum over rows of c */
+    expect_close(c->grad, (tg_real[]){9, 18}, 2, 1e-12);   /* row sums of a + b */
     expect_close(a->grad, (tg_real[]){2, 2, 2, 3, 3, 3}, 6, 1e-12);
     tg_scope_end();
-    tg_free(a); tg_free(b); tg_free(c);
+    tg_free(a);
+    tg_free(b);
+    tg_free(c);
 }
 
 Test(autograd, records_only_when_needed) {
@@ -68,7 +70,8 @@ Test(autograd, records_only_when_needed) {
     tg_tensor *c = tg_mul(x, k);
     cr_expect(c->node != NULL && c->requires_grad);
     tg_scope_end();
-    tg_free(x); tg_free(k);
+    tg_free(x);
+    tg_free(k);
 }
 
 Test(autograd, seed_gradient_for_non_scalar_outputs) {
@@ -139,16 +142,16 @@ Test(autograd, detect_anomaly_names_the_op) {
     tg_tensor *x = param(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, -6});
     tg_set_detect_anomaly(true);
     tg_scope_begin();
-    tg_tensor *y = tg_log(x);                       /* log(-6): NaN, forward */
+    tg_tensor *y = tg_log(x); /* log(-6): NaN, forward */
     tg_tensor *loss = tg_sum_all(tg_mul_scalar(y, 2));
     cr_expect(error_has("detect_anomaly: forward of log", "(2,3)"), "%s", tg_last_error());
     cr_expect_eq(tg_backward(loss), -1);
     cr_expect(error_has("forward of log", "(2,3)"), "%s", tg_last_error());
     tg_scope_end();
-    tg_set_detect_anomaly(true);                    /* clears the recorded one */
+    tg_set_detect_anomaly(true); /* clears the recorded one */
     tg_clear_error();
     tg_scope_begin();
-    tg_tensor *r = tg_sqrt(tg_mul_scalar(x, 0));    /* sqrt(0) = 0 is fine; its derivative is not */
+    tg_tensor *r = tg_sqrt(tg_mul_scalar(x, 0)); /* sqrt(0) = 0 is fine; its derivative is not */
     cr_expect_null(tg_last_error(), "no forward anomaly here: %s", tg_last_error());
     cr_expect_eq(tg_backward(tg_sum_all(r)), -1);
     cr_expect(error_has("detect_anomaly: backward of sqrt", "(2,3)"), "%s", tg_last_error());
@@ -160,10 +163,10 @@ Test(autograd, detect_anomaly_names_the_op) {
 Test(autograd, intermediate_grads_are_fresh_for_each_backward) {
     tg_tensor *x = param(TG_SHAPE(1), (tg_real[]){2});
     tg_scope_begin();
-    tg_tensor *h = tg_mul(x, x);     /* 4 */
+    tg_tensor *h = tg_mul(x, x); /* 4 */
     tg_tensor *y = tg_sum_all(h);
-    tg_backward_retain(y);           /* kept for a second pass */
-    tg_backward(y);                  /* same graph again: dx = 2 * 2x */
+    tg_backward_retain(y); /* kept for a second pass */
+    tg_backward(y);        /* same graph again: dx = 2 * 2x */
     cr_expect(fabs(x->grad->data[0] - 8) < 1e-12, "got %g", (double)x->grad->data[0]);
     cr_expect(fabs(h->grad->data[0] - 1) < 1e-12, "non-leaf grad is per pass");
     tg_scope_end();
@@ -176,18 +179,17 @@ Test(autograd, intermediate_grads_are_fresh_for_each_backward) {
 Test(autograd, reshape_gradient_sharing_is_exact) {
     tg_tensor *a = param(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, 6});
     tg_scope_begin();
-    tg_tensor *x = tg_mul_scalar(a, 2);                 /* non-leaf, feeds the reshape only */
+    tg_tensor *x = tg_mul_scalar(a, 2); /* non-leaf, feeds the reshape only */
     tg_tensor *y = tg_reshape(x, TG_SHAPE(3, 2));
-    tg_tensor *loss = tg_sum_all(tg_mul(y, y));         /* d/dy = 2y = 4a, d/da = 8a */
+    tg_tensor *loss = tg_sum_all(tg_mul(y, y)); /* d/dy = 2y = 4a, d/da = 8a */
     cr_assert_eq(tg_backward_retain(loss), 0, "%s", tg_last_error());
     expect_close(a->grad, (tg_real[]){8, 16, 24, 32, 40, 48}, 6, 1e-12);
     expect_close(x->grad, (tg_real[]){4, 8, 12, 16, 20, 24}, 6, 1e-12);
-    cr_expect(x->grad->ndim == 2 && x->grad->shape[0] == 2 && x->grad->shape[1] == 3,
-              "x's gradient has x's shape");
+    cr_expect(x->grad->ndim == 2 && x->grad->shape[0] == 2 && x->grad->shape[1] == 3, "x's gradient has x's shape");
     /* A second pass on the same graph after x got a second consumer: y's and
      * x's gradients now differ, and neither may overwrite the other. */
     tg_zero_grad(a);
-    tg_tensor *z = tg_mul_scalar(x, 3);                 /* x = 2a: d(sum z)/da = 6 */
+    tg_tensor *z = tg_mul_scalar(x, 3); /* x = 2a: d(sum z)/da = 6 */
     tg_tensor *loss2 = tg_add(tg_sum_all(tg_mul(y, y)), tg_sum_all(z));
     cr_assert_eq(tg_backward(loss2), 0, "%s", tg_last_error());
     expect_close(a->grad, (tg_real[]){14, 22, 30, 38, 46, 54}, 6, 1e-12);
@@ -200,8 +202,8 @@ Test(autograd, reshape_gradient_sharing_is_exact) {
 Test(autograd, add_gradient_sharing_is_exact) {
     tg_tensor *p = param(TG_SHAPE(3), (tg_real[]){1, 2, 3});
     tg_scope_begin();
-    tg_tensor *x = tg_mul_scalar(p, 2), *y = tg_mul_scalar(p, 3);   /* each feeds the add only */
-    tg_tensor *z = tg_add(x, y);                                      /* 5p */
+    tg_tensor *x = tg_mul_scalar(p, 2), *y = tg_mul_scalar(p, 3); /* each feeds the add only */
+    tg_tensor *z = tg_add(x, y);                                  /* 5p */
     cr_assert_eq(tg_backward_retain(tg_sum_all(tg_mul(z, z))), 0, "%s", tg_last_error());
     /* dz = 2z = 10p = dx = dy; dp = 2 dx + 3 dy = 50p */
     expect_close(p->grad, (tg_real[]){50, 100, 150}, 3, 1e-12);
@@ -224,7 +226,7 @@ Test(autograd, reshape_is_a_view_and_transpose_backward) {
     tg_scope_begin();
     tg_tensor *r = tg_reshape(x, TG_SHAPE(3, -1));
     cr_expect(r->data == x->data && r->shape[1] == 2);
-    tg_tensor *t = tg_transpose(r, 0, 1);                           /* (2,3) */
+    tg_tensor *t = tg_transpose(r, 0, 1); /* (2,3) */
     tg_tensor *w = tg_from_array(TG_SHAPE(2, 3), (tg_real[]){1, 2, 3, 4, 5, 6});
     tg_backward(tg_sum_all(tg_mul(t, w)));
     /* x (as 3x2) element [i][j] meets w[j][i]. */

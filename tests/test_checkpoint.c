@@ -5,12 +5,11 @@
 
 TestSuite(checkpoint, .fini = cleanup);
 
-Test(checkpoint, round_trip_bit_identical)
-{
+Test(checkpoint, round_trip_bit_identical) {
     tmpdir();
     model a, b;
     model_new(&a, 1.0);
-    model_new(&b, 2.0);   /* same shapes, other values */
+    model_new(&b, 2.0); /* same shapes, other values */
     const char *path = in_dir("model.safetensors");
     cr_assert_eq(tg_checkpoint_save(path, &a.p, NULL), 0, "%s", tg_last_error());
     cr_assert_eq(tg_checkpoint_load(path, &b.p), 0, "%s", tg_last_error());
@@ -27,8 +26,7 @@ Test(checkpoint, round_trip_bit_identical)
     model_free(&b);
 }
 
-Test(checkpoint, empty_list)
-{
+Test(checkpoint, empty_list) {
     tmpdir();
     tg_params p;
     tg_params_init(&p);
@@ -36,14 +34,13 @@ Test(checkpoint, empty_list)
     cr_assert_eq(tg_checkpoint_save(path, &p, NULL), 0);
     size_t size;
     unsigned char *b = read_all(path, &size);
-    cr_assert_eq(size, 16);   /* what the reference writes: 8, "{}" + 6 spaces */
+    cr_assert_eq(size, 16); /* what the reference writes: 8, "{}" + 6 spaces */
     cr_assert(memcmp(b, "\x08\0\0\0\0\0\0\0{}      ", 16) == 0);
     free(b);
     cr_assert_eq(tg_checkpoint_load(path, &p), 0);
 }
 
-Test(checkpoint, wrong_shape_rejected)
-{
+Test(checkpoint, wrong_shape_rejected) {
     tmpdir();
     model m;
     model_new(&m, 1.0);
@@ -59,8 +56,7 @@ Test(checkpoint, wrong_shape_rejected)
     model_free(&m);
 }
 
-Test(checkpoint, missing_and_extra_names_rejected)
-{
+Test(checkpoint, missing_and_extra_names_rejected) {
     tmpdir();
     model m;
     model_new(&m, 1.0);
@@ -80,10 +76,8 @@ Test(checkpoint, missing_and_extra_names_rejected)
     model_free(&m);
 }
 
-
 /* Issue 10, defect 6: an all-NaN checkpoint loaded and reported accuracy. */
-Test(checkpoint, non_finite_weights_rejected)
-{
+Test(checkpoint, non_finite_weights_rejected) {
     tmpdir();
     model m, other;
     model_new(&m, 1.0);

@@ -27,8 +27,8 @@ Test(dropout_mask, avx2_and_portable_agree_also_across_2_to_the_32) {
                   (unsigned long long)starts[s]);
         int kept = 0;
         for (int j = 0; j < 4099; j++) kept += a[j] != 0;
-        cr_expect(kept > 2650 && kept < 3090, "row at %llu kept %d of 4099 (p = 0.3)",
-                  (unsigned long long)starts[s], kept);
+        cr_expect(kept > 2650 && kept < 3090, "row at %llu kept %d of 4099 (p = 0.3)", (unsigned long long)starts[s],
+                  kept);
     }
 }
 

@@ -9,7 +9,11 @@ static void setup(void) {
     t45 = tg_zeros(TG_SHAPE(4, 5));
     t3 = tg_zeros(TG_SHAPE(3));
 }
-static void teardown(void) { tg_free(t23); tg_free(t45); tg_free(t3); }
+static void teardown(void) {
+    tg_free(t23);
+    tg_free(t45);
+    tg_free(t3);
+}
 TestSuite(errors, .init = setup, .fini = teardown);
 
 Test(errors, matmul_inner_dimensions) {
@@ -93,7 +97,8 @@ Test(errors, matmul_batch_mismatch) {
     cr_expect_str_eq(tg_last_error(), "matmul: (2,3,4) @ (3,4,5): batch sizes 2 and 3 differ");
     cr_expect_null(tg_matmul_t(a, b, false, true));
     cr_expect(error_has("(3,4,5)^T", "inner dimensions 4 and 5"), "%s", tg_last_error());
-    tg_free(a); tg_free(b);
+    tg_free(a);
+    tg_free(b);
 }
 
 /* Issue 10, defect 2: (2^20, 2^20, 2^24) overflowed int64 in the size check

@@ -23,7 +23,8 @@ TestSuite(examples, .init = setup, .fini = teardown);
 /* Runs build/.../bin/<prog> with args; returns its exit code, output in out. */
 static int run(const char *prog, const char *args) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/%s/bin/%s' %s > '%s/log' 2>&1", tmp, TG_SRC_DIR, TG_BUILD_DIR, prog, args, tmp);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/%s/bin/%s' %s > '%s/log' 2>&1", tmp, TG_SRC_DIR, TG_BUILD_DIR, prog, args,
+             tmp);
     int status = system(cmd);
     char path[256];
     snprintf(path, sizeof path, "%s/log", tmp);
@@ -111,9 +112,11 @@ Test(examples, compare_layers_quick, .timeout = 300) {
         cr_assert_not_null(line, "no line for %s: %s", kinds[i], out);
         double a;
         int lo, hi, s1, n1, s2, n2, l, ln;
-        cr_expect_eq(sscanf(line + 1,
-                            "layer=%31s time_exponent=%lf (n %d..%d) sequential_ops=%d@%d,%d@%d max_path_layers@n=%d@%d",
-                            name, &a, &lo, &hi, &s1, &n1, &s2, &n2, &l, &ln), 10, "%s", line);
+        cr_expect_eq(
+            sscanf(line + 1,
+                   "layer=%31s time_exponent=%lf (n %d..%d) sequential_ops=%d@%d,%d@%d max_path_layers@n=%d@%d", name,
+                   &a, &lo, &hi, &s1, &n1, &s2, &n2, &l, &ln),
+            10, "%s", line);
         cr_expect(l >= 1, "%s reaches x_0 after %d layers", kinds[i], l);
     }
     cr_expect(file_exists("cmp/compare_layers.txt"));

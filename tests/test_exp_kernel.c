@@ -11,7 +11,7 @@
 #ifdef TG_DOUBLE
 #define REL 1e-15
 #else
-#define REL 4e-7   /* about 3 ulps of float */
+#define REL 4e-7 /* about 3 ulps of float */
 #endif
 
 Test(exp_kernel, matches_libm_and_sums_in_order) {
@@ -19,7 +19,7 @@ Test(exp_kernel, matches_libm_and_sums_in_order) {
     static tg_real s[N];
     for (int n = 1; n <= N; n += 167) {
         tg_real shift = (tg_real)3.25;
-        for (int j = 0; j < n; j++) s[j] = shift - (tg_real)(100.0 * j / N);   /* x - shift in (-100, 0] */
+        for (int j = 0; j < n; j++) s[j] = shift - (tg_real)(100.0 * j / N); /* x - shift in (-100, 0] */
         double want_sum = 0;
         tg_real got_sum = tg_k_exp_shift(s, n, shift);
         for (int j = 0; j < n; j++) {
@@ -30,11 +30,11 @@ Test(exp_kernel, matches_libm_and_sums_in_order) {
                 cr_expect(s[j] == 0 || fabs(s[j] - want) <= 1e-37, "exp(%g) = %g, want ~0", x, (double)s[j]);
                 continue;
             }
-            cr_assert(fabs((double)s[j] - want) <= REL * want + 1e-38, "n=%d: exp(%.9g) = %.9g, want %.9g", n,
-                      x, (double)s[j], want);
+            cr_assert(fabs((double)s[j] - want) <= REL * want + 1e-38, "n=%d: exp(%.9g) = %.9g, want %.9g", n, x,
+                      (double)s[j], want);
         }
-        cr_expect(fabs((double)got_sum - want_sum) <= 1e-6 * want_sum, "n=%d: sum %.9g, want %.9g", n,
-                  (double)got_sum, want_sum);
+        cr_expect(fabs((double)got_sum - want_sum) <= 1e-6 * want_sum, "n=%d: sum %.9g, want %.9g", n, (double)got_sum,
+                  want_sum);
     }
 }
 

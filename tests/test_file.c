@@ -8,8 +8,7 @@
 
 TestSuite(file, .fini = cleanup);
 
-Test(file, failed_save_leaves_old_file)
-{
+Test(file, failed_save_leaves_old_file) {
     tmpdir();
     model m;
     model_new(&m, 1.0);
@@ -64,12 +63,10 @@ Test(file, failed_save_leaves_old_file)
     model_free(&m);
 }
 
-
 /* Issue 10, defect 3: the temporary "<path>.tmp.<pid>" was opened with
  * fopen("wb"), following a symlink planted there (a save overwrote another
  * file); killed saves left their temporaries for ever. */
-Test(file, temporaries_are_exclusive_and_stale_ones_removed)
-{
+Test(file, temporaries_are_exclusive_and_stale_ones_removed) {
     tmpdir();
     model m;
     model_new(&m, 1.0);
@@ -79,7 +76,7 @@ Test(file, temporaries_are_exclusive_and_stale_ones_removed)
     write_all(victim, "precious", 8);
     snprintf(planted, sizeof planted, "%s.tmp.%ld", path, (long)getpid());
     cr_assert_eq(symlink(victim, planted), 0);
-    long dead = 4194303;   /* beyond any pid here (checked) */
+    long dead = 4194303; /* beyond any pid here (checked) */
     cr_assert(kill((pid_t)dead, 0) != 0);
     snprintf(stale, sizeof stale, "%s.tmp.%ld.Xy12Zw", path, dead);
     snprintf(live, sizeof live, "%s.tmp.%ld.Xy12Zw", path, (long)getppid());
@@ -100,8 +97,7 @@ Test(file, temporaries_are_exclusive_and_stale_ones_removed)
 }
 
 /* Concurrent writers of one path: all succeed and the file is whole. */
-Test(file, concurrent_saves_never_fail_or_tear)
-{
+Test(file, concurrent_saves_never_fail_or_tear) {
     tmpdir();
     const char *path = in_dir("m.safetensors");
     enum { WRITERS = 4, ROUNDS = 15 };
@@ -131,8 +127,7 @@ Test(file, concurrent_saves_never_fail_or_tear)
 
 /* Issue 10, defect 5: `--load FIFO` and `inspect FIFO` hung for ever, as
  * fopen ran before the regular-file check. */
-Test(file, a_fifo_or_a_directory_is_refused_without_blocking, .timeout = 10)
-{
+Test(file, a_fifo_or_a_directory_is_refused_without_blocking, .timeout = 10) {
     tmpdir();
     const char *fifo = in_dir("pipe");
     cr_assert_eq(mkfifo(fifo, 0600), 0);

@@ -8,7 +8,10 @@
 
 #include <string.h>
 
-static void scope_begin(void) { tg_clear_error(); tg_scope_begin(); }
+static void scope_begin(void) {
+    tg_clear_error();
+    tg_scope_begin();
+}
 static void scope_end(void) { tg_scope_end(); }
 TestSuite(fused, .init = scope_begin, .fini = scope_end);
 
@@ -47,8 +50,10 @@ static void dropout_statistics(tg_real p) {
     double sum = 0;
     for (int64_t i = 0; i < n; i++) {
         sum += y->data[i];
-        if (y->data[i] == 0) zeros++;
-        else cr_assert(y->data[i] == (tg_real)1 / (1 - p), "kept value %.17g", (double)y->data[i]);
+        if (y->data[i] == 0)
+            zeros++;
+        else
+            cr_assert(y->data[i] == (tg_real)1 / (1 - p), "kept value %.17g", (double)y->data[i]);
     }
     double mean = sum / n, frac = (double)zeros / n;
     cr_expect(fabs(mean - 1) < 0.01, "p=%g: mean %g not within 1%% of 1", (double)p, mean);
@@ -88,7 +93,7 @@ Test(fused, dropout_p0_is_identity_and_p1_is_zero) {
 
 Test(fused, dropout_gradient_is_the_mask_over_1_minus_p) {
     tg_rng r0 = tg_rng_new(5);
-    tg_tensor *x = tg_randn(TG_SHAPE(100000), &r0);   /* above the OpenMP threshold */
+    tg_tensor *x = tg_randn(TG_SHAPE(100000), &r0); /* above the OpenMP threshold */
     tg_set_requires_grad(x, true);
     tg_rng rng = tg_rng_new(6);
     tg_tensor *y = tg_dropout(x, 0.25, &rng);
@@ -99,13 +104,14 @@ Test(fused, dropout_gradient_is_the_mask_over_1_minus_p) {
 }
 
 Test(fused, dropout_mask_depends_only_on_the_rng_state) {
-    tg_tensor *x = tg_ones(TG_SHAPE(300000));   /* above TG_PAR_MIN: threads split it */
+    tg_tensor *x = tg_ones(TG_SHAPE(300000)); /* above TG_PAR_MIN: threads split it */
     tg_rng a = tg_rng_new(77), b = a;
     tg_tensor *y1 = tg_dropout(x, 0.5, &a);
     tg_tensor *y2 = tg_dropout(x, 0.5, &b);
-    TG_REQUIRE(y1); TG_REQUIRE(y2);
+    TG_REQUIRE(y1);
+    TG_REQUIRE(y2);
     cr_expect(memcmp(y1->data, y2->data, sizeof(tg_real) * 300000) == 0, "same rng state, same mask");
-    tg_tensor *y3 = tg_dropout(x, 0.5, &a);     /* the counter moved on: another mask */
+    tg_tensor *y3 = tg_dropout(x, 0.5, &a); /* the counter moved on: another mask */
     TG_REQUIRE(y3);
     cr_expect(memcmp(y1->data, y3->data, sizeof(tg_real) * 300000) != 0, "next call, new mask");
     int saved = tg_get_num_threads();
@@ -115,7 +121,8 @@ Test(fused, dropout_mask_depends_only_on_the_rng_state) {
     tg_set_num_threads(2);
     tg_tensor *t2 = tg_dropout(x, 0.3, &d);
     tg_set_num_threads(saved);
-    TG_REQUIRE(t1); TG_REQUIRE(t2);
+    TG_REQUIRE(t1);
+    TG_REQUIRE(t2);
     cr_expect(memcmp(t1->data, t2->data, sizeof(tg_real) * 300000) == 0, "1 thread and 2 threads differ");
 }
 
@@ -149,9 +156,12 @@ static void expect_prefix_rows(const tg_tensor *y, const int *visible) {
         for (int k = 0; k < K; k++) {
             s += y->data[r * K + k];
             if (visible[r] == 0)
-                cr_expect(fabs(y->data[r * K + k] - 1.0 / K) < 1e-15, "row %lld: no visible key, not uniform", (long long)r);
-            else if (k >= visible[r]) cr_expect(y->data[r * K + k] == 0, "row %lld key %d not masked", (long long)r, k);
-            else cr_expect(y->data[r * K + k] > 0, "row %lld key %d masked", (long long)r, k);
+                cr_expect(fabs(y->data[r * K + k] - 1.0 / K) < 1e-15, "row %lld: no visible key, not uniform",
+                          (long long)r);
+            else if (k >= visible[r])
+                cr_expect(y->data[r * K + k] == 0, "row %lld key %d not masked", (long long)r, k);
+            else
+                cr_expect(y->data[r * K + k] > 0, "row %lld key %d masked", (long long)r, k);
         }
         cr_expect(fabs(s - 1) < 1e-12, "row %lld sums to %.17g", (long long)r, s);
     }
@@ -167,8 +177,7 @@ Test(fused, masked_softmax_d2l_example_1d_lens) {
     /* the visible part is the softmax of the visible scores */
     tg_tensor *ref = tg_softmax(tg_slice(tg_slice(x, 0, 0, 1), 2, 0, 2));
     for (int q = 0; q < 2; q++)
-        for (int k = 0; k < 2; k++)
-            cr_expect(fabs(y->data[q * 4 + k] - ref->data[q * 2 + k]) < 1e-15);
+        for (int k = 0; k < 2; k++) cr_expect(fabs(y->data[q * 4 + k] - ref->data[q * 2 + k]) < 1e-15);
 }
 
 Test(fused, masked_softmax_d2l_example_2d_lens) {
@@ -180,7 +189,8 @@ Test(fused, masked_softmax_d2l_example_2d_lens) {
     expect_prefix_rows(y, (const int[]){1, 3, 2, 4});
     cr_expect(y->data[0] == 1, "a single visible key gets all the weight");
     tg_tensor *full = tg_softmax(x);
-    for (int k = 0; k < 4; k++) cr_expect(fabs(y->data[12 + k] - full->data[12 + k]) < 1e-15, "length K is plain softmax");
+    for (int k = 0; k < 4; k++)
+        cr_expect(fabs(y->data[12 + k] - full->data[12 + k]) < 1e-15, "length K is plain softmax");
 }
 
 Test(fused, masked_softmax_zero_length_is_uniform_and_long_length_is_everything) {
@@ -192,7 +202,8 @@ Test(fused, masked_softmax_zero_length_is_uniform_and_long_length_is_everything)
     cr_expect(all_finite(y), "no NaN");
     for (int i = 0; i < 15; i++) cr_expect(fabs(y->data[i] - 0.2) < 1e-15, "uniform 1/K: %.17g", (double)y->data[i]);
     tg_tensor *full = tg_softmax(x);
-    for (int i = 15; i < 30; i++) cr_expect(fabs(y->data[i] - full->data[i]) < 1e-15, "length 9 > K = 5 means all keys");
+    for (int i = 15; i < 30; i++)
+        cr_expect(fabs(y->data[i] - full->data[i]) < 1e-15, "length 9 > K = 5 means all keys");
     backward_random(y, 11);
     for (int i = 0; i < 15; i++) cr_expect(x->grad->data[i] == 0, "fully masked row: no gradient");
     cr_expect(all_finite(x->grad));
@@ -209,7 +220,7 @@ Test(fused, masked_softmax_causal_and_causal_with_lens) {
     expect_prefix_rows(y, (const int[]){1, 2, 2, 2, 1, 2, 3, 4});
     y = tg_masked_softmax(x, (tg_mask){(const int[]){3, 0, 1, 4, 4, 4, 4, 2}, 2, true});
     TG_REQUIRE(y);
-    expect_prefix_rows(y, (const int[]){1, 0, 1, 4, 1, 2, 3, 2});   /* (b0,q1): length 0, uniform */
+    expect_prefix_rows(y, (const int[]){1, 0, 1, 4, 1, 2, 3, 2}); /* (b0,q1): length 0, uniform */
 }
 
 Test(fused, masked_softmax_is_stable_for_large_logits) {
@@ -270,13 +281,17 @@ Test(fused, masked_softmax_and_sparsemax_errors) {
  * decreasing; independent of the sort-based algorithm of the op. */
 static void sparsemax_ref(const tg_real *z, double *p, int K) {
     double lo = z[0], hi;
-    for (int k = 1; k < K; k++) if (z[k] > lo) lo = z[k];
+    for (int k = 1; k < K; k++)
+        if (z[k] > lo) lo = z[k];
     hi = lo;
-    lo -= 1;   /* f(max - 1) >= 0, f(max) = -1 */
+    lo -= 1; /* f(max - 1) >= 0, f(max) = -1 */
     for (int it = 0; it < 200; it++) {
         double mid = 0.5 * (lo + hi), f = -1;
         for (int k = 0; k < K; k++) f += fmax(z[k] - mid, 0);
-        if (f > 0) lo = mid; else hi = mid;
+        if (f > 0)
+            lo = mid;
+        else
+            hi = mid;
     }
     for (int k = 0; k < K; k++) p[k] = fmax(z[k] - 0.5 * (lo + hi), 0);
 }
@@ -292,7 +307,7 @@ Test(fused, sparsemax_small_examples) {
     /* tau = (1.1 + 0.2 - 1) / 2 = 0.15: not [0, 1, 0], since 0.2 > tau */
     expect_close(y, (tg_real[]){0, 0.95, 0.05}, 3, 1e-15);
     cr_expect(y->data[0] == 0);
-    y = sparsemax_row(3, (tg_real[]){0.1, 2.1, 0.2});   /* gap > 1: one-hot */
+    y = sparsemax_row(3, (tg_real[]){0.1, 2.1, 0.2}); /* gap > 1: one-hot */
     expect_close(y, (tg_real[]){0, 1, 0}, 3, 0);
     y = sparsemax_row(2, (tg_real[]){1, 1});
     expect_close(y, (tg_real[]){0.5, 0.5}, 2, 0);
@@ -318,7 +333,8 @@ Test(fused, sparsemax_on_the_seed_attention_example) {
     expect_close(scores, (tg_real[]){15, 8, -8}, 3, 0);
     tg_tensor *w_soft = tg_masked_softmax(scores, (tg_mask){NULL, 0, false});
     tg_tensor *w_sparse = tg_sparsemax(scores, (tg_mask){NULL, 0, false});
-    TG_REQUIRE(w_soft); TG_REQUIRE(w_sparse);
+    TG_REQUIRE(w_soft);
+    TG_REQUIRE(w_sparse);
     cr_expect(fabs(w_soft->data[0] - 0.999088) < 1e-6, "softmax weight %g", (double)w_soft->data[0]);
     cr_expect(w_soft->data[2] > 0);
     expect_close(w_sparse, (tg_real[]){1, 0, 0}, 3, 0);
@@ -340,7 +356,10 @@ Test(fused, sparsemax_matches_a_bisection_reference) {
             tg_real v = y->data[r * K + k];
             cr_expect(fabs(v - p[k]) < 1e-12, "row %d key %d: %.17g vs %.17g", r, k, (double)v, p[k]);
             cr_expect(v >= 0);
-            if (p[k] == 0) { cr_expect(v == 0, "exact zero expected"); zeros++; }
+            if (p[k] == 0) {
+                cr_expect(v == 0, "exact zero expected");
+                zeros++;
+            }
             s += v;
         }
         cr_expect(fabs(s - 1) < 1e-12, "row %d sums to %.17g", r, s);
@@ -357,10 +376,10 @@ Test(fused, sparsemax_masking_and_gradient) {
     TG_REQUIRE(y);
     for (int q = 0; q < 2; q++) {
         double p[5];
-        sparsemax_ref(x->data + q * 5, p, 3);                 /* batch 0: 3 visible keys */
+        sparsemax_ref(x->data + q * 5, p, 3); /* batch 0: 3 visible keys */
         for (int k = 0; k < 5; k++) cr_expect(fabs(y->data[q * 5 + k] - (k < 3 ? p[k] : 0)) < 1e-12);
         for (int k = 0; k < 5; k++) cr_expect(y->data[10 + q * 5 + k] == (tg_real)0.2, "length 0: uniform");
-        sparsemax_ref(x->data + 20 + q * 5, p, 5);            /* batch 2: length 7 > K */
+        sparsemax_ref(x->data + 20 + q * 5, p, 5); /* batch 2: length 7 > K */
         for (int k = 0; k < 5; k++) cr_expect(fabs(y->data[20 + q * 5 + k] - p[k]) < 1e-12);
     }
     backward_random(y, 13);
@@ -388,13 +407,18 @@ Test(fused, layer_norm_rows_have_mean_0_and_variance_1) {
     TG_REQUIRE(y);
     for (int r = 0; r < 12; r++) {
         double mx = 0, vx = 0, my = 0, vy = 0;
-        for (int j = 0; j < 16; j++) { mx += x->data[r * 16 + j]; my += y->data[r * 16 + j]; }
-        mx /= 16; my /= 16;
+        for (int j = 0; j < 16; j++) {
+            mx += x->data[r * 16 + j];
+            my += y->data[r * 16 + j];
+        }
+        mx /= 16;
+        my /= 16;
         for (int j = 0; j < 16; j++) {
             vx += pow(x->data[r * 16 + j] - mx, 2);
             vy += pow(y->data[r * 16 + j] - my, 2);
         }
-        vx /= 16; vy /= 16;   /* biased, as PyTorch */
+        vx /= 16;
+        vy /= 16; /* biased, as PyTorch */
         cr_expect(fabs(my) < 1e-12, "row %d mean %g", r, my);
         cr_expect(fabs(vy - vx / (vx + eps)) < 1e-12, "row %d variance %.15g, expected %.15g", r, vy, vx / (vx + eps));
         cr_expect(fabs(vy - 1) < 1e-5, "row %d variance %g", r, vy);
@@ -409,8 +433,8 @@ Test(fused, layer_norm_by_hand) {
     double rs = 1 / sqrt(1.25 + 1e-5);
     tg_tensor *y = tg_layer_norm(x, gamma, beta, 1e-5);
     TG_REQUIRE(y);
-    expect_close(y, (tg_real[]){-1.5 * rs, -0.5 * rs * 2 + 0.5, 0.5 * rs * 0.5, -1.5 * rs + 1,
-                                0, 0.5, 0, 1}, 8, 1e-14);   /* a constant row normalises to beta */
+    expect_close(y, (tg_real[]){-1.5 * rs, -0.5 * rs * 2 + 0.5, 0.5 * rs * 0.5, -1.5 * rs + 1, 0, 0.5, 0, 1}, 8,
+                 1e-14); /* a constant row normalises to beta */
     y = tg_layer_norm(tg_slice(x, 0, 0, 1), NULL, NULL, 0);
     TG_REQUIRE(y);
     double r0 = 1 / sqrt(1.25);
@@ -419,7 +443,7 @@ Test(fused, layer_norm_by_hand) {
 
 Test(fused, layer_norm_parameter_gradients_do_not_depend_on_threads) {
     tg_rng rng = tg_rng_new(11);
-    tg_tensor *x = tg_randn(TG_SHAPE(3000, 96), &rng);   /* above TG_PAR_MIN */
+    tg_tensor *x = tg_randn(TG_SHAPE(3000, 96), &rng); /* above TG_PAR_MIN */
     tg_tensor *gamma = tg_randn(TG_SHAPE(96), &rng), *beta = tg_randn(TG_SHAPE(96), &rng);
     tg_set_requires_grad(x, true);
     tg_set_requires_grad(gamma, true);
@@ -428,7 +452,9 @@ Test(fused, layer_norm_parameter_gradients_do_not_depend_on_threads) {
     for (int pass = 0; pass < 2; pass++) {
         int old = tg_get_num_threads();
         tg_set_num_threads(pass == 0 ? 1 : 3);
-        tg_zero_grad(x); tg_zero_grad(gamma); tg_zero_grad(beta);
+        tg_zero_grad(x);
+        tg_zero_grad(gamma);
+        tg_zero_grad(beta);
         tg_tensor *y = tg_layer_norm(x, gamma, beta, 1e-5);
         TG_REQUIRE(y);
         backward_random(y, 14);
@@ -484,7 +510,8 @@ Test(fused, cross_entropy_is_minus_mean_log_softmax_at_the_targets) {
     cr_expect_eq(loss->ndim, 0, "shape ()");
     tg_tensor *ls = tg_log_softmax(x);
     double want = 0;
-    for (int r = 0; r < 6; r++) if (t[r] != TG_IGNORE_INDEX) want -= ls->data[r * 5 + t[r]];
+    for (int r = 0; r < 6; r++)
+        if (t[r] != TG_IGNORE_INDEX) want -= ls->data[r * 5 + t[r]];
     want /= 5;
     cr_expect(fabs(tg_item(loss) - want) < 1e-14, "%.17g vs %.17g", (double)tg_item(loss), want);
     cr_assert_eq(tg_backward(loss), 0, "%s", tg_last_error());
@@ -502,7 +529,7 @@ Test(fused, cross_entropy_mask_and_custom_ignore_index) {
     TG_REQUIRE(loss);
     double want = (log(2.0) + log(1 + exp(-2.0))) / 2;
     cr_expect(fabs(tg_item(loss) - want) < 1e-15);
-    loss = tg_cross_entropy(x, (const int[]){1, 7, 0}, NULL, 7);   /* ignore_index 7 */
+    loss = tg_cross_entropy(x, (const int[]){1, 7, 0}, NULL, 7); /* ignore_index 7 */
     TG_REQUIRE(loss);
     cr_expect(fabs(tg_item(loss) - want) < 1e-15);
 }
@@ -523,11 +550,11 @@ Test(fused, cross_entropy_is_stable_for_large_logits) {
     tg_tensor *x = leaf(TG_SHAPE(2, 3), (tg_real[]){1e4, 0, -1e4, 1e4, 1e4, 0});
     tg_tensor *loss = tg_cross_entropy(x, (const int[]){1, 0}, NULL, TG_IGNORE_INDEX);
     TG_REQUIRE(loss);
-    double want = (1e4 + log(2.0)) / 2;   /* row 0: lse = 1e4, row 1: lse = 1e4 + log 2 */
+    double want = (1e4 + log(2.0)) / 2; /* row 0: lse = 1e4, row 1: lse = 1e4 + log 2 */
     cr_expect(isfinite((double)tg_item(loss)) && fabs(tg_item(loss) - want) < 1e-9, "%.17g", (double)tg_item(loss));
     cr_assert_eq(tg_backward(loss), 0);
     cr_expect(all_finite(x->grad));
-    expect_close(x->grad, (tg_real[]){0.5, -0.5, 0, -0.25, 0.25, 0}, 6, 1e-12);  /* lse = 1e4 + log 2 rounds at 1e-12 */
+    expect_close(x->grad, (tg_real[]){0.5, -0.5, 0, -0.25, 0.25, 0}, 6, 1e-12); /* lse = 1e4 + log 2 rounds at 1e-12 */
 }
 
 Test(fused, cross_entropy_does_not_depend_on_threads) {

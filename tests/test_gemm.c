@@ -8,20 +8,17 @@
 #include <string.h>
 
 #include "tensor/kernels.h"
-#include "tensor/tensor_internal.h"   /* tg__gemm_force_portable: the portable
+#include "tensor/tensor_internal.h" /* tg__gemm_force_portable: the portable
                                          * kernels a machine without AVX2 runs are tested too */
-
 
 /* Deterministic values in [-1, 1) from a small LCG, so a failure repeats. */
 static uint64_t lcg_state = 12345;
-static tg_real rnd(void)
-{
+static tg_real rnd(void) {
     lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
     return (tg_real)((double)(lcg_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-static tg_real *rnd_buf(size_t n)
-{
+static tg_real *rnd_buf(size_t n) {
     tg_real *p = malloc((n ? n : 1) * sizeof *p);
     cr_assert_not_null(p);
     for (size_t i = 0; i < n; i++) p[i] = rnd();
@@ -38,9 +35,7 @@ static tg_real *rnd_buf(size_t n)
 
 /* Runs one gemm with the given shapes and padding, compares each element
  * with a long-double naive loop and checks the padding of C is untouched. */
-static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real beta,
-                  int pad, bool nan_c)
-{
+static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real beta, int pad, bool nan_c) {
     int arows = ta ? K : M, acols = ta ? M : K;
     int brows = tb ? N : K, bcols = tb ? K : N;
     int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
@@ -63,8 +58,8 @@ static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real 
         for (int j = 0; j < ldc; j++) {
             tg_real got = C[(size_t)i * ldc + j];
             if (j >= N) {
-                cr_assert(memcmp(&got, &C0[(size_t)i * ldc + j], sizeof got) == 0,
-                          "padding of C changed at (%d,%d)", i, j);
+                cr_assert(memcmp(&got, &C0[(size_t)i * ldc + j], sizeof got) == 0, "padding of C changed at (%d,%d)", i,
+                          j);
                 continue;
             }
             long double s = 0, mag = 0;
@@ -76,13 +71,12 @@ static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real 
             }
             long double c0 = beta == 0 ? 0 : (long double)C0[(size_t)i * ldc + j];
             long double want = (long double)alpha * s + (long double)beta * c0;
-            long double tol = 4 * EPS * ((K + 2) * fabsl((long double)alpha) * mag
-                                         + fabsl((long double)beta * c0)) + 1e-30L;
+            long double tol =
+                4 * EPS * ((K + 2) * fabsl((long double)alpha) * mag + fabsl((long double)beta * c0)) + 1e-30L;
             cr_assert(isfinite(got) && fabsl((long double)got - want) <= tol,
                       "ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g pad=%d: C(%d,%d) = %.17g, "
                       "want %.17Lg (tol %.3Lg)",
-                      ta, tb, M, N, K, (double)alpha, (double)beta, pad, i, j, (double)got,
-                      want, tol);
+                      ta, tb, M, N, K, (double)alpha, (double)beta, pad, i, j, (double)got, want, tol);
         }
     }
     free(A);
@@ -94,25 +88,20 @@ static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real 
 static const int odd[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 23, 24, 31, 32, 33, 37};
 #define NODD (int)(sizeof odd / sizeof odd[0])
 
-Test(gemm, all_transposes_sizes_1_to_37)
-{
+Test(gemm, all_transposes_sizes_1_to_37) {
     for (int t = 0; t < 4; t++)
         for (int M = 1; M <= 37; M++)
             for (int n = 0; n < NODD; n++)
-                for (int k = 0; k < NODD; k += 3)
-                    check(t & 1, t & 2, M, odd[n], odd[k], 1, 0, 0, false);
+                for (int k = 0; k < NODD; k += 3) check(t & 1, t & 2, M, odd[n], odd[k], 1, 0, 0, false);
 }
 
-Test(gemm, all_transposes_k_sizes)
-{
+Test(gemm, all_transposes_k_sizes) {
     for (int t = 0; t < 4; t++)
         for (int K = 1; K <= 37; K++)
-            for (int n = 0; n < NODD; n += 2)
-                check(t & 1, t & 2, odd[(n + K) % NODD], odd[n], K, 1, 0, 0, false);
+            for (int n = 0; n < NODD; n += 2) check(t & 1, t & 2, odd[(n + K) % NODD], odd[n], K, 1, 0, 0, false);
 }
 
-Test(gemm, square_small_heads)
-{
+Test(gemm, square_small_heads) {
     /* the attention model's per-head products: [16,16] @ [16,16] and friends */
     for (int t = 0; t < 4; t++) {
         check(t & 1, t & 2, 16, 16, 16, 1, 0, 0, false);
@@ -121,8 +110,7 @@ Test(gemm, square_small_heads)
     }
 }
 
-Test(gemm, around_block_boundaries)
-{
+Test(gemm, around_block_boundaries) {
     static const int s[][3] = {
         {255, 257, 129}, {257, 255, 257}, {100, 1023, 7}, {7, 33, 1023}, {129, 17, 300},
         {300, 300, 300}, {97, 513, 65},   {1, 600, 255},  {600, 1, 257},
@@ -132,8 +120,7 @@ Test(gemm, around_block_boundaries)
             check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], 1, 0, 0, false);
 }
 
-Test(gemm, wide_panel_past_nc)
-{
+Test(gemm, wide_panel_past_nc) {
     /* N beyond one NC panel (4080 / 4096 columns), K over several KC blocks */
     for (int t = 0; t < 4; t++) {
         check(t & 1, t & 2, 7, 4200, 40, 1, 0.5, 0, false);
@@ -141,12 +128,11 @@ Test(gemm, wide_panel_past_nc)
     }
 }
 
-Test(gemm, portable_kernels)
-{
+Test(gemm, portable_kernels) {
     tg__gemm_force_portable(1);
     static const int s[][3] = {
-        {1, 1, 1}, {5, 7, 3}, {16, 16, 16}, {37, 33, 31}, {255, 257, 129}, {130, 70, 300},
-        {4, 4200, 60}, {9, 8, 1}, {600, 3, 257},
+        {1, 1, 1},      {5, 7, 3},     {16, 16, 16}, {37, 33, 31},  {255, 257, 129},
+        {130, 70, 300}, {4, 4200, 60}, {9, 8, 1},    {600, 3, 257},
     };
     for (int t = 0; t < 4; t++)
         for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
@@ -157,8 +143,7 @@ Test(gemm, portable_kernels)
     tg__gemm_force_portable(0);
 }
 
-Test(gemm, alpha_beta_variants)
-{
+Test(gemm, alpha_beta_variants) {
     static const tg_real ab[][2] = {{1, 1}, {2, -1}, {-0.5, 0.25}, {0, 1}, {0, 0.5}, {1.5, 0}, {0, 0}};
     for (int t = 0; t < 4; t++)
         for (size_t v = 0; v < sizeof ab / sizeof ab[0]; v++) {
@@ -167,18 +152,16 @@ Test(gemm, alpha_beta_variants)
         }
 }
 
-Test(gemm, beta_zero_overwrites_nan)
-{
+Test(gemm, beta_zero_overwrites_nan) {
     for (int t = 0; t < 4; t++) {
         check(t & 1, t & 2, 5, 7, 3, 1, 0, 0, true);
         check(t & 1, t & 2, 16, 16, 16, 1, 0, 0, true);
         check(t & 1, t & 2, 77, 131, 70, -2, 0, 3, true);
-        check(t & 1, t & 2, 9, 9, 9, 0, 0, 0, true);  /* alpha == 0 too */
+        check(t & 1, t & 2, 9, 9, 9, 0, 0, 0, true); /* alpha == 0 too */
     }
 }
 
-Test(gemm, k_zero_scales_c)
-{
+Test(gemm, k_zero_scales_c) {
     for (int t = 0; t < 4; t++) {
         check(t & 1, t & 2, 6, 5, 0, 1, 0, 0, true);
         check(t & 1, t & 2, 6, 5, 0, 1, 0.5, 0, false);
@@ -186,8 +169,7 @@ Test(gemm, k_zero_scales_c)
     }
 }
 
-Test(gemm, empty_m_or_n_is_noop)
-{
+Test(gemm, empty_m_or_n_is_noop) {
     tg_real a[4] = {1, 2, 3, 4}, c[4] = {5, 6, 7, 8};
     tg_k_gemm(false, false, 0, 2, 2, 1, a, 2, a, 2, 0, c, 2);
     tg_k_gemm(false, false, 2, 0, 2, 1, a, 2, a, 2, 0, c, 2);
@@ -195,8 +177,7 @@ Test(gemm, empty_m_or_n_is_noop)
     cr_assert(c[0] == 5 && c[1] == 6 && c[2] == 7 && c[3] == 8);
 }
 
-Test(gemm, padded_leading_dimensions)
-{
+Test(gemm, padded_leading_dimensions) {
     for (int t = 0; t < 4; t++) {
         check(t & 1, t & 2, 7, 9, 11, 1, 0.5, 5, false);
         check(t & 1, t & 2, 33, 17, 40, -1, 1, 13, false);
@@ -205,8 +186,7 @@ Test(gemm, padded_leading_dimensions)
 }
 
 /* Same inputs, 1 thread then 2 threads: every byte of C must agree. */
-static void same_for_threads(bool ta, bool tb, int M, int N, int K)
-{
+static void same_for_threads(bool ta, bool tb, int M, int N, int K) {
     tg_real *A = rnd_buf((size_t)M * K), *B = rnd_buf((size_t)K * N);
     tg_real *C1 = rnd_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof *C2);
     cr_assert_not_null(C2);
@@ -218,27 +198,25 @@ static void same_for_threads(bool ta, bool tb, int M, int N, int K)
     tg_set_num_threads(2);
     tg_k_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, 0.5, C2, N);
     tg_set_num_threads(saved);
-    cr_assert(memcmp(C1, C2, (size_t)M * N * sizeof *C1) == 0,
-              "ta=%d tb=%d %dx%dx%d differs between 1 and 2 threads", ta, tb, M, N, K);
+    cr_assert(memcmp(C1, C2, (size_t)M * N * sizeof *C1) == 0, "ta=%d tb=%d %dx%dx%d differs between 1 and 2 threads",
+              ta, tb, M, N, K);
     free(A);
     free(B);
     free(C1);
     free(C2);
 }
 
-static void same_for_threads_all(void)
-{
+static void same_for_threads_all(void) {
     for (int t = 0; t < 4; t++) {
-        same_for_threads(t & 1, t & 2, 300, 257, 129);  /* packed path */
+        same_for_threads(t & 1, t & 2, 300, 257, 129); /* packed path */
         same_for_threads(t & 1, t & 2, 97, 700, 300);
         same_for_threads(t & 1, t & 2, 513, 33, 600);
-        same_for_threads(t & 1, t & 2, 64, 64, 65);     /* direct path, threaded */
+        same_for_threads(t & 1, t & 2, 64, 64, 65); /* direct path, threaded */
         same_for_threads(t & 1, t & 2, 150, 100, 120);
     }
 }
 
-Test(gemm, bit_identical_across_thread_counts)
-{
+Test(gemm, bit_identical_across_thread_counts) {
     same_for_threads_all();
     tg__gemm_force_portable(1);
     same_for_threads_all();

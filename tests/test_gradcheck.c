@@ -4,9 +4,12 @@
 #include <string.h>
 #include "gradcheck_cases.h"
 #include "test_util.h"
-#include "autograd/op.h"   /* tg_node, tg_node_record, tg_grad_of: a hand-made op */
+#include "autograd/op.h" /* tg_node, tg_node_record, tg_grad_of: a hand-made op */
 
-typedef struct { const gc_case *cases; const int *count; } case_list;
+typedef struct {
+    const gc_case *cases;
+    const int *count;
+} case_list;
 static const case_list lists[] = {
     {gc_cases_ops, &gc_cases_ops_count},
     {gc_cases_nn_ops, &gc_cases_nn_ops_count},
@@ -34,15 +37,14 @@ static void run_case(const gc_case *c, uint64_t seed) {
     tg_scope_begin();
     tg_tensor *y = c->f(in, c->n_in, (void *)c);
     cr_assert(y != NULL, "%s %s: %s", c->op, c->what, tg_last_error());
-    cr_expect(graph_has(y->node, tg_op_find(c->op), 0), "%s %s: graph does not contain op %s", c->op,
-              c->what, c->op);
+    cr_expect(graph_has(y->node, tg_op_find(c->op), 0), "%s %s: graph does not contain op %s", c->op, c->what, c->op);
     tg_scope_end();
     tg_gradcheck_result r;
     bool ok = tg_gradcheck(c->f, in, c->n_in, (void *)c, 1e-6, 1e-6, &r);
-    printf("gradcheck %-14s %-28s %4lld entries  max rel err %.1e  %s\n", c->op, c->what,
-           (long long)r.checked, r.max_rel_err, ok ? "ok" : "FAIL");
-    cr_expect(ok, "gradcheck %s %s: max rel err %.3g at input %d index %lld (%s)", c->op, c->what,
-              r.max_rel_err, r.worst_input, (long long)r.worst_index, tg_last_error() ? tg_last_error() : "");
+    printf("gradcheck %-14s %-28s %4lld entries  max rel err %.1e  %s\n", c->op, c->what, (long long)r.checked,
+           r.max_rel_err, ok ? "ok" : "FAIL");
+    cr_expect(ok, "gradcheck %s %s: max rel err %.3g at input %d index %lld (%s)", c->op, c->what, r.max_rel_err,
+              r.worst_input, (long long)r.worst_index, tg_last_error() ? tg_last_error() : "");
     cr_expect(r.checked > 0, "%s %s: nothing compared", c->op, c->what);
     for (int i = 0; i < c->n_in; i++) tg_free(in[i]);
 }
@@ -77,11 +79,12 @@ Test(gradcheck, every_case_names_an_op_of_the_table) {
 /* The checker itself must catch a wrong backward. */
 static void wrong_backward(tg_node *n) {
     tg_tensor *g = tg_grad_of(n->in[0]);
-    for (int64_t i = 0; i < g->size; i++) g->data[i] += 2 * n->out->grad->data[i];  /* should be 3 */
+    for (int64_t i = 0; i < g->size; i++) g->data[i] += 2 * n->out->grad->data[i]; /* should be 3 */
 }
 static const tg_op wrong_op = {"wrong_triple", wrong_backward};
 static tg_tensor *f_wrong(tg_tensor *const *in, int n, void *ctx) {
-    (void)n; (void)ctx;
+    (void)n;
+    (void)ctx;
     tg_tensor *y = tg_empty_arena(in[0]->ndim, in[0]->shape);
     for (int64_t i = 0; i < y->size; i++) y->data[i] = 3 * in[0]->data[i];
     tg_node_record(&wrong_op, y, 1, (tg_tensor *const *)in);

@@ -100,17 +100,19 @@ Test(hostile, reverse_load_rejects_crafted_metadata_quickly) {
     rewrite_metadata(good, bad, GOOD_META);
     cr_expect_eq(run(60, "reverse", "--load bad.safetensors --heldout 8"), 0, "the untouched copy must load: %s", out);
 
-    struct { const char *key, *value, *says; } cases[] = {
-        {"vocab", "5000", "vocab"},            /* once indexed a 4096-entry stack array */
-        {"seq_len", "2000000000", "seq_len"},  /* once an unchecked 8 GB malloc */
-        {"layers", "100000", "layers"},        /* once ran out of memory building blocks */
-        {"dim", "99999999", "dim"},            /* once 15 s and 4 GB before failing */
-        {"seq_len", "-1", "seq_len"},          /* once "-0.00%" with exit 0 */
-        {"seq_len", "0", "seq_len"},           /* once "-nan%" with exit 0 */
-        {"pe", "rotary", "rotary"},            /* once silently replaced */
+    struct {
+        const char *key, *value, *says;
+    } cases[] = {
+        {"vocab", "5000", "vocab"},           /* once indexed a 4096-entry stack array */
+        {"seq_len", "2000000000", "seq_len"}, /* once an unchecked 8 GB malloc */
+        {"layers", "100000", "layers"},       /* once ran out of memory building blocks */
+        {"dim", "99999999", "dim"},           /* once 15 s and 4 GB before failing */
+        {"seq_len", "-1", "seq_len"},         /* once "-0.00%" with exit 0 */
+        {"seq_len", "0", "seq_len"},          /* once "-nan%" with exit 0 */
+        {"pe", "rotary", "rotary"},           /* once silently replaced */
         {"task", "copy", "copy"},
-        {"vocab", "16junk", "16junk"},         /* once accepted as 16 */
-        {"dim", "32", "shape"},                /* in range, but not the tensors' size */
+        {"vocab", "16junk", "16junk"}, /* once accepted as 16 */
+        {"dim", "32", "shape"},        /* in range, but not the tensors' size */
         {"layers", "1", "more blocks"},
         {"heads", "5", "divide"},
     };
@@ -122,8 +124,8 @@ Test(hostile, reverse_load_rejects_crafted_metadata_quickly) {
         int rc = run(20, "reverse", args);
         double ms = (double)clock_ms() - t0;
         cr_expect_eq(rc, 1, "%s=%s: exit %d, output:\n%s", cases[i].key, cases[i].value, rc, out);
-        cr_expect_not_null(strstr(out, cases[i].says), "%s=%s: message lacks '%s':\n%s", cases[i].key,
-                           cases[i].value, cases[i].says, out);
+        cr_expect_not_null(strstr(out, cases[i].says), "%s=%s: message lacks '%s':\n%s", cases[i].key, cases[i].value,
+                           cases[i].says, out);
         cr_expect_lt(ms, 3000, "%s=%s took %.0f ms", cases[i].key, cases[i].value, ms);
     }
     /* A missing key is an error too, not a default. */
@@ -186,7 +188,7 @@ Test(hostile, programs_free_everything_on_success_and_error_paths, .timeout = 90
         size_t n = fread(buf, 1, sizeof buf, f);
         char *at = memmemx(buf, n, "head.bias");
         cr_assert_not_null(at);
-        at[0] = 'x';   /* "xead.bias": same length, header still valid */
+        at[0] = 'x'; /* "xead.bias": same length, header still valid */
         fseek(f, at - buf, SEEK_SET);
         fputc('x', f);
         fclose(f);

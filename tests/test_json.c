@@ -8,22 +8,20 @@
 
 static tg_json at(const char *text) { return (tg_json){.p = text, .start = text, .end = text + strlen(text)}; }
 
-Test(json, strings_unescape_like_python)
-{
+Test(json, strings_unescape_like_python) {
     char out[64];
     size_t len;
     tg_json j = at("\"a\\\"b\\\\c\\/d\\n\\u00e9\\ud83d\\ude00\"");
     cr_assert_eq(tg_json_string(&j, out, sizeof out, &len), 0, "%s", j.why);
     cr_expect_str_eq(out, "a\"b\\c/d\n\xc3\xa9\xf0\x9f\x98\x80");
     cr_expect_eq(len, strlen(out));
-    j = at("\"abcdef\"");   /* cut at cap - 1, full length reported */
+    j = at("\"abcdef\""); /* cut at cap - 1, full length reported */
     cr_assert_eq(tg_json_string(&j, out, 4, &len), 0);
     cr_expect_str_eq(out, "abc");
     cr_expect_eq(len, 6);
 }
 
-Test(json, bad_strings_are_refused_with_a_reason)
-{
+Test(json, bad_strings_are_refused_with_a_reason) {
     const char *bad[] = {"\"abc", "\"\\x\"", "\"\\ud83d\"", "\"\\ude00\"", "\"a\x01\"", "\"\\u0000\"", "\"\\u12\""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         tg_json j = at(bad[i]);
@@ -32,8 +30,7 @@ Test(json, bad_strings_are_refused_with_a_reason)
     }
 }
 
-Test(json, integers_stop_at_64_bits_and_refuse_fractions)
-{
+Test(json, integers_stop_at_64_bits_and_refuse_fractions) {
     uint64_t v;
     tg_json j = at("18446744073709551615");
     cr_expect_eq(tg_json_uint(&j, &v, "n"), 0);
@@ -50,8 +47,7 @@ Test(json, integers_stop_at_64_bits_and_refuse_fractions)
     cr_expect(strstr(j.why, "more than 2"), "%s", j.why);
 }
 
-Test(json, skipped_values_nest_at_most_64_deep)
-{
+Test(json, skipped_values_nest_at_most_64_deep) {
     char deep[200];
     for (int depth = 60; depth <= 70; depth += 10) {
         memset(deep, '[', (size_t)depth);

@@ -10,7 +10,7 @@ Test(memory, scope_end_releases_everything) {
     tg_tensor *b = tg_exp(a);
     TG_REQUIRE(b);
     cr_expect(tg_memory().arena_in_use >= before.arena_in_use + 2 * 1000 * sizeof(tg_real));
-    tg_scope_begin();   /* nested */
+    tg_scope_begin(); /* nested */
     tg_tensor *c = tg_add(a, b);
     TG_REQUIRE(c);
     size_t inner = tg_memory().arena_in_use;
@@ -43,12 +43,12 @@ Test(memory, too_deep_scope_begin_fails_and_keeps_nesting_balanced) {
     cr_expect_eq(tg_scope_begin(), -1, "so does a 66th");
     cr_expect_eq(tg_scope_depth(), 64);
     tg_scope_end();
-    tg_scope_end();   /* the ends of the two failed begins */
+    tg_scope_end(); /* the ends of the two failed begins */
     cr_expect_eq(tg_scope_depth(), 64, "the 64th scope is still open");
     cr_expect(tg_arena_live(a), "and what it holds is intact");
     cr_expect_eq(a->magic, TG_MAGIC);
     cr_expect_eq(a->data[99], 1);
-    tg_tensor *b = tg_add_scalar(a, 1);   /* the scope still works */
+    tg_tensor *b = tg_add_scalar(a, 1); /* the scope still works */
     TG_REQUIRE(b);
     cr_expect_eq(b->data[0], 2);
     tg_scope_end();
@@ -110,5 +110,6 @@ Test(memory, mlp_trains_and_tenth_step_allocates_nothing) {
     cr_expect(last < 0.01, "final loss %g should be below 0.01", last);
     printf("mlp: loss %.4f -> %.5f in 3000 SGD steps\n", first, last);
     for (int i = 0; i < 4; i++) tg_free(params[i]);
-    tg_free(x); tg_free(y);
+    tg_free(x);
+    tg_free(y);
 }

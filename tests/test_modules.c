@@ -34,13 +34,18 @@ Test(modules, linear_init_bounds_and_shapes) {
     double lo = 1, hi = -1, sum = 0;
     for (int64_t i = 0; i < m->weight->size; i++) {
         double w = m->weight->data[i];
-        lo = fmin(lo, w); hi = fmax(hi, w); sum += w;
+        lo = fmin(lo, w);
+        hi = fmax(hi, w);
+        sum += w;
     }
     cr_expect(lo >= -0.25 && hi <= 0.25, "weights in [%g, %g]", lo, hi);
     cr_expect(lo < -0.24 && hi > 0.24, "weights fill the bound: [%g, %g]", lo, hi);
     cr_expect(fabs(sum / (double)m->weight->size) < 0.01, "mean %g", sum / (double)m->weight->size);
     double blo = 1, bhi = -1;
-    for (int i = 0; i < 300; i++) { blo = fmin(blo, m->bias->data[i]); bhi = fmax(bhi, m->bias->data[i]); }
+    for (int i = 0; i < 300; i++) {
+        blo = fmin(blo, m->bias->data[i]);
+        bhi = fmax(bhi, m->bias->data[i]);
+    }
     cr_expect(blo >= -0.25 && bhi <= 0.25 && blo < -0.2 && bhi > 0.2, "bias in [%g, %g]", blo, bhi);
 
     tg_linear *nb = tg_linear_new(16, 3, false, &rng);
@@ -107,9 +112,7 @@ Test(modules, linear_errors) {
     tg_linear_free(NULL);
 }
 
-static tg_tensor *linear_f(tg_tensor *const *in, int n, void *ctx) {
-    return tg_linear_forward(ctx, in[n - 1]);
-}
+static tg_tensor *linear_f(tg_tensor *const *in, int n, void *ctx) { return tg_linear_forward(ctx, in[n - 1]); }
 
 Test(modules, linear_gradcheck) {
     tg_rng rng = tg_rng_new(4);
@@ -147,8 +150,10 @@ Test(modules, dropout_eval_is_identity) {
     TG_REQUIRE(y);
     int zeros = 0;
     for (int64_t i = 0; i < y->size; i++) {
-        if (y->data[i] == 0) zeros++;
-        else cr_expect(fabs(y->data[i] - 2 * x->data[i]) < 1e-12, "kept values are scaled by 1/(1-p)");
+        if (y->data[i] == 0)
+            zeros++;
+        else
+            cr_expect(fabs(y->data[i] - 2 * x->data[i]) < 1e-12, "kept values are scaled by 1/(1-p)");
     }
     cr_expect(zeros > 0 && zeros < 32, "%d of 32 dropped", zeros);
     tg_scope_end();
@@ -165,7 +170,10 @@ Test(modules, dropout_training_keeps_the_mean) {
     TG_REQUIRE(y);
     double sum = 0;
     int64_t kept = 0;
-    for (int64_t i = 0; i < y->size; i++) { sum += y->data[i]; kept += y->data[i] != 0; }
+    for (int64_t i = 0; i < y->size; i++) {
+        sum += y->data[i];
+        kept += y->data[i] != 0;
+    }
     cr_expect(fabs(sum / 1e6 - 1) < 0.01, "mean %g", sum / 1e6);
     cr_expect(fabs((double)kept / 1e6 - 0.7) < 0.01, "kept fraction %g", (double)kept / 1e6);
     tg_scope_end();
@@ -175,8 +183,10 @@ Test(modules, dropout_training_keeps_the_mean) {
 Test(modules, dropout_is_deterministic_for_a_seed) {
     tg_rng r1 = tg_rng_new(77), r2 = tg_rng_new(77);
     tg_dropout_layer *a = tg_dropout_new(0.5, &r1), *b = tg_dropout_new(0.5, &r2);
-    tg_dropout_layer *c = tg_dropout_new(0.5, &r1);   /* second layer of the same generator */
-    TG_REQUIRE(a); TG_REQUIRE(b); TG_REQUIRE(c);
+    tg_dropout_layer *c = tg_dropout_new(0.5, &r1); /* second layer of the same generator */
+    TG_REQUIRE(a);
+    TG_REQUIRE(b);
+    TG_REQUIRE(c);
     tg_scope_begin();
     tg_tensor *x = tg_ones(TG_SHAPE(256));
     tg_tensor *ya = tg_dropout_forward(a, x), *yb = tg_dropout_forward(b, x);
@@ -191,7 +201,9 @@ Test(modules, dropout_is_deterministic_for_a_seed) {
     cr_expect(same_ac < 200, "two layers of one generator draw different masks (%d equal)", same_ac);
     cr_expect(same_aa < 200, "each call draws a new mask (%d equal)", same_aa);
     tg_scope_end();
-    tg_dropout_free(a); tg_dropout_free(b); tg_dropout_free(c);
+    tg_dropout_free(a);
+    tg_dropout_free(b);
+    tg_dropout_free(c);
 }
 
 Test(modules, dropout_bad_probability) {
@@ -210,7 +222,10 @@ Test(modules, embedding_rows_init_and_errors) {
     tg_embedding *e = tg_embedding_new(1000, 100, 1, &rng);
     TG_REQUIRE(e);
     double s = 0, s2 = 0;
-    for (int64_t i = 0; i < e->weight->size; i++) { s += e->weight->data[i]; s2 += e->weight->data[i] * e->weight->data[i]; }
+    for (int64_t i = 0; i < e->weight->size; i++) {
+        s += e->weight->data[i];
+        s2 += e->weight->data[i] * e->weight->data[i];
+    }
     double mean = s / 1e5, sd = sqrt(s2 / 1e5 - mean * mean);
     cr_expect(fabs(mean) < 0.02 && fabs(sd - 1) < 0.02, "N(0,1) init: mean %g, std %g", mean, sd);
     tg_embedding *small = tg_embedding_new(10, 4, 0.02, &rng);
@@ -237,9 +252,10 @@ Test(modules, embedding_rows_init_and_errors) {
     tg_embedding_free(NULL);
 }
 
-static const int emb_ids[2][3] = {{1, 4, 1}, {0, 2, 1}};   /* repeats: gradients add */
+static const int emb_ids[2][3] = {{1, 4, 1}, {0, 2, 1}}; /* repeats: gradients add */
 static tg_tensor *embedding_f(tg_tensor *const *in, int n, void *ctx) {
-    (void)in; (void)n;
+    (void)in;
+    (void)n;
     /* A nonlinearity after the lookup, so the gradient depends on values. */
     tg_tensor *y = tg_embedding_forward(ctx, &emb_ids[0][0], TG_SHAPE(2, 3));
     return tg_mul(y, y);
@@ -265,7 +281,7 @@ Test(modules, layernorm_matches_pytorch_semantics) {
     for (int i = 0; i < 7; i++) cr_expect(ln->weight->data[i] == 1 && ln->bias->data[i] == 0);
     tg_rng rng = tg_rng_new(11);
     tg_scope_begin();
-    tg_tensor *x = tg_normal(TG_SHAPE(2, 3, 7), 3, 2, &rng);   /* mean 3, std 2: not normalised already */
+    tg_tensor *x = tg_normal(TG_SHAPE(2, 3, 7), 3, 2, &rng); /* mean 3, std 2: not normalised already */
     tg_tensor *y = tg_layernorm_forward(ln, x);
     TG_REQUIRE(y);
     cr_assert(y->ndim == 3 && y->shape[2] == 7);
@@ -275,7 +291,7 @@ Test(modules, layernorm_matches_pytorch_semantics) {
         for (int j = 0; j < 7; j++) mu += xr[j];
         mu /= 7;
         for (int j = 0; j < 7; j++) var += (xr[j] - mu) * (xr[j] - mu);
-        var /= 7;   /* biased, as PyTorch */
+        var /= 7; /* biased, as PyTorch */
         double ym = 0, yv = 0;
         for (int j = 0; j < 7; j++) {
             cr_expect(fabs(yr[j] - (xr[j] - mu) / sqrt(var + 1e-5)) < 1e-12, "row %d col %d", r, j);
@@ -288,7 +304,10 @@ Test(modules, layernorm_matches_pytorch_semantics) {
                   "row %d: mean %g, biased var %g", r, ym, yv);
     }
     /* The affine part: y * weight + bias, per feature. */
-    for (int i = 0; i < 7; i++) { ln->weight->data[i] = i + 1; ln->bias->data[i] = -i; }
+    for (int i = 0; i < 7; i++) {
+        ln->weight->data[i] = i + 1;
+        ln->bias->data[i] = -i;
+    }
     tg_tensor *y2 = tg_layernorm_forward(ln, x);
     TG_REQUIRE(y2);
     for (int64_t k = 0; k < y->size; k++) {
@@ -306,9 +325,7 @@ Test(modules, layernorm_matches_pytorch_semantics) {
     tg_layernorm_free(NULL);
 }
 
-static tg_tensor *layernorm_f(tg_tensor *const *in, int n, void *ctx) {
-    return tg_layernorm_forward(ctx, in[n - 1]);
-}
+static tg_tensor *layernorm_f(tg_tensor *const *in, int n, void *ctx) { return tg_layernorm_forward(ctx, in[n - 1]); }
 
 Test(modules, layernorm_gradcheck) {
     tg_rng rng = tg_rng_new(12);
@@ -350,7 +367,10 @@ Test(modules, param_names) {
     cr_expect_eq(tg_params_get(&p, "weight"), e->weight);
     cr_expect_eq(tg_params_numel(&p), 12 + 3 + 12 + 4 + 4 + 36);
     tg_params_free(&p);
-    tg_linear_free(l); tg_linear_free(lnb); tg_layernorm_free(ln); tg_embedding_free(e);
+    tg_linear_free(l);
+    tg_linear_free(lnb);
+    tg_layernorm_free(ln);
+    tg_embedding_free(e);
 }
 
 /* One convention for a NULL module (nn.h): free and train ignore it, forward

@@ -4,8 +4,7 @@
 
 TestSuite(npy, .fini = cleanup);
 
-static void npy_round_trip(int ndim, const int *shape)
-{
+static void npy_round_trip(int ndim, const int *shape) {
     tg_tensor *t = tensor(ndim, shape, 0.25);
     const char *path = in_dir("t.npy");
     cr_assert_eq(tg_npy_save(path, t), 0, "%s", tg_last_error());
@@ -21,8 +20,7 @@ static void npy_round_trip(int ndim, const int *shape)
     cr_assert_eq(temp_files(), 0);
 }
 
-Test(npy, round_trip_shapes)
-{
+Test(npy, round_trip_shapes) {
     tmpdir();
     npy_round_trip(TG_SHAPE(3, 4));
     npy_round_trip(TG_SHAPE(5));
@@ -31,10 +29,13 @@ Test(npy, round_trip_shapes)
     npy_round_trip(0, (const int[]){0});
 }
 
-Test(npy, header_layout)
-{
+Test(npy, header_layout) {
     tmpdir();
-    struct { int ndim; int shape[3]; const char *text; } cases[] = {
+    struct {
+        int ndim;
+        int shape[3];
+        const char *text;
+    } cases[] = {
         {2, {3, 4}, "'shape': (3, 4), }"},
         {1, {5}, "'shape': (5,), }"},
         {0, {0}, "'shape': (), }"},
@@ -63,8 +64,7 @@ Test(npy, header_layout)
 }
 
 /* A .npy from a header text (padded as numpy does) and raw data. */
-static void write_npy(const char *path, int major, const char *dict, const void *data, size_t n)
-{
+static void write_npy(const char *path, int major, const char *dict, const void *data, size_t n) {
     size_t pre = major == 1 ? 10 : 12, dl = strlen(dict);
     size_t hl = (pre + dl + 1 + 63) / 64 * 64 - pre;
     unsigned char *b = calloc(pre + hl + n + 1, 1);
@@ -79,8 +79,7 @@ static void write_npy(const char *path, int major, const char *dict, const void 
     free(b);
 }
 
-Test(npy, converts_f4_and_reads_version_2)
-{
+Test(npy, converts_f4_and_reads_version_2) {
     tmpdir();
     const float f[6] = {1.5f, -2.25f, 1e-7f, 3e38f, 0.0f, -0.5f};
     write_npy(in_dir("f4.npy"), 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f, 24);
@@ -100,11 +99,14 @@ Test(npy, converts_f4_and_reads_version_2)
     tg_free(t);
 }
 
-Test(npy, bad_files_rejected)
-{
+Test(npy, bad_files_rejected) {
     tmpdir();
     const double d[8] = {0};
-    struct { const char *dict; size_t n; const char *why; } cases[] = {
+    struct {
+        const char *dict;
+        size_t n;
+        const char *why;
+    } cases[] = {
         {"{'descr': '<f8', 'fortran_order': True, 'shape': (2, 2), }", 32, "fortran_order"},
         {"{'descr': '>f8', 'fortran_order': False, 'shape': (2, 2), }", 32, "big-endian"},
         {"{'descr': '>f4', 'fortran_order': False, 'shape': (2, 2), }", 16, "big-endian"},

@@ -34,8 +34,10 @@ Test(parallel, every_index_runs_exactly_once) {
         for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
             for (int dyn = 0; dyn < 2; dyn++) {
                 for (int i = 0; i < MAXN; i++) atomic_store(&hits[i], 0);
-                if (dyn) tg_parallel_tasks(sizes[k], true, count_range, NULL);
-                else tg_parallel_for(sizes[k], true, count_range, NULL);
+                if (dyn)
+                    tg_parallel_tasks(sizes[k], true, count_range, NULL);
+                else
+                    tg_parallel_for(sizes[k], true, count_range, NULL);
                 expect_each_once(sizes[k], dyn ? "tasks" : "ranges", threads);
             }
         }
@@ -52,7 +54,7 @@ static void team_body(void *ctx, int tid, int nth) {
     for (int t = 0; t < nth; t++) all &= atomic_load(&phase1[t]);
     atomic_store(&after[tid], all);
     tg_parallel_barrier();
-    tg_parallel_barrier();   /* barriers can be reused */
+    tg_parallel_barrier(); /* barriers can be reused */
 }
 
 Test(parallel, team_threads_meet_at_barriers) {
@@ -95,7 +97,7 @@ Test(parallel, thread_count_is_capped_at_the_cpus_available) {
 Test(parallel, a_forked_child_gets_a_pool_of_its_own) {
     tg_set_num_threads(2);
     for (int i = 0; i < MAXN; i++) atomic_store(&hits[i], 0);
-    tg_parallel_for(MAXN, true, count_range, NULL);   /* the parent's workers exist now */
+    tg_parallel_for(MAXN, true, count_range, NULL); /* the parent's workers exist now */
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {

@@ -2,8 +2,7 @@
  * state_dict, duplicates and over-long names rejected, growth. */
 #include "io_test_util.h"
 
-Test(params, add_get_numel)
-{
+Test(params, add_get_numel) {
     tg_tensor *a = tensor(TG_SHAPE(2, 3), 0), *b = tensor(TG_SHAPE(7), 1);
     tg_params p;
     tg_params_init(&p);
@@ -24,8 +23,7 @@ Test(params, add_get_numel)
     tg_free(b);
 }
 
-Test(params, duplicate_and_long_names_rejected)
-{
+Test(params, duplicate_and_long_names_rejected) {
     tg_tensor *a = tensor(TG_SHAPE(2), 0);
     tg_params p;
     tg_params_init(&p);
@@ -38,9 +36,9 @@ Test(params, duplicate_and_long_names_rejected)
 
     char name[TG_PARAM_NAME_MAX + 1];
     memset(name, 'x', TG_PARAM_NAME_MAX - 1);
-    name[TG_PARAM_NAME_MAX - 1] = 0;   /* 127 characters: the longest allowed */
+    name[TG_PARAM_NAME_MAX - 1] = 0; /* 127 characters: the longest allowed */
     cr_assert_eq(tg_params_add(&p, NULL, name, a), 0);
-    name[TG_PARAM_NAME_MAX - 2] = 0;   /* 126 + "a." prefix = 128: too long */
+    name[TG_PARAM_NAME_MAX - 2] = 0; /* 126 + "a." prefix = 128: too long */
     tg_clear_error();
     cr_assert_eq(tg_params_add(&p, "a", name, a), -1);
     assert_error_has("params_add");
@@ -52,8 +50,7 @@ Test(params, duplicate_and_long_names_rejected)
     tg_free(a);
 }
 
-Test(params, grows_and_extends)
-{
+Test(params, grows_and_extends) {
     tg_tensor *a = tensor(TG_SHAPE(3), 0);
     tg_params inner, outer;
     tg_params_init(&inner);
@@ -83,4 +80,3 @@ Test(params, grows_and_extends)
     tg_params_free(&outer);
     tg_free(a);
 }
-

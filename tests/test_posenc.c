@@ -5,17 +5,15 @@
 #include "test_util.h"
 
 /* P[i, c] straight from the formula, in double. */
-static double P_ref(int i, int c, int d)
-{
+static double P_ref(int i, int c, int d) {
     double w = pow(10000.0, -(double)(2 * (c / 2)) / d);
     return (c % 2 == 0) ? sin(i * w) : cos(i * w);
 }
 
 static double P_at(const tg_posenc *m, int i, int c) { return (double)m->P->data[(int64_t)i * m->num_hiddens + c]; }
 
-Test(posenc, table_matches_the_formula)
-{
-    tg_posenc *pe = tg_posenc_new(32, 0, 0, NULL);   /* max_len 0: d2l's default 1000 */
+Test(posenc, table_matches_the_formula) {
+    tg_posenc *pe = tg_posenc_new(32, 0, 0, NULL); /* max_len 0: d2l's default 1000 */
     TG_REQUIRE(pe);
     cr_assert_eq(pe->max_len, 1000);
     cr_assert(pe->P->ndim == 2 && pe->P->shape[0] == 1000 && pe->P->shape[1] == 32);
@@ -38,8 +36,7 @@ Test(posenc, table_matches_the_formula)
 
 /* d2l plots columns 6..9 of a (60, 32) table; values computed with Python's
  * math module (column 8 at i = 10 is sin(10 / 10000^(8/32)) = sin(1)). */
-Test(posenc, columns_6_to_9_as_in_the_d2l_figure)
-{
+Test(posenc, columns_6_to_9_as_in_the_d2l_figure) {
     tg_posenc *pe = tg_posenc_new(32, 0, 1000, NULL);
     TG_REQUIRE(pe);
     const int pos[4] = {0, 10, 30, 59};
@@ -51,8 +48,8 @@ Test(posenc, columns_6_to_9_as_in_the_d2l_figure)
     };
     for (int a = 0; a < 4; a++)
         for (int c = 6; c <= 9; c++)
-            cr_expect(fabs(P_at(pe, pos[a], c) - want[a][c - 6]) < 1e-11, "P[%d,%d] = %.12f, expected %.12f",
-                      pos[a], c, P_at(pe, pos[a], c), want[a][c - 6]);
+            cr_expect(fabs(P_at(pe, pos[a], c) - want[a][c - 6]) < 1e-11, "P[%d,%d] = %.12f, expected %.12f", pos[a], c,
+                      P_at(pe, pos[a], c), want[a][c - 6]);
     /* Higher columns oscillate more slowly: column 6 has turned further than
      * column 8 by position 10 (phase 10 / 10000^(6/32) vs 10 / 10000^(8/32)). */
     cr_expect(P_ref(10, 6, 32) > P_ref(10, 8, 32));
@@ -61,8 +58,7 @@ Test(posenc, columns_6_to_9_as_in_the_d2l_figure)
 
 /* For a fixed offset delta the 2x2 rotation by delta * w_j, the same for
  * every position i, maps (P[i,2j], P[i,2j+1]) onto (P[i+delta,2j], P[i+delta,2j+1]). */
-Test(posenc, relative_positions_are_a_fixed_rotation)
-{
+Test(posenc, relative_positions_are_a_fixed_rotation) {
     const int d = 32, max_len = 1000;
     tg_posenc *pe = tg_posenc_new(d, 0, max_len, NULL);
     TG_REQUIRE(pe);
@@ -85,22 +81,19 @@ Test(posenc, relative_positions_are_a_fixed_rotation)
     tg_posenc_free(pe);
 }
 
-Test(posenc, odd_width_ends_with_a_sine_column)
-{
+Test(posenc, odd_width_ends_with_a_sine_column) {
     tg_posenc *pe = tg_posenc_new(5, 0, 50, NULL);
     TG_REQUIRE(pe);
     cr_assert_eq(pe->P->shape[1], 5);
     for (int i = 0; i < 50; i++)
-        for (int c = 0; c < 5; c++)
-            cr_expect(fabs(P_at(pe, i, c) - P_ref(i, c, 5)) < 1e-12, "P[%d,%d]", i, c);
+        for (int c = 0; c < 5; c++) cr_expect(fabs(P_at(pe, i, c) - P_ref(i, c, 5)) < 1e-12, "P[%d,%d]", i, c);
     /* Column 4 = sin(i / 10000^(4/5)): zero at i = 0, not the cosine's 1. */
     cr_expect(P_at(pe, 0, 4) == 0 && fabs(P_at(pe, 3, 4) - sin(3 / pow(10000.0, 0.8))) < 1e-15);
     tg_posenc_free(pe);
 }
 
 /* d2l: pos_encoding(zeros((1, 60, 32))) has shape (1, 60, 32) and equals P[:, :60]. */
-Test(posenc, d2l_shape_check)
-{
+Test(posenc, d2l_shape_check) {
     tg_posenc *pe = tg_posenc_new(32, 0, 1000, NULL);
     TG_REQUIRE(pe);
     tg_posenc_train(pe, false);
@@ -113,8 +106,7 @@ Test(posenc, d2l_shape_check)
     tg_posenc_free(pe);
 }
 
-Test(posenc, errors_name_the_lengths)
-{
+Test(posenc, errors_name_the_lengths) {
     tg_posenc *pe = tg_posenc_new(4, 0, 1000, NULL);
     TG_REQUIRE(pe);
     tg_scope_begin();
@@ -153,8 +145,7 @@ Test(posenc, errors_name_the_lengths)
 
 /* Dropout is reached by train/eval: in eval the output is X + P[:T] exactly;
  * in training about half the entries are zeroed and the rest doubled. */
-Test(posenc, eval_mode_is_x_plus_p_and_train_mode_drops)
-{
+Test(posenc, eval_mode_is_x_plus_p_and_train_mode_drops) {
     tg_rng rng = tg_rng_new(7);
     tg_posenc *pe = tg_posenc_new(6, 0.5, 100, &rng);
     TG_REQUIRE(pe);
@@ -174,8 +165,10 @@ Test(posenc, eval_mode_is_x_plus_p_and_train_mode_drops)
     TG_REQUIRE(Z);
     int zeros = 0;
     for (int64_t k = 0; k < Z->size; k++) {
-        if (Z->data[k] == 0) zeros++;
-        else cr_expect(fabs(Z->data[k] - 2 * Y->data[k]) < 1e-12, "kept entries are scaled by 1/(1-p)");
+        if (Z->data[k] == 0)
+            zeros++;
+        else
+            cr_expect(fabs(Z->data[k] - 2 * Y->data[k]) < 1e-12, "kept entries are scaled by 1/(1-p)");
     }
     cr_expect(zeros > 120 && zeros < 240, "%d of 360 dropped with p = 0.5", zeros);
     tg_scope_end();
@@ -183,14 +176,12 @@ Test(posenc, eval_mode_is_x_plus_p_and_train_mode_drops)
     tg_posenc_free(pe);
 }
 
-static tg_tensor *pe_fn(tg_tensor *const *in, int n, void *ctx)
-{
+static tg_tensor *pe_fn(tg_tensor *const *in, int n, void *ctx) {
     (void)n;
     return tg_posenc_forward(ctx, in[0]);
 }
 
-Test(posenc, gradcheck_fixed)
-{
+Test(posenc, gradcheck_fixed) {
     tg_rng rng = tg_rng_new(11);
     tg_posenc *pe = tg_posenc_new(5, 0, 8, &rng);
     TG_REQUIRE(pe);
@@ -205,8 +196,7 @@ Test(posenc, gradcheck_fixed)
     tg_posenc_free(pe);
 }
 
-Test(posenc, gradcheck_learned_reaches_only_the_used_rows)
-{
+Test(posenc, gradcheck_learned_reaches_only_the_used_rows) {
     tg_rng rng = tg_rng_new(12);
     const int max_len = 7, T = 4, d = 6;
     tg_posenc *pe = tg_posenc_learned_new(d, 0, max_len, &rng);
@@ -240,8 +230,7 @@ Test(posenc, gradcheck_learned_reaches_only_the_used_rows)
 }
 
 /* Learned init N(0, 0.02^2): sample mean and std of the table. */
-Test(posenc, learned_init_std)
-{
+Test(posenc, learned_init_std) {
     tg_rng rng = tg_rng_new(3);
     tg_posenc *pe = tg_posenc_learned_new(32, 0, 1000, &rng);
     TG_REQUIRE(pe);

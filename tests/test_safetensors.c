@@ -7,8 +7,7 @@
 
 TestSuite(safetensors, .fini = cleanup);
 
-Test(safetensors, exact_layout)
-{
+Test(safetensors, exact_layout) {
     tmpdir();
     tg_tensor *w = tensor(TG_SHAPE(2, 3), 0.5);
     tg_params p;
@@ -21,8 +20,7 @@ Test(safetensors, exact_layout)
     unsigned char *b = read_all(path, &size);
     const size_t es = sizeof(tg_real);
     char expect[128];
-    int hl = snprintf(expect, sizeof expect,
-                      "{\"w\":{\"dtype\":\"%s\",\"shape\":[2,3],\"data_offsets\":[0,%zu]}}",
+    int hl = snprintf(expect, sizeof expect, "{\"w\":{\"dtype\":\"%s\",\"shape\":[2,3],\"data_offsets\":[0,%zu]}}",
                       real_dtype(), 6 * es);
     uint64_t n = le64(b);
     cr_assert_eq(n % 8, 0, "header not padded to 8 bytes");
@@ -50,8 +48,7 @@ Test(safetensors, exact_layout)
     tg_free(w);
 }
 
-Test(safetensors, layout_of_a_model_read_raw)
-{
+Test(safetensors, layout_of_a_model_read_raw) {
     tmpdir();
     model m;
     model_new(&m, 3.0);
@@ -102,14 +99,13 @@ Test(safetensors, layout_of_a_model_read_raw)
     model_free(&m);
 }
 
-Test(safetensors, metadata_checked_and_escaped)
-{
+Test(safetensors, metadata_checked_and_escaped) {
     tmpdir();
     model m;
     model_new(&m, 1.0);
     const char *path = in_dir("m.safetensors");
-    cr_assert_eq(tg_checkpoint_save(path, &m.p, "{\"note\": \"a \\\"q\\\" \\u00e9\\n\", \"k\": \"\"}"), 0,
-                 "%s", tg_last_error());
+    cr_assert_eq(tg_checkpoint_save(path, &m.p, "{\"note\": \"a \\\"q\\\" \\u00e9\\n\", \"k\": \"\"}"), 0, "%s",
+                 tg_last_error());
     tg_safetensors st;
     cr_assert_eq(tg_safetensors_open(path, &st), 0);
     char v[32];
@@ -119,9 +115,9 @@ Test(safetensors, metadata_checked_and_escaped)
     tg_safetensors_close(&st);
 
     static const char *const bad[] = {
-        "{\"epoch\": 3}",                        /* values must be strings */
-        "[\"a\"]",                               /* not an object */
-        "{\"a\": \"b\"",                         /* unterminated */
+        "{\"epoch\": 3}", /* values must be strings */
+        "[\"a\"]",        /* not an object */
+        "{\"a\": \"b\"",  /* unterminated */
         "{\"a\": \"b\"}, \"x\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}",
         "",
     };
@@ -139,8 +135,7 @@ Test(safetensors, metadata_checked_and_escaped)
 /* A header written by hand the way Python's json.dumps lays it out, with
  * __metadata__, keys in another order, an unknown key, and F32 data: it
  * loads into the double build by conversion. */
-Test(safetensors, f32_file_with_python_style_header)
-{
+Test(safetensors, f32_file_with_python_style_header) {
     tmpdir();
     tg_tensor *w = tensor(TG_SHAPE(2, 2), 0), *b = tensor(TG_SHAPE(3), 0);
     tg_params p;
@@ -149,7 +144,7 @@ Test(safetensors, f32_file_with_python_style_header)
     tg_params_add(&p, NULL, "b", b);
     const float fw[4] = {0.5f, -1.25f, 3.0e-3f, 1e30f}, fb[3] = {7.0f, -0.1f, 2.5f};
     unsigned char data[28];
-    memcpy(data, fb, 12);        /* b first in the data, w second */
+    memcpy(data, fb, 12); /* b first in the data, w second */
     memcpy(data + 12, fw, 16);
     write_st(in_dir("f32.safetensors"),
              "{\"__metadata__\": {\"format\": \"np\"}, "
@@ -176,8 +171,7 @@ Test(safetensors, f32_file_with_python_style_header)
     tg_free(b);
 }
 
-Test(safetensors, truncated_files_rejected)
-{
+Test(safetensors, truncated_files_rejected) {
     tmpdir();
     model m, other;
     model_new(&m, 1.0);
@@ -187,9 +181,9 @@ Test(safetensors, truncated_files_rejected)
     size_t size;
     unsigned char *b = read_all(path, &size);
     size_t n = (size_t)le64(b);
-    const size_t cuts[] = {0, 1, 7,                       /* inside the length */
-                           8, 9, 8 + n / 2, 8 + n - 1,    /* inside the header */
-                           8 + n, 8 + n + 1, 8 + n + 20,  /* inside the data */
+    const size_t cuts[] = {0,        1,         7,                     /* inside the length */
+                           8,        9,         8 + n / 2,  8 + n - 1, /* inside the header */
+                           8 + n,    8 + n + 1, 8 + n + 20,            /* inside the data */
                            size - 9, size - 1};
     const char *cut = in_dir("cut.safetensors");
     for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
@@ -201,27 +195,26 @@ Test(safetensors, truncated_files_rejected)
     model_free(&other);
 }
 
-Test(safetensors, corrupt_json_rejected)
-{
+Test(safetensors, corrupt_json_rejected) {
     tmpdir();
     model m;
     model_new(&m, 1.0);
     static const char *const bad[] = {
-        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}",     /* no closing brace */
-        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},}",   /* trailing comma */
-        "{w:{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",        /* unquoted key */
-        "{'w':{'dtype':'F64','shape':[1],'data_offsets':[0,8]}}",              /* single quotes */
-        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}} x",  /* garbage after */
-        "{\"w\\q\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", /* bad escape */
-        "{\"w\xff\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",/* not UTF-8 */
-        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1.0],\"data_offsets\":[0,8]}}",  /* fraction */
-        "{\"w\":{\"dtype\":\"F64\",\"shape\":[-1],\"data_offsets\":[0,8]}}",   /* negative */
-        "{\"w\":{\"dtype\":\"F64\",\"shape\":[01],\"data_offsets\":[0,8]}}",   /* leading zero */
-        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0]}}",      /* one offset */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}",      /* no closing brace */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},}",    /* trailing comma */
+        "{w:{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",         /* unquoted key */
+        "{'w':{'dtype':'F64','shape':[1],'data_offsets':[0,8]}}",               /* single quotes */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}} x",   /* garbage after */
+        "{\"w\\q\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",  /* bad escape */
+        "{\"w\xff\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", /* not UTF-8 */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1.0],\"data_offsets\":[0,8]}}",   /* fraction */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[-1],\"data_offsets\":[0,8]}}",    /* negative */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[01],\"data_offsets\":[0,8]}}",    /* leading zero */
+        "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0]}}",       /* one offset */
         "{\"w\":{\"dtype\":\"F64\",\"shape\":[1]}}",                            /* no offsets */
         "{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"shape\":[1],\"data_offsets\":[0,8]}}",
         ("{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
-         "\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}"),    /* duplicate name */
+         "\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}"), /* duplicate name */
         "{\"__metadata__\":{\"a\":1},\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",
         "[]",
         "",
@@ -239,8 +232,7 @@ Test(safetensors, corrupt_json_rejected)
 }
 
 /* A file that is fine except for one tensor; each case names it. */
-Test(safetensors, unsupported_dtype_rejected)
-{
+Test(safetensors, unsupported_dtype_rejected) {
     tmpdir();
     tg_tensor *w = tensor(TG_SHAPE(2), 0);
     tg_params p;
@@ -248,11 +240,9 @@ Test(safetensors, unsupported_dtype_rejected)
     tg_params_add(&p, NULL, "w", w);
     model m = {.t = {w}, .p = p};
     const int64_t ints[2] = {1, 2};
-    write_st(in_dir("i64.safetensors"), "{\"w\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}",
-             ints, 16);
+    write_st(in_dir("i64.safetensors"), "{\"w\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}", ints, 16);
     expect_load_fails(&m, in_dir("i64.safetensors"), "'I64'", "w:");
-    write_st(in_dir("f16.safetensors"), "{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
-             ints, 4);
+    write_st(in_dir("f16.safetensors"), "{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", ints, 4);
     expect_load_fails(&m, in_dir("f16.safetensors"), "'F16'", NULL);
     tg_safetensors st;
     tg_clear_error();
@@ -263,8 +253,7 @@ Test(safetensors, unsupported_dtype_rejected)
     tg_free(w);
 }
 
-Test(safetensors, bad_header_length_rejected)
-{
+Test(safetensors, bad_header_length_rejected) {
     tmpdir();
     model m;
     model_new(&m, 1.0);
@@ -284,8 +273,7 @@ Test(safetensors, bad_header_length_rejected)
 }
 
 /* data_offsets must match dtype x shape and tile the data section. */
-Test(safetensors, inconsistent_offsets_rejected)
-{
+Test(safetensors, inconsistent_offsets_rejected) {
     tmpdir();
     tg_tensor *a = tensor(TG_SHAPE(2), 0), *b = tensor(TG_SHAPE(2), 1);
     tg_params p;
@@ -294,22 +282,33 @@ Test(safetensors, inconsistent_offsets_rejected)
     tg_params_add(&p, NULL, "b", b);
     model m = {.t = {a, b}, .p = p};
     const double d[5] = {1, 2, 3, 4, 5};
-    struct { const char *h; size_t n; const char *why; } cases[] = {
-        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,8]},"     /* too short for shape */
-         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[8,24]}}", 24, "a: data_offsets [0, 8]"},
-        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"    /* overlap */
-         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[8,24]}}", 24, "overlaps"},
-        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"    /* gap */
-         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[24,40]}}", 40, "gap"},
-        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"    /* extra bytes */
-         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[16,32]}}", 40, "extra bytes"},
-        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[16,0]},"    /* reversed */
-         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[16,32]}}", 32, "a:"},
-        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"    /* past the end */
-         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[32,48]}}", 40, "b: data ends"},
+    struct {
+        const char *h;
+        size_t n;
+        const char *why;
+    } cases[] = {
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,8]}," /* too short for shape */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[8,24]}}",
+         24, "a: data_offsets [0, 8]"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}," /* overlap */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[8,24]}}",
+         24, "overlaps"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}," /* gap */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[24,40]}}",
+         40, "gap"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}," /* extra bytes */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[16,32]}}",
+         40, "extra bytes"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[16,0]}," /* reversed */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[16,32]}}",
+         32, "a:"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}," /* past the end */
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[32,48]}}",
+         40, "b: data ends"},
         {"{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"
          "\"b\":{\"dtype\":\"F64\",\"shape\":[99999999999,99999999999,99999999999],"
-         "\"data_offsets\":[16,32]}}", 32, "b:"},
+         "\"data_offsets\":[16,32]}}",
+         32, "b:"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         write_st(in_dir("o.safetensors"), cases[i].h, d, cases[i].n);
@@ -320,16 +319,15 @@ Test(safetensors, inconsistent_offsets_rejected)
     tg_free(b);
 }
 
-
 /* A header of n empty tensors "t0".."t<n-1>" (each [0], offsets [0, 0]). */
-static void write_many(const char *path, int n, bool duplicate_last)
-{
+static void write_many(const char *path, int n, bool duplicate_last) {
     size_t cap = (size_t)n * 64 + 64, len = 0;
     char *h = malloc(cap);
     len += (size_t)snprintf(h + len, cap - len, "{");
     for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(h + len, cap - len, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
-                                i ? "," : "", duplicate_last && i == n - 1 ? 0 : i);
+        len +=
+            (size_t)snprintf(h + len, cap - len, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                             i ? "," : "", duplicate_last && i == n - 1 ? 0 : i);
     snprintf(h + len, cap - len, "}");
     write_st(path, h, NULL, 0);
     free(h);
@@ -338,8 +336,7 @@ static void write_many(const char *path, int n, bool duplicate_last)
 /* Issue 10, defect 4: the duplicate-name check was pairwise, O(n^2): 160k
  * tensors (a 9 MB header) took 43 s. Now names are sorted, and a header
  * may hold at most TG_ST_MAX_ENTRIES entries. */
-Test(safetensors, many_entries_are_checked_in_n_log_n, .timeout = 20)
-{
+Test(safetensors, many_entries_are_checked_in_n_log_n, .timeout = 20) {
     tmpdir();
     const char *path = in_dir("many.safetensors");
     write_many(path, TG_ST_MAX_ENTRIES, false);

@@ -39,7 +39,8 @@ Test(seq_layers, conv1d_gradcheck) {
         tg_rng rng = tg_rng_new(10 + c);
         tg_conv1d *m = tg_conv1d_new(3, 2, cfg[c][0], cfg[c][1], cfg[c][2], &rng);
         TG_REQUIRE(m);
-        tg_params p; tg_params_init(&p);
+        tg_params p;
+        tg_params_init(&p);
         cr_assert_eq(tg_conv1d_params(m, &p, ""), 0);
         tg_tensor *x = input(TG_SHAPE(2, 7, 3), &rng);
         char what[64];
@@ -55,8 +56,11 @@ Test(seq_layers, rnn_and_gru_gradcheck) {
     tg_rng rng = tg_rng_new(3);
     tg_rnn *r = tg_rnn_new(3, 4, 2, &rng);
     tg_gru *g = tg_gru_new(3, 4, 2, &rng);
-    TG_REQUIRE(r); TG_REQUIRE(g);
-    tg_params pr, pg; tg_params_init(&pr); tg_params_init(&pg);
+    TG_REQUIRE(r);
+    TG_REQUIRE(g);
+    tg_params pr, pg;
+    tg_params_init(&pr);
+    tg_params_init(&pg);
     cr_assert_eq(tg_rnn_params(r, &pr, "rnn"), 0);
     cr_assert_eq(tg_gru_params(g, &pg, "gru"), 0);
     cr_expect_eq(pr.n, 8);
@@ -68,9 +72,11 @@ Test(seq_layers, rnn_and_gru_gradcheck) {
     tg_tensor *x = input(TG_SHAPE(2, 6, 3), &rng);
     check(rnn_f, r, &pr, x, "rnn 2 layers (2,6,3)");
     check(gru_f, g, &pg, x, "gru 2 layers (2,6,3)");
-    tg_params_free(&pr); tg_params_free(&pg);
+    tg_params_free(&pr);
+    tg_params_free(&pg);
     tg_free(x);
-    tg_rnn_free(r); tg_gru_free(g);
+    tg_rnn_free(r);
+    tg_gru_free(g);
 }
 
 Test(seq_layers, conv1d_by_hand) {
@@ -109,8 +115,10 @@ Test(seq_layers, rnn_step_by_hand) {
     tg_rng rng = tg_rng_new(1);
     tg_rnn *m = tg_rnn_new(1, 1, 1, &rng);
     TG_REQUIRE(m);
-    m->w_ih[0]->data[0] = 0.5; m->w_hh[0]->data[0] = -0.7;
-    m->b_ih[0]->data[0] = 0.1; m->b_hh[0]->data[0] = 0.2;
+    m->w_ih[0]->data[0] = 0.5;
+    m->w_hh[0]->data[0] = -0.7;
+    m->b_ih[0]->data[0] = 0.1;
+    m->b_hh[0]->data[0] = 0.2;
     tg_scope_begin();
     tg_tensor *x = tg_from_array(TG_SHAPE(1, 2, 1), (tg_real[]){1, -2});
     tg_tensor *y = tg_rnn_forward(m, x);
@@ -147,7 +155,9 @@ Test(seq_layers, shapes_and_errors) {
     tg_conv1d *c = tg_conv1d_new(4, 6, 3, 2, true, &rng);
     tg_rnn *r = tg_rnn_new(4, 5, 2, &rng);
     tg_gru *g = tg_gru_new(4, 5, 1, &rng);
-    TG_REQUIRE(c); TG_REQUIRE(r); TG_REQUIRE(g);
+    TG_REQUIRE(c);
+    TG_REQUIRE(r);
+    TG_REQUIRE(g);
     cr_expect(c->weight->shape[0] == 6 && c->weight->shape[1] == 4 && c->weight->shape[2] == 3);
     tg_scope_begin();
     tg_tensor *x = tg_randn(TG_SHAPE(2, 9, 4), &rng);
@@ -167,8 +177,10 @@ Test(seq_layers, shapes_and_errors) {
     tg_clear_error();
     cr_expect_null(tg_gru_forward(g, tg_randn(TG_SHAPE(9, 4), &rng)));
     cr_expect(strstr(tg_last_error(), "gru"), "%s", tg_last_error());
-    cr_expect_null(tg_gru_forward(r, x));   /* an RNN is not a GRU */
+    cr_expect_null(tg_gru_forward(r, x)); /* an RNN is not a GRU */
     cr_expect_eq(tg_conv1d_params(NULL, NULL, ""), -1);
     tg_scope_end();
-    tg_conv1d_free(c); tg_rnn_free(r); tg_gru_free(g);
+    tg_conv1d_free(c);
+    tg_rnn_free(r);
+    tg_gru_free(g);
 }

@@ -1,7 +1,7 @@
 /* The tensor layer: creation, shapes, the RNG, printing and the kernels. */
 #include <string.h>
 #include "test_util.h"
-#include "tensor/kernels.h"   /* the raw kernels */
+#include "tensor/kernels.h" /* the raw kernels */
 
 Test(tensor, creation_values_and_shapes) {
     tg_tensor *z = tg_zeros(TG_SHAPE(2, 3, 4, 5));
@@ -21,7 +21,12 @@ Test(tensor, creation_values_and_shapes) {
     tg_tensor *c = tg_clone(a);
     a->data[0] = 9;
     cr_expect_eq(c->data[0], 1, "clone copies values");
-    tg_free(z); tg_free(o); tg_free(f); tg_free(r); tg_free(a); tg_free(c);
+    tg_free(z);
+    tg_free(o);
+    tg_free(f);
+    tg_free(r);
+    tg_free(a);
+    tg_free(c);
     cr_expect_eq(tg_memory().persistent_bytes, 0, "all persistent bytes returned");
 }
 
@@ -38,8 +43,7 @@ Test(tensor, rng_is_counter_based_and_well_distributed) {
     tg_rng r1 = tg_rng_new(7), r2 = tg_rng_new(7);
     tg_tensor *a = tg_randn(TG_SHAPE(100000), &r1);
     /* The same numbers drawn one at a time, in reverse order. */
-    for (int64_t i = 99999; i >= 0; i -= 997)
-        cr_expect_eq(a->data[i], (tg_real)tg_rng_normal_at(7, 0, (uint64_t)i));
+    for (int64_t i = 99999; i >= 0; i -= 997) cr_expect_eq(a->data[i], (tg_real)tg_rng_normal_at(7, 0, (uint64_t)i));
     tg_tensor *b = tg_randn(TG_SHAPE(100000), &r2);
     cr_expect(memcmp(a->data, b->data, sizeof(tg_real) * 100000) == 0, "same seed, same numbers");
     double m = 0, v = 0;
@@ -50,11 +54,18 @@ Test(tensor, rng_is_counter_based_and_well_distributed) {
     cr_expect(fabs(m) < 0.02 && fabs(v - 1) < 0.02, "N(0,1): mean %g var %g", m, v);
     tg_tensor *u = tg_uniform(TG_SHAPE(100000), -2, 2, &r1);
     double lo = 1e9, hi = -1e9, mu = 0;
-    for (int i = 0; i < 100000; i++) { lo = fmin(lo, u->data[i]); hi = fmax(hi, u->data[i]); mu += u->data[i]; }
+    for (int i = 0; i < 100000; i++) {
+        lo = fmin(lo, u->data[i]);
+        hi = fmax(hi, u->data[i]);
+        mu += u->data[i];
+    }
     cr_expect(lo >= -2 && hi < 2 && fabs(mu / 100000) < 0.02, "U(-2,2): [%g, %g] mean %g", lo, hi, mu / 1e5);
     tg_tensor *c = tg_randn(TG_SHAPE(4), &r1);
     cr_expect(c->data[0] != b->data[0], "the counter advances");
-    tg_free(a); tg_free(b); tg_free(u); tg_free(c);
+    tg_free(a);
+    tg_free(b);
+    tg_free(u);
+    tg_free(c);
 }
 
 Test(tensor, broadcast_shape_rules) {
@@ -73,7 +84,10 @@ Test(tensor, binary_kernel_broadcasts) {
     tg_tensor *d = tg_zeros(TG_SHAPE(1, 3));
     tg_k_sum_to(a, d, false);
     expect_close(d, (tg_real[]){5, 7, 9}, 3, 0);
-    tg_free(a); tg_free(b); tg_free(c); tg_free(d);
+    tg_free(a);
+    tg_free(b);
+    tg_free(c);
+    tg_free(d);
 }
 
 Test(tensor, softmax_kernel_is_stable_for_large_logits) {
@@ -96,7 +110,9 @@ Test(tensor, permute_kernel) {
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++)
             for (int k = 0; k < 4; k++) cr_expect_eq(o->data[k * 6 + i * 3 + j], v->data[i * 12 + j * 4 + k]);
-    tg_free(o); tg_free(v); tg_free(a);
+    tg_free(o);
+    tg_free(v);
+    tg_free(a);
 }
 
 Test(tensor, print_like_pytorch) {
@@ -114,5 +130,6 @@ Test(tensor, print_like_pytorch) {
     fclose(f);
     cr_expect(strstr(buf, "2.0000,  ...,") && strstr(buf, "1999.0000]") && len < 200, "elided: %s", buf);
     free(buf);
-    tg_free(a); tg_free(big);
+    tg_free(a);
+    tg_free(big);
 }

@@ -4,8 +4,7 @@
  * parameter names; train/eval reaching every dropout; the embedding init. */
 #include "test_util.h"
 
-static void expect_shape(const tg_tensor *t, int ndim, const int *shape)
-{
+static void expect_shape(const tg_tensor *t, int ndim, const int *shape) {
     char b1[64], b2[64];
     cr_assert_not_null(t, "%s", tg_last_error());
     bool same = t->ndim == ndim;
@@ -14,8 +13,7 @@ static void expect_shape(const tg_tensor *t, int ndim, const int *shape)
 }
 
 /* d2l: ffn = PositionWiseFFN(4, 8); ffn(ones((2, 3, 4))).shape == (2, 3, 8). */
-Test(transformer, ffn_shape_and_names)
-{
+Test(transformer, ffn_shape_and_names) {
     tg_rng rng = tg_rng_new(1);
     tg_ffn *ffn = tg_ffn_new(4, 4, 8, &rng);
     TG_REQUIRE(ffn);
@@ -40,8 +38,7 @@ Test(transformer, ffn_shape_and_names)
 }
 
 /* d2l: add_norm = AddNorm(4, 0.5); add_norm(ones((2, 3, 4)), ones((2, 3, 4))).shape. */
-Test(transformer, addnorm_shape_and_normalisation)
-{
+Test(transformer, addnorm_shape_and_normalisation) {
     tg_rng rng = tg_rng_new(2);
     tg_addnorm *an = tg_addnorm_new(4, 0.5, &rng);
     TG_REQUIRE(an);
@@ -70,8 +67,7 @@ Test(transformer, addnorm_shape_and_normalisation)
 }
 
 /* d2l: EncoderBlock(24, 48, 8, 0.5) on ones((2, 100, 24)), valid_lens [3, 2]. */
-Test(transformer, encoder_block_shape)
-{
+Test(transformer, encoder_block_shape) {
     tg_rng rng = tg_rng_new(3);
     tg_encoder_block *blk = tg_encoder_block_new(24, 48, 8, 0.5, false, &rng);
     TG_REQUIRE(blk);
@@ -85,9 +81,9 @@ Test(transformer, encoder_block_shape)
     tg_params_init(&p);
     tg_encoder_block_params(blk, &p, NULL);
     const char *names[] = {"attention.W_q.weight", "attention.W_k.weight", "attention.W_v.weight",
-                           "attention.W_o.weight", "addnorm1.ln.weight", "addnorm1.ln.bias",
-                           "ffn.dense1.weight", "ffn.dense1.bias", "ffn.dense2.weight",
-                           "ffn.dense2.bias", "addnorm2.ln.weight", "addnorm2.ln.bias"};
+                           "attention.W_o.weight", "addnorm1.ln.weight",   "addnorm1.ln.bias",
+                           "ffn.dense1.weight",    "ffn.dense1.bias",      "ffn.dense2.weight",
+                           "ffn.dense2.bias",      "addnorm2.ln.weight",   "addnorm2.ln.bias"};
     cr_expect_eq(p.n, 12);
     for (int i = 0; i < 12; i++) cr_expect(tg_params_get(&p, names[i]) != NULL, "missing %s", names[i]);
     tg_params_free(&p);
@@ -105,8 +101,7 @@ typedef struct {
     tg_mask mask;
 } block_ctx;
 
-static tg_tensor *block_fn(tg_tensor *const *in, int n, void *ctx)
-{
+static tg_tensor *block_fn(tg_tensor *const *in, int n, void *ctx) {
     (void)n;
     block_ctx *c = ctx;
     return tg_encoder_block_forward(c->blk, in[0], c->mask);
@@ -114,8 +109,7 @@ static tg_tensor *block_fn(tg_tensor *const *in, int n, void *ctx)
 
 /* The block's gradient w.r.t. its input and all 12 (or 16 with bias)
  * parameters, with valid lengths [3, 2] so the mask takes part. */
-static void gradcheck_block(bool bias)
-{
+static void gradcheck_block(bool bias) {
     tg_rng rng = tg_rng_new(bias ? 5 : 4);
     tg_encoder_block *blk = tg_encoder_block_new(8, 16, 2, 0, bias, &rng);
     TG_REQUIRE(blk);
@@ -150,15 +144,19 @@ static void gradcheck_block(bool bias)
 Test(transformer, gradcheck_encoder_block) { gradcheck_block(false); }
 Test(transformer, gradcheck_encoder_block_with_bias) { gradcheck_block(true); }
 
-static tg_encoder_config d2l_config(void)
-{
+static tg_encoder_config d2l_config(void) {
     /* d2l: TransformerEncoder(200, 24, 48, 8, 2, 0.5) */
-    return (tg_encoder_config){.vocab_size = 200, .num_hiddens = 24, .ffn_hiddens = 48, .num_heads = 8,
-                               .num_layers = 2, .max_len = 1000, .dropout = 0.5, .pe = TG_PE_FIXED};
+    return (tg_encoder_config){.vocab_size = 200,
+                               .num_hiddens = 24,
+                               .ffn_hiddens = 48,
+                               .num_heads = 8,
+                               .num_layers = 2,
+                               .max_len = 1000,
+                               .dropout = 0.5,
+                               .pe = TG_PE_FIXED};
 }
 
-Test(transformer, encoder_shape)
-{
+Test(transformer, encoder_shape) {
     tg_rng rng = tg_rng_new(6);
     tg_encoder_config cfg = d2l_config();
     tg_encoder *enc = tg_encoder_new(&cfg, &rng);
@@ -173,8 +171,7 @@ Test(transformer, encoder_shape)
     tg_encoder_free(enc);
 }
 
-Test(transformer, encoder_parameter_names)
-{
+Test(transformer, encoder_parameter_names) {
     tg_rng rng = tg_rng_new(7);
     for (int variant = 0; variant < 3; variant++) {
         tg_encoder_config cfg = d2l_config();
@@ -210,11 +207,16 @@ Test(transformer, encoder_parameter_names)
 
 /* Every dropout is reached: in eval two forwards agree bit for bit; in
  * training each forward draws new masks, and differs from eval. */
-static void check_train_eval(tg_pe_kind pe)
-{
+static void check_train_eval(tg_pe_kind pe) {
     tg_rng rng = tg_rng_new(8);
-    tg_encoder_config cfg = {.vocab_size = 10, .num_hiddens = 8, .ffn_hiddens = 16, .num_heads = 2,
-                             .num_layers = 2, .max_len = 16, .dropout = 0.3, .pe = pe};
+    tg_encoder_config cfg = {.vocab_size = 10,
+                             .num_hiddens = 8,
+                             .ffn_hiddens = 16,
+                             .num_heads = 2,
+                             .num_layers = 2,
+                             .max_len = 16,
+                             .dropout = 0.3,
+                             .pe = pe};
     tg_encoder *enc = tg_encoder_new(&cfg, &rng);
     TG_REQUIRE(enc);
     int tokens[2 * 5] = {1, 2, 3, 4, 5, 9, 8, 7, 6, 0};
@@ -224,7 +226,10 @@ static void check_train_eval(tg_pe_kind pe)
     tg_tensor *e1 = tg_encoder_forward(enc, tokens, 2, 5, mask), *e2 = tg_encoder_forward(enc, tokens, 2, 5, mask);
     tg_encoder_train(enc, true);
     tg_tensor *t1 = tg_encoder_forward(enc, tokens, 2, 5, mask), *t2 = tg_encoder_forward(enc, tokens, 2, 5, mask);
-    TG_REQUIRE(e1); TG_REQUIRE(e2); TG_REQUIRE(t1); TG_REQUIRE(t2);
+    TG_REQUIRE(e1);
+    TG_REQUIRE(e2);
+    TG_REQUIRE(t1);
+    TG_REQUIRE(t2);
     cr_expect_arr_eq(e1->data, e2->data, (size_t)e1->size * sizeof(tg_real), "eval is deterministic");
     int diff12 = 0, diff_e = 0;
     for (int64_t k = 0; k < t1->size; k++) {
@@ -242,11 +247,16 @@ Test(transformer, train_eval_reaches_every_dropout_none) { check_train_eval(TG_P
 
 /* Only the dropout layers change between train and eval: with all of them
  * turned off by hand, a training-mode forward equals the eval one. */
-Test(transformer, train_mode_touches_only_dropouts)
-{
+Test(transformer, train_mode_touches_only_dropouts) {
     tg_rng rng = tg_rng_new(9);
-    tg_encoder_config cfg = {.vocab_size = 10, .num_hiddens = 8, .ffn_hiddens = 16, .num_heads = 2,
-                             .num_layers = 1, .max_len = 16, .dropout = 0.3, .pe = TG_PE_LEARNED};
+    tg_encoder_config cfg = {.vocab_size = 10,
+                             .num_hiddens = 8,
+                             .ffn_hiddens = 16,
+                             .num_heads = 2,
+                             .num_layers = 1,
+                             .max_len = 16,
+                             .dropout = 0.3,
+                             .pe = TG_PE_LEARNED};
     tg_encoder *enc = tg_encoder_new(&cfg, &rng);
     TG_REQUIRE(enc);
     int tokens[4] = {1, 2, 3, 4};
@@ -261,14 +271,14 @@ Test(transformer, train_mode_touches_only_dropouts)
     enc->blocks[0]->addnorm2->dropout->p = 0;
     enc->blocks[0]->attention->attention->dropout->p = 0;
     tg_tensor *t = tg_encoder_forward(enc, tokens, 1, 4, (tg_mask){0});
-    TG_REQUIRE(e); TG_REQUIRE(t);
+    TG_REQUIRE(e);
+    TG_REQUIRE(t);
     cr_expect_arr_eq(e->data, t->data, (size_t)e->size * sizeof(tg_real));
     tg_scope_end();
     tg_encoder_free(enc);
 }
 
-static double sample_std(const tg_tensor *t)
-{
+static double sample_std(const tg_tensor *t) {
     double s = 0, s2 = 0;
     for (int64_t k = 0; k < t->size; k++) {
         s += t->data[k];
@@ -280,8 +290,7 @@ static double sample_std(const tg_tensor *t)
 
 /* Default embedding std 1/sqrt(d), so embedding * sqrt(d) has unit size
  * next to the unit-size sinusoids; an explicit std is honoured. */
-Test(transformer, embedding_init_std)
-{
+Test(transformer, embedding_init_std) {
     tg_rng rng = tg_rng_new(10);
     tg_encoder_config cfg = d2l_config();
     tg_encoder *enc = tg_encoder_new(&cfg, &rng);
@@ -298,17 +307,16 @@ Test(transformer, embedding_init_std)
     tg_encoder_free(enc);
 }
 
-Test(transformer, encoder_config_errors)
-{
+Test(transformer, encoder_config_errors) {
     tg_rng rng = tg_rng_new(11);
     tg_encoder_config bad;
-#define EXPECT_BAD(field_edit, frag)                                                    \
-    do {                                                                                \
-        bad = d2l_config();                                                             \
-        field_edit;                                                                     \
-        tg_clear_error();                                                               \
+#define EXPECT_BAD(field_edit, frag)                                                   \
+    do {                                                                               \
+        bad = d2l_config();                                                            \
+        field_edit;                                                                    \
+        tg_clear_error();                                                              \
         cr_expect_null(tg_encoder_new(&bad, &rng), #field_edit " should be rejected"); \
-        cr_expect(error_has("encoder", frag), #field_edit ": %s", tg_last_error());     \
+        cr_expect(error_has("encoder", frag), #field_edit ": %s", tg_last_error());    \
     } while (0)
     EXPECT_BAD(bad.vocab_size = 0, "vocab_size");
     EXPECT_BAD(bad.num_hiddens = -4, "num_hiddens");

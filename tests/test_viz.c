@@ -25,26 +25,21 @@
 
 static char tmpdir[64];
 
-static void make_tmpdir(void)
-{
+static void make_tmpdir(void) {
     strcpy(tmpdir, "/tmp/tg_viz_test_XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp failed");
 }
 
 /* Removes the files (and empty directories) in tmpdir, then tmpdir. */
-static void remove_tmpdir(void)
-{
+static void remove_tmpdir(void) {
     DIR *d = opendir(tmpdir);
-    if (!d)
-        return;
+    if (!d) return;
     struct dirent *e;
     char p[512];
     while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        if (remove(p) != 0)
-            rmdir(p);
+        if (remove(p) != 0) rmdir(p);
     }
     closedir(d);
     rmdir(tmpdir);
@@ -53,8 +48,7 @@ static void remove_tmpdir(void)
 
 TestSuite(viz, .init = make_tmpdir, .fini = remove_tmpdir);
 
-static const char *path_in_tmp(const char *name)
-{
+static const char *path_in_tmp(const char *name) {
     static char p[8][256];
     static int k;
     k = (k + 1) % 8;
@@ -62,59 +56,53 @@ static const char *path_in_tmp(const char *name)
     return p[k];
 }
 
-static int file_exists(const char *path)
-{
+static int file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
 }
 
-typedef struct { unsigned char *px; int w, h; } image;
+typedef struct {
+    unsigned char *px;
+    int w, h;
+} image;
 
-static image load(const char *path)
-{
-    image im = { NULL, 0, 0 };
+static image load(const char *path) {
+    image im = {NULL, 0, 0};
     int n = 0;
     im.px = stbi_load(path, &im.w, &im.h, &n, 3);
     cr_assert_not_null(im.px, "cannot read back %s: %s", path, stbi_failure_reason());
     return im;
 }
 
-static const unsigned char *pixel(const image *im, int x, int y)
-{
-    cr_assert(x >= 0 && y >= 0 && x < im->w && y < im->h,
-              "pixel (%d,%d) outside %d x %d image", x, y, im->w, im->h);
+static const unsigned char *pixel(const image *im, int x, int y) {
+    cr_assert(x >= 0 && y >= 0 && x < im->w && y < im->h, "pixel (%d,%d) outside %d x %d image", x, y, im->w, im->h);
     return im->px + ((size_t)y * (size_t)im->w + (size_t)x) * 3;
 }
 
 static double luminance(const unsigned char *p) { return 0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]; }
 
 /* Centre pixel of cell (r, c) of a rows x cols matrix drawn in plot. */
-static const unsigned char *cell(const image *im, tg_viz_rect plot, int rows, int cols, int r, int c)
-{
+static const unsigned char *cell(const image *im, tg_viz_rect plot, int rows, int cols, int r, int c) {
     int x = plot.x + (int)((c + 0.5) * plot.w / cols);
     int y = plot.y + (int)((r + 0.5) * plot.h / rows);
     return pixel(im, x, y);
 }
 
 /* Dark pixels (text, frames) in [x0, x1) x [y0, y1). */
-static int count_dark(const image *im, int x0, int y0, int x1, int y1)
-{
+static int count_dark(const image *im, int x0, int y0, int x1, int y1) {
     int n = 0;
     for (int y = y0; y < y1; y++)
         for (int x = x0; x < x1; x++)
-            if (luminance(pixel(im, x, y)) < 128)
-                n++;
+            if (luminance(pixel(im, x, y)) < 128) n++;
     return n;
 }
 
 /* ---- heatmaps ------------------------------------------------------------ */
 
-Test(viz, heatmap_size_matches_geometry_and_is_readable)
-{
+Test(viz, heatmap_size_matches_geometry_and_is_readable) {
     float m[16 * 16];
-    for (int i = 0; i < 16 * 16; i++)
-        m[i] = (float)i;
-    tg_heatmap_opts o = { .title = "t", .xlabel = "keys", .ylabel = "queries" };
+    for (int i = 0; i < 16 * 16; i++) m[i] = (float)i;
+    tg_heatmap_opts o = {.title = "t", .xlabel = "keys", .ylabel = "queries"};
     const char *p = path_in_tmp("h16.png");
     cr_assert_eq(tg_viz_heatmap(p, m, 16, 16, &o), 0, "%s", tg_viz_last_error());
     int w, h;
@@ -135,15 +123,13 @@ Test(viz, heatmap_size_matches_geometry_and_is_readable)
     cr_expect_leq(h, 1000);
 }
 
-Test(viz, maximum_cell_is_the_darkest_blue)
-{
+Test(viz, maximum_cell_is_the_darkest_blue) {
     enum { R = 7, C = 9 };
     float m[R * C];
-    for (int i = 0; i < R * C; i++)
-        m[i] = (float)((i * 37) % 19) / 19.0f;   /* scattered values in [0, 1) */
-    m[2 * C + 3] = 5.0f;                         /* the maximum at (2, 3) */
-    m[4 * C + 1] = -1.0f;                        /* the minimum at (4, 1) */
-    tg_heatmap_opts o = { .cmap = TG_CMAP_BLUES };
+    for (int i = 0; i < R * C; i++) m[i] = (float)((i * 37) % 19) / 19.0f; /* scattered values in [0, 1) */
+    m[2 * C + 3] = 5.0f;                                                   /* the maximum at (2, 3) */
+    m[4 * C + 1] = -1.0f;                                                  /* the minimum at (4, 1) */
+    tg_heatmap_opts o = {.cmap = TG_CMAP_BLUES};
     const char *p = path_in_tmp("max.png");
     cr_assert_eq(tg_viz_heatmap(p, m, R, C, &o), 0, "%s", tg_viz_last_error());
     tg_viz_rect plot;
@@ -154,10 +140,8 @@ Test(viz, maximum_cell_is_the_darkest_blue)
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) {
             double l = luminance(cell(&im, plot, R, C, r, c));
-            if (r != 2 || c != 3)
-                cr_expect_gt(l, lmax, "cell (%d,%d) is as dark as the maximum", r, c);
-            if (r != 4 || c != 1)
-                cr_expect_lt(l, lmin, "cell (%d,%d) is as light as the minimum", r, c);
+            if (r != 2 || c != 3) cr_expect_gt(l, lmax, "cell (%d,%d) is as dark as the maximum", r, c);
+            if (r != 4 || c != 1) cr_expect_lt(l, lmin, "cell (%d,%d) is as light as the minimum", r, c);
         }
     /* The extremes get the ends of the map. */
     unsigned char dark[3], light[3];
@@ -168,14 +152,11 @@ Test(viz, maximum_cell_is_the_darkest_blue)
     stbi_image_free(im.px);
 }
 
-Test(viz, diverging_map_is_white_at_zero)
-{
+Test(viz, diverging_map_is_white_at_zero) {
     enum { R = 3, C = 4 };
     /* Asymmetric data: [-0.5, 2]. Centred on 0, the scale is [-2, 2]. */
-    float m[R * C] = { -0.5f, 0.0f, 1.0f, 2.0f,
-                       0.5f, -0.25f, 0.0f, 1.5f,
-                       0.0f, 0.25f, -0.5f, 0.0f };
-    tg_heatmap_opts o = { .cmap = TG_CMAP_RDBU };
+    float m[R * C] = {-0.5f, 0.0f, 1.0f, 2.0f, 0.5f, -0.25f, 0.0f, 1.5f, 0.0f, 0.25f, -0.5f, 0.0f};
+    tg_heatmap_opts o = {.cmap = TG_CMAP_RDBU};
     const char *p = path_in_tmp("rdbu.png");
     cr_assert_eq(tg_viz_heatmap(p, m, R, C, &o), 0, "%s", tg_viz_last_error());
     tg_viz_rect plot;
@@ -198,17 +179,15 @@ Test(viz, diverging_map_is_white_at_zero)
     stbi_image_free(im.px);
 }
 
-Test(viz, non_finite_values_are_grey_and_left_out_of_the_scale)
-{
+Test(viz, non_finite_values_are_grey_and_left_out_of_the_scale) {
     enum { R = 4, C = 4 };
     float m[R * C];
-    for (int i = 0; i < R * C; i++)
-        m[i] = (float)i / 16.0f;
+    for (int i = 0; i < R * C; i++) m[i] = (float)i / 16.0f;
     m[1] = NAN;
     m[6] = INFINITY;
     m[9] = -INFINITY;
-    m[15] = 0.5f;                 /* with inf excluded, 14/16 is the maximum */
-    tg_heatmap_opts o = { .cmap = TG_CMAP_REDS };
+    m[15] = 0.5f; /* with inf excluded, 14/16 is the maximum */
+    tg_heatmap_opts o = {.cmap = TG_CMAP_REDS};
     const char *p = path_in_tmp("nan.png");
     cr_assert_eq(tg_viz_heatmap(p, m, R, C, &o), 0, "%s", tg_viz_last_error());
     tg_viz_rect plot;
@@ -226,19 +205,15 @@ Test(viz, non_finite_values_are_grey_and_left_out_of_the_scale)
     stbi_image_free(im.px);
 
     /* All NaN: still a figure. */
-    for (int i = 0; i < R * C; i++)
-        m[i] = NAN;
+    for (int i = 0; i < R * C; i++) m[i] = NAN;
     cr_expect_eq(tg_viz_heatmap(p, m, R, C, &o), 0, "%s", tg_viz_last_error());
 }
 
-Test(viz, titles_and_labels_put_text_on_the_image)
-{
+Test(viz, titles_and_labels_put_text_on_the_image) {
     float m[5 * 5];
-    for (int i = 0; i < 25; i++)
-        m[i] = (float)i;
-    tg_heatmap_opts bare = { 0 }, titled = { .title = "Attention weights", .xlabel = "Keys",
-                                             .ylabel = "Queries" };
-    const char *fonts[3] = { NULL, "", "/nonexistent/font.ttf" };   /* TrueType, built-in, fallback */
+    for (int i = 0; i < 25; i++) m[i] = (float)i;
+    tg_heatmap_opts bare = {0}, titled = {.title = "Attention weights", .xlabel = "Keys", .ylabel = "Queries"};
+    const char *fonts[3] = {NULL, "", "/nonexistent/font.ttf"}; /* TrueType, built-in, fallback */
     for (int k = 0; k < 3; k++) {
         cr_assert_eq(tg_viz_set_font(fonts[k]), 0);
         const char *p = path_in_tmp("titled.png");
@@ -260,28 +235,24 @@ Test(viz, titles_and_labels_put_text_on_the_image)
     }
 }
 
-Test(viz, grid_of_heatmaps_with_shared_and_per_panel_scales)
-{
+Test(viz, grid_of_heatmaps_with_shared_and_per_panel_scales) {
     enum { GR = 2, GC = 4, N = 6 };
     float data[GR * GC][N * N];
     const float *mats[GR * GC];
     for (int k = 0; k < GR * GC; k++) {
         /* Panel k holds values in [0, k + 1], its maximum at (k % N, N - 1 - k % N). */
-        for (int i = 0; i < N * N; i++)
-            data[k][i] = (float)(k + 1) * (float)((i * 7) % 11) / 22.0f;
+        for (int i = 0; i < N * N; i++) data[k][i] = (float)(k + 1) * (float)((i * 7) % 11) / 22.0f;
         data[k][(k % N) * N + (N - 1 - k % N)] = (float)(k + 1);
         mats[k] = data[k];
     }
-    const char *titles[GC] = { "Head 1", "Head 2", NULL, "Head 4" };
-    tg_heatmap_opts o = { .xlabel = "Keys", .ylabel = "Queries", .cmap = TG_CMAP_BLUES,
-                          .shared_scale = 1 };
+    const char *titles[GC] = {"Head 1", "Head 2", NULL, "Head 4"};
+    tg_heatmap_opts o = {.xlabel = "Keys", .ylabel = "Queries", .cmap = TG_CMAP_BLUES, .shared_scale = 1};
     unsigned char dark[3];
     tg_viz_cmap_color(TG_CMAP_BLUES, 1.0, dark);
     for (int shared = 1; shared >= 0; shared--) {
         o.shared_scale = shared;
         const char *p = path_in_tmp("grid.png");
-        cr_assert_eq(tg_viz_heatmap_grid(p, GR, GC, mats, N, N, titles, &o), 0, "%s",
-                     tg_viz_last_error());
+        cr_assert_eq(tg_viz_heatmap_grid(p, GR, GC, mats, N, N, titles, &o), 0, "%s", tg_viz_last_error());
         int w, h;
         tg_viz_rect plots[GR * GC];
         cr_assert_eq(tg_viz_heatmap_grid_geometry(GR, GC, N, N, titles, &o, &w, &h, plots), 0);
@@ -290,10 +261,10 @@ Test(viz, grid_of_heatmaps_with_shared_and_per_panel_scales)
         cr_assert_eq(im.h, h);
         for (int k = 0; k < GR * GC; k++) {
             const unsigned char *top = cell(&im, plots[k], N, N, k % N, N - 1 - k % N);
-            if (shared)   /* only the overall maximum (panel 7) is darkest */
+            if (shared) /* only the overall maximum (panel 7) is darkest */
                 cr_expect(k == GR * GC - 1 ? !memcmp(top, dark, 3) : luminance(top) > luminance(dark) + 5,
                           "shared scale, panel %d", k);
-            else          /* every panel's own maximum is darkest */
+            else /* every panel's own maximum is darkest */
                 cr_expect_arr_eq(top, dark, 3, "per-panel scale, panel %d", k);
         }
         /* Panels do not overlap and keep their order. */
@@ -305,13 +276,11 @@ Test(viz, grid_of_heatmaps_with_shared_and_per_panel_scales)
     }
 }
 
-Test(viz, large_and_thin_matrices_stay_bounded_and_visible)
-{
+Test(viz, large_and_thin_matrices_stay_bounded_and_visible) {
     enum { N = 512 };
     float *m = malloc(sizeof(float) * N * N);
     cr_assert_not_null(m);
-    for (int i = 0; i < N * N; i++)
-        m[i] = (float)sin(i * 0.001);
+    for (int i = 0; i < N * N; i++) m[i] = (float)sin(i * 0.001);
     const char *p = path_in_tmp("big.png");
     cr_assert_eq(tg_viz_heatmap(p, m, N, N, NULL), 0, "%s", tg_viz_last_error());
     image im = load(p);
@@ -327,7 +296,7 @@ Test(viz, large_and_thin_matrices_stay_bounded_and_visible)
     cr_expect_eq(tg_viz_heatmap(p, m, 1, 300, NULL), 0, "%s", tg_viz_last_error());
 
     /* An explicit cell size is honoured. */
-    tg_heatmap_opts o = { .cell_px = 7 };
+    tg_heatmap_opts o = {.cell_px = 7};
     cr_assert_eq(tg_viz_heatmap_geometry(10, 20, &o, NULL, NULL, &plot), 0);
     cr_expect_eq(plot.w, 140);
     cr_expect_eq(plot.h, 70);
@@ -336,19 +305,16 @@ Test(viz, large_and_thin_matrices_stay_bounded_and_visible)
 
 /* ---- line plots ---------------------------------------------------------- */
 
-static int count_color(const image *im, const unsigned char rgb[3], int tol)
-{
+static int count_color(const image *im, const unsigned char rgb[3], int tol) {
     int n = 0;
     for (int i = 0; i < im->w * im->h; i++) {
         const unsigned char *p = im->px + (size_t)i * 3;
-        if (abs(p[0] - rgb[0]) <= tol && abs(p[1] - rgb[1]) <= tol && abs(p[2] - rgb[2]) <= tol)
-            n++;
+        if (abs(p[0] - rgb[0]) <= tol && abs(p[1] - rgb[1]) <= tol && abs(p[2] - rgb[2]) <= tol) n++;
     }
     return n;
 }
 
-Test(viz, lineplot_draws_each_series_in_its_colour)
-{
+Test(viz, lineplot_draws_each_series_in_its_colour) {
     enum { N = 100 };
     float x[N], a[N], b[N], c[N];
     for (int i = 0; i < N; i++) {
@@ -357,10 +323,10 @@ Test(viz, lineplot_draws_each_series_in_its_colour)
         b[i] = 2.5f * expf(-i / 40.0f) + 0.2f;
         c[i] = 1.0f + 0.1f * sinf(i * 0.3f);
     }
-    b[50] = NAN;   /* a gap, not a crash */
-    tg_series s[3] = { { "train", x, a, N }, { "valid", x, b, N }, { NULL, NULL, c, N } };
+    b[50] = NAN; /* a gap, not a crash */
+    tg_series s[3] = {{"train", x, a, N}, {"valid", x, b, N}, {NULL, NULL, c, N}};
     for (int log_y = 0; log_y <= 1; log_y++) {
-        tg_plot_opts o = { .title = "Loss", .xlabel = "epoch", .ylabel = "loss", .log_y = log_y };
+        tg_plot_opts o = {.title = "Loss", .xlabel = "epoch", .ylabel = "loss", .log_y = log_y};
         const char *p = path_in_tmp("loss.png");
         cr_assert_eq(tg_viz_lineplot(p, s, 3, &o), 0, "%s", tg_viz_last_error());
         image im = load(p);
@@ -378,7 +344,7 @@ Test(viz, lineplot_draws_each_series_in_its_colour)
     /* Sizes, and values a log axis cannot show (<= 0) are skipped. */
     a[0] = 0.0f;
     a[1] = -1.0f;
-    tg_plot_opts o = { .log_y = 1, .width = 300, .height = 200 };
+    tg_plot_opts o = {.log_y = 1, .width = 300, .height = 200};
     const char *p = path_in_tmp("small.png");
     cr_assert_eq(tg_viz_lineplot(p, s, 1, &o), 0, "%s", tg_viz_last_error());
     image im = load(p);
@@ -386,50 +352,47 @@ Test(viz, lineplot_draws_each_series_in_its_colour)
     cr_expect_eq(im.h, 200);
     stbi_image_free(im.px);
     /* A single point and an empty series still make a figure. */
-    tg_series one[2] = { { "one", NULL, c, 1 }, { "none", NULL, NULL, 0 } };
+    tg_series one[2] = {{"one", NULL, c, 1}, {"none", NULL, NULL, 0}};
     cr_expect_eq(tg_viz_lineplot(p, one, 2, NULL), 0, "%s", tg_viz_last_error());
 }
 
 /* ---- errors and atomic writes -------------------------------------------- */
 
-static void expect_error(int rc, const char *must_contain, const char *must_contain2)
-{
+static void expect_error(int rc, const char *must_contain, const char *must_contain2) {
     cr_expect_eq(rc, -1);
     const char *e = tg_viz_last_error();
     cr_assert_not_null(e, "no error message recorded");
     cr_expect_not_null(strstr(e, must_contain), "message '%s' lacks '%s'", e, must_contain);
-    if (must_contain2)
-        cr_expect_not_null(strstr(e, must_contain2), "message '%s' lacks '%s'", e, must_contain2);
+    if (must_contain2) cr_expect_not_null(strstr(e, must_contain2), "message '%s' lacks '%s'", e, must_contain2);
     tg_viz_clear_error();
     cr_expect_null(tg_viz_last_error());
 }
 
-Test(viz, bad_arguments_return_minus_one_with_a_message)
-{
-    float m[4] = { 1, 2, 3, 4 };
-    const float *mats[2] = { m, NULL };
+Test(viz, bad_arguments_return_minus_one_with_a_message) {
+    float m[4] = {1, 2, 3, 4};
+    const float *mats[2] = {m, NULL};
     const char *p = path_in_tmp("bad.png");
     expect_error(tg_viz_heatmap(p, m, 0, 5, NULL), "tg_viz_heatmap", "(0,5)");
     expect_error(tg_viz_heatmap(p, m, 2, -1, NULL), "tg_viz_heatmap", "(2,-1)");
     expect_error(tg_viz_heatmap(p, NULL, 2, 2, NULL), "tg_viz_heatmap", "NULL");
     expect_error(tg_viz_heatmap(NULL, m, 2, 2, NULL), "tg_viz_heatmap", "path");
-    tg_heatmap_opts o = { .cmap = (tg_cmap)42 };
+    tg_heatmap_opts o = {.cmap = (tg_cmap)42};
     expect_error(tg_viz_heatmap(p, m, 2, 2, &o), "tg_viz_heatmap", "colour map");
-    o = (tg_heatmap_opts){ .cell_px = -3 };
+    o = (tg_heatmap_opts){.cell_px = -3};
     expect_error(tg_viz_heatmap(p, m, 2, 2, &o), "tg_viz_heatmap", "cell_px");
     expect_error(tg_viz_heatmap_grid(p, 1, 2, mats, 2, 2, NULL, NULL), "tg_viz_heatmap_grid", "NULL");
     expect_error(tg_viz_heatmap_grid(p, 0, 2, mats, 2, 2, NULL, NULL), "tg_viz_heatmap_grid", "(0,2)");
     expect_error(tg_viz_heatmap_grid(p, 1, 1, NULL, 2, 2, NULL, NULL), "tg_viz_heatmap_grid", "NULL");
     expect_error(tg_viz_heatmap_geometry(3, 0, NULL, NULL, NULL, NULL), "tg_viz_heatmap_geometry", "(3,0)");
-    expect_error(tg_viz_heatmap("/nonexistent-dir/x/fig.png", m, 2, 2, NULL),
-                 "tg_viz_heatmap", "/nonexistent-dir/x/fig.png");
+    expect_error(tg_viz_heatmap("/nonexistent-dir/x/fig.png", m, 2, 2, NULL), "tg_viz_heatmap",
+                 "/nonexistent-dir/x/fig.png");
 
-    tg_series s = { "s", NULL, m, 4 }, bad = { "s", NULL, NULL, 4 }, neg = { "s", NULL, m, -2 };
+    tg_series s = {"s", NULL, m, 4}, bad = {"s", NULL, NULL, 4}, neg = {"s", NULL, m, -2};
     expect_error(tg_viz_lineplot(p, &s, 0, NULL), "tg_viz_lineplot", "n_series");
     expect_error(tg_viz_lineplot(p, NULL, 1, NULL), "tg_viz_lineplot", "NULL");
     expect_error(tg_viz_lineplot(p, &bad, 1, NULL), "tg_viz_lineplot", "y is NULL");
     expect_error(tg_viz_lineplot(p, &neg, 1, NULL), "tg_viz_lineplot", "-2");
-    tg_plot_opts tiny = { .width = 50, .height = 40 };
+    tg_plot_opts tiny = {.width = 50, .height = 40};
     expect_error(tg_viz_lineplot(p, &s, 1, &tiny), "tg_viz_lineplot", "50 x 40");
     expect_error(tg_viz_lineplot("/nonexistent-dir/loss.png", &s, 1, NULL), "tg_viz_lineplot",
                  "/nonexistent-dir/loss.png");
@@ -437,21 +400,18 @@ Test(viz, bad_arguments_return_minus_one_with_a_message)
 }
 
 /* Number of entries in tmpdir whose name starts with prefix. */
-static int count_prefixed(const char *prefix)
-{
+static int count_prefixed(const char *prefix) {
     DIR *d = opendir(tmpdir);
     cr_assert_not_null(d);
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)))
-        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    while ((e = readdir(d))) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
     closedir(d);
     return n;
 }
 
-Test(viz, writes_are_atomic)
-{
-    float good[4] = { 0, 1, 2, 3 };
+Test(viz, writes_are_atomic) {
+    float good[4] = {0, 1, 2, 3};
     const char *p = path_in_tmp("fig.png");
     cr_assert_eq(tg_viz_heatmap(p, good, 2, 2, NULL), 0, "%s", tg_viz_last_error());
     cr_expect(file_exists(p));
@@ -477,9 +437,8 @@ Test(viz, writes_are_atomic)
  * fopen: a symlink planted there was followed (the save overwrote another
  * file), two runs with the same --out collided, and killed saves left
  * temporaries forever. */
-Test(viz, temporaries_are_exclusive_and_stale_ones_are_removed)
-{
-    float good[4] = { 0, 1, 2, 3 };
+Test(viz, temporaries_are_exclusive_and_stale_ones_are_removed) {
+    float good[4] = {0, 1, 2, 3};
     const char *p = path_in_tmp("fig.png");
     char victim[600], link1[600], link2[600], stale[600], live[600];
     snprintf(victim, sizeof victim, "%s/victim.txt", tmpdir);
@@ -503,7 +462,7 @@ Test(viz, temporaries_are_exclusive_and_stale_ones_are_removed)
     fclose(f);
 
     cr_assert_eq(tg_viz_heatmap(p, good, 2, 2, NULL), 0, "%s", tg_viz_last_error());
-    char buf[16] = { 0 };
+    char buf[16] = {0};
     cr_assert_not_null(f = fopen(victim, "r"));
     cr_expect_not_null(fgets(buf, sizeof buf, f));
     fclose(f);
@@ -524,10 +483,8 @@ Test(viz, temporaries_are_exclusive_and_stale_ones_are_removed)
         if (kids[w] == 0) {
             int rc = 0;
             float m[64];
-            for (int i = 0; i < 64; i++)
-                m[i] = (float)(i * (w + 1));
-            for (int r = 0; r < ROUNDS; r++)
-                rc |= tg_viz_heatmap(p, m, 8, 8, NULL);
+            for (int i = 0; i < 64; i++) m[i] = (float)(i * (w + 1));
+            for (int r = 0; r < ROUNDS; r++) rc |= tg_viz_heatmap(p, m, 8, 8, NULL);
             _exit(rc == 0 ? 0 : 1);
         }
     }
@@ -545,10 +502,9 @@ Test(viz, temporaries_are_exclusive_and_stale_ones_are_removed)
     cr_expect_eq(count_prefixed("fig.png.tmp"), 0, "concurrent writers left temporaries");
 }
 
-Test(viz, colour_maps_run_light_to_dark_and_diverge_through_white)
-{
+Test(viz, colour_maps_run_light_to_dark_and_diverge_through_white) {
     unsigned char lo[3], hi[3], mid[3], nan[3];
-    tg_cmap seq[3] = { TG_CMAP_BLUES, TG_CMAP_REDS, TG_CMAP_VIRIDIS };
+    tg_cmap seq[3] = {TG_CMAP_BLUES, TG_CMAP_REDS, TG_CMAP_VIRIDIS};
     for (int k = 0; k < 3; k++) {
         tg_viz_cmap_color(seq[k], 0.0, lo);
         tg_viz_cmap_color(seq[k], 1.0, hi);
@@ -574,7 +530,7 @@ Test(viz, colour_maps_run_light_to_dark_and_diverge_through_white)
     tg_viz_cmap_color(TG_CMAP_RDBU, 1.0, hi);
     cr_expect(mid[0] > 240 && mid[1] > 240 && mid[2] > 240);
     cr_expect(lo[0] > lo[2] && hi[2] > hi[0]);
-    tg_viz_cmap_color(TG_CMAP_BLUES, -3.0, mid);   /* clamped */
+    tg_viz_cmap_color(TG_CMAP_BLUES, -3.0, mid); /* clamped */
     tg_viz_cmap_color(TG_CMAP_BLUES, 0.0, lo);
     cr_expect_arr_eq(mid, lo, 3);
     tg_viz_cmap_color(TG_CMAP_BLUES, NAN, nan);

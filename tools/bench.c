@@ -42,34 +42,31 @@ enum { MAX_STEPS = 100000 };
 
 /* ---- clocks, statistics, memory -------------------------------------------- */
 
-static double now(void)
-{
+static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)   /* sorts v */
+static double median(double *v, int n) /* sorts v */
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static double rss_peak_mb(void)          /* the process's peak resident set */
+static double rss_peak_mb(void) /* the process's peak resident set */
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;   /* Linux reports KiB */
+    return (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
 }
 
-static double rss_now_mb(void)
-{
+static double rss_now_mb(void) {
     long pages = 0;
     FILE *f = fopen("/proc/self/statm", "r");
     if (f) {
@@ -79,17 +76,13 @@ static double rss_now_mb(void)
     return (double)pages * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
 }
 
-static void set_threads(int n)
-{
-    tg_set_num_threads(n);
-}
+static void set_threads(int n) { tg_set_num_threads(n); }
 
 /* ---- the core's FMA peak ------------------------------------------------- */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 /* 12 independent chains of 256-bit FMAs: enough to cover latency x pipes. */
-__attribute__((target("avx2,fma"))) static double fma_peak_trial(double seconds)
-{
+__attribute__((target("avx2,fma"))) static double fma_peak_trial(double seconds) {
     __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(0.1f), a2 = _mm256_set1_ps(0.2f);
     __m256 a3 = _mm256_set1_ps(0.3f), a4 = _mm256_set1_ps(0.4f), a5 = _mm256_set1_ps(0.5f);
     __m256 a6 = _mm256_set1_ps(0.6f), a7 = _mm256_set1_ps(0.7f), a8 = _mm256_set1_ps(0.8f);
@@ -98,10 +91,21 @@ __attribute__((target("avx2,fma"))) static double fma_peak_trial(double seconds)
     long iters = 0;
     double t0 = now(), t;
     do {
-        __asm__ volatile("" : "+x"(x), "+x"(y));   /* keeps the loop from being folded */
+        __asm__ volatile("" : "+x"(x), "+x"(y)); /* keeps the loop from being folded */
         for (int r = 0; r < 100000; r++) {
 #define F(v) v = _mm256_fmadd_ps(v, x, y)
-            F(a0); F(a1); F(a2); F(a3); F(a4); F(a5); F(a6); F(a7); F(a8); F(a9); F(a10); F(a11);
+            F(a0);
+            F(a1);
+            F(a2);
+            F(a3);
+            F(a4);
+            F(a5);
+            F(a6);
+            F(a7);
+            F(a8);
+            F(a9);
+            F(a10);
+            F(a11);
 #undef F
         }
         iters += 100000;
@@ -115,7 +119,7 @@ __attribute__((target("avx2,fma"))) static double fma_peak_trial(double seconds)
     if (v[0] == 12345.0f) printf(" ");
     return (double)iters * 12 * 8 * 2 / t * 1e-9;
 }
-static double fma_peak_gflops(void)   /* best of 10 short trials: noise only slows */
+static double fma_peak_gflops(void) /* best of 10 short trials: noise only slows */
 {
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return NAN;
     double best = 0;
@@ -135,19 +139,18 @@ static double fma_peak_gflops(void) { return NAN; }
  * takes at its peak (the step opens and closes its own scope). */
 typedef struct {
     void *ctx;
-    void (*prepare)(void *ctx);   /* may be NULL */
-    int (*step)(void *ctx);       /* 0 on success */
-    double gflop;                 /* floating-point work of one step (GEMM flops) */
+    void (*prepare)(void *ctx); /* may be NULL */
+    int (*step)(void *ctx);     /* 0 on success */
+    double gflop;               /* floating-point work of one step (GEMM flops) */
 } workload;
 
 typedef struct {
-    double med, min, max;         /* ms per step */
+    double med, min, max; /* ms per step */
     int steps;
     double gflop, arena_mb;
 } timing;
 
-static int time_workload(const workload *w, int steps, int warmup, timing *out)
-{
+static int time_workload(const workload *w, int steps, int warmup, timing *out) {
     double *ms = malloc(sizeof(double) * (size_t)steps);
     if (!ms) return -1;
     for (int i = 0; i < warmup + steps; i++) {
@@ -156,7 +159,10 @@ static int time_workload(const workload *w, int steps, int warmup, timing *out)
         double t0 = now();
         int rc = w->step(w->ctx);
         double t = now() - t0;
-        if (rc != 0) { free(ms); return -1; }
+        if (rc != 0) {
+            free(ms);
+            return -1;
+        }
         if (i == 0) out->arena_mb = (double)(tg_memory().arena_peak - before) / (1024.0 * 1024.0);
         if (i >= warmup) ms[i - warmup] = 1e3 * t;
     }
@@ -184,18 +190,24 @@ typedef struct {
     tg_optim *opt;
     tg_rng data;
     int *tokens, *targets;
-    float loss;                   /* of the last step */
+    float loss; /* of the last step */
 } model;
 
-static int model_new(model *m, model_shape s, uint64_t seed)
-{
+static int model_new(model *m, model_shape s, uint64_t seed) {
     memset(m, 0, sizeof *m);
     m->s = s;
     tg_rng rng = tg_rng_new(seed);
     tg_encoder_config cfg = {
-        .vocab_size = s.V, .num_hiddens = s.d, .ffn_hiddens = s.ffn, .num_heads = s.heads,
-        .num_layers = s.L, .max_len = 1000, .dropout = (tg_real)0.1, .pe = TG_PE_FIXED,
-        .use_bias = false, .embedding_std = 1,   /* torch's nn.Embedding init */
+        .vocab_size = s.V,
+        .num_hiddens = s.d,
+        .ffn_hiddens = s.ffn,
+        .num_heads = s.heads,
+        .num_layers = s.L,
+        .max_len = 1000,
+        .dropout = (tg_real)0.1,
+        .pe = TG_PE_FIXED,
+        .use_bias = false,
+        .embedding_std = 1, /* torch's nn.Embedding init */
     };
     m->encoder = tg_encoder_new(&cfg, &rng);
     m->head = tg_linear_new(s.d, s.V, true, &rng);
@@ -211,8 +223,7 @@ static int model_new(model *m, model_shape s, uint64_t seed)
     return m->opt && m->tokens && m->targets ? 0 : -1;
 }
 
-static void model_free(model *m)
-{
+static void model_free(model *m) {
     tg_optim_free(m->opt);
     tg_encoder_free(m->encoder);
     tg_linear_free(m->head);
@@ -222,8 +233,7 @@ static void model_free(model *m)
 }
 
 /* Random tokens; the target is the reversed sequence. */
-static void model_prepare(void *ctx)
-{
+static void model_prepare(void *ctx) {
     model *m = ctx;
     int T = m->s.T;
     for (int b = 0; b < m->s.B; b++)
@@ -234,8 +244,7 @@ static void model_prepare(void *ctx)
         }
 }
 
-static int model_step(void *ctx)
-{
+static int model_step(void *ctx) {
     model *m = ctx;
     tg_mask none = {0};
     tg_scope_begin();
@@ -253,12 +262,11 @@ static int model_step(void *ctx)
 
 /* GEMM flops of one training step: forward products x 3 (backward computes
  * two products per forward one). Elementwise work is not counted. */
-static double model_gflop(model_shape s)
-{
+static double model_gflop(model_shape s) {
     double N = (double)s.B * s.T, d = s.d;
-    double block = 4 * 2 * N * d * d                       /* W_q, W_k, W_v, W_o */
-                   + 2 * 2 * (double)s.B * s.T * s.T * d   /* Q K^T and weights @ V */
-                   + 2 * 2 * N * d * s.ffn;                /* dense1, dense2 */
+    double block = 4 * 2 * N * d * d                     /* W_q, W_k, W_v, W_o */
+                   + 2 * 2 * (double)s.B * s.T * s.T * d /* Q K^T and weights @ V */
+                   + 2 * 2 * N * d * s.ffn;              /* dense1, dense2 */
     return 3 * (s.L * block + 2 * N * d * s.V) * 1e-9;
 }
 
@@ -266,11 +274,10 @@ static double model_gflop(model_shape s)
 typedef struct {
     tg_mha *mha;
     tg_params params;
-    tg_tensor *X;                 /* [1, T, 64] */
+    tg_tensor *X; /* [1, T, 64] */
 } attn_bench;
 
-static int attn_new(attn_bench *a, int T)
-{
+static int attn_new(attn_bench *a, int T) {
     tg_rng rng = tg_rng_new(1);
     a->mha = tg_mha_new(64, 64, 64, 64, 4, (tg_real)0.1, false, &rng);
     a->X = tg_randn(TG_SHAPE(1, T, 64), &rng);
@@ -279,15 +286,13 @@ static int attn_new(attn_bench *a, int T)
     return tg_mha_params(a->mha, &a->params, "attention");
 }
 
-static void attn_free(attn_bench *a)
-{
+static void attn_free(attn_bench *a) {
     tg_mha_free(a->mha);
     tg_free(a->X);
     tg_params_free(&a->params);
 }
 
-static int attn_step(void *ctx)
-{
+static int attn_step(void *ctx) {
     attn_bench *a = ctx;
     tg_mask none = {0};
     tg_scope_begin();
@@ -298,8 +303,7 @@ static int attn_step(void *ctx)
     return rc;
 }
 
-static double attn_gflop(int T)
-{
+static double attn_gflop(int T) {
     double d = 64;
     return 3 * (4 * 2 * T * d * d + 2 * 2 * (double)T * T * d) * 1e-9;
 }
@@ -310,8 +314,7 @@ typedef struct {
     tg_tensor *A, *B, *C;
 } gemm_bench;
 
-static int gemm_step(void *ctx)
-{
+static int gemm_step(void *ctx) {
     gemm_bench *g = ctx;
     tg_k_gemm(false, false, g->n, g->n, g->n, 1, g->A->data, g->n, g->B->data, g->n, 0, g->C->data, g->n);
     return 0;
@@ -320,8 +323,7 @@ static int gemm_step(void *ctx)
 /* ---- one workload by name ------------------------------------------------------ */
 
 /* Splits "attn-1024" into its kind and size; returns the kind, or NULL. */
-static const char *parse_workload(const char *name, int *size)
-{
+static const char *parse_workload(const char *name, int *size) {
     *size = 0;
     if (strcmp(name, "toy") == 0 || strcmp(name, "mid") == 0) return name;
     const char *kinds[] = {"attn", "gemm"};
@@ -339,8 +341,7 @@ static const char *parse_workload(const char *name, int *size)
 }
 
 /* Steps and warm-up when not given: >= 10 timed steps, more for cheap ones. */
-static void default_steps(const char *kind, int size, int *steps, int *warmup)
-{
+static void default_steps(const char *kind, int size, int *steps, int *warmup) {
     int s = 10, w = 2;
     if (strcmp(kind, "toy") == 0) s = 50, w = 10;
     if (strcmp(kind, "attn") == 0 && size <= 1024) s = 20, w = 3;
@@ -352,11 +353,13 @@ static void default_steps(const char *kind, int size, int *steps, int *warmup)
 
 /* Runs one workload in this process and prints key=value lines, the last
  * one ms_per_step=<median>. */
-static int run_workload(const char *name, int threads, int steps, int warmup)
-{
+static int run_workload(const char *name, int threads, int steps, int warmup) {
     int size;
     const char *kind = parse_workload(name, &size);
-    if (!kind) { fprintf(stderr, "bench: unknown workload '%s'\n", name); return 2; }
+    if (!kind) {
+        fprintf(stderr, "bench: unknown workload '%s'\n", name);
+        return 2;
+    }
     default_steps(kind, size, &steps, &warmup);
     set_threads(threads);
     double rss0 = rss_now_mb(), peak = NAN;
@@ -392,8 +395,7 @@ static int run_workload(const char *name, int threads, int steps, int warmup)
     printf("workload=%s threads=%d steps=%d warmup=%d\n", name, threads, t.steps, warmup);
     printf("min_ms=%.4f max_ms=%.4f gflop_per_step=%.4f gflops=%.2f\n", t.min, t.max, t.gflop, gflops);
     if (!isnan(peak)) printf("peak_gflops_per_core=%.2f peak_fraction=%.4f\n", peak, gflops / (threads * peak));
-    printf("arena_step_mb=%.2f rss_peak_mb=%.1f rss_added_mb=%.1f\n", t.arena_mb, rss_peak_mb(),
-           rss_peak_mb() - rss0);
+    printf("arena_step_mb=%.2f rss_peak_mb=%.1f rss_added_mb=%.1f\n", t.arena_mb, rss_peak_mb(), rss_peak_mb() - rss0);
     printf("ms_per_step=%.4f\n", t.med);
     tg_release_all();
     return 0;
@@ -404,17 +406,19 @@ enum { DET_STEPS = 100 };
 
 /* Trains toy for DET_STEPS steps; the losses and a hash of the final
  * parameters' bits. */
-static int toy_losses(int threads, float *losses, uint64_t *param_hash)
-{
+static int toy_losses(int threads, float *losses, uint64_t *param_hash) {
     model m;
     set_threads(threads);
     if (model_new(&m, TOY, 1) != 0) return -1;
     for (int i = 0; i < DET_STEPS; i++) {
         model_prepare(&m);
-        if (model_step(&m) != 0) { model_free(&m); return -1; }
+        if (model_step(&m) != 0) {
+            model_free(&m);
+            return -1;
+        }
         losses[i] = m.loss;
     }
-    uint64_t h = 1469598103934665603ULL;   /* FNV-1a over every parameter byte */
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over every parameter byte */
     for (int p = 0; p < m.params.n; p++) {
         const unsigned char *b = (const unsigned char *)m.params.items[p].t->data;
         for (size_t i = 0; i < sizeof(tg_real) * (size_t)m.params.items[p].t->size; i++)
@@ -426,8 +430,7 @@ static int toy_losses(int threads, float *losses, uint64_t *param_hash)
 }
 
 /* Fills verdict with one line beginning PASS or FAIL; returns 0 on PASS. */
-static int check_determinism(char *verdict, size_t cap)
-{
+static int check_determinism(char *verdict, size_t cap) {
     static const int threads[] = {1, 2, 1, 2};
     static const char *names[] = {"1 thread", "2 threads", "1 thread (second run)", "2 threads (second run)"};
     float losses[4][DET_STEPS];
@@ -441,8 +444,8 @@ static int check_determinism(char *verdict, size_t cap)
     for (int r = 1; r < 4; r++) {
         for (int i = 0; i < DET_STEPS; i++)
             if (memcmp(&losses[r][i], &losses[0][i], sizeof(float)) != 0) {
-                snprintf(verdict, cap, "FAIL: %s differs from 1 thread at step %d (loss %.9g vs %.9g)", names[r],
-                         i + 1, (double)losses[r][i], (double)losses[0][i]);
+                snprintf(verdict, cap, "FAIL: %s differs from 1 thread at step %d (loss %.9g vs %.9g)", names[r], i + 1,
+                         (double)losses[r][i], (double)losses[0][i]);
                 return 1;
             }
         if (hash[r] != hash[0]) {
@@ -462,8 +465,7 @@ static int check_determinism(char *verdict, size_t cap)
  * or the PyTorch script. env lists "NAME=value" to set and "NAME" to unset. */
 enum { OUT_CAP = 16384 };
 
-static int run_child(char *const argv[], const char *const env[], char *out)
-{
+static int run_child(char *const argv[], const char *const env[], char *out) {
     int fd[2];
     if (pipe(fd) != 0) return -1;
     fflush(stdout);
@@ -477,8 +479,11 @@ static int run_child(char *const argv[], const char *const env[], char *out)
             char kv[256];
             snprintf(kv, sizeof kv, "%s", env[i]);
             char *eq = strchr(kv, '=');
-            if (eq) { *eq = 0; setenv(kv, eq + 1, 1); }
-            else unsetenv(kv);
+            if (eq) {
+                *eq = 0;
+                setenv(kv, eq + 1, 1);
+            } else
+                unsetenv(kv);
         }
         execv(argv[0], argv);
         fprintf(stderr, "bench: cannot run %s\n", argv[0]);
@@ -496,8 +501,7 @@ static int run_child(char *const argv[], const char *const env[], char *out)
 }
 
 /* The value of the last "key=value" in out (key at a word start); NAN if absent. */
-static double value_of(const char *out, const char *key)
-{
+static double value_of(const char *out, const char *key) {
     double v = NAN;
     size_t len = strlen(key);
     for (const char *p = out; (p = strstr(p, key)) != NULL; p += len)
@@ -506,8 +510,7 @@ static double value_of(const char *out, const char *key)
 }
 
 /* The string value of the first "key=value" in out, into buf. */
-static const char *string_of(const char *out, const char *key, char *buf, size_t cap)
-{
+static const char *string_of(const char *out, const char *key, char *buf, size_t cap) {
     char pat[64];
     snprintf(pat, sizeof pat, "%s=", key);
     const char *p = strstr(out, pat);
@@ -519,10 +522,10 @@ static const char *string_of(const char *out, const char *key, char *buf, size_t
 /* ---- the full comparison ------------------------------------------------------ */
 typedef struct {
     const char *python, *script, *self;
-    int steps, warmup;            /* from the command line; 0 / -1: each workload's default */
-    const char *only;             /* comma-separated workloads, or NULL for all */
-    bool torch;                   /* false once PyTorch failed to run */
-    double peak;                  /* best FMA peak seen (GFLOP/s per core): noise only lowers it */
+    int steps, warmup; /* from the command line; 0 / -1: each workload's default */
+    const char *only;  /* comma-separated workloads, or NULL for all */
+    bool torch;        /* false once PyTorch failed to run */
+    double peak;       /* best FMA peak seen (GFLOP/s per core): noise only lowers it */
     char torch_version[64], blas[256];
 } env_info;
 
@@ -530,20 +533,19 @@ typedef struct {
     const char *workload;
     int threads;
     bool ok;
-    double med, min, max, gflop, rss, arena;          /* tgrad */
+    double med, min, max, gflop, rss, arena; /* tgrad */
     bool torch_ok;
-    double t_med[2], t_min[2], t_max[2], t_rss[2];   /* PyTorch, variants d2l / nn (or one for gemm) */
+    double t_med[2], t_min[2], t_max[2], t_rss[2]; /* PyTorch, variants d2l / nn (or one for gemm) */
     int t_n, t_best;
 } row;
 
-static const char *ALL_WORKLOADS[] = {"toy", "mid", "attn-256", "attn-1024", "attn-2048", "attn-4096",
+static const char *ALL_WORKLOADS[] = {"toy",      "mid",      "attn-256", "attn-1024", "attn-2048", "attn-4096",
                                       "gemm-128", "gemm-256", "gemm-512", "gemm-1024", "gemm-2048"};
 static const char *VARIANTS[] = {"d2l", "nn"};
 
 /* Appends "--steps S --warmup W" for the workload: the user's numbers, or
  * the workload's defaults, the same for tgrad and PyTorch. */
-static void add_steps_args(const env_info *e, const char *workload, char **argv, int *n, char *sbuf, char *wbuf)
-{
+static void add_steps_args(const env_info *e, const char *workload, char **argv, int *n, char *sbuf, char *wbuf) {
     int size, steps = e->steps, warmup = e->warmup;
     const char *kind = parse_workload(workload, &size);
     default_steps(kind, size, &steps, &warmup);
@@ -553,8 +555,7 @@ static void add_steps_args(const env_info *e, const char *workload, char **argv,
     argv[(*n)++] = "--warmup", argv[(*n)++] = wbuf;
 }
 
-static void measure_tgrad(env_info *e, row *r)
-{
+static void measure_tgrad(env_info *e, row *r) {
     char th[16], sb[16], wb[16], out[OUT_CAP];
     snprintf(th, sizeof th, "%d", r->threads);
     char *argv[16] = {(char *)e->self, "--workload", (char *)r->workload, "--threads", th};
@@ -569,27 +570,25 @@ static void measure_tgrad(env_info *e, row *r)
     r->gflop = value_of(out, "gflop_per_step");
     r->rss = value_of(out, "rss_peak_mb");
     r->arena = value_of(out, "arena_step_mb");
-    double peak = value_of(out, "peak_gflops_per_core");   /* gemm children measure it too */
+    double peak = value_of(out, "peak_gflops_per_core"); /* gemm children measure it too */
     if (peak > e->peak) e->peak = peak;
 }
 
 /* PyTorch at its best: its own thread settings, and OPENBLAS_CORETYPE unset
  * so that OpenBLAS picks the kernels for this CPU. */
-static void measure_torch(env_info *e, row *r)
-{
+static void measure_torch(env_info *e, row *r) {
     char th[16], sb[16], wb[16], out[OUT_CAP], omp[48], blas[48], mkl[48];
     snprintf(th, sizeof th, "%d", r->threads);
     snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%d", r->threads);
     snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%d", r->threads);
     snprintf(mkl, sizeof mkl, "MKL_NUM_THREADS=%d", r->threads);
-    const char *env[] = {"OPENBLAS_CORETYPE", omp, blas, mkl,
-                         r->threads > 1 ? "OMP_WAIT_POLICY=passive" : NULL, NULL};
+    const char *env[] = {"OPENBLAS_CORETYPE", omp, blas, mkl, r->threads > 1 ? "OMP_WAIT_POLICY=passive" : NULL, NULL};
     bool gemm = strncmp(r->workload, "gemm", 4) == 0;
     r->t_n = gemm ? 1 : 2;
     r->torch_ok = e->torch;
     for (int v = 0; v < r->t_n && r->torch_ok; v++) {
-        char *argv[16] = {(char *)e->python, (char *)e->script, "--workload", (char *)r->workload,
-                          "--threads", th, "--variant", (char *)VARIANTS[v]};
+        char *argv[16] = {(char *)e->python, (char *)e->script,  "--workload", (char *)r->workload, "--threads", th,
+                          "--variant",       (char *)VARIANTS[v]};
         int n = 8;
         add_steps_args(e, r->workload, argv, &n, sb, wb);
         argv[n] = NULL;
@@ -609,8 +608,7 @@ static void measure_torch(env_info *e, row *r)
 }
 
 /* One line of the table, in Markdown (readable on a terminal too). */
-static void print_row(FILE *f, const row *r, double peak)
-{
+static void print_row(FILE *f, const row *r, double peak) {
     char tg[64] = "failed", pt[96] = "n/a", ratio[16] = "n/a", tg_perf[32] = "n/a", pt_perf[32] = "n/a";
     char mem[48] = "n/a";
     int b = r->t_best;
@@ -621,7 +619,7 @@ static void print_row(FILE *f, const row *r, double peak)
         snprintf(mem, sizeof mem, "%.0f", r->rss);
     }
     if (r->torch_ok) {
-        double gf = r->gflop / (r->t_med[b] * 1e-3);   /* the same work as tgrad's step */
+        double gf = r->gflop / (r->t_med[b] * 1e-3); /* the same work as tgrad's step */
         snprintf(pt, sizeof pt, "%.2f (%.2f-%.2f)", r->t_med[b], r->t_min[b], r->t_max[b]);
         if (r->t_n == 2) {
             size_t l = strlen(pt);
@@ -634,12 +632,11 @@ static void print_row(FILE *f, const row *r, double peak)
         size_t l = strlen(mem);
         snprintf(mem + l, sizeof mem - l, " / %.0f", r->t_rss[b]);
     }
-    fprintf(f, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", r->workload, r->threads, tg, pt, ratio, tg_perf,
-            pt_perf, mem);
+    fprintf(f, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", r->workload, r->threads, tg, pt, ratio, tg_perf, pt_perf,
+            mem);
 }
 
-static void print_table(FILE *f, const row *rows, int n, double peak)
-{
+static void print_table(FILE *f, const row *rows, int n, double peak) {
     fprintf(f, "| workload | threads | tgrad ms/step median (min-max) | PyTorch ms/step median (min-max) "
                "variant | torch/tgrad | tgrad GFLOP/s / of peak | PyTorch GFLOP/s / of peak | "
                "peak RSS MB tgrad / torch |\n");
@@ -648,8 +645,7 @@ static void print_table(FILE *f, const row *rows, int n, double peak)
 }
 
 /* Geometric mean of torch/tgrad over the rows with both, at one thread count. */
-static double geomean_ratio(const row *rows, int n, int threads, int *count)
-{
+static double geomean_ratio(const row *rows, int n, int threads, int *count) {
     double s = 0;
     *count = 0;
     for (int i = 0; i < n; i++)
@@ -660,8 +656,7 @@ static double geomean_ratio(const row *rows, int n, int threads, int *count)
     return *count ? exp(s / *count) : NAN;
 }
 
-static void cpu_model(char *buf, size_t cap)
-{
+static void cpu_model(char *buf, size_t cap) {
     snprintf(buf, cap, "unknown");
     FILE *p = popen("lscpu 2>/dev/null", "r");
     char line[512];
@@ -676,27 +671,32 @@ static void cpu_model(char *buf, size_t cap)
 }
 
 static int write_markdown(const char *path, const row *rows, int n, double peak, const env_info *e,
-                          const char *determinism, const char *started)
-{
+                          const char *determinism, const char *started) {
     tg_atomic_file af;
-    if (tg_atomic_begin(&af, path, "bench") != 0) { fprintf(stderr, "bench: %s\n", tg_last_error()); return -1; }
+    if (tg_atomic_begin(&af, path, "bench") != 0) {
+        fprintf(stderr, "bench: %s\n", tg_last_error());
+        return -1;
+    }
     FILE *f = af.f;
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     fprintf(f, "# Benchmarks: tgrad vs PyTorch on the CPU\n\n");
-    fprintf(f, "Written by `make bench` (`build/bin/bench --markdown %s`); every number below comes from "
-               "that run. The machine is shared and noisy, so times are medians.\n\n", path);
+    fprintf(f,
+            "Written by `make bench` (`build/bin/bench --markdown %s`); every number below comes from "
+            "that run. The machine is shared and noisy, so times are medians.\n\n",
+            path);
     fprintf(f, "- date: %s\n- machine: %s, %ld cores online\n", started, cpu, sysconf(_SC_NPROCESSORS_ONLN));
-    fprintf(f, "- measured single-precision FMA peak: %.1f GFLOP/s per core (best of all measurements in the run)\n", peak);
+    fprintf(f, "- measured single-precision FMA peak: %.1f GFLOP/s per core (best of all measurements in the run)\n",
+            peak);
     fprintf(f, "- tgrad: float, its own thread pool (src/tensor/parallel.c: idle threads spin a few "
                "microseconds, then sleep; no OpenMP runtime)\n");
     if (e->torch)
-        fprintf(f, "- PyTorch %s via %s, BLAS %s; OPENBLAS_CORETYPE unset, OMP/OPENBLAS/MKL_NUM_THREADS and "
-                   "torch.set_num_threads = threads, OMP_WAIT_POLICY=passive at 2 threads\n",
+        fprintf(f,
+                "- PyTorch %s via %s, BLAS %s; OPENBLAS_CORETYPE unset, OMP/OPENBLAS/MKL_NUM_THREADS and "
+                "torch.set_num_threads = threads, OMP_WAIT_POLICY=passive at 2 threads\n",
                 e->torch_version, e->python, e->blas);
     else
-        fprintf(f, "- PyTorch: **not available** (%s could not run %s); tgrad's numbers alone\n", e->python,
-                e->script);
+        fprintf(f, "- PyTorch: **not available** (%s could not run %s); tgrad's numbers alone\n", e->python, e->script);
     fprintf(f, "\n## Workloads\n\n"
                "- toy: V 16, T 16, B 64, d 64, 4 heads, FFN 128, 2 blocks; mid: V 64, T 128, B 32, d 256, 8 heads, "
                "FFN 1024, 4 blocks. d2l post-norm Transformer encoder + Linear(d, V), cross-entropy at every "
@@ -722,37 +722,46 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
             fprintf(f, "- slower than PyTorch: %s at %d thread%s (%.2fx)\n", rows[i].workload, rows[i].threads,
                     rows[i].threads > 1 ? "s" : "", rows[i].t_med[rows[i].t_best] / rows[i].med);
     fprintf(f, "\n## Memory\n\nPeak RSS of each workload's own process (getrusage), MB:\n\n");
-    fprintf(f, "| workload | threads | tgrad | tgrad arena per step | PyTorch d2l | PyTorch nn |\n|---|---|---|---|---|---|\n");
+    fprintf(f, "| workload | threads | tgrad | tgrad arena per step | PyTorch d2l | PyTorch nn "
+               "|\n|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++)
         if (rows[i].ok && strncmp(rows[i].workload, "gemm", 4) != 0) {
             fprintf(f, "| %s | %d | %.0f | %.1f |", rows[i].workload, rows[i].threads, rows[i].rss, rows[i].arena);
-            if (rows[i].torch_ok) fprintf(f, " %.0f | %.0f |\n", rows[i].t_rss[0], rows[i].t_rss[1]);
-            else fprintf(f, " n/a | n/a |\n");
+            if (rows[i].torch_ok)
+                fprintf(f, " %.0f | %.0f |\n", rows[i].t_rss[0], rows[i].t_rss[1]);
+            else
+                fprintf(f, " n/a | n/a |\n");
         }
     fprintf(f, "\nThe PyTorch process includes the interpreter and libtorch (about 230 MB before any work).\n");
     for (int i = 0; i < n; i++)
         if (strcmp(rows[i].workload, "mid") == 0 && rows[i].ok && rows[i].torch_ok) {
             const row *r = &rows[i];
             double lo = fmin(r->t_rss[0], r->t_rss[1]);
-            fprintf(f, "\nTarget, mid at %d thread%s (tgrad's peak RSS no higher than PyTorch's): tgrad %.0f MB, "
-                       "PyTorch %.0f MB (d2l) / %.0f MB (nn): %s\n", r->threads, r->threads > 1 ? "s" : "", r->rss,
-                    r->t_rss[0], r->t_rss[1],
-                    r->rss <= lo ? "met" : r->rss <= fmax(r->t_rss[0], r->t_rss[1]) ? "met against one variant only"
-                                                                                    : "NOT met");
+            fprintf(f,
+                    "\nTarget, mid at %d thread%s (tgrad's peak RSS no higher than PyTorch's): tgrad %.0f MB, "
+                    "PyTorch %.0f MB (d2l) / %.0f MB (nn): %s\n",
+                    r->threads, r->threads > 1 ? "s" : "", r->rss, r->t_rss[0], r->t_rss[1],
+                    r->rss <= lo                               ? "met"
+                    : r->rss <= fmax(r->t_rss[0], r->t_rss[1]) ? "met against one variant only"
+                                                               : "NOT met");
         }
     fprintf(f, "\n## Determinism\n\n`build/bin/bench --check-determinism`: %s\n", determinism);
-    fprintf(f, "\n## Commands\n\n```sh\nmake bench     # sh tools/install-bench-deps.sh; build/bin/bench --markdown %s\n"
-               "# one measurement of the table:\nbuild/bin/bench --workload WORKLOAD --threads N\n"
-               "env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N MKL_NUM_THREADS=N \\\n"
-               "    %s %s --workload WORKLOAD --threads N --variant d2l|nn\n"
-               "# (plus OMP_WAIT_POLICY=passive at N=2)\n```\n", path, e->python, e->script);
-    if (tg_atomic_commit(&af, "bench") != 0) { fprintf(stderr, "bench: %s\n", tg_last_error()); return -1; }
+    fprintf(f,
+            "\n## Commands\n\n```sh\nmake bench     # sh tools/install-bench-deps.sh; build/bin/bench --markdown %s\n"
+            "# one measurement of the table:\nbuild/bin/bench --workload WORKLOAD --threads N\n"
+            "env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N MKL_NUM_THREADS=N \\\n"
+            "    %s %s --workload WORKLOAD --threads N --variant d2l|nn\n"
+            "# (plus OMP_WAIT_POLICY=passive at N=2)\n```\n",
+            path, e->python, e->script);
+    if (tg_atomic_commit(&af, "bench") != 0) {
+        fprintf(stderr, "bench: %s\n", tg_last_error());
+        return -1;
+    }
     printf("wrote %s\n", path);
     return 0;
 }
 
-static bool selected(const char *only, const char *workload)
-{
+static bool selected(const char *only, const char *workload) {
     if (!only) return true;
     size_t len = strlen(workload);
     for (const char *p = only; (p = strstr(p, workload)) != NULL; p += len)
@@ -760,8 +769,7 @@ static bool selected(const char *only, const char *workload)
     return false;
 }
 
-static int run_all(env_info *e, const char *markdown)
-{
+static int run_all(env_info *e, const char *markdown) {
     char started[64];
     time_t t0 = time(NULL);
     strftime(started, sizeof started, "%Y-%m-%d %H:%M %Z", localtime(&t0));
@@ -780,8 +788,7 @@ static int run_all(env_info *e, const char *markdown)
         }
     double peak = fmax(e->peak, fma_peak_gflops());
     printf("FMA peak: %.1f GFLOP/s per core (single precision, best of all measurements)\n", peak);
-    if (!e->torch)
-        printf("note: PyTorch could not be run (%s %s): tgrad's numbers alone\n", e->python, e->script);
+    if (!e->torch) printf("note: PyTorch could not be run (%s %s): tgrad's numbers alone\n", e->python, e->script);
     char determinism[512];
     check_determinism(determinism, sizeof determinism);
     printf("\n");
@@ -798,13 +805,12 @@ static int run_all(env_info *e, const char *markdown)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     const char *name = NULL, *markdown = NULL;
     int threads = 1, steps = 0, warmup = -1;
     bool determinism = false, no_torch = false;
-    env_info e = {.python = "/usr/bin/python3", .script = "bench/torch_ref.py", .self = "/proc/self/exe",
-                  .torch = true};
+    env_info e = {
+        .python = "/usr/bin/python3", .script = "bench/torch_ref.py", .self = "/proc/self/exe", .torch = true};
     cli_opt opts[] = {
         {"workload", CLI_STR, &name, "run one workload (toy, mid, attn-T, gemm-n), tgrad only", 0, 0},
         {"threads", CLI_INT, &threads, "threads for --workload", 1, 1024},

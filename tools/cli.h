@@ -15,11 +15,11 @@
 
 typedef enum { CLI_INT, CLI_STR, CLI_FLAG } cli_kind;
 typedef struct {
-    const char *name;    /* without the leading "--" */
+    const char *name; /* without the leading "--" */
     cli_kind kind;
-    void *dst;           /* int*, const char**, bool* */
+    void *dst; /* int*, const char**, bool* */
     const char *help;
-    long min, max;       /* accepted range of an integer (when min < max) */
+    long min, max; /* accepted range of an integer (when min < max) */
 } cli_opt;
 
 static void cli_usage(FILE *f, const char *prog, const char *synopsis, const char *about, const cli_opt *o, int n) {
@@ -61,7 +61,10 @@ static int cli_parse(int argc, char **argv, const char *synopsis, const char *ab
             exit(0);
         }
         if (strncmp(arg, "--", 2) != 0) {
-            if (npos < max_pos) { pos[npos++] = arg; continue; }
+            if (npos < max_pos) {
+                pos[npos++] = arg;
+                continue;
+            }
             fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], arg);
             goto bad;
         }
@@ -70,12 +73,19 @@ static int cli_parse(int argc, char **argv, const char *synopsis, const char *ab
         const cli_opt *opt = NULL;
         for (int i = 0; i < n && !opt; i++)
             if (strlen(o[i].name) == len && strncmp(o[i].name, arg + 2, len) == 0) opt = &o[i];
-        const char *val = !opt || opt->kind == CLI_FLAG || eq ? (eq ? eq + 1 : NULL) : (a + 1 < argc ? argv[++a] : NULL);
-        if (!opt) why = "unknown option";
-        else if (opt->kind == CLI_FLAG && eq) why = "takes no value";
-        else if (opt->kind == CLI_FLAG) { *(bool *)opt->dst = true; continue; }
-        else if (!val) why = "needs a value";
-        else if (!cli_set(opt, val)) why = opt->min < opt->max ? "needs an integer in range" : "needs an integer";
+        const char *val =
+            !opt || opt->kind == CLI_FLAG || eq ? (eq ? eq + 1 : NULL) : (a + 1 < argc ? argv[++a] : NULL);
+        if (!opt)
+            why = "unknown option";
+        else if (opt->kind == CLI_FLAG && eq)
+            why = "takes no value";
+        else if (opt->kind == CLI_FLAG) {
+            *(bool *)opt->dst = true;
+            continue;
+        } else if (!val)
+            why = "needs a value";
+        else if (!cli_set(opt, val))
+            why = opt->min < opt->max ? "needs an integer in range" : "needs an integer";
         if (!why) continue;
         fprintf(stderr, "%s: %s: %s", argv[0], arg, why);
         if (opt && opt->kind == CLI_INT && opt->min < opt->max) fprintf(stderr, " [%ld, %ld]", opt->min, opt->max);

@@ -34,10 +34,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     tg_heatmap_opts ho = {0};
-    if (strcmp(cmap, "blues") == 0) ho.cmap = TG_CMAP_BLUES;
-    else if (strcmp(cmap, "reds") == 0) ho.cmap = TG_CMAP_REDS;
-    else if (strcmp(cmap, "rdbu") == 0) ho.cmap = TG_CMAP_RDBU;
-    else if (strcmp(cmap, "viridis") == 0) ho.cmap = TG_CMAP_VIRIDIS;
+    if (strcmp(cmap, "blues") == 0)
+        ho.cmap = TG_CMAP_BLUES;
+    else if (strcmp(cmap, "reds") == 0)
+        ho.cmap = TG_CMAP_REDS;
+    else if (strcmp(cmap, "rdbu") == 0)
+        ho.cmap = TG_CMAP_RDBU;
+    else if (strcmp(cmap, "viridis") == 0)
+        ho.cmap = TG_CMAP_VIRIDIS;
     else if (strcmp(cmap, "auto") != 0) {
         fprintf(stderr, "%s: --cmap: unknown colour map '%s'\n", argv[0], cmap);
         cli_usage(stderr, argv[0], synopsis, about, opts, nopt);
@@ -51,7 +55,10 @@ int main(int argc, char **argv) {
     bool have_st = false;
     if (ends_with(pos[0], ".npy")) {
         t = tg_npy_load(pos[0]);
-        if (!t) { fprintf(stderr, "heatmap: %s\n", tg_last_error()); return 1; }
+        if (!t) {
+            fprintf(stderr, "heatmap: %s\n", tg_last_error());
+            return 1;
+        }
         ndim = t->ndim;
         memcpy(shape, t->shape, sizeof shape);
         values = t->data;
@@ -61,7 +68,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: a safetensors file needs --tensor NAME (list them with inspect)\n", argv[0]);
             return 2;
         }
-        if (tg_safetensors_open(pos[0], &st) != 0) { fprintf(stderr, "heatmap: %s\n", tg_last_error()); return 1; }
+        if (tg_safetensors_open(pos[0], &st) != 0) {
+            fprintf(stderr, "heatmap: %s\n", tg_last_error());
+            return 1;
+        }
         have_st = true;
         int i = tg_safetensors_find(&st, tensor);
         if (i < 0) {
@@ -101,10 +111,14 @@ int main(int argc, char **argv) {
         if (tg_viz_heatmap(out, m, rows, cols, &ho) != 0) {
             fprintf(stderr, "heatmap: %s\n", tg_viz_last_error());
             rc = 1;
-        } else printf("wrote %s (%dx%d)\n", out, rows, cols);
+        } else
+            printf("wrote %s (%dx%d)\n", out, rows, cols);
         free(m);
     }
-    if (have_st) { tg_sys_free(values); tg_safetensors_close(&st); }
+    if (have_st) {
+        tg_sys_free(values);
+        tg_safetensors_close(&st);
+    }
     tg_free(t);
     return rc;
 }

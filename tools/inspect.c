@@ -17,9 +17,7 @@ static void stats(const char *name, const char *dtype, int ndim, const int *shap
            n ? sum / (double)n : 0.0);
 }
 
-static void header(void) {
-    printf("%-40s %-4s %-16s %11s %11s %11s\n", "name", "type", "shape", "min", "max", "mean");
-}
+static void header(void) { printf("%-40s %-4s %-16s %11s %11s %11s\n", "name", "type", "shape", "min", "max", "mean"); }
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -37,14 +35,20 @@ int main(int argc, char **argv) {
     }
     if (ends_with(pos[0], ".npy")) {
         tg_tensor *t = tg_npy_load(pos[0]);
-        if (!t) { fprintf(stderr, "inspect: %s\n", tg_last_error()); return 1; }
+        if (!t) {
+            fprintf(stderr, "inspect: %s\n", tg_last_error());
+            return 1;
+        }
         header();
         stats(pos[0], TG_REAL_DTYPE, t->ndim, t->shape, t->data, t->size);
         tg_free(t);
         return 0;
     }
     tg_safetensors st;
-    if (tg_safetensors_open(pos[0], &st) != 0) { fprintf(stderr, "inspect: %s\n", tg_last_error()); return 1; }
+    if (tg_safetensors_open(pos[0], &st) != 0) {
+        fprintf(stderr, "inspect: %s\n", tg_last_error());
+        return 1;
+    }
     header();
     int64_t total = 0;
     for (int i = 0; i < st.n; i++) {

@@ -14,15 +14,18 @@ int main(int argc, char **argv) {
         {"out", CLI_STR, &out, "safetensors file to write", 0, 0},
         {"seed", CLI_INT, &seed, "random seed", 0, 2e9},
     };
-    cli_parse(argc, argv, "[options]", "Dumps Conv1d/RNN/GRU weights, outputs and gradients for the torch check.",
-              opts, 2, NULL, 0);
+    cli_parse(argc, argv, "[options]", "Dumps Conv1d/RNN/GRU weights, outputs and gradients for the torch check.", opts,
+              2, NULL, 0);
     tg_rng rng = tg_rng_new((uint64_t)seed);
     const int in = 5, hid = 6;
     tg_conv1d *c1 = tg_conv1d_new(in, hid, 3, 1, true, &rng), *c2 = tg_conv1d_new(in, hid, 4, 2, true, &rng);
     tg_rnn *r = tg_rnn_new(in, hid, 2, &rng);
     tg_gru *g = tg_gru_new(in, hid, 2, &rng);
     tg_tensor *x = tg_randn(TG_SHAPE(2, 7, in), &rng);
-    if (!c1 || !c2 || !r || !g || !x) { fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error()); return 1; }
+    if (!c1 || !c2 || !r || !g || !x) {
+        fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error());
+        return 1;
+    }
     tg_set_requires_grad(x, true);
     tg_params all, mods[4];
     tg_params_init(&all);
@@ -36,8 +39,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++) {
         tg_params_extend(&all, "", &mods[i]);
         tg_zero_grad(x);
-        tg_tensor *y = i == 0 ? tg_conv1d_forward(c1, x) : i == 1 ? tg_conv1d_forward(c2, x)
-                     : i == 2 ? tg_rnn_forward(r, x) : tg_gru_forward(g, x);
+        tg_tensor *y = i == 0   ? tg_conv1d_forward(c1, x)
+                       : i == 1 ? tg_conv1d_forward(c2, x)
+                       : i == 2 ? tg_rnn_forward(r, x)
+                                : tg_gru_forward(g, x);
         if (!y || tg_backward(tg_mul_scalar(tg_sum_all(tg_mul(y, y)), 0.5)) != 0) {
             fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error());
             return 1;
@@ -47,9 +52,13 @@ int main(int argc, char **argv) {
         tg_params_add(&all, "", nm, tg_clone(y));
         snprintf(nm, sizeof nm, "grad_x.%s", names[i]);
         tg_params_add(&all, "", nm, tg_clone(x->grad));
-        for (int j = 0; j < mods[i].n; j++) tg_params_add(&all, "grad", mods[i].items[j].name, mods[i].items[j].t->grad);
+        for (int j = 0; j < mods[i].n; j++)
+            tg_params_add(&all, "grad", mods[i].items[j].name, mods[i].items[j].t->grad);
     }
-    if (tg_checkpoint_save(out, &all, NULL) != 0) { fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error()); return 1; }
+    if (tg_checkpoint_save(out, &all, NULL) != 0) {
+        fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error());
+        return 1;
+    }
     printf("wrote %s (%d tensors)\n", out, all.n);
     /* the clones (y.*, grad_x.*) are the only tensors "all" owns */
     for (int i = 0; i < all.n; i++)
@@ -57,7 +66,10 @@ int main(int argc, char **argv) {
     tg_params_free(&all);
     for (int i = 0; i < 4; i++) tg_params_free(&mods[i]);
     tg_free(x);
-    tg_conv1d_free(c1); tg_conv1d_free(c2); tg_rnn_free(r); tg_gru_free(g);
+    tg_conv1d_free(c1);
+    tg_conv1d_free(c2);
+    tg_rnn_free(r);
+    tg_gru_free(g);
     tg_release_all();
     return 0;
 }

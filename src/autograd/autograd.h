@@ -22,7 +22,7 @@ typedef struct {
     tg_backward_fn backward;
 } tg_op;
 
-#define TG_NODE_MAX_INPUTS 4   /* most inputs an op takes (tg_concat's n) */
+#define TG_NODE_MAX_INPUTS 4 /* most inputs an op takes (tg_concat's n) */
 /* NULL-terminated list of every differentiable op; tests/test_gradcheck.c
  * walks it so that an op without a gradient check fails the suite. */
 extern const tg_op *const tg_op_table[];
@@ -31,7 +31,7 @@ const tg_op *tg_op_find(const char *name);
 /* ---- grad mode and backward ---------------------------------------------- */
 void tg_set_requires_grad(tg_tensor *t, bool on);
 bool tg_grad_enabled(void);
-bool tg_set_grad_enabled(bool on);   /* returns the previous mode */
+bool tg_set_grad_enabled(bool on); /* returns the previous mode */
 /* d(loss)/d(t) for every t that requires grad, accumulated into t->grad.
  * loss must have one element. Returns 0, or -1 with an error recorded. */
 int tg_backward(tg_tensor *loss);
@@ -71,9 +71,9 @@ tg_tensor *tg_sqrt(tg_tensor *a);
 tg_tensor *tg_tanh(tg_tensor *a);
 tg_tensor *tg_sigmoid(tg_tensor *a);
 tg_tensor *tg_relu(tg_tensor *a);
-tg_tensor *tg_gelu(tg_tensor *a);                  /* exact erf form, as torch's default */
+tg_tensor *tg_gelu(tg_tensor *a); /* exact erf form, as torch's default */
 tg_tensor *tg_pow_scalar(tg_tensor *a, tg_real p);
-tg_tensor *tg_add(tg_tensor *a, tg_tensor *b);     /* NumPy broadcasting */
+tg_tensor *tg_add(tg_tensor *a, tg_tensor *b); /* NumPy broadcasting */
 tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_div(tg_tensor *a, tg_tensor *b);
@@ -83,8 +83,8 @@ tg_tensor *tg_mul_scalar(tg_tensor *a, tg_real s);
 /* ---- reductions (axis may be negative, counted from the end) ------------- */
 tg_tensor *tg_sum(tg_tensor *a, int axis, bool keepdim);
 tg_tensor *tg_mean(tg_tensor *a, int axis, bool keepdim);
-tg_tensor *tg_max(tg_tensor *a, int axis, bool keepdim);  /* gradient to the first maximum */
-tg_tensor *tg_sum_all(tg_tensor *a);    /* shape () : ndim 0, one element */
+tg_tensor *tg_max(tg_tensor *a, int axis, bool keepdim); /* gradient to the first maximum */
+tg_tensor *tg_sum_all(tg_tensor *a);                     /* shape () : ndim 0, one element */
 tg_tensor *tg_mean_all(tg_tensor *a);
 tg_tensor *tg_max_all(tg_tensor *a);
 
@@ -100,10 +100,10 @@ tg_tensor *tg_log_softmax(tg_tensor *a);
 
 /* ---- shape ---------------------------------------------------------------- */
 tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape);  /* one -1 allowed; no copy */
-tg_tensor *tg_transpose(tg_tensor *a, int axis0, int axis1);       /* copy */
-tg_tensor *tg_permute(tg_tensor *a, const int *perm);              /* copy; perm has a->ndim entries */
-tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop);  /* [start, stop) */
-tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis);       /* n <= TG_NODE_MAX_INPUTS */
+tg_tensor *tg_transpose(tg_tensor *a, int axis0, int axis1);      /* copy */
+tg_tensor *tg_permute(tg_tensor *a, const int *perm);             /* copy; perm has a->ndim entries */
+tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop); /* [start, stop) */
+tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis);      /* n <= TG_NODE_MAX_INPUTS */
 /* Rows of a 2-D table [V, d] picked by ids (shape ndim/shape): result [..., d].
  * ids are copied; an id outside [0, V) is an error. */
 tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int *shape);
@@ -132,7 +132,7 @@ bool tg_check_dropout(const char *who, tg_real p);
  * with no visible key comes out uniform (never NaN). */
 typedef struct {
     const int *lens;
-    int lens_ndim;      /* 0 (no lengths), 1 or 2 */
+    int lens_ndim; /* 0 (no lengths), 1 or 2 */
     bool causal;
 } tg_mask;
 
@@ -167,7 +167,7 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_rea
  * ignore_index, or whose mask entry is 0 (mask may be NULL), do not count;
  * the mean is over the rows that do (0 if none). Returns shape (). */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index);
-#define TG_IGNORE_INDEX (-100)   /* PyTorch's default ignore_index */
+#define TG_IGNORE_INDEX (-100) /* PyTorch's default ignore_index */
 
 /* ---- gradient checking -----------------------------------------------------
  * Compares the analytic gradient of f with central finite differences, for
@@ -177,13 +177,13 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
 typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, int n, void *ctx);
 typedef struct {
     double max_abs_err;
-    double max_rel_err;   /* |analytic - numeric| / max(|analytic|, |numeric|, 1e-2) */
+    double max_rel_err; /* |analytic - numeric| / max(|analytic|, |numeric|, 1e-2) */
     int worst_input;
     int64_t worst_index;
-    int64_t checked;      /* number of gradient entries compared */
+    int64_t checked; /* number of gradient entries compared */
 } tg_gradcheck_result;
 /* Returns true when max_rel_err <= tol. eps is the finite-difference step. */
-bool tg_gradcheck(tg_fn f, tg_tensor *const *inputs, int n, void *ctx,
-                  double eps, double tol, tg_gradcheck_result *res);
+bool tg_gradcheck(tg_fn f, tg_tensor *const *inputs, int n, void *ctx, double eps, double tol,
+                  tg_gradcheck_result *res);
 
 #endif

@@ -24,10 +24,12 @@ static bool eval_projected(tg_fn f, tg_tensor *const *in, int n, void *ctx, cons
     return ok;
 }
 
-bool tg_gradcheck(tg_fn f, tg_tensor *const *in, int n, void *ctx, double eps, double tol,
-                  tg_gradcheck_result *res) {
+bool tg_gradcheck(tg_fn f, tg_tensor *const *in, int n, void *ctx, double eps, double tol, tg_gradcheck_result *res) {
     tg_gradcheck_result r = {0, 0, -1, -1, 0};
-    if (!f || !in || n <= 0) { tg_set_error("gradcheck: no function or no inputs"); return false; }
+    if (!f || !in || n <= 0) {
+        tg_set_error("gradcheck: no function or no inputs");
+        return false;
+    }
     if (tg_any_null("gradcheck", n, (const tg_tensor *const *)in)) return false;
     tg_scope_begin();
     bool ok = false;
@@ -55,13 +57,20 @@ bool tg_gradcheck(tg_fn f, tg_tensor *const *in, int n, void *ctx, double eps, d
             x->data[j] = orig - (tg_real)eps;
             ok = ok && eval_projected(f, in, n, ctx, R, &lm);
             x->data[j] = orig;
-            if (!ok) { tg_set_error("gradcheck: the function failed on a perturbed input"); break; }
+            if (!ok) {
+                tg_set_error("gradcheck: the function failed on a perturbed input");
+                break;
+            }
             double numeric = (lp - lm) / (2 * eps);
             double abs_err = fabs(analytic - numeric);
             double scale = fmax(fmax(fabs(analytic), fabs(numeric)), 1e-2);
             double rel = abs_err / scale;
-            if (isnan(rel)) rel = abs_err = INFINITY;   /* a NaN gradient is the worst error */
-            if (rel > r.max_rel_err || r.worst_input < 0) { r.max_rel_err = rel; r.worst_input = i; r.worst_index = j; }
+            if (isnan(rel)) rel = abs_err = INFINITY; /* a NaN gradient is the worst error */
+            if (rel > r.max_rel_err || r.worst_input < 0) {
+                r.max_rel_err = rel;
+                r.worst_input = i;
+                r.worst_index = j;
+            }
             if (abs_err > r.max_abs_err) r.max_abs_err = abs_err;
             r.checked++;
         }
@@ -70,8 +79,8 @@ done:
     tg_scope_end();
     if (res) *res = r;
     if (ok && r.max_rel_err > tol) {
-        tg_set_error("gradcheck: max relative error %.3g > tolerance %.3g (input %d, entry %lld)%s", r.max_rel_err,
-                     tol, r.worst_input, (long long)r.worst_index,
+        tg_set_error("gradcheck: max relative error %.3g > tolerance %.3g (input %d, entry %lld)%s", r.max_rel_err, tol,
+                     r.worst_input, (long long)r.worst_index,
                      sizeof(tg_real) < 8 ? "; this is the float build, where central differences are too coarse "
                                            "for tight tolerances: use the double build (make DOUBLE=1, pkg-config "
                                            "tgrad-double)"

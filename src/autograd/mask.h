@@ -36,8 +36,8 @@ static inline bool mask_check(const char *op, const tg_tensor *x, const tg_mask 
         return false;
     }
     if (m->lens_ndim < 0 || m->lens_ndim > 2) {
-        tg_set_error("%s: x %s with lens_ndim %d: must be 0 (no lengths), 1 ([B]) or 2 ([B, Q])", op,
-                     tg_tshape(b, x), m->lens_ndim);
+        tg_set_error("%s: x %s with lens_ndim %d: must be 0 (no lengths), 1 ([B]) or 2 ([B, Q])", op, tg_tshape(b, x),
+                     m->lens_ndim);
         return false;
     }
     if (m->lens && m->lens_ndim == 0) {
@@ -48,8 +48,8 @@ static inline bool mask_check(const char *op, const tg_tensor *x, const tg_mask 
         int64_t n = m->lens_ndim == 1 ? x->shape[0] : (int64_t)x->shape[0] * x->shape[1];
         for (int64_t i = 0; i < n; i++)
             if (m->lens[i] < 0) {
-                tg_set_error("%s: x %s: length %d at position %lld of lens (%s) is negative", op,
-                             tg_tshape(b, x), m->lens[i], (long long)i, m->lens_ndim == 1 ? "[B]" : "[B, Q]");
+                tg_set_error("%s: x %s: length %d at position %lld of lens (%s) is negative", op, tg_tshape(b, x),
+                             m->lens[i], (long long)i, m->lens_ndim == 1 ? "[B]" : "[B, Q]");
                 return false;
             }
     }

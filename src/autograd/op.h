@@ -18,11 +18,11 @@ struct tg_node {
     /* What the forward saved for the backward: the op's own struct
      * (<op>_state, defined beside the op), arena-owned; NULL if none. */
     void *state;
-    uint64_t seq;              /* creation order */
-    int depth;                 /* ops on the longest chain from the leaves to out */
-    uint32_t visit;            /* backward pass that reached it */
-    bool released;             /* a backward without retain_graph has used it */
-    tg_node *prev;             /* the node created before this one (the tape) */
+    uint64_t seq;   /* creation order */
+    int depth;      /* ops on the longest chain from the leaves to out */
+    uint32_t visit; /* backward pass that reached it */
+    bool released;  /* a backward without retain_graph has used it */
+    tg_node *prev;  /* the node created before this one (the tape) */
 };
 
 /* Records a node for out if grad mode is on and an input requires grad.
@@ -52,17 +52,15 @@ bool tg_grad_share(tg_tensor *t, const tg_tensor *g);
 
 /* Every op's descriptor, defined in its ops_<family>.c and listed in
  * tg_op_table (ops_table.c) in this order. */
-#define TG_OPS(X)                                                                    \
-    /* ops_unary.c */  X(neg) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) \
-                       X(pow_scalar) X(add_scalar) X(mul_scalar)                   \
-    /* ops_binary.c */ X(add) X(sub) X(mul) X(div)                                 \
-    /* ops_reduce.c */ X(sum) X(mean) X(max)                                       \
-    /* ops_matmul.c */ X(matmul)                                                   \
-    /* ops_softmax.c */ X(softmax) X(log_softmax)                                  \
-    /* ops_shape.c */  X(reshape) X(permute) X(slice) X(concat) X(gather_rows)       \
-    /* fused ops used by src/nn, one file each (ops_<name>.c) */                  \
-                       X(dropout) X(masked_softmax) X(sparsemax) X(layer_norm) X(cross_entropy) \
-                       X(attention)
+/* clang-format off: a table, aligned by column */
+#define TG_OPS(X)                                                                                                 \
+    /* ops_unary.c */ X(neg) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) X(pow_scalar) X(add_scalar) \
+        X(mul_scalar) /* ops_binary.c */ X(add) X(sub) X(mul) X(div) /* ops_reduce.c */ X(sum) X(mean)            \
+            X(max) /* ops_matmul.c */ X(matmul) /* ops_softmax.c */ X(softmax)                                    \
+                X(log_softmax) /* ops_shape.c */ X(reshape) X(permute) X(slice) X(concat)                         \
+                    X(gather_rows) /* fused ops used by src/nn, one file each (ops_<name>.c) */                   \
+        X(dropout) X(masked_softmax) X(sparsemax) X(layer_norm) X(cross_entropy) X(attention)
+/* clang-format on */
 
 #define TG_OP_DECLARE(name) extern const tg_op tg_op_##name;
 TG_OPS(TG_OP_DECLARE)

@@ -53,20 +53,20 @@
 #include <math.h>
 #include <string.h>
 
-#define BQ 64          /* queries per block */
-#define BK 64          /* keys per block */
+#define BQ 64 /* queries per block */
+#define BK 64 /* keys per block */
 
 /* The forward's plan, kept as the node's state: everything backward needs
  * besides the inputs and output (arena). */
 typedef struct {
     int B, Q, K, d, dv;
-    tg_real scale;          /* 1 / sqrt(d), as tg_score_scaled_dot */
-    bool dropout;           /* p > 0; the mask holds 1 / (1 - p) */
-    tg_dropout_mask mask;   /* the same mask as tg_dropout (dropout_mask.h) */
-    uint64_t first;         /* first counter index */
-    const int *lim;         /* visible keys of each row, B Q (mask.h) */
-    const int *qblock_end;  /* per (b, query block): keys any of its rows may see */
-    const tg_real *lse;     /* L: log-sum-exp of each row's scores, B Q */
+    tg_real scale;         /* 1 / sqrt(d), as tg_score_scaled_dot */
+    bool dropout;          /* p > 0; the mask holds 1 / (1 - p) */
+    tg_dropout_mask mask;  /* the same mask as tg_dropout (dropout_mask.h) */
+    uint64_t first;        /* first counter index */
+    const int *lim;        /* visible keys of each row, B Q (mask.h) */
+    const int *qblock_end; /* per (b, query block): keys any of its rows may see */
+    const tg_real *lse;    /* L: log-sum-exp of each row's scores, B Q */
 } attention_state;
 
 static int nblocks(int n, int b) { return (n + b - 1) / b; }
@@ -103,13 +103,16 @@ static void scores_tile(const attention_state *pl, const tg_real *q, const tg_re
 /* ---- forward ---------------------------------------------------------------- */
 
 /* One (batch row b, query block qb): the online softmax over its key blocks. */
-static void forward_block(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v,
-                          tg_real *out, tg_real *lse, int b, int qb, tg_real *scratch) {
+static void forward_block(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v, tg_real *out,
+                          tg_real *lse, int b, int qb, tg_real *scratch) {
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
     tg_real *S = scratch, *zf = S + BQ * BK, *acc = zf + BQ * BK, *m = acc + (size_t)BQ * dv, *l = m + BQ;
     int64_t r0 = (int64_t)b * Q + q0;
-    for (int i = 0; i < nq; i++) { m[i] = -INFINITY; l[i] = 0; }
+    for (int i = 0; i < nq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0;
+    }
     memset(acc, 0, sizeof(tg_real) * (size_t)nq * dv);
     int kend = pl->qblock_end[(int64_t)b * nblocks(Q, BQ) + qb];
     const tg_real *qblk = q + r0 * d;
@@ -120,19 +123,21 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
         for (int i = 0; i < nq; i++) {
             tg_real *s = S + (size_t)i * BK;
             int vis = visible_in_block(pl, r0 + i, k0, nk);
-            if (vis == 0) {   /* masked: exp(-1e6 - m) is 0 next to a visible key */
+            if (vis == 0) { /* masked: exp(-1e6 - m) is 0 next to a visible key */
                 memset(s, 0, sizeof(tg_real) * (size_t)nk);
                 continue;
             }
             int n = vis < 0 ? nk : vis;
-            if (vis < 0) for (int j = 0; j < nk; j++) s[j] = MASK_VALUE;
+            if (vis < 0)
+                for (int j = 0; j < nk; j++) s[j] = MASK_VALUE;
             tg_real mx = tg_k_max_row(s, n, m[i]);
-            tg_real c = TG_M(exp)(m[i] - mx);   /* exp(-inf) = 0 on the first block */
+            tg_real c = TG_M(exp)(m[i] - mx); /* exp(-inf) = 0 on the first block */
             tg_real sum = tg_k_exp_shift(s, n, mx);
             for (int j = n; j < nk; j++) s[j] = 0;
             l[i] = l[i] * c + sum;
             m[i] = mx;
-            if (c != 1) for (int t = 0; t < dv; t++) acc[(size_t)i * dv + t] *= c;
+            if (c != 1)
+                for (int t = 0; t < dv; t++) acc[(size_t)i * dv + t] *= c;
             if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
         }
         tg_k_gemm(false, false, nq, dv, nk, 1, S, BK, v + ((int64_t)b * K + k0) * dv, dv, 1, acc, dv);
@@ -165,7 +170,7 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
     for (int i = 0; i < nq; i++) {
         tg_real *p = P + (size_t)i * BK;
         int vis = visible_in_block(pl, r0 + i, k0, nk);
-        if (vis < 0) {   /* no visible key: uniform, exp(0) / K as masked_softmax */
+        if (vis < 0) { /* no visible key: uniform, exp(0) / K as masked_softmax */
             for (int j = 0; j < nk; j++) p[j] = (tg_real)1 / (tg_real)K;
             continue;
         }
@@ -173,7 +178,7 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
         tg_k_exp_shift(p, vis, L);
         for (int j = vis; j < nk; j++) p[j] = 0;
     }
-    if (dv_acc) {   /* dV += (P o Z/(1-p))^T dO */
+    if (dv_acc) { /* dV += (P o Z/(1-p))^T dO */
         const tg_real *pd = P;
         if (pl->dropout) {
             for (int i = 0; i < nq; i++) {
@@ -189,7 +194,7 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
     for (int i = 0; i < nq; i++) {
         tg_real *p = P + (size_t)i * BK, *dp = dP + (size_t)i * BK, *z = zf + (size_t)i * BK;
         int vis = visible_in_block(pl, r0 + i, k0, nk);
-        if (vis < 0) vis = 0;   /* all masked: constant scores, no gradient */
+        if (vis < 0) vis = 0; /* all masked: constant scores, no gradient */
         tg_real Di = w->D[r0 + i];
         tg_k_attention_ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
         for (int j = vis; j < nk; j++) p[j] = 0;
@@ -222,15 +227,16 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
     tg_real *acc_v = acc_k + (size_t)nk * d;
     memset(acc_k, 0, sizeof(tg_real) * (size_t)nk * (d + dv));
     for (int qb = 0; qb < nqb; qb++) {
-        if (k0 >= pl->qblock_end[(int64_t)b * nqb + qb]) continue;   /* no row of it sees these keys */
+        if (k0 >= pl->qblock_end[(int64_t)b * nqb + qb]) continue; /* no row of it sees these keys */
         int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
         tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL);
-        if (gk)
-            tg_k_gemm(true, false, nk, d, nq, pl->scale, P, BK, w->q + ((int64_t)b * Q + q0) * d, d, 1, acc_k, d);
+        if (gk) tg_k_gemm(true, false, nk, d, nq, pl->scale, P, BK, w->q + ((int64_t)b * Q + q0) * d, d, 1, acc_k, d);
     }
     int64_t base = (int64_t)b * K + k0;
-    if (gk) for (int64_t i = 0; i < (int64_t)nk * d; i++) gk[base * d + i] += acc_k[i];
-    if (gv) for (int64_t i = 0; i < (int64_t)nk * dv; i++) gv[base * dv + i] += acc_v[i];
+    if (gk)
+        for (int64_t i = 0; i < (int64_t)nk * d; i++) gk[base * d + i] += acc_k[i];
+    if (gv)
+        for (int64_t i = 0; i < (int64_t)nk * dv; i++) gv[base * dv + i] += acc_v[i];
 }
 
 /* What the backward's loops share (attention_backward). */
@@ -282,10 +288,20 @@ static void attention_backward(tg_node *n) {
     tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)tg_get_num_threads()) : NULL;
     if (!scratch) return;
     attn_bwd w = {pl, n->in[0]->data, n->in[1]->data, n->in[2]->data, dO, pl->lse, D};
-    backward_ctx c = {&w, dO, O, D, scratch, gq ? gq->data : NULL, gk ? gk->data : NULL, gv ? gv->data : NULL,
-                      per_thread, dv, nblocks(Q, BQ), nblocks(K, BK)};
+    backward_ctx c = {&w,
+                      dO,
+                      O,
+                      D,
+                      scratch,
+                      gq ? gq->data : NULL,
+                      gk ? gk->data : NULL,
+                      gv ? gv->data : NULL,
+                      per_thread,
+                      dv,
+                      nblocks(Q, BQ),
+                      nblocks(K, BK)};
     tg_parallel_for(rows, rows * dv > TG_PAR_MIN, backward_D_rows, &c);
-    bool big = (double)rows * K * (d + dv) > 65536;   /* worth a thread team */
+    bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
     /* Two passes, each writing rows only its task owns (and q, k, v may be
      * one tensor: the passes do not overlap in time). */
     if (gq) {
@@ -339,8 +355,8 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
      * scaling, as the stored path (tg_dropout draws nothing for p = 1). */
     if (dropout_p == 1) return tg_mul_scalar(tg_attention(q, k, v, mask, 0, NULL), 0);
     if (dropout_p > 0 && !rng) {
-        tg_set_error("attention: q %s, k %s, v %s with dropout p = %g: NULL rng", tg_tshape(b1, q),
-                     tg_tshape(b2, k), tg_tshape(b3, v), (double)dropout_p);
+        tg_set_error("attention: q %s, k %s, v %s with dropout p = %g: NULL rng", tg_tshape(b1, q), tg_tshape(b2, k),
+                     tg_tshape(b3, v), (double)dropout_p);
         return NULL;
     }
     attention_state *pl = tg_arena_alloc(sizeof *pl);
@@ -363,8 +379,8 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
         }
         qend[bq] = e;
     }
-    *pl = (attention_state){B, Q, K, d, dv, (tg_real)(1.0 / sqrt((double)d)), dropout_p > 0, {0, 0, 0}, 0,
-                            lim, qend, lse->data};
+    *pl = (attention_state){B,         Q, K,   d,    dv,       (tg_real)(1.0 / sqrt((double)d)), dropout_p > 0,
+                            {0, 0, 0}, 0, lim, qend, lse->data};
     if (pl->dropout) {
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
         pl->first = tg_rng_take(rng, (uint64_t)rows * (uint64_t)K);

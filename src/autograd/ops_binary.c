@@ -13,14 +13,13 @@ static tg_tensor *binary(const tg_op *op, tg_binary_kind kind, tg_tensor *a, tg_
     if (tg_any_null(op->name, 2, (const tg_tensor *const[]){a, b})) return NULL;
     int nd, shape[TG_MAX_DIMS];
     if (!tg_broadcast_shape(a->ndim, a->shape, b->ndim, b->shape, &nd, shape)) {
-        tg_set_error("%s: shapes %s and %s cannot be broadcast together", op->name,
-                     tg_tshape(b1, a), tg_tshape(b2, b));
+        tg_set_error("%s: shapes %s and %s cannot be broadcast together", op->name, tg_tshape(b1, a), tg_tshape(b2, b));
         return NULL;
     }
     tg_tensor *y = tg_empty_arena(nd, shape);
     if (!y) return NULL;
     tg_k_binary(kind, a, b, y);
-    tg_node_record(op, y, 2, (tg_tensor *[]){a, b});   /* no state: the op says which */
+    tg_node_record(op, y, 2, (tg_tensor *[]){a, b}); /* no state: the op says which */
     return y;
 }
 
@@ -87,8 +86,10 @@ const tg_op tg_op_mul = {"mul", binary_backward};
 const tg_op tg_op_div = {"div", binary_backward};
 
 static tg_binary_kind kind_of(const tg_op *op) {
-    return op == &tg_op_add ? TG_BINARY_ADD : op == &tg_op_sub ? TG_BINARY_SUB
-         : op == &tg_op_mul ? TG_BINARY_MUL : TG_BINARY_DIV;
+    return op == &tg_op_add   ? TG_BINARY_ADD
+           : op == &tg_op_sub ? TG_BINARY_SUB
+           : op == &tg_op_mul ? TG_BINARY_MUL
+                              : TG_BINARY_DIV;
 }
 
 tg_tensor *tg_add(tg_tensor *a, tg_tensor *b) { return binary(&tg_op_add, TG_BINARY_ADD, a, b); }

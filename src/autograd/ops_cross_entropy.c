@@ -11,9 +11,9 @@
 #include <string.h>
 
 typedef struct {
-    int *target;      /* N targets, -1 for rows that do not count */
-    tg_real *lse;     /* N log-sum-exps */
-    int64_t counted;  /* n */
+    int *target;     /* N targets, -1 for rows that do not count */
+    tg_real *lse;    /* N log-sum-exps */
+    int64_t counted; /* n */
 } cross_entropy_state;
 
 typedef struct {
@@ -69,7 +69,8 @@ static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
     for (int64_t r = begin; r < end; r++) {
         const tg_real *xr = logits->data + r * V;
         tg_real m = xr[0], sum = 0;
-        for (int64_t j = 1; j < V; j++) if (xr[j] > m) m = xr[j];
+        for (int64_t j = 1; j < V; j++)
+            if (xr[j] > m) m = xr[j];
         for (int64_t j = 0; j < V; j++) sum += TG_M(exp)(xr[j] - m);
         lse[r] = m + TG_M(log)(sum);
         row_loss[r] = tgt[r] >= 0 ? lse[r] - xr[tgt[r]] : 0;
@@ -92,8 +93,8 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
     for (int64_t r = 0; r < N; r++)
         if (targets[r] != ignore_index && (!mask || mask[r] != 0) && (targets[r] < 0 || targets[r] >= V)) {
             tg_set_error("cross_entropy: logits %s: target %d of row %lld is outside [0, %lld) and is not "
-                         "ignore_index %d", tg_tshape(b, logits), targets[r], (long long)r, (long long)V,
-                         ignore_index);
+                         "ignore_index %d",
+                         tg_tshape(b, logits), targets[r], (long long)r, (long long)V, ignore_index);
             return NULL;
         }
     tg_tensor *y = tg_empty_arena(0, NULL);
@@ -109,7 +110,7 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
         counted += counts;
     }
     tg_parallel_for(N, logits->size > TG_PAR_MIN, forward_rows, &(forward_ctx){logits, tgt, lse, row_loss, V});
-    double total = 0;                      /* in row order: the same for any thread count */
+    double total = 0; /* in row order: the same for any thread count */
     for (int64_t r = 0; r < N; r++) total += (double)row_loss[r];
     y->data[0] = counted ? (tg_real)(total / (double)counted) : 0;
     *s = (cross_entropy_state){tgt, lse, counted};

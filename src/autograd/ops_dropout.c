@@ -9,12 +9,12 @@
 
 #include <string.h>
 
-enum { CHUNK = 512 };   /* mask values drawn at a time, on the stack */
+enum { CHUNK = 512 }; /* mask values drawn at a time, on the stack */
 
 typedef struct {
     tg_dropout_mask mask;
-    uint64_t first;      /* where the mask's counters start */
-    tg_real p;           /* p = 1: y = 0, no mask */
+    uint64_t first; /* where the mask's counters start */
+    tg_real p;      /* p = 1: y = 0, no mask */
 } dropout_state;
 
 /* out[i] = (accumulate ? out[i] : 0) + in[i] * mask_i / (1 - p). */
@@ -55,7 +55,7 @@ static void dropout_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
     const dropout_state *s = n->state;
-    if (s->p >= 1) {                          /* y = 0: no gradient */
+    if (s->p >= 1) { /* y = 0: no gradient */
         if (fresh) memset(gx->data, 0, sizeof(tg_real) * (size_t)gx->size);
         return;
     }
@@ -69,7 +69,7 @@ tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng) {
     char who[80];
     snprintf(who, sizeof who, "dropout: %s", tg_tshape(b, x));
     if (!tg_check_dropout(who, p)) return NULL;
-    if (p == 0) return x;        /* identity: the caller's tensor itself, as documented */
+    if (p == 0) return x; /* identity: the caller's tensor itself, as documented */
     if (p < 1 && !rng) {
         tg_set_error("dropout: %s with p = %g: NULL rng", tg_tshape(b, x), (double)p);
         return NULL;
@@ -91,7 +91,7 @@ tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng) {
 }
 
 bool tg_check_dropout(const char *who, tg_real p) {
-    if (p >= 0 && p <= 1) return true;   /* false for NaN too */
+    if (p >= 0 && p <= 1) return true; /* false for NaN too */
     tg_set_error("%s: dropout p = %g is outside [0, 1]", who, (double)p);
     return false;
 }

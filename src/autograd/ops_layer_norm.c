@@ -12,7 +12,7 @@
 #include <math.h>
 
 typedef struct {
-    tg_real *mean, *rstd;   /* one per row, in the arena */
+    tg_real *mean, *rstd; /* one per row, in the arena */
 } layer_norm_state;
 
 typedef struct {
@@ -121,7 +121,7 @@ static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
     const layer_norm_ctx *c = ctx;
     const tg_tensor *x = c->x, *gamma = c->gamma, *beta = c->beta;
     tg_tensor *y = c->y;
-    const layer_norm_state *st = c->st;   /* writes go through its mean and rstd pointers */
+    const layer_norm_state *st = c->st; /* writes go through its mean and rstd pointers */
     int64_t d = c->d;
     tg_real eps = c->eps;
     (void)tid;
@@ -135,7 +135,7 @@ static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
         for (int64_t j = 0; j < d; j++) mu += xr[j];
         mu /= (tg_real)d;
 #pragma omp simd reduction(+ : var)
-        for (int64_t j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu);   /* two passes: no cancellation */
+        for (int64_t j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu); /* two passes: no cancellation */
         var /= (tg_real)d;
         tg_real rs = 1 / TG_M(sqrt)(var + eps);
         st->mean[r] = mu;
@@ -150,7 +150,7 @@ static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
 tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps) {
     char b1[64], b2[64], b3[64];
     if (tg_any_null("layer_norm", 1, (const tg_tensor *const[]){x})) return NULL;
-    if (!gamma != !beta) {   /* one of them NULL: most likely an earlier failed call */
+    if (!gamma != !beta) { /* one of them NULL: most likely an earlier failed call */
         tg_error_null("layer_norm");
         return NULL;
     }

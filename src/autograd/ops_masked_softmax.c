@@ -34,7 +34,7 @@ static void masked_softmax_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
     if (!gx) return;
     const tg_tensor *y = n->out;
-    const int *lim = n->state;   /* mask_limits: the visible keys of each row */
+    const int *lim = n->state; /* mask_limits: the visible keys of each row */
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
     masked_softmax_ctx c = {.y = y, .gx = gx, .lim = lim, .g = g, .K = K, .fresh = fresh};

@@ -9,8 +9,8 @@
 
 typedef struct {
     int batch, M, N, K;
-    bool ta, tb, b_shared;   /* b_shared: B is 2-D and serves every batch */
-} matmul_state;   /* the product's shape: forward's plan, backward's state */
+    bool ta, tb, b_shared; /* b_shared: B is 2-D and serves every batch */
+} matmul_state;            /* the product's shape: forward's plan, backward's state */
 
 typedef struct {
     bool ta, tb;
@@ -30,9 +30,8 @@ static void batch_range(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 /* For each batch entry i: C_i = alpha op(A_i) op(B_i) + beta C_i. */
-static void batch_gemm(bool ta, bool tb, int M, int N, int K,
-                       const tg_real *A, int64_t sa, int lda, const tg_real *B, int64_t sb, int ldb,
-                       tg_real beta, tg_real *C, int64_t sc, int ldc, int batch) {
+static void batch_gemm(bool ta, bool tb, int M, int N, int K, const tg_real *A, int64_t sa, int lda, const tg_real *B,
+                       int64_t sb, int ldb, tg_real beta, tg_real *C, int64_t sc, int ldc, int batch) {
     /* Many small products (attention heads) run one per thread; large ones
      * are parallel inside the GEMM. Either way each output element is
      * computed by one thread in one order: results don't depend on threads. */
@@ -63,9 +62,9 @@ static void matmul_backward(tg_node *n) {
         return;
     }
     if (ga) {
-        if (!p.ta)   /* dA[M,K] += dC[M,N] op(B)^T */
+        if (!p.ta) /* dA[M,K] += dC[M,N] op(B)^T */
             batch_gemm(false, !p.tb, M, K, N, g, sg, N, b->data, sb, ldb, beta_a, ga->data, sa, K, p.batch);
-        else         /* dA[K,M] += op(B)[K,N] dC^T */
+        else /* dA[K,M] += op(B)[K,N] dC^T */
             batch_gemm(p.tb, true, K, M, N, b->data, sb, ldb, g, sg, N, beta_a, ga->data, sa, M, p.batch);
     }
     if (gb) {
@@ -73,12 +72,14 @@ static void matmul_backward(tg_node *n) {
             /* dB sums over the batch; in order, so it is deterministic. */
             for (int i = 0; i < p.batch; i++) {
                 tg_real beta = i == 0 ? beta_b : 1;
-                if (!p.tb) tg_k_gemm(!p.ta, false, K, N, M, 1, a->data + i * sa, lda, g + i * sg, N, beta, gb->data, N);
-                else tg_k_gemm(true, p.ta, N, K, M, 1, g + i * sg, N, a->data + i * sa, lda, beta, gb->data, K);
+                if (!p.tb)
+                    tg_k_gemm(!p.ta, false, K, N, M, 1, a->data + i * sa, lda, g + i * sg, N, beta, gb->data, N);
+                else
+                    tg_k_gemm(true, p.ta, N, K, M, 1, g + i * sg, N, a->data + i * sa, lda, beta, gb->data, K);
             }
-        } else if (!p.tb)   /* dB[K,N] += op(A)^T dC */
+        } else if (!p.tb) /* dB[K,N] += op(A)^T dC */
             batch_gemm(!p.ta, false, K, N, M, a->data, sa, lda, g, sg, N, beta_b, gb->data, sb, N, p.batch);
-        else                /* dB[N,K] += dC^T op(A) */
+        else /* dB[N,K] += dC^T op(A) */
             batch_gemm(true, p.ta, N, K, M, g, sg, N, a->data, sa, lda, beta_b, gb->data, sb, K, p.batch);
     }
 }
@@ -89,11 +90,11 @@ tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool ta, bool tb) {
     if (tg_any_null("matmul", 2, (const tg_tensor *const[]){a, b})) return NULL;
     bool ok_rank = (a->ndim == 2 && b->ndim == 2) || (a->ndim == 3 && (b->ndim == 3 || b->ndim == 2));
     if (!ok_rank) {
-        tg_set_error("matmul: %s @ %s: supports 2-D @ 2-D, 3-D @ 3-D and 3-D @ 2-D",
-                     tg_tshape(b1, a), tg_tshape(b2, b));
+        tg_set_error("matmul: %s @ %s: supports 2-D @ 2-D, 3-D @ 3-D and 3-D @ 2-D", tg_tshape(b1, a),
+                     tg_tshape(b2, b));
         return NULL;
     }
-    int ra = a->ndim - 2, rb = b->ndim - 2;   /* index of the row axis */
+    int ra = a->ndim - 2, rb = b->ndim - 2; /* index of the row axis */
     matmul_state p;
     p.batch = a->ndim == 3 ? a->shape[0] : 1;
     p.b_shared = a->ndim == 3 && b->ndim == 2;
@@ -104,13 +105,13 @@ tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool ta, bool tb) {
     int kb = tb ? b->shape[rb + 1] : b->shape[rb];
     p.N = tb ? b->shape[rb] : b->shape[rb + 1];
     if (p.K != kb) {
-        tg_set_error("matmul: %s%s @ %s%s: inner dimensions %d and %d differ", tg_tshape(b1, a),
-                     ta ? "^T" : "", tg_tshape(b2, b), tb ? "^T" : "", p.K, kb);
+        tg_set_error("matmul: %s%s @ %s%s: inner dimensions %d and %d differ", tg_tshape(b1, a), ta ? "^T" : "",
+                     tg_tshape(b2, b), tb ? "^T" : "", p.K, kb);
         return NULL;
     }
     if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0]) {
-        tg_set_error("matmul: %s @ %s: batch sizes %d and %d differ", tg_tshape(b1, a),
-                     tg_tshape(b2, b), a->shape[0], b->shape[0]);
+        tg_set_error("matmul: %s @ %s: batch sizes %d and %d differ", tg_tshape(b1, a), tg_tshape(b2, b), a->shape[0],
+                     b->shape[0]);
         return NULL;
     }
     int shape[3] = {p.batch, p.M, p.N};
@@ -122,8 +123,8 @@ tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool ta, bool tb) {
         tg_k_gemm(false, tb, p.batch * p.M, p.N, p.K, 1, a->data, lda, b->data, ldb, 0, y->data, p.N);
     } else {
         int64_t sa = (int64_t)p.M * p.K, sb = p.b_shared ? 0 : (int64_t)p.K * p.N;
-        batch_gemm(ta, tb, p.M, p.N, p.K, a->data, sa, lda, b->data, sb, ldb, 0, y->data,
-                   (int64_t)p.M * p.N, p.N, p.batch);
+        batch_gemm(ta, tb, p.M, p.N, p.K, a->data, sa, lda, b->data, sb, ldb, 0, y->data, (int64_t)p.M * p.N, p.N,
+                   p.batch);
     }
     tg_node *n = tg_node_record(&tg_op_matmul, y, 2, (tg_tensor *[]){a, b});
     if (n) {

@@ -7,7 +7,11 @@
 
 #include <string.h>
 
-typedef struct { int64_t outer, n, inner; int nd; int shape[TG_MAX_DIMS]; } reduce_plan;
+typedef struct {
+    int64_t outer, n, inner;
+    int nd;
+    int shape[TG_MAX_DIMS];
+} reduce_plan;
 
 static bool plan(const char *op, const tg_tensor *a, int axis, bool keepdim, reduce_plan *p) {
     char b[64];
@@ -36,12 +40,16 @@ static bool plan(const char *op, const tg_tensor *a, int axis, bool keepdim, red
  * index of the first maximum of each output element (arena). */
 typedef struct {
     int64_t outer, n, inner;
-    const int64_t *argmax;   /* max only */
+    const int64_t *argmax; /* max only */
 } reduce_state;
 
 static reduce_state *save_dims(tg_node *n, const reduce_plan *p) {
     reduce_state *st = tg_node_state(n, sizeof *st);
-    if (st) { st->outer = p->outer; st->n = p->n; st->inner = p->inner; }
+    if (st) {
+        st->outer = p->outer;
+        st->n = p->n;
+        st->inner = p->inner;
+    }
     return st;
 }
 
@@ -72,7 +80,8 @@ static tg_tensor *sum_like(const tg_op *op, tg_tensor *a, int axis, bool keepdim
     tg_tensor *y = tg_empty_arena(p.nd, p.shape);
     if (!y) return NULL;
     tg_k_sum_axis(a->data, y->data, p.outer, p.n, p.inner);
-    if (mean) for (int64_t i = 0; i < y->size; i++) y->data[i] /= (tg_real)p.n;
+    if (mean)
+        for (int64_t i = 0; i < y->size; i++) y->data[i] /= (tg_real)p.n;
     tg_node *n = tg_node_record(op, y, 1, &a);
     if (n && !save_dims(n, &p)) return NULL;
     return y;

@@ -17,10 +17,12 @@ static void add_into(tg_tensor *gx, const tg_real *g) {
 static void reshape_backward(tg_node *n) {
     bool fresh;
     tg_tensor *g = n->out->grad;
-    if (tg_grad_share(n->in[0], g)) return;   /* the same values: no copy (the usual case) */
+    if (tg_grad_share(n->in[0], g)) return; /* the same values: no copy (the usual case) */
     tg_tensor *gx = tg_grad_begin(n->in[0], &fresh);
-    if (gx && fresh) memcpy(gx->data, g->data, sizeof(tg_real) * (size_t)gx->size);
-    else if (gx && !fresh) add_into(gx, g->data);
+    if (gx && fresh)
+        memcpy(gx->data, g->data, sizeof(tg_real) * (size_t)gx->size);
+    else if (gx && !fresh)
+        add_into(gx, g->data);
 }
 const tg_op tg_op_reshape = {"reshape", reshape_backward};
 
@@ -35,19 +37,21 @@ tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape) {
     int64_t known = 1;
     for (int i = 0; i < ndim; i++) {
         s[i] = shape[i];
-        if (s[i] == -1 && infer < 0) infer = i;
+        if (s[i] == -1 && infer < 0)
+            infer = i;
         else if (s[i] < 0) {
             tg_set_error("reshape: %s to %s: bad size", tg_tshape(b1, a), tg_shape_str(b2, ndim, shape));
             return NULL;
-        } else known *= s[i];
+        } else
+            known *= s[i];
     }
     if (infer >= 0 && known > 0 && a->size % known == 0) s[infer] = (int)(a->size / known);
     if ((infer >= 0 && (known == 0 || a->size % known != 0)) || tg_numel(ndim, s) != a->size) {
-        tg_set_error("reshape: %s to %s: %lld elements do not fit", tg_tshape(b1, a),
-                     tg_shape_str(b2, ndim, shape), (long long)a->size);
+        tg_set_error("reshape: %s to %s: %lld elements do not fit", tg_tshape(b1, a), tg_shape_str(b2, ndim, shape),
+                     (long long)a->size);
         return NULL;
     }
-    tg_tensor *y = tg_empty_arena(0, NULL);   /* header only; shares a's data */
+    tg_tensor *y = tg_empty_arena(0, NULL); /* header only; shares a's data */
     if (!y) return NULL;
     y->ndim = ndim;
     memcpy(y->shape, s, sizeof(int) * (size_t)ndim);
@@ -59,7 +63,9 @@ tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape) {
 }
 
 /* ---- permute / transpose ---- */
-typedef struct { int perm[TG_MAX_DIMS]; } permute_state;
+typedef struct {
+    int perm[TG_MAX_DIMS];
+} permute_state;
 
 static void permute_backward(tg_node *n) {
     bool fresh;
@@ -77,12 +83,15 @@ const tg_op tg_op_permute = {"permute", permute_backward};
 tg_tensor *tg_permute(tg_tensor *a, const int *perm) {
     char b[64];
     if (tg_any_null("permute", 1, (const tg_tensor *const[]){a})) return NULL;
-    if (!perm) { tg_set_error("permute: NULL permutation for %s", tg_tshape(b, a)); return NULL; }
+    if (!perm) {
+        tg_set_error("permute: NULL permutation for %s", tg_tshape(b, a));
+        return NULL;
+    }
     int seen[TG_MAX_DIMS] = {0}, shape[TG_MAX_DIMS];
     for (int i = 0; i < a->ndim; i++) {
         if (perm[i] < 0 || perm[i] >= a->ndim || seen[perm[i]]++) {
-            tg_set_error("permute: %s: entry %d (%d) is not a permutation of 0..%d", tg_tshape(b, a),
-                         i, perm[i], a->ndim - 1);
+            tg_set_error("permute: %s: entry %d (%d) is not a permutation of 0..%d", tg_tshape(b, a), i, perm[i],
+                         a->ndim - 1);
             return NULL;
         }
         shape[i] = a->shape[perm[i]];
@@ -117,13 +126,15 @@ tg_tensor *tg_transpose(tg_tensor *a, int d0, int d1) {
 
 /* ---- slice and concat share one copy: a block of `len` rows along an axis
  * viewed as [outer, n, inner] ---- */
-static void copy_block(tg_real *dst, int64_t dn, int64_t doff, const tg_real *src, int64_t sn,
-                       int64_t soff, int64_t outer, int64_t len, int64_t inner, bool add) {
+static void copy_block(tg_real *dst, int64_t dn, int64_t doff, const tg_real *src, int64_t sn, int64_t soff,
+                       int64_t outer, int64_t len, int64_t inner, bool add) {
     for (int64_t o = 0; o < outer; o++) {
         tg_real *d = dst + (o * dn + doff) * inner;
         const tg_real *s = src + (o * sn + soff) * inner;
-        if (add) for (int64_t i = 0; i < len * inner; i++) d[i] += s[i];
-        else memcpy(d, s, sizeof(tg_real) * (size_t)(len * inner));
+        if (add)
+            for (int64_t i = 0; i < len * inner; i++) d[i] += s[i];
+        else
+            memcpy(d, s, sizeof(tg_real) * (size_t)(len * inner));
     }
 }
 
@@ -133,7 +144,9 @@ static void axis_dims(const tg_tensor *t, int axis, int64_t *outer, int64_t *inn
     for (int i = axis + 1; i < t->ndim; i++) *inner *= t->shape[i];
 }
 
-typedef struct { int axis, start; } slice_state;
+typedef struct {
+    int axis, start;
+} slice_state;
 
 static void slice_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
@@ -142,8 +155,8 @@ static void slice_backward(tg_node *n) {
     int axis = st->axis, start = st->start;
     int64_t outer, inner;
     axis_dims(gx, axis, &outer, &inner);
-    copy_block(gx->data, gx->shape[axis], start, n->out->grad->data, n->out->shape[axis], 0, outer,
-               n->out->shape[axis], inner, true);
+    copy_block(gx->data, gx->shape[axis], start, n->out->grad->data, n->out->shape[axis], 0, outer, n->out->shape[axis],
+               inner, true);
 }
 const tg_op tg_op_slice = {"slice", slice_backward};
 
@@ -156,8 +169,7 @@ tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop) {
         return NULL;
     }
     if (start < 0 || stop > a->shape[axis] || start > stop) {
-        tg_set_error("slice: [%d:%d) along axis %d of shape %s is out of bounds", start, stop, axis,
-                     tg_tshape(b, a));
+        tg_set_error("slice: [%d:%d) along axis %d of shape %s is out of bounds", start, stop, axis, tg_tshape(b, a));
         return NULL;
     }
     int shape[TG_MAX_DIMS];
@@ -177,7 +189,9 @@ tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop) {
     return y;
 }
 
-typedef struct { int axis; } concat_state;
+typedef struct {
+    int axis;
+} concat_state;
 
 static void concat_backward(tg_node *n) {
     int axis = ((const concat_state *)n->state)->axis;
@@ -212,8 +226,8 @@ tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis) {
         bool ok = ts[i]->ndim == a->ndim;
         for (int d = 0; ok && d < a->ndim; d++) ok = d == axis || ts[i]->shape[d] == a->shape[d];
         if (!ok) {
-            tg_set_error("concat: shapes %s and %s differ outside axis %d", tg_tshape(b1, a),
-                         tg_tshape(b2, ts[i]), axis);
+            tg_set_error("concat: shapes %s and %s differ outside axis %d", tg_tshape(b1, a), tg_tshape(b2, ts[i]),
+                         axis);
             return NULL;
         }
         shape[axis] += ts[i]->shape[axis];
@@ -237,7 +251,9 @@ tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis) {
 }
 
 /* ---- gather rows (embedding lookup) ---- */
-typedef struct { const int *ids; } gather_rows_state;   /* a copy of the ids, in the arena */
+typedef struct {
+    const int *ids;
+} gather_rows_state; /* a copy of the ids, in the arena */
 
 static void gather_backward(tg_node *n) {
     tg_tensor *gt = tg_grad_of(n->in[0]);
@@ -245,7 +261,7 @@ static void gather_backward(tg_node *n) {
     const int *ids = ((const gather_rows_state *)n->state)->ids;
     int64_t d = n->in[0]->shape[1], count = n->out->size / (d ? d : 1);
     const tg_real *g = n->out->grad->data;
-    for (int64_t j = 0; j < count; j++)   /* in order: repeated ids sum deterministically */
+    for (int64_t j = 0; j < count; j++) /* in order: repeated ids sum deterministically */
         for (int64_t k = 0; k < d; k++) gt->data[(int64_t)ids[j] * d + k] += g[j * d + k];
 }
 const tg_op tg_op_gather_rows = {"gather_rows", gather_backward};
@@ -255,15 +271,16 @@ tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int 
     if (tg_any_null("gather_rows", 1, (const tg_tensor *const[]){table})) return NULL;
     if (table->ndim != 2 || ndim < 0 || ndim >= TG_MAX_DIMS || (ndim && !shape) || !ids) {
         tg_set_error("gather_rows: table %s with ids of %d dimensions: need a 2-D table and ids of "
-                     "at most %d dimensions", tg_tshape(b1, table), ndim, TG_MAX_DIMS - 1);
+                     "at most %d dimensions",
+                     tg_tshape(b1, table), ndim, TG_MAX_DIMS - 1);
         return NULL;
     }
     int64_t count = tg_numel(ndim, shape), V = table->shape[0], d = table->shape[1];
     for (int64_t j = 0; j < count; j++)
         if (ids[j] < 0 || ids[j] >= V) {
             tg_set_error("gather_rows: id %d at position %lld is outside [0, %lld) for table %s "
-                         "(ids shape %s)", ids[j], (long long)j, (long long)V, tg_tshape(b1, table),
-                         tg_shape_str(b2, ndim, shape));
+                         "(ids shape %s)",
+                         ids[j], (long long)j, (long long)V, tg_tshape(b1, table), tg_shape_str(b2, ndim, shape));
             return NULL;
         }
     int oshape[TG_MAX_DIMS];

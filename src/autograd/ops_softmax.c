@@ -15,8 +15,10 @@ static tg_tensor *softmax_like(const tg_op *op, tg_tensor *a, bool log_form) {
     tg_tensor *y = tg_empty_arena(a->ndim, a->shape);
     if (!y) return NULL;
     int64_t n = a->shape[a->ndim - 1];
-    if (log_form) tg_k_log_softmax_rows(a->data, y->data, a->size / n, n);
-    else tg_k_softmax_rows(a->data, y->data, a->size / n, n);
+    if (log_form)
+        tg_k_log_softmax_rows(a->data, y->data, a->size / n, n);
+    else
+        tg_k_softmax_rows(a->data, y->data, a->size / n, n);
     tg_node_record(op, y, 1, &a);
     return y;
 }

@@ -38,7 +38,10 @@ static void backward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
         tg_real sum = 0;
         int64_t size = 0;
         for (int64_t k = 0; k < K; k++)
-            if (yr[k] > 0) { sum += gr[k]; size++; }
+            if (yr[k] > 0) {
+                sum += gr[k];
+                size++;
+            }
         tg_real mean = size ? sum / (tg_real)size : 0;
         for (int64_t k = 0; k < lim[r]; k++)
             if (yr[k] > 0) gx->data[r * K + k] += gr[k] - mean;
@@ -49,7 +52,7 @@ static void sparsemax_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
     if (!gx) return;
     const tg_tensor *y = n->out;
-    const int *lim = n->state;   /* mask_limits: the visible keys of each row */
+    const int *lim = n->state; /* mask_limits: the visible keys of each row */
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
     sparsemax_ctx c = {.y = y, .gx = gx, .lim = lim, .g = g, .K = K};
@@ -71,7 +74,8 @@ static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
         /* z minus its maximum (sparsemax is shift invariant): a fully masked
          * row becomes all zeros, so tau = -1/K is exact even in float. */
         tg_real m = L > 0 ? xr[0] : MASK_VALUE;
-        for (int64_t k = 1; k < L; k++) if (xr[k] > m) m = xr[k];
+        for (int64_t k = 1; k < L; k++)
+            if (xr[k] > m) m = xr[k];
         if (L < K && MASK_VALUE > m) m = MASK_VALUE;
         for (int64_t k = 0; k < K; k++) yr[k] = (k < L ? xr[k] : MASK_VALUE) - m;
         for (int64_t k = 0; k < K; k++) zs[k] = yr[k];
@@ -80,7 +84,10 @@ static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
         int64_t support = 1;
         for (int64_t k = 0; k < K; k++) {
             cum += zs[k];
-            if (1 + (double)(k + 1) * zs[k] > cum) { support = k + 1; cum_k = cum; }
+            if (1 + (double)(k + 1) * zs[k] > cum) {
+                support = k + 1;
+                cum_k = cum;
+            }
         }
         tg_real tau = (tg_real)((cum_k - 1) / (double)support);
         for (int64_t k = 0; k < K; k++) yr[k] = yr[k] > tau ? yr[k] - tau : 0;
@@ -92,7 +99,7 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask) {
     if (!mask_check("sparsemax", x, &mask)) return NULL;
     int *lim = mask_limits(x, &mask);
     tg_tensor *y = lim ? tg_empty_arena(x->ndim, x->shape) : NULL;
-    tg_real *sorted = y ? tg_arena_alloc(sizeof(tg_real) * (size_t)x->size) : NULL;  /* scratch, one row per row */
+    tg_real *sorted = y ? tg_arena_alloc(sizeof(tg_real) * (size_t)x->size) : NULL; /* scratch, one row per row */
     if (!sorted) return NULL;
     int64_t K = x->shape[2], rows = x->size / K;
     sparsemax_ctx c = {.x = x, .y = y, .lim = lim, .sorted = sorted, .K = K};

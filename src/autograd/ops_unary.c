@@ -7,7 +7,9 @@
 
 /* The op's scalar, the p of the formulas (pow's exponent, mul_scalar's s).
  * Saved only when nonzero: no state reads as p = 0 (unary_p). */
-typedef struct { tg_real p; } unary_state;
+typedef struct {
+    tg_real p;
+} unary_state;
 
 static tg_real unary_p(const tg_node *n) { return n->state ? ((const unary_state *)n->state)->p : 0; }
 
@@ -39,25 +41,27 @@ typedef struct {
  * of g = dy, x and y and inlined into the loop by the macro below; dx = GX
  * when this pass has not touched dx yet (tg_grad_begin). restrict and a
  * branch-free GX let the compiler vectorise both loops. */
-#define UNARY_BACKWARD(c_, begin_, end_, GX)                                          \
-    do {                                                                              \
-        const tg_real *restrict gy_ = (c_)->gy, *restrict xs_ = (c_)->xs;             \
-        const tg_real *restrict ys_ = (c_)->ys;                                       \
-        tg_real *restrict gx_ = (c_)->gx, p = (c_)->p;                                \
-        (void)p;                                                                      \
-        if ((c_)->fresh) {                                                            \
-            for (int64_t i = (begin_); i < (end_); i++) {                             \
-                tg_real g = gy_[i], x = xs_[i], y = ys_[i];                           \
-                (void)x; (void)y;                                                     \
-                gx_[i] = (GX);                                                        \
-            }                                                                         \
-        } else {                                                                      \
-            for (int64_t i = (begin_); i < (end_); i++) {                             \
-                tg_real g = gy_[i], x = xs_[i], y = ys_[i];                           \
-                (void)x; (void)y;                                                     \
-                gx_[i] += (GX);                                                       \
-            }                                                                         \
-        }                                                                             \
+#define UNARY_BACKWARD(c_, begin_, end_, GX)                              \
+    do {                                                                  \
+        const tg_real *restrict gy_ = (c_)->gy, *restrict xs_ = (c_)->xs; \
+        const tg_real *restrict ys_ = (c_)->ys;                           \
+        tg_real *restrict gx_ = (c_)->gx, p = (c_)->p;                    \
+        (void)p;                                                          \
+        if ((c_)->fresh) {                                                \
+            for (int64_t i = (begin_); i < (end_); i++) {                 \
+                tg_real g = gy_[i], x = xs_[i], y = ys_[i];               \
+                (void)x;                                                  \
+                (void)y;                                                  \
+                gx_[i] = (GX);                                            \
+            }                                                             \
+        } else {                                                          \
+            for (int64_t i = (begin_); i < (end_); i++) {                 \
+                tg_real g = gy_[i], x = xs_[i], y = ys_[i];               \
+                (void)x;                                                  \
+                (void)y;                                                  \
+                gx_[i] += (GX);                                           \
+            }                                                             \
+        }                                                                 \
     } while (0)
 
 /* Runs an op's range function (UNARY_OP) over the elements of x. */
@@ -75,13 +79,13 @@ static void unary_backward(tg_node *n, tg_range_fn range) {
     tg_tensor *tg_##NAME(tg_tensor *a) { return unary(&tg_op_##NAME, TG_UNARY_##KIND, 0, a); }
 #define UNARY_API_ARG1(NAME, KIND) \
     tg_tensor *tg_##NAME(tg_tensor *a, tg_real p) { return unary(&tg_op_##NAME, TG_UNARY_##KIND, p, a); }
-#define UNARY_OP(NAME, KIND, F, GX_EXPR, ARITY)                                       \
-    static void NAME##_backward_range(void *ctx, int64_t begin, int64_t end, int tid) { \
-        (void)tid;                                                                    \
-        UNARY_BACKWARD((const unary_backward_ctx *)ctx, begin, end, GX_EXPR);         \
-    }                                                                                 \
+#define UNARY_OP(NAME, KIND, F, GX_EXPR, ARITY)                                           \
+    static void NAME##_backward_range(void *ctx, int64_t begin, int64_t end, int tid) {   \
+        (void)tid;                                                                        \
+        UNARY_BACKWARD((const unary_backward_ctx *)ctx, begin, end, GX_EXPR);             \
+    }                                                                                     \
     static void NAME##_backward(tg_node *n) { unary_backward(n, NAME##_backward_range); } \
-    const tg_op tg_op_##NAME = {#NAME, NAME##_backward};                            \
+    const tg_op tg_op_##NAME = {#NAME, NAME##_backward};                                  \
     UNARY_API_##ARITY(NAME, KIND)
 
 TG_UNARY_OPS(UNARY_OP)
@@ -89,7 +93,8 @@ TG_UNARY_OPS(UNARY_OP)
 /* y = x + s: dy/dx = 1.  y = s x: dy/dx = s. */
 static void add_scalar_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
-    if (gx) for (int64_t i = 0; i < gx->size; i++) gx->data[i] += n->out->grad->data[i];
+    if (gx)
+        for (int64_t i = 0; i < gx->size; i++) gx->data[i] += n->out->grad->data[i];
 }
 const tg_op tg_op_add_scalar = {"add_scalar", add_scalar_backward};
 tg_tensor *tg_add_scalar(tg_tensor *a, tg_real s) {
@@ -104,7 +109,8 @@ tg_tensor *tg_add_scalar(tg_tensor *a, tg_real s) {
 static void mul_scalar_backward(tg_node *n) {
     tg_tensor *gx = tg_grad_of(n->in[0]);
     tg_real s = unary_p(n);
-    if (gx) for (int64_t i = 0; i < gx->size; i++) gx->data[i] += s * n->out->grad->data[i];
+    if (gx)
+        for (int64_t i = 0; i < gx->size; i++) gx->data[i] += s * n->out->grad->data[i];
 }
 const tg_op tg_op_mul_scalar = {"mul_scalar", mul_scalar_backward};
 tg_tensor *tg_mul_scalar(tg_tensor *a, tg_real s) {

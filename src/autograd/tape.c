@@ -13,10 +13,10 @@
 #include <string.h>
 
 static bool g_grad_enabled = true;
-static bool g_anomaly;               /* tg_set_detect_anomaly */
-static char g_anomaly_forward[256];  /* the first forward anomaly, for the next backward */
+static bool g_anomaly;              /* tg_set_detect_anomaly */
+static char g_anomaly_forward[256]; /* the first forward anomaly, for the next backward */
 static uint64_t g_seq;
-static uint32_t g_epoch;             /* backward pass counter */
+static uint32_t g_epoch; /* backward pass counter */
 
 bool tg_grad_enabled(void) { return g_grad_enabled; }
 
@@ -38,7 +38,7 @@ bool tg_detect_anomaly(void) { return g_anomaly; }
 
 static bool all_finite(const tg_tensor *t) {
     for (int64_t i = 0; i < t->size; i++)
-        if (!(t->data[i] - t->data[i] == 0)) return false;   /* NaN and +-Inf give NaN */
+        if (!(t->data[i] - t->data[i] == 0)) return false; /* NaN and +-Inf give NaN */
     return true;
 }
 
@@ -47,14 +47,18 @@ static bool all_finite(const tg_tensor *t) {
  * arena's start between scopes, so even a reused region rarely holds a
  * header where an old one was). */
 static bool alive(const tg_tensor *t) {
-    if (!t) return false;
-    if (!t->persistent && !tg_arena_live(t)) return false;
-    return t->magic == TG_MAGIC;
+    /* The magic first: a stale pointer may point into data, where the
+     * header's bool fields hold no valid bool. */
+    if (!t || t->magic != TG_MAGIC) return false;
+    return t->persistent || tg_arena_live(t);
 }
 
 bool tg_any_null(const char *op, int n, const tg_tensor *const *in) {
     for (int i = 0; i < n; i++) {
-        if (!in[i]) { tg_error_null(op); return true; }
+        if (!in[i]) {
+            tg_error_null(op);
+            return true;
+        }
         if (!alive(in[i])) {
             tg_set_error("%s: input %d is no longer valid: its scope has ended (or it was freed)", op, i);
             return true;
@@ -67,15 +71,16 @@ bool tg_any_null(const char *op, int n, const tg_tensor *const *in) {
 static void shapes_of(char *buf, size_t cap, const tg_tensor *out, int n_in, tg_tensor *const *in) {
     char s[64];
     int k = snprintf(buf, cap, "%s from", tg_tshape(s, out));
-    for (int i = 0; i < n_in && k > 0 && (size_t)k < cap; i++) k += snprintf(buf + k, cap - (size_t)k, " %s", tg_tshape(s, in[i]));
+    for (int i = 0; i < n_in && k > 0 && (size_t)k < cap; i++)
+        k += snprintf(buf + k, cap - (size_t)k, " %s", tg_tshape(s, in[i]));
 }
 
 tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in) {
     if (g_anomaly && out && !g_anomaly_forward[0] && !all_finite(out)) {
         char sh[160];
         shapes_of(sh, sizeof sh, out, n_in, in);
-        snprintf(g_anomaly_forward, sizeof g_anomaly_forward, "detect_anomaly: forward of %s gave a non-finite output %s",
-                 op->name, sh);
+        snprintf(g_anomaly_forward, sizeof g_anomaly_forward,
+                 "detect_anomaly: forward of %s gave a non-finite output %s", op->name, sh);
         tg_set_error("%s", g_anomaly_forward);
     }
     if (!g_grad_enabled || !out) return NULL;
@@ -115,8 +120,7 @@ tg_tensor *tg_grad_of(tg_tensor *t) {
     if (!t || !t->requires_grad) return NULL;
     bool leaf = t->node == NULL;
     if (!t->grad) {
-        t->grad = t->persistent ? tg_empty_persistent(t->ndim, t->shape)
-                                : tg_empty_arena(t->ndim, t->shape);
+        t->grad = t->persistent ? tg_empty_persistent(t->ndim, t->shape) : tg_empty_arena(t->ndim, t->shape);
         if (!t->grad) return NULL;
         memset(t->grad->data, 0, (size_t)t->size * sizeof(tg_real));
         t->grad_epoch = g_epoch;
@@ -136,7 +140,7 @@ tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh) {
     if (!t || !t->requires_grad) return NULL;
     bool leaf = t->node == NULL;
     if (!leaf && t->grad && t->grad_epoch != g_epoch) {
-        if (!t->grad->owns_data) t->grad = tg_empty_arena(t->ndim, t->shape);   /* as tg_grad_of */
+        if (!t->grad->owns_data) t->grad = tg_empty_arena(t->ndim, t->shape); /* as tg_grad_of */
         if (!t->grad) return NULL;
         t->grad_epoch = g_epoch;
         *fresh = true;
@@ -153,10 +157,9 @@ tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh) {
 }
 
 bool tg_grad_share(tg_tensor *t, const tg_tensor *g) {
-    if (!t || !g || !t->requires_grad || !t->node || t->persistent || t->uses != 1 || t->grad ||
-        g->size != t->size)
+    if (!t || !g || !t->requires_grad || !t->node || t->persistent || t->uses != 1 || t->grad || g->size != t->size)
         return false;
-    tg_tensor *v = tg_empty_arena(0, NULL);   /* header only; shares g's data */
+    tg_tensor *v = tg_empty_arena(0, NULL); /* header only; shares g's data */
     if (!v) return false;
     v->ndim = t->ndim;
     memcpy(v->shape, t->shape, sizeof v->shape);
@@ -191,7 +194,10 @@ static int run_backward(tg_node *n) {
 
 static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
     char b1[64], b2[64];
-    if (!out || !seed) { tg_error_null("backward"); return -1; }
+    if (!out || !seed) {
+        tg_error_null("backward");
+        return -1;
+    }
     if (!alive(out)) {
         tg_set_error("backward: the tensor's scope has ended (its graph was released)");
         return -1;
@@ -201,8 +207,7 @@ static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
         return -1;
     }
     if (seed->size != out->size) {
-        tg_set_error("backward: seed gradient %s does not match output %s", tg_tshape(b1, seed),
-                     tg_tshape(b2, out));
+        tg_set_error("backward: seed gradient %s does not match output %s", tg_tshape(b1, seed), tg_tshape(b2, out));
         return -1;
     }
     if (g_anomaly && g_anomaly_forward[0]) {
@@ -230,7 +235,10 @@ static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
     g_epoch++;
     int rc = 0;
     tg_tensor *g = tg_grad_of(out);
-    if (!g) { tg_set_grad_enabled(prev); return -1; }
+    if (!g) {
+        tg_set_grad_enabled(prev);
+        return -1;
+    }
     for (int64_t i = 0; i < g->size; i++) g->data[i] += seed->data[i];
     if (out->node) {
         out->node->visit = g_epoch;
@@ -251,10 +259,14 @@ int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed) { return back
 
 static int backward_scalar(tg_tensor *loss, bool retain) {
     char b[64];
-    if (!loss) { tg_error_null("backward"); return -1; }
+    if (!loss) {
+        tg_error_null("backward");
+        return -1;
+    }
     if (alive(loss) && loss->size != 1) {
         tg_set_error("backward: loss %s has %lld elements; give a seed gradient (tg_backward_seed) "
-                     "for a non-scalar output", tg_tshape(b, loss), (long long)loss->size);
+                     "for a non-scalar output",
+                     tg_tshape(b, loss), (long long)loss->size);
         return -1;
     }
     tg_real one = 1;

@@ -6,8 +6,7 @@
 
 #include "safetensors.h"
 
-int tg_checkpoint_save(const char *path, const tg_params *params, const char *metadata_json)
-{
+int tg_checkpoint_save(const char *path, const tg_params *params, const char *metadata_json) {
     if (tg_safetensors_save(path, params, metadata_json) == 0) return 0;
     /* Same message, under this function's name. */
     char why[512];
@@ -18,8 +17,7 @@ int tg_checkpoint_save(const char *path, const tg_params *params, const char *me
 }
 
 /* Appends ", name" to a list of at most a few names for a message. */
-static void list_name(char *buf, size_t cap, int *count, const char *name)
-{
+static void list_name(char *buf, size_t cap, int *count, const char *name) {
     size_t n = strlen(buf);
     if (*count < 4 && n + strlen(name) + 3 < cap)
         snprintf(buf + n, cap - n, "%s%s", *count ? ", " : "", name);
@@ -28,8 +26,7 @@ static void list_name(char *buf, size_t cap, int *count, const char *name)
     (*count)++;
 }
 
-int tg_checkpoint_load(const char *path, const tg_params *params)
-{
+int tg_checkpoint_load(const char *path, const tg_params *params) {
     if (!path || !params) {
         tg_set_error("checkpoint_load: NULL %s", !path ? "path" : "params");
         return -1;
@@ -40,8 +37,7 @@ int tg_checkpoint_load(const char *path, const tg_params *params)
         char why[512];
         const char *e = tg_last_error();
         const char *pre = "safetensors_open: ";
-        snprintf(why, sizeof why, "%s",
-                 e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : e ? e : path);
+        snprintf(why, sizeof why, "%s", e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : e ? e : path);
         tg_set_error("checkpoint_load: %s", why);
         return -1;
     }
@@ -64,20 +60,22 @@ int tg_checkpoint_load(const char *path, const tg_params *params)
             goto done;
         }
         idx[i] = tg_safetensors_find(&st, p->name);
-        if (idx[i] < 0) list_name(names, sizeof names, &count, p->name);
-        else used[idx[i]] = true;
+        if (idx[i] < 0)
+            list_name(names, sizeof names, &count, p->name);
+        else
+            used[idx[i]] = true;
     }
     if (count) {
-        tg_set_error("checkpoint_load: %s: %d tensor%s of the model missing from the file: %s",
-                     path, count, count > 1 ? "s" : "", names);
+        tg_set_error("checkpoint_load: %s: %d tensor%s of the model missing from the file: %s", path, count,
+                     count > 1 ? "s" : "", names);
         rc = -1;
         goto done;
     }
     for (int j = 0; j < st.n; j++)
         if (!used[j]) list_name(names, sizeof names, &count, st.entries[j].name);
     if (count) {
-        tg_set_error("checkpoint_load: %s: %d unexpected tensor%s in the file (not in the model): %s",
-                     path, count, count > 1 ? "s" : "", names);
+        tg_set_error("checkpoint_load: %s: %d unexpected tensor%s in the file (not in the model): %s", path, count,
+                     count > 1 ? "s" : "", names);
         rc = -1;
         goto done;
     }

@@ -10,8 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *size)
-{
+int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *size) {
     *buf = NULL;
     *size = 0;
     /* O_NONBLOCK: opening a FIFO with no writer would otherwise block for
@@ -53,8 +52,7 @@ int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *
 }
 
 /* The directory part of path ("." when there is none), tg_sys_alloc'd. */
-static char *dir_of(const char *path)
-{
+static char *dir_of(const char *path) {
     const char *slash = strrchr(path, '/');
     size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
     char *dir = tg_sys_alloc(n + 1);
@@ -65,8 +63,7 @@ static char *dir_of(const char *path)
 }
 
 /* Removes "<base>.tmp.<pid>.*" in dir for every pid that no longer runs. */
-static void remove_stale_temps(const char *dir, const char *base)
-{
+static void remove_stale_temps(const char *dir, const char *base) {
     DIR *d = opendir(dir);
     if (!d) return;
     size_t blen = strlen(base);
@@ -77,7 +74,7 @@ static void remove_stale_temps(const char *dir, const char *base)
         char *end;
         long pid = strtol(name + blen + 5, &end, 10);
         if (end == name + blen + 5 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to judge */
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
         size_t n = strlen(dir) + strlen(name) + 2;
         char *full = tg_sys_alloc(n);
         if (!full) break;
@@ -88,8 +85,7 @@ static void remove_stale_temps(const char *dir, const char *base)
     closedir(d);
 }
 
-int tg_atomic_begin(tg_atomic_file *af, const char *path, const char *op)
-{
+int tg_atomic_begin(tg_atomic_file *af, const char *path, const char *op) {
     af->f = NULL;
     af->path = path;
     size_t len = strlen(path) + 40;
@@ -125,8 +121,7 @@ int tg_atomic_begin(tg_atomic_file *af, const char *path, const char *op)
     return 0;
 }
 
-void tg_atomic_abort(tg_atomic_file *af)
-{
+void tg_atomic_abort(tg_atomic_file *af) {
     if (af->f) fclose(af->f);
     if (af->tmp) {
         unlink(af->tmp);
@@ -138,8 +133,7 @@ void tg_atomic_abort(tg_atomic_file *af)
 
 /* Makes the rename itself durable; best effort, a failure changes nothing
  * the caller could act on. */
-static void sync_parent_dir(const char *path)
-{
+static void sync_parent_dir(const char *path) {
     char *dir = dir_of(path);
     if (!dir) return;
     int fd = open(dir, O_RDONLY);
@@ -150,13 +144,15 @@ static void sync_parent_dir(const char *path)
     tg_sys_free(dir);
 }
 
-int tg_atomic_commit(tg_atomic_file *af, const char *op)
-{
+int tg_atomic_commit(tg_atomic_file *af, const char *op) {
     const char *why = NULL;
     int err = 0;
-    if (ferror(af->f)) why = "write error", err = EIO;
-    else if (fflush(af->f) != 0) why = "write error", err = errno;
-    else if (fsync(fileno(af->f)) != 0) why = "fsync failed", err = errno;
+    if (ferror(af->f))
+        why = "write error", err = EIO;
+    else if (fflush(af->f) != 0)
+        why = "write error", err = errno;
+    else if (fsync(fileno(af->f)) != 0)
+        why = "fsync failed", err = errno;
     int rc = fclose(af->f);
     af->f = NULL;
     if (!why && rc != 0) why = "close failed", err = errno;

@@ -21,8 +21,8 @@
 #include "../tensor/tensor.h"
 
 typedef struct {
-    FILE *f;                   /* write here */
-    char *tmp;                 /* the temporary's name */
+    FILE *f;   /* write here */
+    char *tmp; /* the temporary's name */
     const char *path;
 } tg_atomic_file;
 /* Creates the temporary; returns 0, or -1 with "<op>: <path>: <reason>". */

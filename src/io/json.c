@@ -9,8 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int tg_json_fail(tg_json *j, const char *fmt, ...)
-{
+int tg_json_fail(tg_json *j, const char *fmt, ...) {
     if (j->why[0] == '\0') {
         va_list ap;
         va_start(ap, fmt);
@@ -22,14 +21,11 @@ int tg_json_fail(tg_json *j, const char *fmt, ...)
 
 long tg_json_pos(const tg_json *j) { return (long)(j->p - j->start); }
 
-void tg_json_skip_ws(tg_json *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
+void tg_json_skip_ws(tg_json *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
 }
 
-int tg_json_expect(tg_json *j, char c)
-{
+int tg_json_expect(tg_json *j, char c) {
     tg_json_skip_ws(j);
     if (j->p >= j->end) return tg_json_fail(j, "header JSON ends early, expected '%c'", c);
     if (*j->p != c)
@@ -40,18 +36,29 @@ int tg_json_expect(tg_json *j, char c)
 
 /* RFC 3629 UTF-8, without overlongs or surrogates; the header must be
  * valid UTF-8 for Python to read it. */
-int tg_json_valid_utf8(const unsigned char *s, size_t n)
-{
+int tg_json_valid_utf8(const unsigned char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
         int len;
         unsigned min;
-        if (c < 0x80) { i++; continue; }
-        else if ((c & 0xE0) == 0xC0) { len = 2; min = 0x80; c &= 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { len = 3; min = 0x800; c &= 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { len = 4; min = 0x10000; c &= 0x07; }
-        else return 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            min = 0x80;
+            c &= 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            min = 0x800;
+            c &= 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            min = 0x10000;
+            c &= 0x07;
+        } else
+            return 0;
         if (n - i < (size_t)len) return 0;
         for (int k = 1; k < len; k++) {
             if ((s[i + k] & 0xC0) != 0x80) return 0;
@@ -63,39 +70,51 @@ int tg_json_valid_utf8(const unsigned char *s, size_t n)
     return 1;
 }
 
-static int hex4(const char *s, unsigned *out)
-{
+static int hex4(const char *s, unsigned *out) {
     unsigned v = 0;
     for (int k = 0; k < 4; k++) {
         char c = s[k];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return -1;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
     }
     *out = v;
     return 0;
 }
 
-static size_t put_utf8(char *o, unsigned c)
-{
-    if (c < 0x80) { o[0] = (char)c; return 1; }
-    if (c < 0x800) { o[0] = (char)(0xC0 | (c >> 6)); o[1] = (char)(0x80 | (c & 0x3F)); return 2; }
-    if (c < 0x10000) {
-        o[0] = (char)(0xE0 | (c >> 12)); o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (c & 0x3F)); return 3;
+static size_t put_utf8(char *o, unsigned c) {
+    if (c < 0x80) {
+        o[0] = (char)c;
+        return 1;
     }
-    o[0] = (char)(0xF0 | (c >> 18)); o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((c >> 6) & 0x3F)); o[3] = (char)(0x80 | (c & 0x3F));
+    if (c < 0x800) {
+        o[0] = (char)(0xC0 | (c >> 6));
+        o[1] = (char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (char)(0xE0 | (c >> 12));
+        o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (c >> 18));
+    o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((c >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (c & 0x3F));
     return 4;
 }
 
 /* Parses a JSON string. Its unescaped text goes to out (NUL-terminated)
  * when out is not NULL; *len receives the full unescaped length, which may
  * exceed cap - 1 (then out holds a prefix and the caller decides). */
-int tg_json_string(tg_json *j, char *out, size_t cap, size_t *len)
-{
+int tg_json_string(tg_json *j, char *out, size_t cap, size_t *len) {
     if (tg_json_expect(j, '"') != 0) return -1;
     size_t n = 0;
     char u[4];
@@ -104,7 +123,8 @@ int tg_json_string(tg_json *j, char *out, size_t cap, size_t *len)
         unsigned char c = (unsigned char)*j->p++;
         size_t k = 0;
         if (c == '"') break;
-        if (c < 0x20) return tg_json_fail(j, "header JSON: control character in a string at byte %ld", tg_json_pos(j) - 1);
+        if (c < 0x20)
+            return tg_json_fail(j, "header JSON: control character in a string at byte %ld", tg_json_pos(j) - 1);
         if (c != '\\') {
             u[0] = (char)c;
             k = 1;
@@ -112,22 +132,41 @@ int tg_json_string(tg_json *j, char *out, size_t cap, size_t *len)
             if (j->p >= j->end) return tg_json_fail(j, "header JSON: unterminated string");
             char e = *j->p++;
             switch (e) {
-            case '"': case '\\': case '/': u[0] = e; k = 1; break;
-            case 'b': u[0] = '\b'; k = 1; break;
-            case 'f': u[0] = '\f'; k = 1; break;
-            case 'n': u[0] = '\n'; k = 1; break;
-            case 'r': u[0] = '\r'; k = 1; break;
-            case 't': u[0] = '\t'; k = 1; break;
+            case '"':
+            case '\\':
+            case '/':
+                u[0] = e;
+                k = 1;
+                break;
+            case 'b':
+                u[0] = '\b';
+                k = 1;
+                break;
+            case 'f':
+                u[0] = '\f';
+                k = 1;
+                break;
+            case 'n':
+                u[0] = '\n';
+                k = 1;
+                break;
+            case 'r':
+                u[0] = '\r';
+                k = 1;
+                break;
+            case 't':
+                u[0] = '\t';
+                k = 1;
+                break;
             case 'u': {
                 unsigned cp, lo;
                 if (j->end - j->p < 4 || hex4(j->p, &cp) != 0)
                     return tg_json_fail(j, "header JSON: bad \\u escape at byte %ld", tg_json_pos(j) - 2);
                 j->p += 4;
-                if (cp >= 0xDC00 && cp <= 0xDFFF)
-                    return tg_json_fail(j, "header JSON: lone surrogate \\u%04X", cp);
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return tg_json_fail(j, "header JSON: lone surrogate \\u%04X", cp);
                 if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' ||
-                        hex4(j->p + 2, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF)
+                    if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' || hex4(j->p + 2, &lo) != 0 ||
+                        lo < 0xDC00 || lo > 0xDFFF)
                         return tg_json_fail(j, "header JSON: lone surrogate \\u%04X", cp);
                     j->p += 6;
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
@@ -136,8 +175,7 @@ int tg_json_string(tg_json *j, char *out, size_t cap, size_t *len)
                 k = put_utf8(u, cp);
                 break;
             }
-            default:
-                return tg_json_fail(j, "header JSON: bad escape '\\%c' at byte %ld", e, tg_json_pos(j) - 2);
+            default: return tg_json_fail(j, "header JSON: bad escape '\\%c' at byte %ld", e, tg_json_pos(j) - 2);
             }
         }
         for (size_t i = 0; i < k; i++, n++)
@@ -149,8 +187,7 @@ int tg_json_string(tg_json *j, char *out, size_t cap, size_t *len)
 }
 
 /* A non-negative JSON integer (no sign, fraction or exponent). */
-int tg_json_uint(tg_json *j, uint64_t *out, const char *what)
-{
+int tg_json_uint(tg_json *j, uint64_t *out, const char *what) {
     tg_json_skip_ws(j);
     const char *s = j->p;
     uint64_t v = 0;
@@ -169,26 +206,30 @@ int tg_json_uint(tg_json *j, uint64_t *out, const char *what)
 }
 
 /* [u, u, ...] with at most max items; *n receives the count. */
-int tg_json_uint_array(tg_json *j, uint64_t *out, int max, int *n, const char *what)
-{
+int tg_json_uint_array(tg_json *j, uint64_t *out, int max, int *n, const char *what) {
     if (tg_json_expect(j, '[') != 0) return -1;
     *n = 0;
     tg_json_skip_ws(j);
-    if (j->p < j->end && *j->p == ']') { j->p++; return 0; }
+    if (j->p < j->end && *j->p == ']') {
+        j->p++;
+        return 0;
+    }
     for (;;) {
         uint64_t v = 0;
         if (tg_json_uint(j, &v, what) != 0) return -1;
         if (*n >= max) return tg_json_fail(j, "%s: more than %d values", what, max);
         out[(*n)++] = v;
         tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
         return tg_json_expect(j, ']');
     }
 }
 
 /* Skips any JSON value (for keys of a tensor entry the format may add). */
-int tg_json_skip_value(tg_json *j, int depth)
-{
+int tg_json_skip_value(tg_json *j, int depth) {
     if (depth > TG_JSON_MAX_DEPTH) return tg_json_fail(j, "header JSON nested too deeply");
     tg_json_skip_ws(j);
     if (j->p >= j->end) return tg_json_fail(j, "header JSON ends early, expected a value");
@@ -198,14 +239,20 @@ int tg_json_skip_value(tg_json *j, int depth)
         char close = c == '{' ? '}' : ']';
         j->p++;
         tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == close) { j->p++; return 0; }
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            return 0;
+        }
         for (;;) {
             if (c == '{') {
                 if (tg_json_string(j, NULL, 0, NULL) != 0 || tg_json_expect(j, ':') != 0) return -1;
             }
             if (tg_json_skip_value(j, depth + 1) != 0) return -1;
             tg_json_skip_ws(j);
-            if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+            if (j->p < j->end && *j->p == ',') {
+                j->p++;
+                continue;
+            }
             return tg_json_expect(j, close);
         }
     }
@@ -238,4 +285,3 @@ int tg_json_skip_value(tg_json *j, int depth)
     }
     return 0;
 }
-

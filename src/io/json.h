@@ -15,7 +15,7 @@
 
 typedef struct {
     const char *p, *end, *start;
-    char why[320];              /* the reason of the first failure */
+    char why[320]; /* the reason of the first failure */
 } tg_json;
 
 /* Records the reason (the first one wins); returns -1. */
@@ -24,9 +24,9 @@ int tg_json_fail(tg_json *j, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-long tg_json_pos(const tg_json *j);             /* bytes from start */
+long tg_json_pos(const tg_json *j); /* bytes from start */
 void tg_json_skip_ws(tg_json *j);
-int tg_json_expect(tg_json *j, char c);          /* skips white space, then c */
+int tg_json_expect(tg_json *j, char c); /* skips white space, then c */
 /* RFC 3629 UTF-8 without overlongs or surrogates: 1 if s is valid. */
 int tg_json_valid_utf8(const unsigned char *s, size_t n);
 /* A string; its unescaped text goes to out (NUL-terminated, cut at cap - 1)

@@ -12,18 +12,15 @@
 static const char MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
 /* ---- save ----------------------------------------------------------------- */
-int tg_npy_save(const char *path, const tg_tensor *t)
-{
+int tg_npy_save(const char *path, const tg_tensor *t) {
     if (!path || !t || (!t->data && t->size > 0)) {
         tg_set_error("npy_save: NULL %s", !path ? "path" : "tensor");
         return -1;
     }
     char h[256];
-    int n = snprintf(h, sizeof h, "{'descr': '<f%d', 'fortran_order': False, 'shape': (",
-                     (int)sizeof(tg_real));
+    int n = snprintf(h, sizeof h, "{'descr': '<f%d', 'fortran_order': False, 'shape': (", (int)sizeof(tg_real));
     for (int k = 0; k < t->ndim; k++)
-        n += snprintf(h + n, sizeof h - (size_t)n, "%d,%s", t->shape[k],
-                      k + 1 < t->ndim ? " " : "");
+        n += snprintf(h + n, sizeof h - (size_t)n, "%d,%s", t->shape[k], k + 1 < t->ndim ? " " : "");
     /* A 1-tuple needs its comma, "(3,)"; numpy writes "(3, 4)" for more. */
     if (t->ndim > 1) n--;
     n += snprintf(h + n, sizeof h - (size_t)n, "), }");
@@ -80,8 +77,7 @@ static int fail(cursor *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-static int fail(cursor *c, const char *fmt, ...)
-{
+static int fail(cursor *c, const char *fmt, ...) {
     if (!c->why[0]) {
         va_list ap;
         va_start(ap, fmt);
@@ -91,30 +87,31 @@ static int fail(cursor *c, const char *fmt, ...)
     return -1;
 }
 
-static void ws(cursor *c)
-{
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
-        c->p++;
+static void ws(cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')) c->p++;
 }
 
-static bool eat(cursor *c, char ch)
-{
+static bool eat(cursor *c, char ch) {
     ws(c);
-    if (c->p < c->end && *c->p == ch) { c->p++; return true; }
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return true;
+    }
     return false;
 }
 
 /* 'text' or "text", no escapes (numpy never writes any). */
-static int quoted(cursor *c, char *out, size_t cap)
-{
+static int quoted(cursor *c, char *out, size_t cap) {
     ws(c);
     if (c->p >= c->end || (*c->p != '\'' && *c->p != '"')) return fail(c, "header: expected a quoted string");
     char q = *c->p++;
     size_t n = 0;
     while (c->p < c->end && *c->p != q) {
         if (*c->p == '\\' || *c->p == '\n') return fail(c, "header: unsupported character in a string");
-        if (n + 1 < cap) out[n++] = *c->p;
-        else return fail(c, "header: string too long");
+        if (n + 1 < cap)
+            out[n++] = *c->p;
+        else
+            return fail(c, "header: string too long");
         c->p++;
     }
     if (c->p >= c->end) return fail(c, "header: unterminated string");
@@ -123,8 +120,7 @@ static int quoted(cursor *c, char *out, size_t cap)
     return 0;
 }
 
-static bool word(cursor *c, const char *w)
-{
+static bool word(cursor *c, const char *w) {
     size_t n = strlen(w);
     ws(c);
     if ((size_t)(c->end - c->p) >= n && memcmp(c->p, w, n) == 0) {
@@ -135,8 +131,7 @@ static bool word(cursor *c, const char *w)
 }
 
 /* (d0, d1, ...) with an optional trailing comma; Python 2 wrote 3L. */
-static int shape_tuple(cursor *c, int *ndim, int64_t *dims)
-{
+static int shape_tuple(cursor *c, int *ndim, int64_t *dims) {
     if (!eat(c, '(')) return fail(c, "header: 'shape' must be a tuple");
     *ndim = 0;
     for (;;) {
@@ -150,8 +145,7 @@ static int shape_tuple(cursor *c, int *ndim, int64_t *dims)
         }
         if (c->p == s) return fail(c, "header: bad dimension in 'shape'");
         if (c->p < c->end && *c->p == 'L') c->p++;
-        if (*ndim >= TG_MAX_DIMS)
-            return fail(c, "array has more than %d dimensions (tgrad's limit)", TG_MAX_DIMS);
+        if (*ndim >= TG_MAX_DIMS) return fail(c, "array has more than %d dimensions (tgrad's limit)", TG_MAX_DIMS);
         dims[(*ndim)++] = v;
         if (eat(c, ',')) continue;
         if (eat(c, ')')) return 0;
@@ -166,8 +160,7 @@ typedef struct {
     int64_t dims[TG_MAX_DIMS];
 } npy_header;
 
-static int parse_dict(cursor *c, npy_header *h)
-{
+static int parse_dict(cursor *c, npy_header *h) {
     bool have_descr = false, have_fortran = false, have_shape = false;
     if (!eat(c, '{')) return fail(c, "header is not a Python dict");
     for (;;) {
@@ -177,14 +170,16 @@ static int parse_dict(cursor *c, npy_header *h)
         if (!eat(c, ':')) return fail(c, "header: expected ':' after '%s'", key);
         if (strcmp(key, "descr") == 0 && !have_descr) {
             ws(c);
-            if (c->p < c->end && *c->p == '[')
-                return fail(c, "structured dtypes are not supported");
+            if (c->p < c->end && *c->p == '[') return fail(c, "structured dtypes are not supported");
             if (quoted(c, h->descr, sizeof h->descr) != 0) return -1;
             have_descr = true;
         } else if (strcmp(key, "fortran_order") == 0 && !have_fortran) {
-            if (word(c, "True")) h->fortran = true;
-            else if (word(c, "False")) h->fortran = false;
-            else return fail(c, "header: 'fortran_order' must be True or False");
+            if (word(c, "True"))
+                h->fortran = true;
+            else if (word(c, "False"))
+                h->fortran = false;
+            else
+                return fail(c, "header: 'fortran_order' must be True or False");
             have_fortran = true;
         } else if (strcmp(key, "shape") == 0 && !have_shape) {
             if (shape_tuple(c, &h->ndim, h->dims) != 0) return -1;
@@ -199,14 +194,12 @@ static int parse_dict(cursor *c, npy_header *h)
     ws(c);
     if (c->p != c->end) return fail(c, "header: unexpected text after the dict");
     if (!have_descr || !have_fortran || !have_shape)
-        return fail(c, "header: missing key '%s'",
-                    !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
+        return fail(c, "header: missing key '%s'", !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
     return 0;
 }
 
 /* ---- load ----------------------------------------------------------------- */
-tg_tensor *tg_npy_load(const char *path)
-{
+tg_tensor *tg_npy_load(const char *path) {
     if (!path) {
         tg_set_error("npy_load: NULL path");
         return NULL;
@@ -219,8 +212,7 @@ tg_tensor *tg_npy_load(const char *path)
     return t;
 }
 
-tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path)
-{
+tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path) {
     if (!b || !path) {
         tg_set_error("npy_load: NULL %s", !b ? "buffer" : "name");
         return NULL;
@@ -230,8 +222,8 @@ tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path)
     size_t start = 0, es = 0;
     int64_t numel = 1;
     if (size < 10 || memcmp(b, MAGIC, 6) != 0) {
-        fail(&c, size < 10 && size >= 6 && memcmp(b, MAGIC, 6) == 0
-                     ? "file truncated inside the preamble" : "not a .npy file (bad magic)");
+        fail(&c, size < 10 && size >= 6 && memcmp(b, MAGIC, 6) == 0 ? "file truncated inside the preamble"
+                                                                    : "not a .npy file (bad magic)");
     } else if (b[6] < 1 || b[6] > 3) {
         fail(&c, "unsupported format version %d.%d", b[6], b[7]);
     } else {
@@ -247,8 +239,7 @@ tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path)
             start = 12;
         }
         if (!c.why[0] && hlen > size - start) {
-            fail(&c, "header length %zu is larger than the %zu bytes after it (truncated?)",
-                 hlen, size - start);
+            fail(&c, "header length %zu is larger than the %zu bytes after it (truncated?)", hlen, size - start);
         } else if (!c.why[0]) {
             c.p = (const char *)b + start;
             c.end = c.p + hlen;
@@ -259,9 +250,12 @@ tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path)
                     fail(&c, "fortran_order True is not supported (save a C-contiguous array)");
                 else if (d[0] == '>' && (strcmp(d + 1, "f4") == 0 || strcmp(d + 1, "f8") == 0))
                     fail(&c, "big-endian data ('%s') is not supported; use '<%s'", d, d + 1);
-                else if (strcmp(d, "<f4") == 0) es = 4;
-                else if (strcmp(d, "<f8") == 0) es = 8;
-                else fail(&c, "dtype '%s' is not supported (only '<f4' and '<f8')", d);
+                else if (strcmp(d, "<f4") == 0)
+                    es = 4;
+                else if (strcmp(d, "<f8") == 0)
+                    es = 8;
+                else
+                    fail(&c, "dtype '%s' is not supported (only '<f4' and '<f8')", d);
             }
         }
     }
@@ -277,8 +271,8 @@ tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path)
     if (!c.why[0]) {
         uint64_t need = (uint64_t)numel * es, have = size - start;
         if (have < need)
-            fail(&c, "file truncated: data has %llu bytes, the header's shape needs %llu",
-                 (unsigned long long)have, (unsigned long long)need);
+            fail(&c, "file truncated: data has %llu bytes, the header's shape needs %llu", (unsigned long long)have,
+                 (unsigned long long)need);
         else if (have > need)
             fail(&c, "%llu unexpected bytes after the data", (unsigned long long)(have - need));
     }

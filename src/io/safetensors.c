@@ -16,11 +16,13 @@
 #define ST_MAX_HEADER 100000000ull
 
 /* "__metadata__": an object whose values are all strings. */
-static int parse_metadata(tg_json *j)
-{
+static int parse_metadata(tg_json *j) {
     if (tg_json_expect(j, '{') != 0) return -1;
     tg_json_skip_ws(j);
-    if (j->p < j->end && *j->p == '}') { j->p++; return 0; }
+    if (j->p < j->end && *j->p == '}') {
+        j->p++;
+        return 0;
+    }
     for (;;) {
         if (tg_json_string(j, NULL, 0, NULL) != 0 || tg_json_expect(j, ':') != 0) return -1;
         tg_json_skip_ws(j);
@@ -28,14 +30,16 @@ static int parse_metadata(tg_json *j)
             return tg_json_fail(j, "__metadata__: values must be strings (byte %ld)", tg_json_pos(j));
         if (tg_json_string(j, NULL, 0, NULL) != 0) return -1;
         tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
         return tg_json_expect(j, '}');
     }
 }
 
 /* {"dtype": "F32", "shape": [...], "data_offsets": [b, e]} for tensor e->name. */
-static int parse_entry(tg_json *j, tg_st_entry *e)
-{
+static int parse_entry(tg_json *j, tg_st_entry *e) {
     bool have_dtype = false, have_shape = false, have_offsets = false;
     char key[32];
     size_t klen;
@@ -45,7 +49,7 @@ static int parse_entry(tg_json *j, tg_st_entry *e)
     if (empty) j->p++;
     while (!empty) {
         if (tg_json_string(j, key, sizeof key, &klen) != 0 || tg_json_expect(j, ':') != 0) return -1;
-        if (klen >= sizeof key) key[0] = '\0';   /* too long to be a known key */
+        if (klen >= sizeof key) key[0] = '\0'; /* too long to be a known key */
         if (strcmp(key, "dtype") == 0) {
             if (have_dtype) return tg_json_fail(j, "%s: duplicate field 'dtype'", e->name);
             size_t dl;
@@ -61,13 +65,13 @@ static int parse_entry(tg_json *j, tg_st_entry *e)
             snprintf(what, sizeof what, "%s: shape", e->name);
             if (tg_json_uint_array(j, dims, TG_MAX_DIMS, &e->ndim, what) != 0) {
                 if (strstr(j->why, "more than"))
-                    snprintf(j->why, sizeof j->why, "%s: more than %d dimensions (tgrad's limit)",
-                             e->name, TG_MAX_DIMS);
+                    snprintf(j->why, sizeof j->why, "%s: more than %d dimensions (tgrad's limit)", e->name,
+                             TG_MAX_DIMS);
                 return -1;
             }
             for (int k = 0; k < e->ndim; k++) {
-                if (dims[k] > INT_MAX) return tg_json_fail(j, "%s: dimension %llu too large", e->name,
-                                                   (unsigned long long)dims[k]);
+                if (dims[k] > INT_MAX)
+                    return tg_json_fail(j, "%s: dimension %llu too large", e->name, (unsigned long long)dims[k]);
                 e->shape[k] = (int)dims[k];
             }
             have_shape = true;
@@ -90,7 +94,10 @@ static int parse_entry(tg_json *j, tg_st_entry *e)
             return -1;
         }
         tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
         if (tg_json_expect(j, '}') != 0) return -1;
         break;
     }
@@ -101,8 +108,7 @@ static int parse_entry(tg_json *j, tg_st_entry *e)
 }
 
 /* The whole header: fills st->entries / st->n / st->metadata. */
-static int parse_header(tg_json *j, tg_safetensors *st)
-{
+static int parse_header(tg_json *j, tg_safetensors *st) {
     int cap = 0;
     if (tg_json_expect(j, '{') != 0) return -1;
     tg_json_skip_ws(j);
@@ -122,8 +128,7 @@ static int parse_header(tg_json *j, tg_safetensors *st)
             st->metadata_len = (size_t)(j->p - m);
         } else {
             if (len >= sizeof name)
-                return tg_json_fail(j, "tensor name '%.40s...' is longer than %d bytes", name,
-                            TG_PARAM_NAME_MAX - 1);
+                return tg_json_fail(j, "tensor name '%.40s...' is longer than %d bytes", name, TG_PARAM_NAME_MAX - 1);
             if (len == 0) return tg_json_fail(j, "empty tensor name");
             if (strlen(name) != len) return tg_json_fail(j, "tensor name with a NUL character");
             if (st->n == TG_ST_MAX_ENTRIES)
@@ -143,28 +148,33 @@ static int parse_header(tg_json *j, tg_safetensors *st)
             if (parse_entry(j, e) != 0) return -1;
         }
         tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
         if (tg_json_expect(j, '}') != 0) return -1;
         break;
     }
     tg_json_skip_ws(j);
-    if (j->p != j->end) return tg_json_fail(j, "header JSON: unexpected data after the object at byte %ld", tg_json_pos(j));
+    if (j->p != j->end)
+        return tg_json_fail(j, "header JSON: unexpected data after the object at byte %ld", tg_json_pos(j));
     return 0;
 }
 
 /* ---- checks beyond syntax ------------------------------------------------- */
-typedef struct { const char *name; int i; } named;
+typedef struct {
+    const char *name;
+    int i;
+} named;
 
-static int by_name_cmp(const void *a, const void *b)
-{
+static int by_name_cmp(const void *a, const void *b) {
     return strcmp(((const named *)a)->name, ((const named *)b)->name);
 }
 
 /* Sorts the entries' indices by name, which finds a duplicate name among n
  * entries in O(n log n) (a pairwise check took 43 s for 160k entries) and
  * lets tg_safetensors_find search in O(log n). */
-static int index_names(tg_json *j, tg_safetensors *st)
-{
+static int index_names(tg_json *j, tg_safetensors *st) {
     named *v = tg_sys_alloc((size_t)(st->n ? st->n : 1) * sizeof *v);
     st->by_name = tg_sys_alloc((size_t)(st->n ? st->n : 1) * sizeof *st->by_name);
     if (!v || !st->by_name) {
@@ -183,25 +193,25 @@ static int index_names(tg_json *j, tg_safetensors *st)
     return rc;
 }
 
-static size_t dtype_size(const char *dtype)
-{
+static size_t dtype_size(const char *dtype) {
     if (strcmp(dtype, "F32") == 0) return 4;
     if (strcmp(dtype, "F64") == 0) return 8;
     return 0;
 }
 
-typedef struct { uint64_t begin, end; int i; } span;
+typedef struct {
+    uint64_t begin, end;
+    int i;
+} span;
 
-static int by_begin(const void *a, const void *b)
-{
+static int by_begin(const void *a, const void *b) {
     const span *x = a, *y = b;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     if (x->end != y->end) return x->end < y->end ? -1 : 1;
     return 0;
 }
 
-static int check_entries(tg_json *j, tg_safetensors *st)
-{
+static int check_entries(tg_json *j, tg_safetensors *st) {
     for (int i = 0; i < st->n; i++) {
         tg_st_entry *e = &st->entries[i];
         size_t es = dtype_size(e->dtype);
@@ -216,35 +226,38 @@ static int check_entries(tg_json *j, tg_safetensors *st)
         char sh[64];
         if (e->end < e->begin)
             return tg_json_fail(j, "%s: data_offsets [%llu, %llu] end before they begin", e->name,
-                        (unsigned long long)e->begin, (unsigned long long)e->end);
+                                (unsigned long long)e->begin, (unsigned long long)e->end);
         if (e->end - e->begin != numel * es)
-            return tg_json_fail(j, "%s: data_offsets [%llu, %llu] hold %llu bytes, but %s %s needs %llu",
-                        e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
-                        (unsigned long long)(e->end - e->begin), e->dtype,
-                        tg_shape_str(sh, e->ndim, e->shape), (unsigned long long)(numel * es));
+            return tg_json_fail(j, "%s: data_offsets [%llu, %llu] hold %llu bytes, but %s %s needs %llu", e->name,
+                                (unsigned long long)e->begin, (unsigned long long)e->end,
+                                (unsigned long long)(e->end - e->begin), e->dtype, tg_shape_str(sh, e->ndim, e->shape),
+                                (unsigned long long)(numel * es));
         if (e->end > st->data_size)
-            return tg_json_fail(j, "%s: data ends at byte %llu but the data section has only %zu bytes "
-                        "(file truncated?)", e->name, (unsigned long long)e->end, st->data_size);
+            return tg_json_fail(j,
+                                "%s: data ends at byte %llu but the data section has only %zu bytes "
+                                "(file truncated?)",
+                                e->name, (unsigned long long)e->end, st->data_size);
     }
     /* Sorted by offset, the tensors must tile [0, data_size) exactly. */
     span *s = tg_sys_alloc((size_t)(st->n ? st->n : 1) * sizeof *s);
     if (!s) return tg_json_fail(j, "out of memory");
-    for (int i = 0; i < st->n; i++)
-        s[i] = (span){st->entries[i].begin, st->entries[i].end, i};
+    for (int i = 0; i < st->n; i++) s[i] = (span){st->entries[i].begin, st->entries[i].end, i};
     qsort(s, (size_t)st->n, sizeof *s, by_begin);
     uint64_t at = 0;
     int rc = 0;
     for (int i = 0; i < st->n && rc == 0; i++) {
         if (s[i].begin != at)
-            rc = tg_json_fail(j, "%s: data_offsets begin at %llu, expected %llu (%s)",
-                      st->entries[s[i].i].name, (unsigned long long)s[i].begin,
-                      (unsigned long long)at, s[i].begin < at ? "overlaps another tensor" : "gap");
+            rc = tg_json_fail(j, "%s: data_offsets begin at %llu, expected %llu (%s)", st->entries[s[i].i].name,
+                              (unsigned long long)s[i].begin, (unsigned long long)at,
+                              s[i].begin < at ? "overlaps another tensor" : "gap");
         at = s[i].end;
     }
     tg_sys_free(s);
     if (rc == 0 && at != st->data_size)
-        rc = tg_json_fail(j, "tensors cover %llu bytes of data but the data section has %zu "
-                  "(extra bytes at the end)", (unsigned long long)at, st->data_size);
+        rc = tg_json_fail(j,
+                          "tensors cover %llu bytes of data but the data section has %zu "
+                          "(extra bytes at the end)",
+                          (unsigned long long)at, st->data_size);
     return rc;
 }
 
@@ -255,14 +268,16 @@ typedef struct {
     bool oom;
 } strbuf;
 
-static void sb_put(strbuf *b, const char *s, size_t n)
-{
+static void sb_put(strbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
         char *ns = tg_sys_alloc(cap);
-        if (!ns) { b->oom = true; return; }
+        if (!ns) {
+            b->oom = true;
+            return;
+        }
         if (b->n) memcpy(ns, b->s, b->n);
         tg_sys_free(b->s);
         b->s = ns;
@@ -275,8 +290,7 @@ static void sb_put(strbuf *b, const char *s, size_t n)
 
 static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
-static void sb_u64(strbuf *b, uint64_t v)
-{
+static void sb_u64(strbuf *b, uint64_t v) {
     char t[24];
     snprintf(t, sizeof t, "%llu", (unsigned long long)v);
     sb_str(b, t);
@@ -285,8 +299,7 @@ static void sb_u64(strbuf *b, uint64_t v)
 /* ---- writing -------------------------------------------------------------- */
 /* Names go into JSON verbatim, so they are kept to printable ASCII other
  * than '"' and '\\'; dotted module paths always are. */
-static const char *bad_name(const char *name)
-{
+static const char *bad_name(const char *name) {
     if (!*name) return "empty name";
     if (strcmp(name, "__metadata__") == 0) return "the name '__metadata__' is reserved";
     for (const char *c = name; *c; c++)
@@ -297,8 +310,7 @@ static const char *bad_name(const char *name)
 
 /* Checks metadata_json is an object of strings by parsing it as the
  * header of an empty file: {"__metadata__": <it>}. */
-static int check_metadata(const char *path, const char *meta)
-{
+static int check_metadata(const char *path, const char *meta) {
     size_t ml = strlen(meta);
     static const char pre[] = "{\"__metadata__\":", post[] = "}";
     size_t n = sizeof pre - 1 + ml + sizeof post - 1;
@@ -320,7 +332,7 @@ static int check_metadata(const char *path, const char *meta)
         tg_set_error("safetensors_save: %s: metadata must be a JSON object of strings: %s", path, why);
         return -1;
     }
-    int extra = st.n;   /* text after the object, smuggling in a tensor entry */
+    int extra = st.n; /* text after the object, smuggling in a tensor entry */
     tg_safetensors_close(&st);
     if (extra) {
         tg_set_error("safetensors_save: %s: metadata must be one JSON object of strings", path);
@@ -330,8 +342,7 @@ static int check_metadata(const char *path, const char *meta)
 }
 
 /* Little-endian bytes of n values, in chunks. */
-static int write_values(FILE *f, const tg_real *x, int64_t n)
-{
+static int write_values(FILE *f, const tg_real *x, int64_t n) {
     unsigned char buf[8 * 1024];
     const int es = (int)sizeof(tg_real);
     const int64_t chunk = (int64_t)(sizeof buf / sizeof(tg_real));
@@ -355,8 +366,7 @@ static int write_values(FILE *f, const tg_real *x, int64_t n)
     return 0;
 }
 
-int tg_safetensors_save(const char *path, const tg_params *params, const char *metadata_json)
-{
+int tg_safetensors_save(const char *path, const tg_params *params, const char *metadata_json) {
     if (!path || !params) {
         tg_set_error("safetensors_save: NULL %s", !path ? "path" : "params");
         return -1;
@@ -437,21 +447,21 @@ int tg_safetensors_save(const char *path, const tg_params *params, const char *m
 }
 
 /* ---- public API ----------------------------------------------------------- */
-int tg_safetensors_find(const tg_safetensors *st, const char *name)
-{
+int tg_safetensors_find(const tg_safetensors *st, const char *name) {
     if (!st || !name || !st->by_name) return -1;
     int lo = 0, hi = st->n - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2, c = strcmp(st->entries[st->by_name[mid]].name, name);
         if (c == 0) return st->by_name[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid - 1;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return -1;
 }
 
-void tg_safetensors_close(tg_safetensors *st)
-{
+void tg_safetensors_close(tg_safetensors *st) {
     if (!st) return;
     tg_sys_free(st->entries);
     tg_sys_free(st->by_name);
@@ -459,20 +469,25 @@ void tg_safetensors_close(tg_safetensors *st)
     memset(st, 0, sizeof *st);
 }
 
-static uint64_t le64(const unsigned char *b)
-{
+static uint64_t le64(const unsigned char *b) {
     uint64_t v = 0;
     for (int k = 7; k >= 0; k--) v = (v << 8) | b[k];
     return v;
 }
 
-int tg_safetensors_parse(unsigned char *blob, size_t size, const char *name, tg_safetensors *st)
-{
-    if (!st) { tg_sys_free(blob); tg_set_error("safetensors_open: NULL result"); return -1; }
+int tg_safetensors_parse(unsigned char *blob, size_t size, const char *name, tg_safetensors *st) {
+    if (!st) {
+        tg_sys_free(blob);
+        tg_set_error("safetensors_open: NULL result");
+        return -1;
+    }
     memset(st, 0, sizeof *st);
     st->blob = blob;
     st->blob_size = size;
-    if (!blob) { tg_set_error("safetensors_open: %s: NULL buffer", name); return -1; }
+    if (!blob) {
+        tg_set_error("safetensors_open: %s: NULL buffer", name);
+        return -1;
+    }
 
     tg_json j = {0};
     if (size < 8) {
@@ -481,10 +496,10 @@ int tg_safetensors_parse(unsigned char *blob, size_t size, const char *name, tg_
         uint64_t n = le64(blob);
         if (n > ST_MAX_HEADER) {
             tg_json_fail(&j, "header length %llu is larger than the 100 MB limit (corrupt file?)",
-                 (unsigned long long)n);
+                         (unsigned long long)n);
         } else if (n > size - 8) {
             tg_json_fail(&j, "header length %llu is larger than the %zu bytes after it (truncated?)",
-                 (unsigned long long)n, size - 8);
+                         (unsigned long long)n, size - 8);
         } else if (!tg_json_valid_utf8(blob + 8, (size_t)n)) {
             tg_json_fail(&j, "header is not valid UTF-8");
         } else {
@@ -503,21 +518,25 @@ int tg_safetensors_parse(unsigned char *blob, size_t size, const char *name, tg_
     return 0;
 }
 
-int tg_safetensors_open(const char *path, tg_safetensors *st)
-{
+int tg_safetensors_open(const char *path, tg_safetensors *st) {
     unsigned char *blob;
     size_t size;
-    if (!st) { tg_set_error("safetensors_open: NULL result"); return -1; }
+    if (!st) {
+        tg_set_error("safetensors_open: NULL result");
+        return -1;
+    }
     memset(st, 0, sizeof *st);
-    if (!path) { tg_set_error("safetensors_open: NULL path"); return -1; }
+    if (!path) {
+        tg_set_error("safetensors_open: NULL path");
+        return -1;
+    }
     if (tg_read_file(path, "safetensors_open", &blob, &size) != 0) return -1;
     return tg_safetensors_parse(blob, size, path, st);
 }
 
 /* Value k of entry e, decoded from little-endian bytes explicitly: right
  * on any host, and no unaligned loads. */
-static double value_at(const tg_safetensors *st, const tg_st_entry *e, int64_t k)
-{
+static double value_at(const tg_safetensors *st, const tg_st_entry *e, int64_t k) {
     const unsigned char *b = st->data + e->begin;
     if (strcmp(e->dtype, "F32") == 0) {
         b += 4 * k;
@@ -532,8 +551,7 @@ static double value_at(const tg_safetensors *st, const tg_st_entry *e, int64_t k
     return d;
 }
 
-int tg_safetensors_read(const tg_safetensors *st, int i, tg_real *out)
-{
+int tg_safetensors_read(const tg_safetensors *st, int i, tg_real *out) {
     if (!st || !out || i < 0 || i >= st->n) {
         tg_set_error("safetensors_read: %s", !st || !out ? "NULL argument" : "index out of range");
         return -1;
@@ -543,19 +561,17 @@ int tg_safetensors_read(const tg_safetensors *st, int i, tg_real *out)
     return 0;
 }
 
-int64_t tg_safetensors_nonfinite(const tg_safetensors *st, int i)
-{
+int64_t tg_safetensors_nonfinite(const tg_safetensors *st, int i) {
     if (!st || i < 0 || i >= st->n) return 0;
     int64_t bad = 0;
     for (int64_t k = 0; k < st->entries[i].numel; k++) {
         double v = value_at(st, &st->entries[i], k);
-        bad += !(v - v == 0);   /* NaN and +-Inf give NaN */
+        bad += !(v - v == 0); /* NaN and +-Inf give NaN */
     }
     return bad;
 }
 
-long tg_safetensors_meta(const tg_safetensors *st, const char *key, char *out, size_t cap)
-{
+long tg_safetensors_meta(const tg_safetensors *st, const char *key, char *out, size_t cap) {
     if (!st || !key || !st->metadata) return -1;
     tg_json j = {0};
     j.start = j.p = st->metadata;

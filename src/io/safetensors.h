@@ -25,23 +25,23 @@
 /* ---- reading --------------------------------------------------------------- */
 typedef struct {
     char name[TG_PARAM_NAME_MAX];
-    char dtype[8];             /* "F32" or "F64" */
+    char dtype[8]; /* "F32" or "F64" */
     int ndim;
     int shape[TG_MAX_DIMS];
     int64_t numel;
-    uint64_t begin, end;       /* byte offsets into the data section */
+    uint64_t begin, end; /* byte offsets into the data section */
 } tg_st_entry;
 
 typedef struct {
-    tg_st_entry *entries;      /* in header order */
+    tg_st_entry *entries; /* in header order */
     int n;
-    unsigned char *blob;       /* the whole file */
+    unsigned char *blob; /* the whole file */
     size_t blob_size;
     const unsigned char *data; /* the data section, inside blob */
     size_t data_size;
-    const char *metadata;      /* the "__metadata__" object's JSON text inside blob, or NULL */
+    const char *metadata; /* the "__metadata__" object's JSON text inside blob, or NULL */
     size_t metadata_len;
-    int *by_name;              /* entry indices sorted by name (for find) */
+    int *by_name; /* entry indices sorted by name (for find) */
 } tg_safetensors;
 
 /* Reads and validates the whole file. Only F32 and F64 tensors are accepted

@@ -37,7 +37,7 @@ static bool check_qk(const char *op, const tg_tensor *q, const tg_tensor *k, boo
 
 tg_tensor *tg_score_dot(tg_tensor *queries, tg_tensor *keys) {
     if (!check_qk("score_dot", queries, keys, true)) return NULL;
-    return tg_matmul_t(queries, keys, false, true);   /* K^T read through strides */
+    return tg_matmul_t(queries, keys, false, true); /* K^T read through strides */
 }
 
 tg_tensor *tg_score_scaled_dot(tg_tensor *queries, tg_tensor *keys) {
@@ -51,7 +51,10 @@ tg_tensor *tg_score_scaled_dot(tg_tensor *queries, tg_tensor *keys) {
 tg_tensor *tg_score_general(tg_tensor *queries, tg_tensor *W, tg_tensor *keys) {
     char b1[64], b2[64], b3[64];
     if (!check_qk("score_general", queries, keys, false)) return NULL;
-    if (!W) { tg_error_null("score_general"); return NULL; }
+    if (!W) {
+        tg_error_null("score_general");
+        return NULL;
+    }
     int dq = queries->shape[queries->ndim - 1], dk = keys->shape[keys->ndim - 1];
     if (W->ndim != 2 || W->shape[0] != dq || W->shape[1] != dk) {
         tg_set_error("score_general: queries %s, W %s, keys %s: W must be (%d,%d)", tg_tshape(b1, queries),
@@ -73,11 +76,11 @@ tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q
     int h = W_q->ndim == 2 ? W_q->shape[0] : -1;
     if (W_q->ndim != 2 || W_q->shape[1] != dq || W_k->ndim != 2 || W_k->shape[0] != h || W_k->shape[1] != dk ||
         w_v->ndim != 2 || w_v->shape[0] != 1 || w_v->shape[1] != h) {
-        tg_set_error("score_additive: W_q %s, W_k %s, w_v %s: need (h,%d), (h,%d) and (1,h)",
-                     tg_tshape(b1, W_q), tg_tshape(b2, W_k), tg_tshape(b3, w_v), dq, dk);
+        tg_set_error("score_additive: W_q %s, W_k %s, w_v %s: need (h,%d), (h,%d) and (1,h)", tg_tshape(b1, W_q),
+                     tg_tshape(b2, W_k), tg_tshape(b3, w_v), dq, dk);
         return NULL;
     }
-    if (!batched) {   /* one batch entry: [1, n, d] views */
+    if (!batched) { /* one batch entry: [1, n, d] views */
         queries = tg_reshape(queries, TG_SHAPE(1, nq, dq));
         keys = tg_reshape(keys, TG_SHAPE(1, nk, dk));
     }
@@ -94,8 +97,8 @@ tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q
 static bool check_values(const char *op, const tg_tensor *q, const tg_tensor *k, const tg_tensor *v) {
     char b1[64], b2[64], b3[64];
     if (v->ndim != 3 || q->ndim != 3 || v->shape[0] != k->shape[0] || v->shape[1] != k->shape[1]) {
-        tg_set_error("%s: queries %s, keys %s, values %s: need [B, Q, dq], [B, K, dk], [B, K, v]", op,
-                     tg_tshape(b1, q), tg_tshape(b2, k), tg_tshape(b3, v));
+        tg_set_error("%s: queries %s, keys %s, values %s: need [B, Q, dq], [B, K, dk], [B, K, v]", op, tg_tshape(b1, q),
+                     tg_tshape(b2, k), tg_tshape(b3, v));
         return false;
     }
     return true;
@@ -105,15 +108,24 @@ static bool check_values(const char *op, const tg_tensor *q, const tg_tensor *k,
 
 tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng) {
     tg_dot_attention *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) { tg_set_error("dot_attention: out of memory"); return NULL; }
+    if (!m) {
+        tg_set_error("dot_attention: out of memory");
+        return NULL;
+    }
     m->dropout = tg_dropout_new(dropout, rng);
-    if (!m->dropout) { tg_sys_free(m); return NULL; }
+    if (!m->dropout) {
+        tg_sys_free(m);
+        return NULL;
+    }
     return m;
 }
 
-tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys,
-                                    tg_tensor *values, tg_mask mask) {
-    if (!m) { tg_set_error("dot_attention_forward: NULL module"); return NULL; }
+tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
+                                    tg_mask mask) {
+    if (!m) {
+        tg_set_error("dot_attention_forward: NULL module");
+        return NULL;
+    }
     m->attention_weights = NULL;
     if (tg_any_null("dot_attention", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
     if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
@@ -126,11 +138,10 @@ tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_
      * "toy" (T 16) 4% faster (commit 6f2e514). */
     int K = keys->shape[keys->ndim - 2];
     if (!m->record && !m->sparse && K >= 64)
-        return tg_attention(queries, keys, values, mask, tg_dropout_active_p(m->dropout),
-                            tg_dropout_rng(m->dropout));
+        return tg_attention(queries, keys, values, mask, tg_dropout_active_p(m->dropout), tg_dropout_rng(m->dropout));
     tg_tensor *scores = tg_score_scaled_dot(queries, keys);
     tg_tensor *w = m->sparse ? tg_sparsemax(scores, mask) : tg_masked_softmax(scores, mask);
-    if (m->record) m->attention_weights = w;   /* before dropout, as d2l keeps them */
+    if (m->record) m->attention_weights = w; /* before dropout, as d2l keeps them */
     return tg_matmul(tg_dropout_forward(m->dropout, w), values);
 }
 
@@ -153,29 +164,38 @@ void tg_dot_attention_free(tg_dot_attention *m) {
 
 /* ---- AdditiveAttention ------------------------------------------------------ */
 
-tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, int num_hiddens,
-                                                 tg_real dropout, tg_rng *rng) {
+tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, int num_hiddens, tg_real dropout,
+                                                 tg_rng *rng) {
     tg_additive_attention *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) { tg_set_error("additive_attention: out of memory"); return NULL; }
+    if (!m) {
+        tg_set_error("additive_attention: out of memory");
+        return NULL;
+    }
     m->W_k = tg_linear_new(key_size, num_hiddens, false, rng);
     m->W_q = m->W_k ? tg_linear_new(query_size, num_hiddens, false, rng) : NULL;
     m->w_v = m->W_q ? tg_linear_new(num_hiddens, 1, false, rng) : NULL;
     m->dropout = m->w_v ? tg_dropout_new(dropout, rng) : NULL;
-    if (!m->dropout) { tg_additive_attention_free(m); return NULL; }
+    if (!m->dropout) {
+        tg_additive_attention_free(m);
+        return NULL;
+    }
     return m;
 }
 
 tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *queries, tg_tensor *keys,
                                          tg_tensor *values, tg_mask mask) {
     char b1[64], b2[64];
-    if (!m) { tg_set_error("additive_attention_forward: NULL module"); return NULL; }
+    if (!m) {
+        tg_set_error("additive_attention_forward: NULL module");
+        return NULL;
+    }
     m->attention_weights = NULL;
     const char *op = "additive_attention";
     if (tg_any_null(op, 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
     if (!check_qk(op, queries, keys, false) || !check_values(op, queries, keys, values)) return NULL;
     if (queries->shape[2] != m->W_q->in || keys->shape[2] != m->W_k->in) {
-        tg_set_error("%s: queries %s and keys %s: expected query size %d and key size %d", op,
-                     tg_tshape(b1, queries), tg_tshape(b2, keys), m->W_q->in, m->W_k->in);
+        tg_set_error("%s: queries %s and keys %s: expected query size %d and key size %d", op, tg_tshape(b1, queries),
+                     tg_tshape(b2, keys), m->W_q->in, m->W_k->in);
         return NULL;
     }
     tg_tensor *scores = tg_score_additive(queries, keys, m->W_q->weight, m->W_k->weight, m->w_v->weight);
@@ -185,7 +205,10 @@ tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *qu
 }
 
 int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix) {
-    if (!m) { tg_set_error("additive_attention_params: NULL module"); return -1; }
+    if (!m) {
+        tg_set_error("additive_attention_params: NULL module");
+        return -1;
+    }
     char b[TG_PARAM_NAME_MAX];
     if (tg_param_name(b, prefix, "W_k") || tg_linear_params(m->W_k, p, b)) return -1;
     if (tg_param_name(b, prefix, "W_q") || tg_linear_params(m->W_q, p, b)) return -1;

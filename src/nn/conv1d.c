@@ -21,10 +21,19 @@ tg_conv1d *tg_conv1d_new(int in, int out, int k, int dilation, bool bias, tg_rng
         tg_set_error("conv1d: in %d, out %d, kernel %d, dilation %d must be positive", in, out, k, dilation);
         return NULL;
     }
-    if (!rng) { tg_set_error("conv1d: NULL rng"); return NULL; }
+    if (!rng) {
+        tg_set_error("conv1d: NULL rng");
+        return NULL;
+    }
     tg_conv1d *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) { tg_set_error("conv1d: out of memory"); return NULL; }
-    m->in = in; m->out = out; m->k = k; m->dilation = dilation;
+    if (!m) {
+        tg_set_error("conv1d: out of memory");
+        return NULL;
+    }
+    m->in = in;
+    m->out = out;
+    m->k = k;
+    m->dilation = dilation;
     /* torch: kaiming_uniform(a = sqrt(5)) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in * k. */
     tg_real bound = (tg_real)(1.0 / sqrt((double)in * k));
     m->weight = tg_empty_persistent(TG_SHAPE(out, in, k));
@@ -51,8 +60,14 @@ static tg_tensor *zeros_arena(int B, int rows, int d) {
 
 tg_tensor *tg_conv1d_forward(tg_conv1d *m, tg_tensor *x) {
     char b[64];
-    if (!m) { tg_set_error("conv1d: NULL module"); return NULL; }
-    if (!x) { tg_error_null("conv1d"); return NULL; }
+    if (!m) {
+        tg_set_error("conv1d: NULL module");
+        return NULL;
+    }
+    if (!x) {
+        tg_error_null("conv1d");
+        return NULL;
+    }
     if (x->ndim != 3 || x->shape[2] != m->in) {
         tg_set_error("conv1d: input %s, expected [B, n, %d]", tg_tshape(b, x), m->in);
         return NULL;
@@ -73,17 +88,20 @@ tg_tensor *tg_conv1d_forward(tg_conv1d *m, tg_tensor *x) {
         tg_tensor **win = tg_arena_alloc((size_t)m->k * sizeof *win);
         if (!win) return NULL;
         for (int j = 0; j < m->k; j++) win[j] = tg_slice(xp, 1, j * m->dilation, j * m->dilation + n);
-        cols = tg_concat_many(m->k, win, 2);                      /* [B, n, k*in] */
+        cols = tg_concat_many(m->k, win, 2); /* [B, n, k*in] */
     }
-    tg_tensor *w = tg_permute(m->weight, (const int[]){0, 2, 1});   /* [out, k, in] */
+    tg_tensor *w = tg_permute(m->weight, (const int[]){0, 2, 1}); /* [out, k, in] */
     w = tg_reshape(w, TG_SHAPE(m->out, m->k * m->in));
-    tg_tensor *y = tg_matmul_t(cols, w, false, true);               /* [B, n, out] */
+    tg_tensor *y = tg_matmul_t(cols, w, false, true); /* [B, n, out] */
     if (m->bias) y = tg_add(y, m->bias);
     return y;
 }
 
 int tg_conv1d_params(tg_conv1d *m, tg_params *p, const char *prefix) {
-    if (!m || !p) { tg_set_error("conv1d_params: NULL argument"); return -1; }
+    if (!m || !p) {
+        tg_set_error("conv1d_params: NULL argument");
+        return -1;
+    }
     if (tg_params_add(p, prefix, "weight", m->weight)) return -1;
     if (m->bias && tg_params_add(p, prefix, "bias", m->bias)) return -1;
     return 0;

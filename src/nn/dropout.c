@@ -10,7 +10,10 @@
 tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng) {
     if (!tg_check_dropout("dropout", p)) return NULL;
     tg_dropout_layer *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) { tg_set_error("dropout: out of memory"); return NULL; }
+    if (!m) {
+        tg_set_error("dropout: out of memory");
+        return NULL;
+    }
     m->p = p;
     m->training = true;
     /* NULL rng: a fixed stream (seed 0), for layers that never drop (p = 0)
@@ -22,19 +25,21 @@ tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng) {
 }
 
 tg_tensor *tg_dropout_forward(tg_dropout_layer *m, tg_tensor *x) {
-    if (!m) { tg_set_error("dropout_forward: NULL module"); return NULL; }
-    if (!x) { tg_error_null("dropout"); return NULL; }
+    if (!m) {
+        tg_set_error("dropout_forward: NULL module");
+        return NULL;
+    }
+    if (!x) {
+        tg_error_null("dropout");
+        return NULL;
+    }
     if (!m->training || m->p == 0) return x;
     return tg_dropout(x, m->p, &m->rng);
 }
 
-tg_real tg_dropout_active_p(const tg_dropout_layer *m) {
-    return m && m->training ? m->p : 0;
-}
+tg_real tg_dropout_active_p(const tg_dropout_layer *m) { return m && m->training ? m->p : 0; }
 
-tg_rng *tg_dropout_rng(tg_dropout_layer *m) {
-    return m ? &m->rng : NULL;
-}
+tg_rng *tg_dropout_rng(tg_dropout_layer *m) { return m ? &m->rng : NULL; }
 
 void tg_dropout_train(tg_dropout_layer *m, bool on) {
     if (m) m->training = on;

@@ -8,39 +8,56 @@ tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng) {
         tg_set_error("embedding: vocab %d and dim %d must be positive", vocab, dim);
         return NULL;
     }
-    if (!(std >= 0)) { tg_set_error("embedding: std %g is negative", (double)std); return NULL; }
-    if (!rng) { tg_set_error("embedding: NULL rng"); return NULL; }
+    if (!(std >= 0)) {
+        tg_set_error("embedding: std %g is negative", (double)std);
+        return NULL;
+    }
+    if (!rng) {
+        tg_set_error("embedding: NULL rng");
+        return NULL;
+    }
     tg_embedding *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) { tg_set_error("embedding: out of memory"); return NULL; }
+    if (!m) {
+        tg_set_error("embedding: out of memory");
+        return NULL;
+    }
     m->vocab = vocab;
     m->dim = dim;
     m->weight = tg_empty_persistent(TG_SHAPE(vocab, dim));
-    if (!m->weight) { tg_sys_free(m); return NULL; }
-    tg_fill_normal(m->weight, 0, std, rng);   /* N(0, std^2); torch: std 1 */
+    if (!m->weight) {
+        tg_sys_free(m);
+        return NULL;
+    }
+    tg_fill_normal(m->weight, 0, std, rng); /* N(0, std^2); torch: std 1 */
     tg_set_requires_grad(m->weight, true);
     return m;
 }
 
 tg_tensor *tg_embedding_forward(tg_embedding *m, const int *ids, int ndim, const int *shape) {
     char b[64];
-    if (!m) { tg_set_error("embedding_forward: NULL module"); return NULL; }
+    if (!m) {
+        tg_set_error("embedding_forward: NULL module");
+        return NULL;
+    }
     if (!ids || ndim < 0 || ndim >= TG_MAX_DIMS || (ndim && !shape)) {
-        tg_set_error("embedding: %s ids of %d dimensions (at most %d)", ids ? "bad" : "NULL", ndim,
-                     TG_MAX_DIMS - 1);
+        tg_set_error("embedding: %s ids of %d dimensions (at most %d)", ids ? "bad" : "NULL", ndim, TG_MAX_DIMS - 1);
         return NULL;
     }
     int64_t n = tg_numel(ndim, shape);
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= m->vocab) {
-            tg_set_error("embedding: id %d at position %lld of ids %s is outside [0, %d)", ids[i],
-                         (long long)i, tg_shape_str(b, ndim, shape), m->vocab);
+            tg_set_error("embedding: id %d at position %lld of ids %s is outside [0, %d)", ids[i], (long long)i,
+                         tg_shape_str(b, ndim, shape), m->vocab);
             return NULL;
         }
     return tg_gather_rows(m->weight, ids, ndim, shape);
 }
 
 int tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix) {
-    if (!m) { tg_set_error("embedding_params: NULL module"); return -1; }
+    if (!m) {
+        tg_set_error("embedding_params: NULL module");
+        return -1;
+    }
     return tg_params_add(p, prefix, "weight", m->weight);
 }
 

@@ -14,9 +14,15 @@ tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng) {
         tg_set_error("linear: sizes in %d, out %d must be positive", in, out);
         return NULL;
     }
-    if (!rng) { tg_set_error("linear: NULL rng"); return NULL; }
+    if (!rng) {
+        tg_set_error("linear: NULL rng");
+        return NULL;
+    }
     tg_linear *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) { tg_set_error("linear: out of memory"); return NULL; }
+    if (!m) {
+        tg_set_error("linear: out of memory");
+        return NULL;
+    }
     m->in = in;
     m->out = out;
     tg_real bound = (tg_real)(1.0 / sqrt((double)in));
@@ -39,11 +45,17 @@ fail:
 
 tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
     char b[64];
-    if (!m) { tg_set_error("linear_forward: NULL module"); return NULL; }
-    if (!x) { tg_error_null("linear"); return NULL; }
+    if (!m) {
+        tg_set_error("linear_forward: NULL module");
+        return NULL;
+    }
+    if (!x) {
+        tg_error_null("linear");
+        return NULL;
+    }
     if (x->ndim < 1 || x->shape[x->ndim - 1] != m->in) {
-        tg_set_error("linear: input %s last dim %d, expected %d", tg_tshape(b, x),
-                     x->ndim ? x->shape[x->ndim - 1] : 0, m->in);
+        tg_set_error("linear: input %s last dim %d, expected %d", tg_tshape(b, x), x->ndim ? x->shape[x->ndim - 1] : 0,
+                     m->in);
         return NULL;
     }
     /* 2-D and 3-D input go to the GEMM as they are (a [B, T, in] input is
@@ -61,7 +73,10 @@ tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
 }
 
 int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix) {
-    if (!m) { tg_set_error("linear_params: NULL module"); return -1; }
+    if (!m) {
+        tg_set_error("linear_params: NULL module");
+        return -1;
+    }
     if (tg_params_add(p, prefix, "weight", m->weight)) return -1;
     return m->bias ? tg_params_add(p, prefix, "bias", m->bias) : 0;
 }

@@ -15,14 +15,17 @@
 
 #include <string.h>
 
-tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads,
-                   tg_real dropout, bool bias, tg_rng *rng) {
+tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads, tg_real dropout,
+                   bool bias, tg_rng *rng) {
     if (num_heads <= 0 || num_hiddens <= 0 || num_hiddens % num_heads != 0) {
         tg_set_error("mha: num_hiddens %d is not divisible by num_heads %d", num_hiddens, num_heads);
         return NULL;
     }
     tg_mha *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) { tg_set_error("mha: out of memory"); return NULL; }
+    if (!m) {
+        tg_set_error("mha: out of memory");
+        return NULL;
+    }
     m->num_heads = num_heads;
     m->num_hiddens = num_hiddens;
     /* Same construction order as d2l: attention, W_q, W_k, W_v, W_o. */
@@ -31,7 +34,10 @@ tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens
     m->W_k = m->W_q ? tg_linear_new(key_size, num_hiddens, bias, rng) : NULL;
     m->W_v = m->W_k ? tg_linear_new(value_size, num_hiddens, bias, rng) : NULL;
     m->W_o = m->W_v ? tg_linear_new(num_hiddens, num_hiddens, bias, rng) : NULL;
-    if (!m->W_o) { tg_mha_free(m); return NULL; }
+    if (!m->W_o) {
+        tg_mha_free(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -55,7 +61,10 @@ static tg_tensor *transpose_output(tg_tensor *X, int h) {
 
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask) {
     char b1[64], b2[64], b3[64];
-    if (!m) { tg_set_error("mha_forward: NULL module"); return NULL; }
+    if (!m) {
+        tg_set_error("mha_forward: NULL module");
+        return NULL;
+    }
     if (tg_any_null("mha", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
     if (queries->ndim != 3 || keys->ndim != 3 || values->ndim != 3 || keys->shape[0] != queries->shape[0] ||
         values->shape[0] != queries->shape[0] || values->shape[1] != keys->shape[1]) {
@@ -92,7 +101,10 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
 }
 
 int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
-    if (!m) { tg_set_error("mha_params: NULL module"); return -1; }
+    if (!m) {
+        tg_set_error("mha_params: NULL module");
+        return -1;
+    }
     const char *names[] = {"W_q", "W_k", "W_v", "W_o"};
     tg_linear *lin[] = {m->W_q, m->W_k, m->W_v, m->W_o};
     char b[TG_PARAM_NAME_MAX];
@@ -111,7 +123,10 @@ void tg_mha_record_attention(tg_mha *m, bool on) {
 
 /* Row b*h + head of the recorded [B*h, Q, K] weights, for each b. */
 tg_tensor *tg_mha_attention_weights(const tg_mha *m, int head) {
-    if (!m) { tg_set_error("mha_attention_weights: NULL module"); return NULL; }
+    if (!m) {
+        tg_set_error("mha_attention_weights: NULL module");
+        return NULL;
+    }
     const tg_tensor *w = m->attention->attention_weights;
     if (!m->attention->record || !w) {
         tg_set_error("mha_attention_weights: no weights recorded (tg_mha_record_attention, then a forward)");

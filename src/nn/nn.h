@@ -28,18 +28,18 @@
  * U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's default). */
 typedef struct {
     int in, out;
-    tg_tensor *weight, *bias;   /* bias NULL when off */
+    tg_tensor *weight, *bias; /* bias NULL when off */
 } tg_linear;
 tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng);
 tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x);
-int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix);   /* weight, bias */
+int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix); /* weight, bias */
 void tg_linear_free(tg_linear *m);
 
 /* ---- Dropout(p): inverted dropout in training, identity in eval ---------- */
 typedef struct {
     tg_real p;
     bool training;
-    tg_rng rng;                 /* masks come from this stream */
+    tg_rng rng; /* masks come from this stream */
 } tg_dropout_layer;
 tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng);
 tg_tensor *tg_dropout_forward(tg_dropout_layer *m, tg_tensor *x);
@@ -56,10 +56,10 @@ typedef struct {
     int vocab, dim;
     tg_tensor *weight;
 } tg_embedding;
-tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng);  /* torch: std 1 */
+tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng); /* torch: std 1 */
 /* ids has shape (ndim, shape); result [..., d]. An id outside [0, vocab) is an error. */
 tg_tensor *tg_embedding_forward(tg_embedding *m, const int *ids, int ndim, const int *shape);
-int tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix);   /* weight */
+int tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix); /* weight */
 void tg_embedding_free(tg_embedding *m);
 
 /* ---- LayerNorm(d): eps 1e-5, affine (weight 1, bias 0), biased variance - */
@@ -70,13 +70,13 @@ typedef struct {
 } tg_layernorm;
 tg_layernorm *tg_layernorm_new(int dim, tg_real eps);
 tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x);
-int tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix);   /* weight, bias */
+int tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix); /* weight, bias */
 void tg_layernorm_free(tg_layernorm *m);
 
 /* ---- attention scoring functions (the four of the seed blog post) --------
  * queries [B, Q, dq], keys [B, K, dk] -> scores [B, Q, K]. */
-tg_tensor *tg_score_dot(tg_tensor *queries, tg_tensor *keys);                  /* Q K^T */
-tg_tensor *tg_score_scaled_dot(tg_tensor *queries, tg_tensor *keys);           /* Q K^T / sqrt(d) */
+tg_tensor *tg_score_dot(tg_tensor *queries, tg_tensor *keys);                   /* Q K^T */
+tg_tensor *tg_score_scaled_dot(tg_tensor *queries, tg_tensor *keys);            /* Q K^T / sqrt(d) */
 tg_tensor *tg_score_general(tg_tensor *queries, tg_tensor *W, tg_tensor *keys); /* Q W K^T, W [dq, dk] */
 /* w_v^T tanh(W_q q + W_k k): W_q [h, dq], W_k [h, dk], w_v [1, h] (Linear weights, no bias). */
 tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q, tg_tensor *W_k, tg_tensor *w_v);
@@ -95,24 +95,24 @@ tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q
 typedef struct {
     tg_dropout_layer *dropout;
     tg_tensor *attention_weights;
-    bool sparse;                /* sparsemax instead of softmax */
-    bool record;                /* keep attention_weights (stored path) */
+    bool sparse; /* sparsemax instead of softmax */
+    bool record; /* keep attention_weights (stored path) */
 } tg_dot_attention;
 tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng);
-tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys,
-                                    tg_tensor *values, tg_mask mask);
+tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
+                                    tg_mask mask);
 void tg_dot_attention_record(tg_dot_attention *m, bool on);
 void tg_dot_attention_train(tg_dot_attention *m, bool on);
 void tg_dot_attention_free(tg_dot_attention *m);
 
 /* ---- AdditiveAttention(key_size, query_size, num_hiddens, dropout) ------- */
 typedef struct {
-    tg_linear *W_k, *W_q, *w_v;  /* no bias, as d2l */
+    tg_linear *W_k, *W_q, *w_v; /* no bias, as d2l */
     tg_dropout_layer *dropout;
     tg_tensor *attention_weights;
 } tg_additive_attention;
-tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, int num_hiddens,
-                                                 tg_real dropout, tg_rng *rng);
+tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, int num_hiddens, tg_real dropout,
+                                                 tg_rng *rng);
 tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *queries, tg_tensor *keys,
                                          tg_tensor *values, tg_mask mask);
 int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix);
@@ -129,10 +129,10 @@ typedef struct {
     tg_linear *W_q, *W_k, *W_v, *W_o;
     tg_dot_attention *attention;
 } tg_mha;
-tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads,
-                   tg_real dropout, bool bias, tg_rng *rng);
+tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads, tg_real dropout,
+                   bool bias, tg_rng *rng);
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask);
-int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix);   /* W_q.weight, W_k.weight, ... */
+int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix); /* W_q.weight, W_k.weight, ... */
 void tg_mha_train(tg_mha *m, bool on);
 /* Recording the attention weights: while on, each forward keeps the weights
  * of every head (off for a new module). */
@@ -151,20 +151,20 @@ void tg_mha_free(tg_mha *m);
 typedef struct {
     int max_len, num_hiddens;
     bool learned;
-    tg_tensor *P;               /* [max_len, d]; a parameter when learned */
+    tg_tensor *P; /* [max_len, d]; a parameter when learned */
     tg_dropout_layer *dropout;
 } tg_posenc;
 /* Both as d2l's PositionalEncoding(num_hiddens, dropout, max_len); max_len 0
  * means d2l's 1000. */
-tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng);          /* fixed */
+tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng); /* fixed */
 tg_posenc *tg_posenc_learned_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng);
 tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X);
-int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix);   /* "P" when learned */
+int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix); /* "P" when learned */
 void tg_posenc_train(tg_posenc *m, bool on);
 void tg_posenc_free(tg_posenc *m);
 
 /* ---- Transformer encoder pieces, as d2l ---------------------------------- */
-typedef struct {                /* dense2(relu(dense1(X))) */
+typedef struct { /* dense2(relu(dense1(X))) */
     tg_linear *dense1, *dense2;
 } tg_ffn;
 tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rng);
@@ -172,7 +172,7 @@ tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X);
 int tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix);
 void tg_ffn_free(tg_ffn *m);
 
-typedef struct {                /* ln(dropout(Y) + X) */
+typedef struct { /* ln(dropout(Y) + X) */
     tg_dropout_layer *dropout;
     tg_layernorm *ln;
 } tg_addnorm;
@@ -182,13 +182,13 @@ int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix);
 void tg_addnorm_train(tg_addnorm *m, bool on);
 void tg_addnorm_free(tg_addnorm *m);
 
-typedef struct {                /* Y = addnorm1(X, mha(X,X,X)); addnorm2(Y, ffn(Y)) */
+typedef struct { /* Y = addnorm1(X, mha(X,X,X)); addnorm2(Y, ffn(Y)) */
     tg_mha *attention;
     tg_addnorm *addnorm1, *addnorm2;
     tg_ffn *ffn;
 } tg_encoder_block;
-tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout,
-                                       bool use_bias, tg_rng *rng);
+tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout, bool use_bias,
+                                       tg_rng *rng);
 tg_tensor *tg_encoder_block_forward(tg_encoder_block *m, tg_tensor *X, tg_mask mask);
 int tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix);
 void tg_encoder_block_train(tg_encoder_block *m, bool on);
@@ -209,11 +209,11 @@ typedef struct {
     tg_real learned_pe_std;
 } tg_encoder_config;
 
-typedef struct {                /* pos_encoding(embedding(tokens) * sqrt(d)) -> blocks */
+typedef struct { /* pos_encoding(embedding(tokens) * sqrt(d)) -> blocks */
     tg_encoder_config cfg;
     tg_embedding *embedding;
-    tg_posenc *pos_encoding;    /* NULL for TG_PE_NONE (then dropout alone) */
-    tg_dropout_layer *dropout;  /* used only when pos_encoding is NULL */
+    tg_posenc *pos_encoding;   /* NULL for TG_PE_NONE (then dropout alone) */
+    tg_dropout_layer *dropout; /* used only when pos_encoding is NULL */
     tg_encoder_block **blocks;
 } tg_encoder;
 tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng);
@@ -230,7 +230,7 @@ tg_tensor *tg_encoder_attention_weights(const tg_encoder *m, int layer, int head
 void tg_encoder_free(tg_encoder *m);
 
 /* ---- losses --------------------------------------------------------------- */
-tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target);   /* mean of squares */
+tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target); /* mean of squares */
 /* tg_cross_entropy (autograd.h) is the classification loss. */
 
 /* ---- optimizers ------------------------------------------------------------
@@ -245,19 +245,19 @@ typedef struct {
 } tg_optim_config;
 typedef struct {
     tg_optim_config cfg;
-    tg_params params;           /* copy of the list (names and tensors) */
-    tg_tensor **m, **v;         /* state per parameter (momentum / first moment, second moment) */
-    tg_tensor *step;            /* scalar: steps taken (a tensor so it checkpoints) */
+    tg_params params;   /* copy of the list (names and tensors) */
+    tg_tensor **m, **v; /* state per parameter (momentum / first moment, second moment) */
+    tg_tensor *step;    /* scalar: steps taken (a tensor so it checkpoints) */
 } tg_optim;
 tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay);
-tg_optim_config tg_adam_config(tg_real lr);                          /* betas (0.9, 0.999), eps 1e-8 */
-tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay);   /* torch default wd 0.01 */
+tg_optim_config tg_adam_config(tg_real lr);                        /* betas (0.9, 0.999), eps 1e-8 */
+tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay); /* torch default wd 0.01 */
 tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params);
-void tg_optim_step(tg_optim *o);        /* parameters without a grad are skipped */
+void tg_optim_step(tg_optim *o); /* parameters without a grad are skipped */
 void tg_optim_zero_grad(tg_optim *o);
 /* Appends the optimizer state ("<prefix>.m.<param>", "<prefix>.v.<param>",
  * "<prefix>.step") for checkpoints. */
-int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix);   /* 0, or -1 */
+int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix); /* 0, or -1 */
 void tg_optim_free(tg_optim *o);
 /* Scales all gradients so their global L2 norm is at most max_norm; returns
  * the norm before clipping (torch.nn.utils.clip_grad_norm_). */
@@ -278,16 +278,16 @@ tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm);
  * or H (recurrent), as torch. params returns 0, or -1 on error. */
 typedef struct {
     int in, out, k, dilation;
-    tg_tensor *weight, *bias;   /* bias NULL when off */
+    tg_tensor *weight, *bias; /* bias NULL when off */
 } tg_conv1d;
 tg_conv1d *tg_conv1d_new(int in, int out, int k, int dilation, bool bias, tg_rng *rng);
 tg_tensor *tg_conv1d_forward(tg_conv1d *m, tg_tensor *x);
-int tg_conv1d_params(tg_conv1d *m, tg_params *p, const char *prefix);   /* weight, bias */
+int tg_conv1d_params(tg_conv1d *m, tg_params *p, const char *prefix); /* weight, bias */
 void tg_conv1d_free(tg_conv1d *m);
 
 #define TG_RNN_MAX_LAYERS 16
 typedef struct {
-    int input_size, hidden_size, num_layers, gates;   /* gates: 1 RNN, 3 GRU */
+    int input_size, hidden_size, num_layers, gates; /* gates: 1 RNN, 3 GRU */
     tg_tensor *w_ih[TG_RNN_MAX_LAYERS], *w_hh[TG_RNN_MAX_LAYERS];
     tg_tensor *b_ih[TG_RNN_MAX_LAYERS], *b_hh[TG_RNN_MAX_LAYERS];
 } tg_rnn;

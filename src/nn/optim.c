@@ -30,34 +30,29 @@
  * on the thread count. */
 #define OPTIM_PAR_MIN TG_PAR_MIN
 
-tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay)
-{
+tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay) {
     return (tg_optim_config){.kind = TG_SGD, .lr = lr, .momentum = momentum, .weight_decay = weight_decay};
 }
 
-tg_optim_config tg_adam_config(tg_real lr)
-{
-    return (tg_optim_config){.kind = TG_ADAM, .lr = lr, .beta1 = (tg_real)0.9, .beta2 = (tg_real)0.999,
-                             .eps = (tg_real)1e-8};
+tg_optim_config tg_adam_config(tg_real lr) {
+    return (tg_optim_config){
+        .kind = TG_ADAM, .lr = lr, .beta1 = (tg_real)0.9, .beta2 = (tg_real)0.999, .eps = (tg_real)1e-8};
 }
 
-tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay)
-{
+tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay) {
     tg_optim_config c = tg_adam_config(lr);
     c.kind = TG_ADAMW;
     c.weight_decay = weight_decay;
     return c;
 }
 
-static bool check_config(const tg_optim_config *c)
-{
+static bool check_config(const tg_optim_config *c) {
     if (c->kind != TG_SGD && c->kind != TG_ADAM && c->kind != TG_ADAMW) {
         tg_set_error("optim: unknown optimizer kind %d", (int)c->kind);
         return false;
     }
     if (!(c->lr >= 0) || !(c->weight_decay >= 0)) {
-        tg_set_error("optim: lr %g and weight_decay %g must not be negative", (double)c->lr,
-                     (double)c->weight_decay);
+        tg_set_error("optim: lr %g and weight_decay %g must not be negative", (double)c->lr, (double)c->weight_decay);
         return false;
     }
     if (c->kind == TG_SGD && !(c->momentum >= 0)) {
@@ -73,15 +68,13 @@ static bool check_config(const tg_optim_config *c)
 }
 
 /* A persistent tensor of zeros shaped like t (persistent even inside a scope). */
-static tg_tensor *zeros_like_persistent(const tg_tensor *t)
-{
+static tg_tensor *zeros_like_persistent(const tg_tensor *t) {
     tg_tensor *z = tg_empty_persistent(t->ndim, t->shape);
     if (z && z->size) memset(z->data, 0, (size_t)z->size * sizeof(tg_real));
     return z;
 }
 
-tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params)
-{
+tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
     if (!cfg || !params) {
         tg_set_error("optim: NULL %s", !cfg ? "config" : "parameter list");
         return NULL;
@@ -126,8 +119,7 @@ typedef struct {
     const tg_real *G;
 } sgd_ctx;
 
-static void sgd_range(void *ctx, int64_t begin, int64_t end, int tid)
-{
+static void sgd_range(void *ctx, int64_t begin, int64_t end, int tid) {
     const sgd_ctx *c = ctx;
     const double lr = c->lr, wd = c->wd, mom = c->mom;
     tg_real *W = c->W, *M = c->M;
@@ -143,8 +135,7 @@ static void sgd_range(void *ctx, int64_t begin, int64_t end, int tid)
     }
 }
 
-static void sgd_update(const tg_optim_config *c, tg_tensor *w, const tg_tensor *g, tg_tensor *buf)
-{
+static void sgd_update(const tg_optim_config *c, tg_tensor *w, const tg_tensor *g, tg_tensor *buf) {
     const double lr = c->lr, wd = c->weight_decay, mom = c->momentum;
     tg_real *W = w->data, *M = buf ? buf->data : NULL;
     const tg_real *G = g->data;
@@ -159,8 +150,7 @@ typedef struct {
     const tg_real *G;
 } adam_ctx;
 
-static void adam_range(void *ctx, int64_t begin, int64_t end, int tid)
-{
+static void adam_range(void *ctx, int64_t begin, int64_t end, int tid) {
     const adam_ctx *c = ctx;
     const tg_real b1 = c->b1, b2 = c->b2, eps = c->eps, wd_l2 = c->wd_l2, decay = c->decay;
     const tg_real step_size = c->step_size, bc2_sqrt = c->bc2_sqrt;
@@ -168,8 +158,8 @@ static void adam_range(void *ctx, int64_t begin, int64_t end, int tid)
     const tg_real *restrict G = c->G;
     (void)tid;
     for (int64_t i = begin; i < end; i++) {
-        tg_real wi = W[i] * decay;                 /* AdamW: w -= lr wd w */
-        tg_real gi = G[i] + wd_l2 * wi;            /* Adam: L2 penalty in the gradient */
+        tg_real wi = W[i] * decay;      /* AdamW: w -= lr wd w */
+        tg_real gi = G[i] + wd_l2 * wi; /* Adam: L2 penalty in the gradient */
         tg_real mi = b1 * M[i] + (1 - b1) * gi;
         tg_real vi = b2 * V[i] + (1 - b2) * gi * gi;
         M[i] = mi;
@@ -179,8 +169,7 @@ static void adam_range(void *ctx, int64_t begin, int64_t end, int tid)
 }
 
 static void adam_update(const tg_optim_config *c, double t, tg_tensor *w, const tg_tensor *g, tg_tensor *m,
-                        tg_tensor *v)
-{
+                        tg_tensor *v) {
     /* Per-tensor constants in double; the per-element update in tg_real, as
      * torch computes in the parameter's dtype (and so it vectorises). */
     const double lr = c->lr;
@@ -197,15 +186,14 @@ static void adam_update(const tg_optim_config *c, double t, tg_tensor *w, const 
                     &(adam_ctx){b1, b2, eps, wd_l2, decay, step_size, bc2_sqrt, W, M, V, G});
 }
 
-void tg_optim_step(tg_optim *o)
-{
+void tg_optim_step(tg_optim *o) {
     if (!o) return;
     double t = (double)o->step->data[0] + 1;
     o->step->data[0] = (tg_real)t;
     for (int i = 0; i < o->params.n; i++) {
         tg_tensor *w = o->params.items[i].t;
         const tg_tensor *g = w->grad;
-        if (!g) continue;   /* no gradient reached it: skipped, as torch */
+        if (!g) continue; /* no gradient reached it: skipped, as torch */
         if (o->cfg.kind == TG_SGD)
             sgd_update(&o->cfg, w, g, o->m ? o->m[i] : NULL);
         else
@@ -213,16 +201,14 @@ void tg_optim_step(tg_optim *o)
     }
 }
 
-void tg_optim_zero_grad(tg_optim *o)
-{
+void tg_optim_zero_grad(tg_optim *o) {
     if (!o) return;
     for (int i = 0; i < o->params.n; i++) tg_zero_grad(o->params.items[i].t);
 }
 
 /* Names the state after its parameter, so a checkpoint written for one
  * model loads only into the same model (tg_checkpoint_load is strict). */
-int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix)
-{
+int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix) {
     char name[TG_PARAM_NAME_MAX];
     if (!o) {
         tg_set_error("optim_state: NULL optimizer");
@@ -236,8 +222,7 @@ int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix)
     return tg_params_add(p, prefix, "step", o->step);
 }
 
-void tg_optim_free(tg_optim *o)
-{
+void tg_optim_free(tg_optim *o) {
     if (!o) return;
     for (int i = 0; i < o->params.n; i++) {
         if (o->m) tg_free(o->m[i]);
@@ -255,8 +240,7 @@ typedef struct {
     double coef;
 } scale_ctx;
 
-static void scale_range(void *ctx, int64_t begin, int64_t end, int tid)
-{
+static void scale_range(void *ctx, int64_t begin, int64_t end, int tid) {
     const scale_ctx *c = ctx;
     tg_real *G = c->G;
     double coef = c->coef;
@@ -267,8 +251,7 @@ static void scale_range(void *ctx, int64_t begin, int64_t end, int tid)
 /* torch.nn.utils.clip_grad_norm_ (norm_type 2): the norm of all gradients
  * as one vector, summed in double in a fixed order; every gradient is
  * multiplied by max_norm / (norm + 1e-6) when that factor is below 1. */
-tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm)
-{
+tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm) {
     if (!p) return 0;
     double sq = 0;
     for (int i = 0; i < p->n; i++) {

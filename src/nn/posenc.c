@@ -26,15 +26,14 @@
 
 /* Shared checks of both constructors; fills m except P. */
 static tg_posenc *posenc_alloc(const char *op, int num_hiddens, tg_real dropout, int max_len, bool learned,
-                               tg_rng *rng)
-{
-    if (max_len <= 0) max_len = POSENC_DEFAULT_MAX_LEN;   /* 0: d2l's default max_len=1000 */
+                               tg_rng *rng) {
+    if (max_len <= 0) max_len = POSENC_DEFAULT_MAX_LEN; /* 0: d2l's default max_len=1000 */
     if (num_hiddens <= 0) {
         tg_set_error("%s: num_hiddens %d must be positive", op, num_hiddens);
         return NULL;
     }
     if (!tg_check_dropout(op, dropout)) return NULL;
-    if (learned && !rng) {   /* the fixed table draws nothing; its dropout takes NULL */
+    if (learned && !rng) { /* the fixed table draws nothing; its dropout takes NULL */
         tg_set_error("%s: NULL rng", op);
         return NULL;
     }
@@ -55,15 +54,14 @@ static tg_posenc *posenc_alloc(const char *op, int num_hiddens, tg_real dropout,
     return m;
 }
 
-tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng)
-{
+tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng) {
     tg_posenc *m = posenc_alloc("posenc", num_hiddens, dropout, max_len, false, rng);
     if (!m) return NULL;
     const int d = num_hiddens;
     for (int i = 0; i < m->max_len; i++) {
         tg_real *row = m->P->data + (int64_t)i * d;
         for (int c = 0; c < d; c++) {
-            int j2 = c & ~1;   /* 2j: both columns of a pair share one frequency */
+            int j2 = c & ~1; /* 2j: both columns of a pair share one frequency */
             double angle = (double)i / pow(10000.0, (double)j2 / d);
             row[c] = (tg_real)((c & 1) ? cos(angle) : sin(angle));
         }
@@ -71,8 +69,7 @@ tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *
     return m;
 }
 
-tg_posenc *tg_posenc_learned_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng)
-{
+tg_posenc *tg_posenc_learned_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng) {
     tg_posenc *m = posenc_alloc("posenc_learned", num_hiddens, dropout, max_len, true, rng);
     if (!m) return NULL;
     tg_fill_normal(m->P, 0, (tg_real)0.02, rng);
@@ -80,8 +77,7 @@ tg_posenc *tg_posenc_learned_new(int num_hiddens, tg_real dropout, int max_len, 
     return m;
 }
 
-tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X)
-{
+tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X) {
     char b[64];
     if (!m) {
         tg_set_error("posenc_forward: NULL module");
@@ -104,8 +100,7 @@ tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X)
     return tg_dropout_forward(m->dropout, tg_add(X, PT));
 }
 
-int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix)
-{
+int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix) {
     if (!m) {
         tg_set_error("posenc_params: NULL module");
         return -1;
@@ -113,13 +108,11 @@ int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix)
     return m->learned ? tg_params_add(p, prefix, "P", m->P) : 0;
 }
 
-void tg_posenc_train(tg_posenc *m, bool on)
-{
+void tg_posenc_train(tg_posenc *m, bool on) {
     if (m) tg_dropout_train(m->dropout, on);
 }
 
-void tg_posenc_free(tg_posenc *m)
-{
+void tg_posenc_free(tg_posenc *m) {
     if (!m) return;
     tg_free(m->P);
     tg_dropout_free(m->dropout);

@@ -20,7 +20,10 @@
 #include <string.h>
 
 tg_tensor *tg_concat_many(int n, tg_tensor *const *ts, int axis) {
-    if (n < 1 || !ts) { tg_set_error("concat_many: %d tensors", n); return NULL; }
+    if (n < 1 || !ts) {
+        tg_set_error("concat_many: %d tensors", n);
+        return NULL;
+    }
     if (n <= TG_NODE_MAX_INPUTS) return tg_concat(n, ts, axis);
     /* A tree of concats of up to 4: each element is copied log4(n) times,
      * not n times as a chain would. */
@@ -35,18 +38,25 @@ tg_tensor *tg_concat_many(int n, tg_tensor *const *ts, int axis) {
     return tg_concat_many(groups, next, axis);
 }
 
-static tg_rnn *recurrent_new(const char *op, int gates, int input_size, int hidden_size, int num_layers,
-                             tg_rng *rng) {
+static tg_rnn *recurrent_new(const char *op, int gates, int input_size, int hidden_size, int num_layers, tg_rng *rng) {
     if (input_size <= 0 || hidden_size <= 0 || num_layers <= 0 || num_layers > TG_RNN_MAX_LAYERS) {
-        tg_set_error("%s: input_size %d, hidden_size %d must be positive, num_layers %d in 1..%d", op,
-                     input_size, hidden_size, num_layers, TG_RNN_MAX_LAYERS);
+        tg_set_error("%s: input_size %d, hidden_size %d must be positive, num_layers %d in 1..%d", op, input_size,
+                     hidden_size, num_layers, TG_RNN_MAX_LAYERS);
         return NULL;
     }
-    if (!rng) { tg_set_error("%s: NULL rng", op); return NULL; }
+    if (!rng) {
+        tg_set_error("%s: NULL rng", op);
+        return NULL;
+    }
     tg_rnn *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) { tg_set_error("%s: out of memory", op); return NULL; }
-    m->input_size = input_size; m->hidden_size = hidden_size;
-    m->num_layers = num_layers; m->gates = gates;
+    if (!m) {
+        tg_set_error("%s: out of memory", op);
+        return NULL;
+    }
+    m->input_size = input_size;
+    m->hidden_size = hidden_size;
+    m->num_layers = num_layers;
+    m->gates = gates;
     /* torch: every weight and bias U(-1/sqrt(H), 1/sqrt(H)), drawn in the
      * order of its state_dict (w_ih, w_hh, b_ih, b_hh per layer). */
     tg_real bound = (tg_real)(1.0 / sqrt((double)hidden_size));
@@ -55,10 +65,13 @@ static tg_rnn *recurrent_new(const char *op, int gates, int input_size, int hidd
         int in = l == 0 ? input_size : hidden_size;
         tg_tensor **slot[4] = {&m->w_ih[l], &m->w_hh[l], &m->b_ih[l], &m->b_hh[l]};
         for (int s = 0; s < 4; s++) {
-            tg_tensor *t = s == 0 ? tg_empty_persistent(TG_SHAPE(GH, in))
-                         : s == 1 ? tg_empty_persistent(TG_SHAPE(GH, hidden_size))
-                                  : tg_empty_persistent(TG_SHAPE(GH));
-            if (!t) { tg_rnn_free(m); return NULL; }
+            tg_tensor *t = s == 0   ? tg_empty_persistent(TG_SHAPE(GH, in))
+                           : s == 1 ? tg_empty_persistent(TG_SHAPE(GH, hidden_size))
+                                    : tg_empty_persistent(TG_SHAPE(GH));
+            if (!t) {
+                tg_rnn_free(m);
+                return NULL;
+            }
             tg_fill_uniform(t, -bound, bound, rng);
             tg_set_requires_grad(t, true);
             *slot[s] = t;
@@ -82,9 +95,18 @@ static tg_tensor *step(tg_tensor *seq, int t) {
 
 static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_tensor *x) {
     char b[64];
-    if (!m) { tg_set_error("%s: NULL module", op); return NULL; }
-    if (!x) { tg_error_null(op); return NULL; }
-    if (m->gates != gates) { tg_set_error("%s: module was not made by tg_%s_new", op, op); return NULL; }
+    if (!m) {
+        tg_set_error("%s: NULL module", op);
+        return NULL;
+    }
+    if (!x) {
+        tg_error_null(op);
+        return NULL;
+    }
+    if (m->gates != gates) {
+        tg_set_error("%s: module was not made by tg_%s_new", op, op);
+        return NULL;
+    }
     if (x->ndim != 3 || x->shape[2] != m->input_size || x->shape[1] < 1) {
         tg_set_error("%s: input %s, expected [B, n, %d] with n >= 1", op, tg_tshape(b, x), m->input_size);
         return NULL;
@@ -107,7 +129,7 @@ static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_ten
         if (!h) return NULL;
         memset(h->data, 0, (size_t)h->size * sizeof(tg_real));
         for (int t = 0; t < n; t++) {
-            tg_tensor *gh = tg_add(tg_matmul_t(h, m->w_hh[l], false, true), m->b_hh[l]);   /* [B, G*H] */
+            tg_tensor *gh = tg_add(tg_matmul_t(h, m->w_hh[l], false, true), m->b_hh[l]); /* [B, G*H] */
             if (gates == 1) {
                 h = tg_tanh(tg_add(step(gi_n, t), gh));
             } else {
@@ -119,7 +141,7 @@ static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_ten
             if (!h) return NULL;
             hs[t] = tg_reshape(h, TG_SHAPE(B, 1, H));
         }
-        seq = tg_concat_many(n, hs, 1);   /* [B, n, H] */
+        seq = tg_concat_many(n, hs, 1); /* [B, n, H] */
         if (!seq) return NULL;
     }
     return seq;
@@ -129,7 +151,10 @@ tg_tensor *tg_rnn_forward(tg_rnn *m, tg_tensor *x) { return recurrent_forward("r
 tg_tensor *tg_gru_forward(tg_gru *m, tg_tensor *x) { return recurrent_forward("gru", 3, m, x); }
 
 static int recurrent_params(const char *op, tg_rnn *m, tg_params *p, const char *prefix) {
-    if (!m || !p) { tg_set_error("%s_params: NULL argument", op); return -1; }
+    if (!m || !p) {
+        tg_set_error("%s_params: NULL argument", op);
+        return -1;
+    }
     char name[32];
     for (int l = 0; l < m->num_layers; l++) {
         const char *kind[4] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
@@ -147,7 +172,10 @@ int tg_gru_params(tg_gru *m, tg_params *p, const char *prefix) { return recurren
 void tg_rnn_free(tg_rnn *m) {
     if (!m) return;
     for (int l = 0; l < TG_RNN_MAX_LAYERS; l++) {
-        tg_free(m->w_ih[l]); tg_free(m->w_hh[l]); tg_free(m->b_ih[l]); tg_free(m->b_hh[l]);
+        tg_free(m->w_ih[l]);
+        tg_free(m->w_hh[l]);
+        tg_free(m->b_ih[l]);
+        tg_free(m->b_hh[l]);
     }
     tg_sys_free(m);
 }

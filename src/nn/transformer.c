@@ -15,8 +15,7 @@
 #include <stdio.h>
 
 /* ---- PositionWiseFFN ------------------------------------------------------ */
-tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rng)
-{
+tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rng) {
     if (num_hiddens <= 0 || ffn_hiddens <= 0 || num_outputs <= 0) {
         tg_set_error("ffn: sizes %d -> %d -> %d must be positive", num_hiddens, ffn_hiddens, num_outputs);
         return NULL;
@@ -35,8 +34,7 @@ tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rn
     return m;
 }
 
-tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X)
-{
+tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X) {
     if (!m) {
         tg_set_error("ffn_forward: NULL module");
         return NULL;
@@ -44,8 +42,7 @@ tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X)
     return tg_linear_forward(m->dense2, tg_relu(tg_linear_forward(m->dense1, X)));
 }
 
-int tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix)
-{
+int tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX];
     if (!m) {
         tg_set_error("ffn_params: NULL module");
@@ -56,8 +53,7 @@ int tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix)
     return 0;
 }
 
-void tg_ffn_free(tg_ffn *m)
-{
+void tg_ffn_free(tg_ffn *m) {
     if (!m) return;
     tg_linear_free(m->dense1);
     tg_linear_free(m->dense2);
@@ -68,8 +64,7 @@ void tg_ffn_free(tg_ffn *m)
  * Dropout on the sublayer output Y only, so the residual path X stays exact;
  * LayerNorm (eps 1e-5, PyTorch's default) keeps each position's features at
  * zero mean and unit variance however many blocks are stacked. */
-tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng)
-{
+tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng) {
     if (dim <= 0) {
         tg_set_error("addnorm: dim %d must be positive", dim);
         return NULL;
@@ -89,8 +84,7 @@ tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng)
     return m;
 }
 
-tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y)
-{
+tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y) {
     char b1[64], b2[64];
     if (!m) {
         tg_set_error("addnorm_forward: NULL module");
@@ -104,8 +98,7 @@ tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y)
     return tg_layernorm_forward(m->ln, tg_add(tg_dropout_forward(m->dropout, Y), X));
 }
 
-int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix)
-{
+int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX];
     if (!m) {
         tg_set_error("addnorm_params: NULL module");
@@ -114,13 +107,11 @@ int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix)
     return tg_param_name(b, prefix, "ln") || tg_layernorm_params(m->ln, p, b) ? -1 : 0;
 }
 
-void tg_addnorm_train(tg_addnorm *m, bool on)
-{
+void tg_addnorm_train(tg_addnorm *m, bool on) {
     if (m) tg_dropout_train(m->dropout, on);
 }
 
-void tg_addnorm_free(tg_addnorm *m)
-{
+void tg_addnorm_free(tg_addnorm *m) {
     if (!m) return;
     tg_dropout_free(m->dropout);
     tg_layernorm_free(m->ln);
@@ -128,8 +119,7 @@ void tg_addnorm_free(tg_addnorm *m)
 }
 
 /* ---- TransformerEncoderBlock ---------------------------------------------- */
-static bool check_block(const char *op, int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout)
-{
+static bool check_block(const char *op, int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout) {
     if (num_hiddens <= 0 || ffn_hiddens <= 0 || num_heads <= 0) {
         tg_set_error("%s: num_hiddens %d, ffn_hiddens %d and num_heads %d must be positive", op, num_hiddens,
                      ffn_hiddens, num_heads);
@@ -142,9 +132,8 @@ static bool check_block(const char *op, int num_hiddens, int ffn_hiddens, int nu
     return tg_check_dropout(op, dropout);
 }
 
-tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout,
-                                       bool use_bias, tg_rng *rng)
-{
+tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout, bool use_bias,
+                                       tg_rng *rng) {
     if (!check_block("encoder_block", num_hiddens, ffn_hiddens, num_heads, dropout)) return NULL;
     tg_encoder_block *m = tg_sys_calloc(1, sizeof *m);
     if (!m) {
@@ -163,8 +152,7 @@ tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num
     return m;
 }
 
-tg_tensor *tg_encoder_block_forward(tg_encoder_block *m, tg_tensor *X, tg_mask mask)
-{
+tg_tensor *tg_encoder_block_forward(tg_encoder_block *m, tg_tensor *X, tg_mask mask) {
     if (!m) {
         tg_set_error("encoder_block_forward: NULL module");
         return NULL;
@@ -173,8 +161,7 @@ tg_tensor *tg_encoder_block_forward(tg_encoder_block *m, tg_tensor *X, tg_mask m
     return tg_addnorm_forward(m->addnorm2, Y, tg_ffn_forward(m->ffn, Y));
 }
 
-int tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix)
-{
+int tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX];
     if (!m) {
         tg_set_error("encoder_block_params: NULL module");
@@ -187,16 +174,14 @@ int tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefi
     return 0;
 }
 
-void tg_encoder_block_train(tg_encoder_block *m, bool on)
-{
+void tg_encoder_block_train(tg_encoder_block *m, bool on) {
     if (!m) return;
     tg_mha_train(m->attention, on);
     tg_addnorm_train(m->addnorm1, on);
     tg_addnorm_train(m->addnorm2, on);
 }
 
-void tg_encoder_block_free(tg_encoder_block *m)
-{
+void tg_encoder_block_free(tg_encoder_block *m) {
     if (!m) return;
     tg_mha_free(m->attention);
     tg_addnorm_free(m->addnorm1);
@@ -206,16 +191,15 @@ void tg_encoder_block_free(tg_encoder_block *m)
 }
 
 /* ---- TransformerEncoder --------------------------------------------------- */
-tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng)
-{
+tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
     if (!cfg || !rng) {
         tg_set_error("encoder: NULL %s", !cfg ? "config" : "rng");
         return NULL;
     }
     tg_encoder_config c = *cfg;
     if (c.vocab_size <= 0 || c.num_layers < 0 || c.max_len < 0) {
-        tg_set_error("encoder: vocab_size %d must be positive, num_layers %d and max_len %d not negative",
-                     c.vocab_size, c.num_layers, c.max_len);
+        tg_set_error("encoder: vocab_size %d must be positive, num_layers %d and max_len %d not negative", c.vocab_size,
+                     c.num_layers, c.max_len);
         return NULL;
     }
     if (!check_block("encoder", c.num_hiddens, c.ffn_hiddens, c.num_heads, c.dropout)) return NULL;
@@ -224,11 +208,11 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng)
         return NULL;
     }
     if (!(c.embedding_std >= 0) || !(c.learned_pe_std >= 0)) {
-        tg_set_error("encoder: embedding_std %g and learned_pe_std %g must not be negative",
-                     (double)c.embedding_std, (double)c.learned_pe_std);
+        tg_set_error("encoder: embedding_std %g and learned_pe_std %g must not be negative", (double)c.embedding_std,
+                     (double)c.learned_pe_std);
         return NULL;
     }
-    if (c.max_len == 0) c.max_len = 1000;   /* d2l's default */
+    if (c.max_len == 0) c.max_len = 1000; /* d2l's default */
     /* The embedding is scaled by sqrt(d) before the positional encoding is
      * added. With PyTorch's default N(0, 1) init the scaled embedding has
      * entries of size sqrt(d) against sinusoids of size 1, and the
@@ -255,8 +239,7 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng)
          * the model takes thousands of steps to find positions (measured on
          * the reversal task: see README). */
         if (ok) tg_fill_normal(m->pos_encoding->P, 0, c.learned_pe_std > 0 ? c.learned_pe_std : 1, rng);
-    }
-    else if (ok)
+    } else if (ok)
         ok = (m->dropout = tg_dropout_new(c.dropout, rng)) != NULL;
     if (ok && c.num_layers > 0) {
         m->blocks = tg_sys_calloc((size_t)c.num_layers, sizeof *m->blocks);
@@ -264,8 +247,8 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng)
         ok = m->blocks != NULL;
     }
     for (int i = 0; ok && i < c.num_layers; i++)
-        ok = (m->blocks[i] = tg_encoder_block_new(c.num_hiddens, c.ffn_hiddens, c.num_heads, c.dropout,
-                                                  c.use_bias, rng)) != NULL;
+        ok = (m->blocks[i] =
+                  tg_encoder_block_new(c.num_hiddens, c.ffn_hiddens, c.num_heads, c.dropout, c.use_bias, rng)) != NULL;
     if (!ok) {
         tg_encoder_free(m);
         return NULL;
@@ -273,8 +256,7 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng)
     return m;
 }
 
-tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg_mask mask)
-{
+tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg_mask mask) {
     if (!m || !tokens) {
         tg_set_error(!m ? "encoder_forward: NULL module" : "encoder_forward: NULL tokens");
         return NULL;
@@ -290,8 +272,7 @@ tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg
     return X;
 }
 
-int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix)
-{
+int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX], bb[TG_PARAM_NAME_MAX], index[16];
     if (!m) {
         tg_set_error("encoder_params: NULL module");
@@ -308,23 +289,20 @@ int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix)
     return 0;
 }
 
-void tg_encoder_train(tg_encoder *m, bool on)
-{
+void tg_encoder_train(tg_encoder *m, bool on) {
     if (!m) return;
     tg_posenc_train(m->pos_encoding, on);
     if (m->dropout) tg_dropout_train(m->dropout, on);
     for (int i = 0; i < m->cfg.num_layers; i++) tg_encoder_block_train(m->blocks[i], on);
 }
 
-void tg_encoder_record_attention(tg_encoder *m, bool on)
-{
+void tg_encoder_record_attention(tg_encoder *m, bool on) {
     if (!m || !m->blocks) return;
     for (int i = 0; i < m->cfg.num_layers; i++)
         if (m->blocks[i]) tg_mha_record_attention(m->blocks[i]->attention, on);
 }
 
-tg_tensor *tg_encoder_attention_weights(const tg_encoder *m, int layer, int head)
-{
+tg_tensor *tg_encoder_attention_weights(const tg_encoder *m, int layer, int head) {
     if (!m) {
         tg_set_error("encoder_attention_weights: NULL module");
         return NULL;
@@ -336,8 +314,7 @@ tg_tensor *tg_encoder_attention_weights(const tg_encoder *m, int layer, int head
     return tg_mha_attention_weights(m->blocks[layer]->attention, head);
 }
 
-void tg_encoder_free(tg_encoder *m)
-{
+void tg_encoder_free(tg_encoder *m) {
     if (!m) return;
     tg_embedding_free(m->embedding);
     tg_posenc_free(m->pos_encoding);

@@ -17,17 +17,18 @@ tg_dropout_mask tg_dropout_mask_new(uint64_t seed, uint64_t stream, tg_real p) {
  * of 32-bit integers in which every input bit flips every output bit with
  * probability 1/2 to within 0.02%. */
 static inline uint32_t triple32(uint32_t x) {
-    x ^= x >> 17; x *= 0xed5ad4bbu;
-    x ^= x >> 11; x *= 0xac4c1b51u;
-    x ^= x >> 15; x *= 0x31848babu;
+    x ^= x >> 17;
+    x *= 0xed5ad4bbu;
+    x ^= x >> 11;
+    x *= 0xac4c1b51u;
+    x ^= x >> 15;
+    x *= 0x31848babu;
     x ^= x >> 14;
     return x;
 }
 
 /* The key of the 2^32 counters that share hi32(c). */
-static uint32_t key32(const tg_dropout_mask *m, uint32_t hi) {
-    return (uint32_t)(tg_rng_hash(m->key, hi) >> 32);
-}
+static uint32_t key32(const tg_dropout_mask *m, uint32_t hi) { return (uint32_t)(tg_rng_hash(m->key, hi) >> 32); }
 
 /* row[j] for counters lo .. lo + n - 1, all with the same high half. */
 static void run_portable(const tg_dropout_mask *m, uint32_t key, uint32_t lo, int64_t n, tg_real *row) {
@@ -89,7 +90,8 @@ void tg_dropout_mask_row(const tg_dropout_mask *m, uint64_t index, int64_t n, tg
         int64_t left = (int64_t)(0x100000000ull - lo), len = n < left ? n : left;
         uint32_t key = key32(m, hi);
 #if TG_X86
-        if (avx2) run_avx2(m, key, lo, len, row);
+        if (avx2)
+            run_avx2(m, key, lo, len, row);
         else
 #endif
             run_portable(m, key, lo, len, row);

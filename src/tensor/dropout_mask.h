@@ -15,9 +15,9 @@
 #include "tensor.h"
 
 typedef struct {
-    uint64_t key;         /* tg_rng_key(seed, stream) */
-    uint64_t threshold;   /* ceil(p 2^32), in [1, 2^32] when 0 < p < 1 */
-    tg_real scale;        /* 1 / (1 - p) */
+    uint64_t key;       /* tg_rng_key(seed, stream) */
+    uint64_t threshold; /* ceil(p 2^32), in [1, 2^32] when 0 < p < 1 */
+    tg_real scale;      /* 1 / (1 - p) */
 } tg_dropout_mask;
 
 tg_dropout_mask tg_dropout_mask_new(uint64_t seed, uint64_t stream, tg_real p);

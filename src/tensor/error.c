@@ -10,7 +10,10 @@ static bool g_has;
 
 const char *tg_last_error(void) { return g_has ? g_msg : NULL; }
 
-void tg_clear_error(void) { g_has = false; g_msg[0] = 0; }
+void tg_clear_error(void) {
+    g_has = false;
+    g_msg[0] = 0;
+}
 
 void tg_set_error(const char *fmt, ...) {
     va_list ap;
@@ -27,13 +30,15 @@ void tg_error_null(const char *op) {
 const char *tg_shape_str(char *buf, int ndim, const int *shape) {
     int n = 0;
     n += snprintf(buf + n, 64 - n, "(");
-    for (int i = 0; i < ndim && n < 60; i++)
-        n += snprintf(buf + n, 64 - n, i ? ",%d" : "%d", shape[i]);
+    for (int i = 0; i < ndim && n < 60; i++) n += snprintf(buf + n, 64 - n, i ? ",%d" : "%d", shape[i]);
     if (n < 63) snprintf(buf + n, 64 - n, ")");
     return buf;
 }
 
 const char *tg_tshape(char *buf, const tg_tensor *t) {
-    if (!t) { snprintf(buf, 64, "NULL"); return buf; }
+    if (!t) {
+        snprintf(buf, 64, "NULL");
+        return buf;
+    }
     return tg_shape_str(buf, t->ndim, t->shape);
 }

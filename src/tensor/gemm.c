@@ -89,14 +89,13 @@
 #ifndef DIRECT_MAX_WORK
 #define DIRECT_MAX_WORK (256.0 * 256.0 * 256.0)
 #endif
-#define DIRECT_MAX_K 512
+#define DIRECT_MAX_K         512
 #define PORT_DIRECT_MAX_WORK (24.0 * 24.0 * 24.0)
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 /* ---- C = beta * C (beta == 0 writes zeros without reading C) ------------- */
-static void scale_c(int M, int N, tg_real beta, tg_real *C, int ldc)
-{
+static void scale_c(int M, int N, tg_real beta, tg_real *C, int ldc) {
     if (beta == 1) return;
     for (int i = 0; i < M; i++) {
         tg_real *c = C + (size_t)i * ldc;
@@ -110,9 +109,7 @@ static void scale_c(int M, int N, tg_real beta, tg_real *C, int ldc)
 /* Stores an accumulated tile: C = alpha * acc + beta * C for the m x n
  * corner of a tile held as t[r * nr + j]. Used by edge tiles and by the
  * portable kernel. */
-static void store_tile(const tg_real *t, int nr, int m, int n, tg_real alpha, tg_real beta,
-                       tg_real *c, int ldc)
-{
+static void store_tile(const tg_real *t, int nr, int m, int n, tg_real alpha, tg_real beta, tg_real *c, int ldc) {
     for (int r = 0; r < m; r++) {
         tg_real *cr = c + (size_t)r * ldc;
         const tg_real *tr = t + (size_t)r * nr;
@@ -127,9 +124,7 @@ static void store_tile(const tg_real *t, int nr, int m, int n, tg_real alpha, tg
  * A block (rows i0.., k0..; mc x kc) -> micro-panels of mr rows; panel p
  * holds op(A)(i0 + p*mr + r, k0 + k) at [p*mr*kc + k*mr + r], rows past mc
  * zero-filled so the kernel always runs on a full tile. */
-static void pack_a(bool trans, int mc, int kc, const tg_real *A, int lda, int i0, int k0,
-                   int mr, tg_real *dst)
-{
+static void pack_a(bool trans, int mc, int kc, const tg_real *A, int lda, int i0, int k0, int mr, tg_real *dst) {
     for (int ip = 0; ip < mc; ip += mr) {
         int m = mc - ip < mr ? mc - ip : mr;
         if (!trans) {
@@ -155,9 +150,7 @@ static void pack_a(bool trans, int mc, int kc, const tg_real *A, int lda, int i0
 
 /* One nr-wide sliver of B (columns j0.., k0..): op(B)(k0 + k, j0 + j) at
  * [k*nr + j], columns past n zero-filled. */
-static void pack_b_sliver(bool trans, int n, int kc, const tg_real *B, int ldb, int k0, int j0,
-                          int nr, tg_real *dst)
-{
+static void pack_b_sliver(bool trans, int n, int kc, const tg_real *B, int ldb, int k0, int j0, int nr, tg_real *dst) {
     if (!trans) {
         /* op(B)(k,j) = B[k*ldb + j]: each k gives n contiguous values. */
         for (int k = 0; k < kc; k++) {
@@ -180,9 +173,8 @@ static void pack_b_sliver(bool trans, int n, int kc, const tg_real *B, int ldb, 
 /* ---- portable micro-kernel ------------------------------------------------
  * Plain C on a PORT_MR x PORT_NR tile; the compiler vectorises the j loop
  * with whatever the baseline ISA offers (SSE2 on x86-64, NEON on arm64). */
-static void kernel_portable(int kc, const tg_real *restrict a, const tg_real *restrict b,
-                            tg_real *c, int ldc, tg_real alpha, tg_real beta, int m, int n)
-{
+static void kernel_portable(int kc, const tg_real *restrict a, const tg_real *restrict b, tg_real *c, int ldc,
+                            tg_real alpha, tg_real beta, int m, int n) {
     tg_real acc[PORT_MR * PORT_NR] = {0};
     for (int k = 0; k < kc; k++) {
         for (int r = 0; r < PORT_MR; r++) {
@@ -197,10 +189,8 @@ static void kernel_portable(int kc, const tg_real *restrict a, const tg_real *re
 
 /* Small products without AVX2: i-k-j loops over rows of C, the inner loop
  * contiguous in C and (when not transposed) in B. */
-static void direct_portable(bool trans_a, bool trans_b, int i_begin, int i_end, int N, int K,
-                            tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
-                            tg_real beta, tg_real *C, int ldc)
-{
+static void direct_portable(bool trans_a, bool trans_b, int i_begin, int i_end, int N, int K, tg_real alpha,
+                            const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
     scale_c(i_end - i_begin, N, beta, C + (size_t)i_begin * ldc, ldc);
     for (int i = i_begin; i < i_end; i++) {
         /* restrict: C never overlaps A or B, and saying so lets -O2 vectorise
@@ -216,8 +206,7 @@ static void direct_portable(bool trans_a, bool trans_b, int i_begin, int i_end, 
             for (int j = 0; j < N; j++) {
                 const tg_real *b = B + (size_t)j * ldb;
                 tg_real s = 0;
-                for (int k = 0; k < K; k++)
-                    s += (trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) * b[k];
+                for (int k = 0; k < K; k++) s += (trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) * b[k];
                 c[j] += alpha * s;
             }
         }
@@ -228,80 +217,84 @@ static void direct_portable(bool trans_a, bool trans_b, int i_begin, int i_end, 
 #if TG_X86
 #ifdef TG_DOUBLE
 typedef __m256d vreal;
-#define VLEN 4
-#define V_ZERO() _mm256_setzero_pd()
-#define V_LOAD(p) _mm256_loadu_pd(p)
-#define V_STORE(p, v) _mm256_storeu_pd((p), (v))
-#define V_BCAST(p) _mm256_broadcast_sd(p)
-#define V_SET1(x) _mm256_set1_pd(x)
-#define V_FMA(a, b, c) _mm256_fmadd_pd((a), (b), (c))
-#define V_MUL(a, b) _mm256_mul_pd((a), (b))
-#define V_ADD(a, b) _mm256_add_pd((a), (b))
-#define V_MASKLOAD(p, m) _mm256_maskload_pd((p), (m))
+#define VLEN                 4
+#define V_ZERO()             _mm256_setzero_pd()
+#define V_LOAD(p)            _mm256_loadu_pd(p)
+#define V_STORE(p, v)        _mm256_storeu_pd((p), (v))
+#define V_BCAST(p)           _mm256_broadcast_sd(p)
+#define V_SET1(x)            _mm256_set1_pd(x)
+#define V_FMA(a, b, c)       _mm256_fmadd_pd((a), (b), (c))
+#define V_MUL(a, b)          _mm256_mul_pd((a), (b))
+#define V_ADD(a, b)          _mm256_add_pd((a), (b))
+#define V_MASKLOAD(p, m)     _mm256_maskload_pd((p), (m))
 #define V_MASKSTORE(p, m, v) _mm256_maskstore_pd((p), (m), (v))
 /* Lane l of the mask is on when base + l < n. */
 #define V_MASK(n, base) \
     _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x((base), (base) + 1, (base) + 2, (base) + 3))
 #else
 typedef __m256 vreal;
-#define VLEN 8
-#define V_ZERO() _mm256_setzero_ps()
-#define V_LOAD(p) _mm256_loadu_ps(p)
-#define V_STORE(p, v) _mm256_storeu_ps((p), (v))
-#define V_BCAST(p) _mm256_broadcast_ss(p)
-#define V_SET1(x) _mm256_set1_ps(x)
-#define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
-#define V_MUL(a, b) _mm256_mul_ps((a), (b))
-#define V_ADD(a, b) _mm256_add_ps((a), (b))
-#define V_MASKLOAD(p, m) _mm256_maskload_ps((p), (m))
+#define VLEN                 8
+#define V_ZERO()             _mm256_setzero_ps()
+#define V_LOAD(p)            _mm256_loadu_ps(p)
+#define V_STORE(p, v)        _mm256_storeu_ps((p), (v))
+#define V_BCAST(p)           _mm256_broadcast_ss(p)
+#define V_SET1(x)            _mm256_set1_ps(x)
+#define V_FMA(a, b, c)       _mm256_fmadd_ps((a), (b), (c))
+#define V_MUL(a, b)          _mm256_mul_ps((a), (b))
+#define V_ADD(a, b)          _mm256_add_ps((a), (b))
+#define V_MASKLOAD(p, m)     _mm256_maskload_ps((p), (m))
 #define V_MASKSTORE(p, m, v) _mm256_maskstore_ps((p), (m), (v))
-#define V_MASK(n, base)                                                                        \
-    _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32((base), (base) + 1, (base) + 2, \
-                                                               (base) + 3, (base) + 4, (base) + 5, \
-                                                               (base) + 6, (base) + 7))
+#define V_MASK(n, base)                                                                                                \
+    _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32((base), (base) + 1, (base) + 2, (base) + 3, (base) + 4, \
+                                                               (base) + 5, (base) + 6, (base) + 7))
 #endif
 
 /* Twelve accumulators c<row><half>: row r of the tile is (c_r0, c_r1). */
-#define ACC_DECL                                                                     \
-    vreal c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO();            \
-    vreal c20 = V_ZERO(), c21 = V_ZERO(), c30 = V_ZERO(), c31 = V_ZERO();            \
+#define ACC_DECL                                                          \
+    vreal c00 = V_ZERO(), c01 = V_ZERO(), c10 = V_ZERO(), c11 = V_ZERO(); \
+    vreal c20 = V_ZERO(), c21 = V_ZERO(), c30 = V_ZERO(), c31 = V_ZERO(); \
     vreal c40 = V_ZERO(), c41 = V_ZERO(), c50 = V_ZERO(), c51 = V_ZERO()
-#define ROW_FMA(r, ap)                    \
-    do {                                  \
-        vreal ar_ = V_BCAST(ap);          \
+#define ROW_FMA(r, ap)                     \
+    do {                                   \
+        vreal ar_ = V_BCAST(ap);           \
         c##r##0 = V_FMA(ar_, b0, c##r##0); \
         c##r##1 = V_FMA(ar_, b1, c##r##1); \
     } while (0)
 
 /* Writes the 6 x NR accumulators to t (row-major, NR per row). */
-#define ACC_SPILL(t)                                                          \
-    do {                                                                      \
-        V_STORE((t) + 0 * AVX_NR, c00); V_STORE((t) + 0 * AVX_NR + VLEN, c01); \
-        V_STORE((t) + 1 * AVX_NR, c10); V_STORE((t) + 1 * AVX_NR + VLEN, c11); \
-        V_STORE((t) + 2 * AVX_NR, c20); V_STORE((t) + 2 * AVX_NR + VLEN, c21); \
-        V_STORE((t) + 3 * AVX_NR, c30); V_STORE((t) + 3 * AVX_NR + VLEN, c31); \
-        V_STORE((t) + 4 * AVX_NR, c40); V_STORE((t) + 4 * AVX_NR + VLEN, c41); \
-        V_STORE((t) + 5 * AVX_NR, c50); V_STORE((t) + 5 * AVX_NR + VLEN, c51); \
+#define ACC_SPILL(t)                           \
+    do {                                       \
+        V_STORE((t) + 0 * AVX_NR, c00);        \
+        V_STORE((t) + 0 * AVX_NR + VLEN, c01); \
+        V_STORE((t) + 1 * AVX_NR, c10);        \
+        V_STORE((t) + 1 * AVX_NR + VLEN, c11); \
+        V_STORE((t) + 2 * AVX_NR, c20);        \
+        V_STORE((t) + 2 * AVX_NR + VLEN, c21); \
+        V_STORE((t) + 3 * AVX_NR, c30);        \
+        V_STORE((t) + 3 * AVX_NR + VLEN, c31); \
+        V_STORE((t) + 4 * AVX_NR, c40);        \
+        V_STORE((t) + 4 * AVX_NR + VLEN, c41); \
+        V_STORE((t) + 5 * AVX_NR, c50);        \
+        V_STORE((t) + 5 * AVX_NR + VLEN, c51); \
     } while (0)
 
 /* Full-tile store, row r: C = alpha*acc (+ beta*C). */
-#define ROW_STORE(r)                                                            \
-    do {                                                                        \
-        tg_real *cr_ = c + (size_t)(r) * ldc;                                   \
-        vreal t0_ = V_MUL(va, c##r##0), t1_ = V_MUL(va, c##r##1);               \
-        if (beta != 0) {                                                        \
-            t0_ = V_ADD(t0_, V_MUL(vb, V_LOAD(cr_)));                           \
-            t1_ = V_ADD(t1_, V_MUL(vb, V_LOAD(cr_ + VLEN)));                    \
-        }                                                                       \
-        V_STORE(cr_, t0_);                                                      \
-        V_STORE(cr_ + VLEN, t1_);                                               \
+#define ROW_STORE(r)                                              \
+    do {                                                          \
+        tg_real *cr_ = c + (size_t)(r)*ldc;                       \
+        vreal t0_ = V_MUL(va, c##r##0), t1_ = V_MUL(va, c##r##1); \
+        if (beta != 0) {                                          \
+            t0_ = V_ADD(t0_, V_MUL(vb, V_LOAD(cr_)));             \
+            t1_ = V_ADD(t1_, V_MUL(vb, V_LOAD(cr_ + VLEN)));      \
+        }                                                         \
+        V_STORE(cr_, t0_);                                        \
+        V_STORE(cr_ + VLEN, t1_);                                 \
     } while (0)
 
 /* Packed kernel: a is an AVX_MR-row micro-panel, b an AVX_NR-wide sliver,
  * both contiguous; the m x n corner of the tile is stored to C. */
-TG_AVX2 static void kernel_avx2(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc,
-                                tg_real alpha, tg_real beta, int m, int n)
-{
+TG_AVX2 static void kernel_avx2(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc, tg_real alpha,
+                                tg_real beta, int m, int n) {
     /* Fetch the C tile now so its cache misses overlap the k loop. */
     for (int r = 0; r < m; r++) {
         __builtin_prefetch(c + (size_t)r * ldc, 1);
@@ -311,18 +304,24 @@ TG_AVX2 static void kernel_avx2(int kc, const tg_real *a, const tg_real *b, tg_r
     int k = 0;
     /* Unrolled by 4: fewer loop branches, and the loads of the next step
      * can issue while the FMAs of this one run. */
-#define STEP(u)                                             \
-    do {                                                    \
-        vreal b0 = V_LOAD(b + (u) * AVX_NR);                \
-        vreal b1 = V_LOAD(b + (u) * AVX_NR + VLEN);         \
-        const tg_real *a_ = a + (u) * AVX_MR;               \
-        ROW_FMA(0, a_ + 0); ROW_FMA(1, a_ + 1);             \
-        ROW_FMA(2, a_ + 2); ROW_FMA(3, a_ + 3);             \
-        ROW_FMA(4, a_ + 4); ROW_FMA(5, a_ + 5);             \
+#define STEP(u)                                   \
+    do {                                          \
+        vreal b0 = V_LOAD(b + (u)*AVX_NR);        \
+        vreal b1 = V_LOAD(b + (u)*AVX_NR + VLEN); \
+        const tg_real *a_ = a + (u)*AVX_MR;       \
+        ROW_FMA(0, a_ + 0);                       \
+        ROW_FMA(1, a_ + 1);                       \
+        ROW_FMA(2, a_ + 2);                       \
+        ROW_FMA(3, a_ + 3);                       \
+        ROW_FMA(4, a_ + 4);                       \
+        ROW_FMA(5, a_ + 5);                       \
     } while (0)
     for (; k + 4 <= kc; k += 4) {
         __builtin_prefetch(b + 4 * AVX_NR * 4);
-        STEP(0); STEP(1); STEP(2); STEP(3);
+        STEP(0);
+        STEP(1);
+        STEP(2);
+        STEP(3);
         a += 4 * AVX_MR;
         b += 4 * AVX_NR;
     }
@@ -334,8 +333,12 @@ TG_AVX2 static void kernel_avx2(int kc, const tg_real *a, const tg_real *b, tg_r
 #undef STEP
     if (m == AVX_MR && n == AVX_NR) {
         vreal va = V_SET1(alpha), vb = V_SET1(beta);
-        ROW_STORE(0); ROW_STORE(1); ROW_STORE(2);
-        ROW_STORE(3); ROW_STORE(4); ROW_STORE(5);
+        ROW_STORE(0);
+        ROW_STORE(1);
+        ROW_STORE(2);
+        ROW_STORE(3);
+        ROW_STORE(4);
+        ROW_STORE(5);
     } else {
         _Alignas(64) tg_real t[AVX_MR * AVX_NR];
         ACC_SPILL(t);
@@ -347,10 +350,9 @@ TG_AVX2 static void kernel_avx2(int kc, const tg_real *a, const tg_real *b, tg_r
  * rows at b + k*ldb, no packing. The tile's m x n corner is stored; B rows
  * are read with masked loads past column nload (nload == NR when b is a
  * zero-padded sliver). Rows past m repeat row 0: computed, never stored. */
-TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, ptrdiff_t acs,
-                                       const tg_real *b, ptrdiff_t ldb, tg_real *c, int ldc,
-                                       tg_real alpha, tg_real beta, int m, int n, int nload)
-{
+TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, ptrdiff_t acs, const tg_real *b,
+                                       ptrdiff_t ldb, tg_real *c, int ldc, tg_real alpha, tg_real beta, int m, int n,
+                                       int nload) {
     const tg_real *a0 = a, *a1 = a + (m > 1 ? ars : 0), *a2 = a + (m > 2 ? 2 * ars : 0);
     const tg_real *a3 = a + (m > 3 ? 3 * ars : 0), *a4 = a + (m > 4 ? 4 * ars : 0);
     const tg_real *a5 = a + (m > 5 ? 5 * ars : 0);
@@ -359,8 +361,12 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
         for (int k = 0; k < K; k++, b += ldb) {
             ptrdiff_t o = k * acs;
             vreal b0 = V_LOAD(b), b1 = V_LOAD(b + VLEN);
-            ROW_FMA(0, a0 + o); ROW_FMA(1, a1 + o); ROW_FMA(2, a2 + o);
-            ROW_FMA(3, a3 + o); ROW_FMA(4, a4 + o); ROW_FMA(5, a5 + o);
+            ROW_FMA(0, a0 + o);
+            ROW_FMA(1, a1 + o);
+            ROW_FMA(2, a2 + o);
+            ROW_FMA(3, a3 + o);
+            ROW_FMA(4, a4 + o);
+            ROW_FMA(5, a5 + o);
         }
     } else {
         /* maskload never touches memory in masked-off lanes, so reading a
@@ -369,14 +375,22 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
         for (int k = 0; k < K; k++, b += ldb) {
             ptrdiff_t o = k * acs;
             vreal b0 = V_MASKLOAD(b, m0), b1 = V_MASKLOAD(b + VLEN, m1);
-            ROW_FMA(0, a0 + o); ROW_FMA(1, a1 + o); ROW_FMA(2, a2 + o);
-            ROW_FMA(3, a3 + o); ROW_FMA(4, a4 + o); ROW_FMA(5, a5 + o);
+            ROW_FMA(0, a0 + o);
+            ROW_FMA(1, a1 + o);
+            ROW_FMA(2, a2 + o);
+            ROW_FMA(3, a3 + o);
+            ROW_FMA(4, a4 + o);
+            ROW_FMA(5, a5 + o);
         }
     }
     if (m == AVX_MR && n == AVX_NR) {
         vreal va = V_SET1(alpha), vb = V_SET1(beta);
-        ROW_STORE(0); ROW_STORE(1); ROW_STORE(2);
-        ROW_STORE(3); ROW_STORE(4); ROW_STORE(5);
+        ROW_STORE(0);
+        ROW_STORE(1);
+        ROW_STORE(2);
+        ROW_STORE(3);
+        ROW_STORE(4);
+        ROW_STORE(5);
     } else {
         _Alignas(64) tg_real t[AVX_MR * AVX_NR];
         ACC_SPILL(t);
@@ -388,20 +402,24 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
 /* In-register transpose of an 8 x 8 float block: on return r[j] holds
  * column j of the rows given (the unpack / shuffle / permute2f128 sequence
  * of Intel's optimisation manual). */
-#define TRANSPOSE8(r)                                                                    \
-    do {                                                                                 \
-        __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]); \
-        __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]); \
-        __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]); \
-        __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]); \
+#define TRANSPOSE8(r)                                                                      \
+    do {                                                                                   \
+        __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);   \
+        __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);   \
+        __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);   \
+        __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);   \
         __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE); \
         __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE); \
         __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE); \
         __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE); \
-        r[0] = _mm256_permute2f128_ps(u0, u4, 0x20); r[1] = _mm256_permute2f128_ps(u1, u5, 0x20); \
-        r[2] = _mm256_permute2f128_ps(u2, u6, 0x20); r[3] = _mm256_permute2f128_ps(u3, u7, 0x20); \
-        r[4] = _mm256_permute2f128_ps(u0, u4, 0x31); r[5] = _mm256_permute2f128_ps(u1, u5, 0x31); \
-        r[6] = _mm256_permute2f128_ps(u2, u6, 0x31); r[7] = _mm256_permute2f128_ps(u3, u7, 0x31); \
+        r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);                                       \
+        r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);                                       \
+        r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);                                       \
+        r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);                                       \
+        r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);                                       \
+        r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);                                       \
+        r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);                                       \
+        r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);                                       \
     } while (0)
 
 /* pack_a for an untransposed float A and the 6-row kernel: 8 k at a time,
@@ -410,9 +428,7 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
  * column k writes 8 values; its last 2 land where column k+1 goes next (or,
  * for the last column, in the 8 elements of slack gemm_blocked leaves after
  * the buffer). Measured: packing went from 9% of a 1024^3 product to 3%. */
-TG_AVX2 static void pack_a_avx2(int mc, int kc, const tg_real *A, int lda, int i0, int k0,
-                                tg_real *dst)
-{
+TG_AVX2 static void pack_a_avx2(int mc, int kc, const tg_real *A, int lda, int i0, int k0, tg_real *dst) {
     for (int ip = 0; ip < mc; ip += AVX_MR) {
         int m = mc - ip < AVX_MR ? mc - ip : AVX_MR;
         const tg_real *src[AVX_MR];
@@ -436,9 +452,7 @@ TG_AVX2 static void pack_a_avx2(int mc, int kc, const tg_real *A, int lda, int i
  * A, so each k is one 8-wide load and one 8-wide store (its last 2 values
  * overwritten by the next k, or landing in the slack). The load reads 2
  * values past the panel, so it is used only where the block has them. */
-TG_AVX2 static void pack_at_avx2(int mc, int kc, const tg_real *A, int lda, int i0, int k0,
-                                 tg_real *dst)
-{
+TG_AVX2 static void pack_at_avx2(int mc, int kc, const tg_real *A, int lda, int i0, int k0, tg_real *dst) {
     for (int ip = 0; ip < mc; ip += AVX_MR) {
         int m = mc - ip < AVX_MR ? mc - ip : AVX_MR;
         const tg_real *src = A + (size_t)k0 * lda + i0 + ip;
@@ -456,9 +470,7 @@ TG_AVX2 static void pack_at_avx2(int mc, int kc, const tg_real *A, int lda, int 
 /* pack_b_sliver for a transposed float B (op(B)(k,j) = B[j*ldb + k], as in
  * X W^T): the sliver's 16 columns are 16 rows of B, transposed 8 x 8 at a
  * time so that each k row of the sliver is two stores. */
-TG_AVX2 static void pack_bt_avx2(int n, int kc, const tg_real *B, int ldb, int k0, int j0,
-                                 tg_real *dst)
-{
+TG_AVX2 static void pack_bt_avx2(int n, int kc, const tg_real *B, int ldb, int k0, int j0, tg_real *dst) {
     const tg_real *src[AVX_NR];
     for (int j = 0; j < AVX_NR; j++) src[j] = B + (size_t)(j0 + (j < n ? j : 0)) * ldb + k0;
     int k = 0;
@@ -480,10 +492,8 @@ TG_AVX2 static void pack_bt_avx2(int n, int kc, const tg_real *B, int ldb, int k
 /* Small product: tiles of 6 x NR, B slivers outer so one sliver of B is
  * reused from L1 by every row tile. A transposed B is first copied, one
  * K x NR sliver at a time, into a stack buffer (K <= DIRECT_MAX_K). */
-static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int N, int K,
-                        tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
-                        tg_real beta, tg_real *C, int ldc)
-{
+static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int N, int K, tg_real alpha,
+                        const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
     _Alignas(64) tg_real sliver[DIRECT_MAX_K * AVX_NR];
     ptrdiff_t ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
     for (int j0 = 0; j0 < N; j0 += AVX_NR) {
@@ -503,16 +513,16 @@ static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int 
         }
         for (int i0 = i_begin; i0 < i_end; i0 += AVX_MR) {
             int m = i_end - i0 < AVX_MR ? i_end - i0 : AVX_MR;
-            kernel_direct_avx2(K, A + (size_t)i0 * ars, ars, acs, b, bstride,
-                               C + (size_t)i0 * ldc + j0, ldc, alpha, beta, m, n, nload);
+            kernel_direct_avx2(K, A + (size_t)i0 * ars, ars, acs, b, bstride, C + (size_t)i0 * ldc + j0, ldc, alpha,
+                               beta, m, n, nload);
         }
     }
 }
 #endif /* TG_X86 */
 
 /* ---- run-time dispatch ------------------------------------------------------ */
-typedef void (*kernel_fn)(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc,
-                          tg_real alpha, tg_real beta, int m, int n);
+typedef void (*kernel_fn)(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc, tg_real alpha, tg_real beta,
+                          int m, int n);
 typedef struct {
     kernel_fn kernel;
     int mr, nr, mc, kc, nc;
@@ -525,17 +535,13 @@ static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, A
 
 /* 0: pick from the CPU, 1: force the portable kernels (tests, benchmarks). */
 static int g_force_portable;
-int tg__gemm_force_portable(int on)
-{
+int tg__gemm_force_portable(int on) {
     int old = g_force_portable;
     g_force_portable = on;
     return old;
 }
 
-static bool have_avx2(void)
-{
-    return !g_force_portable && tg_cpu_has_avx2();
-}
+static bool have_avx2(void) { return !g_force_portable && tg_cpu_has_avx2(); }
 
 /* ---- packing buffers: thread-local, grown on demand, never shrunk ---------- */
 static _Thread_local void *ws_raw;
@@ -544,8 +550,7 @@ static _Thread_local size_t ws_cap; /* elements */
 
 static void gemm_release(void);
 
-static tg_real *workspace(size_t n)
-{
+static tg_real *workspace(size_t n) {
     if (n > ws_cap) {
         tg__on_release_all(gemm_release);
         if (ws_raw) tg_sys_free(ws_raw);
@@ -560,8 +565,7 @@ static tg_real *workspace(size_t n)
 }
 
 /* Frees the calling thread's packing buffers. */
-static void release_on_thread(void *ctx, int tid, int nth)
-{
+static void release_on_thread(void *ctx, int tid, int nth) {
     (void)ctx, (void)tid, (void)nth;
     if (ws_raw) tg_sys_free(ws_raw);
     ws_raw = NULL;
@@ -572,16 +576,12 @@ static void release_on_thread(void *ctx, int tid, int nth)
 /* Run by tg_release_all: every thread of the pool frees its own buffers (a
  * worker has some when it ran a product of a batch, tg_k_gemm called from a
  * parallel loop). */
-static void gemm_release(void)
-{
-    tg_parallel_team(true, release_on_thread, NULL);
-}
+static void gemm_release(void) { tg_parallel_team(true, release_on_thread, NULL); }
 
 /* Threads for a product: one below PARALLEL_MIN_WORK or inside a parallel
  * region (a batched caller already splits the work), else up to one per
  * MR-row tile. */
-static int team_size(int M, int N, int K, int mr)
-{
+static int team_size(int M, int N, int K, int mr) {
     int nt = 1;
     int tiles = (M + mr - 1) / mr;
     if ((double)M * N * K > PARALLEL_MIN_WORK && !tg_in_parallel()) {
@@ -595,25 +595,19 @@ static int team_size(int M, int N, int K, int mr)
 /* The threads of a team that take part in a product: at most nt (the pool
  * may have more threads than the product has row tiles, or fewer when one
  * could not be started). */
-static int team_active(int nth, int nt)
-{
-    return nth < nt ? nth : nt;
-}
+static int team_active(int nth, int nt) { return nth < nt ? nth : nt; }
 
 /* Rows [*r0, *r1) of thread tid among nth: a contiguous run of mr-row tiles,
  * as even as the tile count allows. */
-static void thread_rows(int M, int mr, int tid, int nth, int *r0, int *r1)
-{
+static void thread_rows(int M, int mr, int tid, int nth, int *r0, int *r1) {
     int tiles = (M + mr - 1) / mr;
     *r0 = (int)((long long)tiles * tid / nth) * mr;
     *r1 = (int)((long long)tiles * (tid + 1) / nth) * mr;
     if (*r1 > M) *r1 = M;
 }
 
-static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, int N, int K,
-                        tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
-                        tg_real beta, tg_real *C, int ldc)
-{
+static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, int N, int K, tg_real alpha,
+                        const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
 #if TG_X86
     if (avx2) {
         direct_avx2(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -625,34 +619,31 @@ static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, i
 }
 
 typedef struct {
-    const gemm_isa *isa;   /* blocked path */
+    const gemm_isa *isa; /* blocked path */
     bool avx2, trans_a, trans_b;
     int M, N, K, mr, nt, lda, ldb, ldc;
     tg_real alpha, beta;
     const tg_real *A, *B;
     tg_real *C;
-    int kblocks, nc, mc;   /* blocked path */
+    int kblocks, nc, mc; /* blocked path */
     tg_real *ws;
     size_t b_elems, a_elems;
 } gemm_ctx;
 
-static void direct_team(void *ctx, int tid, int nth)
-{
+static void direct_team(void *ctx, int tid, int nth) {
     const gemm_ctx *c = ctx;
-    if (nth == 1) tid = 0;   /* run serially (nested): the caller alone, whatever its pool id */
+    if (nth == 1) tid = 0; /* run serially (nested): the caller alone, whatever its pool id */
     int ne = team_active(nth, c->nt);
     if (tid >= ne) return;
     int r0, r1;
     thread_rows(c->M, c->mr, tid, ne, &r0, &r1);
-    direct_rows(c->avx2, c->trans_a, c->trans_b, r0, r1, c->N, c->K, c->alpha, c->A, c->lda, c->B, c->ldb,
-                c->beta, c->C, c->ldc);
+    direct_rows(c->avx2, c->trans_a, c->trans_b, r0, r1, c->N, c->K, c->alpha, c->A, c->lda, c->B, c->ldb, c->beta,
+                c->C, c->ldc);
 }
 
 /* Small products: no packing, rows of C split among threads. */
-static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int K,
-                        tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
-                        tg_real beta, tg_real *C, int ldc)
-{
+static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A,
+                        int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
     int mr = avx2 ? AVX_MR : 1;
     int nt = team_size(M, N, K, mr);
     /* A job costs far more than a whole 16x16x16 product: skip it. */
@@ -660,30 +651,43 @@ static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int
         direct_rows(avx2, trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    gemm_ctx c = {.avx2 = avx2, .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .mr = mr,
-                  .nt = nt, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .A = A, .B = B,
+    gemm_ctx c = {.avx2 = avx2,
+                  .trans_a = trans_a,
+                  .trans_b = trans_b,
+                  .M = M,
+                  .N = N,
+                  .K = K,
+                  .mr = mr,
+                  .nt = nt,
+                  .lda = lda,
+                  .ldb = ldb,
+                  .ldc = ldc,
+                  .alpha = alpha,
+                  .beta = beta,
+                  .A = A,
+                  .B = B,
                   .C = C};
     tg_parallel_team(true, direct_team, &c);
 }
 
 /* The AVX2 packers where they apply (float, A untransposed / B transposed),
  * else the generic loops. */
-static void pack_a_isa(const gemm_isa *isa, bool trans, int mc, int kc, const tg_real *A, int lda,
-                       int i0, int k0, tg_real *dst)
-{
+static void pack_a_isa(const gemm_isa *isa, bool trans, int mc, int kc, const tg_real *A, int lda, int i0, int k0,
+                       tg_real *dst) {
 #if TG_X86 && !defined(TG_DOUBLE)
     if (isa == &isa_avx2) {
-        if (trans) pack_at_avx2(mc, kc, A, lda, i0, k0, dst);
-        else pack_a_avx2(mc, kc, A, lda, i0, k0, dst);
+        if (trans)
+            pack_at_avx2(mc, kc, A, lda, i0, k0, dst);
+        else
+            pack_a_avx2(mc, kc, A, lda, i0, k0, dst);
         return;
     }
 #endif
     pack_a(trans, mc, kc, A, lda, i0, k0, isa->mr, dst);
 }
 
-static void pack_b_isa(const gemm_isa *isa, bool trans, int n, int kc, const tg_real *B, int ldb,
-                       int k0, int j0, tg_real *dst)
-{
+static void pack_b_isa(const gemm_isa *isa, bool trans, int n, int kc, const tg_real *B, int ldb, int k0, int j0,
+                       tg_real *dst) {
 #if TG_X86 && !defined(TG_DOUBLE)
     if (isa == &isa_avx2 && trans) {
         pack_bt_avx2(n, kc, B, ldb, k0, j0, dst);
@@ -696,8 +700,7 @@ static void pack_b_isa(const gemm_isa *isa, bool trans, int n, int kc, const tg_
 /* ---- blocked, packed, threaded path ------------------------------------------ */
 /* One thread's part of gemm_blocked: a team of nth threads, of which the
  * first team_active(nth, nt) take part (the others only meet the barriers). */
-static void blocked_team(void *ctx, int tid, int nth)
-{
+static void blocked_team(void *ctx, int tid, int nth) {
     const gemm_ctx *c = ctx;
     const gemm_isa *isa = c->isa;
     const bool trans_a = c->trans_a, trans_b = c->trans_b;
@@ -707,7 +710,7 @@ static void blocked_team(void *ctx, int tid, int nth)
     tg_real *C = c->C;
     const int mr = isa->mr, nr = isa->nr, kblocks = c->kblocks, nc = c->nc, mc = c->mc;
     tg_real *bpack = c->ws;
-    if (nth == 1) tid = 0;   /* run serially (nested): the caller alone, whatever its pool id */
+    if (nth == 1) tid = 0; /* run serially (nested): the caller alone, whatever its pool id */
     int ne = team_active(nth, c->nt);
     bool active = tid < ne;
     {
@@ -729,8 +732,7 @@ static void blocked_team(void *ctx, int tid, int nth)
                 for (int s = s0; s < s1; s++) {
                     int j0 = s * nr;
                     int n = ncur - j0 < nr ? ncur - j0 : nr;
-                    pack_b_isa(isa, trans_b, n, kcur, B, ldb, pc, jc + j0,
-                               bpack + (size_t)s * nr * kcur);
+                    pack_b_isa(isa, trans_b, n, kcur, B, ldb, pc, jc + j0, bpack + (size_t)s * nr * kcur);
                 }
                 tg_parallel_barrier();
                 /* ...then each multiplies its rows. */
@@ -743,9 +745,8 @@ static void blocked_team(void *ctx, int tid, int nth)
                         const tg_real *bs = bpack + (size_t)s * nr * kcur;
                         for (int ir = 0; ir < mcur; ir += mr) {
                             int m = mcur - ir < mr ? mcur - ir : mr;
-                            isa->kernel(kcur, apack + (size_t)ir * kcur, bs,
-                                        C + (size_t)(ic + ir) * ldc + jc + j0, ldc, alpha,
-                                        beta_k, m, n);
+                            isa->kernel(kcur, apack + (size_t)ir * kcur, bs, C + (size_t)(ic + ir) * ldc + jc + j0, ldc,
+                                        alpha, beta_k, m, n);
                         }
                     }
                 }
@@ -756,10 +757,8 @@ static void blocked_team(void *ctx, int tid, int nth)
     }
 }
 
-static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M, int N, int K,
-                         tg_real alpha, const tg_real *A, int lda, const tg_real *B, int ldb,
-                         tg_real beta, tg_real *C, int ldc)
-{
+static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
+                         const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
     const int mr = isa->mr, nr = isa->nr;
     /* K in near-equal blocks of at most KC (257 -> 129 + 128, not 256 + 1);
      * the split depends on K only, which keeps results thread-independent. */
@@ -770,22 +769,39 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
 
     int nt = team_size(M, N, K, mr);
     size_t b_elems = round_up((size_t)kc_max * nc, 16);
-    size_t a_elems = round_up((size_t)kc_max * mc + 8, 16);   /* + 8: pack_a_avx2's overhang */
+    size_t a_elems = round_up((size_t)kc_max * mc + 8, 16); /* + 8: pack_a_avx2's overhang */
     tg_real *ws = workspace(b_elems + (size_t)nt * a_elems);
     if (!ws) { /* out of memory: slow but correct, and no crash */
         direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    gemm_ctx c = {.isa = isa, .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .mr = mr, .nt = nt,
-                  .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C,
-                  .kblocks = kblocks, .nc = nc, .mc = mc, .ws = ws, .b_elems = b_elems, .a_elems = a_elems};
+    gemm_ctx c = {.isa = isa,
+                  .trans_a = trans_a,
+                  .trans_b = trans_b,
+                  .M = M,
+                  .N = N,
+                  .K = K,
+                  .mr = mr,
+                  .nt = nt,
+                  .lda = lda,
+                  .ldb = ldb,
+                  .ldc = ldc,
+                  .alpha = alpha,
+                  .beta = beta,
+                  .A = A,
+                  .B = B,
+                  .C = C,
+                  .kblocks = kblocks,
+                  .nc = nc,
+                  .mc = mc,
+                  .ws = ws,
+                  .b_elems = b_elems,
+                  .a_elems = a_elems};
     tg_parallel_team(nt > 1, blocked_team, &c);
 }
 
-void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
-               const tg_real *A, int lda, const tg_real *B, int ldb,
-               tg_real beta, tg_real *C, int ldc)
-{
+void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+               const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0) { /* nothing to multiply: C = beta * C */
         scale_c(M, N, beta, C, ldc);

@@ -19,22 +19,24 @@
  * a new unary op is a row here, its declaration in autograd.h, an entry in
  * TG_OPS (autograd/op.h) and its gradient-check cases. Float libm through
  * TG_M: plain exp would widen to double and run 2x slower. */
-#define TG_UNARY_OPS(X)                                                              \
-    X(neg,     NEG,     -v,                        -g,                  ARG0)        \
-    X(exp,     EXP,     TG_M(exp)(v),              g * y,               ARG0) /* d e^x = e^x */ \
-    X(log,     LOG,     TG_M(log)(v),              g / x,               ARG0)        \
-    X(sqrt,    SQRT,    TG_M(sqrt)(v),             g * (tg_real)0.5 / y, ARG0) /* 1/(2 sqrt x) */ \
-    X(tanh,    TANH,    TG_M(tanh)(v),             g * (1 - y * y),     ARG0) /* 1 - tanh^2 */ \
-    X(sigmoid, SIGMOID, 1 / (1 + TG_M(exp)(-v)),   g * y * (1 - y),     ARG0) /* s (1 - s) */ \
-    /* A select, not g * [x > 0]: torch's threshold_backward, 0 at x = 0. */       \
-    X(relu,    RELU,    v > 0 ? v : 0,             x > 0 ? g : 0,       ARG0)        \
+/* clang-format off: a table, aligned by column */
+#define TG_UNARY_OPS(X)                                                                                            \
+    X(neg, NEG, -v, -g, ARG0)                                                                                      \
+    X(exp, EXP, TG_M(exp)(v), g *y, ARG0) /* d e^x = e^x */                                                        \
+    X(log, LOG, TG_M(log)(v), g / x, ARG0)                                                                         \
+    X(sqrt, SQRT, TG_M(sqrt)(v), g *(tg_real)0.5 / y, ARG0)             /* 1/(2 sqrt x) */                         \
+    X(tanh, TANH, TG_M(tanh)(v), g *(1 - y * y), ARG0)                  /* 1 - tanh^2 */                           \
+    X(sigmoid, SIGMOID, 1 / (1 + TG_M(exp)(-v)), g * y * (1 - y), ARG0) /* s (1 - s) */                            \
+    /* A select, not g * [x > 0]: torch's threshold_backward, 0 at x = 0. */                                       \
+    X(relu, RELU, v > 0 ? v : 0, x > 0 ? g : 0, ARG0)                                                              \
     /* GELU(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), torch's exact form;      \
-     * d/dx = Phi(x) + x phi(x), phi the standard normal pdf. */                  \
-    X(gelu,    GELU,    (tg_real)0.5 * v * (1 + (tg_real)erf((double)v * 0.7071067811865476)), \
-      g * (tg_real)(0.5 * (1 + erf(x * 0.7071067811865476)) +                          \
-                    x * 0.3989422804014327 * exp(-0.5 * (double)x * x)), ARG0)         \
-    /* d x^p = p x^(p-1) */                                                         \
-    X(pow_scalar, POW,  pow(v, p),                 g * p * (tg_real)pow(x, p - 1), ARG1)
+     * d/dx = Phi(x) + x phi(x), phi the standard normal pdf. */                                  \
+    X(gelu, GELU, (tg_real)0.5 * v * (1 + (tg_real)erf((double)v * 0.7071067811865476)),                           \
+      g * (tg_real)(0.5 * (1 + erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * exp(-0.5 * (double)x * x)), \
+      ARG0)                                                                                                        \
+    /* d x^p = p x^(p-1) */                                                                                        \
+    X(pow_scalar, POW, pow(v, p), g *p *(tg_real)pow(x, p - 1), ARG1)
+/* clang-format on */
 
 #define TG_UNARY_KIND_(name, KIND, f, df, arity) TG_UNARY_##KIND,
 typedef enum { TG_UNARY_OPS(TG_UNARY_KIND_) } tg_unary_kind;
@@ -56,8 +58,8 @@ tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift);
 /* Row-wise softmax / log-softmax of [rows, n], max-subtracted for stability
  * (kernels_softmax.c), and the row kernels behind them, which the masked
  * softmax reuses: */
-tg_real tg_k_row_max(const tg_real *x, int64_t n);   /* n >= 1 */
-void tg_k_softmax_row(tg_real *y, int64_t n);         /* in place */
+tg_real tg_k_row_max(const tg_real *x, int64_t n); /* n >= 1 */
+void tg_k_softmax_row(tg_real *y, int64_t n);      /* in place */
 /* Softmax backward of one row y with output gradient g:
  * dx_j (+)= y_j (g_j - sum_{k<n} g_k y_k) for j < n_grad; when !accumulate,
  * dx_j = 0 for n_grad <= j < n (masked keys); when accumulating they are

@@ -13,8 +13,10 @@ static void mul_portable(tg_real *a, const tg_real *b, int n) {
     for (int j = 0; j < n; j++) a[j] *= b[j];
 }
 static void ds_portable(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-    if (z) for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] * z[j] - D);
-    else for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] - D);
+    if (z)
+        for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] * z[j] - D);
+    else
+        for (int j = 0; j < n; j++) p[j] = p[j] * (dp[j] - D);
 }
 
 #if TG_X86 && !defined(TG_DOUBLE)
@@ -37,8 +39,8 @@ TG_AVX2 static void ds_avx2(tg_real *p, const tg_real *dp, const tg_real *z, tg_
     int j = 0;
     if (z)
         for (; j + 8 <= n; j += 8)
-            _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j),
-                                                  _mm256_fmsub_ps(_mm256_loadu_ps(dp + j), _mm256_loadu_ps(z + j), vd)));
+            _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_fmsub_ps(_mm256_loadu_ps(dp + j),
+                                                                                          _mm256_loadu_ps(z + j), vd)));
     else
         for (; j + 8 <= n; j += 8)
             _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_sub_ps(_mm256_loadu_ps(dp + j), vd)));
@@ -57,13 +59,19 @@ tg_real tg_k_max_row(const tg_real *s, int n, tg_real m) {
 }
 void tg_k_mul_row(tg_real *a, const tg_real *b, int n) {
 #if ATT_VEC_ROWS
-    if (tg_cpu_has_avx2()) { mul_avx2(a, b, n); return; }
+    if (tg_cpu_has_avx2()) {
+        mul_avx2(a, b, n);
+        return;
+    }
 #endif
     mul_portable(a, b, n);
 }
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
 #if ATT_VEC_ROWS
-    if (tg_cpu_has_avx2()) { ds_avx2(p, dp, z, D, n); return; }
+    if (tg_cpu_has_avx2()) {
+        ds_avx2(p, dp, z, D, n);
+        return;
+    }
 #endif
     ds_portable(p, dp, z, D, n);
 }

@@ -19,10 +19,14 @@ static void unary_range(void *ctx, int64_t begin, int64_t end, int tid) {
     const tg_real *x = c->x;
     tg_real *y = c->y;
     (void)p, (void)tid;
-#define MAP(expr) \
-    for (int64_t i = begin; i < end; i++) { tg_real v = x[i]; y[i] = (expr); } \
+#define MAP(expr)                           \
+    for (int64_t i = begin; i < end; i++) { \
+        tg_real v = x[i];                   \
+        y[i] = (expr);                      \
+    }                                       \
     break;
-#define CASE(name, KIND, f, df, arity) case TG_UNARY_##KIND: MAP(f)
+#define CASE(name, KIND, f, df, arity) \
+    case TG_UNARY_##KIND: MAP(f)
     switch (c->kind) { TG_UNARY_OPS(CASE) }
 #undef CASE
 #undef MAP
@@ -46,16 +50,24 @@ static void bcast_strides(const tg_tensor *t, int nd, const int *oshape, int64_t
 /* c[i] = a[i*ia] OP b[i*ib] for i < n, with ia and ib each 0 (a broadcast
  * value) or 1. One loop per case and per op, so each is a plain vector loop
  * (out never overlaps a or b: it is always a fresh tensor). */
-#define ROW_LOOP(OP)                                                                     \
-    do {                                                                                 \
-        if (ia && ib) for (int64_t i = 0; i < n; i++) c[i] = a[i] OP b[i];               \
-        else if (ia) { tg_real bv = b[0]; for (int64_t i = 0; i < n; i++) c[i] = a[i] OP bv; } \
-        else if (ib) { tg_real av = a[0]; for (int64_t i = 0; i < n; i++) c[i] = av OP b[i]; } \
-        else { tg_real v = a[0] OP b[0]; for (int64_t i = 0; i < n; i++) c[i] = v; }     \
+#define ROW_LOOP(OP)                                             \
+    do {                                                         \
+        if (ia && ib)                                            \
+            for (int64_t i = 0; i < n; i++) c[i] = a[i] OP b[i]; \
+        else if (ia) {                                           \
+            tg_real bv = b[0];                                   \
+            for (int64_t i = 0; i < n; i++) c[i] = a[i] OP bv;   \
+        } else if (ib) {                                         \
+            tg_real av = a[0];                                   \
+            for (int64_t i = 0; i < n; i++) c[i] = av OP b[i];   \
+        } else {                                                 \
+            tg_real v = a[0] OP b[0];                            \
+            for (int64_t i = 0; i < n; i++) c[i] = v;            \
+        }                                                        \
     } while (0)
 
-static void binary_row(tg_binary_kind k, const tg_real *restrict a, int64_t ia,
-                       const tg_real *restrict b, int64_t ib, tg_real *restrict c, int64_t n) {
+static void binary_row(tg_binary_kind k, const tg_real *restrict a, int64_t ia, const tg_real *restrict b, int64_t ib,
+                       tg_real *restrict c, int64_t n) {
     switch (k) {
     case TG_BINARY_ADD: ROW_LOOP(+); break;
     case TG_BINARY_SUB: ROW_LOOP(-); break;
@@ -69,8 +81,8 @@ typedef struct {
     tg_binary_kind kind;
     const tg_real *A, *B;
     tg_real *C;
-    int64_t n, chunk;                     /* same shape */
-    const tg_tensor *out;                 /* broadcast */
+    int64_t n, chunk;     /* same shape */
+    const tg_tensor *out; /* broadcast */
     const int64_t *sa, *sb;
     int64_t inner, ia, ib;
     int nd;
@@ -116,7 +128,7 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
     const tg_real *A = a->data, *B = b->data;
     tg_real *C = out->data;
     int64_t n = out->size;
-    if (a->size == n && b->size == n) {   /* same shape: one flat loop, in chunks per thread */
+    if (a->size == n && b->size == n) { /* same shape: one flat loop, in chunks per thread */
         int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
         binary_ctx c = {.kind = kind, .A = A, .B = B, .C = C, .n = n, .chunk = chunk};
         tg_parallel_for(nchunks, n > TG_PAR_MIN, binary_chunks, &c);
@@ -129,8 +141,17 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
     int64_t inner = nd ? out->shape[nd - 1] : 1;
     int64_t rows = inner ? n / inner : 0;
     int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;
-    binary_ctx c = {.kind = kind, .A = A, .B = B, .C = C, .out = out, .sa = sa, .sb = sb,
-                    .inner = inner, .ia = ia, .ib = ib, .nd = nd};
+    binary_ctx c = {.kind = kind,
+                    .A = A,
+                    .B = B,
+                    .C = C,
+                    .out = out,
+                    .sa = sa,
+                    .sb = sb,
+                    .inner = inner,
+                    .ia = ia,
+                    .ib = ib,
+                    .nd = nd};
     tg_parallel_for(rows, n > TG_PAR_MIN, binary_rows, &c);
 }
 
@@ -160,7 +181,10 @@ void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate) {
     for (int64_t i = 0; i < src->size; i++) {
         dst->data[off] += src->data[i];
         for (int d = nd - 1; d >= 0; d--) {
-            if (++idx[d] < src->shape[d]) { off += sd[d]; break; }
+            if (++idx[d] < src->shape[d]) {
+                off += sd[d];
+                break;
+            }
             off -= sd[d] * (src->shape[d] - 1);
             idx[d] = 0;
         }

@@ -18,7 +18,10 @@
 
 static tg_real exp_shift_portable(tg_real *s, int64_t n, tg_real shift) {
     tg_real sum = 0;
-    for (int64_t j = 0; j < n; j++) { s[j] = TG_M(exp)(s[j] - shift); sum += s[j]; }
+    for (int64_t j = 0; j < n; j++) {
+        s[j] = TG_M(exp)(s[j] - shift);
+        sum += s[j];
+    }
     return sum;
 }
 
@@ -55,7 +58,10 @@ TG_AVX2 static tg_real exp_shift_avx2(tg_real *s, int64_t n, tg_real shift) {
     _Alignas(32) float t[8];
     _mm256_store_ps(t, acc);
     tg_real sum = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
-    for (; j < n; j++) { s[j] = _mm256_cvtss_f32(exp8(_mm256_set1_ps(s[j] - shift))); sum += s[j]; }
+    for (; j < n; j++) {
+        s[j] = _mm256_cvtss_f32(exp8(_mm256_set1_ps(s[j] - shift)));
+        sum += s[j];
+    }
     return sum;
 }
 #endif

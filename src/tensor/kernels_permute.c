@@ -22,10 +22,15 @@ static void permute_rows(const tg_tensor *x, tg_tensor *out, const int64_t *st, 
     for (int64_t r = r0; r < r1; r++) {
         tg_real *o = out->data + r * inner;
         const tg_real *src = x->data + off;
-        if (si == 1) memcpy(o, src, sizeof(tg_real) * (size_t)inner);
-        else for (int64_t j = 0; j < inner; j++) o[j] = src[j * si];
-        for (int d = nd - 2; d >= 0; d--) {   /* next row: advance the odometer */
-            if (++idx[d] < out->shape[d]) { off += st[d]; break; }
+        if (si == 1)
+            memcpy(o, src, sizeof(tg_real) * (size_t)inner);
+        else
+            for (int64_t j = 0; j < inner; j++) o[j] = src[j * si];
+        for (int d = nd - 2; d >= 0; d--) { /* next row: advance the odometer */
+            if (++idx[d] < out->shape[d]) {
+                off += st[d];
+                break;
+            }
             off -= st[d] * (out->shape[d] - 1);
             idx[d] = 0;
         }
@@ -53,8 +58,11 @@ void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out) {
     }
     int64_t xs[TG_MAX_DIMS], st[TG_MAX_DIMS];
     int64_t s = 1;
-    for (int d = nd - 1; d >= 0; d--) { xs[d] = s; s *= x->shape[d]; }
-    for (int d = 0; d < nd; d++) st[d] = xs[perm[d]];   /* x stride of output axis d */
+    for (int d = nd - 1; d >= 0; d--) {
+        xs[d] = s;
+        s *= x->shape[d];
+    }
+    for (int d = 0; d < nd; d++) st[d] = xs[perm[d]]; /* x stride of output axis d */
     int64_t rows = out->size / out->shape[nd - 1];
     tg_parallel_for(rows, out->size > TG_PAR_MIN, permute_range, &(permute_ctx){x, out, st});
 }

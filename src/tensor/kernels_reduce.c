@@ -43,7 +43,7 @@ static void max_axis_range(void *ctx, int64_t begin, int64_t end, int tid) {
             const tg_real *xo = x + o * n * inner + i;
             int64_t best = 0;
             for (int64_t k = 1; k < n; k++)
-                if (xo[k * inner] > xo[best * inner]) best = k;   /* first maximum wins */
+                if (xo[k * inner] > xo[best * inner]) best = k; /* first maximum wins */
             y[o * inner + i] = n ? xo[best * inner] : 0;
             if (argmax) argmax[o * inner + i] = best;
         }

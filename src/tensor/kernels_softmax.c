@@ -8,7 +8,8 @@
 
 tg_real tg_k_row_max(const tg_real *x, int64_t n) {
     tg_real m = x[0];
-    for (int64_t j = 1; j < n; j++) if (x[j] > m) m = x[j];
+    for (int64_t j = 1; j < n; j++)
+        if (x[j] > m) m = x[j];
     return m;
 }
 

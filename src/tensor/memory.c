@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ALIGN 64
-#define MIN_BLOCK ((size_t)1 << 20)
+#define ALIGN      64
+#define MIN_BLOCK  ((size_t)1 << 20)
 #define MAX_SCOPES 64
 
 typedef struct block {
@@ -22,11 +22,16 @@ typedef struct block {
 
 static block *g_blocks;
 static int g_nblocks, g_capblocks;
-static int g_cur;                  /* block being filled */
+static int g_cur; /* block being filled */
 static size_t g_in_use, g_peak, g_reserved, g_persistent;
 static uint64_t g_sys_allocs;
 
-typedef struct { int blk; size_t used; size_t in_use; void *tape; } mark;
+typedef struct {
+    int blk;
+    size_t used;
+    size_t in_use;
+    void *tape;
+} mark;
 static mark g_scopes[MAX_SCOPES];
 static int g_depth;
 /* Begins refused past MAX_SCOPES whose end has not come yet: those ends
@@ -76,7 +81,10 @@ static bool add_block(size_t need) {
     while (size < need) size *= 2;
     COUNT_ALLOC();
     unsigned char *mem = aligned_alloc(ALIGN, size);
-    if (!mem) { tg_set_error("out of memory: arena block of %zu bytes", size); return false; }
+    if (!mem) {
+        tg_set_error("out of memory: arena block of %zu bytes", size);
+        return false;
+    }
     g_blocks[g_nblocks++] = (block){mem, size, 0};
     g_reserved += size;
     return true;
@@ -112,8 +120,8 @@ bool tg_arena_live(const void *ptr) {
     return false;
 }
 
-void *tg__tape_head;   /* see tensor_internal.h */
-static uint64_t g_serial;   /* scopes begun so far */
+void *tg__tape_head;      /* see tensor_internal.h */
+static uint64_t g_serial; /* scopes begun so far */
 
 int tg_scope_begin(void) {
     if (g_depth >= MAX_SCOPES) {
@@ -129,7 +137,7 @@ int tg_scope_begin(void) {
      * end then points at no header, and ops refuse it (tg_any_null). */
     size_t shift = (size_t)(++g_serial % 4) * ALIGN;
     void *pad = shift ? tg_arena_alloc(shift) : NULL;
-    if (pad) memset(pad, 0, shift);   /* and no old header survives in the gap */
+    if (pad) memset(pad, 0, shift); /* and no old header survives in the gap */
     return 0;
 }
 

@@ -16,7 +16,7 @@
  * a time. Every loop the library runs in parallel writes disjoint outputs,
  * so how the work is split never changes a result. A parallel call made
  * from inside a parallel job runs serially on the calling thread. */
-#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "parallel.h"
 #include "tensor.h"
 
@@ -45,29 +45,29 @@
 enum { STATIC_RANGES, TASKS, TEAM };
 typedef struct {
     int kind;
-    tg_range_fn fn;               /* STATIC_RANGES, TASKS */
-    tg_team_fn team;              /* TEAM */
+    tg_range_fn fn;  /* STATIC_RANGES, TASKS */
+    tg_team_fn team; /* TEAM */
     void *ctx;
     int64_t n;
-    int nthreads;                 /* threads taking part in this job */
-    _Atomic int64_t next;         /* next task (dynamic jobs) */
-    _Atomic int pending;          /* workers still running this job */
-    _Atomic int barrier_count;    /* tg_parallel_barrier: arrivals */
+    int nthreads;              /* threads taking part in this job */
+    _Atomic int64_t next;      /* next task (dynamic jobs) */
+    _Atomic int pending;       /* workers still running this job */
+    _Atomic int barrier_count; /* tg_parallel_barrier: arrivals */
     _Atomic int barrier_sense;
 } job;
 
 static struct {
-    int nthreads;                 /* wanted, including the caller; 0 = not decided yet */
-    int started;                  /* workers running (nthreads - 1 once started) */
+    int nthreads; /* wanted, including the caller; 0 = not decided yet */
+    int started;  /* workers running (nthreads - 1 once started) */
     pthread_t workers[MAX_THREADS];
-    _Atomic uint64_t gen;         /* bumped for every job */
-    uint64_t start_gen;           /* gen when the workers were started: the job a new one has seen */
+    _Atomic uint64_t gen; /* bumped for every job */
+    uint64_t start_gen;   /* gen when the workers were started: the job a new one has seen */
     _Atomic int sleepers;
     _Atomic int stop;
-    _Atomic int waiters;          /* threads asleep on `done` (end of job, barrier) */
+    _Atomic int waiters; /* threads asleep on `done` (end of job, barrier) */
     pthread_mutex_t mu;
-    pthread_cond_t wake;          /* workers: a new job */
-    pthread_cond_t done;          /* a job's end or a barrier's release */
+    pthread_cond_t wake; /* workers: a new job */
+    pthread_cond_t done; /* a job's end or a barrier's release */
     job job;
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
@@ -97,8 +97,8 @@ static void wake_waiters(void) {
     }
 }
 
-static _Thread_local int t_id;          /* 0 for the caller and outside jobs */
-static _Thread_local int t_nth = 1;     /* threads of the job this thread runs */
+static _Thread_local int t_id;      /* 0 for the caller and outside jobs */
+static _Thread_local int t_nth = 1; /* threads of the job this thread runs */
 static _Thread_local bool t_in_job;
 
 int tg_thread_id(void) { return t_id; }
@@ -158,7 +158,7 @@ int tg_get_num_threads(void) {
 }
 
 int tg_set_num_threads(int n) {
-    if (t_in_job) return tg_get_num_threads();   /* not from inside a job */
+    if (t_in_job) return tg_get_num_threads(); /* not from inside a job */
     int want = n <= 0 ? default_threads() : clamp_threads(n);
     if (want != pool.nthreads) {
         stop_workers();
@@ -185,8 +185,10 @@ static void run_share(job *j, int tid) {
 static void run_serial(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_t n) {
     int outer = t_nth;
     t_nth = 1;
-    if (kind == TEAM) team(ctx, t_id, 1);
-    else if (n > 0) fn(ctx, 0, n, t_id);
+    if (kind == TEAM)
+        team(ctx, t_id, 1);
+    else if (n > 0)
+        fn(ctx, 0, n, t_id);
     t_nth = outer;
 }
 
@@ -233,10 +235,10 @@ static bool start_workers(void) {
         pthread_atfork(NULL, NULL, after_fork_in_child);
         atfork_done = true;
     }
-    pool.start_gen = atomic_load(&pool.gen);   /* no job runs now; pthread_create publishes it */
+    pool.start_gen = atomic_load(&pool.gen); /* no job runs now; pthread_create publishes it */
     while (pool.started < pool.nthreads - 1) {
         if (pthread_create(&pool.workers[pool.started], NULL, worker_main, (void *)(intptr_t)(pool.started + 1)) != 0)
-            break;   /* run with the threads we have */
+            break; /* run with the threads we have */
         pool.started++;
     }
     return pool.started > 0;
@@ -272,18 +274,24 @@ static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_
 }
 
 void tg_parallel_for(int64_t n, bool parallel, tg_range_fn fn, void *ctx) {
-    if (parallel) run_job(STATIC_RANGES, fn, NULL, ctx, n);
-    else run_serial(STATIC_RANGES, fn, NULL, ctx, n);
+    if (parallel)
+        run_job(STATIC_RANGES, fn, NULL, ctx, n);
+    else
+        run_serial(STATIC_RANGES, fn, NULL, ctx, n);
 }
 
 void tg_parallel_tasks(int64_t n, bool parallel, tg_range_fn fn, void *ctx) {
-    if (parallel) run_job(TASKS, fn, NULL, ctx, n);
-    else run_serial(TASKS, fn, NULL, ctx, n);
+    if (parallel)
+        run_job(TASKS, fn, NULL, ctx, n);
+    else
+        run_serial(TASKS, fn, NULL, ctx, n);
 }
 
 void tg_parallel_team(bool parallel, tg_team_fn fn, void *ctx) {
-    if (parallel) run_job(TEAM, NULL, fn, ctx, 0);
-    else run_serial(TEAM, NULL, fn, ctx, 0);
+    if (parallel)
+        run_job(TEAM, NULL, fn, ctx, 0);
+    else
+        run_serial(TEAM, NULL, fn, ctx, 0);
 }
 
 /* Sense-reversing barrier over the threads of the running job. */

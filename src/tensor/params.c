@@ -4,8 +4,7 @@
 
 #include <string.h>
 
-void tg_params_init(tg_params *p)
-{
+void tg_params_init(tg_params *p) {
     if (!p) return;
     p->items = NULL;
     p->n = 0;
@@ -14,8 +13,7 @@ void tg_params_init(tg_params *p)
 
 /* Makes room for `extra` more items. tensor.h has counted allocators but no
  * realloc, so growing is alloc + copy + free. */
-static int reserve(tg_params *p, int extra, const char *op)
-{
+static int reserve(tg_params *p, int extra, const char *op) {
     if (extra <= p->cap - p->n) return 0;
     int cap = p->cap ? p->cap : 8;
     while (cap - p->n < extra) cap *= 2;
@@ -33,8 +31,7 @@ static int reserve(tg_params *p, int extra, const char *op)
 
 /* Writes prefix + "." + name (or name alone) into out; -1 when too long,
  * without recording an error (callers word their own). */
-static int join_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name)
-{
+static int join_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name) {
     size_t lp = (prefix && *prefix) ? strlen(prefix) : 0;
     size_t ln = strlen(name);
     size_t total = lp ? lp + 1 + ln : ln;
@@ -49,8 +46,7 @@ static int join_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char
     return 0;
 }
 
-int tg_param_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name)
-{
+int tg_param_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *name) {
     if (!out || !name) {
         tg_set_error("param_name: NULL %s", !out ? "output" : "name");
         return -1;
@@ -64,15 +60,13 @@ int tg_param_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *n
     return 0;
 }
 
-static int find(const tg_params *p, const char *name)
-{
+static int find(const tg_params *p, const char *name) {
     for (int i = 0; i < p->n; i++)
         if (strcmp(p->items[i].name, name) == 0) return i;
     return -1;
 }
 
-int tg_params_add(tg_params *p, const char *prefix, const char *name, tg_tensor *t)
-{
+int tg_params_add(tg_params *p, const char *prefix, const char *name, tg_tensor *t) {
     if (!p || !name || !t) {
         tg_set_error("params_add: NULL %s", !p ? "list" : !name ? "name" : "tensor");
         return -1;
@@ -83,9 +77,8 @@ int tg_params_add(tg_params *p, const char *prefix, const char *name, tg_tensor 
         return -1;
     }
     if (join_name(full, prefix, name) != 0) {
-        tg_set_error("params_add: name '%s%s%s' is longer than %d characters",
-                     prefix && *prefix ? prefix : "", prefix && *prefix ? "." : "", name,
-                     TG_PARAM_NAME_MAX - 1);
+        tg_set_error("params_add: name '%s%s%s' is longer than %d characters", prefix && *prefix ? prefix : "",
+                     prefix && *prefix ? "." : "", name, TG_PARAM_NAME_MAX - 1);
         return -1;
     }
     if (find(p, full) >= 0) {
@@ -100,8 +93,7 @@ int tg_params_add(tg_params *p, const char *prefix, const char *name, tg_tensor 
 }
 
 /* All or nothing: every name is checked before the first one is appended. */
-int tg_params_extend(tg_params *p, const char *prefix, const tg_params *src)
-{
+int tg_params_extend(tg_params *p, const char *prefix, const tg_params *src) {
     if (!p || !src) {
         tg_set_error("params_extend: NULL %s", !p ? "list" : "source list");
         return -1;
@@ -111,8 +103,8 @@ int tg_params_extend(tg_params *p, const char *prefix, const tg_params *src)
     for (int i = 0; i < n; i++) {
         const char *name = src->items[i].name;
         if (join_name(full, prefix, name) != 0) {
-            tg_set_error("params_add: name '%s.%s' is longer than %d characters",
-                         prefix ? prefix : "", name, TG_PARAM_NAME_MAX - 1);
+            tg_set_error("params_add: name '%s.%s' is longer than %d characters", prefix ? prefix : "", name,
+                         TG_PARAM_NAME_MAX - 1);
             return -1;
         }
         if (find(p, full) >= 0) {
@@ -138,15 +130,13 @@ int tg_params_extend(tg_params *p, const char *prefix, const tg_params *src)
     return 0;
 }
 
-tg_tensor *tg_params_get(const tg_params *p, const char *name)
-{
+tg_tensor *tg_params_get(const tg_params *p, const char *name) {
     if (!p || !name) return NULL;
     int i = find(p, name);
     return i >= 0 ? p->items[i].t : NULL;
 }
 
-int64_t tg_params_numel(const tg_params *p)
-{
+int64_t tg_params_numel(const tg_params *p) {
     int64_t n = 0;
     if (!p) return 0;
     for (int i = 0; i < p->n; i++)
@@ -154,8 +144,7 @@ int64_t tg_params_numel(const tg_params *p)
     return n;
 }
 
-void tg_params_free(tg_params *p)
-{
+void tg_params_free(tg_params *p) {
     if (!p) return;
     tg_sys_free(p->items);
     tg_params_init(p);

@@ -10,7 +10,7 @@
 
 typedef struct {
     char name[TG_PARAM_NAME_MAX];
-    tg_tensor *t;          /* not owned: the module owns its tensors */
+    tg_tensor *t; /* not owned: the module owns its tensors */
 } tg_param;
 
 typedef struct {
@@ -27,8 +27,8 @@ int tg_param_name(char out[TG_PARAM_NAME_MAX], const char *prefix, const char *n
 int tg_params_add(tg_params *p, const char *prefix, const char *name, tg_tensor *t);
 /* Appends every entry of src with prefix + "." in front of its name. */
 int tg_params_extend(tg_params *p, const char *prefix, const tg_params *src);
-tg_tensor *tg_params_get(const tg_params *p, const char *name);  /* NULL if absent */
+tg_tensor *tg_params_get(const tg_params *p, const char *name); /* NULL if absent */
 int64_t tg_params_numel(const tg_params *p);
-void tg_params_free(tg_params *p);   /* frees the list, not the tensors */
+void tg_params_free(tg_params *p); /* frees the list, not the tensors */
 
 #endif

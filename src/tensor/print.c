@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#define EDGE 3          /* items kept at each end of an elided dimension */
-#define THRESHOLD 1000  /* as torch's print options */
+#define EDGE      3    /* items kept at each end of an elided dimension */
+#define THRESHOLD 1000 /* as torch's print options */
 
 typedef struct {
     FILE *f;
@@ -17,8 +17,10 @@ typedef struct {
 } printer;
 
 static void print_value(const printer *p, tg_real v) {
-    if (p->sci) fprintf(p->f, "%*.4e", p->width, (double)v);
-    else fprintf(p->f, "%*.4f", p->width, (double)v);
+    if (p->sci)
+        fprintf(p->f, "%*.4e", p->width, (double)v);
+    else
+        fprintf(p->f, "%*.4f", p->width, (double)v);
 }
 
 /* Prints dimension dim starting at element offset; indent is the column
@@ -30,15 +32,20 @@ static void print_dim(const printer *p, int dim, int64_t offset, int64_t stride,
     fputc('[', p->f);
     for (int i = 0; i < n; i++) {
         if (p->elide && n > 2 * EDGE && i == EDGE) {
-            if (dim == t->ndim - 1) fputs(" ...,", p->f);
-            else fprintf(p->f, "\n%*s...,\n%*s", indent + 1, "", indent + 1, "");
+            if (dim == t->ndim - 1)
+                fputs(" ...,", p->f);
+            else
+                fprintf(p->f, "\n%*s...,\n%*s", indent + 1, "", indent + 1, "");
             i = n - EDGE;
         }
-        if (dim == t->ndim - 1) print_value(p, t->data[offset + i]);
-        else print_dim(p, dim + 1, offset + i * inner, inner, indent + 1);
+        if (dim == t->ndim - 1)
+            print_value(p, t->data[offset + i]);
+        else
+            print_dim(p, dim + 1, offset + i * inner, inner, indent + 1);
         if (i < n - 1) {
             fputc(',', p->f);
-            if (dim == t->ndim - 1) fputc(' ', p->f);
+            if (dim == t->ndim - 1)
+                fputc(' ', p->f);
             else {
                 for (int k = 0; k < t->ndim - 1 - dim; k++) fputc('\n', p->f);
                 fprintf(p->f, "%*s", indent + 1, "");
@@ -50,12 +57,18 @@ static void print_dim(const printer *p, int dim, int64_t offset, int64_t stride,
 
 void tg_fprint(FILE *f, const tg_tensor *t) {
     char buf[64];
-    if (!t) { fprintf(f, "tensor(NULL)\n"); return; }
+    if (!t) {
+        fprintf(f, "tensor(NULL)\n");
+        return;
+    }
     printer p = {f, t, t->size > THRESHOLD, false, 7};
     double amax = 0, amin = INFINITY;
     for (int64_t i = 0; i < t->size; i++) {
         double a = fabs((double)t->data[i]);
-        if (isfinite(a)) { if (a > amax) amax = a; if (a > 0 && a < amin) amin = a; }
+        if (isfinite(a)) {
+            if (a > amax) amax = a;
+            if (a > 0 && a < amin) amin = a;
+        }
     }
     p.sci = amax >= 1e5 || (amin < 1e-4 && amax > 0);
     /* As torch: columns as wide as the widest value, sign included. */
@@ -65,8 +78,10 @@ void tg_fprint(FILE *f, const tg_tensor *t) {
         if (w > p.width) p.width = w;
     }
     fputs("tensor(", f);
-    if (t->ndim == 0) print_value(&p, t->data[0]);
-    else print_dim(&p, 0, 0, t->size, 7);
+    if (t->ndim == 0)
+        print_value(&p, t->data[0]);
+    else
+        print_dim(&p, 0, 0, t->size, 7);
     fprintf(f, ", shape=%s%s)\n", tg_tshape(buf, t), t->requires_grad ? ", requires_grad=True" : "");
 }
 

@@ -11,7 +11,7 @@ uint64_t tg_rng_bits(uint64_t seed, uint64_t stream, uint64_t index) {
 }
 
 double tg_rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t index) {
-    return (double)(tg_rng_bits(seed, stream, index) >> 11) * 0x1.0p-53;   /* 53 random bits */
+    return (double)(tg_rng_bits(seed, stream, index) >> 11) * 0x1.0p-53; /* 53 random bits */
 }
 
 /* Box-Muller on the uniform pair drawn at (2i, 2i+1). */
@@ -53,7 +53,10 @@ void tg_fill_normal(tg_tensor *t, tg_real mean, tg_real std, tg_rng *rng) {
 }
 
 tg_tensor *tg_uniform(int ndim, const int *shape, tg_real lo, tg_real hi, tg_rng *rng) {
-    if (!rng) { tg_set_error("uniform: NULL rng"); return NULL; }
+    if (!rng) {
+        tg_set_error("uniform: NULL rng");
+        return NULL;
+    }
     tg_tensor *t = tg_empty(ndim, shape);
     tg_fill_uniform(t, lo, hi, rng);
     return t;
@@ -61,7 +64,10 @@ tg_tensor *tg_uniform(int ndim, const int *shape, tg_real lo, tg_real hi, tg_rng
 tg_tensor *tg_rand(int ndim, const int *shape, tg_rng *rng) { return tg_uniform(ndim, shape, 0, 1, rng); }
 
 tg_tensor *tg_normal(int ndim, const int *shape, tg_real mean, tg_real std, tg_rng *rng) {
-    if (!rng) { tg_set_error("normal: NULL rng"); return NULL; }
+    if (!rng) {
+        tg_set_error("normal: NULL rng");
+        return NULL;
+    }
     tg_tensor *t = tg_empty(ndim, shape);
     tg_fill_normal(t, mean, std, rng);
     return t;

@@ -3,7 +3,7 @@
 
 bool tg_cpu_has_avx2(void) {
 #if TG_X86
-    static int cached = -1;   /* benign race: every thread computes the same value */
+    static int cached = -1; /* benign race: every thread computes the same value */
     if (cached < 0) cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return cached;
 #else

@@ -2,10 +2,9 @@
  * inside a scope, in the arena; outside, persistent (see tensor.h). */
 #include "tensor_internal.h"
 
-const int TG_FLAVOUR = 1;   /* see tensor.h: the flavour guard */
+const int TG_FLAVOUR = 1; /* see tensor.h: the flavour guard */
 
 #include <string.h>
-
 
 int64_t tg_numel(int ndim, const int *shape) {
     int64_t n = 1;
@@ -99,7 +98,10 @@ tg_tensor *tg_zeros(int ndim, const int *shape) {
 tg_tensor *tg_ones(int ndim, const int *shape) { return tg_full(ndim, shape, 1); }
 
 tg_tensor *tg_zeros_like(const tg_tensor *t) {
-    if (!t) { tg_error_null("zeros_like"); return NULL; }
+    if (!t) {
+        tg_error_null("zeros_like");
+        return NULL;
+    }
     return tg_zeros(t->ndim, t->shape);
 }
 
@@ -118,25 +120,33 @@ tg_tensor *tg_arange(tg_real start, tg_real stop, tg_real step) {
 }
 
 tg_tensor *tg_from_array(int ndim, const int *shape, const tg_real *values) {
-    if (!values) { tg_set_error("from_array: NULL values"); return NULL; }
+    if (!values) {
+        tg_set_error("from_array: NULL values");
+        return NULL;
+    }
     tg_tensor *t = tg_empty(ndim, shape);
     if (t) memcpy(t->data, values, (size_t)t->size * sizeof(tg_real));
     return t;
 }
 
 tg_tensor *tg_clone(const tg_tensor *src) {
-    if (!src) { tg_error_null("clone"); return NULL; }
+    if (!src) {
+        tg_error_null("clone");
+        return NULL;
+    }
     return tg_from_array(src->ndim, src->shape, src->data);
 }
 
 tg_tensor *tg_view(const tg_tensor *src, int ndim, const int *shape) {
     char b1[64], b2[64];
-    if (!src) { tg_error_null("view"); return NULL; }
+    if (!src) {
+        tg_error_null("view");
+        return NULL;
+    }
     if (!valid_shape("view", ndim, shape)) return NULL;
     if (tg_numel(ndim, shape) != src->size) {
-        tg_set_error("view: %s to %s: %lld elements vs %lld", tg_tshape(b1, src),
-                     tg_shape_str(b2, ndim, shape), (long long)src->size,
-                     (long long)tg_numel(ndim, shape));
+        tg_set_error("view: %s to %s: %lld elements vs %lld", tg_tshape(b1, src), tg_shape_str(b2, ndim, shape),
+                     (long long)src->size, (long long)tg_numel(ndim, shape));
         return NULL;
     }
     tg_tensor *t = make(ndim, shape, tg_scope_depth() == 0, false);

@@ -68,33 +68,33 @@ int tg_get_num_threads(void);
 
 /* TG_SHAPE(2, 3) expands to the (ndim, shape) pair most functions take. */
 #define TG_SHAPE(...) \
-    (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (const int[]){__VA_ARGS__}
+    (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (const int[]) { __VA_ARGS__ }
 
 typedef struct tg_node tg_node;
 typedef struct tg_tensor tg_tensor;
 
 /* A contiguous row-major tensor. */
 struct tg_tensor {
-    uint32_t magic;           /* TG_MAGIC while alive; lets backward spot stale pointers */
+    uint32_t magic; /* TG_MAGIC while alive; lets backward spot stale pointers */
     int ndim;
     int shape[TG_MAX_DIMS];
-    int64_t size;             /* number of elements */
+    int64_t size; /* number of elements */
     tg_real *data;
-    tg_tensor *grad;          /* same shape; NULL until a backward reaches it */
-    tg_node *node;            /* the op that made it; NULL for leaves (autograd layer) */
+    tg_tensor *grad; /* same shape; NULL until a backward reaches it */
+    tg_node *node;   /* the op that made it; NULL for leaves (autograd layer) */
     bool requires_grad;
-    bool persistent;          /* malloc'd: lives until tg_free() */
-    bool owns_data;           /* false for views (reshape) */
-    uint32_t grad_epoch;      /* backward pass that last reset a non-leaf grad */
-    uint32_t uses;            /* recorded ops that take it as an input (autograd layer) */
+    bool persistent;     /* malloc'd: lives until tg_free() */
+    bool owns_data;      /* false for views (reshape) */
+    uint32_t grad_epoch; /* backward pass that last reset a non-leaf grad */
+    uint32_t uses;       /* recorded ops that take it as an input (autograd layer) */
 };
-#define TG_MAGIC 0x7467726du  /* "tgrm" */
+#define TG_MAGIC 0x7467726du /* "tgrm" */
 
 /* ---- errors --------------------------------------------------------------
  * A function given bad input returns NULL (or -1) and records one message
  * naming the function and the shapes. A function given a NULL input returns
  * NULL and keeps the message already recorded, so a chain is checked once. */
-const char *tg_last_error(void);   /* NULL when none */
+const char *tg_last_error(void); /* NULL when none */
 void tg_clear_error(void);
 void tg_set_error(const char *fmt, ...)
 #if defined(__GNUC__)
@@ -105,22 +105,22 @@ void tg_set_error(const char *fmt, ...)
 void tg_error_null(const char *op);
 /* Writes "(2,3,4)" into buf (at least 64 bytes) and returns buf. */
 const char *tg_shape_str(char *buf, int ndim, const int *shape);
-const char *tg_tshape(char *buf, const tg_tensor *t);  /* same, of a tensor */
+const char *tg_tshape(char *buf, const tg_tensor *t); /* same, of a tensor */
 
 /* ---- memory scopes -------------------------------------------------------- */
 /* Returns 0, or -1 with an error recorded when 64 scopes are already open;
  * call tg_scope_end for a failed begin too: that end closes nothing, so
  * begins and ends stay paired and the outer scopes stay open. */
 int tg_scope_begin(void);
-void tg_scope_end(void);     /* releases everything made since the matching begin, O(1) */
-int tg_scope_depth(void);    /* 0 when no scope is open */
+void tg_scope_end(void);  /* releases everything made since the matching begin, O(1) */
+int tg_scope_depth(void); /* 0 when no scope is open */
 
 typedef struct {
-    size_t arena_in_use;      /* bytes handed out by the arena now */
-    size_t arena_peak;        /* highest arena_in_use so far */
-    size_t arena_reserved;    /* bytes of arena blocks held from the system */
-    size_t persistent_bytes;  /* bytes held by persistent tensors */
-    uint64_t system_allocs;   /* calls to malloc/calloc/realloc made by tgrad */
+    size_t arena_in_use;     /* bytes handed out by the arena now */
+    size_t arena_peak;       /* highest arena_in_use so far */
+    size_t arena_reserved;   /* bytes of arena blocks held from the system */
+    size_t persistent_bytes; /* bytes held by persistent tensors */
+    uint64_t system_allocs;  /* calls to malloc/calloc/realloc made by tgrad */
 } tg_memory_stats;
 tg_memory_stats tg_memory(void);
 
@@ -139,14 +139,14 @@ void tg_release_all(void);
 
 /* ---- creation ------------------------------------------------------------
  * Inside a scope these allocate from the arena, outside they are persistent. */
-tg_tensor *tg_empty(int ndim, const int *shape);   /* uninitialised values */
+tg_tensor *tg_empty(int ndim, const int *shape); /* uninitialised values */
 tg_tensor *tg_zeros(int ndim, const int *shape);
 tg_tensor *tg_ones(int ndim, const int *shape);
 tg_tensor *tg_full(int ndim, const int *shape, tg_real value);
-tg_tensor *tg_arange(tg_real start, tg_real stop, tg_real step);  /* 1-D, [start, stop) */
+tg_tensor *tg_arange(tg_real start, tg_real stop, tg_real step); /* 1-D, [start, stop) */
 tg_tensor *tg_from_array(int ndim, const int *shape, const tg_real *values);
 tg_tensor *tg_zeros_like(const tg_tensor *t);
-tg_tensor *tg_clone(const tg_tensor *t);        /* copy of the values, no graph */
+tg_tensor *tg_clone(const tg_tensor *t); /* copy of the values, no graph */
 /* Always persistent / always arena, whatever the scope. */
 tg_tensor *tg_empty_persistent(int ndim, const int *shape);
 tg_tensor *tg_empty_arena(int ndim, const int *shape);
@@ -161,7 +161,7 @@ void tg_free(tg_tensor *t);
 typedef struct {
     uint64_t seed;
     uint64_t stream;
-    uint64_t counter;   /* advanced by every draw */
+    uint64_t counter; /* advanced by every draw */
 } tg_rng;
 /* The hash behind the generator, inline for hot loops (dropout): a key per
  * (seed, stream), then one SplitMix64 step per index, i.e. the output of
@@ -178,18 +178,18 @@ static inline uint64_t tg_rng_hash(uint64_t key, uint64_t index) {
     return tg_rng_mix(key + (index + 1) * 0x9e3779b97f4a7c15ULL);
 }
 tg_rng tg_rng_new(uint64_t seed);
-tg_rng tg_rng_fork(const tg_rng *r, uint64_t stream);   /* independent child stream */
+tg_rng tg_rng_fork(const tg_rng *r, uint64_t stream); /* independent child stream */
 uint64_t tg_rng_bits(uint64_t seed, uint64_t stream, uint64_t index);
-double tg_rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t index);  /* [0,1) */
-double tg_rng_normal_at(uint64_t seed, uint64_t stream, uint64_t index);   /* N(0,1) */
+double tg_rng_uniform_at(uint64_t seed, uint64_t stream, uint64_t index); /* [0,1) */
+double tg_rng_normal_at(uint64_t seed, uint64_t stream, uint64_t index);  /* N(0,1) */
 /* Reserves n numbers: returns the first index and advances the counter. */
 uint64_t tg_rng_take(tg_rng *r, uint64_t n);
 uint64_t tg_rng_next_u64(tg_rng *r);
 double tg_rng_next_uniform(tg_rng *r);
 
-tg_tensor *tg_rand(int ndim, const int *shape, tg_rng *rng);                 /* U[0,1) */
+tg_tensor *tg_rand(int ndim, const int *shape, tg_rng *rng); /* U[0,1) */
 tg_tensor *tg_uniform(int ndim, const int *shape, tg_real lo, tg_real hi, tg_rng *rng);
-tg_tensor *tg_randn(int ndim, const int *shape, tg_rng *rng);                /* N(0,1) */
+tg_tensor *tg_randn(int ndim, const int *shape, tg_rng *rng); /* N(0,1) */
 tg_tensor *tg_normal(int ndim, const int *shape, tg_real mean, tg_real std, tg_rng *rng);
 void tg_fill_uniform(tg_tensor *t, tg_real lo, tg_real hi, tg_rng *rng);
 void tg_fill_normal(tg_tensor *t, tg_real mean, tg_real std, tg_rng *rng);
@@ -202,15 +202,14 @@ bool tg_broadcast_shape(int na, const int *sa, int nb, const int *sb, int *nout,
 /* Prints like PyTorch: tensor([[...]]), eliding the middle of large tensors. */
 void tg_print(const tg_tensor *t);
 void tg_fprint(FILE *f, const tg_tensor *t);
-tg_real tg_item(const tg_tensor *t);   /* first element (the value of a scalar) */
+tg_real tg_item(const tg_tensor *t); /* first element (the value of a scalar) */
 
 /* ---- matrix product --------------------------------------------------------
  * The one raw kernel that is public (tools/bench.c times it); the others are
  * internal (tensor/kernels.h). */
 /* C = alpha * op(A) op(B) + beta * C, row-major, op = transpose when trans_*.
  * A is M x K (K x M if trans_a), B is K x N (N x K if trans_b). */
-void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
-               const tg_real *A, int lda, const tg_real *B, int ldb,
-               tg_real beta, tg_real *C, int ldc);
+void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+               const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc);
 
 #endif

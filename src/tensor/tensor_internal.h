@@ -25,7 +25,7 @@ void tg__on_release_all(void (*fn)(void));
 
 /* Test switches: force the portable twin of a hand-written AVX2 kernel
  * (1) or pick from the CPU again (0); each returns the previous setting. */
-int tg__gemm_force_portable(int on);           /* gemm.c */
-int tg__dropout_mask_force_portable(int on);   /* dropout_mask.c */
+int tg__gemm_force_portable(int on);         /* gemm.c */
+int tg__dropout_mask_force_portable(int on); /* dropout_mask.c */
 
 #endif

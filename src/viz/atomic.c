@@ -22,32 +22,25 @@
 #include "viz_internal.h"
 
 /* Removes "<base>.tmp.<pid>.*" in dir for every pid that no longer runs. */
-static void remove_stale_temps(const char *dir, const char *base)
-{
+static void remove_stale_temps(const char *dir, const char *base) {
     DIR *d = opendir(dir);
-    if (!d)
-        return;
+    if (!d) return;
     size_t blen = strlen(base);
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name;
-        if (strncmp(name, base, blen) != 0 || strncmp(name + blen, ".tmp.", 5) != 0)
-            continue;
+        if (strncmp(name, base, blen) != 0 || strncmp(name + blen, ".tmp.", 5) != 0) continue;
         char *end;
         long pid = strtol(name + blen + 5, &end, 10);
-        if (end == name + blen + 5 || *end != '.' || pid <= 0 || pid == (long)getpid())
-            continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;   /* alive, or not ours to judge */
+        if (end == name + blen + 5 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
         char full[4096];
-        if (snprintf(full, sizeof full, "%s/%s", dir, name) < (int)sizeof full)
-            unlink(full);
+        if (snprintf(full, sizeof full, "%s/%s", dir, name) < (int)sizeof full) unlink(full);
     }
     closedir(d);
 }
 
-FILE *viz_atomic_open(const char *path, char **tmp, const char *fn)
-{
+FILE *viz_atomic_open(const char *path, char **tmp, const char *fn) {
     *tmp = NULL;
     size_t len = strlen(path);
     const char *slash = strrchr(path, '/');
@@ -84,23 +77,20 @@ FILE *viz_atomic_open(const char *path, char **tmp, const char *fn)
     return f;
 }
 
-int viz_atomic_close(FILE *f, char *tmp, const char *path, int failed, const char *fn)
-{
+int viz_atomic_close(FILE *f, char *tmp, const char *path, int failed, const char *fn) {
     int e = 0;
-    if (fflush(f) != 0)   /* no fsync: a figure need not survive a power cut */
+    if (fflush(f) != 0) /* no fsync: a figure need not survive a power cut */
         e = errno;
-    if (fclose(f) != 0 && !e)
-        e = errno;
+    if (fclose(f) != 0 && !e) e = errno;
     int rc = 0;
     if (failed) {
-        rc = -1;   /* the caller has reported why */
+        rc = -1; /* the caller has reported why */
     } else if (e) {
         rc = viz_error("%s: writing '%s' failed: %s", fn, tmp, strerror(e));
     } else if (rename(tmp, path) != 0) {
         rc = viz_error("%s: cannot rename '%s' to '%s': %s", fn, tmp, path, strerror(errno));
     }
-    if (rc != 0)
-        unlink(tmp);
+    if (rc != 0) unlink(tmp);
     free(tmp);
     return rc;
 }

@@ -11,10 +11,12 @@ static _Thread_local int viz_has_msg;
 
 const char *tg_viz_last_error(void) { return viz_has_msg ? viz_msg : NULL; }
 
-void tg_viz_clear_error(void) { viz_has_msg = 0; viz_msg[0] = '\0'; }
+void tg_viz_clear_error(void) {
+    viz_has_msg = 0;
+    viz_msg[0] = '\0';
+}
 
-int viz_error(const char *fmt, ...)
-{
+int viz_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(viz_msg, sizeof viz_msg, fmt, ap);

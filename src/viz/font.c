@@ -30,34 +30,28 @@
 
 static char font_path[4096] = TG_VIZ_DEFAULT_FONT;
 
-int tg_viz_set_font(const char *ttf_path)
-{
-    if (!ttf_path)
-        ttf_path = TG_VIZ_DEFAULT_FONT;
+int tg_viz_set_font(const char *ttf_path) {
+    if (!ttf_path) ttf_path = TG_VIZ_DEFAULT_FONT;
     size_t n = strlen(ttf_path);
     if (n >= sizeof font_path)
-        return viz_error("tg_viz_set_font: path of %zu bytes is longer than %zu",
-                         n, sizeof font_path - 1);
+        return viz_error("tg_viz_set_font: path of %zu bytes is longer than %zu", n, sizeof font_path - 1);
     memcpy(font_path, ttf_path, n + 1);
     return 0;
 }
 
 struct viz_font {
-    int builtin;            /* 1: stb_easy_font; 0: TrueType below */
-    unsigned char *ttf;     /* the whole font file, as stb_truetype wants it */
+    int builtin;        /* 1: stb_easy_font; 0: TrueType below */
+    unsigned char *ttf; /* the whole font file, as stb_truetype wants it */
     stbtt_fontinfo info;
 };
 
 /* Reads a whole file; NULL if it cannot (or is implausibly large). */
-static unsigned char *read_file(const char *path)
-{
+static unsigned char *read_file(const char *path) {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
+    if (!f) return NULL;
     unsigned char *buf = NULL;
     long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0)
-        n = ftell(f);
+    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
     if (n > 0 && n < (64L << 20) && fseek(f, 0, SEEK_SET) == 0) {
         buf = malloc((size_t)n);
         if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
@@ -69,18 +63,15 @@ static unsigned char *read_file(const char *path)
     return buf;
 }
 
-viz_font *viz_font_open(void)
-{
+viz_font *viz_font_open(void) {
     viz_font *f = calloc(1, sizeof *f);
-    if (!f)
-        return NULL;
+    if (!f) return NULL;
     f->builtin = 1;
     if (font_path[0]) {
         f->ttf = read_file(font_path);
         if (f->ttf) {
             int off = stbtt_GetFontOffsetForIndex(f->ttf, 0);
-            if (off >= 0 && stbtt_InitFont(&f->info, f->ttf, off))
-                f->builtin = 0;
+            if (off >= 0 && stbtt_InitFont(&f->info, f->ttf, off)) f->builtin = 0;
         }
     }
     if (f->builtin) {
@@ -90,10 +81,8 @@ viz_font *viz_font_open(void)
     return f;
 }
 
-void viz_font_close(viz_font *f)
-{
-    if (!f)
-        return;
+void viz_font_close(viz_font *f) {
+    if (!f) return;
     free(f->ttf);
     free(f);
 }
@@ -103,17 +92,30 @@ int viz_font_is_builtin(const viz_font *f) { return f->builtin; }
 /* ---- UTF-8 --------------------------------------------------------------- */
 
 /* Decodes one code point and advances *s; malformed bytes give U+FFFD. */
-static int next_codepoint(const char **s)
-{
+static int next_codepoint(const char **s) {
     const unsigned char *p = (const unsigned char *)*s;
     int cp, extra;
-    if (p[0] < 0x80) { cp = p[0]; extra = 0; }
-    else if ((p[0] & 0xe0) == 0xc0) { cp = p[0] & 0x1f; extra = 1; }
-    else if ((p[0] & 0xf0) == 0xe0) { cp = p[0] & 0x0f; extra = 2; }
-    else if ((p[0] & 0xf8) == 0xf0) { cp = p[0] & 0x07; extra = 3; }
-    else { *s += 1; return 0xfffd; }
+    if (p[0] < 0x80) {
+        cp = p[0];
+        extra = 0;
+    } else if ((p[0] & 0xe0) == 0xc0) {
+        cp = p[0] & 0x1f;
+        extra = 1;
+    } else if ((p[0] & 0xf0) == 0xe0) {
+        cp = p[0] & 0x0f;
+        extra = 2;
+    } else if ((p[0] & 0xf8) == 0xf0) {
+        cp = p[0] & 0x07;
+        extra = 3;
+    } else {
+        *s += 1;
+        return 0xfffd;
+    }
     for (int i = 1; i <= extra; i++) {
-        if ((p[i] & 0xc0) != 0x80) { *s += i; return 0xfffd; }
+        if ((p[i] & 0xc0) != 0x80) {
+            *s += i;
+            return 0xfffd;
+        }
         cp = (cp << 6) | (p[i] & 0x3f);
     }
     *s += 1 + extra;
@@ -127,18 +129,15 @@ static int next_codepoint(const char **s)
  * whole pixels keep the blocky glyphs crisp. */
 #define EASY_BOX 9.0f
 
-static float easy_scale(float px)
-{
+static float easy_scale(float px) {
     float k = roundf(px / 9.0f);
     return k < 1.0f ? 1.0f : k;
 }
 
 /* stb_easy_font knows printable ASCII only; anything else becomes '?'. */
-static char *easy_ascii(const char *s)
-{
+static char *easy_ascii(const char *s) {
     char *a = malloc(strlen(s) + 1), *o = a;
-    if (!a)
-        return NULL;
+    if (!a) return NULL;
     while (*s) {
         int cp = next_codepoint(&s);
         *o++ = (cp >= 32 && cp < 127) ? (char)cp : '?';
@@ -147,25 +146,21 @@ static char *easy_ascii(const char *s)
     return a;
 }
 
-static int easy_width(const char *s, float px)
-{
+static int easy_width(const char *s, float px) {
     char *a = easy_ascii(s);
-    if (!a)
-        return 0;
+    if (!a) return 0;
     int w = (int)ceilf(stb_easy_font_width(a) * easy_scale(px));
     free(a);
     return w;
 }
 
-static unsigned char *easy_mask(const char *s, float px, int *mw, int *mh)
-{
+static unsigned char *easy_mask(const char *s, float px, int *mw, int *mh) {
     char *a = easy_ascii(s);
-    if (!a)
-        return NULL;
+    if (!a) return NULL;
     float k = easy_scale(px);
     int w = (int)ceilf(stb_easy_font_width(a) * k) + 1;
     int h = (int)ceilf(EASY_BOX * k) + 1;
-    size_t vbytes = strlen(a) * 400 + 64;   /* about 270 bytes a character */
+    size_t vbytes = strlen(a) * 400 + 64; /* about 270 bytes a character */
     char *vbuf = malloc(vbytes);
     unsigned char *mask = calloc((size_t)w * (size_t)h, 1);
     if (!vbuf || !mask) {
@@ -182,14 +177,15 @@ static unsigned char *easy_mask(const char *s, float px, int *mw, int *mh)
         for (int v = 0; v < 4; v++) {
             float xy[2];
             memcpy(xy, vbuf + (q * 4 + v) * 16, sizeof xy);
-            x0 = fminf(x0, xy[0]); x1 = fmaxf(x1, xy[0]);
-            y0 = fminf(y0, xy[1]); y1 = fmaxf(y1, xy[1]);
+            x0 = fminf(x0, xy[0]);
+            x1 = fmaxf(x1, xy[0]);
+            y0 = fminf(y0, xy[1]);
+            y1 = fmaxf(y1, xy[1]);
         }
         int ix0 = (int)roundf(x0 * k), ix1 = (int)roundf(x1 * k);
         int iy0 = (int)roundf(y0 * k), iy1 = (int)roundf(y1 * k);
         for (int y = iy0 < 0 ? 0 : iy0; y < iy1 && y < h; y++)
-            for (int x = ix0 < 0 ? 0 : ix0; x < ix1 && x < w; x++)
-                mask[(size_t)y * (size_t)w + (size_t)x] = 255;
+            for (int x = ix0 < 0 ? 0 : ix0; x < ix1 && x < w; x++) mask[(size_t)y * (size_t)w + (size_t)x] = 255;
     }
     free(a);
     free(vbuf);
@@ -202,18 +198,15 @@ static unsigned char *easy_mask(const char *s, float px, int *mw, int *mh)
 
 /* Horizontal pen positions: pen advances by each glyph's advance width
  * plus the kerning with the next glyph, all in font units * scale. */
-static float ttf_advance(viz_font *f, int cp, int next, float scale)
-{
+static float ttf_advance(viz_font *f, int cp, int next, float scale) {
     int adv, lsb;
     stbtt_GetCodepointHMetrics(&f->info, cp, &adv, &lsb);
     float a = adv * scale;
-    if (next)
-        a += scale * stbtt_GetCodepointKernAdvance(&f->info, cp, next);
+    if (next) a += scale * stbtt_GetCodepointKernAdvance(&f->info, cp, next);
     return a;
 }
 
-static int ttf_width(viz_font *f, const char *s, float px)
-{
+static int ttf_width(viz_font *f, const char *s, float px) {
     float scale = stbtt_ScaleForPixelHeight(&f->info, px), pen = 0.0f;
     const char *p = s;
     int cp = *p ? next_codepoint(&p) : 0;
@@ -225,8 +218,7 @@ static int ttf_width(viz_font *f, const char *s, float px)
     return (int)ceilf(pen);
 }
 
-static int ttf_height(viz_font *f, float px)
-{
+static int ttf_height(viz_font *f, float px) {
     int asc, desc, gap;
     stbtt_GetFontVMetrics(&f->info, &asc, &desc, &gap);
     float scale = stbtt_ScaleForPixelHeight(&f->info, px);
@@ -237,16 +229,14 @@ static int ttf_height(viz_font *f, float px)
  * (italic overhangs, 'j'); the mask keeps PAD spare columns on each side. */
 #define PAD 2
 
-static unsigned char *ttf_mask(viz_font *f, const char *s, float px, int *mw, int *mh)
-{
+static unsigned char *ttf_mask(viz_font *f, const char *s, float px, int *mw, int *mh) {
     float scale = stbtt_ScaleForPixelHeight(&f->info, px);
     int asc, desc, gap;
     stbtt_GetFontVMetrics(&f->info, &asc, &desc, &gap);
     int w = ttf_width(f, s, px) + 2 * PAD, h = ttf_height(f, px);
     int baseline = (int)roundf(asc * scale);
     unsigned char *mask = calloc((size_t)w * (size_t)h, 1);
-    if (!mask)
-        return NULL;
+    if (!mask) return NULL;
     float pen = PAD;
     const char *p = s;
     int cp = *p ? next_codepoint(&p) : 0;
@@ -254,22 +244,19 @@ static unsigned char *ttf_mask(viz_font *f, const char *s, float px, int *mw, in
         int next = *p ? next_codepoint(&p) : 0;
         float shift = pen - floorf(pen);
         int gw, gh, gx, gy;
-        unsigned char *g = stbtt_GetCodepointBitmapSubpixel(&f->info, scale, scale, shift,
-                                                            0.0f, cp, &gw, &gh, &gx, &gy);
+        unsigned char *g =
+            stbtt_GetCodepointBitmapSubpixel(&f->info, scale, scale, shift, 0.0f, cp, &gw, &gh, &gx, &gy);
         if (g) {
             int ox = (int)floorf(pen) + gx, oy = baseline + gy;
             for (int y = 0; y < gh; y++) {
                 int my = oy + y;
-                if (my < 0 || my >= h)
-                    continue;
+                if (my < 0 || my >= h) continue;
                 for (int x = 0; x < gw; x++) {
                     int mx = ox + x;
-                    if (mx < 0 || mx >= w)
-                        continue;
+                    if (mx < 0 || mx >= w) continue;
                     unsigned char *m = &mask[(size_t)my * (size_t)w + (size_t)mx];
                     unsigned char v = g[y * gw + x];
-                    if (v > *m)
-                        *m = v;
+                    if (v > *m) *m = v;
                 }
             }
             stbtt_FreeBitmap(g, NULL);
@@ -284,28 +271,21 @@ static unsigned char *ttf_mask(viz_font *f, const char *s, float px, int *mw, in
 
 /* ---- public to the viz files --------------------------------------------- */
 
-int viz_text_width(viz_font *f, const char *s, float px)
-{
-    if (!s || !*s)
-        return 0;
+int viz_text_width(viz_font *f, const char *s, float px) {
+    if (!s || !*s) return 0;
     return f->builtin ? easy_width(s, px) : ttf_width(f, s, px);
 }
 
-int viz_text_height(viz_font *f, float px)
-{
+int viz_text_height(viz_font *f, float px) {
     return f->builtin ? (int)ceilf(EASY_BOX * easy_scale(px)) : ttf_height(f, px);
 }
 
-int viz_draw_text(viz_canvas *c, viz_font *f, const char *s, float px,
-                  int x, int y, int halign, int valign, int rotate, viz_rgb col)
-{
-    if (!s || !*s)
-        return 0;
+int viz_draw_text(viz_canvas *c, viz_font *f, const char *s, float px, int x, int y, int halign, int valign, int rotate,
+                  viz_rgb col) {
+    if (!s || !*s) return 0;
     int mw = 0, mh = 0;
-    unsigned char *mask = f->builtin ? easy_mask(s, px, &mw, &mh)
-                                     : ttf_mask(f, s, px, &mw, &mh);
-    if (!mask)
-        return viz_error("viz: out of memory drawing text '%s'", s);
+    unsigned char *mask = f->builtin ? easy_mask(s, px, &mw, &mh) : ttf_mask(f, s, px, &mw, &mh);
+    if (!mask) return viz_error("viz: out of memory drawing text '%s'", s);
     int pad = f->builtin ? 0 : PAD;
     int tw = viz_text_width(f, s, px), th = viz_text_height(f, px);
     /* The text box as it appears on the canvas (w x h, turned if rotated). */
@@ -315,8 +295,7 @@ int viz_draw_text(viz_canvas *c, viz_font *f, const char *s, float px,
     for (int my = 0; my < mh; my++)
         for (int mx = 0; mx < mw; mx++) {
             unsigned char v = mask[(size_t)my * (size_t)mw + (size_t)mx];
-            if (!v)
-                continue;
+            if (!v) continue;
             /* Upright: mask (mx, my) -> (left + mx - pad, top + my).
              * Turned counter-clockwise: the mask's x runs up the canvas,
              * its y runs right: -> (left + my, top + tw - 1 - (mx - pad)). */

@@ -18,34 +18,31 @@
 
 #include "viz_internal.h"
 
-#define MARGIN 14
-#define TITLE_PX 18.0f
-#define LABEL_PX 14.0f
-#define TICK_PX 12.0f
-#define LEGEND_PX 13.0f
-#define TICK_LEN 4
-#define TICK_GAP 3
-#define GAP 6
-#define LINE_W 2.0f
-#define LEGEND_SAMPLE 24     /* length of the line drawn beside a legend entry */
-#define LEGEND_PAD 8
-#define MIN_PLOT 40          /* smallest plot area we agree to draw into */
+#define MARGIN        14
+#define TITLE_PX      18.0f
+#define LABEL_PX      14.0f
+#define TICK_PX       12.0f
+#define LEGEND_PX     13.0f
+#define TICK_LEN      4
+#define TICK_GAP      3
+#define GAP           6
+#define LINE_W        2.0f
+#define LEGEND_SAMPLE 24 /* length of the line drawn beside a legend entry */
+#define LEGEND_PAD    8
+#define MIN_PLOT      40 /* smallest plot area we agree to draw into */
 
-static const viz_rgb INK = { 0x26, 0x26, 0x26 };
-static const viz_rgb AXIS = { 0x40, 0x40, 0x40 };
-static const viz_rgb GRID = { 0xe6, 0xe6, 0xe6 };
-static const viz_rgb LEGEND_EDGE = { 0xcc, 0xcc, 0xcc };
-static const viz_rgb WHITE = { 0xff, 0xff, 0xff };
+static const viz_rgb INK = {0x26, 0x26, 0x26};
+static const viz_rgb AXIS = {0x40, 0x40, 0x40};
+static const viz_rgb GRID = {0xe6, 0xe6, 0xe6};
+static const viz_rgb LEGEND_EDGE = {0xcc, 0xcc, 0xcc};
+static const viz_rgb WHITE = {0xff, 0xff, 0xff};
 
 static const char *nonempty(const char *s) { return s && *s ? s : NULL; }
 
 /* The value a point is plotted at on the y axis, or NaN if it cannot be. */
-static double y_of(double y, int log_y)
-{
-    if (!isfinite(y))
-        return NAN;
-    if (log_y)
-        return y > 0.0 ? log10(y) : NAN;
+static double y_of(double y, int log_y) {
+    if (!isfinite(y)) return NAN;
+    if (log_y) return y > 0.0 ? log10(y) : NAN;
     return y;
 }
 
@@ -53,8 +50,7 @@ static double x_of(const tg_series *s, int i) { return s->x ? s->x[i] : (double)
 
 /* Range [lo, hi] widened by 5% each side (matplotlib's default margins),
  * or by 1 around a single value. */
-static void pad_range(double *lo, double *hi, double frac)
-{
+static void pad_range(double *lo, double *hi, double frac) {
     if (!(*lo <= *hi)) {
         *lo = 0.0;
         *hi = 1.0;
@@ -71,52 +67,41 @@ static void pad_range(double *lo, double *hi, double frac)
     *hi += d;
 }
 
-static int check_args(const char *fn, const char *path, const tg_series *series, int n_series,
-                      const tg_plot_opts *o)
-{
-    if (!path || !*path)
-        return viz_error("%s: %d series: no output path given", fn, n_series);
-    if (n_series <= 0)
-        return viz_error("%s: n_series = %d: need at least one series", fn, n_series);
-    if (!series)
-        return viz_error("%s: %d series: series is NULL", fn, n_series);
+static int check_args(const char *fn, const char *path, const tg_series *series, int n_series, const tg_plot_opts *o) {
+    if (!path || !*path) return viz_error("%s: %d series: no output path given", fn, n_series);
+    if (n_series <= 0) return viz_error("%s: n_series = %d: need at least one series", fn, n_series);
+    if (!series) return viz_error("%s: %d series: series is NULL", fn, n_series);
     for (int k = 0; k < n_series; k++) {
-        if (series[k].n < 0)
-            return viz_error("%s: series %d has n = %d points", fn, k, series[k].n);
-        if (series[k].n > 0 && !series[k].y)
-            return viz_error("%s: series %d (n = %d): y is NULL", fn, k, series[k].n);
+        if (series[k].n < 0) return viz_error("%s: series %d has n = %d points", fn, k, series[k].n);
+        if (series[k].n > 0 && !series[k].y) return viz_error("%s: series %d (n = %d): y is NULL", fn, k, series[k].n);
     }
-    if (o->width < 0 || o->height < 0)
-        return viz_error("%s: image size %d x %d is negative", fn, o->width, o->height);
+    if (o->width < 0 || o->height < 0) return viz_error("%s: image size %d x %d is negative", fn, o->width, o->height);
     return 0;
 }
 
 typedef struct {
-    int x, y, w, h;              /* plot area */
-    double x0, x1, y0, y1;       /* data range shown (y in log10 units if log_y) */
+    int x, y, w, h;        /* plot area */
+    double x0, x1, y0, y1; /* data range shown (y in log10 units if log_y) */
 } axes;
 
 static float to_px_x(const axes *a, double x) { return (float)(a->x + (x - a->x0) / (a->x1 - a->x0) * a->w); }
 static float to_px_y(const axes *a, double y) { return (float)(a->y + a->h - (y - a->y0) / (a->y1 - a->y0) * a->h); }
 
 /* The legend goes in whichever corner of the plot hides the fewest points. */
-static void place_legend(const axes *a, const tg_series *series, int n_series, int log_y,
-                         int lw, int lh, int *lx, int *ly)
-{
+static void place_legend(const axes *a, const tg_series *series, int n_series, int log_y, int lw, int lh, int *lx,
+                         int *ly) {
     int inset = 8;
-    int cx[4] = { a->x + a->w - inset - lw, a->x + inset, a->x + a->w - inset - lw, a->x + inset };
-    int cy[4] = { a->y + inset, a->y + inset, a->y + a->h - inset - lh, a->y + a->h - inset - lh };
+    int cx[4] = {a->x + a->w - inset - lw, a->x + inset, a->x + a->w - inset - lw, a->x + inset};
+    int cy[4] = {a->y + inset, a->y + inset, a->y + a->h - inset - lh, a->y + a->h - inset - lh};
     long best = -1;
     for (int c = 0; c < 4; c++) {
         long hidden = 0;
         for (int k = 0; k < n_series; k++)
             for (int i = 0; i < series[k].n; i++) {
                 double y = y_of(series[k].y[i], log_y), x = x_of(&series[k], i);
-                if (!isfinite(x) || isnan(y))
-                    continue;
+                if (!isfinite(x) || isnan(y)) continue;
                 float px = to_px_x(a, x), py = to_px_y(a, y);
-                if (px >= cx[c] - 4 && px <= cx[c] + lw + 4 && py >= cy[c] - 4 && py <= cy[c] + lh + 4)
-                    hidden++;
+                if (px >= cx[c] - 4 && px <= cx[c] + lw + 4 && py >= cy[c] - 4 && py <= cy[c] + lh + 4) hidden++;
             }
         if (best < 0 || hidden < best) {
             best = hidden;
@@ -126,9 +111,7 @@ static void place_legend(const axes *a, const tg_series *series, int n_series, i
     }
 }
 
-static int draw_legend(viz_canvas *c, viz_font *f, const axes *a, const tg_series *series,
-                       int n_series, int log_y)
-{
+static int draw_legend(viz_canvas *c, viz_font *f, const axes *a, const tg_series *series, int n_series, int log_y) {
     int rows = 0, tw = 0, row_h = viz_text_height(f, LEGEND_PX) + 4;
     for (int k = 0; k < n_series; k++)
         if (nonempty(series[k].label)) {
@@ -136,8 +119,7 @@ static int draw_legend(viz_canvas *c, viz_font *f, const axes *a, const tg_serie
             if (w > tw) tw = w;
             rows++;
         }
-    if (!rows)
-        return 0;
+    if (!rows) return 0;
     int lw = 2 * LEGEND_PAD + LEGEND_SAMPLE + GAP + tw, lh = 2 * LEGEND_PAD + rows * row_h - 4;
     int lx = 0, ly = 0;
     place_legend(a, series, n_series, log_y, lw, lh, &lx, &ly);
@@ -145,45 +127,44 @@ static int draw_legend(viz_canvas *c, viz_font *f, const axes *a, const tg_serie
     viz_frame_rect(c, lx, ly, lw, lh, LEGEND_EDGE);
     int y = ly + LEGEND_PAD;
     for (int k = 0; k < n_series; k++) {
-        if (!nonempty(series[k].label))
-            continue;
+        if (!nonempty(series[k].label)) continue;
         float mid = (float)(y + (row_h - 4) / 2) + 0.5f;
-        float xs[2] = { (float)(lx + LEGEND_PAD), (float)(lx + LEGEND_PAD + LEGEND_SAMPLE) };
-        float ys[2] = { mid, mid };
+        float xs[2] = {(float)(lx + LEGEND_PAD), (float)(lx + LEGEND_PAD + LEGEND_SAMPLE)};
+        float ys[2] = {mid, mid};
         if (viz_polyline(c, xs, ys, 2, LINE_W + 0.5f, viz_series_color(k), "tg_viz_lineplot") ||
-            viz_draw_text(c, f, series[k].label, LEGEND_PX, lx + LEGEND_PAD + LEGEND_SAMPLE + GAP,
-                          (int)mid, VIZ_START, VIZ_CENTER, 0, INK))
+            viz_draw_text(c, f, series[k].label, LEGEND_PX, lx + LEGEND_PAD + LEGEND_SAMPLE + GAP, (int)mid, VIZ_START,
+                          VIZ_CENTER, 0, INK))
             return -1;
         y += row_h;
     }
     return 0;
 }
 
-static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_series,
-                     const tg_plot_opts *o, const char *fn)
-{
+static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_series, const tg_plot_opts *o,
+                     const char *fn) {
     int log_y = o->log_y != 0;
     /* Data range over every plottable point. */
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
     for (int k = 0; k < n_series; k++)
         for (int i = 0; i < series[k].n; i++) {
             double x = x_of(&series[k], i), y = y_of(series[k].y[i], log_y);
-            if (!isfinite(x) || isnan(y))
-                continue;
+            if (!isfinite(x) || isnan(y)) continue;
             if (x < xlo) xlo = x;
             if (x > xhi) xhi = x;
             if (y < ylo) ylo = y;
             if (y > yhi) yhi = y;
         }
     axes a;
-    a.x0 = xlo; a.x1 = xhi; a.y0 = ylo; a.y1 = yhi;
+    a.x0 = xlo;
+    a.x1 = xhi;
+    a.y0 = ylo;
+    a.y1 = yhi;
     pad_range(&a.x0, &a.x1, 0.03);
     pad_range(&a.y0, &a.y1, 0.05);
 
     int tick_h = viz_text_height(f, TICK_PX), label_h = viz_text_height(f, LABEL_PX);
     int top = MARGIN + (nonempty(o->title) ? viz_text_height(f, TITLE_PX) + GAP + 2 : 0);
-    int bottom = c->h - MARGIN - TICK_LEN - TICK_GAP - tick_h -
-                 (nonempty(o->xlabel) ? GAP + label_h : 0);
+    int bottom = c->h - MARGIN - TICK_LEN - TICK_GAP - tick_h - (nonempty(o->xlabel) ? GAP + label_h : 0);
     int plot_h = bottom - top;
 
     /* y ticks first: their widest number decides the left margin. */
@@ -202,11 +183,14 @@ static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_
         if (w > ytick_w) ytick_w = w;
     }
     int left = MARGIN + ytick_w + TICK_GAP + TICK_LEN + (nonempty(o->ylabel) ? label_h + GAP : 0);
-    int right = c->w - MARGIN - 10;   /* room for half the last x number */
+    int right = c->w - MARGIN - 10; /* room for half the last x number */
     if (right - left < MIN_PLOT || plot_h < MIN_PLOT)
-        return viz_error("%s: image %d x %d leaves a plot area of %d x %d, under %d x %d",
-                         fn, c->w, c->h, right - left, plot_h, MIN_PLOT, MIN_PLOT);
-    a.x = left; a.y = top; a.w = right - left; a.h = plot_h;
+        return viz_error("%s: image %d x %d leaves a plot area of %d x %d, under %d x %d", fn, c->w, c->h, right - left,
+                         plot_h, MIN_PLOT, MIN_PLOT);
+    a.x = left;
+    a.y = top;
+    a.w = right - left;
+    a.h = plot_h;
 
     double xt[VIZ_MAX_TICKS], xstep;
     int nx = viz_nice_ticks(a.x0, a.x1, a.w / 90 + 1, xt, &xstep);
@@ -222,11 +206,9 @@ static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_
     }
     for (int k = 0; k < n_series; k++) {
         int n = series[k].n;
-        if (n == 0)
-            continue;
+        if (n == 0) continue;
         float *px = malloc((size_t)n * 2 * sizeof *px);
-        if (!px)
-            return viz_error("%s: out of memory for series %d of %d points", fn, k, n);
+        if (!px) return viz_error("%s: out of memory for series %d of %d points", fn, k, n);
         float *py = px + n;
         for (int i = 0; i < n; i++) {
             double x = x_of(&series[k], i), y = y_of(series[k].y[i], log_y);
@@ -235,8 +217,7 @@ static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_
         }
         int rc = viz_polyline(c, px, py, n, LINE_W, viz_series_color(k), fn);
         free(px);
-        if (rc)
-            return -1;
+        if (rc) return -1;
     }
     viz_frame_rect(c, a.x, a.y, a.w, a.h, AXIS);
     char buf[32];
@@ -244,25 +225,21 @@ static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_
         int x = (int)to_px_x(&a, xt[k]);
         viz_fill_rect(c, x, a.y + a.h + 1, x + 1, a.y + a.h + 1 + TICK_LEN, AXIS);
         viz_format_tick(xt[k], xstep, buf, sizeof buf);
-        if (viz_draw_text(c, f, buf, TICK_PX, x, a.y + a.h + 1 + TICK_LEN + TICK_GAP,
-                          VIZ_CENTER, VIZ_START, 0, INK))
+        if (viz_draw_text(c, f, buf, TICK_PX, x, a.y + a.h + 1 + TICK_LEN + TICK_GAP, VIZ_CENTER, VIZ_START, 0, INK))
             return -1;
     }
     for (int k = 0; k < ny; k++) {
         int y = (int)to_px_y(&a, log_y ? log10(yt[k]) : yt[k]);
         viz_fill_rect(c, a.x - 1 - TICK_LEN, y, a.x - 1, y + 1, AXIS);
-        if (viz_draw_text(c, f, ylab[k], TICK_PX, a.x - 1 - TICK_LEN - TICK_GAP, y,
-                          VIZ_END, VIZ_CENTER, 0, INK))
+        if (viz_draw_text(c, f, ylab[k], TICK_PX, a.x - 1 - TICK_LEN - TICK_GAP, y, VIZ_END, VIZ_CENTER, 0, INK))
             return -1;
     }
-    if (draw_legend(c, f, &a, series, n_series, log_y))
-        return -1;
+    if (draw_legend(c, f, &a, series, n_series, log_y)) return -1;
     if (nonempty(o->title) &&
         viz_draw_text(c, f, o->title, TITLE_PX, a.x + a.w / 2, MARGIN, VIZ_CENTER, VIZ_START, 0, INK))
         return -1;
     if (nonempty(o->xlabel) &&
-        viz_draw_text(c, f, o->xlabel, LABEL_PX, a.x + a.w / 2,
-                      a.y + a.h + 1 + TICK_LEN + TICK_GAP + tick_h + GAP,
+        viz_draw_text(c, f, o->xlabel, LABEL_PX, a.x + a.w / 2, a.y + a.h + 1 + TICK_LEN + TICK_GAP + tick_h + GAP,
                       VIZ_CENTER, VIZ_START, 0, INK))
         return -1;
     if (nonempty(o->ylabel) &&
@@ -273,19 +250,14 @@ static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_
 
 static const tg_plot_opts default_opts;
 
-int tg_viz_lineplot(const char *png_path, const tg_series *series, int n_series,
-                    const tg_plot_opts *o)
-{
+int tg_viz_lineplot(const char *png_path, const tg_series *series, int n_series, const tg_plot_opts *o) {
     const char *fn = "tg_viz_lineplot";
-    if (!o)
-        o = &default_opts;
-    if (check_args(fn, png_path, series, n_series, o))
-        return -1;
+    if (!o) o = &default_opts;
+    if (check_args(fn, png_path, series, n_series, o)) return -1;
     int w = o->width ? o->width : 640, h = o->height ? o->height : 420;
     viz_font *f = viz_font_open();
-    if (!f)
-        return viz_error("%s: out of memory opening the font", fn);
-    viz_canvas c = { 0, 0, NULL };
+    if (!f) return viz_error("%s: out of memory opening the font", fn);
+    viz_canvas c = {0, 0, NULL};
     int rc = viz_canvas_init(&c, w, h, WHITE, fn);
     if (!rc) rc = draw_plot(&c, f, series, n_series, o, fn);
     if (!rc) rc = viz_canvas_write_png(&c, png_path, fn);

@@ -25,14 +25,15 @@ int viz_error(const char *fmt, ...)
     ;
 
 /* ---- canvas -------------------------------------------------------------- */
-typedef struct { unsigned char r, g, b; } viz_rgb;
-#define VIZ_HEX(h) ((viz_rgb){ (unsigned char)(((h) >> 16) & 0xff), \
-                               (unsigned char)(((h) >> 8) & 0xff),  \
-                               (unsigned char)((h) & 0xff) })
+typedef struct {
+    unsigned char r, g, b;
+} viz_rgb;
+#define VIZ_HEX(h) \
+    ((viz_rgb){(unsigned char)(((h) >> 16) & 0xff), (unsigned char)(((h) >> 8) & 0xff), (unsigned char)((h)&0xff)})
 
 typedef struct {
     int w, h;
-    unsigned char *px;     /* w * h * 3 bytes, row-major RGB */
+    unsigned char *px; /* w * h * 3 bytes, row-major RGB */
 } viz_canvas;
 
 /* Largest image side we agree to allocate. */
@@ -47,8 +48,7 @@ void viz_frame_rect(viz_canvas *c, int x, int y, int w, int h, viz_rgb col);
 void viz_blend(viz_canvas *c, int x, int y, viz_rgb col, float alpha);
 /* An anti-aliased polyline of `width` pixels through (xs[i], ys[i]); a NaN
  * coordinate breaks it. Joints are drawn once (no dark dots). */
-int viz_polyline(viz_canvas *c, const float *xs, const float *ys, int n,
-                 float width, viz_rgb col, const char *fn);
+int viz_polyline(viz_canvas *c, const float *xs, const float *ys, int n, float width, viz_rgb col, const char *fn);
 /* Writes the canvas to path through "<path>.tmp" and rename(). */
 int viz_canvas_write_png(const viz_canvas *c, const char *path, const char *fn);
 
@@ -76,11 +76,11 @@ int viz_text_height(viz_font *f, float px);
  * VIZ_START (left/top), VIZ_CENTER or VIZ_END (right/bottom) of the box
  * as it appears on the canvas. rotate = 1 turns it 90 degrees
  * counter-clockwise (reads bottom to top, as a y-axis label). */
-int viz_draw_text(viz_canvas *c, viz_font *f, const char *s, float px,
-                  int x, int y, int halign, int valign, int rotate, viz_rgb col);
+int viz_draw_text(viz_canvas *c, viz_font *f, const char *s, float px, int x, int y, int halign, int valign, int rotate,
+                  viz_rgb col);
 
 /* ---- colours ------------------------------------------------------------- */
-viz_rgb viz_cmap(tg_cmap cmap, double t);   /* t in [0, 1]; NaN = grey */
+viz_rgb viz_cmap(tg_cmap cmap, double t); /* t in [0, 1]; NaN = grey */
 int viz_cmap_valid(tg_cmap cmap);
 int viz_cmap_diverging(tg_cmap cmap);
 viz_rgb viz_series_color(int i);

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     if (reverse_load(path, &o, opts, nopt, &m, &pe) == 0) {
         model_free(&m);
     } else if (!tg_last_error()) {
-        abort();   /* a rejection always says why */
+        abort(); /* a rejection always says why */
     }
     tg_clear_error();
     return 0;

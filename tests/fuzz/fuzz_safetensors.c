@@ -12,14 +12,14 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     if (!blob) return 0;
     memcpy(blob, data, size);
     tg_safetensors st;
-    if (tg_safetensors_parse(blob, size, "fuzz", &st) != 0) {   /* parse owns blob, even on failure */
-        if (!tg_last_error()) abort();                             /* a rejection always says why */
+    if (tg_safetensors_parse(blob, size, "fuzz", &st) != 0) { /* parse owns blob, even on failure */
+        if (!tg_last_error()) abort();                        /* a rejection always says why */
         tg_clear_error();
         return 0;
     }
     for (int i = 0; i < st.n; i++) {
         tg_real *out = malloc((size_t)(st.entries[i].numel ? st.entries[i].numel : 1) * sizeof *out);
-        if (out && tg_safetensors_read(&st, i, out) != 0) abort();   /* validated entries must read */
+        if (out && tg_safetensors_read(&st, i, out) != 0) abort(); /* validated entries must read */
         free(out);
     }
     char v[64];
