@@ -150,7 +150,7 @@ clean:
 # `make bench`: every workload of tools/bench.c at 1 and 2 threads against
 # PyTorch (installed first when missing; without it, tgrad's numbers alone),
 # written to BENCHMARKS.md. Takes several minutes.
-.PHONY: bench fuzz fuzz-deps
+.PHONY: bench fuzz fuzz-deps format format-check
 bench: $(BUILD)/bin/bench
 	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
@@ -177,3 +177,13 @@ fuzz: $(FUZZERS)
 	  $$f -max_total_time=$(FUZZ_S) -print_final_stats=1 $(FUZZ_DIR)/corpus/$$n tests/fuzz/corpus/$$n \
 	     > $(FUZZ_DIR)/$$n.log 2>&1 || { tail -40 $(FUZZ_DIR)/$$n.log; echo "$$n: FAILED (log: $(FUZZ_DIR)/$$n.log)"; exit 1; }; \
 	  echo "$$n: $$(sed -n 's/^stat::number_of_executed_units: //p' $(FUZZ_DIR)/$$n.log) executions in $(FUZZ_S) s, no finding"; done
+
+# `make format` rewrites every C file in the style of .clang-format;
+# `make format-check` (run by CI) fails if any file is not in it.
+C_FILES = $(shell git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'examples/*.[ch]' 'tools/*.[ch]' 2>/dev/null)
+format:
+	@sh tools/install-deps.sh clang-format
+	clang-format -i $(C_FILES)
+format-check:
+	@sh tools/install-deps.sh clang-format
+	clang-format --dry-run --Werror $(C_FILES)
