@@ -154,6 +154,7 @@ clean:
 bench: $(BUILD)/bin/bench
 	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
+	sh tools/bench_threads.sh $(BUILD) 5 >> BENCHMARKS.md
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
 # the float library single-threaded), each run FUZZ_S seconds from its seed

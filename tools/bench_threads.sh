@@ -1,0 +1,43 @@
+#!/bin/sh
+# The README's training loop as a user would build it (installed-library
+# style: its own program linked with libtgrad), at a size where the
+# parallel loops matter (V 32, T 64, B 32, d 128, FFN 256, 60 steps), timed
+#   alone at 1 thread, alone at the default thread count (all cores), and
+#   two copies at once, both at 1 thread and both at the default count.
+# Prints a markdown section (medians of REPS runs, seconds). Run by
+# `make bench` after tools/bench; usage: bench_threads.sh BUILD_DIR [REPS]
+set -eu
+build=${1:-build}
+reps=${2:-5}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+awk '/^```c$/{n++; on=(n==2); next} /^```$/{on=0} on' README.md |
+    sed -e 's/V = 8, T = 6, B = 32, D = 16/V = 32, T = 64, B = 32, D = 128/' -e 's/ffn_hiddens = 32/ffn_hiddens = 256/' \
+        -e 's/step <= 300/step <= 60/' -e 's/step % 100 == 0/step == 60/' -e 's/tg_checkpoint_save("copy.safetensors"/tg_checkpoint_save("'"$(echo "$work" | sed 's/\//\\\//g')"'\/copy.safetensors"/' \
+        > "$work/loop.c"
+cc -O2 -std=c11 -Isrc "$work/loop.c" "$build/libtgrad.a" -lm -pthread -o "$work/loop"
+now() { date +%s.%N; }
+median() { sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
+one() { t0=$(now); env "$@" "$work/loop" > /dev/null; echo "$(now) - $t0" | bc; }
+pair() { t0=$(now); env "$@" "$work/loop" > /dev/null & env "$@" "$work/loop" > /dev/null; wait; echo "$(now) - $t0" | bc; }
+run() { i=0; while [ $i -lt "$reps" ]; do "$@"; i=$((i + 1)); done | median; }
+a1=$(run one TG_NUM_THREADS=1)
+ad=$(run one TG_NUM_THREADS=)
+p1=$(run pair TG_NUM_THREADS=1)
+pd=$(run pair TG_NUM_THREADS=)
+cat <<MD
+
+## A user's training loop and threads
+
+The README's training loop ("Your own training loop") scaled to V 32,
+T 64, B 32, d 128, FFN 256, 60 steps, compiled as a user would and linked
+with \`$build/libtgrad.a\`; seconds, median of $reps runs
+(\`sh tools/bench_threads.sh $build $reps\`). The default thread count is
+every CPU ($(nproc) here); libtgrad's own pool spins a few microseconds,
+then sleeps, so the default is never the slow choice.
+
+| run | 1 thread | default threads |
+|---|---|---|
+| alone | $a1 | $ad |
+| two copies at once (wall time for both) | $p1 | $pd |
+MD
