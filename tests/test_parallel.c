@@ -1,8 +1,11 @@
 /* The thread pool (src/tensor/parallel.c): every index runs exactly once,
  * teams meet at barriers, nested calls run serially, the thread count is
  * capped at the CPUs available, and a forked child gets a pool of its own. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tensor/parallel.h"
@@ -110,5 +113,53 @@ Test(parallel, a_forked_child_gets_a_pool_of_its_own) {
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's parallel loop failed");
+    tg_set_num_threads(0);
+}
+
+/* A worker the OS has not scheduled must not hold up a loop: the caller runs
+ * the shares nobody has started. The worker is held inside a signal handler
+ * (blocked on a pipe) while the caller runs a 2-share loop; waiting for the
+ * worker to check in, as the pool once did, would hang here until the
+ * timeout. */
+static pthread_t share_thread[2];
+static int held[2], release_[2];
+
+static void record_thread(void *ctx, int64_t b, int64_t e, int tid) {
+    (void)ctx, (void)b, (void)e;
+    share_thread[tid] = pthread_self();
+    if (tid == 0) nanosleep(&(struct timespec){0, 2000000}, NULL); /* room for the worker to take share 1 */
+}
+
+static void hold_here(int sig) {
+    (void)sig;
+    char c = 1;
+    if (write(held[1], &c, 1) != 1) _exit(3);
+    if (read(release_[0], &c, 1) != 1) _exit(3);
+}
+
+Test(parallel, a_descheduled_worker_does_not_hold_up_the_caller, .timeout = 20) {
+    if (tg_set_num_threads(2) < 2) return; /* one CPU: no worker to hold */
+    pthread_t worker = pthread_self();
+    for (int tries = 0; tries < 1000 && pthread_equal(worker, pthread_self()); tries++) {
+        tg_parallel_for(2, true, record_thread, NULL);
+        for (int s = 0; s < 2; s++)
+            if (!pthread_equal(share_thread[s], pthread_self())) worker = share_thread[s];
+    }
+    cr_assert(!pthread_equal(worker, pthread_self()), "no share ran on the worker in 1000 loops");
+    cr_assert(pipe(held) == 0 && pipe(release_) == 0);
+    struct sigaction sa = {.sa_handler = hold_here};
+    cr_assert(sigaction(SIGUSR1, &sa, NULL) == 0);
+    cr_assert(pthread_kill(worker, SIGUSR1) == 0);
+    char c;
+    cr_assert(read(held[0], &c, 1) == 1); /* the worker is held now */
+    for (int i = 0; i < 5; i++) {
+        share_thread[0] = share_thread[1] = worker;
+        tg_parallel_for(2, true, record_thread, NULL);
+        cr_expect(pthread_equal(share_thread[0], pthread_self()) && pthread_equal(share_thread[1], pthread_self()),
+                  "loop %d: both shares ran on the caller", i);
+    }
+    cr_assert(write(release_[1], &c, 1) == 1);
+    signal(SIGUSR1, SIG_DFL);
+    for (int i = 0; i < 2; i++) close(held[i]), close(release_[i]);
     tg_set_num_threads(0);
 }

@@ -49,19 +49,36 @@ typedef struct {
     tg_team_fn team; /* TEAM */
     void *ctx;
     int64_t n;
-    int nthreads;              /* threads taking part in this job */
-    _Atomic int64_t next;      /* next task (dynamic jobs) */
-    _Atomic int pending;       /* workers still running this job */
+    int nshares;               /* shares of this job (threads of a team) */
+    _Atomic int64_t next;      /* next task (TASKS) */
+    _Atomic int done;          /* shares finished */
     _Atomic int barrier_count; /* tg_parallel_barrier: arrivals */
     _Atomic int barrier_sense;
 } job;
+
+/* The claim word: which job is current and which of its shares are taken,
+ *   gen << GEN_SHIFT | team << 16 | nshares << 8 | next share.
+ * A job's range and task shares go to whichever thread claims them first
+ * (compare-and-swap on this word): the caller, after its own share, runs
+ * the shares no worker has started, so a worker that the OS has not
+ * scheduled yet (two programs on two cores) costs nothing, where waiting
+ * for it to check in cost the whole time slice. A share can be claimed only
+ * while the word still names its job, and a job ends only when all its
+ * shares are done, so a share's thread always reads the job it claimed.
+ * A team's share t belongs to thread t (its barriers need every thread, and
+ * GEMM's packing buffers are per thread), so team shares are not claimed. */
+#define GEN_SHIFT       17
+#define CLAIM_NEXT(w)   ((int)((w)&0xff))
+#define CLAIM_SHARES(w) ((int)(((w) >> 8) & 0xff))
+#define CLAIM_TEAM(w)   ((int)(((w) >> 16) & 1))
+#define CLAIM_GEN(w)    ((w) >> GEN_SHIFT)
 
 static struct {
     int nthreads; /* wanted, including the caller; 0 = not decided yet */
     int started;  /* workers running (nthreads - 1 once started) */
     pthread_t workers[MAX_THREADS];
-    _Atomic uint64_t gen; /* bumped for every job */
-    uint64_t start_gen;   /* gen when the workers were started: the job a new one has seen */
+    _Atomic uint64_t claim; /* the claim word above */
+    uint64_t start_gen;     /* its gen when the workers were started */
     _Atomic int sleepers;
     _Atomic int stop;
     _Atomic int waiters; /* threads asleep on `done` (end of job, barrier) */
@@ -144,7 +161,7 @@ static void stop_workers(void) {
     if (!pool.started) return;
     atomic_store(&pool.stop, 1);
     pthread_mutex_lock(&pool.mu);
-    atomic_fetch_add(&pool.gen, 1);
+    atomic_fetch_add(&pool.claim, (uint64_t)1 << GEN_SHIFT); /* a new gen with no shares: wakes them */
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.mu);
     for (int i = 0; i < pool.started; i++) pthread_join(pool.workers[i], NULL);
@@ -167,18 +184,33 @@ int tg_set_num_threads(int n) {
     return want;
 }
 
-/* Thread tid's share of the current job. */
-static void run_share(job *j, int tid) {
-    t_nth = j->nthreads;
+/* Share `share` of the current job, on the calling thread. tg_thread_id()
+ * reports the share while it runs. */
+static void run_share(job *j, int share) {
+    int id = t_id, nshares = j->nshares;
+    t_id = share;
+    t_nth = nshares;
     if (j->kind == TASKS) {
-        for (int64_t i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) j->fn(j->ctx, i, i + 1, tid);
+        for (int64_t i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) j->fn(j->ctx, i, i + 1, share);
     } else if (j->kind == TEAM) {
-        j->team(j->ctx, tid, j->nthreads);
+        j->team(j->ctx, share, j->nshares);
     } else {
-        int64_t lo = j->n * tid / j->nthreads, hi = j->n * (tid + 1) / j->nthreads;
-        if (lo < hi) j->fn(j->ctx, lo, hi, tid);
+        int64_t lo = j->n * share / j->nshares, hi = j->n * (share + 1) / j->nshares;
+        if (lo < hi) j->fn(j->ctx, lo, hi, share);
     }
     t_nth = 1;
+    t_id = id;
+    /* nshares was read before: once done is full the caller may start a new job. */
+    if (atomic_fetch_add(&j->done, 1) == nshares - 1) wake_waiters();
+}
+
+/* Claims the next unstarted share of job `gen`: its index, or -1 when the
+ * word names another job or every share is taken. */
+static int claim_share(uint64_t gen) {
+    uint64_t w = atomic_load(&pool.claim);
+    while (CLAIM_GEN(w) == gen && !CLAIM_TEAM(w) && CLAIM_NEXT(w) < CLAIM_SHARES(w))
+        if (atomic_compare_exchange_weak(&pool.claim, &w, w + 1)) return CLAIM_NEXT(w);
+    return -1;
 }
 
 /* The job run on the calling thread alone (not parallel, or nested). */
@@ -194,27 +226,32 @@ static void run_serial(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int
 
 static void *worker_main(void *arg) {
     t_id = (int)(intptr_t)arg;
+    int self = t_id;
     t_in_job = true;
-    /* Not 0: gen keeps counting across tg_set_num_threads restarts, and a
-     * worker that took the last job's gen for a new one would run a stale job. */
+    /* The gen when the workers were started, between two jobs: not the
+     * word's gen when this thread first runs, which may be a new job's. */
     uint64_t seen = pool.start_gen;
     for (;;) {
-        uint64_t g = atomic_load(&pool.gen);
-        for (int spin = 0; g == seen && spin < SPIN_ROUNDS; spin++) {
+        uint64_t w = atomic_load(&pool.claim);
+        for (int spin = 0; CLAIM_GEN(w) == seen && spin < SPIN_ROUNDS; spin++) {
             cpu_relax();
-            g = atomic_load(&pool.gen);
+            w = atomic_load(&pool.claim);
         }
-        if (g == seen) {
+        if (CLAIM_GEN(w) == seen) {
             pthread_mutex_lock(&pool.mu);
             atomic_fetch_add(&pool.sleepers, 1);
-            while ((g = atomic_load(&pool.gen)) == seen) pthread_cond_wait(&pool.wake, &pool.mu);
+            while (CLAIM_GEN(w = atomic_load(&pool.claim)) == seen) pthread_cond_wait(&pool.wake, &pool.mu);
             atomic_fetch_sub(&pool.sleepers, 1);
             pthread_mutex_unlock(&pool.mu);
         }
-        seen = g;
+        seen = CLAIM_GEN(w);
         if (atomic_load(&pool.stop)) return NULL;
-        if (t_id < pool.job.nthreads) run_share(&pool.job, t_id);
-        if (atomic_fetch_sub(&pool.job.pending, 1) == 1) wake_waiters();
+        if (CLAIM_TEAM(w)) {
+            /* The job cannot end before this thread's share is done. */
+            if (self < CLAIM_SHARES(w)) run_share(&pool.job, self);
+        } else {
+            for (int share; (share = claim_share(seen)) >= 0;) run_share(&pool.job, share);
+        }
     }
 }
 
@@ -235,7 +272,7 @@ static bool start_workers(void) {
         pthread_atfork(NULL, NULL, after_fork_in_child);
         atfork_done = true;
     }
-    pool.start_gen = atomic_load(&pool.gen); /* no job runs now; pthread_create publishes it */
+    pool.start_gen = CLAIM_GEN(atomic_load(&pool.claim)); /* pthread_create publishes it */
     while (pool.started < pool.nthreads - 1) {
         if (pthread_create(&pool.workers[pool.started], NULL, worker_main, (void *)(intptr_t)(pool.started + 1)) != 0)
             break; /* run with the threads we have */
@@ -257,20 +294,25 @@ static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_
     j->team = team;
     j->ctx = ctx;
     j->n = n;
-    j->nthreads = kind != TEAM && (int64_t)nth > n ? (int)n : nth;
+    j->nshares = kind != TEAM && (int64_t)nth > n ? (int)n : nth;
     atomic_store(&j->next, 0);
+    atomic_store(&j->done, 0);
     atomic_store(&j->barrier_count, 0);
-    atomic_store(&j->pending, pool.started);
-    atomic_fetch_add(&pool.gen, 1);
+    /* Publishing the new claim word starts the job (seq_cst: the fields above are seen first). */
+    uint64_t gen = CLAIM_GEN(atomic_load(&pool.claim)) + 1;
+    atomic_store(&pool.claim, gen << GEN_SHIFT | (uint64_t)(kind == TEAM) << 16 | (uint64_t)j->nshares << 8);
     if (atomic_load(&pool.sleepers) > 0) {
         pthread_mutex_lock(&pool.mu);
         pthread_cond_broadcast(&pool.wake);
         pthread_mutex_unlock(&pool.mu);
     }
     t_in_job = true;
-    run_share(j, 0);
+    if (kind == TEAM)
+        run_share(j, 0);
+    else
+        for (int share; (share = claim_share(gen)) >= 0;) run_share(j, share);
     t_in_job = false;
-    for (int p; (p = atomic_load(&j->pending)) > 0;) wait_while_eq(&j->pending, p);
+    for (int d; (d = atomic_load(&j->done)) < j->nshares;) wait_while_eq(&j->done, d);
 }
 
 void tg_parallel_for(int64_t n, bool parallel, tg_range_fn fn, void *ctx) {
