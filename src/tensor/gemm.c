@@ -630,13 +630,14 @@ typedef struct {
     size_t b_elems, a_elems;
 } gemm_ctx;
 
-static void direct_team(void *ctx, int tid, int nth) {
+/* Row blocks [b, e) of the product's nt: a range job, so a share no thread
+ * has started is run by the caller (no barrier needs a whole team here). */
+static void direct_range(void *ctx, int64_t b, int64_t e, int tid) {
+    (void)tid;
     const gemm_ctx *c = ctx;
-    if (nth == 1) tid = 0; /* run serially (nested): the caller alone, whatever its pool id */
-    int ne = team_active(nth, c->nt);
-    if (tid >= ne) return;
-    int r0, r1;
-    thread_rows(c->M, c->mr, tid, ne, &r0, &r1);
+    int r0, r1, unused;
+    thread_rows(c->M, c->mr, (int)b, c->nt, &r0, &unused);
+    thread_rows(c->M, c->mr, (int)e - 1, c->nt, &unused, &r1);
     direct_rows(c->avx2, c->trans_a, c->trans_b, r0, r1, c->N, c->K, c->alpha, c->A, c->lda, c->B, c->ldb, c->beta,
                 c->C, c->ldc);
 }
@@ -667,7 +668,7 @@ static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int
                   .A = A,
                   .B = B,
                   .C = C};
-    tg_parallel_team(true, direct_team, &c);
+    tg_parallel_for(nt, true, direct_range, &c);
 }
 
 /* The AVX2 packers where they apply (float, A untransposed / B transposed),
