@@ -250,29 +250,24 @@ typedef struct {
 
 static void backward_D_rows(void *ctx, int64_t begin, int64_t end, int tid) {
     const backward_ctx *c = ctx;
-    const tg_real *dO = c->dO, *O = c->O;
-    tg_real *D = c->D;
-    int dv = c->dv;
     (void)tid;
     for (int64_t r = begin; r < end; r++) {
         tg_real s = 0;
-        for (int t = 0; t < dv; t++) s += dO[r * dv + t] * O[r * dv + t];
-        D[r] = s;
+        for (int t = 0; t < c->dv; t++) s += c->dO[r * c->dv + t] * c->O[r * c->dv + t];
+        c->D[r] = s;
     }
 }
 
 static void backward_dq_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const backward_ctx *c = ctx;
-    int nqb = c->nqb;
     for (int t = (int)begin; t < (int)end; t++)
-        backward_dq(c->w, c->gq, t / nqb, t % nqb, c->scratch + c->per_thread * (size_t)tid);
+        backward_dq(c->w, c->gq, t / c->nqb, t % c->nqb, c->scratch + c->per_thread * (size_t)tid);
 }
 
 static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const backward_ctx *c = ctx;
-    int nkb = c->nkb;
     for (int t = (int)begin; t < (int)end; t++)
-        backward_dkv(c->w, c->gk, c->gv, t / nkb, t % nkb, c->scratch + c->per_thread * (size_t)tid);
+        backward_dkv(c->w, c->gk, c->gv, t / c->nkb, t % c->nkb, c->scratch + c->per_thread * (size_t)tid);
 }
 
 static void attention_backward(tg_node *n) {
@@ -327,9 +322,8 @@ typedef struct {
 
 static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const forward_ctx *c = ctx;
-    int nqb = c->nqb;
     for (int64_t t = begin; t < end; t++)
-        forward_block(c->pl, c->q, c->k, c->v, c->out, c->lse, (int)(t / nqb), (int)(t % nqb),
+        forward_block(c->pl, c->q, c->k, c->v, c->out, c->lse, (int)(t / c->nqb), (int)(t % c->nqb),
                       c->scratch + c->per_thread * (size_t)tid);
 }
 

@@ -16,29 +16,16 @@ typedef struct {
     int64_t counted; /* n */
 } cross_entropy_state;
 
-typedef struct {
-    const tg_tensor *x;
-    tg_tensor *gx;
-    const cross_entropy_state *s;
-    tg_real scale;
-    int64_t V;
-} backward_ctx;
-
-static void backward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
-    const backward_ctx *c = ctx;
-    const tg_tensor *x = c->x;
-    tg_tensor *gx = c->gx;
-    const cross_entropy_state *s = c->s;
-    tg_real scale = c->scale;
-    int64_t V = c->V;
-    (void)tid;
-    for (int64_t r = begin; r < end; r++) {
-        if (s->target[r] < 0) continue;
-        const tg_real *xr = x->data + r * V;
-        tg_real *dr = gx->data + r * V;
-        for (int64_t j = 0; j < V; j++) dr[j] += scale * TG_M(exp)(xr[j] - s->lse[r]);
-        dr[s->target[r]] -= scale;
-    }
+/* dx_j = scale (softmax(x)_j - [j = target]), softmax from the saved lse */
+static void backward_row(const tg_rows_ctx *c, int64_t r) {
+    const cross_entropy_state *s = c->state;
+    if (s->target[r] < 0) return;
+    /* locals: stores through dr could alias c, which would stop the loop's vectorisation */
+    const int64_t V = c->n;
+    const tg_real scale = c->scale, lse = s->lse[r], *xr = c->x->data + r * V;
+    tg_real *dr = c->gx->data + r * V;
+    for (int64_t j = 0; j < V; j++) dr[j] += scale * TG_M(exp)(xr[j] - lse);
+    dr[s->target[r]] -= scale;
 }
 
 static void cross_entropy_backward(tg_node *n) {
@@ -48,33 +35,20 @@ static void cross_entropy_backward(tg_node *n) {
     const tg_tensor *x = n->in[0];
     int64_t V = x->shape[x->ndim - 1], N = x->size / V;
     tg_real scale = n->out->grad->data[0] / (tg_real)s->counted;
-    tg_parallel_for(N, x->size > TG_PAR_MIN, backward_rows, &(backward_ctx){x, gx, s, scale, V});
+    tg_parallel_rows(N, x->size > TG_PAR_MIN, backward_row,
+                     &(tg_rows_ctx){.x = x, .gx = gx, .state = s, .scale = scale, .n = V});
 }
 const tg_op tg_op_cross_entropy = {"cross_entropy", cross_entropy_backward};
 
-typedef struct {
-    const tg_tensor *logits;
-    const int *tgt;
-    tg_real *lse, *row_loss;
-    int64_t V;
-} forward_ctx;
-
-static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
-    const forward_ctx *c = ctx;
-    const tg_tensor *logits = c->logits;
-    const int *tgt = c->tgt;
-    tg_real *lse = c->lse, *row_loss = c->row_loss;
-    int64_t V = c->V;
-    (void)tid;
-    for (int64_t r = begin; r < end; r++) {
-        const tg_real *xr = logits->data + r * V;
-        tg_real m = xr[0], sum = 0;
-        for (int64_t j = 1; j < V; j++)
-            if (xr[j] > m) m = xr[j];
-        for (int64_t j = 0; j < V; j++) sum += TG_M(exp)(xr[j] - m);
-        lse[r] = m + TG_M(log)(sum);
-        row_loss[r] = tgt[r] >= 0 ? lse[r] - xr[tgt[r]] : 0;
-    }
+/* lse_r = logsumexp(x_r), loss_r = lse_r - x_r[target] (0 for rows not counted) */
+static void forward_row(const tg_rows_ctx *c, int64_t r) {
+    const cross_entropy_state *s = c->state;
+    const int64_t V = c->n;
+    const tg_real *xr = c->x->data + r * V;
+    tg_real m = tg_k_row_max(xr, V), sum = 0;
+    for (int64_t j = 0; j < V; j++) sum += TG_M(exp)(xr[j] - m);
+    s->lse[r] = m + TG_M(log)(sum);
+    c->scratch[r] = s->target[r] >= 0 ? s->lse[r] - xr[s->target[r]] : 0;
 }
 
 tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index) {
@@ -109,11 +83,12 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
         tgt[r] = counts ? targets[r] : -1;
         counted += counts;
     }
-    tg_parallel_for(N, logits->size > TG_PAR_MIN, forward_rows, &(forward_ctx){logits, tgt, lse, row_loss, V});
+    *s = (cross_entropy_state){tgt, lse, counted};
+    tg_parallel_rows(N, logits->size > TG_PAR_MIN, forward_row,
+                     &(tg_rows_ctx){.x = logits, .state = s, .scratch = row_loss, .n = V});
     double total = 0; /* in row order: the same for any thread count */
     for (int64_t r = 0; r < N; r++) total += (double)row_loss[r];
     y->data[0] = counted ? (tg_real)(total / (double)counted) : 0;
-    *s = (cross_entropy_state){tgt, lse, counted};
     tg_node *n = tg_node_record(&tg_op_cross_entropy, y, 1, &logits);
     if (n) n->state = s;
     return y;

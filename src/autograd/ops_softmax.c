@@ -23,25 +23,9 @@ static tg_tensor *softmax_like(const tg_op *op, tg_tensor *a, bool log_form) {
     return y;
 }
 
-typedef struct {
-    const tg_tensor *y;
-    tg_tensor *gx;
-    const tg_real *g;
-    int64_t n;
-    bool fresh;
-} backward_ctx;
-
-static void softmax_backward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
-    const backward_ctx *c = ctx;
-    const tg_tensor *y = c->y;
-    tg_tensor *gx = c->gx;
-    const tg_real *g = c->g;
+static void softmax_backward_row(const tg_rows_ctx *c, int64_t r) {
     int64_t n = c->n;
-    bool fresh = c->fresh;
-    (void)tid;
-    for (int64_t r = begin; r < end; r++) {
-        tg_k_softmax_row_backward(y->data + r * n, g + r * n, gx->data + r * n, n, n, !fresh);
-    }
+    tg_k_softmax_row_backward(c->y->data + r * n, c->g + r * n, c->gx->data + r * n, n, n, !c->fresh);
 }
 
 static void softmax_backward(tg_node *nd) {
@@ -51,22 +35,17 @@ static void softmax_backward(tg_node *nd) {
     const tg_tensor *y = nd->out;
     int64_t n = y->shape[y->ndim - 1], rows = y->size / n;
     const tg_real *g = y->grad->data;
-    tg_parallel_for(rows, y->size > TG_PAR_MIN, softmax_backward_rows, &(backward_ctx){y, gx, g, n, fresh});
+    tg_parallel_rows(rows, y->size > TG_PAR_MIN, softmax_backward_row,
+                     &(tg_rows_ctx){.y = y, .gx = gx, .g = g, .n = n, .fresh = fresh});
 }
 
-static void log_softmax_backward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
-    const backward_ctx *c = ctx;
-    const tg_tensor *y = c->y;
-    tg_tensor *gx = c->gx;
-    const tg_real *g = c->g;
-    int64_t n = c->n;
-    (void)tid;
-    for (int64_t r = begin; r < end; r++) {
-        const tg_real *yr = y->data + r * n, *gr = g + r * n;
-        tg_real sum = 0;
-        for (int64_t j = 0; j < n; j++) sum += gr[j];
-        for (int64_t j = 0; j < n; j++) gx->data[r * n + j] += gr[j] - TG_M(exp)(yr[j]) * sum;
-    }
+/* dx = g - exp(y) sum(g), y = log_softmax(x) */
+static void log_softmax_backward_row(const tg_rows_ctx *c, int64_t r) {
+    const int64_t n = c->n;
+    const tg_real *yr = c->y->data + r * n, *gr = c->g + r * n;
+    tg_real *dx = c->gx->data + r * n, sum = 0;
+    for (int64_t j = 0; j < n; j++) sum += gr[j];
+    for (int64_t j = 0; j < n; j++) dx[j] += gr[j] - TG_M(exp)(yr[j]) * sum;
 }
 
 static void log_softmax_backward(tg_node *nd) {
@@ -75,7 +54,8 @@ static void log_softmax_backward(tg_node *nd) {
     const tg_tensor *y = nd->out;
     int64_t n = y->shape[y->ndim - 1], rows = y->size / n;
     const tg_real *g = y->grad->data;
-    tg_parallel_for(rows, y->size > TG_PAR_MIN, log_softmax_backward_rows, &(backward_ctx){y, gx, g, n, false});
+    tg_parallel_rows(rows, y->size > TG_PAR_MIN, log_softmax_backward_row,
+                     &(tg_rows_ctx){.y = y, .gx = gx, .g = g, .n = n});
 }
 
 const tg_op tg_op_softmax = {"softmax", softmax_backward};

@@ -16,36 +16,19 @@ static int desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-typedef struct {
-    const tg_tensor *x, *y;
-    tg_tensor *gx;
-    const int *lim;
-    const tg_real *g;
-    tg_real *sorted;
-    int64_t K;
-} sparsemax_ctx;
-
-static void backward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
-    const sparsemax_ctx *c = ctx;
-    const tg_tensor *y = c->y;
-    tg_tensor *gx = c->gx;
-    const int *lim = c->lim;
-    const tg_real *g = c->g;
-    int64_t K = c->K;
-    (void)tid;
-    for (int64_t r = begin; r < end; r++) {
-        const tg_real *yr = y->data + r * K, *gr = g + r * K;
-        tg_real sum = 0;
-        int64_t size = 0;
-        for (int64_t k = 0; k < K; k++)
-            if (yr[k] > 0) {
-                sum += gr[k];
-                size++;
-            }
-        tg_real mean = size ? sum / (tg_real)size : 0;
-        for (int64_t k = 0; k < lim[r]; k++)
-            if (yr[k] > 0) gx->data[r * K + k] += gr[k] - mean;
-    }
+static void backward_row(const tg_rows_ctx *c, int64_t r) {
+    const int64_t K = c->n;
+    const tg_real *yr = c->y->data + r * K, *gr = c->g + r * K;
+    tg_real sum = 0;
+    int64_t size = 0;
+    for (int64_t k = 0; k < K; k++)
+        if (yr[k] > 0) {
+            sum += gr[k];
+            size++;
+        }
+    tg_real mean = size ? sum / (tg_real)size : 0;
+    for (int64_t k = 0; k < c->lim[r]; k++)
+        if (yr[k] > 0) c->gx->data[r * K + k] += gr[k] - mean;
 }
 
 static void sparsemax_backward(tg_node *n) {
@@ -55,43 +38,36 @@ static void sparsemax_backward(tg_node *n) {
     const int *lim = n->state; /* mask_limits: the visible keys of each row */
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
-    sparsemax_ctx c = {.y = y, .gx = gx, .lim = lim, .g = g, .K = K};
-    tg_parallel_for(rows, y->size > TG_PAR_MIN, backward_rows, &c);
+    tg_parallel_rows(rows, y->size > TG_PAR_MIN, backward_row,
+                     &(tg_rows_ctx){.y = y, .gx = gx, .lim = lim, .g = g, .n = K});
 }
 const tg_op tg_op_sparsemax = {"sparsemax", sparsemax_backward};
 
-static void forward_rows(void *ctx, int64_t begin, int64_t end, int tid) {
-    const sparsemax_ctx *c = ctx;
-    const tg_tensor *x = c->x, *y = c->y;
-    const int *lim = c->lim;
-    tg_real *sorted = c->sorted;
-    int64_t K = c->K;
-    (void)tid;
-    for (int64_t r = begin; r < end; r++) {
-        const tg_real *xr = x->data + r * K;
-        tg_real *yr = y->data + r * K, *zs = sorted + r * K;
-        int64_t L = lim[r];
-        /* z minus its maximum (sparsemax is shift invariant): a fully masked
-         * row becomes all zeros, so tau = -1/K is exact even in float. */
-        tg_real m = L > 0 ? xr[0] : MASK_VALUE;
-        for (int64_t k = 1; k < L; k++)
-            if (xr[k] > m) m = xr[k];
-        if (L < K && MASK_VALUE > m) m = MASK_VALUE;
-        for (int64_t k = 0; k < K; k++) yr[k] = (k < L ? xr[k] : MASK_VALUE) - m;
-        for (int64_t k = 0; k < K; k++) zs[k] = yr[k];
-        qsort(zs, (size_t)K, sizeof(tg_real), desc);
-        double cum = 0, cum_k = 0;
-        int64_t support = 1;
-        for (int64_t k = 0; k < K; k++) {
-            cum += zs[k];
-            if (1 + (double)(k + 1) * zs[k] > cum) {
-                support = k + 1;
-                cum_k = cum;
-            }
+static void forward_row(const tg_rows_ctx *c, int64_t r) {
+    const int64_t K = c->n;
+    const tg_real *xr = c->x->data + r * K;
+    tg_real *yr = c->y->data + r * K, *zs = c->scratch + r * K;
+    int64_t L = c->lim[r];
+    /* z minus its maximum (sparsemax is shift invariant): a fully masked
+     * row becomes all zeros, so tau = -1/K is exact even in float. */
+    tg_real m = L > 0 ? xr[0] : MASK_VALUE;
+    for (int64_t k = 1; k < L; k++)
+        if (xr[k] > m) m = xr[k];
+    if (L < K && MASK_VALUE > m) m = MASK_VALUE;
+    for (int64_t k = 0; k < K; k++) yr[k] = (k < L ? xr[k] : MASK_VALUE) - m;
+    for (int64_t k = 0; k < K; k++) zs[k] = yr[k];
+    qsort(zs, (size_t)K, sizeof(tg_real), desc);
+    double cum = 0, cum_k = 0;
+    int64_t support = 1;
+    for (int64_t k = 0; k < K; k++) {
+        cum += zs[k];
+        if (1 + (double)(k + 1) * zs[k] > cum) {
+            support = k + 1;
+            cum_k = cum;
         }
-        tg_real tau = (tg_real)((cum_k - 1) / (double)support);
-        for (int64_t k = 0; k < K; k++) yr[k] = yr[k] > tau ? yr[k] - tau : 0;
     }
+    tg_real tau = (tg_real)((cum_k - 1) / (double)support);
+    for (int64_t k = 0; k < K; k++) yr[k] = yr[k] > tau ? yr[k] - tau : 0;
 }
 
 tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask) {
@@ -102,8 +78,8 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask) {
     tg_real *sorted = y ? tg_arena_alloc(sizeof(tg_real) * (size_t)x->size) : NULL; /* scratch, one row per row */
     if (!sorted) return NULL;
     int64_t K = x->shape[2], rows = x->size / K;
-    sparsemax_ctx c = {.x = x, .y = y, .lim = lim, .sorted = sorted, .K = K};
-    tg_parallel_for(rows, x->size > TG_PAR_MIN, forward_rows, &c);
+    tg_rows_ctx c = {.x = x, .y = y, .lim = lim, .scratch = sorted, .n = K};
+    tg_parallel_rows(rows, x->size > TG_PAR_MIN, forward_row, &c);
     tg_node *n = tg_node_record(&tg_op_sparsemax, y, 1, &x);
     if (n) n->state = lim;
     return y;

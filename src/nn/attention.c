@@ -12,7 +12,7 @@
  * distribution: masked softmax, or sparsemax (the blog's "sparse softmax").
  * The scoring functions also take 2-D queries [Q, dq] and keys [K, dk]
  * (one batch entry) and then return [Q, K]. */
-#include "nn.h"
+#include "module.h"
 
 #include <math.h>
 
@@ -107,11 +107,8 @@ static bool check_values(const char *op, const tg_tensor *q, const tg_tensor *k,
 /* ---- DotProductAttention ---------------------------------------------------- */
 
 tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng) {
-    tg_dot_attention *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("dot_attention: out of memory");
-        return NULL;
-    }
+    tg_dot_attention *m = tg_module_alloc("dot_attention", sizeof *m, false, NULL);
+    if (!m) return NULL;
     m->dropout = tg_dropout_new(dropout, rng);
     if (!m->dropout) {
         tg_sys_free(m);
@@ -122,10 +119,7 @@ tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng) {
 
 tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
                                     tg_mask mask) {
-    if (!m) {
-        tg_set_error("dot_attention_forward: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("dot_attention", "forward", m)) return NULL;
     m->attention_weights = NULL;
     if (tg_any_null("dot_attention", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
     if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
@@ -166,11 +160,8 @@ void tg_dot_attention_free(tg_dot_attention *m) {
 
 tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, int num_hiddens, tg_real dropout,
                                                  tg_rng *rng) {
-    tg_additive_attention *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("additive_attention: out of memory");
-        return NULL;
-    }
+    tg_additive_attention *m = tg_module_alloc("additive_attention", sizeof *m, false, NULL);
+    if (!m) return NULL;
     m->W_k = tg_linear_new(key_size, num_hiddens, false, rng);
     m->W_q = m->W_k ? tg_linear_new(query_size, num_hiddens, false, rng) : NULL;
     m->w_v = m->W_q ? tg_linear_new(num_hiddens, 1, false, rng) : NULL;
@@ -185,10 +176,7 @@ tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, i
 tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *queries, tg_tensor *keys,
                                          tg_tensor *values, tg_mask mask) {
     char b1[64], b2[64];
-    if (!m) {
-        tg_set_error("additive_attention_forward: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("additive_attention", "forward", m)) return NULL;
     m->attention_weights = NULL;
     const char *op = "additive_attention";
     if (tg_any_null(op, 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
@@ -205,10 +193,7 @@ tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *qu
 }
 
 int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix) {
-    if (!m) {
-        tg_set_error("additive_attention_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("additive_attention", "params", m)) return -1;
     char b[TG_PARAM_NAME_MAX];
     if (tg_param_name(b, prefix, "W_k") || tg_linear_params(m->W_k, p, b)) return -1;
     if (tg_param_name(b, prefix, "W_q") || tg_linear_params(m->W_q, p, b)) return -1;

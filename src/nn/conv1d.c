@@ -11,7 +11,7 @@
  * (k 3, d 64, batch 8, forward+backward, one thread, best of 9: n 256
  * 2.24 vs 2.40 ms, n 1024 21.6 vs 19.0, n 4096 98.9 vs 97.2), so the
  * single GEMM stays: it needs no per-tap weight slices or adds. */
-#include "nn.h"
+#include "module.h"
 
 #include <math.h>
 #include <string.h>
@@ -21,35 +21,21 @@ tg_conv1d *tg_conv1d_new(int in, int out, int k, int dilation, bool bias, tg_rng
         tg_set_error("conv1d: in %d, out %d, kernel %d, dilation %d must be positive", in, out, k, dilation);
         return NULL;
     }
-    if (!rng) {
-        tg_set_error("conv1d: NULL rng");
-        return NULL;
-    }
-    tg_conv1d *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("conv1d: out of memory");
-        return NULL;
-    }
+    tg_conv1d *m = tg_module_alloc("conv1d", sizeof *m, true, rng);
+    if (!m) return NULL;
     m->in = in;
     m->out = out;
     m->k = k;
     m->dilation = dilation;
     /* torch: kaiming_uniform(a = sqrt(5)) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in * k. */
     tg_real bound = (tg_real)(1.0 / sqrt((double)in * k));
-    m->weight = tg_empty_persistent(TG_SHAPE(out, in, k));
-    if (!m->weight) goto fail;
-    tg_fill_uniform(m->weight, -bound, bound, rng);
-    tg_set_requires_grad(m->weight, true);
-    if (bias) {
-        m->bias = tg_empty_persistent(TG_SHAPE(out));
-        if (!m->bias) goto fail;
-        tg_fill_uniform(m->bias, -bound, bound, rng);
-        tg_set_requires_grad(m->bias, true);
+    m->weight = tg_module_param(TG_SHAPE(out, in, k), TG_INIT_UNIFORM, bound, rng);
+    if (bias) m->bias = tg_module_param(TG_SHAPE(out), TG_INIT_UNIFORM, bound, rng);
+    if (!m->weight || (bias && !m->bias)) {
+        tg_conv1d_free(m);
+        return NULL;
     }
     return m;
-fail:
-    tg_conv1d_free(m);
-    return NULL;
 }
 
 static tg_tensor *zeros_arena(int B, int rows, int d) {
@@ -60,14 +46,7 @@ static tg_tensor *zeros_arena(int B, int rows, int d) {
 
 tg_tensor *tg_conv1d_forward(tg_conv1d *m, tg_tensor *x) {
     char b[64];
-    if (!m) {
-        tg_set_error("conv1d: NULL module");
-        return NULL;
-    }
-    if (!x) {
-        tg_error_null("conv1d");
-        return NULL;
-    }
+    if (!tg_module_input("conv1d", m, x)) return NULL;
     if (x->ndim != 3 || x->shape[2] != m->in) {
         tg_set_error("conv1d: input %s, expected [B, n, %d]", tg_tshape(b, x), m->in);
         return NULL;

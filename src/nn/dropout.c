@@ -5,15 +5,12 @@
  * Each layer owns a random stream forked from the constructor's generator,
  * so two layers made from one generator draw different masks, and a model
  * rebuilt from the same seed draws the same masks again. */
-#include "nn.h"
+#include "module.h"
 
 tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng) {
     if (!tg_check_dropout("dropout", p)) return NULL;
-    tg_dropout_layer *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("dropout: out of memory");
-        return NULL;
-    }
+    tg_dropout_layer *m = tg_module_alloc("dropout", sizeof *m, false, NULL);
+    if (!m) return NULL;
     m->p = p;
     m->training = true;
     /* NULL rng: a fixed stream (seed 0), for layers that never drop (p = 0)
@@ -25,14 +22,7 @@ tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng) {
 }
 
 tg_tensor *tg_dropout_forward(tg_dropout_layer *m, tg_tensor *x) {
-    if (!m) {
-        tg_set_error("dropout_forward: NULL module");
-        return NULL;
-    }
-    if (!x) {
-        tg_error_null("dropout");
-        return NULL;
-    }
+    if (!tg_module_input("dropout", m, x)) return NULL;
     if (!m->training || m->p == 0) return x;
     return tg_dropout(x, m->p, &m->rng);
 }

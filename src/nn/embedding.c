@@ -1,7 +1,7 @@
 /* Embedding, as torch.nn.Embedding: row i of weight [vocab, dim] is the
  * vector of token i. The gradient adds into the rows that were picked
  * (tg_gather_rows), rows picked twice receive both gradients. */
-#include "nn.h"
+#include "module.h"
 
 tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng) {
     if (vocab <= 0 || dim <= 0) {
@@ -12,33 +12,21 @@ tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng) {
         tg_set_error("embedding: std %g is negative", (double)std);
         return NULL;
     }
-    if (!rng) {
-        tg_set_error("embedding: NULL rng");
-        return NULL;
-    }
-    tg_embedding *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("embedding: out of memory");
-        return NULL;
-    }
+    tg_embedding *m = tg_module_alloc("embedding", sizeof *m, true, rng);
+    if (!m) return NULL;
     m->vocab = vocab;
     m->dim = dim;
-    m->weight = tg_empty_persistent(TG_SHAPE(vocab, dim));
+    m->weight = tg_module_param(TG_SHAPE(vocab, dim), TG_INIT_NORMAL, std, rng); /* torch: std 1 */
     if (!m->weight) {
         tg_sys_free(m);
         return NULL;
     }
-    tg_fill_normal(m->weight, 0, std, rng); /* N(0, std^2); torch: std 1 */
-    tg_set_requires_grad(m->weight, true);
     return m;
 }
 
 tg_tensor *tg_embedding_forward(tg_embedding *m, const int *ids, int ndim, const int *shape) {
     char b[64];
-    if (!m) {
-        tg_set_error("embedding_forward: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("embedding", "forward", m)) return NULL;
     if (!ids || ndim < 0 || ndim >= TG_MAX_DIMS || (ndim && !shape)) {
         tg_set_error("embedding: %s ids of %d dimensions (at most %d)", ids ? "bad" : "NULL", ndim, TG_MAX_DIMS - 1);
         return NULL;
@@ -54,10 +42,7 @@ tg_tensor *tg_embedding_forward(tg_embedding *m, const int *ids, int ndim, const
 }
 
 int tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix) {
-    if (!m) {
-        tg_set_error("embedding_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("embedding", "params", m)) return -1;
     return tg_params_add(p, prefix, "weight", m->weight);
 }
 

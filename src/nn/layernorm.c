@@ -3,7 +3,7 @@
  * over the last axis, var biased (divided by dim). weight starts at ones and
  * bias at zeros, so a new layer only normalises. The arithmetic is the fused
  * op tg_layer_norm. */
-#include "nn.h"
+#include "module.h"
 
 tg_layernorm *tg_layernorm_new(int dim, tg_real eps) {
     if (dim <= 0) {
@@ -14,38 +14,22 @@ tg_layernorm *tg_layernorm_new(int dim, tg_real eps) {
         tg_set_error("layernorm: eps %g is negative", (double)eps);
         return NULL;
     }
-    tg_layernorm *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("layernorm: out of memory");
-        return NULL;
-    }
+    tg_layernorm *m = tg_module_alloc("layernorm", sizeof *m, false, NULL);
+    if (!m) return NULL;
     m->dim = dim;
     m->eps = eps;
-    m->weight = tg_empty_persistent(TG_SHAPE(dim));
-    m->bias = tg_empty_persistent(TG_SHAPE(dim));
+    m->weight = tg_module_param(TG_SHAPE(dim), TG_INIT_CONST, 1, NULL);
+    m->bias = tg_module_param(TG_SHAPE(dim), TG_INIT_CONST, 0, NULL);
     if (!m->weight || !m->bias) {
         tg_layernorm_free(m);
         return NULL;
     }
-    for (int i = 0; i < dim; i++) {
-        m->weight->data[i] = 1;
-        m->bias->data[i] = 0;
-    }
-    tg_set_requires_grad(m->weight, true);
-    tg_set_requires_grad(m->bias, true);
     return m;
 }
 
 tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x) {
     char b[64];
-    if (!m) {
-        tg_set_error("layernorm_forward: NULL module");
-        return NULL;
-    }
-    if (!x) {
-        tg_error_null("layernorm");
-        return NULL;
-    }
+    if (!tg_module_input("layernorm", m, x)) return NULL;
     if (x->ndim < 1 || x->shape[x->ndim - 1] != m->dim) {
         tg_set_error("layernorm: input %s last dim %d, expected %d", tg_tshape(b, x),
                      x->ndim ? x->shape[x->ndim - 1] : 0, m->dim);
@@ -55,10 +39,7 @@ tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x) {
 }
 
 int tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix) {
-    if (!m) {
-        tg_set_error("layernorm_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("layernorm", "params", m)) return -1;
     if (tg_params_add(p, prefix, "weight", m->weight)) return -1;
     return tg_params_add(p, prefix, "bias", m->bias);
 }

@@ -5,7 +5,7 @@
  * Initialisation is PyTorch's default: kaiming_uniform(a = sqrt(5)) on W
  * reduces to U(-1/sqrt(in), 1/sqrt(in)), and the bias uses the same bound
  * 1/sqrt(fan_in). */
-#include "nn.h"
+#include "module.h"
 
 #include <math.h>
 
@@ -14,45 +14,24 @@ tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng) {
         tg_set_error("linear: sizes in %d, out %d must be positive", in, out);
         return NULL;
     }
-    if (!rng) {
-        tg_set_error("linear: NULL rng");
-        return NULL;
-    }
-    tg_linear *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("linear: out of memory");
-        return NULL;
-    }
+    tg_linear *m = tg_module_alloc("linear", sizeof *m, true, rng);
+    if (!m) return NULL;
     m->in = in;
     m->out = out;
     tg_real bound = (tg_real)(1.0 / sqrt((double)in));
     /* Persistent whatever scope is open: parameters outlive every step. */
-    m->weight = tg_empty_persistent(TG_SHAPE(out, in));
-    if (!m->weight) goto fail;
-    tg_fill_uniform(m->weight, -bound, bound, rng);
-    tg_set_requires_grad(m->weight, true);
-    if (bias) {
-        m->bias = tg_empty_persistent(TG_SHAPE(out));
-        if (!m->bias) goto fail;
-        tg_fill_uniform(m->bias, -bound, bound, rng);
-        tg_set_requires_grad(m->bias, true);
+    m->weight = tg_module_param(TG_SHAPE(out, in), TG_INIT_UNIFORM, bound, rng);
+    if (bias) m->bias = tg_module_param(TG_SHAPE(out), TG_INIT_UNIFORM, bound, rng);
+    if (!m->weight || (bias && !m->bias)) {
+        tg_linear_free(m);
+        return NULL;
     }
     return m;
-fail:
-    tg_linear_free(m);
-    return NULL;
 }
 
 tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
     char b[64];
-    if (!m) {
-        tg_set_error("linear_forward: NULL module");
-        return NULL;
-    }
-    if (!x) {
-        tg_error_null("linear");
-        return NULL;
-    }
+    if (!tg_module_input("linear", m, x)) return NULL;
     if (x->ndim < 1 || x->shape[x->ndim - 1] != m->in) {
         tg_set_error("linear: input %s last dim %d, expected %d", tg_tshape(b, x), x->ndim ? x->shape[x->ndim - 1] : 0,
                      m->in);
@@ -73,10 +52,7 @@ tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
 }
 
 int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix) {
-    if (!m) {
-        tg_set_error("linear_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("linear", "params", m)) return -1;
     if (tg_params_add(p, prefix, "weight", m->weight)) return -1;
     return m->bias ? tg_params_add(p, prefix, "bias", m->bias) : 0;
 }

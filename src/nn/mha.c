@@ -11,7 +11,7 @@
  * Row b*h + j of the batched tensors is head j of batch entry b, so the
  * valid lengths are repeated for each head (torch.repeat_interleave on
  * axis 0). Each head's scores are scaled by sqrt(H/h), its own size. */
-#include "nn.h"
+#include "module.h"
 
 #include <string.h>
 
@@ -21,11 +21,8 @@ tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens
         tg_set_error("mha: num_hiddens %d is not divisible by num_heads %d", num_hiddens, num_heads);
         return NULL;
     }
-    tg_mha *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("mha: out of memory");
-        return NULL;
-    }
+    tg_mha *m = tg_module_alloc("mha", sizeof *m, false, NULL);
+    if (!m) return NULL;
     m->num_heads = num_heads;
     m->num_hiddens = num_hiddens;
     /* Same construction order as d2l: attention, W_q, W_k, W_v, W_o. */
@@ -61,10 +58,7 @@ static tg_tensor *transpose_output(tg_tensor *X, int h) {
 
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask) {
     char b1[64], b2[64], b3[64];
-    if (!m) {
-        tg_set_error("mha_forward: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("mha", "forward", m)) return NULL;
     if (tg_any_null("mha", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
     if (queries->ndim != 3 || keys->ndim != 3 || values->ndim != 3 || keys->shape[0] != queries->shape[0] ||
         values->shape[0] != queries->shape[0] || values->shape[1] != keys->shape[1]) {
@@ -101,10 +95,7 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
 }
 
 int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
-    if (!m) {
-        tg_set_error("mha_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("mha", "params", m)) return -1;
     const char *names[] = {"W_q", "W_k", "W_v", "W_o"};
     tg_linear *lin[] = {m->W_q, m->W_k, m->W_v, m->W_o};
     char b[TG_PARAM_NAME_MAX];
@@ -123,10 +114,7 @@ void tg_mha_record_attention(tg_mha *m, bool on) {
 
 /* Row b*h + head of the recorded [B*h, Q, K] weights, for each b. */
 tg_tensor *tg_mha_attention_weights(const tg_mha *m, int head) {
-    if (!m) {
-        tg_set_error("mha_attention_weights: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("mha_attention", "weights", m)) return NULL;
     const tg_tensor *w = m->attention->attention_weights;
     if (!m->attention->record || !w) {
         tg_set_error("mha_attention_weights: no weights recorded (tg_mha_record_attention, then a forward)");

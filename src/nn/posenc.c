@@ -18,7 +18,7 @@
  * Learned encoding (d2l's exercise): P is a trainable [max_len, d] table,
  * initialised N(0, 0.02^2) as BERT/GPT-2 do; forward slices the first T rows
  * with tg_slice, so only rows 0..T-1 receive gradient. */
-#include "nn.h"
+#include "module.h"
 
 #include <math.h>
 
@@ -33,15 +33,9 @@ static tg_posenc *posenc_alloc(const char *op, int num_hiddens, tg_real dropout,
         return NULL;
     }
     if (!tg_check_dropout(op, dropout)) return NULL;
-    if (learned && !rng) { /* the fixed table draws nothing; its dropout takes NULL */
-        tg_set_error("%s: NULL rng", op);
-        return NULL;
-    }
-    tg_posenc *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("%s: out of memory", op);
-        return NULL;
-    }
+    /* the fixed table draws nothing; its dropout takes NULL */
+    tg_posenc *m = tg_module_alloc(op, sizeof *m, learned, rng);
+    if (!m) return NULL;
     m->max_len = max_len;
     m->num_hiddens = num_hiddens;
     m->learned = learned;
@@ -79,10 +73,7 @@ tg_posenc *tg_posenc_learned_new(int num_hiddens, tg_real dropout, int max_len, 
 
 tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X) {
     char b[64];
-    if (!m) {
-        tg_set_error("posenc_forward: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("posenc", "forward", m)) return NULL;
     if (tg_any_null("posenc", 1, (const tg_tensor *const[]){X})) return NULL;
     if (X->ndim < 2 || X->shape[X->ndim - 1] != m->num_hiddens) {
         tg_set_error("posenc: input %s: expected [B, T, %d]", tg_tshape(b, X), m->num_hiddens);
@@ -101,10 +92,7 @@ tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X) {
 }
 
 int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix) {
-    if (!m) {
-        tg_set_error("posenc_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("posenc", "params", m)) return -1;
     return m->learned ? tg_params_add(p, prefix, "P", m->P) : 0;
 }
 

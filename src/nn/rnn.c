@@ -13,7 +13,7 @@
  * n dependent steps, the O(n) sequential operations of the chapter. The
  * loop is unrolled into the graph, so tg_backward is backpropagation
  * through time over the whole sequence. */
-#include "nn.h"
+#include "module.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,15 +44,8 @@ static tg_rnn *recurrent_new(const char *op, int gates, int input_size, int hidd
                      hidden_size, num_layers, TG_RNN_MAX_LAYERS);
         return NULL;
     }
-    if (!rng) {
-        tg_set_error("%s: NULL rng", op);
-        return NULL;
-    }
-    tg_rnn *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("%s: out of memory", op);
-        return NULL;
-    }
+    tg_rnn *m = tg_module_alloc(op, sizeof *m, true, rng);
+    if (!m) return NULL;
     m->input_size = input_size;
     m->hidden_size = hidden_size;
     m->num_layers = num_layers;
@@ -65,16 +58,13 @@ static tg_rnn *recurrent_new(const char *op, int gates, int input_size, int hidd
         int in = l == 0 ? input_size : hidden_size;
         tg_tensor **slot[4] = {&m->w_ih[l], &m->w_hh[l], &m->b_ih[l], &m->b_hh[l]};
         for (int s = 0; s < 4; s++) {
-            tg_tensor *t = s == 0   ? tg_empty_persistent(TG_SHAPE(GH, in))
-                           : s == 1 ? tg_empty_persistent(TG_SHAPE(GH, hidden_size))
-                                    : tg_empty_persistent(TG_SHAPE(GH));
-            if (!t) {
+            int cols = s == 0 ? in : hidden_size;
+            *slot[s] = s < 2 ? tg_module_param(TG_SHAPE(GH, cols), TG_INIT_UNIFORM, bound, rng)
+                             : tg_module_param(TG_SHAPE(GH), TG_INIT_UNIFORM, bound, rng);
+            if (!*slot[s]) {
                 tg_rnn_free(m);
                 return NULL;
             }
-            tg_fill_uniform(t, -bound, bound, rng);
-            tg_set_requires_grad(t, true);
-            *slot[s] = t;
         }
     }
     return m;
@@ -95,14 +85,7 @@ static tg_tensor *step(tg_tensor *seq, int t) {
 
 static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_tensor *x) {
     char b[64];
-    if (!m) {
-        tg_set_error("%s: NULL module", op);
-        return NULL;
-    }
-    if (!x) {
-        tg_error_null(op);
-        return NULL;
-    }
+    if (!tg_module_input(op, m, x)) return NULL;
     if (m->gates != gates) {
         tg_set_error("%s: module was not made by tg_%s_new", op, op);
         return NULL;

@@ -9,7 +9,7 @@
  * "blocks.0.attention.W_q.weight", "blocks.0.addnorm1.ln.weight",
  * "blocks.0.ffn.dense1.bias" (d2l registers its blocks as "block0", ...;
  * we use the nn.ModuleList spelling "blocks.0"). */
-#include "nn.h"
+#include "module.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,11 +20,8 @@ tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rn
         tg_set_error("ffn: sizes %d -> %d -> %d must be positive", num_hiddens, ffn_hiddens, num_outputs);
         return NULL;
     }
-    tg_ffn *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("ffn: out of memory");
-        return NULL;
-    }
+    tg_ffn *m = tg_module_alloc("ffn", sizeof *m, false, NULL);
+    if (!m) return NULL;
     m->dense1 = tg_linear_new(num_hiddens, ffn_hiddens, true, rng);
     m->dense2 = m->dense1 ? tg_linear_new(ffn_hiddens, num_outputs, true, rng) : NULL;
     if (!m->dense2) {
@@ -35,19 +32,13 @@ tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rn
 }
 
 tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X) {
-    if (!m) {
-        tg_set_error("ffn_forward: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("ffn", "forward", m)) return NULL;
     return tg_linear_forward(m->dense2, tg_relu(tg_linear_forward(m->dense1, X)));
 }
 
 int tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX];
-    if (!m) {
-        tg_set_error("ffn_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("ffn", "params", m)) return -1;
     if (tg_param_name(b, prefix, "dense1") || tg_linear_params(m->dense1, p, b)) return -1;
     if (tg_param_name(b, prefix, "dense2") || tg_linear_params(m->dense2, p, b)) return -1;
     return 0;
@@ -70,11 +61,8 @@ tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng) {
         return NULL;
     }
     if (!tg_check_dropout("addnorm", dropout)) return NULL;
-    tg_addnorm *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("addnorm: out of memory");
-        return NULL;
-    }
+    tg_addnorm *m = tg_module_alloc("addnorm", sizeof *m, false, NULL);
+    if (!m) return NULL;
     m->dropout = tg_dropout_new(dropout, rng);
     m->ln = tg_layernorm_new(dim, (tg_real)1e-5);
     if (!m->dropout || !m->ln) {
@@ -86,10 +74,7 @@ tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng) {
 
 tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y) {
     char b1[64], b2[64];
-    if (!m) {
-        tg_set_error("addnorm_forward: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("addnorm", "forward", m)) return NULL;
     if (tg_any_null("addnorm", 2, (const tg_tensor *const[]){X, Y})) return NULL;
     if (!tg_same_shape(X, Y)) {
         tg_set_error("addnorm: X %s and Y %s differ in shape", tg_tshape(b1, X), tg_tshape(b2, Y));
@@ -100,10 +85,7 @@ tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y) {
 
 int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX];
-    if (!m) {
-        tg_set_error("addnorm_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("addnorm", "params", m)) return -1;
     return tg_param_name(b, prefix, "ln") || tg_layernorm_params(m->ln, p, b) ? -1 : 0;
 }
 
@@ -135,11 +117,8 @@ static bool check_block(const char *op, int num_hiddens, int ffn_hiddens, int nu
 tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout, bool use_bias,
                                        tg_rng *rng) {
     if (!check_block("encoder_block", num_hiddens, ffn_hiddens, num_heads, dropout)) return NULL;
-    tg_encoder_block *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("encoder_block: out of memory");
-        return NULL;
-    }
+    tg_encoder_block *m = tg_module_alloc("encoder_block", sizeof *m, false, NULL);
+    if (!m) return NULL;
     int d = num_hiddens;
     m->attention = tg_mha_new(d, d, d, d, num_heads, dropout, use_bias, rng);
     m->addnorm1 = m->attention ? tg_addnorm_new(d, dropout, rng) : NULL;
@@ -153,20 +132,14 @@ tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num
 }
 
 tg_tensor *tg_encoder_block_forward(tg_encoder_block *m, tg_tensor *X, tg_mask mask) {
-    if (!m) {
-        tg_set_error("encoder_block_forward: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("encoder_block", "forward", m)) return NULL;
     tg_tensor *Y = tg_addnorm_forward(m->addnorm1, X, tg_mha_forward(m->attention, X, X, X, mask));
     return tg_addnorm_forward(m->addnorm2, Y, tg_ffn_forward(m->ffn, Y));
 }
 
 int tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX];
-    if (!m) {
-        tg_set_error("encoder_block_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("encoder_block", "params", m)) return -1;
     if (tg_param_name(b, prefix, "attention") || tg_mha_params(m->attention, p, b)) return -1;
     if (tg_param_name(b, prefix, "addnorm1") || tg_addnorm_params(m->addnorm1, p, b)) return -1;
     if (tg_param_name(b, prefix, "ffn") || tg_ffn_params(m->ffn, p, b)) return -1;
@@ -222,11 +195,8 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
      * choice, where the embedding is tied to a layer initialised that way). */
     if (c.embedding_std == 0) c.embedding_std = (tg_real)(1.0 / sqrt((double)c.num_hiddens));
 
-    tg_encoder *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("encoder: out of memory");
-        return NULL;
-    }
+    tg_encoder *m = tg_module_alloc("encoder", sizeof *m, false, NULL);
+    if (!m) return NULL;
     m->cfg = c;
     bool ok = (m->embedding = tg_embedding_new(c.vocab_size, c.num_hiddens, c.embedding_std, rng)) != NULL;
     if (ok && c.pe == TG_PE_FIXED)
@@ -274,10 +244,7 @@ tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg
 
 int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX], bb[TG_PARAM_NAME_MAX], index[16];
-    if (!m) {
-        tg_set_error("encoder_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("encoder", "params", m)) return -1;
     if (tg_param_name(b, prefix, "embedding") || tg_embedding_params(m->embedding, p, b)) return -1;
     if (m->pos_encoding && (tg_param_name(b, prefix, "pos_encoding") || tg_posenc_params(m->pos_encoding, p, b)))
         return -1;
@@ -303,10 +270,7 @@ void tg_encoder_record_attention(tg_encoder *m, bool on) {
 }
 
 tg_tensor *tg_encoder_attention_weights(const tg_encoder *m, int layer, int head) {
-    if (!m) {
-        tg_set_error("encoder_attention_weights: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("encoder_attention", "weights", m)) return NULL;
     if (layer < 0 || layer >= m->cfg.num_layers) {
         tg_set_error("encoder_attention_weights: layer %d is outside [0, %d)", layer, m->cfg.num_layers);
         return NULL;

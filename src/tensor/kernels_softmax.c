@@ -39,15 +39,12 @@ typedef struct {
 
 static void softmax_range(void *ctx, int64_t begin, int64_t end, int tid) {
     const rows_ctx *c = ctx;
-    const tg_real *x = c->x;
-    tg_real *y = c->y;
-    int64_t n = c->n;
     (void)tid;
     for (int64_t r = begin; r < end; r++) {
-        const tg_real *xr = x + r * n;
-        tg_real *yr = y + r * n;
-        for (int64_t j = 0; j < n; j++) yr[j] = xr[j];
-        tg_k_softmax_row(yr, n);
+        const tg_real *xr = c->x + r * c->n;
+        tg_real *yr = c->y + r * c->n;
+        for (int64_t j = 0; j < c->n; j++) yr[j] = xr[j]; /* x may be y */
+        tg_k_softmax_row(yr, c->n);
     }
 }
 
@@ -57,13 +54,11 @@ void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
 
 static void log_softmax_range(void *ctx, int64_t begin, int64_t end, int tid) {
     const rows_ctx *c = ctx;
-    const tg_real *x = c->x;
-    tg_real *y = c->y;
     int64_t n = c->n;
     (void)tid;
-    for (int64_t r = begin; r < end; r++) {
-        const tg_real *xr = x + r * n;
-        tg_real *yr = y + r * n, m = tg_k_row_max(xr, n), s = 0;
+    for (int64_t r = begin; r < end; r++) { /* y = x - logsumexp(x) */
+        const tg_real *xr = c->x + r * n;
+        tg_real *yr = c->y + r * n, m = tg_k_row_max(xr, n), s = 0;
         for (int64_t j = 0; j < n; j++) s += TG_M(exp)(xr[j] - m);
         tg_real lse = m + TG_M(log)(s);
         for (int64_t j = 0; j < n; j++) yr[j] = xr[j] - lse;

@@ -336,6 +336,21 @@ void tg_parallel_team(bool parallel, tg_team_fn fn, void *ctx) {
         run_serial(TEAM, NULL, fn, ctx, 0);
 }
 
+typedef struct {
+    void (*row)(const tg_rows_ctx *c, int64_t r);
+    const tg_rows_ctx *c;
+} rows_job;
+
+static void rows_range(void *ctx, int64_t begin, int64_t end, int tid) {
+    const rows_job *j = ctx;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) j->row(j->c, r);
+}
+
+void tg_parallel_rows(int64_t rows, bool parallel, void (*row)(const tg_rows_ctx *c, int64_t r), const tg_rows_ctx *c) {
+    tg_parallel_for(rows, parallel, rows_range, &(rows_job){row, c});
+}
+
 /* Sense-reversing barrier over the threads of the running job. */
 void tg_parallel_barrier(void) {
     job *j = &pool.job;

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tensor.h"
+
 /* fn(ctx, begin, end, tid) over [begin, end) of [0, n); tid in [0, threads). */
 typedef void (*tg_range_fn)(void *ctx, int64_t begin, int64_t end, int tid);
 /* fn(ctx, tid, nth) once on each of nth threads. */
@@ -25,6 +27,23 @@ void tg_parallel_tasks(int64_t n, bool parallel, tg_range_fn fn, void *ctx);
  * tg_parallel_barrier() waits for all of them. */
 void tg_parallel_team(bool parallel, tg_team_fn fn, void *ctx);
 void tg_parallel_barrier(void);
+/* Row-wise loops (softmax family, sparsemax, cross-entropy): what a row's
+ * forward or backward reads, one struct for all of them so that each op
+ * states only its row formula. Unused fields stay zero. */
+typedef struct {
+    const tg_tensor *x, *y; /* input, output */
+    tg_tensor *gx;          /* the input's gradient (backward) */
+    const tg_real *g;       /* the output's gradient (backward) */
+    const int *lim;         /* per row: keys visible (masked ops), or a target */
+    const void *state;      /* the op's saved state */
+    tg_real *scratch;       /* one row of scratch per row */
+    tg_real scale;
+    int64_t n;  /* row length */
+    bool fresh; /* gx is fresh: write it, do not add (tg_grad_begin) */
+} tg_rows_ctx;
+/* row(c, r) for every row r of [0, rows), split among threads when parallel. */
+void tg_parallel_rows(int64_t rows, bool parallel, void (*row)(const tg_rows_ctx *c, int64_t r), const tg_rows_ctx *c);
+
 /* The calling thread's id in the pool: 0 for the caller and outside jobs. */
 int tg_thread_id(void);
 /* True inside a job (on a worker, or the caller running its share), where

@@ -1,0 +1,36 @@
+/* The checks and the allocation every module shares (module.h). */
+#include "module.h"
+
+void *tg_module_alloc(const char *module, size_t size, bool need_rng, const tg_rng *rng) {
+    if (need_rng && !rng) {
+        tg_set_error("%s: NULL rng", module);
+        return NULL;
+    }
+    void *m = tg_sys_calloc(1, size);
+    if (!m) tg_set_error("%s: out of memory", module);
+    return m;
+}
+
+tg_tensor *tg_module_param(int ndim, const int *shape, tg_module_init init, tg_real s, tg_rng *rng) {
+    tg_tensor *t = tg_empty_persistent(ndim, shape);
+    if (!t) return NULL;
+    if (init == TG_INIT_UNIFORM)
+        tg_fill_uniform(t, -s, s, rng);
+    else if (init == TG_INIT_NORMAL)
+        tg_fill_normal(t, 0, s, rng);
+    else
+        for (int64_t i = 0; i < t->size; i++) t->data[i] = s;
+    tg_set_requires_grad(t, true);
+    return t;
+}
+
+bool tg_module_present(const char *module, const char *verb, const void *m) {
+    if (!m) tg_set_error("%s_%s: NULL module", module, verb);
+    return m != NULL;
+}
+
+bool tg_module_input(const char *module, const void *m, const tg_tensor *x) {
+    if (!tg_module_present(module, "forward", m)) return false;
+    if (!x) tg_error_null(module);
+    return x != NULL;
+}
