@@ -272,6 +272,30 @@ Test(data, hostile_files_refused) {
 
 static void write_str(const char *path, const char *s) { write_all(path, s, strlen(s)); }
 
+/* io/npy.h's header parser, which token files go through: any dtype, large shapes. */
+Test(data, npy_header_of_any_dtype) {
+    tmpdir();
+    write_npy(in_dir("a.npy"), "{'shape': (3, 4000000000), 'fortran_order': True, 'descr': '<i8'}", 0);
+    size_t n;
+    unsigned char *b = read_all(in_dir("a.npy"), &n);
+    tg_npy_header h;
+    cr_assert_eq(tg_npy_parse_header(b, n, "a.npy", &h), 0, "%s", tg_last_error());
+    cr_expect_str_eq(h.descr, "<i8");
+    cr_expect(h.fortran_order);
+    cr_expect_eq(h.ndim, 2);
+    cr_expect_eq(h.shape[0], 3);
+    cr_expect_eq(h.shape[1], 4000000000LL); /* past INT_MAX: fine for a header */
+    cr_expect_eq(h.data_offset, n);
+    cr_expect_eq(tg_npy_parse_header(b, 9, "a.npy", &h), -1);
+    cr_expect(error_has("npy_header: a.npy", "truncated"));
+    cr_expect_eq(tg_npy_parse_header(NULL, n, "a.npy", &h), -1);
+    /* tg_npy_parse still refuses a dimension past INT_MAX, as before */
+    write_npy(in_dir("f.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (4000000000,), }", 0);
+    cr_expect_null(tg_npy_load(in_dir("f.npy")));
+    cr_expect(error_has("npy_load", "dimension too large"));
+    free(b);
+}
+
 /* ---- the fortunes corpus ------------------------------------------------------------------ */
 Test(data, fortunes_corpus_from_a_directory) {
     tmpdir();

@@ -29,8 +29,8 @@ Test(train, lr_constant) {
  *   it 8: r = 1/2, 0.1 + 0.45 = 0.55;  it 12: r = 1, 0.1;  it 13: min_lr. */
 Test(train, lr_warmup_cosine_is_nanogpts) {
     tg_lr_schedule s = tg_lr_warmup_cosine(1.0, 0.1, 4, 12);
-    const double want[][2] = {{0, 0.2},  {1, 0.4},   {3, 0.8},  {4, 1.0},
-                              {6, 0.1 + 0.45 * 1.7071067811865476},  {8, 0.55}, {12, 0.1}, {13, 0.1}, {1000000, 0.1}};
+    const double want[][2] = {{0, 0.2},  {1, 0.4},  {3, 0.8},  {4, 1.0},      {6, 0.1 + 0.45 * 1.7071067811865476},
+                              {8, 0.55}, {12, 0.1}, {13, 0.1}, {1000000, 0.1}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         double got = tg_lr_at(&s, (int64_t)want[i][0]);
         cr_expect(fabs(got - want[i][1]) < 1e-15, "step %g: %.17g, expected %.17g", want[i][0], got, want[i][1]);
@@ -539,8 +539,7 @@ static void expect_load_fails_unchanged(run *r, const char *path, const tg_param
     saved before = save_all(r);
     int64_t step = 77;
     tg_clear_error();
-    cr_expect_eq(tg_train_state_load(path, model, r->opt, &step, r->rngs, n_rngs), -1, "load should fail (%s)",
-                 what);
+    cr_expect_eq(tg_train_state_load(path, model, r->opt, &step, r->rngs, n_rngs), -1, "load should fail (%s)", what);
     cr_expect(error_has("train_state_load", what), "error '%s' lacks '%s'", tg_last_error() ? tg_last_error() : "",
               what);
     cr_expect_eq(step, 77);
@@ -652,4 +651,33 @@ Test(train, save_errors) {
     cr_expect_eq(tg_train_state_load(in_dir("s"), &r.p, r.opt, &step, NULL, 0), 0, "%s", tg_last_error());
     cr_expect_eq(step, 5);
     run_free(&r);
+}
+
+/* io/json.h's number reader, which reads the log back: JSON's grammar only. */
+Test(train, json_number_is_strict) {
+    const char *good[][2] = {
+        {"0", "0"}, {"-0.5", "-0.5"}, {"1e-300", "1e-300"}, {"5.9999999999999995e-04", "6e-4"}, {" 12.5E+2", "1250"}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        tg_json j = {.p = good[i][0], .end = good[i][0] + strlen(good[i][0]), .start = good[i][0]};
+        double v;
+        cr_expect_eq(tg_json_number(&j, &v, "x"), 0, "%s: %s", good[i][0], j.why);
+        cr_expect_eq(v, strtod(good[i][1], NULL), "%s", good[i][0]);
+        cr_expect_eq(j.p, j.end);
+    }
+    const char *bad[] = {"", "-", "01", "1.", ".5", "1e", "+1", "inf", "nan", "0x10", "null"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tg_json j = {.p = bad[i], .end = bad[i] + strlen(bad[i]), .start = bad[i]};
+        double v;
+        int rc = tg_json_number(&j, &v, "x");
+        /* "01" and "0x10" read 0 and stop before the rest, which the
+         * caller's next expectation rejects; the others fail at once */
+        if (strcmp(bad[i], "01") == 0 || strcmp(bad[i], "0x10") == 0)
+            cr_expect(rc == 0 && j.p != j.end);
+        else
+            cr_expect_eq(rc, -1, "'%s' accepted", bad[i]);
+    }
+    tg_json j = {.p = "null,", .end = "null," + 5, .start = "null,"};
+    cr_expect_eq(tg_json_null(&j), 1);
+    cr_expect_eq(*j.p, ',');
+    cr_expect_eq(tg_json_null(&j), 0);
 }
