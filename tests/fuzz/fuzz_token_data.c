@@ -27,8 +27,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         enum { B = 2, T = 3 };
         int x[B * T], y[B * T];
         if (d->n <= 0 || d->n_train > d->n || d->vocab < 1 || d->vocab > 65536) abort();
-        if (tg_token_data_batch(d, B, T, x, y) == 0) check_window(d, x, y, B * T);
-        else if (d->n_train >= T + 1) abort(); /* enough tokens, yet refused */
+        if (tg_token_data_batch(d, B, T, x, y) == 0)
+            check_window(d, x, y, B * T);
+        else if (d->n_train >= T + 1)
+            abort(); /* enough tokens, yet refused */
         int64_t nv = tg_token_data_val_batches(d, 1, T);
         for (int64_t i = 0; i < nv && i < 64; i++) {
             if (tg_token_data_val_batch(d, i, 1, T, x, y) != 0) abort();
