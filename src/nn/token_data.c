@@ -38,12 +38,12 @@ tg_token_data *tg_token_data_open(const char *path, double val_fraction, uint64_
     } else if (strcmp(h.descr, "<u2") == 0) {
         itemsize = 2;
     } else {
-        snprintf(why, sizeof why, "%s: dtype '%s' is not a token dtype (uint8 '|u1' or uint16 '<u2')", path,
-                 h.descr);
+        snprintf(why, sizeof why, "%s: dtype '%s' is not a token dtype (uint8 '|u1' or uint16 '<u2')", path, h.descr);
     }
     if (!why[0] && h.fortran_order && h.ndim > 1)
         snprintf(why, sizeof why, "%s: fortran_order True is not supported", path);
-    if (!why[0] && h.ndim != 1) snprintf(why, sizeof why, "%s: %d-D array, a token file holds one 1-D array", path, h.ndim);
+    if (!why[0] && h.ndim != 1)
+        snprintf(why, sizeof why, "%s: %d-D array, a token file holds one 1-D array", path, h.ndim);
     if (!why[0]) {
         /* shape[0] < 2^59 (npy.h), so the product does not overflow. */
         uint64_t need = (uint64_t)h.shape[0] * (uint64_t)itemsize, have = size - h.data_offset;

@@ -45,8 +45,8 @@ int tg_tokens_save(const char *path, const int *ids, int64_t n, int vocab) {
         return -1;
     }
     if (n < 0 || vocab < 1 || vocab > 65536) {
-        tg_set_error("tokens_save: %s: %lld tokens, vocab %d: need n >= 0 and vocab in [1, 65536]", path,
-                     (long long)n, vocab);
+        tg_set_error("tokens_save: %s: %lld tokens, vocab %d: need n >= 0 and vocab in [1, 65536]", path, (long long)n,
+                     vocab);
         return -1;
     }
     uint16_t *v = tg_sys_alloc((size_t)(n ? n : 1) * sizeof *v);

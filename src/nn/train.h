@@ -211,8 +211,8 @@ typedef struct {
 } tg_named_rng;
 #define TG_TRAIN_MAX_RNGS 64
 /* 0, or -1 with "train_state_save: <path>: <reason>" recorded. */
-int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt, int64_t step,
-                        const tg_named_rng *rngs, int n_rngs);
+int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt, int64_t step, const tg_named_rng *rngs,
+                        int n_rngs);
 /* 0, or -1 with "train_state_load: <path>: <reason>" recorded (nothing changed). */
 int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt, int64_t *step,
                         const tg_named_rng *rngs, int n_rngs);

@@ -60,8 +60,8 @@ static int all_tensors(tg_params *all, const tg_params *model, tg_optim *opt) {
     return 0;
 }
 
-int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt, int64_t step,
-                        const tg_named_rng *rngs, int n_rngs) {
+int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt, int64_t step, const tg_named_rng *rngs,
+                        int n_rngs) {
     const char *op = "train_state_save";
     if (check_args(op, path, model, opt, rngs, n_rngs) != 0) return -1;
     if (step < 0) {
