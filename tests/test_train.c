@@ -617,6 +617,16 @@ Test(train, bad_states_change_nothing) {
         write_state(&r, in_dir("meta.safetensors"), metas[i][0]);
         expect_load_fails_unchanged(&r, in_dir("meta.safetensors"), &r.p, 2, metas[i][1]);
     }
+    /* a value too long to read whole is refused, not read cut short as 0 */
+    char *longmeta = malloc(4000);
+    int at = snprintf(longmeta, 4000,
+                      "{\"tgrad_train_state\": \"1\", \"step\": \"3\", \"rngs\": \"data,dropout\", "
+                      "\"rng.dropout\": \"1 2 3\", \"rng.data\": \"1 2 ");
+    memset(longmeta + at, '0', 3000);
+    snprintf(longmeta + at + 3000, 4000 - (size_t)at - 3000, "5\"}");
+    write_state(&r, in_dir("meta.safetensors"), longmeta);
+    expect_load_fails_unchanged(&r, in_dir("meta.safetensors"), &r.p, 2, "rng.data");
+    free(longmeta);
     /* and the good file still loads */
     int64_t step = 0;
     cr_expect_eq(tg_train_state_load(good, &r.p, r.opt, &step, r.rngs, 2), 0, "%s", tg_last_error());

@@ -111,6 +111,13 @@ static int parse_u64(const char *s, uint64_t *out, const char **end) {
     return 0;
 }
 
+/* The metadata value of key into v (cap bytes): its length, or -1 when
+ * absent or too long for v (a value cut short could read as another). */
+static long meta(const tg_safetensors *st, const char *key, char *v, size_t cap) {
+    long len = tg_safetensors_meta(st, key, v, cap);
+    return len >= 0 && (size_t)len < cap ? len : -1;
+}
+
 int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt, int64_t *step,
                         const tg_named_rng *rngs, int n_rngs) {
     const char *op = "train_state_load";
@@ -133,12 +140,12 @@ int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt,
     uint64_t got_step = 0;
     char v[TG_TRAIN_MAX_RNGS * 33 + 8], key[48], why[400] = "";
     const char *end;
-    long len = tg_safetensors_meta(&st, "tgrad_train_state", v, sizeof v);
+    long len = meta(&st, "tgrad_train_state", v, sizeof v);
     if (len < 0)
         snprintf(why, sizeof why, "not a training state (no \"tgrad_train_state\" in the metadata)");
     else if (strcmp(v, FORMAT_VERSION) != 0)
         snprintf(why, sizeof why, "training-state format '%.40s', this library reads '" FORMAT_VERSION "'", v);
-    else if (tg_safetensors_meta(&st, "step", v, sizeof v) < 0 || parse_u64(v, &got_step, &end) != 0 || *end ||
+    else if (meta(&st, "step", v, sizeof v) < 0 || parse_u64(v, &got_step, &end) != 0 || *end ||
              got_step > (uint64_t)INT64_MAX)
         snprintf(why, sizeof why, "metadata \"step\" missing or not a non-negative integer");
     if (!why[0]) {
@@ -147,8 +154,8 @@ int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt,
         size_t w = 0;
         for (int i = 0; i < n_rngs; i++)
             w += (size_t)snprintf(want + w, sizeof want - w, "%s%s", i ? "," : "", rngs[i].name);
-        len = tg_safetensors_meta(&st, "rngs", v, sizeof v);
-        if (len < 0 || (size_t)len >= sizeof v || strcmp(v, want) != 0)
+        len = meta(&st, "rngs", v, sizeof v);
+        if (len < 0 || strcmp(v, want) != 0)
             snprintf(why, sizeof why, "generators \"%.120s\" in the file, \"%.120s\" given", len < 0 ? "(none)" : v,
                      want);
     }
@@ -156,7 +163,7 @@ int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt,
         snprintf(key, sizeof key, "rng.%s", rngs[i].name);
         uint64_t a[3];
         const char *s = v;
-        int ok = tg_safetensors_meta(&st, key, v, sizeof v) >= 0;
+        int ok = meta(&st, key, v, sizeof v) >= 0;
         for (int k = 0; ok && k < 3; k++) {
             ok = parse_u64(s, &a[k], &end) == 0 && *end == (k < 2 ? ' ' : '\0');
             s = end + 1;
