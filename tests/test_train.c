@@ -686,7 +686,8 @@ Test(train, json_number_is_strict) {
         else
             cr_expect_eq(rc, -1, "'%s' accepted", bad[i]);
     }
-    tg_json j = {.p = "null,", .end = "null," + 5, .start = "null,"};
+    static const char text[] = "null,";
+    tg_json j = {.p = text, .end = text + 5, .start = text};
     cr_expect_eq(tg_json_null(&j), 1);
     cr_expect_eq(*j.p, ',');
     cr_expect_eq(tg_json_null(&j), 0);
