@@ -6,9 +6,11 @@
 #   libcriterion-dev  tests        libstb-dev         PNG writing/reading
 #   fonts-dejavu-core figure text  pkg-config         the install test
 #   valgrind          the leak test of the programs (tests/test_hostile.c)
+#   fortunes          English text, the language model's default corpus
+#                     (/usr/share/games/fortunes; pulls in fortunes-min)
 # With arguments, those packages instead (tools/install-bench-deps.sh).
 set -e
-PKGS="${*:-libcriterion-dev libstb-dev fonts-dejavu-core pkg-config valgrind}"
+PKGS="${*:-libcriterion-dev libstb-dev fonts-dejavu-core pkg-config valgrind fortunes}"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

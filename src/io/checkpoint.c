@@ -41,10 +41,19 @@ int tg_checkpoint_load(const char *path, const tg_params *params) {
         tg_set_error("checkpoint_load: %s", why);
         return -1;
     }
+    int rc = tg_checkpoint_load_from(&st, path, params);
+    tg_safetensors_close(&st);
+    return rc;
+}
 
+int tg_checkpoint_load_from(const tg_safetensors *st, const char *path, const tg_params *params) {
+    if (!st || !path || !params) {
+        tg_set_error("checkpoint_load: NULL %s", !st ? "file" : !path ? "path" : "params");
+        return -1;
+    }
     /* Every check first; the model is touched only when all pass. */
     int *idx = tg_sys_alloc((size_t)(params->n ? params->n : 1) * sizeof *idx);
-    bool *used = tg_sys_calloc((size_t)(st.n ? st.n : 1), sizeof *used);
+    bool *used = tg_sys_calloc((size_t)(st->n ? st->n : 1), sizeof *used);
     char names[256] = "";
     int count = 0, rc = 0;
     if (!idx || !used) {
@@ -59,7 +68,7 @@ int tg_checkpoint_load(const char *path, const tg_params *params) {
             rc = -1;
             goto done;
         }
-        idx[i] = tg_safetensors_find(&st, p->name);
+        idx[i] = tg_safetensors_find(st, p->name);
         if (idx[i] < 0)
             list_name(names, sizeof names, &count, p->name);
         else
@@ -71,8 +80,8 @@ int tg_checkpoint_load(const char *path, const tg_params *params) {
         rc = -1;
         goto done;
     }
-    for (int j = 0; j < st.n; j++)
-        if (!used[j]) list_name(names, sizeof names, &count, st.entries[j].name);
+    for (int j = 0; j < st->n; j++)
+        if (!used[j]) list_name(names, sizeof names, &count, st->entries[j].name);
     if (count) {
         tg_set_error("checkpoint_load: %s: %d unexpected tensor%s in the file (not in the model): %s", path, count,
                      count > 1 ? "s" : "", names);
@@ -81,7 +90,7 @@ int tg_checkpoint_load(const char *path, const tg_params *params) {
     }
     for (int i = 0; i < params->n; i++) {
         const tg_tensor *t = params->items[i].t;
-        const tg_st_entry *e = &st.entries[idx[i]];
+        const tg_st_entry *e = &st->entries[idx[i]];
         bool same = e->ndim == t->ndim;
         for (int k = 0; same && k < t->ndim; k++) same = e->shape[k] == t->shape[k];
         if (!same) {
@@ -93,19 +102,18 @@ int tg_checkpoint_load(const char *path, const tg_params *params) {
         }
     }
     for (int i = 0; i < params->n; i++) {
-        int64_t bad = tg_safetensors_nonfinite(&st, idx[i]);
+        int64_t bad = tg_safetensors_nonfinite(st, idx[i]);
         if (bad) {
             tg_set_error("checkpoint_load: %s: %s: %lld of %lld values are NaN or infinite (a diverged run?)", path,
-                         st.entries[idx[i]].name, (long long)bad, (long long)st.entries[idx[i]].numel);
+                         st->entries[idx[i]].name, (long long)bad, (long long)st->entries[idx[i]].numel);
             rc = -1;
             goto done;
         }
     }
-    for (int i = 0; i < params->n; i++) tg_safetensors_read(&st, idx[i], params->items[i].t->data);
+    for (int i = 0; i < params->n; i++) tg_safetensors_read(st, idx[i], params->items[i].t->data);
 
 done:
     tg_sys_free(idx);
     tg_sys_free(used);
-    tg_safetensors_close(&st);
     return rc;
 }

@@ -5,6 +5,7 @@
 #define TG_IO_CHECKPOINT_H
 
 #include "../tensor/params.h"
+#include "safetensors.h"
 
 /* Writes every tensor of params, in list order, with dtype TG_REAL_DTYPE
  * ("F32", or "F64" in a double build). metadata_json is NULL or a JSON object
@@ -23,5 +24,9 @@ int tg_checkpoint_save(const char *path, const tg_params *params, const char *me
  * with a message naming the file, the tensor and the problem) the model is
  * unchanged. */
 int tg_checkpoint_load(const char *path, const tg_params *params);
+/* The same from a file already opened with tg_safetensors_open (not
+ * closed here), for a caller that reads the metadata of the same bytes
+ * first (tg_train_state_load); path is for messages. */
+int tg_checkpoint_load_from(const tg_safetensors *st, const char *path, const tg_params *params);
 
 #endif

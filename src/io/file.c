@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,6 +50,46 @@ int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *
     *buf = b;
     *size = n;
     return 0;
+}
+
+int tg_map_file(const char *path, const char *op, const unsigned char **buf, size_t *size) {
+    static const unsigned char empty[1];
+    *buf = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO does not block: see tg_read_file */
+    if (fd < 0) {
+        tg_set_error("%s: %s: %s", op, path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        tg_set_error("%s: %s: not a regular file", op, path);
+        close(fd);
+        return -1;
+    }
+    if (sb.st_size == 0) { /* mmap of length 0 is an error */
+        close(fd);
+        *buf = empty;
+        return 0;
+    }
+    if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX) {
+        tg_set_error("%s: %s: file too large to map", op, path);
+        close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd); /* the mapping keeps the file open */
+    if (m == MAP_FAILED) {
+        tg_set_error("%s: %s: mmap failed: %s", op, path, strerror(errno));
+        return -1;
+    }
+    *buf = m;
+    *size = (size_t)sb.st_size;
+    return 0;
+}
+
+void tg_unmap_file(const unsigned char *buf, size_t size) {
+    if (buf && size) munmap((void *)buf, size);
 }
 
 /* The directory part of path ("." when there is none), tg_sys_alloc'd. */

@@ -35,5 +35,11 @@ void tg_atomic_abort(tg_atomic_file *af);
 /* Reads a whole regular file into a tg_sys_alloc'd buffer (free with
  * tg_sys_free). Returns 0, or -1 with "<op>: <path>: <reason>". */
 int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *size);
+/* Maps a whole regular file read-only (mmap, MAP_PRIVATE), with the same
+ * checks as tg_read_file, for files too large to copy (token corpora). An
+ * empty file maps to a non-NULL pointer of size 0. Returns 0, or -1 with
+ * "<op>: <path>: <reason>"; undo with tg_unmap_file(*buf, *size). */
+int tg_map_file(const char *path, const char *op, const unsigned char **buf, size_t *size);
+void tg_unmap_file(const unsigned char *buf, size_t size);
 
 #endif

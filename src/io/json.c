@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int tg_json_fail(tg_json *j, const char *fmt, ...) {
@@ -202,6 +203,47 @@ int tg_json_uint(tg_json *j, uint64_t *out, const char *what) {
     if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
         return tg_json_fail(j, "%s: expected an integer, found a fraction", what);
     *out = v;
+    return 0;
+}
+
+/* RFC 8259's number: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?,
+ * checked here because strtod also takes "inf", "0x1p3" and " 1". */
+int tg_json_number(tg_json *j, double *out, const char *what) {
+    tg_json_skip_ws(j);
+    const char *s = j->p, *p = j->p, *e = j->end;
+#define DIGITS(q) ((q) < e && *(q) >= '0' && *(q) <= '9')
+    if (p < e && *p == '-') p++;
+    if (!DIGITS(p)) return tg_json_fail(j, "%s: expected a number at byte %ld", what, tg_json_pos(j));
+    if (*p == '0')
+        p++;
+    else
+        while (DIGITS(p)) p++;
+    if (p < e && *p == '.') {
+        if (!DIGITS(p + 1)) return tg_json_fail(j, "%s: bad fraction at byte %ld", what, tg_json_pos(j));
+        for (p++; DIGITS(p);) p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (!DIGITS(p)) return tg_json_fail(j, "%s: bad exponent at byte %ld", what, tg_json_pos(j));
+        while (DIGITS(p)) p++;
+    }
+#undef DIGITS
+    char buf[64];
+    if ((size_t)(p - s) >= sizeof buf) return tg_json_fail(j, "%s: number too long", what);
+    memcpy(buf, s, (size_t)(p - s));
+    buf[p - s] = '\0';
+    *out = strtod(buf, NULL);
+    j->p = p;
+    return 0;
+}
+
+int tg_json_null(tg_json *j) {
+    tg_json_skip_ws(j);
+    if (j->end - j->p >= 4 && memcmp(j->p, "null", 4) == 0) {
+        j->p += 4;
+        return 1;
+    }
     return 0;
 }
 

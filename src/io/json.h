@@ -36,6 +36,10 @@ int tg_json_string(tg_json *j, char *out, size_t cap, size_t *len);
 int tg_json_uint(tg_json *j, uint64_t *out, const char *what);
 /* [u, u, ...] of at most max integers; *n receives the count. */
 int tg_json_uint_array(tg_json *j, uint64_t *out, int max, int *n, const char *what);
+/* A number in JSON's grammar (-?int frac? exp?), converted by strtod. */
+int tg_json_number(tg_json *j, double *out, const char *what);
+/* 1 when the next value is the literal null (consumed), else 0 (nothing consumed). */
+int tg_json_null(tg_json *j);
 /* Any value, nested at most TG_JSON_MAX_DEPTH deep. */
 int tg_json_skip_value(tg_json *j, int depth);
 

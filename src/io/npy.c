@@ -66,6 +66,56 @@ int tg_npy_save(const char *path, const tg_tensor *t) {
     return tg_atomic_commit(&af, "npy_save");
 }
 
+int tg_npy_save_uint(const char *path, const uint16_t *values, int64_t n, int itemsize) {
+    if (!path || (!values && n > 0)) {
+        tg_set_error("npy_save: NULL %s", !path ? "path" : "values");
+        return -1;
+    }
+    if (n < 0 || (itemsize != 1 && itemsize != 2)) {
+        tg_set_error("npy_save: %s: %lld values of %d bytes: need n >= 0 and 1 or 2 bytes", path, (long long)n,
+                     itemsize);
+        return -1;
+    }
+    for (int64_t k = 0; itemsize == 1 && k < n; k++)
+        if (values[k] > 255) {
+            tg_set_error("npy_save: %s: value %u at %lld does not fit in uint8", path, values[k], (long long)k);
+            return -1;
+        }
+    char h[128];
+    int len = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (%lld,), }",
+                       itemsize == 1 ? "|u1" : "<u2", (long long)n);
+    int total = (10 + len + 1 + 63) / 64 * 64; /* as tg_npy_save: data 64-byte aligned */
+    while (10 + len + 1 < total) h[len++] = ' ';
+    h[len++] = '\n';
+    unsigned char pre[10];
+    memcpy(pre, MAGIC, 6);
+    pre[6] = 1;
+    pre[7] = 0;
+    pre[8] = (unsigned char)(len & 0xFF);
+    pre[9] = (unsigned char)(len >> 8);
+    tg_atomic_file af;
+    if (tg_atomic_begin(&af, path, "npy_save") != 0) return -1;
+    int ok = fwrite(pre, 1, 10, af.f) == 10 && fwrite(h, 1, (size_t)len, af.f) == (size_t)len;
+    unsigned char buf[2 * 4096];
+    for (int64_t at = 0; ok && at < n; at += 4096) {
+        int64_t m = n - at < 4096 ? n - at : 4096;
+        for (int64_t k = 0; k < m; k++) {
+            uint16_t v = values[at + k];
+            if (itemsize == 1)
+                buf[k] = (unsigned char)v;
+            else
+                buf[2 * k] = (unsigned char)(v & 0xFF), buf[2 * k + 1] = (unsigned char)(v >> 8);
+        }
+        ok = fwrite(buf, (size_t)itemsize, (size_t)m, af.f) == (size_t)m;
+    }
+    if (!ok) {
+        tg_set_error("npy_save: %s: write error", path);
+        tg_atomic_abort(&af);
+        return -1;
+    }
+    return tg_atomic_commit(&af, "npy_save");
+}
+
 /* ---- the header dict ------------------------------------------------------ */
 typedef struct {
     const char *p, *end;
@@ -131,7 +181,7 @@ static bool word(cursor *c, const char *w) {
 }
 
 /* (d0, d1, ...) with an optional trailing comma; Python 2 wrote 3L. */
-static int shape_tuple(cursor *c, int *ndim, int64_t *dims) {
+static int shape_tuple(cursor *c, int *ndim, int64_t *dims, int64_t max_dim) {
     if (!eat(c, '(')) return fail(c, "header: 'shape' must be a tuple");
     *ndim = 0;
     for (;;) {
@@ -140,7 +190,7 @@ static int shape_tuple(cursor *c, int *ndim, int64_t *dims) {
         int64_t v = 0;
         const char *s = c->p;
         while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-            if (v > (INT_MAX - (*c->p - '0')) / 10) return fail(c, "header: dimension too large");
+            if (v > (max_dim - (*c->p - '0')) / 10) return fail(c, "header: dimension too large");
             v = v * 10 + (*c->p++ - '0');
         }
         if (c->p == s) return fail(c, "header: bad dimension in 'shape'");
@@ -158,6 +208,7 @@ typedef struct {
     bool fortran;
     int ndim;
     int64_t dims[TG_MAX_DIMS];
+    int64_t max_dim; /* a larger dimension is an error */
 } npy_header;
 
 static int parse_dict(cursor *c, npy_header *h) {
@@ -182,7 +233,7 @@ static int parse_dict(cursor *c, npy_header *h) {
                 return fail(c, "header: 'fortran_order' must be True or False");
             have_fortran = true;
         } else if (strcmp(key, "shape") == 0 && !have_shape) {
-            if (shape_tuple(c, &h->ndim, h->dims) != 0) return -1;
+            if (shape_tuple(c, &h->ndim, h->dims, h->max_dim) != 0) return -1;
             have_shape = true;
         } else {
             return fail(c, "header: unexpected or repeated key '%s'", key);
@@ -195,6 +246,52 @@ static int parse_dict(cursor *c, npy_header *h) {
     if (c->p != c->end) return fail(c, "header: unexpected text after the dict");
     if (!have_descr || !have_fortran || !have_shape)
         return fail(c, "header: missing key '%s'", !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
+    return 0;
+}
+
+/* Magic, version, header length and the dict: on success *start is where
+ * the data begins. */
+static int parse_preamble(cursor *c, const unsigned char *b, size_t size, npy_header *h, size_t *start) {
+    if (size < 10 || memcmp(b, MAGIC, 6) != 0)
+        return fail(c, size < 10 && size >= 6 && memcmp(b, MAGIC, 6) == 0 ? "file truncated inside the preamble"
+                                                                          : "not a .npy file (bad magic)");
+    if (b[6] < 1 || b[6] > 3) return fail(c, "unsupported format version %d.%d", b[6], b[7]);
+    size_t hlen;
+    if (b[6] == 1) {
+        hlen = (size_t)b[8] | (size_t)b[9] << 8;
+        *start = 10;
+    } else if (size < 12) {
+        return fail(c, "file truncated inside the preamble");
+    } else {
+        hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
+        *start = 12;
+    }
+    if (hlen > size - *start)
+        return fail(c, "header length %zu is larger than the %zu bytes after it (truncated?)", hlen, size - *start);
+    c->p = (const char *)b + *start;
+    c->end = c->p + hlen;
+    *start += hlen;
+    return parse_dict(c, h);
+}
+
+int tg_npy_parse_header(const unsigned char *b, size_t size, const char *name, tg_npy_header *out) {
+    if (!b || !name || !out) {
+        tg_set_error("npy_header: NULL %s", !b ? "buffer" : !name ? "name" : "output");
+        return -1;
+    }
+    cursor c = {0};
+    npy_header h = {.max_dim = INT64_MAX / 16};
+    size_t start = 0;
+    if (parse_preamble(&c, b, size, &h, &start) != 0) {
+        tg_set_error("npy_header: %s: %s", name, c.why);
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    memcpy(out->descr, h.descr, sizeof out->descr);
+    out->fortran_order = h.fortran;
+    out->ndim = h.ndim;
+    for (int k = 0; k < h.ndim; k++) out->shape[k] = h.dims[k];
+    out->data_offset = start;
     return 0;
 }
 
@@ -218,46 +315,21 @@ tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path) {
         return NULL;
     }
     cursor c = {0};
-    npy_header h = {0};
+    npy_header h = {.max_dim = INT_MAX};
     size_t start = 0, es = 0;
     int64_t numel = 1;
-    if (size < 10 || memcmp(b, MAGIC, 6) != 0) {
-        fail(&c, size < 10 && size >= 6 && memcmp(b, MAGIC, 6) == 0 ? "file truncated inside the preamble"
-                                                                    : "not a .npy file (bad magic)");
-    } else if (b[6] < 1 || b[6] > 3) {
-        fail(&c, "unsupported format version %d.%d", b[6], b[7]);
-    } else {
-        size_t hlen;
-        if (b[6] == 1) {
-            hlen = (size_t)b[8] | (size_t)b[9] << 8;
-            start = 10;
-        } else if (size < 12) {
-            hlen = 0;
-            fail(&c, "file truncated inside the preamble");
-        } else {
-            hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
-            start = 12;
-        }
-        if (!c.why[0] && hlen > size - start) {
-            fail(&c, "header length %zu is larger than the %zu bytes after it (truncated?)", hlen, size - start);
-        } else if (!c.why[0]) {
-            c.p = (const char *)b + start;
-            c.end = c.p + hlen;
-            start += hlen;
-            if (parse_dict(&c, &h) == 0) {
-                const char *d = h.descr;
-                if (h.fortran)
-                    fail(&c, "fortran_order True is not supported (save a C-contiguous array)");
-                else if (d[0] == '>' && (strcmp(d + 1, "f4") == 0 || strcmp(d + 1, "f8") == 0))
-                    fail(&c, "big-endian data ('%s') is not supported; use '<%s'", d, d + 1);
-                else if (strcmp(d, "<f4") == 0)
-                    es = 4;
-                else if (strcmp(d, "<f8") == 0)
-                    es = 8;
-                else
-                    fail(&c, "dtype '%s' is not supported (only '<f4' and '<f8')", d);
-            }
-        }
+    if (parse_preamble(&c, b, size, &h, &start) == 0) {
+        const char *d = h.descr;
+        if (h.fortran)
+            fail(&c, "fortran_order True is not supported (save a C-contiguous array)");
+        else if (d[0] == '>' && (strcmp(d + 1, "f4") == 0 || strcmp(d + 1, "f8") == 0))
+            fail(&c, "big-endian data ('%s') is not supported; use '<%s'", d, d + 1);
+        else if (strcmp(d, "<f4") == 0)
+            es = 4;
+        else if (strcmp(d, "<f8") == 0)
+            es = 8;
+        else
+            fail(&c, "dtype '%s' is not supported (only '<f4' and '<f8')", d);
     }
     if (!c.why[0]) {
         for (int k = 0; k < h.ndim; k++) {

@@ -26,4 +26,22 @@ tg_tensor *tg_npy_load(const char *path);
 /* The same for a file already in memory (not taken over); name is for messages. */
 tg_tensor *tg_npy_parse(const unsigned char *buf, size_t size, const char *name);
 
+/* ---- arrays tgrad does not load as tensors (token files) ------------------- */
+/* Writes a 1-D array of n unsigned integers as numpy.save does for uint8
+ * (descr '|u1'; every value must be below 256) or uint16 ('<u2'), itemsize
+ * 1 or 2; format 1.0, atomic. Returns 0, or -1 with "npy_save: <path>: ...". */
+int tg_npy_save_uint(const char *path, const uint16_t *values, int64_t n, int itemsize);
+/* The parsed header of a .npy file of any dtype. The caller checks descr,
+ * shape and that the data fits: nothing past the header is read. */
+typedef struct {
+    char descr[16]; /* as written: "<f4", "|u1", "<u2", ... */
+    bool fortran_order;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS]; /* each below 2^59, so numel * itemsize is checked easily */
+    size_t data_offset;         /* where the values start, a multiple of 64 for files numpy writes */
+} tg_npy_header;
+/* Parses the preamble and header dict of buf (size bytes) strictly, as
+ * tg_npy_parse. Returns 0, or -1 with "npy_header: <name>: <reason>". */
+int tg_npy_parse_header(const unsigned char *buf, size_t size, const char *name, tg_npy_header *h);
+
 #endif

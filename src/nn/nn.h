@@ -248,6 +248,8 @@ typedef struct {
     tg_params params;   /* copy of the list (names and tensors) */
     tg_tensor **m, **v; /* state per parameter (momentum / first moment, second moment) */
     tg_tensor *step;    /* scalar: steps taken (a tensor so it checkpoints) */
+    /* Per-parameter weight decay (train.h: groups), or NULL: cfg.weight_decay for all. */
+    tg_real *weight_decay;
 } tg_optim;
 tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay);
 tg_optim_config tg_adam_config(tg_real lr);                        /* betas (0.9, 0.999), eps 1e-8 */

@@ -19,6 +19,7 @@
  * parameter; they differ only for a parameter that had no gradient at some
  * earlier steps, which then gets the bias correction of the global t). */
 #include "nn.h"
+#include "train.h"
 #include "../tensor/parallel.h"
 
 #include <math.h>
@@ -135,8 +136,8 @@ static void sgd_range(void *ctx, int64_t begin, int64_t end, int tid) {
     }
 }
 
-static void sgd_update(const tg_optim_config *c, tg_tensor *w, const tg_tensor *g, tg_tensor *buf) {
-    const double lr = c->lr, wd = c->weight_decay, mom = c->momentum;
+static void sgd_update(const tg_optim_config *c, double wd, tg_tensor *w, const tg_tensor *g, tg_tensor *buf) {
+    const double lr = c->lr, mom = c->momentum;
     tg_real *W = w->data, *M = buf ? buf->data : NULL;
     const tg_real *G = g->data;
     const int64_t n = w->size;
@@ -168,14 +169,14 @@ static void adam_range(void *ctx, int64_t begin, int64_t end, int tid) {
     }
 }
 
-static void adam_update(const tg_optim_config *c, double t, tg_tensor *w, const tg_tensor *g, tg_tensor *m,
+static void adam_update(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g, tg_tensor *m,
                         tg_tensor *v) {
     /* Per-tensor constants in double; the per-element update in tg_real, as
      * torch computes in the parameter's dtype (and so it vectorises). */
     const double lr = c->lr;
     const tg_real b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    const tg_real wd_l2 = c->kind == TG_ADAM ? c->weight_decay : 0;
-    const tg_real decay = (tg_real)(c->kind == TG_ADAMW ? 1.0 - lr * (double)c->weight_decay : 1.0);
+    const tg_real wd_l2 = c->kind == TG_ADAM ? wd : 0;
+    const tg_real decay = (tg_real)(c->kind == TG_ADAMW ? 1.0 - lr * (double)wd : 1.0);
     const tg_real step_size = (tg_real)(lr / (1.0 - pow(c->beta1, t)));
     const tg_real bc2_sqrt = (tg_real)sqrt(1.0 - pow(c->beta2, t));
     tg_real *restrict W = w->data, *restrict M = m->data, *restrict V = v->data;
@@ -194,10 +195,11 @@ void tg_optim_step(tg_optim *o) {
         tg_tensor *w = o->params.items[i].t;
         const tg_tensor *g = w->grad;
         if (!g) continue; /* no gradient reached it: skipped, as torch */
+        tg_real wd = o->weight_decay ? o->weight_decay[i] : o->cfg.weight_decay;
         if (o->cfg.kind == TG_SGD)
-            sgd_update(&o->cfg, w, g, o->m ? o->m[i] : NULL);
+            sgd_update(&o->cfg, wd, w, g, o->m ? o->m[i] : NULL);
         else
-            adam_update(&o->cfg, t, w, g, o->m[i], o->v[i]);
+            adam_update(&o->cfg, wd, t, w, g, o->m[i], o->v[i]);
     }
 }
 
@@ -230,9 +232,58 @@ void tg_optim_free(tg_optim *o) {
     }
     tg_sys_free(o->m);
     tg_sys_free(o->v);
+    tg_sys_free(o->weight_decay);
     tg_free(o->step);
     tg_params_free(&o->params);
     tg_sys_free(o);
+}
+
+/* nanoGPT's configure_optimizers: two groups, decay on every tensor of two or
+ * more dimensions (Linear and embedding weights), none on the rest (biases,
+ * LayerNorm weights and biases), since decaying a gain or an offset towards
+ * zero does not regularise the function the way shrinking a matrix does. */
+tg_optim *tg_optim_new_groups(const tg_optim_config *cfg, const tg_params *params) {
+    tg_optim *o = tg_optim_new(cfg, params);
+    if (!o) return NULL;
+    for (int i = 0; i < o->params.n; i++)
+        if (tg_optim_set_weight_decay(o, i, o->params.items[i].t->ndim >= 2 ? cfg->weight_decay : 0) != 0) {
+            tg_optim_free(o);
+            return NULL;
+        }
+    return o;
+}
+
+int tg_optim_set_weight_decay(tg_optim *o, int i, tg_real wd) {
+    if (!o || i < 0 || i >= o->params.n || !(wd >= 0)) {
+        tg_set_error("optim_set_weight_decay: %s", !o           ? "NULL optimizer"
+                                                   : !(wd >= 0) ? "negative or NaN weight decay"
+                                                                : "parameter index out of range");
+        return -1;
+    }
+    if (!o->weight_decay) {
+        o->weight_decay = tg_sys_alloc((size_t)o->params.n * sizeof *o->weight_decay);
+        if (!o->weight_decay) {
+            tg_set_error("optim_set_weight_decay: out of memory");
+            return -1;
+        }
+        for (int k = 0; k < o->params.n; k++) o->weight_decay[k] = o->cfg.weight_decay;
+    }
+    o->weight_decay[i] = wd;
+    return 0;
+}
+
+tg_real tg_optim_weight_decay(const tg_optim *o, int i) {
+    if (!o || i < 0 || i >= o->params.n) return 0;
+    return o->weight_decay ? o->weight_decay[i] : o->cfg.weight_decay;
+}
+
+int tg_optim_set_lr(tg_optim *o, tg_real lr) {
+    if (!o || !(lr >= 0)) {
+        tg_set_error("optim_set_lr: %s", !o ? "NULL optimizer" : "negative or NaN learning rate");
+        return -1;
+    }
+    o->cfg.lr = lr;
+    return 0;
 }
 
 typedef struct {

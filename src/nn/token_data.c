@@ -1,0 +1,152 @@
+/* Token data (train.h): a token file mapped read-only, split into training
+ * and validation tokens, and sampled in windows from a counter-based
+ * generator so that the data order is a function of (seed, windows drawn). */
+#include "train.h"
+
+#include <string.h>
+
+#include "../io/file.h"
+#include "../io/npy.h"
+
+/* Token k; k is in range. */
+static inline int token_at(const tg_token_data *d, int64_t k) {
+    if (d->itemsize == 1) return d->tokens[k];
+    return d->tokens[2 * k] | d->tokens[2 * k + 1] << 8; /* little-endian, whatever the host */
+}
+
+tg_token_data *tg_token_data_open(const char *path, double val_fraction, uint64_t seed) {
+    if (!path) {
+        tg_set_error("token_data: NULL path");
+        return NULL;
+    }
+    if (!(val_fraction >= 0 && val_fraction < 1)) {
+        tg_set_error("token_data: %s: val_fraction %g must be in [0, 1)", path, val_fraction);
+        return NULL;
+    }
+    const unsigned char *map;
+    size_t size;
+    if (tg_map_file(path, "token_data", &map, &size) != 0) return NULL;
+    tg_npy_header h;
+    char why[400] = "";
+    int itemsize = 0;
+    if (tg_npy_parse_header(map, size, path, &h) != 0) {
+        /* "npy_header: <path>: <reason>" -> "<path>: <reason>" */
+        const char *e = tg_last_error(), *pre = "npy_header: ";
+        snprintf(why, sizeof why, "%s", e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : path);
+    } else if (strcmp(h.descr, "|u1") == 0 || strcmp(h.descr, "<u1") == 0 || strcmp(h.descr, "u1") == 0) {
+        itemsize = 1;
+    } else if (strcmp(h.descr, "<u2") == 0) {
+        itemsize = 2;
+    } else {
+        snprintf(why, sizeof why, "%s: dtype '%s' is not a token dtype (uint8 '|u1' or uint16 '<u2')", path, h.descr);
+    }
+    if (!why[0] && h.fortran_order && h.ndim > 1)
+        snprintf(why, sizeof why, "%s: fortran_order True is not supported", path);
+    if (!why[0] && h.ndim != 1)
+        snprintf(why, sizeof why, "%s: %d-D array, a token file holds one 1-D array", path, h.ndim);
+    if (!why[0]) {
+        /* shape[0] < 2^59 (npy.h), so the product does not overflow. */
+        uint64_t need = (uint64_t)h.shape[0] * (uint64_t)itemsize, have = size - h.data_offset;
+        if (have != need)
+            snprintf(why, sizeof why, "%s: the header's %lld tokens need %llu bytes of data, the file has %llu%s", path,
+                     (long long)h.shape[0], (unsigned long long)need, (unsigned long long)have,
+                     have < need ? " (truncated?)" : "");
+        else if (h.shape[0] == 0)
+            snprintf(why, sizeof why, "%s: no tokens", path);
+    }
+    tg_token_data *d = NULL;
+    if (!why[0] && !(d = tg_sys_calloc(1, sizeof *d))) snprintf(why, sizeof why, "%s: out of memory", path);
+    if (why[0]) {
+        tg_unmap_file(map, size);
+        tg_set_error("token_data: %s", why);
+        return NULL;
+    }
+    d->map = map;
+    d->map_size = size;
+    d->tokens = map + h.data_offset;
+    d->itemsize = itemsize;
+    d->n = h.shape[0];
+    /* nanoGPT: n_train = int(n * 0.9); here the validation part is rounded
+     * down, so a fraction of 0 leaves no validation tokens. */
+    d->n_train = d->n - (int64_t)((double)d->n * val_fraction);
+    int max = 0;
+    for (int64_t k = 0; k < d->n; k++) {
+        int t = token_at(d, k);
+        if (t > max) max = t;
+    }
+    d->vocab = max + 1;
+    d->rng = tg_rng_new(seed);
+    return d;
+}
+
+int tg_token_data_get(const tg_token_data *d, int64_t k) { return d && k >= 0 && k < d->n ? token_at(d, k) : -1; }
+
+/* x[b, t] = tok[s + t], y[b, t] = tok[s + t + 1] for one window at s. */
+static void window(const tg_token_data *d, int64_t s, int T, int *x, int *y) {
+    for (int t = 0; t < T; t++) {
+        x[t] = token_at(d, s + t);
+        y[t] = token_at(d, s + t + 1);
+    }
+}
+
+static bool check_bt(const char *op, const tg_token_data *d, int B, int T, const int *x, const int *y) {
+    if (!d || !x || !y) {
+        tg_set_error("%s: NULL %s", op, !d ? "data" : !x ? "x" : "y");
+        return false;
+    }
+    if (B < 1 || T < 1) {
+        tg_set_error("%s: B %d and T %d must be at least 1", op, B, T);
+        return false;
+    }
+    return true;
+}
+
+int tg_token_data_batch(tg_token_data *d, int B, int T, int *x, int *y) {
+    if (!check_bt("token_data_batch", d, B, T, x, y)) return -1;
+    if (d->n_train < (int64_t)T + 1) {
+        tg_set_error("token_data_batch: %lld training tokens, a window of T = %d needs %lld", (long long)d->n_train, T,
+                     (long long)T + 1);
+        return -1;
+    }
+    /* Starts in [0, n_train - T - 1], so y's last token is a training token. */
+    const int64_t range = d->n_train - T;
+    const uint64_t first = tg_rng_take(&d->rng, (uint64_t)B);
+    for (int b = 0; b < B; b++) {
+        /* 53 random bits scaled to the range: exact enough below 2^53 tokens,
+         * with no modulo bias visible at corpus sizes. */
+        int64_t s = (int64_t)(tg_rng_uniform_at(d->rng.seed, d->rng.stream, first + (uint64_t)b) * (double)range);
+        if (s >= range) s = range - 1;
+        window(d, s, T, x + (size_t)b * (size_t)T, y + (size_t)b * (size_t)T);
+    }
+    return 0;
+}
+
+int64_t tg_token_data_val_batches(const tg_token_data *d, int B, int T) {
+    if (!d || B < 1 || T < 1) return 0;
+    int64_t n_val = d->n - d->n_train;
+    if (n_val < (int64_t)T + 1) return 0;
+    return (n_val - 1) / T / B; /* window j reads tokens n_train + jT .. n_train + jT + T */
+}
+
+int tg_token_data_val_batch(const tg_token_data *d, int64_t i, int B, int T, int *x, int *y) {
+    if (!check_bt("token_data_val_batch", d, B, T, x, y)) return -1;
+    int64_t nb = tg_token_data_val_batches(d, B, T);
+    if (i < 0 || i >= nb) {
+        tg_set_error("token_data_val_batch: batch %lld of %lld (B %d, T %d, %lld validation tokens)", (long long)i,
+                     (long long)nb, B, T, (long long)(d->n - d->n_train));
+        return -1;
+    }
+    for (int b = 0; b < B; b++) {
+        int64_t s = d->n_train + (i * B + b) * (int64_t)T;
+        window(d, s, T, x + (size_t)b * (size_t)T, y + (size_t)b * (size_t)T);
+    }
+    return 0;
+}
+
+tg_rng *tg_token_data_rng(tg_token_data *d) { return d ? &d->rng : NULL; }
+
+void tg_token_data_close(tg_token_data *d) {
+    if (!d) return;
+    tg_unmap_file(d->map, d->map_size);
+    tg_sys_free(d);
+}
