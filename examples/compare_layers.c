@@ -340,17 +340,8 @@ static int learn(int kind, const options *o, int n, const int *dist, double *acc
 }
 
 int main(int argc, char **argv) {
-    options o = {.dim = 64,
-                 .n_min = 16,
-                 .n_max = 4096,
-                 .batch = 8,
-                 .attn_batch = 1,
-                 .repeats = 7,
-                 .steps = 1000,
-                 .threads = 1,
-                 .seed = 1,
-                 .quick = false,
-                 .out = "out"};
+    options o = {.dim = 64, .n_min = 16, .n_max = 4096, .batch = 8, .attn_batch = 1, .repeats = 7, .steps = 1000};
+    o.threads = 1, o.seed = 1, o.out = "out";
     cli_opt opts[] = {
         {"dim", CLI_INT, &o.dim, "token width d", 2, 1024},
         {"n-min", CLI_INT, &o.n_min, "shortest sequence timed", 2, 1 << 20},

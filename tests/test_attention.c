@@ -667,15 +667,9 @@ Test(attention, recording_matches_the_fused_default) {
  * fused default gives the recording forward's output. */
 Test(attention, encoder_records_every_layer_and_head) {
     tg_scope_end();
-    tg_encoder_config cfg = {.vocab_size = 11,
-                             .num_hiddens = 16,
-                             .ffn_hiddens = 24,
-                             .num_heads = 4,
-                             .num_layers = 2,
-                             .max_len = 100,
-                             .dropout = 0.1,
-                             .pe = TG_PE_FIXED,
-                             .use_bias = true};
+    tg_encoder_config cfg = tiny_encoder(11, 16, 24, 4, 2, 100);
+    cfg.dropout = 0.1;
+    cfg.use_bias = true;
     tg_rng rng = tg_rng_new(41);
     tg_encoder *e = tg_encoder_new(&cfg, &rng);
     TG_REQUIRE(e);

@@ -4,36 +4,13 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "test_util.h"
+#include "program_util.h"
 
-static char tmp[64];
-static char out[8192];
-
-static void setup(void) {
-    snprintf(tmp, sizeof tmp, "/tmp/tgrad-examples-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmp));
-}
-static void teardown(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0) cr_log_warn("could not remove %s", tmp);
-}
-TestSuite(examples, .init = setup, .fini = teardown);
+static void setup(void) { make_tmp("examples"); }
+TestSuite(examples, .init = setup, .fini = remove_tmp);
 
 /* Runs build/.../bin/<prog> with args; returns its exit code, output in out. */
-static int run(const char *prog, const char *args) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/%s/bin/%s' %s > '%s/log' 2>&1", tmp, TG_SRC_DIR, TG_BUILD_DIR, prog, args,
-             tmp);
-    int status = system(cmd);
-    char path[256];
-    snprintf(path, sizeof path, "%s/log", tmp);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
-    out[n] = 0;
-    if (f) fclose(f);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+static int run(const char *prog, const char *args) { return run_wrapped("", prog, args); }
 
 static void expect_png(const char *name) {
     char path[256];

@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "test_util.h"
+#include "program_util.h"
 
 static long long clock_ms(void) {
     struct timespec ts;
@@ -14,34 +14,15 @@ static long long clock_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static char tmp[64];
-static char out[16384];
-
-static void setup(void) {
-    snprintf(tmp, sizeof tmp, "/tmp/tgrad-hostile-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmp));
-}
-static void teardown(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0) cr_log_warn("could not remove %s", tmp);
-}
-TestSuite(hostile, .init = setup, .fini = teardown);
+static void setup(void) { make_tmp("hostile"); }
+TestSuite(hostile, .init = setup, .fini = remove_tmp);
 
 /* Runs build/.../bin/<prog> with args in tmp, under `timeout`; returns its
  * exit code (124 when it had to be killed), its output in out. */
 static int run(int seconds, const char *prog, const char *args) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd '%s' && timeout -s KILL %d '%s/%s/bin/%s' %s > '%s/log' 2>&1", tmp, seconds,
-             TG_SRC_DIR, TG_BUILD_DIR, prog, args, tmp);
-    int status = system(cmd);
-    char path[256];
-    snprintf(path, sizeof path, "%s/log", tmp);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
-    out[n] = 0;
-    if (f) fclose(f);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    char wrapper[64];
+    snprintf(wrapper, sizeof wrapper, "timeout -s KILL %d", seconds);
+    return run_wrapped(wrapper, prog, args);
 }
 
 #define EXPECT_OUT(s) cr_expect_not_null(strstr(out, s), "output lacks '%s':\n%s", s, out)
@@ -153,18 +134,8 @@ static char *memmemx(char *hay, size_t n, const char *needle) {
 /* Runs prog under valgrind; fails the test on a definite or indirect leak or
  * a memory error (exit 99), else expects exit code want. */
 static void valgrind_run(const char *prog, const char *args, int want) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 "
-             "'%s/%s/bin/%s' %s > vg.log 2>&1",
-             tmp, TG_SRC_DIR, TG_BUILD_DIR, prog, args);
-    int status = system(cmd), rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    char path[256];
-    snprintf(path, sizeof path, "%s/vg.log", tmp);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
-    out[n] = 0;
-    if (f) fclose(f);
+    int rc = run_wrapped("valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99",
+                         prog, args);
     cr_expect_neq(rc, 99, "valgrind: %s %s leaks or touches bad memory:\n%s", prog, args, out);
     if (rc != 99) cr_expect_eq(rc, want, "%s %s: exit %d, expected %d:\n%s", prog, args, rc, want, out);
 }

@@ -493,15 +493,9 @@ Test(optim_checkpoint, bad_checkpoint_leaves_model_and_state_unchanged) {
 static double train_seq_task(bool reverse, int steps, uint64_t seed, double *first, double *last) {
     enum { V = 8, T = 6, B = 32, HELD = 64 };
     tg_rng rng = tg_rng_new(seed);
-    tg_encoder_config cfg = {.vocab_size = V,
-                             .num_hiddens = 16,
-                             .ffn_hiddens = 32,
-                             .num_heads = 2,
-                             .num_layers = 1,
-                             .max_len = 16,
-                             .dropout = 0.1,
-                             .pe = TG_PE_FIXED,
-                             .use_bias = true};
+    tg_encoder_config cfg = tiny_encoder(V, 16, 32, 2, 1, 16);
+    cfg.dropout = 0.1;
+    cfg.use_bias = true;
     tg_encoder *enc = tg_encoder_new(&cfg, &rng);
     tg_linear *head = tg_linear_new(16, V, true, &rng);
     TG_REQUIRE(enc);

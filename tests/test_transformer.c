@@ -209,14 +209,9 @@ Test(transformer, encoder_parameter_names) {
  * training each forward draws new masks, and differs from eval. */
 static void check_train_eval(tg_pe_kind pe) {
     tg_rng rng = tg_rng_new(8);
-    tg_encoder_config cfg = {.vocab_size = 10,
-                             .num_hiddens = 8,
-                             .ffn_hiddens = 16,
-                             .num_heads = 2,
-                             .num_layers = 2,
-                             .max_len = 16,
-                             .dropout = 0.3,
-                             .pe = pe};
+    tg_encoder_config cfg = tiny_encoder(10, 8, 16, 2, 2, 16);
+    cfg.dropout = 0.3;
+    cfg.pe = pe;
     tg_encoder *enc = tg_encoder_new(&cfg, &rng);
     TG_REQUIRE(enc);
     int tokens[2 * 5] = {1, 2, 3, 4, 5, 9, 8, 7, 6, 0};
@@ -249,14 +244,9 @@ Test(transformer, train_eval_reaches_every_dropout_none) { check_train_eval(TG_P
  * turned off by hand, a training-mode forward equals the eval one. */
 Test(transformer, train_mode_touches_only_dropouts) {
     tg_rng rng = tg_rng_new(9);
-    tg_encoder_config cfg = {.vocab_size = 10,
-                             .num_hiddens = 8,
-                             .ffn_hiddens = 16,
-                             .num_heads = 2,
-                             .num_layers = 1,
-                             .max_len = 16,
-                             .dropout = 0.3,
-                             .pe = TG_PE_LEARNED};
+    tg_encoder_config cfg = tiny_encoder(10, 8, 16, 2, 1, 16);
+    cfg.dropout = 0.3;
+    cfg.pe = TG_PE_LEARNED;
     tg_encoder *enc = tg_encoder_new(&cfg, &rng);
     TG_REQUIRE(enc);
     int tokens[4] = {1, 2, 3, 4};

@@ -26,4 +26,16 @@ static inline bool error_has(const char *a, const char *b) {
     return m && strstr(m, a) && (!b || strstr(m, b));
 }
 
+/* A small encoder's config; dropout 0, fixed encoding and no bias unless
+ * the test sets them. */
+static inline tg_encoder_config tiny_encoder(int vocab, int dim, int ffn, int heads, int layers, int max_len) {
+    return (tg_encoder_config){.vocab_size = vocab,
+                               .num_hiddens = dim,
+                               .ffn_hiddens = ffn,
+                               .num_heads = heads,
+                               .num_layers = layers,
+                               .max_len = max_len,
+                               .pe = TG_PE_FIXED};
+}
+
 #endif

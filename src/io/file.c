@@ -11,22 +11,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *size) {
-    *buf = NULL;
-    *size = 0;
-    /* O_NONBLOCK: opening a FIFO with no writer would otherwise block for
-     * ever; it changes nothing for a regular file. */
+/* A read-only descriptor of path, which must be a regular file (its stat in
+ * *sb), or -1 with the error recorded. O_NONBLOCK: opening a FIFO with no
+ * writer would otherwise block for ever; it changes nothing for a regular
+ * file. */
+static int open_regular(const char *path, const char *op, struct stat *sb) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         tg_set_error("%s: %s: %s", op, path, strerror(errno));
         return -1;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
         tg_set_error("%s: %s: not a regular file", op, path);
         close(fd);
         return -1;
     }
+    return fd;
+}
+
+int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *size) {
+    *buf = NULL;
+    *size = 0;
+    struct stat sb;
+    int fd = open_regular(path, op, &sb);
+    if (fd < 0) return -1;
     size_t n = (size_t)sb.st_size;
     unsigned char *b = tg_sys_alloc(n ? n : 1);
     if (!b) {
@@ -56,17 +64,9 @@ int tg_map_file(const char *path, const char *op, const unsigned char **buf, siz
     static const unsigned char empty[1];
     *buf = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO does not block: see tg_read_file */
-    if (fd < 0) {
-        tg_set_error("%s: %s: %s", op, path, strerror(errno));
-        return -1;
-    }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        tg_set_error("%s: %s: not a regular file", op, path);
-        close(fd);
-        return -1;
-    }
+    int fd = open_regular(path, op, &sb);
+    if (fd < 0) return -1;
     if (sb.st_size == 0) { /* mmap of length 0 is an error */
         close(fd);
         *buf = empty;

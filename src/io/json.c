@@ -132,34 +132,12 @@ int tg_json_string(tg_json *j, char *out, size_t cap, size_t *len) {
         } else {
             if (j->p >= j->end) return tg_json_fail(j, "header JSON: unterminated string");
             char e = *j->p++;
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/':
-                u[0] = e;
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const char *one = e ? strchr(from, e) : NULL; /* a one-character escape */
+            if (one) {
+                u[0] = to[one - from];
                 k = 1;
-                break;
-            case 'b':
-                u[0] = '\b';
-                k = 1;
-                break;
-            case 'f':
-                u[0] = '\f';
-                k = 1;
-                break;
-            case 'n':
-                u[0] = '\n';
-                k = 1;
-                break;
-            case 'r':
-                u[0] = '\r';
-                k = 1;
-                break;
-            case 't':
-                u[0] = '\t';
-                k = 1;
-                break;
-            case 'u': {
+            } else if (e == 'u') {
                 unsigned cp, lo;
                 if (j->end - j->p < 4 || hex4(j->p, &cp) != 0)
                     return tg_json_fail(j, "header JSON: bad \\u escape at byte %ld", tg_json_pos(j) - 2);
@@ -174,9 +152,8 @@ int tg_json_string(tg_json *j, char *out, size_t cap, size_t *len) {
                 }
                 if (cp == 0) return tg_json_fail(j, "header JSON: \\u0000 in a string");
                 k = put_utf8(u, cp);
-                break;
-            }
-            default: return tg_json_fail(j, "header JSON: bad escape '\\%c' at byte %ld", e, tg_json_pos(j) - 2);
+            } else {
+                return tg_json_fail(j, "header JSON: bad escape '\\%c' at byte %ld", e, tg_json_pos(j) - 2);
             }
         }
         for (size_t i = 0; i < k; i++, n++)
@@ -238,6 +215,25 @@ int tg_json_number(tg_json *j, double *out, const char *what) {
     return 0;
 }
 
+int tg_json_open(tg_json *j, char open, char close) {
+    if (tg_json_expect(j, open) != 0) return -1;
+    tg_json_skip_ws(j);
+    if (j->p < j->end && *j->p == close) {
+        j->p++;
+        return 1;
+    }
+    return 0;
+}
+
+int tg_json_next(tg_json *j, char close) {
+    tg_json_skip_ws(j);
+    if (j->p < j->end && *j->p == ',') {
+        j->p++;
+        return 1;
+    }
+    return tg_json_expect(j, close) != 0 ? -1 : 0;
+}
+
 int tg_json_null(tg_json *j) {
     tg_json_skip_ws(j);
     if (j->end - j->p >= 4 && memcmp(j->p, "null", 4) == 0) {
@@ -249,24 +245,16 @@ int tg_json_null(tg_json *j) {
 
 /* [u, u, ...] with at most max items; *n receives the count. */
 int tg_json_uint_array(tg_json *j, uint64_t *out, int max, int *n, const char *what) {
-    if (tg_json_expect(j, '[') != 0) return -1;
     *n = 0;
-    tg_json_skip_ws(j);
-    if (j->p < j->end && *j->p == ']') {
-        j->p++;
-        return 0;
-    }
+    int empty = tg_json_open(j, '[', ']');
+    if (empty) return empty < 0 ? -1 : 0;
     for (;;) {
         uint64_t v = 0;
         if (tg_json_uint(j, &v, what) != 0) return -1;
         if (*n >= max) return tg_json_fail(j, "%s: more than %d values", what, max);
         out[(*n)++] = v;
-        tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
-            continue;
-        }
-        return tg_json_expect(j, ']');
+        int more = tg_json_next(j, ']');
+        if (more <= 0) return more;
     }
 }
 
@@ -279,23 +267,15 @@ int tg_json_skip_value(tg_json *j, int depth) {
     if (c == '"') return tg_json_string(j, NULL, 0, NULL);
     if (c == '{' || c == '[') {
         char close = c == '{' ? '}' : ']';
-        j->p++;
-        tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == close) {
-            j->p++;
-            return 0;
-        }
+        int empty = tg_json_open(j, c, close);
+        if (empty) return empty < 0 ? -1 : 0;
         for (;;) {
             if (c == '{') {
                 if (tg_json_string(j, NULL, 0, NULL) != 0 || tg_json_expect(j, ':') != 0) return -1;
             }
             if (tg_json_skip_value(j, depth + 1) != 0) return -1;
-            tg_json_skip_ws(j);
-            if (j->p < j->end && *j->p == ',') {
-                j->p++;
-                continue;
-            }
-            return tg_json_expect(j, close);
+            int more = tg_json_next(j, close);
+            if (more <= 0) return more;
         }
     }
     static const char *const lits[] = {"true", "false", "null"};

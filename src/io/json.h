@@ -27,6 +27,12 @@ int tg_json_fail(tg_json *j, const char *fmt, ...)
 long tg_json_pos(const tg_json *j); /* bytes from start */
 void tg_json_skip_ws(tg_json *j);
 int tg_json_expect(tg_json *j, char c); /* skips white space, then c */
+/* Containers: tg_json_open takes `open` and returns 1 when `close` follows
+ * at once (empty, consumed), 0 when items follow; tg_json_next, after an
+ * item, takes ',' and returns 1 (another item), or `close` and returns 0.
+ * Both return -1 on anything else. */
+int tg_json_open(tg_json *j, char open, char close);
+int tg_json_next(tg_json *j, char close);
 /* RFC 3629 UTF-8 without overlongs or surrogates: 1 if s is valid. */
 int tg_json_valid_utf8(const unsigned char *s, size_t n);
 /* A string; its unescaped text goes to out (NUL-terminated, cut at cap - 1)

@@ -12,6 +12,68 @@
 static const char MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
 /* ---- save ----------------------------------------------------------------- */
+/* Little-endian bytes of m values from src + at (tg_real, uint16 as 1 or 2 bytes). */
+typedef void (*npy_encode)(const void *src, int64_t at, int64_t m, unsigned char *buf);
+
+static void encode_reals(const void *src, int64_t at, int64_t m, unsigned char *buf) {
+    const tg_real *x = (const tg_real *)src + at;
+    for (int64_t k = 0; k < m; k++) {
+        uint64_t u;
+        if (sizeof(tg_real) == 4) {
+            float v = (float)x[k];
+            uint32_t w;
+            memcpy(&w, &v, 4);
+            u = w;
+        } else {
+            double v = (double)x[k];
+            memcpy(&u, &v, 8);
+        }
+        for (size_t b = 0; b < sizeof(tg_real); b++)
+            buf[k * (int64_t)sizeof(tg_real) + (int64_t)b] = (unsigned char)(u >> (8 * b));
+    }
+}
+static void encode_u8(const void *src, int64_t at, int64_t m, unsigned char *buf) {
+    for (int64_t k = 0; k < m; k++) buf[k] = (unsigned char)((const uint16_t *)src)[at + k];
+}
+static void encode_u16(const void *src, int64_t at, int64_t m, unsigned char *buf) {
+    for (int64_t k = 0; k < m; k++) {
+        uint16_t v = ((const uint16_t *)src)[at + k];
+        buf[2 * k] = (unsigned char)(v & 0xFF), buf[2 * k + 1] = (unsigned char)(v >> 8);
+    }
+}
+
+/* Saves atomically: the preamble, the header dict h (n bytes; h has room for
+ * 64 more: it is padded with spaces and a '\n' so that the data starts at a
+ * multiple of 64 bytes), then count values of itemsize bytes from src. */
+static int npy_write(const char *path, char *h, int n, int64_t count, int itemsize, npy_encode encode,
+                     const void *src) {
+    int total = (10 + n + 1 + 63) / 64 * 64;
+    while (10 + n + 1 < total) h[n++] = ' ';
+    h[n++] = '\n';
+    unsigned char pre[10];
+    memcpy(pre, MAGIC, 6);
+    pre[6] = 1; /* format 1.0 */
+    pre[7] = 0;
+    pre[8] = (unsigned char)(n & 0xFF);
+    pre[9] = (unsigned char)(n >> 8);
+    tg_atomic_file af;
+    if (tg_atomic_begin(&af, path, "npy_save") != 0) return -1;
+    int ok = fwrite(pre, 1, 10, af.f) == 10 && fwrite(h, 1, (size_t)n, af.f) == (size_t)n;
+    enum { CHUNK = 512 };
+    unsigned char buf[8 * CHUNK];
+    for (int64_t at = 0; ok && at < count; at += CHUNK) {
+        int64_t m = count - at < CHUNK ? count - at : CHUNK;
+        encode(src, at, m, buf);
+        ok = fwrite(buf, (size_t)itemsize, (size_t)m, af.f) == (size_t)m;
+    }
+    if (!ok) {
+        tg_set_error("npy_save: %s: write error", path);
+        tg_atomic_abort(&af);
+        return -1;
+    }
+    return tg_atomic_commit(&af, "npy_save");
+}
+
 int tg_npy_save(const char *path, const tg_tensor *t) {
     if (!path || !t || (!t->data && t->size > 0)) {
         tg_set_error("npy_save: NULL %s", !path ? "path" : "tensor");
@@ -24,46 +86,7 @@ int tg_npy_save(const char *path, const tg_tensor *t) {
     /* A 1-tuple needs its comma, "(3,)"; numpy writes "(3, 4)" for more. */
     if (t->ndim > 1) n--;
     n += snprintf(h + n, sizeof h - (size_t)n, "), }");
-    /* 10 bytes of preamble + header + '\n' must be a multiple of 64. */
-    int total = (10 + n + 1 + 63) / 64 * 64;
-    while (10 + n + 1 < total) h[n++] = ' ';
-    h[n++] = '\n';
-
-    unsigned char pre[10];
-    memcpy(pre, MAGIC, 6);
-    pre[6] = 1;
-    pre[7] = 0;
-    pre[8] = (unsigned char)(n & 0xFF);
-    pre[9] = (unsigned char)(n >> 8);
-
-    tg_atomic_file af;
-    if (tg_atomic_begin(&af, path, "npy_save") != 0) return -1;
-    int ok = fwrite(pre, 1, 10, af.f) == 10 && fwrite(h, 1, (size_t)n, af.f) == (size_t)n;
-    unsigned char buf[8 * 512];
-    const int es = (int)sizeof(tg_real);
-    for (int64_t at = 0; ok && at < t->size; at += 512) {
-        int64_t m = t->size - at < 512 ? t->size - at : 512;
-        for (int64_t k = 0; k < m; k++) {
-            uint64_t u;
-            if (es == 4) {
-                float v = (float)t->data[at + k];
-                uint32_t w;
-                memcpy(&w, &v, 4);
-                u = w;
-            } else {
-                double v = (double)t->data[at + k];
-                memcpy(&u, &v, 8);
-            }
-            for (int b = 0; b < es; b++) buf[k * es + b] = (unsigned char)(u >> (8 * b));
-        }
-        ok = fwrite(buf, (size_t)es, (size_t)m, af.f) == (size_t)m;
-    }
-    if (!ok) {
-        tg_set_error("npy_save: %s: write error", path);
-        tg_atomic_abort(&af);
-        return -1;
-    }
-    return tg_atomic_commit(&af, "npy_save");
+    return npy_write(path, h, n, t->size, (int)sizeof(tg_real), encode_reals, t->data);
 }
 
 int tg_npy_save_uint(const char *path, const uint16_t *values, int64_t n, int itemsize) {
@@ -84,36 +107,7 @@ int tg_npy_save_uint(const char *path, const uint16_t *values, int64_t n, int it
     char h[128];
     int len = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (%lld,), }",
                        itemsize == 1 ? "|u1" : "<u2", (long long)n);
-    int total = (10 + len + 1 + 63) / 64 * 64; /* as tg_npy_save: data 64-byte aligned */
-    while (10 + len + 1 < total) h[len++] = ' ';
-    h[len++] = '\n';
-    unsigned char pre[10];
-    memcpy(pre, MAGIC, 6);
-    pre[6] = 1;
-    pre[7] = 0;
-    pre[8] = (unsigned char)(len & 0xFF);
-    pre[9] = (unsigned char)(len >> 8);
-    tg_atomic_file af;
-    if (tg_atomic_begin(&af, path, "npy_save") != 0) return -1;
-    int ok = fwrite(pre, 1, 10, af.f) == 10 && fwrite(h, 1, (size_t)len, af.f) == (size_t)len;
-    unsigned char buf[2 * 4096];
-    for (int64_t at = 0; ok && at < n; at += 4096) {
-        int64_t m = n - at < 4096 ? n - at : 4096;
-        for (int64_t k = 0; k < m; k++) {
-            uint16_t v = values[at + k];
-            if (itemsize == 1)
-                buf[k] = (unsigned char)v;
-            else
-                buf[2 * k] = (unsigned char)(v & 0xFF), buf[2 * k + 1] = (unsigned char)(v >> 8);
-        }
-        ok = fwrite(buf, (size_t)itemsize, (size_t)m, af.f) == (size_t)m;
-    }
-    if (!ok) {
-        tg_set_error("npy_save: %s: write error", path);
-        tg_atomic_abort(&af);
-        return -1;
-    }
-    return tg_atomic_commit(&af, "npy_save");
+    return npy_write(path, h, len, n, itemsize, itemsize == 1 ? encode_u8 : encode_u16, values);
 }
 
 /* ---- the header dict ------------------------------------------------------ */

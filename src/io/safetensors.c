@@ -17,24 +17,16 @@
 
 /* "__metadata__": an object whose values are all strings. */
 static int parse_metadata(tg_json *j) {
-    if (tg_json_expect(j, '{') != 0) return -1;
-    tg_json_skip_ws(j);
-    if (j->p < j->end && *j->p == '}') {
-        j->p++;
-        return 0;
-    }
+    int empty = tg_json_open(j, '{', '}');
+    if (empty) return empty < 0 ? -1 : 0;
     for (;;) {
         if (tg_json_string(j, NULL, 0, NULL) != 0 || tg_json_expect(j, ':') != 0) return -1;
         tg_json_skip_ws(j);
         if (j->p >= j->end || *j->p != '"')
             return tg_json_fail(j, "__metadata__: values must be strings (byte %ld)", tg_json_pos(j));
         if (tg_json_string(j, NULL, 0, NULL) != 0) return -1;
-        tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
-            continue;
-        }
-        return tg_json_expect(j, '}');
+        int more = tg_json_next(j, '}');
+        if (more <= 0) return more;
     }
 }
 
@@ -43,10 +35,8 @@ static int parse_entry(tg_json *j, tg_st_entry *e) {
     bool have_dtype = false, have_shape = false, have_offsets = false;
     char key[32];
     size_t klen;
-    if (tg_json_expect(j, '{') != 0) return -1;
-    tg_json_skip_ws(j);
-    bool empty = j->p < j->end && *j->p == '}';
-    if (empty) j->p++;
+    int empty = tg_json_open(j, '{', '}');
+    if (empty < 0) return -1;
     while (!empty) {
         if (tg_json_string(j, key, sizeof key, &klen) != 0 || tg_json_expect(j, ':') != 0) return -1;
         if (klen >= sizeof key) key[0] = '\0'; /* too long to be a known key */
@@ -93,13 +83,9 @@ static int parse_entry(tg_json *j, tg_st_entry *e) {
         } else if (tg_json_skip_value(j, 1) != 0) {
             return -1;
         }
-        tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
-            continue;
-        }
-        if (tg_json_expect(j, '}') != 0) return -1;
-        break;
+        int more = tg_json_next(j, '}');
+        if (more < 0) return -1;
+        if (!more) break;
     }
     if (!have_dtype) return tg_json_fail(j, "%s: missing field 'dtype'", e->name);
     if (!have_shape) return tg_json_fail(j, "%s: missing field 'shape'", e->name);
@@ -110,10 +96,8 @@ static int parse_entry(tg_json *j, tg_st_entry *e) {
 /* The whole header: fills st->entries / st->n / st->metadata. */
 static int parse_header(tg_json *j, tg_safetensors *st) {
     int cap = 0;
-    if (tg_json_expect(j, '{') != 0) return -1;
-    tg_json_skip_ws(j);
-    bool empty = j->p < j->end && *j->p == '}';
-    if (empty) j->p++;
+    int empty = tg_json_open(j, '{', '}');
+    if (empty < 0) return -1;
     while (!empty) {
         char name[TG_PARAM_NAME_MAX];
         size_t len;
@@ -147,13 +131,9 @@ static int parse_header(tg_json *j, tg_safetensors *st) {
             memcpy(e->name, name, len + 1);
             if (parse_entry(j, e) != 0) return -1;
         }
-        tg_json_skip_ws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
-            continue;
-        }
-        if (tg_json_expect(j, '}') != 0) return -1;
-        break;
+        int more = tg_json_next(j, '}');
+        if (more < 0) return -1;
+        if (!more) break;
     }
     tg_json_skip_ws(j);
     if (j->p != j->end)

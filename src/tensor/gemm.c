@@ -629,6 +629,11 @@ typedef struct {
     tg_real *ws;
     size_t b_elems, a_elems;
 } gemm_ctx;
+/* A product's operands, named as every gemm_* function names its arguments:
+ * the start of each path's gemm_ctx initialiser. */
+#define GEMM_OPERANDS                                                                                   \
+    .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, \
+    .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C
 
 /* Row blocks [b, e) of the product's nt: a range job, so a share no thread
  * has started is run by the caller (no barrier needs a whole team here). */
@@ -652,22 +657,7 @@ static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int
         direct_rows(avx2, trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    gemm_ctx c = {.avx2 = avx2,
-                  .trans_a = trans_a,
-                  .trans_b = trans_b,
-                  .M = M,
-                  .N = N,
-                  .K = K,
-                  .mr = mr,
-                  .nt = nt,
-                  .lda = lda,
-                  .ldb = ldb,
-                  .ldc = ldc,
-                  .alpha = alpha,
-                  .beta = beta,
-                  .A = A,
-                  .B = B,
-                  .C = C};
+    gemm_ctx c = {GEMM_OPERANDS, .avx2 = avx2, .mr = mr, .nt = nt};
     tg_parallel_for(nt, true, direct_range, &c);
 }
 
@@ -776,28 +766,8 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
         direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    gemm_ctx c = {.isa = isa,
-                  .trans_a = trans_a,
-                  .trans_b = trans_b,
-                  .M = M,
-                  .N = N,
-                  .K = K,
-                  .mr = mr,
-                  .nt = nt,
-                  .lda = lda,
-                  .ldb = ldb,
-                  .ldc = ldc,
-                  .alpha = alpha,
-                  .beta = beta,
-                  .A = A,
-                  .B = B,
-                  .C = C,
-                  .kblocks = kblocks,
-                  .nc = nc,
-                  .mc = mc,
-                  .ws = ws,
-                  .b_elems = b_elems,
-                  .a_elems = a_elems};
+    gemm_ctx c = {GEMM_OPERANDS, .isa = isa, .mr = mr, .nt = nt, .kblocks = kblocks, .nc = nc, .mc = mc};
+    c.ws = ws, c.b_elems = b_elems, c.a_elems = a_elems;
     tg_parallel_team(nt > 1, blocked_team, &c);
 }
 

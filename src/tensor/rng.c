@@ -52,24 +52,22 @@ void tg_fill_normal(tg_tensor *t, tg_real mean, tg_real std, tg_rng *rng) {
         t->data[i] = mean + std * (tg_real)tg_rng_normal_at(rng->seed, rng->stream, base + (uint64_t)i);
 }
 
+/* A tensor to fill from rng, or NULL ("<op>: NULL rng", or tg_empty's error). */
+static tg_tensor *random_empty(const char *op, int ndim, const int *shape, const tg_rng *rng) {
+    if (!rng) tg_set_error("%s: NULL rng", op);
+    return rng ? tg_empty(ndim, shape) : NULL;
+}
+
 tg_tensor *tg_uniform(int ndim, const int *shape, tg_real lo, tg_real hi, tg_rng *rng) {
-    if (!rng) {
-        tg_set_error("uniform: NULL rng");
-        return NULL;
-    }
-    tg_tensor *t = tg_empty(ndim, shape);
-    tg_fill_uniform(t, lo, hi, rng);
+    tg_tensor *t = random_empty("uniform", ndim, shape, rng);
+    if (t) tg_fill_uniform(t, lo, hi, rng);
     return t;
 }
 tg_tensor *tg_rand(int ndim, const int *shape, tg_rng *rng) { return tg_uniform(ndim, shape, 0, 1, rng); }
 
 tg_tensor *tg_normal(int ndim, const int *shape, tg_real mean, tg_real std, tg_rng *rng) {
-    if (!rng) {
-        tg_set_error("normal: NULL rng");
-        return NULL;
-    }
-    tg_tensor *t = tg_empty(ndim, shape);
-    tg_fill_normal(t, mean, std, rng);
+    tg_tensor *t = random_empty("normal", ndim, shape, rng);
+    if (t) tg_fill_normal(t, mean, std, rng);
     return t;
 }
 tg_tensor *tg_randn(int ndim, const int *shape, tg_rng *rng) { return tg_normal(ndim, shape, 0, 1, rng); }

@@ -16,14 +16,8 @@ static int64_t total;
 
 static void build(void) {
     tg_rng rng = tg_rng_new(1);
-    tg_encoder_config cfg = {.vocab_size = 4,
-                             .num_hiddens = 4,
-                             .ffn_hiddens = 4,
-                             .num_heads = 2,
-                             .num_layers = 1,
-                             .max_len = 4,
-                             .dropout = 0,
-                             .pe = TG_PE_LEARNED};
+    tg_encoder_config cfg = {.vocab_size = 4, .num_hiddens = 4, .ffn_hiddens = 4, .num_heads = 2, .num_layers = 1};
+    cfg.max_len = 4, cfg.pe = TG_PE_LEARNED;
     enc = tg_encoder_new(&cfg, &rng);
     head = tg_linear_new(4, 4, true, &rng);
     tg_params_init(&params);
