@@ -169,8 +169,8 @@ FUZZ_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 $(FUZZ_DIR)/obj/%.o: %.c $(HEADERS) | fuzz-deps
 	@mkdir -p $(dir $@)
 	@echo "clang (fuzz) $<"; clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
-$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	@echo "clang (fuzz) $@"; clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lm -lpthread
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_OBJ)
+	@echo "clang (fuzz) $@"; clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $(filter-out %.h,$^) -lm -lpthread
 fuzz-deps:
 	@sh tools/install-deps.sh clang libclang-rt-14-dev
 fuzz: $(FUZZERS)

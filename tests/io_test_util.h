@@ -128,6 +128,16 @@ static inline void model_new(model *m, double seed) {
     cr_assert_eq(tg_params_add(&m->p, "", "temperature", m->t[3]), 0);
 }
 
+/* In a fresh temporary directory: the model made from seed, saved with the
+ * given metadata to "m.safetensors"; returns that path. */
+static inline const char *saved_model(model *m, double seed, const char *metadata) {
+    tmpdir();
+    model_new(m, seed);
+    const char *path = in_dir("m.safetensors");
+    cr_assert_eq(tg_checkpoint_save(path, &m->p, metadata), 0, "%s", tg_last_error());
+    return path;
+}
+
 static inline void model_free(model *m) {
     for (int i = 0; i < 4; i++) tg_free(m->t[i]);
     tg_params_free(&m->p);

@@ -27,8 +27,8 @@ static void remove_tmp(void) {
  * and leaves what it printed (stdout and stderr) in out. */
 static int run_wrapped(const char *wrapper, const char *prog, const char *args) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s/%s/bin/%s' %s > '%s/log' 2>&1", tmp, wrapper, TG_SRC_DIR,
-             TG_BUILD_DIR, prog, args, tmp);
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s/%s/bin/%s' %s > '%s/log' 2>&1", tmp, wrapper, TG_SRC_DIR, TG_BUILD_DIR,
+             prog, args, tmp);
     int status = system(cmd);
     char path[256];
     snprintf(path, sizeof path, "%s/log", tmp);

@@ -242,24 +242,26 @@ Test(data, hostile_files_refused) {
     tg_token_data *d = tg_token_data_open(in_dir("ok.npy"), 0.1, 1);
     TG_REQUIRE(d);
     tg_token_data_close(d);
-    write_npy(in_dir("f4.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", 20);
-    expect_open_fails(in_dir("f4.npy"), "dtype '<f4'");
-    write_npy(in_dir("be.npy"), "{'descr': '>u2', 'fortran_order': False, 'shape': (5,), }", 10);
-    expect_open_fails(in_dir("be.npy"), "'>u2'");
-    write_npy(in_dir("2d.npy"), "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }", 6);
-    expect_open_fails(in_dir("2d.npy"), "2-D");
-    write_npy(in_dir("short.npy"), "{'descr': '<u2', 'fortran_order': False, 'shape': (5,), }", 9);
-    expect_open_fails(in_dir("short.npy"), "truncated");
-    write_npy(in_dir("long.npy"), "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }", 6);
-    expect_open_fails(in_dir("long.npy"), "the file has 6");
-    write_npy(in_dir("huge.npy"), "{'descr': '<u2', 'fortran_order': False, 'shape': (576460752303423487,), }", 4);
-    expect_open_fails(in_dir("huge.npy"), "need");
-    write_npy(in_dir("over.npy"), "{'descr': '<u2', 'fortran_order': False, 'shape': (99999999999999999999,), }", 4);
-    expect_open_fails(in_dir("over.npy"), "too large");
-    write_npy(in_dir("empty.npy"), "{'descr': '|u1', 'fortran_order': False, 'shape': (0,), }", 0);
-    expect_open_fails(in_dir("empty.npy"), "no tokens");
-    write_npy(in_dir("dict.npy"), "{'descr': '|u1', 'shape': (5,), }", 5);
-    expect_open_fails(in_dir("dict.npy"), "fortran_order");
+    /* file, header dict, data bytes, what the error names */
+    static const struct {
+        const char *file, *dict;
+        size_t bytes;
+        const char *why;
+    } bad[] = {
+        {"f4.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", 20, "dtype '<f4'"},
+        {"be.npy", "{'descr': '>u2', 'fortran_order': False, 'shape': (5,), }", 10, "'>u2'"},
+        {"2d.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }", 6, "2-D"},
+        {"short.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (5,), }", 9, "truncated"},
+        {"long.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }", 6, "the file has 6"},
+        {"huge.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (576460752303423487,), }", 4, "need"},
+        {"over.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (99999999999999999999,), }", 4, "too large"},
+        {"empty.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (0,), }", 0, "no tokens"},
+        {"dict.npy", "{'descr': '|u1', 'shape': (5,), }", 5, "fortran_order"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_npy(in_dir(bad[i].file), bad[i].dict, bad[i].bytes);
+        expect_open_fails(in_dir(bad[i].file), bad[i].why);
+    }
     write_all(in_dir("text.npy"), "hello world", 11);
     expect_open_fails(in_dir("text.npy"), "bad magic");
     write_all(in_dir("zero.npy"), "", 0);

@@ -9,11 +9,8 @@
 TestSuite(file, .fini = cleanup);
 
 Test(file, failed_save_leaves_old_file) {
-    tmpdir();
     model m;
-    model_new(&m, 1.0);
-    const char *path = in_dir("m.safetensors");
-    cr_assert_eq(tg_checkpoint_save(path, &m.p, NULL), 0);
+    const char *path = saved_model(&m, 1.0, NULL);
     size_t n0, n1;
     unsigned char *before = read_all(path, &n0);
 

@@ -102,29 +102,26 @@ Test(optim, sgd_plain_momentum_weight_decay) {
     }
 }
 
-Test(optim, adam) {
+/* Adam (decoupled false) or AdamW: the config's defaults against torch's,
+ * then a large eps (added outside the square root) and a weight decay
+ * (L2 in the gradient for Adam, decoupled for AdamW). */
+static void check_adam(bool decoupled, tg_optim_config defaults, tg_real default_wd, tg_real wd) {
     double want[STEPS][N];
-    tg_optim_config cfg = tg_adam_config(0.01);
-    cr_expect(cfg.kind == TG_ADAM && cfg.beta1 == (tg_real)0.9 && cfg.beta2 == (tg_real)0.999 &&
-              cfg.eps == (tg_real)1e-8 && cfg.weight_decay == 0);
-    ref_adam(false, 0.01, 0.9, 0.999, 1e-8, 0, want);
-    run_and_compare(&cfg, want, "Adam defaults");
-    /* A large eps shows it is added outside the square root; wd is L2 in the gradient. */
-    cfg = (tg_optim_config){.kind = TG_ADAM, .lr = 0.1, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-2, .weight_decay = 0.1};
-    ref_adam(false, 0.1, 0.8, 0.95, 1e-2, 0.1, want);
-    run_and_compare(&cfg, want, "Adam(eps 1e-2, wd 0.1)");
+    const char *name = decoupled ? "AdamW" : "Adam";
+    cr_expect(defaults.kind == (decoupled ? TG_ADAMW : TG_ADAM) && defaults.beta1 == (tg_real)0.9 &&
+                  defaults.beta2 == (tg_real)0.999 && defaults.eps == (tg_real)1e-8 &&
+                  defaults.weight_decay == default_wd,
+              "%s defaults", name);
+    ref_adam(decoupled, 0.01, 0.9, 0.999, 1e-8, default_wd, want);
+    run_and_compare(&defaults, want, decoupled ? "AdamW defaults" : "Adam defaults");
+    tg_optim_config cfg = {.kind = defaults.kind, .lr = 0.1, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-2};
+    cfg.weight_decay = wd;
+    ref_adam(decoupled, 0.1, 0.8, 0.95, 1e-2, wd, want);
+    run_and_compare(&cfg, want, decoupled ? "AdamW(eps 1e-2, wd 0.5)" : "Adam(eps 1e-2, wd 0.1)");
 }
 
-Test(optim, adamw) {
-    double want[STEPS][N];
-    tg_optim_config cfg = tg_adamw_config(0.01, 0.01);
-    cr_expect(cfg.kind == TG_ADAMW && cfg.beta1 == (tg_real)0.9 && cfg.eps == (tg_real)1e-8);
-    ref_adam(true, 0.01, 0.9, 0.999, 1e-8, 0.01, want);
-    run_and_compare(&cfg, want, "AdamW defaults");
-    cfg = (tg_optim_config){.kind = TG_ADAMW, .lr = 0.1, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-2, .weight_decay = 0.5};
-    ref_adam(true, 0.1, 0.8, 0.95, 1e-2, 0.5, want);
-    run_and_compare(&cfg, want, "AdamW(eps 1e-2, wd 0.5)");
-}
+Test(optim, adam) { check_adam(false, tg_adam_config(0.01), 0, 0.1); }
+Test(optim, adamw) { check_adam(true, tg_adamw_config(0.01, 0.01), 0.01, 0.5); }
 
 Test(optim, config_errors) {
     tg_params p;

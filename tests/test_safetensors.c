@@ -49,11 +49,8 @@ Test(safetensors, exact_layout) {
 }
 
 Test(safetensors, layout_of_a_model_read_raw) {
-    tmpdir();
     model m;
-    model_new(&m, 3.0);
-    const char *path = in_dir("m.safetensors");
-    cr_assert_eq(tg_checkpoint_save(path, &m.p, "{\"epoch\": \"7\"}"), 0, "%s", tg_last_error());
+    const char *path = saved_model(&m, 3.0, "{\"epoch\": \"7\"}");
 
     size_t size;
     unsigned char *raw = read_all(path, &size);
@@ -100,12 +97,8 @@ Test(safetensors, layout_of_a_model_read_raw) {
 }
 
 Test(safetensors, metadata_checked_and_escaped) {
-    tmpdir();
     model m;
-    model_new(&m, 1.0);
-    const char *path = in_dir("m.safetensors");
-    cr_assert_eq(tg_checkpoint_save(path, &m.p, "{\"note\": \"a \\\"q\\\" \\u00e9\\n\", \"k\": \"\"}"), 0, "%s",
-                 tg_last_error());
+    const char *path = saved_model(&m, 1.0, "{\"note\": \"a \\\"q\\\" \\u00e9\\n\", \"k\": \"\"}");
     tg_safetensors st;
     cr_assert_eq(tg_safetensors_open(path, &st), 0);
     char v[32];
@@ -254,11 +247,8 @@ Test(safetensors, unsupported_dtype_rejected) {
 }
 
 Test(safetensors, bad_header_length_rejected) {
-    tmpdir();
     model m;
-    model_new(&m, 1.0);
-    const char *path = in_dir("m.safetensors");
-    cr_assert_eq(tg_checkpoint_save(path, &m.p, NULL), 0);
+    const char *path = saved_model(&m, 1.0, NULL);
     size_t size;
     unsigned char *b = read_all(path, &size);
     const uint64_t lens[] = {size, size - 7, (uint64_t)1 << 40, UINT64_MAX, 0, 3};

@@ -146,14 +146,9 @@ Test(transformer, gradcheck_encoder_block_with_bias) { gradcheck_block(true); }
 
 static tg_encoder_config d2l_config(void) {
     /* d2l: TransformerEncoder(200, 24, 48, 8, 2, 0.5) */
-    return (tg_encoder_config){.vocab_size = 200,
-                               .num_hiddens = 24,
-                               .ffn_hiddens = 48,
-                               .num_heads = 8,
-                               .num_layers = 2,
-                               .max_len = 1000,
-                               .dropout = 0.5,
-                               .pe = TG_PE_FIXED};
+    tg_encoder_config cfg = tiny_encoder(200, 24, 48, 8, 2, 1000);
+    cfg.dropout = 0.5;
+    return cfg;
 }
 
 Test(transformer, encoder_shape) {
@@ -205,14 +200,19 @@ Test(transformer, encoder_parameter_names) {
     }
 }
 
+/* A small encoder whose every dropout has p 0.3. */
+static tg_encoder *dropout_encoder(int layers, tg_pe_kind pe, uint64_t seed) {
+    tg_rng rng = tg_rng_new(seed);
+    tg_encoder_config cfg = tiny_encoder(10, 8, 16, 2, layers, 16);
+    cfg.dropout = 0.3;
+    cfg.pe = pe;
+    return tg_encoder_new(&cfg, &rng);
+}
+
 /* Every dropout is reached: in eval two forwards agree bit for bit; in
  * training each forward draws new masks, and differs from eval. */
 static void check_train_eval(tg_pe_kind pe) {
-    tg_rng rng = tg_rng_new(8);
-    tg_encoder_config cfg = tiny_encoder(10, 8, 16, 2, 2, 16);
-    cfg.dropout = 0.3;
-    cfg.pe = pe;
-    tg_encoder *enc = tg_encoder_new(&cfg, &rng);
+    tg_encoder *enc = dropout_encoder(2, pe, 8);
     TG_REQUIRE(enc);
     int tokens[2 * 5] = {1, 2, 3, 4, 5, 9, 8, 7, 6, 0};
     tg_mask mask = {.lens = (const int[]){5, 3}, .lens_ndim = 1};
@@ -243,11 +243,7 @@ Test(transformer, train_eval_reaches_every_dropout_none) { check_train_eval(TG_P
 /* Only the dropout layers change between train and eval: with all of them
  * turned off by hand, a training-mode forward equals the eval one. */
 Test(transformer, train_mode_touches_only_dropouts) {
-    tg_rng rng = tg_rng_new(9);
-    tg_encoder_config cfg = tiny_encoder(10, 8, 16, 2, 1, 16);
-    cfg.dropout = 0.3;
-    cfg.pe = TG_PE_LEARNED;
-    tg_encoder *enc = tg_encoder_new(&cfg, &rng);
+    tg_encoder *enc = dropout_encoder(1, TG_PE_LEARNED, 9);
     TG_REQUIRE(enc);
     int tokens[4] = {1, 2, 3, 4};
     tg_scope_begin();

@@ -99,6 +99,13 @@ static int count_dark(const image *im, int x0, int y0, int x1, int y1) {
 
 /* ---- heatmaps ------------------------------------------------------------ */
 
+/* Draws m as a heatmap to p and loads it back; *plot is where its cells are. */
+static image draw_heatmap(const char *p, const float *m, int R, int C, const tg_heatmap_opts *o, tg_viz_rect *plot) {
+    cr_assert_eq(tg_viz_heatmap(p, m, R, C, o), 0, "%s", tg_viz_last_error());
+    cr_assert_eq(tg_viz_heatmap_geometry(R, C, o, NULL, NULL, plot), 0);
+    return load(p);
+}
+
 Test(viz, heatmap_size_matches_geometry_and_is_readable) {
     float m[16 * 16];
     for (int i = 0; i < 16 * 16; i++) m[i] = (float)i;
@@ -131,10 +138,8 @@ Test(viz, maximum_cell_is_the_darkest_blue) {
     m[4 * C + 1] = -1.0f;                                                  /* the minimum at (4, 1) */
     tg_heatmap_opts o = {.cmap = TG_CMAP_BLUES};
     const char *p = path_in_tmp("max.png");
-    cr_assert_eq(tg_viz_heatmap(p, m, R, C, &o), 0, "%s", tg_viz_last_error());
     tg_viz_rect plot;
-    cr_assert_eq(tg_viz_heatmap_geometry(R, C, &o, NULL, NULL, &plot), 0);
-    image im = load(p);
+    image im = draw_heatmap(p, m, R, C, &o, &plot);
     double lmax = luminance(cell(&im, plot, R, C, 2, 3));
     double lmin = luminance(cell(&im, plot, R, C, 4, 1));
     for (int r = 0; r < R; r++)
@@ -158,10 +163,8 @@ Test(viz, diverging_map_is_white_at_zero) {
     float m[R * C] = {-0.5f, 0.0f, 1.0f, 2.0f, 0.5f, -0.25f, 0.0f, 1.5f, 0.0f, 0.25f, -0.5f, 0.0f};
     tg_heatmap_opts o = {.cmap = TG_CMAP_RDBU};
     const char *p = path_in_tmp("rdbu.png");
-    cr_assert_eq(tg_viz_heatmap(p, m, R, C, &o), 0, "%s", tg_viz_last_error());
     tg_viz_rect plot;
-    cr_assert_eq(tg_viz_heatmap_geometry(R, C, &o, NULL, NULL, &plot), 0);
-    image im = load(p);
+    image im = draw_heatmap(p, m, R, C, &o, &plot);
     const unsigned char *zero = cell(&im, plot, R, C, 0, 1);
     for (int k = 0; k < 3; k++)
         cr_expect_geq(zero[k], 235, "0 should be white-ish, got (%d,%d,%d)", zero[0], zero[1], zero[2]);
@@ -189,10 +192,8 @@ Test(viz, non_finite_values_are_grey_and_left_out_of_the_scale) {
     m[15] = 0.5f; /* with inf excluded, 14/16 is the maximum */
     tg_heatmap_opts o = {.cmap = TG_CMAP_REDS};
     const char *p = path_in_tmp("nan.png");
-    cr_assert_eq(tg_viz_heatmap(p, m, R, C, &o), 0, "%s", tg_viz_last_error());
     tg_viz_rect plot;
-    cr_assert_eq(tg_viz_heatmap_geometry(R, C, &o, NULL, NULL, &plot), 0);
-    image im = load(p);
+    image im = draw_heatmap(p, m, R, C, &o, &plot);
     unsigned char grey[3], dark[3];
     tg_viz_cmap_color(TG_CMAP_REDS, NAN, grey);
     tg_viz_cmap_color(TG_CMAP_REDS, 1.0, dark);

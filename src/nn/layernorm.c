@@ -28,13 +28,7 @@ tg_layernorm *tg_layernorm_new(int dim, tg_real eps) {
 }
 
 tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x) {
-    char b[64];
-    if (!tg_module_input("layernorm", m, x)) return NULL;
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != m->dim) {
-        tg_set_error("layernorm: input %s last dim %d, expected %d", tg_tshape(b, x),
-                     x->ndim ? x->shape[x->ndim - 1] : 0, m->dim);
-        return NULL;
-    }
+    if (!tg_module_input("layernorm", m, x) || !tg_module_last_dim("layernorm", x, m->dim)) return NULL;
     return tg_layer_norm(x, m->weight, m->bias, m->eps);
 }
 

@@ -30,13 +30,7 @@ tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng) {
 }
 
 tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
-    char b[64];
-    if (!tg_module_input("linear", m, x)) return NULL;
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != m->in) {
-        tg_set_error("linear: input %s last dim %d, expected %d", tg_tshape(b, x), x->ndim ? x->shape[x->ndim - 1] : 0,
-                     m->in);
-        return NULL;
-    }
+    if (!tg_module_input("linear", m, x) || !tg_module_last_dim("linear", x, m->in)) return NULL;
     /* 2-D and 3-D input go to the GEMM as they are (a [B, T, in] input is
      * one [B*T, in] GEMM inside tg_matmul); other ranks are viewed as 2-D
      * and reshaped back. */

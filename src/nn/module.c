@@ -29,6 +29,14 @@ bool tg_module_present(const char *module, const char *verb, const void *m) {
     return m != NULL;
 }
 
+bool tg_module_last_dim(const char *module, const tg_tensor *x, int want) {
+    int d = x->ndim ? x->shape[x->ndim - 1] : 0;
+    if (x->ndim >= 1 && d == want) return true;
+    char b[64];
+    tg_set_error("%s: input %s last dim %d, expected %d", module, tg_tshape(b, x), d, want);
+    return false;
+}
+
 bool tg_module_input(const char *module, const void *m, const tg_tensor *x) {
     if (!tg_module_present(module, "forward", m)) return false;
     if (!x) tg_error_null(module);

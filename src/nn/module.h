@@ -20,6 +20,9 @@ typedef enum { TG_INIT_UNIFORM, TG_INIT_NORMAL, TG_INIT_CONST } tg_module_init;
 tg_tensor *tg_module_param(int ndim, const int *shape, tg_module_init init, tg_real s, tg_rng *rng);
 /* false, with "<module>_<verb>: NULL module" recorded, when m is NULL. */
 bool tg_module_present(const char *module, const char *verb, const void *m);
+/* x's last axis has `want` entries, else false with "<module>: input <shape>
+ * last dim <d>, expected <want>" recorded. */
+bool tg_module_last_dim(const char *module, const tg_tensor *x, int want);
 /* A forward's entry check: the module is present and its input x is not NULL. */
 bool tg_module_input(const char *module, const void *m, const tg_tensor *x);
 

@@ -290,6 +290,24 @@ typedef __m256 vreal;
         V_STORE(cr_, t0_);                                        \
         V_STORE(cr_ + VLEN, t1_);                                 \
     } while (0)
+/* The tile's accumulators into C: a full tile row by row in registers, an
+ * edge tile through a spill to memory (store_tile). */
+#define TILE_STORE()                                          \
+    do {                                                      \
+        if (m == AVX_MR && n == AVX_NR) {                     \
+            vreal va = V_SET1(alpha), vb = V_SET1(beta);      \
+            ROW_STORE(0);                                     \
+            ROW_STORE(1);                                     \
+            ROW_STORE(2);                                     \
+            ROW_STORE(3);                                     \
+            ROW_STORE(4);                                     \
+            ROW_STORE(5);                                     \
+        } else {                                              \
+            _Alignas(64) tg_real t[AVX_MR * AVX_NR];          \
+            ACC_SPILL(t);                                     \
+            store_tile(t, AVX_NR, m, n, alpha, beta, c, ldc); \
+        }                                                     \
+    } while (0)
 
 /* Packed kernel: a is an AVX_MR-row micro-panel, b an AVX_NR-wide sliver,
  * both contiguous; the m x n corner of the tile is stored to C. */
@@ -331,19 +349,7 @@ TG_AVX2 static void kernel_avx2(int kc, const tg_real *a, const tg_real *b, tg_r
         b += AVX_NR;
     }
 #undef STEP
-    if (m == AVX_MR && n == AVX_NR) {
-        vreal va = V_SET1(alpha), vb = V_SET1(beta);
-        ROW_STORE(0);
-        ROW_STORE(1);
-        ROW_STORE(2);
-        ROW_STORE(3);
-        ROW_STORE(4);
-        ROW_STORE(5);
-    } else {
-        _Alignas(64) tg_real t[AVX_MR * AVX_NR];
-        ACC_SPILL(t);
-        store_tile(t, AVX_NR, m, n, alpha, beta, c, ldc);
-    }
+    TILE_STORE();
 }
 
 /* Direct kernel for small products: op(A)(i,k) = a[i*ars + k*acs], op(B)
@@ -383,19 +389,7 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
             ROW_FMA(5, a5 + o);
         }
     }
-    if (m == AVX_MR && n == AVX_NR) {
-        vreal va = V_SET1(alpha), vb = V_SET1(beta);
-        ROW_STORE(0);
-        ROW_STORE(1);
-        ROW_STORE(2);
-        ROW_STORE(3);
-        ROW_STORE(4);
-        ROW_STORE(5);
-    } else {
-        _Alignas(64) tg_real t[AVX_MR * AVX_NR];
-        ACC_SPILL(t);
-        store_tile(t, AVX_NR, m, n, alpha, beta, c, ldc);
-    }
+    TILE_STORE();
 }
 
 #ifndef TG_DOUBLE

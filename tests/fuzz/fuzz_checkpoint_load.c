@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tgrad.h"
+#include "fuzz_util.h"
 
 static tg_encoder *enc;
 static tg_linear *head;
@@ -26,29 +26,16 @@ static void build(void) {
     snap = malloc(sizeof(tg_real) * (size_t)total);
 }
 
-static void take(tg_real *to) {
-    int64_t at = 0;
-    for (int i = 0; i < params.n; i++) {
-        memcpy(to + at, params.items[i].t->data, sizeof(tg_real) * (size_t)params.items[i].t->size);
-        at += params.items[i].t->size;
-    }
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
-    static char path[64];
-    if (!enc) {
-        build();
-        snprintf(path, sizeof path, "/tmp/tgrad-fuzz-ckpt-%ld.safetensors", (long)getpid());
-    }
-    FILE *f = fopen(path, "wb");
-    if (!f || (size && fwrite(data, 1, size, f) != size)) abort();
-    fclose(f);
-    take(snap);
+    if (!enc) build();
+    const char *path = input_path("ckpt");
+    write_input(path, data, size);
+    snapshot(&params, snap);
     if (tg_checkpoint_load(path, &params) != 0) {
         if (!tg_last_error()) abort();
         tg_real *now = malloc(sizeof(tg_real) * (size_t)total);
-        take(now);
+        snapshot(&params, now);
         if (memcmp(now, snap, sizeof(tg_real) * (size_t)total) != 0) abort(); /* a failed load changed the model */
         free(now);
     }

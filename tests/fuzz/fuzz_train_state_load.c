@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tgrad.h"
+#include "fuzz_util.h"
 
 static tg_linear *lin;
 static tg_optim *opt;
@@ -32,31 +32,18 @@ static void build(void) {
     rngs[1] = (tg_named_rng){"dropout", &r2};
 }
 
-static void take(tg_real *to) {
-    int64_t at = 0;
-    for (int i = 0; i < all.n; i++) {
-        memcpy(to + at, all.items[i].t->data, sizeof(tg_real) * (size_t)all.items[i].t->size);
-        at += all.items[i].t->size;
-    }
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
-    static char path[64];
-    if (!lin) {
-        build();
-        snprintf(path, sizeof path, "/tmp/tgrad-fuzz-state-%ld.safetensors", (long)getpid());
-    }
-    FILE *f = fopen(path, "wb");
-    if (!f || (size && fwrite(data, 1, size, f) != size)) abort();
-    fclose(f);
+    if (!lin) build();
+    const char *path = input_path("state");
+    write_input(path, data, size);
     tg_real *snap = malloc(sizeof(tg_real) * (size_t)total), *now = malloc(sizeof(tg_real) * (size_t)total);
-    take(snap);
+    snapshot(&all, snap);
     tg_rng s1 = r1, s2 = r2;
     int64_t step = -7;
     if (tg_train_state_load(path, &params, opt, &step, rngs, 2) != 0) {
         if (!tg_last_error()) abort();
-        take(now);
+        snapshot(&all, now);
         if (memcmp(now, snap, sizeof(tg_real) * (size_t)total) != 0) abort(); /* a failed load changed the model */
         if (step != -7 || memcmp(&s1, &r1, sizeof s1) || memcmp(&s2, &r2, sizeof s2)) abort();
     } else if (step < 0) {
