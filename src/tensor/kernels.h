@@ -9,6 +9,8 @@
 #include "tensor.h"
 #include "dropout_mask.h"
 
+#include <math.h>
+
 /* The unary ops, one row each:
  *   X(name, KIND, forward y = f(v), derivative dx = dy f'(x), arity)
  * The forward is written in v (the input element) and p (the op's scalar:
@@ -19,6 +21,18 @@
  * a new unary op is a row here, its declaration in autograd.h, an entry in
  * TG_OPS (autograd/op.h) and its gradient-check cases. Float libm through
  * TG_M: plain exp would widen to double and run 2x slower. */
+/* GELU, GPT-2's tanh approximation (Hendrycks & Gimpel, 2016):
+ *   u = sqrt(2/pi) (x + 0.044715 x^3),   y = x/2 (1 + tanh u),
+ *   dy/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) sqrt(2/pi) (1 + 3 0.044715 x^2). */
+static inline tg_real tg_k_gelu_tanh_u(tg_real x) {
+    return (tg_real)0.7978845608028654 * (x + (tg_real)0.044715 * x * x * x);
+}
+static inline tg_real tg_k_gelu_tanh(tg_real x) { return (tg_real)0.5 * x * (1 + TG_M(tanh)(tg_k_gelu_tanh_u(x))); }
+static inline tg_real tg_k_gelu_tanh_dx(tg_real x) {
+    tg_real t = TG_M(tanh)(tg_k_gelu_tanh_u(x));
+    return (tg_real)0.5 * (1 + t) +
+           (tg_real)0.5 * x * (1 - t * t) * (tg_real)0.7978845608028654 * (1 + (tg_real)(3 * 0.044715) * x * x);
+}
 /* clang-format off: a table, aligned by column */
 #define TG_UNARY_OPS(X)                                                                                            \
     X(neg, NEG, -v, -g, ARG0)                                                                                      \
@@ -34,6 +48,8 @@
     X(gelu, GELU, (tg_real)0.5 * v * (1 + (tg_real)erf((double)v * 0.7071067811865476)),                           \
       g * (tg_real)(0.5 * (1 + erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * exp(-0.5 * (double)x * x)), \
       ARG0)                                                                                                        \
+    /* GPT-2's form, torch's gelu(approximate='tanh'): tg_k_gelu_tanh above. */                                    \
+    X(gelu_tanh, GELU_TANH, tg_k_gelu_tanh(v), g *tg_k_gelu_tanh_dx(x), ARG0)                                      \
     /* d x^p = p x^(p-1) */                                                                                        \
     X(pow_scalar, POW, pow(v, p), g *p *(tg_real)pow(x, p - 1), ARG1)
 /* clang-format on */
