@@ -37,9 +37,9 @@ static const int tgt25[10] = {4, 0, 9, 10, -1, 3, 7, 2, 5, 6}; /* one ignored */
 Test(decoder, gelu_tanh_values) {
     /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated in Python. */
     const tg_real x[] = {-3, -1, -0.5, 0, 0.5, 1, 2, 3, 1e-3};
-    const tg_real want[] = {-0.0036373920817729943, -0.15880800939172324, -0.15428599017485606,
-                            0.0,                    0.34571400982514394,  0.8411919906082768,
-                            1.954597694087775,      2.996362607918227,    0.000500398942213582};
+    const tg_real want[] = {-0.0036373920817729943, -0.15880800939172324, -0.15428599017485606, 0.0,
+                            0.34571400982514394,    0.8411919906082768,   1.954597694087775,    2.996362607918227,
+                            0.000500398942213582};
     tg_scope_begin();
     tg_tensor *y = tg_gelu_tanh(tg_from_array(TG_SHAPE(9), x));
     TG_REQUIRE(y);
@@ -134,13 +134,14 @@ Test(decoder, parameter_names_and_shapes_as_nanogpt) {
         int ndim, s0, s1;
     } want[] = {{"transformer.wte.weight", 2, 11, d},
                 {"transformer.wpe.weight", 2, 6, d},
-#define BLOCK(i)                                                                                              \
-    {"transformer.h." #i ".ln_1.weight", 1, d, 0}, {"transformer.h." #i ".ln_1.bias", 1, d, 0},               \
-        {"transformer.h." #i ".attn.c_attn.weight", 2, 3 * d, d}, {"transformer.h." #i ".attn.c_attn.bias", 1, 3 * d, 0}, \
-        {"transformer.h." #i ".attn.c_proj.weight", 2, d, d}, {"transformer.h." #i ".attn.c_proj.bias", 1, d, 0},  \
-        {"transformer.h." #i ".ln_2.weight", 1, d, 0}, {"transformer.h." #i ".ln_2.bias", 1, d, 0},           \
-        {"transformer.h." #i ".mlp.c_fc.weight", 2, 4 * d, d}, {"transformer.h." #i ".mlp.c_fc.bias", 1, 4 * d, 0}, \
-        {"transformer.h." #i ".mlp.c_proj.weight", 2, d, 4 * d}, {"transformer.h." #i ".mlp.c_proj.bias", 1, d, 0}
+#define BLOCK(i)                                                                                                      \
+    {"transformer.h." #i ".ln_1.weight", 1, d, 0}, {"transformer.h." #i ".ln_1.bias", 1, d, 0},                       \
+        {"transformer.h." #i ".attn.c_attn.weight", 2, 3 * d, d},                                                     \
+        {"transformer.h." #i ".attn.c_attn.bias", 1, 3 * d, 0}, {"transformer.h." #i ".attn.c_proj.weight", 2, d, d}, \
+        {"transformer.h." #i ".attn.c_proj.bias", 1, d, 0}, {"transformer.h." #i ".ln_2.weight", 1, d, 0},            \
+        {"transformer.h." #i ".ln_2.bias", 1, d, 0}, {"transformer.h." #i ".mlp.c_fc.weight", 2, 4 * d, d},           \
+        {"transformer.h." #i ".mlp.c_fc.bias", 1, 4 * d, 0}, {"transformer.h." #i ".mlp.c_proj.weight", 2, d, 4 * d}, \
+        {"transformer.h." #i ".mlp.c_proj.bias", 1, d, 0}
                 BLOCK(0),
                 BLOCK(1),
 #undef BLOCK
@@ -219,8 +220,8 @@ Test(decoder, init_statistics) {
         else {
             double want = strstr(name, "c_proj.weight") ? resid : 0.02;
             /* n >= 2048 samples: the sample std is within ~1.6% (1 sigma) */
-            cr_expect(fabs(sd / want - 1) < 0.08 && fabs(mean) < 4 * want / sqrt((double)t->size), "%s: std %g, want %g",
-                      name, sd, want);
+            cr_expect(fabs(sd / want - 1) < 0.08 && fabs(mean) < 4 * want / sqrt((double)t->size),
+                      "%s: std %g, want %g", name, sd, want);
         }
     }
     tg_params_free(&p);

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define INIT_STD 0.02 /* GPT-2's init of every Linear and Embedding weight */
-#define LN_EPS 1e-5   /* nanoGPT's LayerNorm */
+#define LN_EPS   1e-5 /* nanoGPT's LayerNorm */
 
 tg_decoder_config tg_decoder_config_default(int vocab_size, int block_size, int n_layer, int n_head, int n_embd) {
     return (tg_decoder_config){.vocab_size = vocab_size,
@@ -81,9 +81,8 @@ static tg_decoder_block *block_new(const tg_decoder_config *c, tg_rng *rng) {
     tg_real resid_std = (tg_real)(INIT_STD / sqrt(2.0 * c->n_layer));
     bool ok = (b->ln_1 = layernorm_new(d, c->bias)) && (b->c_attn = linear_new(d, 3 * d, c->bias, INIT_STD, rng)) &&
               (b->attn_proj = linear_new(d, d, c->bias, resid_std, rng)) &&
-              (b->attn = tg_dot_attention_new(c->dropout, rng)) &&
-              (b->resid_drop = tg_dropout_new(c->dropout, rng)) && (b->ln_2 = layernorm_new(d, c->bias)) &&
-              (b->c_fc = linear_new(d, 4 * d, c->bias, INIT_STD, rng)) &&
+              (b->attn = tg_dot_attention_new(c->dropout, rng)) && (b->resid_drop = tg_dropout_new(c->dropout, rng)) &&
+              (b->ln_2 = layernorm_new(d, c->bias)) && (b->c_fc = linear_new(d, 4 * d, c->bias, INIT_STD, rng)) &&
               (b->mlp_proj = linear_new(4 * d, d, c->bias, resid_std, rng)) &&
               (b->mlp_drop = tg_dropout_new(c->dropout, rng));
     if (!ok) {
