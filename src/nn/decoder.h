@@ -33,6 +33,11 @@
  *       model.load_state_dict(safetensors.torch.load_file(path))
  *     (safetensors.torch.save_file itself refuses tensors that share memory,
  *     but a file holding two equal copies is an ordinary file).
+ *     safetensors.torch.load_model(model, path) is the other way round: it
+ *     expects one name per group of shared tensors (it keeps the first in
+ *     sorted order, "lm_head.weight") and reports the other,
+ *     "transformer.wte.weight", as an unexpected key, so it needs
+ *     strict=False with this file (the values are loaded all the same).
  *   tg_decoder_load accepts the tied weight under either name or both: a
  *     file from safetensors.torch.save_model(model, path), which keeps only
  *     "lm_head.weight" (the first of the shared names in sorted order), one
