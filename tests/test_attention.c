@@ -447,23 +447,19 @@ Test(attention, train_eval_reaches_children) {
 /* ---- gradient checks (double, dropout 0) ------------------------------------- */
 
 static tg_tensor *f_dot(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    (void)ctx;
+    (void)n, (void)ctx;
     return tg_score_dot(in[0], in[1]);
 }
 static tg_tensor *f_scaled(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    (void)ctx;
+    (void)n, (void)ctx;
     return tg_score_scaled_dot(in[0], in[1]);
 }
 static tg_tensor *f_general(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    (void)ctx;
+    (void)n, (void)ctx;
     return tg_score_general(in[0], in[2], in[1]);
 }
 static tg_tensor *f_additive(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    (void)ctx;
+    (void)n, (void)ctx;
     return tg_score_additive(in[0], in[1], in[2], in[3], in[4]);
 }
 
@@ -712,13 +708,11 @@ Test(attention, encoder_records_every_layer_and_head) {
 /* Dropout p = 1 (torch allows it) drops every weight: the fused op gives
  * zeros and zero gradients, as the stored path, and draws nothing. */
 static tg_tensor *f_fused_p1(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    (void)ctx;
+    (void)n, (void)ctx;
     return tg_attention(in[0], in[1], in[2], (tg_mask){NULL, 0, true}, 1, NULL);
 }
 static tg_tensor *f_stored_p1(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    (void)ctx;
+    (void)n, (void)ctx;
     tg_tensor *w = tg_masked_softmax(tg_score_scaled_dot(in[0], in[1]), (tg_mask){NULL, 0, true});
     return tg_matmul(tg_dropout(w, 1, NULL), in[2]);
 }

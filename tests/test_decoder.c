@@ -611,30 +611,21 @@ Test(decoder, argmax_and_sample) {
 Test(decoder, errors) {
     tg_rng rng = tg_rng_new(1);
     tg_decoder_config cfg = small_config();
-    tg_decoder_config c = cfg;
-    c.n_head = 3;
-    cr_expect_null(tg_decoder_new(&c, &rng));
-    cr_expect(error_has("n_head 3", "n_embd 8"), "%s", tg_last_error());
-    c = cfg;
-    c.vocab_size = 0;
-    cr_expect_null(tg_decoder_new(&c, &rng));
-    cr_expect(error_has("decoder", "vocab_size 0"), "%s", tg_last_error());
-    c = cfg;
-    c.n_layer = 0;
-    cr_expect_null(tg_decoder_new(&c, &rng));
-    cr_expect(error_has("n_layer 0", "positive"), "%s", tg_last_error());
-    c = cfg;
-    c.dropout = 1.5;
-    cr_expect_null(tg_decoder_new(&c, &rng));
-    cr_expect(error_has("decoder", "dropout"), "%s", tg_last_error());
-    c = cfg;
-    c.pos = (tg_decoder_pos)7;
-    cr_expect_null(tg_decoder_new(&c, &rng));
-    cr_expect(error_has("position kind 7", NULL), "%s", tg_last_error());
-    c = cfg;
-    c.gelu = (tg_decoder_gelu)5;
-    cr_expect_null(tg_decoder_new(&c, &rng));
-    cr_expect(error_has("gelu kind 5", NULL), "%s", tg_last_error());
+    /* Each bad config is refused with a message naming the field. */
+#define EXPECT_REFUSED(field, value, a, b)                                       \
+    do {                                                                         \
+        tg_decoder_config c = cfg;                                               \
+        c.field = value;                                                         \
+        cr_expect_null(tg_decoder_new(&c, &rng), #field " " #value " accepted"); \
+        cr_expect(error_has(a, b), "%s", tg_last_error());                       \
+    } while (0)
+    EXPECT_REFUSED(n_head, 3, "n_head 3", "n_embd 8");
+    EXPECT_REFUSED(vocab_size, 0, "decoder", "vocab_size 0");
+    EXPECT_REFUSED(n_layer, 0, "n_layer 0", "positive");
+    EXPECT_REFUSED(dropout, 1.5, "decoder", "dropout");
+    EXPECT_REFUSED(pos, (tg_decoder_pos)7, "position kind 7", NULL);
+    EXPECT_REFUSED(gelu, (tg_decoder_gelu)5, "gelu kind 5", NULL);
+#undef EXPECT_REFUSED
     cr_expect_null(tg_decoder_new(NULL, &rng));
     cr_expect(error_has("NULL config", NULL), "%s", tg_last_error());
 

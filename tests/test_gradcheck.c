@@ -83,8 +83,7 @@ static void wrong_backward(tg_node *n) {
 }
 static const tg_op wrong_op = {"wrong_triple", wrong_backward};
 static tg_tensor *f_wrong(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    (void)ctx;
+    (void)n, (void)ctx;
     tg_tensor *y = tg_empty_arena(in[0]->ndim, in[0]->shape);
     for (int64_t i = 0; i < y->size; i++) y->data[i] = 3 * in[0]->data[i];
     tg_node_record(&wrong_op, y, 1, (tg_tensor *const *)in);

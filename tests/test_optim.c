@@ -90,6 +90,16 @@ static void run_and_compare(const tg_optim_config *cfg, double want[STEPS][N], c
     tg_free(w);
 }
 
+/* A parameter list of a and b, both set to require grad. */
+static tg_params two_params(const char *name_a, tg_tensor *a, const char *name_b, tg_tensor *b) {
+    tg_params p;
+    tg_params_init(&p);
+    tg_set_requires_grad(a, true);
+    tg_set_requires_grad(b, true);
+    cr_assert(tg_params_add(&p, NULL, name_a, a) == 0 && tg_params_add(&p, NULL, name_b, b) == 0);
+    return p;
+}
+
 Test(optim, sgd_plain_momentum_weight_decay) {
     double want[STEPS][N];
     const double cases[][3] = {{0.1, 0, 0}, {0.1, 0.9, 0}, {0.05, 0, 0.1}, {0.05, 0.8, 0.01}};
@@ -190,12 +200,7 @@ Test(optim, parameter_without_grad_is_skipped) {
     const tg_optim_config cfgs[3] = {tg_sgd_config(0.1, 0.9, 0.1), tg_adam_config(0.1), tg_adamw_config(0.1, 0.1)};
     for (int c = 0; c < 3; c++) {
         tg_tensor *used = tg_ones(TG_SHAPE(3)), *unused = tg_ones(TG_SHAPE(2));
-        tg_set_requires_grad(used, true);
-        tg_set_requires_grad(unused, true);
-        tg_params p;
-        tg_params_init(&p);
-        tg_params_add(&p, NULL, "used", used);
-        tg_params_add(&p, NULL, "unused", unused);
+        tg_params p = two_params("used", used, "unused", unused);
         tg_optim *o = tg_optim_new(&cfgs[c], &p);
         TG_REQUIRE(o);
         for (int t = 0; t < 2; t++) {
@@ -224,12 +229,7 @@ Test(optim, step_makes_no_system_allocation) {
                                      tg_adamw_config(0.1, 0.1)};
     for (int c = 0; c < 4; c++) {
         tg_tensor *big = tg_randn(TG_SHAPE(300, 400), &rng), *small = tg_randn(TG_SHAPE(5), &rng);
-        tg_set_requires_grad(big, true);
-        tg_set_requires_grad(small, true);
-        tg_params p;
-        tg_params_init(&p);
-        tg_params_add(&p, NULL, "big", big);
-        tg_params_add(&p, NULL, "small", small);
+        tg_params p = two_params("big", big, "small", small);
         tg_optim *o = tg_optim_new(&cfgs[c], &p);
         TG_REQUIRE(o);
         tg_scope_begin();
@@ -281,8 +281,7 @@ Test(optim, state_names) {
 
 /* ---- mse_loss ------------------------------------------------------------------ */
 static tg_tensor *mse_fn(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    (void)ctx;
+    (void)n, (void)ctx;
     return tg_mse_loss(in[0], in[1]);
 }
 

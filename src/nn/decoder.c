@@ -12,6 +12,7 @@
  * are copied into the cache at their positions and the queries attend to
  * every cached key before them. */
 #include "decoder.h"
+#include "module.h"
 
 #include "../io/checkpoint.h"
 #include "../io/safetensors.h"
@@ -69,11 +70,8 @@ static void block_free(tg_decoder_block *b) {
 }
 
 static tg_decoder_block *block_new(const tg_decoder_config *c, tg_rng *rng) {
-    tg_decoder_block *b = tg_sys_calloc(1, sizeof *b);
-    if (!b) {
-        tg_set_error("decoder: out of memory");
-        return NULL;
-    }
+    tg_decoder_block *b = tg_module_alloc("decoder", sizeof *b, false, NULL);
+    if (!b) return NULL;
     int d = c->n_embd;
     /* GPT-2: the residual projections are scaled by 1/sqrt(N), N = 2
      * n_layer residual branches, so the residual stream's variance at init
@@ -123,11 +121,8 @@ tg_decoder *tg_decoder_new(const tg_decoder_config *cfg, tg_rng *rng) {
         return NULL;
     }
     if (!check_config(cfg)) return NULL;
-    tg_decoder *m = tg_sys_calloc(1, sizeof *m);
-    if (!m) {
-        tg_set_error("decoder: out of memory");
-        return NULL;
-    }
+    tg_decoder *m = tg_module_alloc("decoder", sizeof *m, false, NULL);
+    if (!m) return NULL;
     m->cfg = *cfg;
     m->training = true;
     int d = cfg->n_embd;
@@ -305,10 +300,7 @@ static int layernorm_params(tg_layernorm *ln, bool bias, tg_params *p, const cha
 
 int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix) {
     char tr[TG_PARAM_NAME_MAX], b[TG_PARAM_NAME_MAX], blk[TG_PARAM_NAME_MAX], index[16];
-    if (!m) {
-        tg_set_error("decoder_params: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("decoder", "params", m)) return -1;
     bool bias = m->cfg.bias;
     if (tg_param_name(tr, prefix, "transformer")) return -1;
     if (tg_param_name(b, tr, "wte") || tg_embedding_params(m->wte, p, b)) return -1;
@@ -340,10 +332,7 @@ int64_t tg_decoder_num_params(tg_decoder *m) {
 }
 
 int tg_decoder_save(tg_decoder *m, const char *path, const char *metadata_json) {
-    if (!m) {
-        tg_set_error("decoder_save: NULL module");
-        return -1;
-    }
+    if (!tg_module_present("decoder", "save", m)) return -1;
     tg_params p;
     tg_params_init(&p);
     int rc = tg_decoder_state_dict(m, &p, NULL) ? -1 : tg_checkpoint_save(path, &p, metadata_json);
@@ -418,10 +407,7 @@ void tg_decoder_record_attention(tg_decoder *m, bool on) {
 }
 
 tg_tensor *tg_decoder_attention_weights(const tg_decoder *m, int layer, int head) {
-    if (!m) {
-        tg_set_error("decoder_attention_weights: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("decoder_attention", "weights", m)) return NULL;
     if (layer < 0 || layer >= m->cfg.n_layer) {
         tg_set_error("decoder_attention_weights: layer %d is outside [0, %d)", layer, m->cfg.n_layer);
         return NULL;
@@ -448,10 +434,7 @@ tg_tensor *tg_decoder_attention_weights(const tg_decoder *m, int layer, int head
 /* ---- KV cache ----------------------------------------------------------------- */
 
 tg_decoder_cache *tg_decoder_cache_new(const tg_decoder *m) {
-    if (!m) {
-        tg_set_error("decoder_cache_new: NULL module");
-        return NULL;
-    }
+    if (!tg_module_present("decoder", "cache_new", m)) return NULL;
     const tg_decoder_config *cfg = &m->cfg;
     tg_decoder_cache *c = tg_sys_calloc(1, sizeof *c);
     if (c) {

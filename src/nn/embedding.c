@@ -4,12 +4,8 @@
 #include "module.h"
 
 tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng) {
-    if (vocab <= 0 || dim <= 0) {
-        tg_set_error("embedding: vocab %d and dim %d must be positive", vocab, dim);
-        return NULL;
-    }
-    if (!(std >= 0)) {
-        tg_set_error("embedding: std %g is negative", (double)std);
+    if (vocab <= 0 || dim <= 0 || !(std >= 0)) {
+        tg_set_error("embedding: vocab %d, dim %d, std %g: need positive sizes and std >= 0", vocab, dim, (double)std);
         return NULL;
     }
     tg_embedding *m = tg_module_alloc("embedding", sizeof *m, true, rng);

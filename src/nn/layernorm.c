@@ -6,12 +6,8 @@
 #include "module.h"
 
 tg_layernorm *tg_layernorm_new(int dim, tg_real eps) {
-    if (dim <= 0) {
-        tg_set_error("layernorm: dim %d must be positive", dim);
-        return NULL;
-    }
-    if (!(eps >= 0)) {
-        tg_set_error("layernorm: eps %g is negative", (double)eps);
+    if (dim <= 0 || !(eps >= 0)) {
+        tg_set_error("layernorm: dim %d, eps %g: need dim > 0 and eps >= 0", dim, (double)eps);
         return NULL;
     }
     tg_layernorm *m = tg_module_alloc("layernorm", sizeof *m, false, NULL);

@@ -141,17 +141,8 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
     int64_t inner = nd ? out->shape[nd - 1] : 1;
     int64_t rows = inner ? n / inner : 0;
     int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;
-    binary_ctx c = {.kind = kind,
-                    .A = A,
-                    .B = B,
-                    .C = C,
-                    .out = out,
-                    .sa = sa,
-                    .sb = sb,
-                    .inner = inner,
-                    .ia = ia,
-                    .ib = ib,
-                    .nd = nd};
+    binary_ctx c = {.kind = kind, .A = A, .B = B, .C = C, .out = out, .sa = sa, .sb = sb, .inner = inner};
+    c.ia = ia, c.ib = ib, c.nd = nd;
     tg_parallel_for(rows, n > TG_PAR_MIN, binary_rows, &c);
 }
 
