@@ -586,11 +586,6 @@ static int team_size(int M, int N, int K, int mr) {
     return nt;
 }
 
-/* The threads of a team that take part in a product: at most nt (the pool
- * may have more threads than the product has row tiles, or fewer when one
- * could not be started). */
-static int team_active(int nth, int nt) { return nth < nt ? nth : nt; }
-
 /* Rows [*r0, *r1) of thread tid among nth: a contiguous run of mr-row tiles,
  * as even as the tile count allows. */
 static void thread_rows(int M, int mr, int tid, int nth, int *r0, int *r1) {
@@ -619,7 +614,8 @@ typedef struct {
     tg_real alpha, beta;
     const tg_real *A, *B;
     tg_real *C;
-    int kblocks, nc, mc; /* blocked path */
+    int kblocks, nc, mc;        /* blocked path */
+    int jc, ncur, kb, pc, kcur; /* blocked path: the panel of the current jobs */
     tg_real *ws;
     size_t b_elems, a_elems;
 } gemm_ctx;
@@ -683,60 +679,44 @@ static void pack_b_isa(const gemm_isa *isa, bool trans, int n, int kc, const tg_
 }
 
 /* ---- blocked, packed, threaded path ------------------------------------------ */
-/* One thread's part of gemm_blocked: a team of nth threads, of which the
- * first team_active(nth, nt) take part (the others only meet the barriers). */
-static void blocked_team(void *ctx, int tid, int nth) {
+/* Two range jobs per panel of B (columns jc.., depth pc..): the threads pack
+ * the panel together, then each multiplies its rows by it. Range jobs, not
+ * a team meeting at barriers: a share that no thread has started is run by
+ * the caller, so a thread the OS has not scheduled (two programs on two
+ * cores) does not hold up the product; the end of the packing job is the
+ * barrier. */
+static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
+    (void)tid;
     const gemm_ctx *c = ctx;
-    const gemm_isa *isa = c->isa;
-    const bool trans_a = c->trans_a, trans_b = c->trans_b;
-    const int M = c->M, N = c->N, K = c->K, lda = c->lda, ldb = c->ldb, ldc = c->ldc;
-    const tg_real alpha = c->alpha, beta = c->beta;
-    const tg_real *A = c->A, *B = c->B;
-    tg_real *C = c->C;
-    const int mr = isa->mr, nr = isa->nr, kblocks = c->kblocks, nc = c->nc, mc = c->mc;
-    tg_real *bpack = c->ws;
-    if (nth == 1) tid = 0; /* run serially (nested): the caller alone, whatever its pool id */
-    int ne = team_active(nth, c->nt);
-    bool active = tid < ne;
-    {
-        tg_real *apack = c->ws + c->b_elems + (size_t)(active ? tid : 0) * c->a_elems;
-        int row0 = 0, row1 = 0;
-        if (active) thread_rows(M, mr, tid, ne, &row0, &row1);
+    const int nr = c->isa->nr;
+    for (int64_t s = b; s < e; s++) {
+        int j0 = (int)s * nr, n = c->ncur - j0 < nr ? c->ncur - j0 : nr;
+        pack_b_isa(c->isa, c->trans_b, n, c->kcur, c->B, c->ldb, c->pc, c->jc + j0, c->ws + (size_t)s * nr * c->kcur);
+    }
+}
 
-        for (int jc = 0; jc < N; jc += nc) {
-            int ncur = N - jc < nc ? N - jc : nc;
-            int slivers = (ncur + nr - 1) / nr;
-            for (int kb = 0; kb < kblocks; kb++) {
-                int pc = (int)((long long)K * kb / kblocks);
-                int kcur = (int)((long long)K * (kb + 1) / kblocks) - pc;
-                tg_real beta_k = kb == 0 ? beta : 1;
-                /* All threads pack the shared B panel together (one
-                 * contiguous run of slivers each, OpenMP's schedule(static))... */
-                int s0 = active ? (int)((long long)slivers * tid / ne) : 0;
-                int s1 = active ? (int)((long long)slivers * (tid + 1) / ne) : 0;
-                for (int s = s0; s < s1; s++) {
-                    int j0 = s * nr;
-                    int n = ncur - j0 < nr ? ncur - j0 : nr;
-                    pack_b_isa(isa, trans_b, n, kcur, B, ldb, pc, jc + j0, bpack + (size_t)s * nr * kcur);
-                }
-                tg_parallel_barrier();
-                /* ...then each multiplies its rows. */
-                for (int ic = row0; ic < row1; ic += mc) {
-                    int mcur = row1 - ic < mc ? row1 - ic : mc;
-                    pack_a_isa(isa, trans_a, mcur, kcur, A, lda, ic, pc, apack);
-                    for (int s = 0; s < slivers; s++) {
-                        int j0 = s * nr;
-                        int n = ncur - j0 < nr ? ncur - j0 : nr;
-                        const tg_real *bs = bpack + (size_t)s * nr * kcur;
-                        for (int ir = 0; ir < mcur; ir += mr) {
-                            int m = mcur - ir < mr ? mcur - ir : mr;
-                            isa->kernel(kcur, apack + (size_t)ir * kcur, bs, C + (size_t)(ic + ir) * ldc + jc + j0, ldc,
-                                        alpha, beta_k, m, n);
-                        }
-                    }
-                }
-                /* Nobody repacks B while another thread still reads it. */
-                tg_parallel_barrier();
+/* Row blocks [b, e) of the product's nt (thread_rows) times the packed panel;
+ * share tid packs its rows of A into its own buffer. */
+static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
+    const gemm_ctx *c = ctx;
+    const int mr = c->isa->mr, nr = c->isa->nr, mc = c->mc, kcur = c->kcur;
+    tg_real *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
+    int row0, row1, unused;
+    thread_rows(c->M, mr, (int)b, c->nt, &row0, &unused);
+    thread_rows(c->M, mr, (int)e - 1, c->nt, &unused, &row1);
+    int slivers = (c->ncur + nr - 1) / nr;
+    tg_real beta_k = c->kb == 0 ? c->beta : 1;
+    for (int ic = row0; ic < row1; ic += mc) {
+        int mcur = row1 - ic < mc ? row1 - ic : mc;
+        pack_a_isa(c->isa, c->trans_a, mcur, kcur, c->A, c->lda, ic, c->pc, apack);
+        for (int s = 0; s < slivers; s++) {
+            int j0 = s * nr;
+            int n = c->ncur - j0 < nr ? c->ncur - j0 : nr;
+            const tg_real *bs = c->ws + (size_t)s * nr * kcur;
+            for (int ir = 0; ir < mcur; ir += mr) {
+                int m = mcur - ir < mr ? mcur - ir : mr;
+                c->isa->kernel(kcur, apack + (size_t)ir * kcur, bs, c->C + (size_t)(ic + ir) * c->ldc + c->jc + j0,
+                               c->ldc, c->alpha, beta_k, m, n);
             }
         }
     }
@@ -762,7 +742,15 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
     }
     gemm_ctx c = {GEMM_OPERANDS, .isa = isa, .mr = mr, .nt = nt, .kblocks = kblocks, .nc = nc, .mc = mc};
     c.ws = ws, c.b_elems = b_elems, c.a_elems = a_elems;
-    tg_parallel_team(nt > 1, blocked_team, &c);
+    for (c.jc = 0; c.jc < N; c.jc += nc) {
+        c.ncur = N - c.jc < nc ? N - c.jc : nc;
+        for (c.kb = 0; c.kb < kblocks; c.kb++) {
+            c.pc = (int)((long long)K * c.kb / kblocks);
+            c.kcur = (int)((long long)K * (c.kb + 1) / kblocks) - c.pc;
+            tg_parallel_for((c.ncur + nr - 1) / nr, nt > 1, pack_b_range, &c);
+            tg_parallel_for(nt, nt > 1, multiply_range, &c);
+        }
+    }
 }
 
 void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
