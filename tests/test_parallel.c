@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tensor/parallel.h"
+#include "tensor/tensor_internal.h"
 #include "test_util.h"
 
 enum { MAXN = 5000 };
@@ -161,5 +162,35 @@ Test(parallel, a_descheduled_worker_does_not_hold_up_the_caller, .timeout = 20) 
     cr_assert(write(release_[1], &c, 1) == 1);
     signal(SIGUSR1, SIG_DFL);
     for (int i = 0; i < 2; i++) close(held[i]), close(release_[i]);
+    tg_set_num_threads(0);
+}
+
+/* The default thread count follows the machine's load (OMP_DYNAMIC's idea):
+ * with other programs' threads runnable on every other core, a loop runs on
+ * the caller alone, in one range; an explicit count is kept whatever the
+ * load. */
+static _Atomic int calls;
+static void count_calls(void *ctx, int64_t b, int64_t e, int tid) {
+    (void)ctx, (void)b, (void)e, (void)tid;
+    atomic_fetch_add(&calls, 1);
+}
+
+Test(parallel, the_default_count_yields_to_other_programs) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (tg_set_num_threads(0) < 2) return; /* one CPU: nothing to adapt */
+    int saved = tg__parallel_fake_load(cpus - 1);
+    atomic_store(&calls, 0);
+    tg_parallel_for(1000, true, count_calls, NULL);
+    cr_expect_eq(atomic_load(&calls), 1, "busy machine, default count: one serial range, got %d", atomic_load(&calls));
+    tg__parallel_fake_load(0);
+    atomic_store(&calls, 0);
+    tg_parallel_for(1000, true, count_calls, NULL);
+    cr_expect_eq(atomic_load(&calls), tg_get_num_threads(), "idle machine: one range per thread");
+    tg_set_num_threads(2);
+    tg__parallel_fake_load(cpus - 1);
+    atomic_store(&calls, 0);
+    tg_parallel_for(1000, true, count_calls, NULL);
+    cr_expect_eq(atomic_load(&calls), 2, "an explicit count is kept on a busy machine");
+    tg__parallel_fake_load(saved);
     tg_set_num_threads(0);
 }

@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -75,6 +76,7 @@ typedef struct {
 
 static struct {
     int nthreads; /* wanted, including the caller; 0 = not decided yet */
+    bool fixed;   /* set explicitly (tg_set_num_threads(n > 0) or the environment): never adapted */
     int started;  /* workers running (nthreads - 1 once started) */
     pthread_t workers[MAX_THREADS];
     _Atomic uint64_t claim; /* the claim word above */
@@ -145,16 +147,73 @@ static int clamp_threads(long n) {
 }
 
 /* Default: TG_NUM_THREADS, else OMP_NUM_THREADS (its first entry), else
- * every CPU available. */
-static int default_threads(void) {
+ * every CPU available; *fixed says whether the environment chose. */
+static int default_threads(bool *fixed) {
     const char *names[] = {"TG_NUM_THREADS", "OMP_NUM_THREADS"};
     for (int i = 0; i < 2; i++) {
         const char *v = getenv(names[i]);
         char *end;
         long n = v ? strtol(v, &end, 10) : 0;
-        if (v && end != v && n > 0) return clamp_threads(n);
+        if (v && end != v && n > 0) {
+            *fixed = true;
+            return clamp_threads(n);
+        }
     }
+    *fixed = false;
     return clamp_threads(cpus_available());
+}
+
+/* ---- the default count follows the machine's load ---------------------------
+ * Measured here (BENCHMARKS.md): two programs at 2 threads each on 2 cores
+ * ran 7% slower than two at 1 thread; every parallel loop woke a worker
+ * that could only take a core from the other program. So, like OpenMP's
+ * OMP_DYNAMIC, the default count is adapted: every 50 ms the pool reads how
+ * many threads of the whole machine are runnable (/proc/loadavg's 4th field,
+ * the kernel's nr_running), subtracts its own awake ones, and uses only the
+ * cores left (at least 1). A count set explicitly is never adapted. Results
+ * do not depend on the thread count, so this changes speed only. */
+#define LOAD_CHECK_NS 50000000LL
+static int g_fake_others = -1; /* tg__parallel_fake_load: -1 = read the machine */
+
+int tg__parallel_fake_load(int others) {
+    int old = g_fake_others;
+    g_fake_others = others;
+    return old;
+}
+
+/* Runnable threads on the machine now, or -1 when it cannot be read. */
+static int machine_runnable(void) {
+    char buf[128];
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    int running = -1, total;
+    if (sscanf(buf, "%*f %*f %*f %d/%d", &running, &total) != 2) return -1;
+    return running;
+}
+
+/* Threads for the next job: nth, or fewer while other programs' threads
+ * are runnable (the default count only). Checked at most every 50 ms. */
+static int threads_for_load(int nth) {
+    static int64_t last_ns = -LOAD_CHECK_NS;
+    static int adapted;
+    if (pool.fixed || nth < 2) return nth;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    if (now - last_ns >= LOAD_CHECK_NS || g_fake_others >= 0) {
+        last_ns = now;
+        int others = g_fake_others;
+        if (others < 0) {
+            int running = machine_runnable(); /* counts this caller and our awake workers */
+            others = running < 0 ? 0 : running - 1 - (pool.started - atomic_load(&pool.sleepers));
+        }
+        int free_cores = cpus_available() - (others > 0 ? others : 0);
+        adapted = free_cores < 1 ? 1 : free_cores;
+    }
+    return adapted < nth ? adapted : nth;
 }
 
 static void stop_workers(void) {
@@ -170,13 +229,15 @@ static void stop_workers(void) {
 }
 
 int tg_get_num_threads(void) {
-    if (!pool.nthreads) pool.nthreads = default_threads();
+    if (!pool.nthreads) pool.nthreads = default_threads(&pool.fixed);
     return pool.nthreads;
 }
 
 int tg_set_num_threads(int n) {
     if (t_in_job) return tg_get_num_threads(); /* not from inside a job */
-    int want = n <= 0 ? default_threads() : clamp_threads(n);
+    bool fixed = true;
+    int want = n <= 0 ? default_threads(&fixed) : clamp_threads(n);
+    pool.fixed = fixed;
     if (want != pool.nthreads) {
         stop_workers();
         pool.nthreads = want;
@@ -283,11 +344,12 @@ static bool start_workers(void) {
 
 static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_t n) {
     int nth = tg_get_num_threads();
+    if (kind != TEAM && !t_in_job) nth = threads_for_load(nth); /* a team needs all its threads */
     if (t_in_job || nth < 2 || (kind != TEAM && n < 2) || (pool.started < nth - 1 && !start_workers())) {
         run_serial(kind, fn, team, ctx, n);
         return;
     }
-    nth = pool.started + 1;
+    if (kind == TEAM || nth > pool.started + 1) nth = pool.started + 1;
     job *j = &pool.job;
     j->kind = kind;
     j->fn = fn;

@@ -27,5 +27,9 @@ void tg__on_release_all(void (*fn)(void));
  * (1) or pick from the CPU again (0); each returns the previous setting. */
 int tg__gemm_force_portable(int on);         /* gemm.c */
 int tg__dropout_mask_force_portable(int on); /* dropout_mask.c */
+/* Pretend that many other threads are runnable on the machine (-1: read
+ * /proc/loadavg again), for the default thread count's adaptation; returns
+ * the previous setting. parallel.c */
+int tg__parallel_fake_load(int others);
 
 #endif
