@@ -562,11 +562,15 @@ static void write_state(run *r, const char *path, const char *meta) {
     tg_params_free(&all);
 }
 
-Test(train, bad_states_change_nothing) {
+/* A run with init seed 1 on fresh tokens in a new temporary directory. */
+static void run_fresh(run *r) {
     tmpdir();
-    const char *tokens = make_tokens();
+    run_new(r, make_tokens(), 1);
+}
+
+Test(train, bad_states_change_nothing) {
     run r;
-    run_new(&r, tokens, 1);
+    run_fresh(&r);
     run_steps(&r, 0, 3);
     char good[256]; /* in_dir's buffers are reused */
     snprintf(good, sizeof good, "%s", in_dir("good.safetensors"));
@@ -636,10 +640,8 @@ Test(train, bad_states_change_nothing) {
 }
 
 Test(train, save_errors) {
-    tmpdir();
-    const char *tokens = make_tokens();
     run r;
-    run_new(&r, tokens, 1);
+    run_fresh(&r);
     tg_named_rng bad[] = {{"a b", tg_token_data_rng(r.data)}};
     cr_expect_eq(tg_train_state_save(in_dir("s"), &r.p, r.opt, 0, bad, 1), -1);
     cr_expect(error_has("train_state_save", "name"));

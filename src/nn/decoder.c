@@ -57,14 +57,15 @@ static tg_layernorm *layernorm_new(int d, bool bias) {
 
 static void block_free(tg_decoder_block *b) {
     if (!b) return;
+    /* in the order of the forward */
     tg_layernorm_free(b->ln_1);
-    tg_layernorm_free(b->ln_2);
     tg_linear_free(b->c_attn);
+    tg_dot_attention_free(b->attn);
     tg_linear_free(b->attn_proj);
+    tg_dropout_free(b->resid_drop);
+    tg_layernorm_free(b->ln_2);
     tg_linear_free(b->c_fc);
     tg_linear_free(b->mlp_proj);
-    tg_dot_attention_free(b->attn);
-    tg_dropout_free(b->resid_drop);
     tg_dropout_free(b->mlp_drop);
     tg_sys_free(b);
 }
