@@ -128,8 +128,10 @@ Test(gemm, wide_panel_past_nc) {
     }
 }
 
-Test(gemm, portable_kernels) {
-    tg__gemm_force_portable(1);
+/* The kernels the CPU would not pick on this machine: the portable ones
+ * (switch 1), and AVX2 where the AVX-512 kernel runs by default (switch 2). */
+static void kernels_with_switch(int sw) {
+    tg__gemm_force_portable(sw);
     static const int s[][3] = {
         {1, 1, 1},      {5, 7, 3},     {16, 16, 16}, {37, 33, 31},  {255, 257, 129},
         {130, 70, 300}, {4, 4200, 60}, {9, 8, 1},    {600, 3, 257},
@@ -142,6 +144,8 @@ Test(gemm, portable_kernels) {
         }
     tg__gemm_force_portable(0);
 }
+Test(gemm, portable_kernels) { kernels_with_switch(1); }
+Test(gemm, avx2_kernels_where_avx512_is_default) { kernels_with_switch(2); }
 
 Test(gemm, alpha_beta_variants) {
     static const tg_real ab[][2] = {{1, 1}, {2, -1}, {-0.5, 0.25}, {0, 1}, {0, 0.5}, {1.5, 0}, {0, 0}};
@@ -217,8 +221,9 @@ static void same_for_threads_all(void) {
 }
 
 Test(gemm, bit_identical_across_thread_counts) {
-    same_for_threads_all();
-    tg__gemm_force_portable(1);
-    same_for_threads_all();
+    for (int sw = 0; sw <= 2; sw++) { /* the CPU's pick, portable, AVX2 at most */
+        tg__gemm_force_portable(sw);
+        same_for_threads_all();
+    }
     tg__gemm_force_portable(0);
 }

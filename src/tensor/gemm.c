@@ -75,9 +75,6 @@
 #define PORT_KC 256
 #define PORT_NC 4096
 
-#define MAX_MR 6
-#define MAX_NR 16
-
 /* Below this many multiply-adds a product runs on one thread: starting the
  * team costs more than it saves. */
 #define PARALLEL_MIN_WORK (64.0 * 64.0 * 64.0)
@@ -514,6 +511,85 @@ static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int 
 }
 #endif /* TG_X86 */
 
+/* ---- AVX-512 micro-kernel (float) ------------------------------------------
+ * The AVX2 kernel's scheme at twice the width: a 6 x 32 tile of C in twelve
+ * zmm accumulators, one broadcast of A and two loads of B per k. On cores
+ * whose FMA units are 512 bits wide (AMD Zen 5, Intel server cores) that
+ * doubles the multiply-adds per cycle; on one that splits them in two it
+ * is no slower. The A micro-panels have the AVX2 kernel's 6 rows, so its
+ * fast packers serve both. Chosen at run time (tg_cpu_has_avx512). */
+#if TG_X86 && !defined(TG_DOUBLE)
+#define Z_MR 6
+#define Z_NR 32
+#define Z_MC 144
+#define Z_KC 256
+#define Z_NC 4064 /* a multiple of Z_NR */
+#define Z_FMA(r)                                     \
+    do {                                             \
+        __m512 ar_ = _mm512_set1_ps(a[r]);           \
+        z##r##0 = _mm512_fmadd_ps(ar_, b0, z##r##0); \
+        z##r##1 = _mm512_fmadd_ps(ar_, b1, z##r##1); \
+    } while (0)
+#define Z_STORE(r)                                                                 \
+    do {                                                                           \
+        float *cr_ = c + (size_t)(r)*ldc;                                          \
+        __m512 t0_ = _mm512_mul_ps(va, z##r##0), t1_ = _mm512_mul_ps(va, z##r##1); \
+        if (beta != 0) {                                                           \
+            t0_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_), t0_);                  \
+            t1_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_ + 16), t1_);             \
+        }                                                                          \
+        _mm512_storeu_ps(cr_, t0_);                                                \
+        _mm512_storeu_ps(cr_ + 16, t1_);                                           \
+    } while (0)
+#define Z_SPILL(r)                                    \
+    do {                                              \
+        _mm512_storeu_ps(t + (r)*Z_NR, z##r##0);      \
+        _mm512_storeu_ps(t + (r)*Z_NR + 16, z##r##1); \
+    } while (0)
+
+TG_AVX512 static void kernel_avx512(int kc, const float *a, const float *b, float *c, int ldc, float alpha, float beta,
+                                    int m, int n) {
+    for (int r = 0; r < m; r++) {
+        __builtin_prefetch(c + (size_t)r * ldc, 1);
+        __builtin_prefetch(c + (size_t)r * ldc + Z_NR - 1, 1);
+    }
+    __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps(), z11 = _mm512_setzero_ps();
+    __m512 z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps(), z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps();
+    __m512 z40 = _mm512_setzero_ps(), z41 = _mm512_setzero_ps(), z50 = _mm512_setzero_ps(), z51 = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int k = 0; k < kc; k++, a += Z_MR, b += Z_NR) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        Z_FMA(0);
+        Z_FMA(1);
+        Z_FMA(2);
+        Z_FMA(3);
+        Z_FMA(4);
+        Z_FMA(5);
+    }
+    if (m == Z_MR && n == Z_NR) {
+        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+        Z_STORE(0);
+        Z_STORE(1);
+        Z_STORE(2);
+        Z_STORE(3);
+        Z_STORE(4);
+        Z_STORE(5);
+    } else {
+        _Alignas(64) float t[Z_MR * Z_NR];
+        Z_SPILL(0);
+        Z_SPILL(1);
+        Z_SPILL(2);
+        Z_SPILL(3);
+        Z_SPILL(4);
+        Z_SPILL(5);
+        store_tile(t, Z_NR, m, n, alpha, beta, c, ldc);
+    }
+}
+#undef Z_FMA
+#undef Z_STORE
+#undef Z_SPILL
+#endif
+
 /* ---- run-time dispatch ------------------------------------------------------ */
 typedef void (*kernel_fn)(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc, tg_real alpha, tg_real beta,
                           int m, int n);
@@ -526,8 +602,12 @@ static const gemm_isa isa_portable = {kernel_portable, PORT_MR, PORT_NR, PORT_MC
 #if TG_X86
 static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, AVX_NC};
 #endif
+#if TG_X86 && !defined(TG_DOUBLE)
+static const gemm_isa isa_avx512 = {kernel_avx512, Z_MR, Z_NR, Z_MC, Z_KC, Z_NC};
+#endif
 
-/* 0: pick from the CPU, 1: force the portable kernels (tests, benchmarks). */
+/* 0: pick from the CPU, 1: force the portable kernels, 2: AVX2 at most
+ * (tests, benchmarks). */
 static int g_force_portable;
 int tg__gemm_force_portable(int on) {
     int old = g_force_portable;
@@ -535,7 +615,8 @@ int tg__gemm_force_portable(int on) {
     return old;
 }
 
-static bool have_avx2(void) { return !g_force_portable && tg_cpu_has_avx2(); }
+static bool have_avx2(void) { return g_force_portable != 1 && tg_cpu_has_avx2(); }
+static bool have_avx512(void) { return g_force_portable == 0 && tg_cpu_has_avx512(); }
 
 /* ---- packing buffers: thread-local, grown on demand, never shrunk ---------- */
 static _Thread_local void *ws_raw;
@@ -656,7 +737,7 @@ static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int
 static void pack_a_isa(const gemm_isa *isa, bool trans, int mc, int kc, const tg_real *A, int lda, int i0, int k0,
                        tg_real *dst) {
 #if TG_X86 && !defined(TG_DOUBLE)
-    if (isa == &isa_avx2) {
+    if (isa == &isa_avx2 || isa == &isa_avx512) { /* both take 6-row micro-panels */
         if (trans)
             pack_at_avx2(mc, kc, A, lda, i0, k0, dst);
         else
@@ -771,6 +852,12 @@ void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, c
         gemm_direct(avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
+#if TG_X86 && !defined(TG_DOUBLE)
+    if (have_avx512()) {
+        gemm_blocked(&isa_avx512, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#endif
 #if TG_X86
     if (avx2) {
         gemm_blocked(&isa_avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

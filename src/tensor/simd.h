@@ -11,12 +11,16 @@
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define TG_X86 1
 #include <immintrin.h>
-#define TG_AVX2 __attribute__((target("avx2,fma")))
+#define TG_AVX2   __attribute__((target("avx2,fma")))
+#define TG_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #else
 #define TG_X86 0
 #endif
 
 /* true when the CPU has AVX2 and FMA (asked once, then cached). */
 bool tg_cpu_has_avx2(void);
+/* true when the CPU (and the OS, which must save the zmm registers) has
+ * AVX-512F besides AVX2 and FMA. */
+bool tg_cpu_has_avx512(void);
 
 #endif

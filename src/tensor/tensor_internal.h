@@ -24,7 +24,8 @@ void tg__persistent_account(long long delta);
 void tg__on_release_all(void (*fn)(void));
 
 /* Test switches: force the portable twin of a hand-written AVX2 kernel
- * (1) or pick from the CPU again (0); each returns the previous setting. */
+ * (1) or pick from the CPU again (0); each returns the previous setting.
+ * The GEMM's also takes 2: AVX2 at most (no AVX-512 kernel). */
 int tg__gemm_force_portable(int on);         /* gemm.c */
 int tg__dropout_mask_force_portable(int on); /* dropout_mask.c */
 /* Pretend that many other threads are runnable on the machine (-1: read
