@@ -6,6 +6,7 @@
 #include "autograd/autograd.h"
 #include "tensor/params.h"
 #include "nn/nn.h"
+#include "nn/decoder.h"
 #include "nn/train.h"
 #include "io/file.h"
 #include "io/safetensors.h"

@@ -20,6 +20,7 @@ F(tanh, tg_tanh(in[0]))
 F(sigmoid, tg_sigmoid(in[0]))
 F(relu, tg_relu(in[0]))
 F(gelu, tg_gelu(in[0]))
+F(gelu_tanh, tg_gelu_tanh(in[0]))
 F(pow, tg_pow_scalar(in[0], (tg_real)GC_ARG(ctx, 0) / 2))
 F(add_scalar, tg_add_scalar(in[0], 1.5))
 F(mul_scalar, tg_mul_scalar(in[0], -0.7))
@@ -84,6 +85,8 @@ const gc_case gc_cases_ops[] = {
     C1("relu", "(2,1,3)", relu, 3, 2, 1, 3),
     C1("gelu", "(3,4)", gelu, 2, 3, 4),
     C1("gelu", "(6)", gelu, 1, 6),
+    C1("gelu_tanh", "(3,4)", gelu_tanh, 2, 3, 4),
+    C1("gelu_tanh", "(2,1,5)", gelu_tanh, 3, 2, 1, 5),
     {"pow_scalar", "(3,4)^2.5", f_pow, 1, {2}, {{3, 4}}, {5}, 1, {0}},
     {"pow_scalar", "(2,2)^-1", f_pow, 1, {2}, {{2, 2}}, {-2}, 1, {0}},
     C1("add_scalar", "(2,3)+1.5", add_scalar, 2, 2, 3),

@@ -72,6 +72,9 @@ tg_tensor *tg_tanh(tg_tensor *a);
 tg_tensor *tg_sigmoid(tg_tensor *a);
 tg_tensor *tg_relu(tg_tensor *a);
 tg_tensor *tg_gelu(tg_tensor *a); /* exact erf form, as torch's default */
+/* GPT-2's tanh form, torch's gelu(approximate='tanh'):
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+tg_tensor *tg_gelu_tanh(tg_tensor *a);
 tg_tensor *tg_pow_scalar(tg_tensor *a, tg_real p);
 tg_tensor *tg_add(tg_tensor *a, tg_tensor *b); /* NumPy broadcasting */
 tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b);

@@ -53,12 +53,12 @@ bool tg_grad_share(tg_tensor *t, const tg_tensor *g);
 /* Every op's descriptor, defined in its ops_<family>.c and listed in
  * tg_op_table (ops_table.c) in this order. */
 /* clang-format off: a table, aligned by column */
-#define TG_OPS(X)                                                                                                 \
-    /* ops_unary.c */ X(neg) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) X(pow_scalar) X(add_scalar) \
-        X(mul_scalar) /* ops_binary.c */ X(add) X(sub) X(mul) X(div) /* ops_reduce.c */ X(sum) X(mean)            \
-            X(max) /* ops_matmul.c */ X(matmul) /* ops_softmax.c */ X(softmax)                                    \
-                X(log_softmax) /* ops_shape.c */ X(reshape) X(permute) X(slice) X(concat)                         \
-                    X(gather_rows) /* fused ops used by src/nn, one file each (ops_<name>.c) */                   \
+#define TG_OPS(X)                                                                                                    \
+    /* ops_unary.c */ X(neg) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) X(gelu_tanh) X(pow_scalar)     \
+        X(add_scalar) X(mul_scalar) /* ops_binary.c */ X(add) X(sub) X(mul) X(div) /* ops_reduce.c */ X(sum) X(mean) \
+            X(max) /* ops_matmul.c */ X(matmul) /* ops_softmax.c */ X(softmax)                                       \
+                X(log_softmax) /* ops_shape.c */ X(reshape) X(permute) X(slice) X(concat)                            \
+                    X(gather_rows) /* fused ops used by src/nn, one file each (ops_<name>.c) */                      \
         X(dropout) X(masked_softmax) X(sparsemax) X(layer_norm) X(cross_entropy) X(attention)
 /* clang-format on */
 

@@ -1,0 +1,579 @@
+/* The GPT-2 decoder of nanoGPT's model.py, built from public ops (see
+ * decoder.h for the architecture, the names and the tied head).
+ *
+ * One block, for x [B, T, d], h heads of size hd = d / h:
+ *   qkv = c_attn(ln_1(x))                         [B, T, 3d]: q | k | v
+ *   [B, T, 3, h, hd] -> permute (2,0,3,1,4) -> [3, B h, T, hd]: q, k, v are
+ *       its three slices along axis 0 (one copy for all heads)
+ *   y = softmax(q k^T / sqrt(hd) + causal) v      [B h, T, hd] (tg_attention)
+ *   [B, h, T, hd] -> permute (0,2,1,3) -> [B, T, d]
+ *   x = x + drop(attn.c_proj(y)),  x = x + drop(mlp.c_proj(gelu(mlp.c_fc(ln_2(x)))))
+ * The same function runs a block with a KV cache: the new keys and values
+ * are copied into the cache at their positions and the queries attend to
+ * every cached key before them. */
+#include "decoder.h"
+
+#include "../io/checkpoint.h"
+#include "../io/safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define INIT_STD 0.02 /* GPT-2's init of every Linear and Embedding weight */
+#define LN_EPS   1e-5 /* nanoGPT's LayerNorm */
+
+tg_decoder_config tg_decoder_config_default(int vocab_size, int block_size, int n_layer, int n_head, int n_embd) {
+    return (tg_decoder_config){.vocab_size = vocab_size,
+                               .block_size = block_size,
+                               .n_layer = n_layer,
+                               .n_head = n_head,
+                               .n_embd = n_embd,
+                               .dropout = 0,
+                               .bias = true,
+                               .pos = TG_DEC_POS_LEARNED,
+                               .gelu = TG_DEC_GELU_TANH};
+}
+
+/* ---- construction ------------------------------------------------------------ */
+
+/* A Linear with GPT-2's init: weight N(0, std^2), bias 0. */
+static tg_linear *linear_new(int in, int out, bool bias, tg_real std, tg_rng *rng) {
+    tg_linear *l = tg_linear_new(in, out, bias, rng);
+    if (!l) return NULL;
+    tg_fill_normal(l->weight, 0, std, rng);
+    if (l->bias) memset(l->bias->data, 0, sizeof(tg_real) * (size_t)out);
+    return l;
+}
+
+/* A LayerNorm (weight 1, bias 0); without bias, as nanoGPT's bias=False,
+ * the bias stays a constant zero that is neither trained nor listed. */
+static tg_layernorm *layernorm_new(int d, bool bias) {
+    tg_layernorm *ln = tg_layernorm_new(d, (tg_real)LN_EPS);
+    if (ln && !bias) tg_set_requires_grad(ln->bias, false);
+    return ln;
+}
+
+static void block_free(tg_decoder_block *b) {
+    if (!b) return;
+    tg_layernorm_free(b->ln_1);
+    tg_layernorm_free(b->ln_2);
+    tg_linear_free(b->c_attn);
+    tg_linear_free(b->attn_proj);
+    tg_linear_free(b->c_fc);
+    tg_linear_free(b->mlp_proj);
+    tg_dot_attention_free(b->attn);
+    tg_dropout_free(b->resid_drop);
+    tg_dropout_free(b->mlp_drop);
+    tg_sys_free(b);
+}
+
+static tg_decoder_block *block_new(const tg_decoder_config *c, tg_rng *rng) {
+    tg_decoder_block *b = tg_sys_calloc(1, sizeof *b);
+    if (!b) {
+        tg_set_error("decoder: out of memory");
+        return NULL;
+    }
+    int d = c->n_embd;
+    /* GPT-2: the residual projections are scaled by 1/sqrt(N), N = 2
+     * n_layer residual branches, so the residual stream's variance at init
+     * does not grow with depth. */
+    tg_real resid_std = (tg_real)(INIT_STD / sqrt(2.0 * c->n_layer));
+    bool ok = (b->ln_1 = layernorm_new(d, c->bias)) && (b->c_attn = linear_new(d, 3 * d, c->bias, INIT_STD, rng)) &&
+              (b->attn_proj = linear_new(d, d, c->bias, resid_std, rng)) &&
+              (b->attn = tg_dot_attention_new(c->dropout, rng)) && (b->resid_drop = tg_dropout_new(c->dropout, rng)) &&
+              (b->ln_2 = layernorm_new(d, c->bias)) && (b->c_fc = linear_new(d, 4 * d, c->bias, INIT_STD, rng)) &&
+              (b->mlp_proj = linear_new(4 * d, d, c->bias, resid_std, rng)) &&
+              (b->mlp_drop = tg_dropout_new(c->dropout, rng));
+    if (!ok) {
+        block_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static bool check_config(const tg_decoder_config *c) {
+    if (c->vocab_size <= 0 || c->block_size <= 0 || c->n_layer <= 0 || c->n_head <= 0 || c->n_embd <= 0) {
+        tg_set_error("decoder: vocab_size %d, block_size %d, n_layer %d, n_head %d and n_embd %d must be positive",
+                     c->vocab_size, c->block_size, c->n_layer, c->n_head, c->n_embd);
+        return false;
+    }
+    if (c->n_embd % c->n_head != 0) {
+        tg_set_error("decoder: n_head %d does not divide n_embd %d", c->n_head, c->n_embd);
+        return false;
+    }
+    if (c->n_embd > (1 << 28) || (int64_t)c->vocab_size * c->n_embd > ((int64_t)1 << 40)) {
+        tg_set_error("decoder: n_embd %d with vocab_size %d is too large", c->n_embd, c->vocab_size);
+        return false;
+    }
+    if (c->pos != TG_DEC_POS_LEARNED) {
+        tg_set_error("decoder: unknown position kind %d", (int)c->pos);
+        return false;
+    }
+    if (c->gelu != TG_DEC_GELU_TANH && c->gelu != TG_DEC_GELU_ERF) {
+        tg_set_error("decoder: unknown gelu kind %d", (int)c->gelu);
+        return false;
+    }
+    return tg_check_dropout("decoder", c->dropout);
+}
+
+tg_decoder *tg_decoder_new(const tg_decoder_config *cfg, tg_rng *rng) {
+    if (!cfg || !rng) {
+        tg_set_error("decoder: NULL %s", !cfg ? "config" : "rng");
+        return NULL;
+    }
+    if (!check_config(cfg)) return NULL;
+    tg_decoder *m = tg_sys_calloc(1, sizeof *m);
+    if (!m) {
+        tg_set_error("decoder: out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg;
+    m->training = true;
+    int d = cfg->n_embd;
+    bool ok = (m->wte = tg_embedding_new(cfg->vocab_size, d, (tg_real)INIT_STD, rng)) &&
+              (m->wpe = tg_embedding_new(cfg->block_size, d, (tg_real)INIT_STD, rng)) &&
+              (m->drop = tg_dropout_new(cfg->dropout, rng));
+    if (ok) {
+        m->h = tg_sys_calloc((size_t)cfg->n_layer, sizeof *m->h);
+        if (!m->h) tg_set_error("decoder: out of memory");
+        ok = m->h != NULL;
+    }
+    for (int i = 0; ok && i < cfg->n_layer; i++) ok = (m->h[i] = block_new(cfg, rng)) != NULL;
+    if (ok) ok = (m->ln_f = layernorm_new(d, cfg->bias)) != NULL;
+    if (!ok) {
+        tg_decoder_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void tg_decoder_free(tg_decoder *m) {
+    if (!m) return;
+    tg_embedding_free(m->wte);
+    tg_embedding_free(m->wpe);
+    tg_dropout_free(m->drop);
+    if (m->h)
+        for (int i = 0; i < m->cfg.n_layer; i++) block_free(m->h[i]);
+    tg_sys_free(m->h);
+    tg_layernorm_free(m->ln_f);
+    tg_sys_free(m);
+}
+
+/* ---- forward ------------------------------------------------------------------ */
+
+/* The cache a block writes to and reads from, or NULL (a plain forward). */
+typedef struct {
+    tg_tensor *k, *v; /* [h, capacity, hd] */
+    int start;        /* position of the first new token */
+} block_cache;
+
+/* Keys or values of the new tokens, [h, T, hd] (B = 1), copied into the
+ * cache [h, capacity, hd] at rows start..start+T-1 of each head. */
+static void cache_write(tg_tensor *cache, const tg_tensor *x, int start) {
+    int h = x->shape[0], T = x->shape[1], hd = x->shape[2], cap = cache->shape[1];
+    for (int j = 0; j < h; j++)
+        memcpy(cache->data + ((size_t)j * cap + start) * hd, x->data + (size_t)j * T * hd,
+               sizeof(tg_real) * (size_t)T * hd);
+}
+
+/* The cached rows 0..len-1 of every head, [h, len, hd]. */
+static tg_tensor *cache_read(tg_tensor *cache, int len) {
+    return len == cache->shape[1] ? cache : tg_slice(cache, 1, 0, len);
+}
+
+static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x, int B, int T, block_cache *cache) {
+    int h = m->cfg.n_head, d = m->cfg.n_embd, hd = d / h;
+    tg_tensor *qkv = tg_linear_forward(b->c_attn, tg_layernorm_forward(b->ln_1, x));
+    qkv = tg_reshape(tg_permute(tg_reshape(qkv, TG_SHAPE(B, T, 3, h, hd)), (const int[]){2, 0, 3, 1, 4}),
+                     TG_SHAPE(3, B * h, T, hd));
+    tg_tensor *q = tg_reshape(tg_slice(qkv, 0, 0, 1), TG_SHAPE(B * h, T, hd));
+    tg_tensor *k = tg_reshape(tg_slice(qkv, 0, 1, 2), TG_SHAPE(B * h, T, hd));
+    tg_tensor *v = tg_reshape(tg_slice(qkv, 0, 2, 3), TG_SHAPE(B * h, T, hd));
+    if (!q || !k || !v) return NULL;
+    tg_mask mask = {.causal = true};
+    if (cache) {
+        cache_write(cache->k, k, cache->start);
+        cache_write(cache->v, v, cache->start);
+    }
+    if (cache && cache->start > 0) {
+        /* Query i (position start + i) sees keys 0..start+i: every cached
+         * one and the new ones up to itself. One new token sees them all.
+         * (From position 0 the plain causal mask is the same.) */
+        k = cache_read(cache->k, cache->start + T);
+        v = cache_read(cache->v, cache->start + T);
+        mask.causal = false;
+        if (T > 1) {
+            int *lens = tg_arena_alloc(sizeof(int) * (size_t)h * (size_t)T);
+            if (!lens) return NULL;
+            for (int j = 0; j < h; j++)
+                for (int i = 0; i < T; i++) lens[j * T + i] = cache->start + i + 1;
+            mask.lens = lens;
+            mask.lens_ndim = 2;
+        }
+    }
+    tg_tensor *y = tg_dot_attention_forward(b->attn, q, k, v, mask); /* [B h, T, hd] */
+    y = tg_reshape(tg_permute(tg_reshape(y, TG_SHAPE(B, h, T, hd)), (const int[]){0, 2, 1, 3}), TG_SHAPE(B, T, d));
+    x = tg_add(x, tg_dropout_forward(b->resid_drop, tg_linear_forward(b->attn_proj, y)));
+    tg_tensor *f = tg_linear_forward(b->c_fc, tg_layernorm_forward(b->ln_2, x));
+    f = m->cfg.gelu == TG_DEC_GELU_ERF ? tg_gelu(f) : tg_gelu_tanh(f);
+    return tg_add(x, tg_dropout_forward(b->mlp_drop, tg_linear_forward(b->mlp_proj, f)));
+}
+
+/* Checks tokens [B, T] at positions start..start+T-1 against the model. */
+static bool check_tokens(const char *op, const tg_decoder *m, const int *tokens, int B, int T, int start) {
+    if (!m || !tokens) {
+        tg_set_error("%s: NULL %s", op, !m ? "module" : "tokens");
+        return false;
+    }
+    if (B <= 0 || T <= 0) {
+        tg_set_error("%s: tokens (%d,%d): sizes must be positive", op, B, T);
+        return false;
+    }
+    if (start + T > m->cfg.block_size) {
+        if (start == 0)
+            tg_set_error("%s: sequence length %d exceeds block_size %d", op, T, m->cfg.block_size);
+        else
+            tg_set_error("%s: %d cached + %d new positions exceed block_size %d", op, start, T, m->cfg.block_size);
+        return false;
+    }
+    int V = m->cfg.vocab_size;
+    for (int64_t i = 0; i < (int64_t)B * T; i++)
+        if (tokens[i] < 0 || tokens[i] >= V) {
+            tg_set_error("%s: token %d at (%lld,%lld) is outside the vocabulary [0, %d)", op, tokens[i],
+                         (long long)(i / T), (long long)(i % T), V);
+            return false;
+        }
+    return true;
+}
+
+/* The model up to ln_f on tokens [B, T] at positions start..: [B, T, d],
+ * or only the last position's [B, 1, d] when last_only (nanoGPT's inference
+ * shortcut: the head is the largest product of a step). */
+static tg_tensor *hidden_forward(tg_decoder *m, const int *tokens, int B, int T, int start, tg_decoder_cache *c,
+                                 bool last_only) {
+    tg_tensor *wpe = m->wpe->weight;
+    tg_tensor *pos = start == 0 && T == m->cfg.block_size ? wpe : tg_slice(wpe, 0, start, start + T);
+    tg_tensor *x = tg_add(tg_embedding_forward(m->wte, tokens, TG_SHAPE(B, T)), pos); /* [B,T,d] + [T,d] */
+    x = tg_dropout_forward(m->drop, x);
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        block_cache bc = {c ? c->k[i] : NULL, c ? c->v[i] : NULL, start};
+        x = block_forward(m, m->h[i], x, B, T, c ? &bc : NULL);
+    }
+    if (last_only && T > 1) x = tg_slice(x, 1, T - 1, T);
+    return tg_layernorm_forward(m->ln_f, x);
+}
+
+/* hidden_forward, then the tied head: logits = x wte^T. */
+static tg_tensor *model_forward(tg_decoder *m, const int *tokens, int B, int T, int start, tg_decoder_cache *c,
+                                bool last_only) {
+    return tg_matmul_t(hidden_forward(m, tokens, B, T, start, c, last_only), m->wte->weight, false, true);
+}
+
+tg_tensor *tg_decoder_hidden(tg_decoder *m, const int *tokens, int B, int T) {
+    if (!check_tokens("decoder_hidden", m, tokens, B, T, 0)) return NULL;
+    return hidden_forward(m, tokens, B, T, 0, NULL, false);
+}
+
+tg_tensor *tg_decoder_forward(tg_decoder *m, const int *tokens, int B, int T) {
+    if (!check_tokens("decoder_forward", m, tokens, B, T, 0)) return NULL;
+    return model_forward(m, tokens, B, T, 0, NULL, false);
+}
+
+tg_tensor *tg_decoder_loss(tg_decoder *m, const int *tokens, const int *targets, int B, int T) {
+    if (!check_tokens("decoder_loss", m, tokens, B, T, 0)) return NULL;
+    if (!targets) {
+        tg_set_error("decoder_loss: NULL targets");
+        return NULL;
+    }
+    return tg_cross_entropy(model_forward(m, tokens, B, T, 0, NULL, false), targets, NULL, -1);
+}
+
+/* ---- parameters, checkpoints ---------------------------------------------------- */
+
+static int linear_params(tg_linear *l, tg_params *p, const char *prefix, const char *name) {
+    char b[TG_PARAM_NAME_MAX];
+    return tg_param_name(b, prefix, name) || tg_linear_params(l, p, b) ? -1 : 0;
+}
+
+/* weight, and bias unless the model has none (nanoGPT's bias=False). */
+static int layernorm_params(tg_layernorm *ln, bool bias, tg_params *p, const char *prefix, const char *name) {
+    char b[TG_PARAM_NAME_MAX];
+    if (tg_param_name(b, prefix, name) || tg_params_add(p, b, "weight", ln->weight)) return -1;
+    return bias ? tg_params_add(p, b, "bias", ln->bias) : 0;
+}
+
+int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix) {
+    char tr[TG_PARAM_NAME_MAX], b[TG_PARAM_NAME_MAX], blk[TG_PARAM_NAME_MAX], index[16];
+    if (!m) {
+        tg_set_error("decoder_params: NULL module");
+        return -1;
+    }
+    bool bias = m->cfg.bias;
+    if (tg_param_name(tr, prefix, "transformer")) return -1;
+    if (tg_param_name(b, tr, "wte") || tg_embedding_params(m->wte, p, b)) return -1;
+    if (tg_param_name(b, tr, "wpe") || tg_embedding_params(m->wpe, p, b)) return -1;
+    if (tg_param_name(b, tr, "h")) return -1;
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        tg_decoder_block *k = m->h[i];
+        snprintf(index, sizeof index, "%d", i);
+        if (tg_param_name(blk, b, index) || layernorm_params(k->ln_1, bias, p, blk, "ln_1") ||
+            linear_params(k->c_attn, p, blk, "attn.c_attn") || linear_params(k->attn_proj, p, blk, "attn.c_proj") ||
+            layernorm_params(k->ln_2, bias, p, blk, "ln_2") || linear_params(k->c_fc, p, blk, "mlp.c_fc") ||
+            linear_params(k->mlp_proj, p, blk, "mlp.c_proj"))
+            return -1;
+    }
+    return layernorm_params(m->ln_f, bias, p, tr, "ln_f");
+}
+
+int tg_decoder_state_dict(tg_decoder *m, tg_params *p, const char *prefix) {
+    if (tg_decoder_params(m, p, prefix)) return -1;
+    return tg_params_add(p, prefix, "lm_head.weight", m->wte->weight);
+}
+
+int64_t tg_decoder_num_params(tg_decoder *m) {
+    tg_params p;
+    tg_params_init(&p);
+    int64_t n = tg_decoder_params(m, &p, NULL) ? -1 : tg_params_numel(&p);
+    tg_params_free(&p);
+    return n;
+}
+
+int tg_decoder_save(tg_decoder *m, const char *path, const char *metadata_json) {
+    if (!m) {
+        tg_set_error("decoder_save: NULL module");
+        return -1;
+    }
+    tg_params p;
+    tg_params_init(&p);
+    int rc = tg_decoder_state_dict(m, &p, NULL) ? -1 : tg_checkpoint_save(path, &p, metadata_json);
+    tg_params_free(&p);
+    return rc;
+}
+
+/* True when tensors i and j of st hold the same values (after conversion). */
+static int same_values(const tg_safetensors *st, int i, int j, bool *same) {
+    const tg_st_entry *a = &st->entries[i], *b = &st->entries[j];
+    *same = a->ndim == b->ndim && a->numel == b->numel;
+    for (int k = 0; *same && k < a->ndim; k++) *same = a->shape[k] == b->shape[k];
+    if (!*same) return 0;
+    tg_real *x = tg_sys_alloc(sizeof(tg_real) * (size_t)(a->numel ? a->numel : 1));
+    tg_real *y = tg_sys_alloc(sizeof(tg_real) * (size_t)(a->numel ? a->numel : 1));
+    int rc = x && y && !tg_safetensors_read(st, i, x) && !tg_safetensors_read(st, j, y) ? 0 : -1;
+    if (rc == 0) *same = memcmp(x, y, sizeof(tg_real) * (size_t)a->numel) == 0;
+    tg_sys_free(x);
+    tg_sys_free(y);
+    return rc;
+}
+
+int tg_decoder_load(tg_decoder *m, const char *path) {
+    if (!m || !path) {
+        tg_set_error("decoder_load: NULL %s", !m ? "module" : "path");
+        return -1;
+    }
+    /* Which names the tied weight has in the file decides the list that
+     * tg_checkpoint_load (strict, all checks before any copy) fills. */
+    tg_safetensors st;
+    if (tg_safetensors_open(path, &st)) return -1;
+    int iw = tg_safetensors_find(&st, "transformer.wte.weight"), ih = tg_safetensors_find(&st, "lm_head.weight");
+    bool same = true;
+    int rc = iw >= 0 && ih >= 0 ? same_values(&st, iw, ih, &same) : 0;
+    tg_safetensors_close(&st);
+    if (rc) {
+        tg_set_error("decoder_load: %s: out of memory comparing the tied weights", path);
+        return -1;
+    }
+    if (!same) {
+        tg_set_error("decoder_load: %s: transformer.wte.weight and lm_head.weight differ, but the model ties "
+                     "them (one tensor)",
+                     path);
+        return -1;
+    }
+    tg_params p;
+    tg_params_init(&p);
+    rc = iw >= 0 && ih >= 0 ? tg_decoder_state_dict(m, &p, NULL) : tg_decoder_params(m, &p, NULL);
+    if (!rc && iw < 0 && ih >= 0) /* saved by safetensors.torch.save_model: the head's name only */
+        snprintf(p.items[0].name, sizeof p.items[0].name, "%s", "lm_head.weight");
+    if (!rc) rc = tg_checkpoint_load(path, &p);
+    tg_params_free(&p);
+    return rc;
+}
+
+/* ---- modes, attention weights ---------------------------------------------------- */
+
+void tg_decoder_train(tg_decoder *m, bool on) {
+    if (!m) return;
+    m->training = on;
+    tg_dropout_train(m->drop, on);
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        tg_dot_attention_train(m->h[i]->attn, on);
+        tg_dropout_train(m->h[i]->resid_drop, on);
+        tg_dropout_train(m->h[i]->mlp_drop, on);
+    }
+}
+
+void tg_decoder_record_attention(tg_decoder *m, bool on) {
+    if (!m) return;
+    for (int i = 0; i < m->cfg.n_layer; i++) tg_dot_attention_record(m->h[i]->attn, on);
+}
+
+tg_tensor *tg_decoder_attention_weights(const tg_decoder *m, int layer, int head) {
+    if (!m) {
+        tg_set_error("decoder_attention_weights: NULL module");
+        return NULL;
+    }
+    if (layer < 0 || layer >= m->cfg.n_layer) {
+        tg_set_error("decoder_attention_weights: layer %d is outside [0, %d)", layer, m->cfg.n_layer);
+        return NULL;
+    }
+    int h = m->cfg.n_head;
+    if (head < 0 || head >= h) {
+        tg_set_error("decoder_attention_weights: head %d is outside [0, %d)", head, h);
+        return NULL;
+    }
+    const tg_dot_attention *a = m->h[layer]->attn;
+    const tg_tensor *w = a->attention_weights; /* [B h, T, K], row b h + head */
+    if (!a->record || !w) {
+        tg_set_error("decoder_attention_weights: no weights recorded (tg_decoder_record_attention, then a forward)");
+        return NULL;
+    }
+    int B = w->shape[0] / h, Q = w->shape[1], K = w->shape[2];
+    tg_tensor *out = tg_empty_arena(TG_SHAPE(B, Q, K));
+    if (!out) return NULL;
+    size_t n = (size_t)Q * (size_t)K;
+    for (int b = 0; b < B; b++) memcpy(out->data + b * n, w->data + ((size_t)b * h + head) * n, sizeof(tg_real) * n);
+    return out;
+}
+
+/* ---- KV cache ----------------------------------------------------------------- */
+
+tg_decoder_cache *tg_decoder_cache_new(const tg_decoder *m) {
+    if (!m) {
+        tg_set_error("decoder_cache_new: NULL module");
+        return NULL;
+    }
+    const tg_decoder_config *cfg = &m->cfg;
+    tg_decoder_cache *c = tg_sys_calloc(1, sizeof *c);
+    if (c) {
+        c->k = tg_sys_calloc((size_t)cfg->n_layer, sizeof *c->k);
+        c->v = tg_sys_calloc((size_t)cfg->n_layer, sizeof *c->v);
+    }
+    if (!c || !c->k || !c->v) {
+        tg_set_error("decoder_cache_new: out of memory");
+        tg_decoder_cache_free(c);
+        return NULL;
+    }
+    c->n_layer = cfg->n_layer;
+    c->n_head = cfg->n_head;
+    c->head_dim = cfg->n_embd / cfg->n_head;
+    c->capacity = cfg->block_size;
+    for (int i = 0; i < c->n_layer; i++) {
+        c->k[i] = tg_empty_persistent(TG_SHAPE(c->n_head, c->capacity, c->head_dim));
+        c->v[i] = tg_empty_persistent(TG_SHAPE(c->n_head, c->capacity, c->head_dim));
+        if (!c->k[i] || !c->v[i]) {
+            tg_decoder_cache_free(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+void tg_decoder_cache_reset(tg_decoder_cache *c) {
+    if (c) c->len = 0;
+}
+
+void tg_decoder_cache_free(tg_decoder_cache *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n_layer; i++) {
+        if (c->k) tg_free(c->k[i]);
+        if (c->v) tg_free(c->v[i]);
+    }
+    tg_sys_free(c->k);
+    tg_sys_free(c->v);
+    tg_sys_free(c);
+}
+
+static tg_tensor *forward_cached(tg_decoder *m, tg_decoder_cache *c, const int *tokens, int n, bool last_only) {
+    if (!c) {
+        tg_set_error("decoder_forward_cached: NULL cache");
+        return NULL;
+    }
+    if (!check_tokens("decoder_forward_cached", m, tokens, 1, n, c->len)) return NULL;
+    int hd = m->cfg.n_embd / m->cfg.n_head;
+    if (c->n_layer != m->cfg.n_layer || c->n_head != m->cfg.n_head || c->head_dim != hd ||
+        c->capacity != m->cfg.block_size) {
+        tg_set_error("decoder_forward_cached: the cache (%d layers, %d heads of %d, %d positions) was made for "
+                     "another model",
+                     c->n_layer, c->n_head, c->head_dim, c->capacity);
+        return NULL;
+    }
+    bool grad = tg_set_grad_enabled(false);
+    tg_tensor *logits = model_forward(m, tokens, 1, n, c->len, c, last_only);
+    tg_set_grad_enabled(grad);
+    if (logits) c->len += n;
+    return logits;
+}
+
+tg_tensor *tg_decoder_forward_cached(tg_decoder *m, tg_decoder_cache *c, const int *tokens, int n) {
+    return forward_cached(m, c, tokens, n, false);
+}
+
+/* ---- generation ------------------------------------------------------------------ */
+
+int tg_decoder_generate(tg_decoder *m, const int *prompt, int n_prompt, int n_new, tg_real temperature, int top_k,
+                        uint64_t seed, int *out) {
+    if (!m || !prompt || (!out && n_new > 0)) {
+        tg_set_error("decoder_generate: NULL %s", !m ? "module" : !prompt ? "prompt" : "out");
+        return -1;
+    }
+    if (n_prompt < 1 || n_new < 0) {
+        tg_set_error("decoder_generate: %d prompt tokens (need at least 1) and %d new ones (not negative)", n_prompt,
+                     n_new);
+        return -1;
+    }
+    if (!(temperature >= 0)) {
+        tg_set_error("decoder_generate: temperature %g must be 0 (greedy) or positive", (double)temperature);
+        return -1;
+    }
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= m->cfg.vocab_size) {
+            tg_set_error("decoder_generate: prompt token %d at %d is outside the vocabulary [0, %d)", prompt[i], i,
+                         m->cfg.vocab_size);
+            return -1;
+        }
+    if (n_new == 0) return 0;
+    int bs = m->cfg.block_size;
+    int *seq = tg_sys_alloc(sizeof(int) * ((size_t)n_prompt + (size_t)n_new));
+    tg_decoder_cache *c = seq ? tg_decoder_cache_new(m) : NULL;
+    if (!c) {
+        if (!seq) tg_set_error("decoder_generate: out of memory");
+        tg_sys_free(seq);
+        return -1;
+    }
+    memcpy(seq, prompt, sizeof(int) * (size_t)n_prompt);
+    bool training = m->training;
+    tg_decoder_train(m, false);
+    tg_rng rng = tg_rng_new(seed);
+    int len = n_prompt, rc = 0;
+    for (int i = 0; i < n_new && rc == 0; i++) {
+        rc = tg_scope_begin();
+        tg_tensor *logits = NULL;
+        if (rc == 0 && i > 0 && c->len < bs) /* room in the cache: run the newest token alone */
+            logits = forward_cached(m, c, seq + len - 1, 1, true);
+        else if (rc == 0) {
+            /* First step, or the window slides: every position changes, so
+             * the cache is rebuilt from the last block_size tokens. */
+            int w = len < bs ? len : bs;
+            tg_decoder_cache_reset(c);
+            logits = forward_cached(m, c, seq + len - w, w, true);
+        }
+        int next = 0;
+        if (rc == 0 && (!logits || tg_sample(logits, temperature, top_k, &rng, &next))) rc = -1;
+        tg_scope_end();
+        if (rc == 0) seq[len++] = out[i] = next;
+    }
+    tg_decoder_train(m, training);
+    tg_decoder_cache_free(c);
+    tg_sys_free(seq);
+    return rc;
+}
