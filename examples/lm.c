@@ -127,8 +127,8 @@ static double now(void) {
  *   vocab_size, block_size, n_layer, n_head, n_embd, bias, gelu
  * and in a training state, the run's settings under their flags' names:
  *   data, seed, steps, batch, lr, min-lr, warmup, weight-decay, clip, accum, dropout. */
-static const char *const RUN_KEYS[] = {"seed",   "steps", "batch", "lr",    "min-lr",
-                                       "warmup", "weight-decay", "clip", "accum", "dropout"};
+static const char *const RUN_KEYS[] = {"seed",   "steps",        "batch", "lr",    "min-lr",
+                                       "warmup", "weight-decay", "clip",  "accum", "dropout"};
 enum { N_RUN_KEYS = sizeof RUN_KEYS / sizeof RUN_KEYS[0] };
 
 typedef struct {
@@ -204,10 +204,7 @@ static int expect_shape(const tg_safetensors *st, const char *path, const char *
 static int meta_value(const tg_safetensors *st, const char *path, const char *key, char *v, size_t cap) {
     long len = tg_safetensors_meta(st, key, v, cap);
     if (len <= 0 || len >= (long)cap) {
-        tg_set_error("%s: metadata '%s' is %s", path, key,
-                     len < 0    ? "missing"
-                     : len == 0 ? "empty"
-                                : "too long");
+        tg_set_error("%s: metadata '%s' is %s", path, key, len < 0 ? "missing" : len == 0 ? "empty" : "too long");
         return -1;
     }
     return 0;
@@ -219,8 +216,10 @@ static int meta_value(const tg_safetensors *st, const char *path, const char *ke
 static int config_from_file(const tg_safetensors *st, const char *path, const char *prefix, lm_config *c) {
     *c = (lm_config){0};
     const cli_opt keys[] = {
-        {"vocab_size", CLI_INT, &c->vocab, "", 2, 65536}, {"block_size", CLI_INT, &c->block, "", 2, 4096},
-        {"n_layer", CLI_INT, &c->layers, "", 1, LM_MAX_LAYERS}, {"n_head", CLI_INT, &c->heads, "", 1, 256},
+        {"vocab_size", CLI_INT, &c->vocab, "", 2, 65536},
+        {"block_size", CLI_INT, &c->block, "", 2, 4096},
+        {"n_layer", CLI_INT, &c->layers, "", 1, LM_MAX_LAYERS},
+        {"n_head", CLI_INT, &c->heads, "", 1, 256},
         {"n_embd", CLI_INT, &c->dim, "", 1, 8192},
     };
     char v[64], why[128];
@@ -394,8 +393,8 @@ typedef struct {
     char rng_names[LM_MAX_RNGS][32];
     int n_rngs, n_eval;
     int *x, *y;
-    float *train_loss;        /* per step (index step - 1) */
-    float *val_x, *val_y;     /* evaluations: step, loss */
+    float *train_loss;    /* per step (index step - 1) */
+    float *val_x, *val_y; /* evaluations: step, loss */
     int n_val;
 } run;
 
@@ -451,11 +450,11 @@ static int prepare_tokens(run *r) {
 static void collect_rngs(run *r) {
     tg_decoder *m = r->m;
     int n = 0;
-#define ADD(nm, g)                                                                                                     \
-    do {                                                                                                               \
-        snprintf(r->rng_names[n], sizeof r->rng_names[n], "%s", nm);                                                   \
-        r->rngs[n] = (tg_named_rng){r->rng_names[n], g};                                                               \
-        n++;                                                                                                           \
+#define ADD(nm, g)                                                   \
+    do {                                                             \
+        snprintf(r->rng_names[n], sizeof r->rng_names[n], "%s", nm); \
+        r->rngs[n] = (tg_named_rng){r->rng_names[n], g};             \
+        n++;                                                         \
     } while (0)
     ADD("data", tg_token_data_rng(r->d));
     ADD("drop", tg_dropout_rng(m->drop));
@@ -675,12 +674,10 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
     if (prepare_tokens(&r) != 0 || !(r.d = tg_token_data_open(r.tokens_path, 0.1, (uint64_t)p->seed))) goto fail;
     int vocab = r.d->vocab <= TG_BYTE_VOCAB ? TG_BYTE_VOCAB : r.d->vocab;
     if (o->resume && vocab > r.c.vocab) {
-        tg_set_error("%s: the data has tokens up to %d, the model's vocabulary is %d", o->resume, vocab - 1,
-                     r.c.vocab);
+        tg_set_error("%s: the data has tokens up to %d, the model's vocabulary is %d", o->resume, vocab - 1, r.c.vocab);
         goto fail;
     }
-    if (!o->resume)
-        r.c = (lm_config){vocab, p->block, p->layers, p->heads, p->dim, true, p->gelu};
+    if (!o->resume) r.c = (lm_config){vocab, p->block, p->layers, p->heads, p->dim, true, p->gelu};
     int B = p->batch, T = r.c.block;
     int64_t nval = tg_token_data_val_batches(r.d, B, T);
     if (r.d->n_train < T + 1 || nval < 1) {
@@ -699,7 +696,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
     collect_rngs(&r);
     if (o->resume) {
         if (tg_train_state_load(o->resume, &r.params, r.opt, &step, r.rngs, r.n_rngs) != 0) goto fail;
-        if (step > p->steps || (p->stop_after && step >= p->stop_after)) {
+        if (step >= p->steps || (p->stop_after && step >= p->stop_after)) {
             tg_set_error("%s: the run is already at step %lld of %d%s", o->resume, (long long)step, p->steps,
                          p->stop_after ? " (or past --stop-after)" : "");
             goto fail;
@@ -719,8 +716,8 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
     if (open_log(&r, step) != 0) goto fail;
 
     printf("data: %s, %lld tokens (%lld train, %lld validation; %d validation windows of %d per evaluation)\n",
-           r.tokens_path, (long long)r.d->n, (long long)r.d->n_train, (long long)(r.d->n - r.d->n_train),
-           r.n_eval * B, T);
+           r.tokens_path, (long long)r.d->n, (long long)r.d->n_train, (long long)(r.d->n - r.d->n_train), r.n_eval * B,
+           T);
     printf("model: GPT, V %d, T %d, %d layers, %d heads, d %d, %lld parameters; batch %d x %d accum, %d steps, "
            "AdamW lr %g -> %g (warm-up %d), weight decay %g, clip %g, dropout %g\n",
            r.c.vocab, T, r.c.layers, r.c.heads, r.c.dim, (long long)tg_decoder_num_params(r.m), B, p->accum, p->steps,
@@ -770,8 +767,8 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         tg_metrics mt = {step + 1, lr, loss, v, tok_s, gn};
         if (tg_metrics_log_write(r.log, &mt) != 0) goto fail;
         double el = now() - t0, done = (double)(step + 1 - first);
-        progress(&r, step + 1, loss, val, lr, (double)B * T * p->accum * done / el, el / done * (double)(end - step - 1),
-                 tty, evaluated);
+        progress(&r, step + 1, loss, val, lr, (double)B * T * p->accum * done / el,
+                 el / done * (double)(end - step - 1), tty, evaluated);
     }
     if (tty) fputc('\n', stderr);
     printf("trained steps %lld..%lld in %.1f s\n", (long long)first + 1, (long long)step, now() - t0);
