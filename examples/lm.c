@@ -49,11 +49,17 @@ static const char *const ABOUT =
     "logits of the prompt as .npy).";
 static const char *const SYNOPSIS = "[options]  |  --sample --load CKPT [--prompt TEXT ...]";
 
+/* The defaults train for about 100 s on 2 shared cores. Measured on the
+ * fortunes (val loss after the run, time of the run with evaluations):
+ *   2 layers, batch 32, lr 2e-3, 1200 steps   1.88 nats/byte   97 s
+ *   4 layers, batch 16, lr 2e-3, 1000 steps   2.08             78 s
+ *   4 layers, batch 32, lr 1e-3,  900 steps   2.10            139 s
+ * (d 128, 4 heads, T 64 each): at this budget more tokens beat more depth. */
 static int lm_options(options *o, cli_opt *opts) {
-    *o = (options){.steps = 800,
-                   .batch = 16,
+    *o = (options){.steps = 1200,
+                   .batch = 32,
                    .block = 64,
-                   .layers = 4,
+                   .layers = 2,
                    .heads = 4,
                    .dim = 128,
                    .warmup = 50,
@@ -63,8 +69,8 @@ static int lm_options(options *o, cli_opt *opts) {
                    .seed = 1,
                    .tokens = 300,
                    .top_k = 40,
-                   .lr = 1e-3,
-                   .min_lr = 1e-4,
+                   .lr = 2e-3,
+                   .min_lr = 2e-4,
                    .weight_decay = 0.1,
                    .clip = 1.0,
                    .dropout = 0,
@@ -545,15 +551,17 @@ static int open_log(run *r, int64_t start) {
 static int draw_losses(run *r) {
     char path[1100], title[160];
     snprintf(path, sizeof path, "%s/lm_loss.png", r->o.out);
-    snprintf(title, sizeof title, "GPT (%d layers, d %d, T %d) on %s: cross-entropy per byte", r->c.layers, r->c.dim,
-             r->c.block, r->o.data ? "your text" : "fortunes");
+    const char *name = r->o.data ? strrchr(r->o.data, '/') : NULL;
+    name = name ? name + 1 : r->o.data ? r->o.data : "Debian's fortunes";
+    snprintf(title, sizeof title, "GPT (%d layers, d %d, T %d) on %.60s: loss per %s", r->c.layers, r->c.dim,
+             r->c.block, name, r->c.vocab == TG_BYTE_VOCAB ? "byte" : "token");
     tg_series s[2] = {{"train", NULL, r->train_loss, r->o.steps}, {"validation", r->val_x, r->val_y, r->n_val}};
     /* Steps count from 1 on the x axis. */
     float *xs = malloc(sizeof(float) * (size_t)r->o.steps);
     if (!xs) return -1;
     for (int i = 0; i < r->o.steps; i++) xs[i] = (float)(i + 1);
     s[0].x = xs;
-    tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = "loss (nats/byte)"};
+    tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = "cross-entropy (nats)"};
     int rc = tg_viz_lineplot(path, s, r->n_val > 0 ? 2 : 1, &po);
     free(xs);
     if (rc != 0) {
@@ -721,7 +729,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
     printf("model: GPT, V %d, T %d, %d layers, %d heads, d %d, %lld parameters; batch %d x %d accum, %d steps, "
            "AdamW lr %g -> %g (warm-up %d), weight decay %g, clip %g, dropout %g\n",
            r.c.vocab, T, r.c.layers, r.c.heads, r.c.dim, (long long)tg_decoder_num_params(r.m), B, p->accum, p->steps,
-           p->lr, p->min_lr, p->warmup, p->weight_decay, p->clip, p->dropout);
+           p->lr, p->min_lr, p->warmup < p->steps ? p->warmup : p->steps, p->weight_decay, p->clip, p->dropout);
     if (step > 0) printf("resumed from %s at step %lld\n", o->resume, (long long)step);
     fflush(stdout);
 
