@@ -25,8 +25,7 @@ static void setup(void) {
     snprintf(dir, sizeof dir, "/tmp/tgrad-lm-resume-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
     snprintf(tokens, sizeof tokens, "%s/tokens.npy", dir);
-    cr_assert_eq(tg_tokens_from_text(TG_SRC_DIR "/tests/data/fortunes_excerpt.txt", tokens), 0, "%s",
-                 tg_last_error());
+    cr_assert_eq(tg_tokens_from_text(TG_SRC_DIR "/tests/data/fortunes_excerpt.txt", tokens), 0, "%s", tg_last_error());
 }
 static void teardown(void) {
     char cmd[128];
@@ -137,9 +136,8 @@ Test(lm_resume, extra_metadata_errors) {
     char path[128];
     snprintf(path, sizeof path, "%s/s.safetensors", dir);
     const char *bad[][2] = {
-        {"[\"a\"]", "one JSON object"},        {"{\"step\": \"9\"}", "\"step\""},
-        {"{\"rng.data\": \"1 2 3\"}", "rng."}, {"{\"a\": 1}", "metadata"},
-        {"{\"a\": \"1\",}", "metadata"},
+        {"[\"a\"]", "one JSON object"}, {"{\"step\": \"9\"}", "\"step\""}, {"{\"rng.data\": \"1 2 3\"}", "rng."},
+        {"{\"a\": 1}", "metadata"},     {"{\"a\": \"1\",}", "metadata"},
     };
     for (int i = 0; i < 5; i++) {
         cr_expect_eq(tg_train_state_save_meta(path, &r.params, r.opt, 0, r.rngs, r.n_rngs, bad[i][0]), -1, "%s",
@@ -148,8 +146,7 @@ Test(lm_resume, extra_metadata_errors) {
         cr_expect_neq(access(path, F_OK), 0, "nothing written for %s", bad[i][0]);
     }
     /* NULL and an empty object are no extra metadata. */
-    cr_expect_eq(tg_train_state_save_meta(path, &r.params, r.opt, 0, r.rngs, r.n_rngs, NULL), 0, "%s",
-                 tg_last_error());
+    cr_expect_eq(tg_train_state_save_meta(path, &r.params, r.opt, 0, r.rngs, r.n_rngs, NULL), 0, "%s", tg_last_error());
     cr_expect_eq(tg_train_state_save_meta(path, &r.params, r.opt, 0, r.rngs, r.n_rngs, " {} "), 0, "%s",
                  tg_last_error());
     run_free(&r);
