@@ -781,9 +781,10 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
     if (tty) fputc('\n', stderr);
     printf("trained steps %lld..%lld in %.1f s\n", (long long)first + 1, (long long)step, now() - t0);
 
-    char meta[2048];
+    char meta[4096];
     if (run_meta(meta, sizeof meta, &r.c, p) != 0) {
-        tg_set_error("--data path '%s' has a control character", p->data);
+        tg_set_error("--data path '%.200s' does not fit the checkpoint's metadata (a control character, or too long)",
+                     p->data);
         goto fail;
     }
     if (tg_train_state_save_meta(r.state_path, &r.params, r.opt, step, r.rngs, r.n_rngs, meta) != 0) goto fail;
