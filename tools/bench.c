@@ -685,6 +685,7 @@ static void measure_tgrad(env_info *e, row *r) {
     char *argv[16] = {(char *)e->self, "--workload", (char *)r->workload, "--threads", th};
     int n = 5;
     add_steps_args(e, r->workload, argv, &n, sb, wb);
+    if (is_gpt(r->workload)) argv[n++] = "--text", argv[n++] = (char *)gpt_text;
     argv[n] = NULL;
     r->ok = run_child(argv, NULL, out) == 0 && !isnan(value_of(out, "ms_per_step"));
     if (!r->ok) return;
@@ -717,6 +718,7 @@ static void measure_torch(env_info *e, row *r) {
                           "--variant",       gpt ? "nanogpt" : (char *)VARIANTS[v]};
         int n = 8;
         add_steps_args(e, r->workload, argv, &n, sb, wb);
+        if (gpt) argv[n++] = "--text", argv[n++] = (char *)gpt_text;
         argv[n] = NULL;
         if (run_child(argv, env, out) != 0 || isnan(value_of(out, "ms_per_step"))) {
             fprintf(stderr, "bench: PyTorch (%s %s) failed; going on with tgrad alone\n", e->python, e->script);
