@@ -220,6 +220,32 @@ Test(examples, lm_trains_samples_and_resumes, .timeout = 300) {
     cr_expect_eq(run("lm", "--resume run/train_state.safetensors --out run"), 1, "%s", out);
 }
 
+/* The bench's GPT workload writes what bench/gpt_interop.py compares with PyTorch. */
+Test(examples, bench_gpt_writes_init_and_losses, .timeout = 120) {
+    cr_assert_eq(run("bench", "--workload gpt-mini --steps 2 --warmup 1 --text '" TG_SRC_DIR
+                              "/tests/data/fortunes_excerpt.txt' --save-init init.safetensors --losses l.txt"),
+                 0, "%s", out);
+    cr_expect(strstr(out, "ms_per_step=") != NULL, "%s", out);
+    char path[256];
+    snprintf(path, sizeof path, "%s/init.safetensors", tmp);
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    cr_expect_geq(tg_safetensors_find(&st, "lm_head.weight"), 0);
+    cr_expect_geq(tg_safetensors_find(&st, "transformer.h.1.mlp.c_proj.weight"), 0);
+    tg_safetensors_close(&st);
+    snprintf(path, sizeof path, "%s/l.txt", tmp);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    double l[4];
+    int n = 0;
+    while (n < 4 && fscanf(f, "%lf", &l[n]) == 1) n++;
+    fclose(f);
+    cr_expect_eq(n, 3, "one loss per step, warm-up included");
+    cr_expect(fabs(l[0] - log(256.0)) < 0.1, "first loss %g is about ln 256 (N(0, 0.02) init)", l[0]);
+    cr_expect_eq(run("bench", "--workload gpt-mini --steps 2 --text missing.txt"), 1, "%s", out);
+    cr_expect(strstr(out, "missing.txt") != NULL, "%s", out);
+}
+
 Test(examples, every_program_has_help_and_rejects_bad_flags) {
     const char *progs[] = {"positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "lm"};
     for (int i = 0; i < 6; i++) {
