@@ -220,6 +220,22 @@ Test(examples, lm_trains_samples_and_resumes, .timeout = 300) {
     cr_expect_eq(run("lm", "--resume run/train_state.safetensors --out run"), 1, "%s", out);
 }
 
+/* --accum 2 of batch 2 draws the same windows as one batch of 4 (window i of
+ * the run from generator index i) and averages the same gradient. */
+Test(examples, lm_accumulation_equals_the_larger_batch, .timeout = 120) {
+    const char *common = "--data '" TG_SRC_DIR "/tests/data/fortunes_excerpt.txt' --steps 6 --block 16 --layers 1 "
+                         "--heads 2 --dim 16 --eval-every 3 --tokens 0";
+    char args[1024], first[256];
+    /* The same 16 validation windows: --eval-batches counts batches of --batch. */
+    snprintf(args, sizeof args, "%s --batch 4 --eval-batches 4 --out a", common);
+    cr_assert_eq(run("lm", args), 0, "%s", out);
+    snprintf(first, sizeof first, "%s", last_line());
+    snprintf(args, sizeof args, "%s --batch 2 --accum 2 --eval-batches 8 --out b", common);
+    cr_assert_eq(run("lm", args), 0, "%s", out);
+    cr_expect(strstr(out, "batch 2 x 2 accum") != NULL, "%s", out);
+    cr_expect_str_eq(last_line(), first);
+}
+
 /* The bench's GPT workload writes what bench/gpt_interop.py compares with PyTorch. */
 Test(examples, bench_gpt_writes_init_and_losses, .timeout = 120) {
     cr_assert_eq(run("bench", "--workload gpt-mini --steps 2 --warmup 1 --text '" TG_SRC_DIR
