@@ -128,8 +128,8 @@ static double now(void) {
 /* ---- checkpoint metadata ------------------------------------------------------
  * The model's sizes under nanoGPT's GPTConfig names, in both files
  * (lm_model.h), and in a training state, the run's settings under their
- * flags' names:
- *   data, seed, steps, batch, lr, min-lr, warmup, weight-decay, clip, accum, dropout. */
+ * flags' names, and the number of tokens it trains on:
+ *   data, data_tokens, seed, steps, batch, lr, min-lr, warmup, weight-decay, clip, accum, dropout. */
 static const char *const RUN_KEYS[] = {"seed",   "steps",        "batch", "lr",    "min-lr",
                                        "warmup", "weight-decay", "clip",  "accum", "dropout"};
 enum { N_RUN_KEYS = sizeof RUN_KEYS / sizeof RUN_KEYS[0] };
@@ -149,9 +149,10 @@ static int json_escape(char *buf, size_t cap, const char *s) {
 
 /* The training state's metadata: the model's and the run's. -1 when the
  * data path cannot be written as JSON. */
-static int run_meta(char *buf, size_t cap, const lm_config *c, const options *o) {
+static int run_meta(char *buf, size_t cap, const lm_config *c, const options *o, int64_t data_tokens) {
     model_meta(buf, cap, c);
     size_t n = strlen(buf) - 1; /* overwrite the closing brace */
+    n += (size_t)snprintf(buf + n, cap - n, ",\"data_tokens\":\"%lld\"", (long long)data_tokens);
     snprintf(buf + n, cap - n,
              ",\"seed\":\"%d\",\"steps\":\"%d\",\"batch\":\"%d\",\"lr\":\"%.17g\",\"min-lr\":\"%.17g\","
              "\"warmup\":\"%d\",\"weight-decay\":\"%.17g\",\"clip\":\"%.17g\",\"accum\":\"%d\",\"dropout\":\"%.17g\","
@@ -164,8 +165,17 @@ static int run_meta(char *buf, size_t cap, const lm_config *c, const options *o)
 
 /* A training state's run settings into o (the flags' rules and ranges). */
 static int run_from_file(const tg_safetensors *st, const char *path, options *o, const cli_opt *opts, int nopt,
-                         char *data, size_t data_cap) {
+                         char *data, size_t data_cap, int64_t *data_tokens) {
     char v[64], why[128];
+    char *end;
+    if (meta_value(st, path, "data_tokens", v, sizeof v)) return -1;
+    errno = 0;
+    long long nt = strtoll(v, &end, 10);
+    if (*end || errno || nt < 1) {
+        tg_set_error("%s: metadata 'data_tokens' is '%s'; expected a positive integer", path, v);
+        return -1;
+    }
+    *data_tokens = nt;
     for (int k = 0; k < N_RUN_KEYS; k++) {
         const cli_opt *opt = find_opt(opts, nopt, RUN_KEYS[k]);
         if (meta_value(st, path, RUN_KEYS[k], v, sizeof v)) return -1;
@@ -526,7 +536,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
     run r = {0};
     tg_params_init(&r.params);
     int rc = 1;
-    int64_t step = 0;
+    int64_t step = 0, data_tokens = 0;
     double val = NAN;
     /* A resumed run takes its model and settings from the training state
      * (into *o: the flags' table points there). */
@@ -534,7 +544,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         tg_safetensors st;
         if (tg_safetensors_open(o->resume, &st) != 0) goto fail;
         int bad = config_from_file(&st, o->resume, "model.", &r.c) ||
-                  run_from_file(&st, o->resume, o, opts, nopt, r.dir_data, sizeof r.dir_data);
+                  run_from_file(&st, o->resume, o, opts, nopt, r.dir_data, sizeof r.dir_data, &data_tokens);
         tg_safetensors_close(&st);
         if (bad) goto fail;
         o->block = r.c.block, o->layers = r.c.layers, o->heads = r.c.heads, o->dim = r.c.dim, o->gelu = r.c.gelu;
@@ -554,6 +564,12 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
     snprintf(r.log_path, sizeof r.log_path, "%s/metrics.jsonl", p->out);
     if (prepare_tokens(&r) != 0 || !(r.d = tg_token_data_open(r.tokens_path, 0.1, (uint64_t)p->seed))) goto fail;
     int vocab = r.d->vocab <= TG_BYTE_VOCAB ? TG_BYTE_VOCAB : r.d->vocab;
+    /* The same data, or the order of windows would not be the same. */
+    if (o->resume && r.d->n != data_tokens) {
+        tg_set_error("%s: the run trained on %lld tokens, %s holds %lld", o->resume, (long long)data_tokens,
+                     r.tokens_path, (long long)r.d->n);
+        goto fail;
+    }
     if (o->resume && vocab > r.c.vocab) {
         tg_set_error("%s: the data has tokens up to %d, the model's vocabulary is %d", o->resume, vocab - 1, r.c.vocab);
         goto fail;
@@ -655,7 +671,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
     printf("trained steps %lld..%lld in %.1f s\n", (long long)first + 1, (long long)step, now() - t0);
 
     char meta[4096];
-    if (run_meta(meta, sizeof meta, &r.c, p) != 0) {
+    if (run_meta(meta, sizeof meta, &r.c, p, r.d->n) != 0) {
         tg_set_error("--data path '%.200s' does not fit the checkpoint's metadata (a control character, or too long)",
                      p->data);
         goto fail;

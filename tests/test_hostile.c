@@ -230,6 +230,19 @@ Test(hostile, lm_load_rejects_crafted_metadata_quickly) {
                      out);
         cr_expect_not_null(strstr(out, pairs[i][2]), "%s", out);
     }
+
+    /* The data changed under a stopped run: its windows would not be the same. */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "head -c 4000 '%s/tests/data/fortunes_excerpt.txt' > '%s/t.txt'", TG_SRC_DIR, tmp);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(run(60, "lm",
+                     "--data t.txt --steps 4 --batch 2 --block 16 --layers 1 --heads 2 --dim 16 "
+                     "--eval-batches 2 --tokens 0 --stop-after 2 --out s"),
+                 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "head -c 3000 '%s/tests/data/fortunes_excerpt.txt' > '%s/t.txt'", TG_SRC_DIR, tmp);
+    cr_assert_eq(system(cmd), 0);
+    cr_expect_eq(run(60, "lm", "--resume s/train_state.safetensors --out s"), 1, "%s", out);
+    EXPECT_OUT("the run trained on 4000 tokens");
 }
 
 /* ---- no leak on the success and the error paths of every program ----------- */
