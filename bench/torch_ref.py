@@ -26,12 +26,15 @@ process (so peak RSS is per variant) and sets the thread environment
 Prints key=value lines; the last line is ms_per_step=<median>.
 """
 import argparse
+import json
 import math
 import os
 import resource
 import statistics
+import struct
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -177,8 +180,6 @@ class Model(nn.Module):
 # load_state_dict of a checkpoint without them fail); and the GELU is a
 # parameter: "tanh" is GPT-2's (tgrad's default), "erf" is model.py's nn.GELU().
 
-from dataclasses import dataclass
-
 
 @dataclass
 class GPTConfig:
@@ -310,9 +311,6 @@ class GPT(nn.Module):
 try:
     from safetensors.torch import load_file, save_file
 except ImportError:
-    import json
-    import struct
-
     _DTYPES = {"F32": torch.float32, "F64": torch.float64}
 
     def load_file(path):
@@ -347,8 +345,7 @@ except ImportError:
 
 
 def safetensors_metadata(path):
-    import json
-    import struct
+    """The "__metadata__" strings of a safetensors file ({} when it has none)."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         return json.loads(f.read(n)).get("__metadata__", {})
