@@ -151,10 +151,11 @@ clean:
 # PyTorch (installed first when missing; without it, tgrad's numbers alone),
 # written to BENCHMARKS.md. Takes several minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
-bench: $(BUILD)/bin/bench
+bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
 	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 5 >> BENCHMARKS.md
+	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
 # the float library single-threaded), each run FUZZ_S seconds from its seed

@@ -7,6 +7,11 @@ Workloads (the same as tools/bench.c):
   toy, mid   d2l's post-norm Transformer encoder + Linear(d, V), cross-entropy at
              every position, reversing random token sequences, Adam lr 1e-3,
              dropout 0.1. A step is zero_grad + forward + loss + backward + Adam.
+  gpt-mini   nanoGPT's GPT (model.py, written out below): V 256, T 64, 2 layers,
+             4 heads, d 128, batch 32; gpt-small: T 128, 4 layers, 8 heads, d 256,
+             batch 16. Byte windows of --text at the starts tools/bench.c uses
+             (gpt_batch), AdamW lr 3e-4, betas (0.9, 0.95), weight decay 0.1 on
+             matrices, no dropout. --init FILE starts from tgrad's weights.
   attn-T     one multi-head self-attention layer (d 64, 4 heads, batch 1,
              dropout 0.1) on a [1, T, 64] input: forward and backward of sum(out).
   gemm-n     C = A B, n x n float32 (torch.mm with out=).
@@ -21,12 +26,15 @@ process (so peak RSS is per variant) and sets the thread environment
 Prints key=value lines; the last line is ms_per_step=<median>.
 """
 import argparse
+import json
 import math
 import os
 import resource
 import statistics
+import struct
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -163,6 +171,244 @@ class Model(nn.Module):
         return self.head(X)
 
 
+# ---- nanoGPT's GPT (karpathy/nanoGPT model.py), for PyTorch < 2.0 ----------------
+# The same modules, names, initialisation (N(0, 0.02), residual projections
+# N(0, 0.02 / sqrt(2 L)), tied head) and forward as model.py. Two differences,
+# both invisible in a state_dict: torch 1.13 has no scaled_dot_product_attention,
+# so attention is model.py's manual branch, with its causal mask registered
+# non-persistent (model.py's persistent "attn.bias" buffers would make a strict
+# load_state_dict of a checkpoint without them fail); and the GELU is a
+# parameter: "tanh" is GPT-2's (tgrad's default), "erf" is model.py's nn.GELU().
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 64
+    vocab_size: int = 256
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+    bias: bool = True
+    gelu: str = "tanh"
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, input):
+        return nn.functional.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
+                             .view(1, 1, config.block_size, config.block_size), persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = nn.functional.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU(approximate="tanh" if config.gelu == "tanh" else "none")
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            wpe=nn.Embedding(config.block_size, config.n_embd),
+            drop=nn.Dropout(config.dropout),
+            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            ln_f=LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight   # weight tying
+        self.apply(self._init_weights)
+        for pn, p in self.named_parameters():
+            if pn.endswith("c_proj.weight"):
+                torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx, targets=None):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+        for block in self.transformer.h:
+            x = block(x)
+        x = self.transformer.ln_f(x)
+        logits = self.lm_head(x)
+        loss = None
+        if targets is not None:
+            loss = nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas):
+        """nanoGPT's: decay on every parameter of 2 or more dimensions, none on the rest."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
+
+
+# ---- safetensors: the package if installed, else the format read by hand ------
+# Debian 12 packages no python3-safetensors; the format is 8 bytes of header
+# length (little-endian), a JSON header (name -> dtype, shape, data_offsets;
+# "__metadata__" -> strings) and the raw little-endian data.
+try:
+    from safetensors.torch import load_file, save_file
+except ImportError:
+    _DTYPES = {"F32": torch.float32, "F64": torch.float64}
+
+    def load_file(path):
+        with open(path, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            data = f.read()
+        out = {}
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            a, b = info["data_offsets"]
+            t = torch.frombuffer(bytearray(data[a:b]), dtype=_DTYPES[info["dtype"]])
+            out[name] = t.reshape(info["shape"])
+        return out
+
+    def save_file(tensors, path, metadata=None):
+        header, offset, blobs = {}, 0, []
+        if metadata:
+            header["__metadata__"] = metadata
+        for name, t in tensors.items():
+            t = t.detach().contiguous().cpu()
+            b = t.numpy().tobytes()
+            header[name] = {"dtype": {torch.float32: "F32", torch.float64: "F64"}[t.dtype],
+                            "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
+            offset += len(b)
+            blobs.append(b)
+        h = json.dumps(header).encode()
+        h += b" " * (-len(h) % 8)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def safetensors_metadata(path):
+    """The "__metadata__" strings of a safetensors file ({} when it has none)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n)).get("__metadata__", {})
+
+
+GPTS = {
+    "gpt-mini": dict(V=256, T=64, B=32, L=2, heads=4, d=128),
+    "gpt-small": dict(V=256, T=128, B=16, L=4, heads=8, d=256),
+}
+
+
+def gpt_batch(text, window, B, T):
+    """B windows from window number `window` on: x, y [B, T] (tools/bench.c: gpt_prepare)."""
+    n = len(text)
+    xs, ys = [], []
+    for b in range(B):
+        s = ((window + b) * 2654435761) % (n - T - 1)
+        xs.append(text[s:s + T])
+        ys.append(text[s + 1:s + T + 1])
+    x = torch.tensor([list(r) for r in xs], dtype=torch.long)
+    y = torch.tensor([list(r) for r in ys], dtype=torch.long)
+    return x, y
+
+
+def gpt_model(name, init=None):
+    c = GPTS[name]
+    torch.manual_seed(1)
+    model = GPT(GPTConfig(block_size=c["T"], vocab_size=c["V"], n_layer=c["L"], n_head=c["heads"],
+                          n_embd=c["d"]))
+    if init:
+        model.load_state_dict(load_file(init))    # strict: every name and shape
+    model.train()
+    return model
+
+
+def gpt_train(name, text, steps, init=None, on_loss=None):
+    """steps training steps of gpt workload name; calls on_loss(i, loss) after each."""
+    c = GPTS[name]
+    model = gpt_model(name, init)
+    opt = model.configure_optimizers(0.1, 3e-4, (0.9, 0.95))
+    batches = [gpt_batch(text, i * c["B"], c["B"], c["T"]) for i in range(steps)]
+    state = {"i": 0}
+
+    def step():
+        x, y = batches[state["i"]]
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(x, y)
+        loss.backward()
+        opt.step()
+        if on_loss:
+            on_loss(state["i"], loss.item())
+        state["i"] += 1
+
+    return model, step
+
+
+def gpt_steps(name, steps, warmup, text_path, init):
+    with open(text_path, "rb") as f:
+        text = f.read()
+    _, step = gpt_train(name, text, warmup + steps, init)
+    return time_steps(step, steps, warmup)
+
+
 # ---- workloads -----------------------------------------------------------------
 
 MODELS = {
@@ -176,6 +422,10 @@ def default_steps(kind, size):
     s, w = 10, 2
     if kind == "toy":
         s, w = 50, 10
+    if kind == "gpt-mini":
+        s, w = 30, 5
+    if kind == "gpt-small":
+        s, w = 20, 3
     if kind == "attn" and size <= 1024:
         s, w = 20, 3
     if kind == "attn" and size >= 4096:
@@ -252,10 +502,12 @@ def gemm_steps(n, steps, warmup):
     return time_steps(lambda: torch.mm(A, B, out=C), steps, warmup)
 
 
-def run(workload, variant, steps, warmup):
-    kind = workload.split("-")[0]
+def run(workload, variant, steps, warmup, text=None, init=None):
+    kind = workload if workload in GPTS else workload.split("-")[0]
     s, w = default_steps(kind, int(workload[5:]) if kind in ("attn", "gemm") else 0)
     steps, warmup = steps or s, warmup if warmup >= 0 else w
+    if workload in GPTS:
+        return gpt_steps(workload, steps, warmup, text, init)
     if workload in MODELS:
         return model_steps(workload, variant, steps, warmup)
     if kind == "attn":
@@ -269,22 +521,27 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workload", required=True, help="toy, mid, attn-T or gemm-n")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--variant", choices=["d2l", "nn", "both"], default="both",
-                    help="attention implementation (ignored for gemm)")
+    ap.add_argument("--variant", choices=["d2l", "nn", "both", "nanogpt"], default="both",
+                    help="attention implementation (ignored for gemm; the gpt workloads have one, nanogpt)")
+    ap.add_argument("--text", default="tests/data/fortunes_excerpt.txt", help="gpt workloads: the training text")
+    ap.add_argument("--init", default=None, help="gpt workloads: initial weights (a tgrad safetensors file)")
     ap.add_argument("--steps", type=int, default=0, help="timed steps (0: the workload's default)")
     ap.add_argument("--warmup", type=int, default=-1, help="warm-up steps (-1: the workload's default)")
     a = ap.parse_args()
     w = a.workload
-    if not (w in MODELS or (w.startswith(("attn-", "gemm-")) and w[5:].isdigit() and int(w[5:]) > 0)):
+    if not (w in MODELS or w in GPTS or (w.startswith(("attn-", "gemm-")) and w[5:].isdigit() and int(w[5:]) > 0)):
         ap.error(f"unknown workload '{w}'")
     torch.set_num_threads(a.threads)
-    variants = ["-"] if w.startswith("gemm-") else (["d2l", "nn"] if a.variant == "both" else [a.variant])
+    if w in GPTS:
+        variants = ["nanogpt"]
+    else:
+        variants = ["-"] if w.startswith("gemm-") else (["d2l", "nn"] if a.variant == "both" else [a.variant])
     rss0 = rss_now_mb()
     best = None
     print(f"torch={torch.__version__} threads={torch.get_num_threads()} "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     for v in variants:
-        times = run(w, v, a.steps, a.warmup)
+        times = run(w, v, a.steps, a.warmup, a.text, a.init)
         med = statistics.median(times)
         print(f"variant={v} median_ms={med:.4f} min_ms={min(times):.4f} max_ms={max(times):.4f} "
               f"steps={len(times)}")

@@ -104,9 +104,144 @@ Test(examples, compare_layers_quick, .timeout = 300) {
     cr_expect_eq(run("compare_layers", "--no-such-flag"), 2);
 }
 
+/* ---- lm: a GPT on the committed fortunes excerpt, tiny so it takes a second ---- */
+
+#define LM_TINY                                                                                                     \
+    "--data '" TG_SRC_DIR "/tests/data/fortunes_excerpt.txt' --steps 20 --batch 4 --block 32 --layers 2 --heads 2 " \
+    "--dim 32 --eval-every 10 --eval-batches 4 --tokens 40 --dropout 0.1"
+
+/* The last line of out. */
+static const char *last_line(void) {
+    size_t n = strlen(out);
+    while (n > 0 && out[n - 1] == '\n') n--;
+    size_t i = n;
+    while (i > 0 && out[i - 1] != '\n') i--;
+    static char line[256];
+    snprintf(line, sizeof line, "%.*s", (int)(n - i), out + i);
+    return line;
+}
+
+/* Every tensor of two safetensors files holds the same bits (and the names match). */
+static void expect_same_tensors(const char *a, const char *b) {
+    char pa[256], pb[256];
+    snprintf(pa, sizeof pa, "%s/%s", tmp, a);
+    snprintf(pb, sizeof pb, "%s/%s", tmp, b);
+    tg_safetensors x, y;
+    cr_assert_eq(tg_safetensors_open(pa, &x), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_safetensors_open(pb, &y), 0, "%s", tg_last_error());
+    cr_expect_eq(x.n, y.n);
+    for (int i = 0; i < x.n; i++) {
+        int j = tg_safetensors_find(&y, x.entries[i].name);
+        cr_expect_geq(j, 0, "%s lacks %s", b, x.entries[i].name);
+        if (j < 0) continue;
+        const tg_st_entry *e = &x.entries[i], *f = &y.entries[j];
+        cr_expect(e->end - e->begin == f->end - f->begin &&
+                      memcmp(x.data + e->begin, y.data + f->begin, e->end - e->begin) == 0,
+                  "%s differs", e->name);
+    }
+    tg_safetensors_close(&x);
+    tg_safetensors_close(&y);
+}
+
+Test(examples, lm_trains_samples_and_resumes, .timeout = 300) {
+    cr_assert_eq(run("lm", LM_TINY " --out run"), 0, "%s", out);
+    double v = 0;
+    char unit[32] = "";
+    cr_expect_eq(sscanf(last_line(), "val_loss=%lf nats/%31s", &v, unit), 2, "last line: %s", last_line());
+    cr_expect_str_eq(unit, "byte");
+    cr_expect(v > 0 && v < log(256.0), "val_loss %g", v);
+    cr_expect(strstr(out, "--- sample") != NULL, "%s", out);
+    expect_png("run/lm_loss.png");
+    expect_png("run/lm_attention.png");
+    cr_expect(file_exists("run/lm.safetensors"));
+    cr_expect(file_exists("run/train_state.safetensors"));
+    char path[256], line[512];
+    snprintf(path, sizeof path, "%s/run/metrics.jsonl", tmp);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    int lines = 0, with_val = 0;
+    while (fgets(line, sizeof line, f)) {
+        lines++;
+        with_val += strstr(line, "\"val_loss\": null") == NULL;
+        cr_expect(strstr(line, "\"grad_norm\": ") && strstr(line, "\"tokens_per_s\": ") && strstr(line, "\"lr\": "),
+                  "%s", line);
+    }
+    fclose(f);
+    cr_expect_eq(lines, 20);
+    cr_expect_eq(with_val, 2, "validation at steps 10 and 20");
+
+    /* Samples from the checkpoint it wrote; the same seed gives the same text. */
+    cr_assert_eq(run("lm", "--sample --load run/lm.safetensors --prompt Hello --tokens 30 --seed 3"), 0, "%s", out);
+    cr_expect(strstr(out, "--- sample") && strstr(out, "\nHello"), "%s", out);
+    char first[8192];
+    snprintf(first, sizeof first, "%s", out);
+    cr_assert_eq(run("lm", "--sample --load run/lm.safetensors --prompt Hello --tokens 30 --seed 3"), 0, "%s", out);
+    cr_expect_str_eq(out, first);
+
+    /* --logits: [1, n, V] of the prompt. */
+    cr_assert_eq(run("lm", "--load run/lm.safetensors --logits l.npy --prompt abcd"), 0, "%s", out);
+    snprintf(path, sizeof path, "%s/l.npy", tmp);
+    tg_tensor *l = tg_npy_load(path);
+    TG_REQUIRE(l);
+    cr_expect(l->ndim == 3 && l->shape[0] == 1 && l->shape[1] == 4 && l->shape[2] == 256);
+    tg_free(l);
+
+    /* Half the steps, then --resume: the same final model and optimizer, bit for bit (dropout on). */
+    cr_assert_eq(run("lm", LM_TINY " --out half --stop-after 10"), 0, "%s", out);
+    cr_assert_eq(run("lm", "--resume half/train_state.safetensors --out half"), 0, "%s", out);
+    cr_expect(strstr(out, "resumed from half/train_state.safetensors at step 10") != NULL, "%s", out);
+    cr_expect(strncmp(last_line(), "val_loss=", 9) == 0, "%s", out);
+    expect_same_tensors("run/train_state.safetensors", "half/train_state.safetensors");
+    expect_same_tensors("run/lm.safetensors", "half/lm.safetensors");
+    /* A finished run does not resume. */
+    cr_expect_eq(run("lm", "--resume run/train_state.safetensors --out run"), 1, "%s", out);
+}
+
+/* --accum 2 of batch 2 draws the same windows as one batch of 4 (window i of
+ * the run from generator index i) and averages the same gradient. */
+Test(examples, lm_accumulation_equals_the_larger_batch, .timeout = 120) {
+    const char *common = "--data '" TG_SRC_DIR "/tests/data/fortunes_excerpt.txt' --steps 6 --block 16 --layers 1 "
+                         "--heads 2 --dim 16 --eval-every 3 --tokens 0";
+    char args[1024], first[256];
+    /* The same 16 validation windows: --eval-batches counts batches of --batch. */
+    snprintf(args, sizeof args, "%s --batch 4 --eval-batches 4 --out a", common);
+    cr_assert_eq(run("lm", args), 0, "%s", out);
+    snprintf(first, sizeof first, "%s", last_line());
+    snprintf(args, sizeof args, "%s --batch 2 --accum 2 --eval-batches 8 --out b", common);
+    cr_assert_eq(run("lm", args), 0, "%s", out);
+    cr_expect(strstr(out, "batch 2 x 2 accum") != NULL, "%s", out);
+    cr_expect_str_eq(last_line(), first);
+}
+
+/* The bench's GPT workload writes what bench/gpt_interop.py compares with PyTorch. */
+Test(examples, bench_gpt_writes_init_and_losses, .timeout = 120) {
+    cr_assert_eq(run("bench", "--workload gpt-mini --steps 2 --warmup 1 --text '" TG_SRC_DIR
+                              "/tests/data/fortunes_excerpt.txt' --save-init init.safetensors --losses l.txt"),
+                 0, "%s", out);
+    cr_expect(strstr(out, "ms_per_step=") != NULL, "%s", out);
+    char path[256];
+    snprintf(path, sizeof path, "%s/init.safetensors", tmp);
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    cr_expect_geq(tg_safetensors_find(&st, "lm_head.weight"), 0);
+    cr_expect_geq(tg_safetensors_find(&st, "transformer.h.1.mlp.c_proj.weight"), 0);
+    tg_safetensors_close(&st);
+    snprintf(path, sizeof path, "%s/l.txt", tmp);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    double l[4];
+    int n = 0;
+    while (n < 4 && fscanf(f, "%lf", &l[n]) == 1) n++;
+    fclose(f);
+    cr_expect_eq(n, 3, "one loss per step, warm-up included");
+    cr_expect(fabs(l[0] - log(256.0)) < 0.1, "first loss %g is about ln 256 (N(0, 0.02) init)", l[0]);
+    cr_expect_eq(run("bench", "--workload gpt-mini --steps 2 --text missing.txt"), 1, "%s", out);
+    cr_expect(strstr(out, "missing.txt") != NULL, "%s", out);
+}
+
 Test(examples, every_program_has_help_and_rejects_bad_flags) {
-    const char *progs[] = {"positional_encoding", "attention_basics", "reverse", "inspect", "heatmap"};
-    for (int i = 0; i < 5; i++) {
+    const char *progs[] = {"positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "lm"};
+    for (int i = 0; i < 6; i++) {
         cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
         cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);
         cr_expect_eq(run(progs[i], "--no-such-flag"), 2, "%s with a bad flag", progs[i]);
@@ -119,4 +254,10 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
     cr_expect_eq(run("inspect", ""), 2);
     cr_expect_eq(run("heatmap", "x.npy --cmap nope"), 2);
     cr_expect_eq(run("inspect", "missing.safetensors"), 1);
+    cr_expect_eq(run("lm", "--dim 30 --heads 4"), 2);
+    cr_expect_eq(run("lm", "--gelu relu"), 2);
+    cr_expect_eq(run("lm", "--sample"), 2, "--sample needs --load");
+    cr_expect_eq(run("lm", "--layers 21"), 2);
+    cr_expect_eq(run("lm", "--sample --load missing.safetensors"), 1);
+    cr_expect(strstr(out, "missing.safetensors") != NULL, "%s", out);
 }

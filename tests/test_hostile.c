@@ -45,8 +45,8 @@ static void rewrite_metadata(const char *src, const char *dst, const char *meta)
     cr_assert_eq(tg_safetensors_open(src, &st), 0, "%s", tg_last_error());
     tg_params p;
     tg_params_init(&p);
-    tg_tensor *ts[64];
-    cr_assert(st.n <= 64);
+    tg_tensor *ts[128];
+    cr_assert(st.n <= 128);
     for (int i = 0; i < st.n; i++) {
         ts[i] = tg_empty_persistent(st.entries[i].ndim, st.entries[i].shape);
         cr_assert_not_null(ts[i]);
@@ -122,6 +122,110 @@ Test(hostile, reverse_stops_at_divergence) {
     EXPECT_OUT("at step");
 }
 
+/* ---- lm --load / --resume: the same for the GPT's checkpoints --------------- */
+
+#define LM_TINY_ARGS                                                                                               \
+    "--data '" TG_SRC_DIR "/tests/data/fortunes_excerpt.txt' --steps 4 --batch 2 --block 16 --layers 2 --heads 2 " \
+    "--dim 16 --eval-every 2 --eval-batches 2 --tokens 8"
+static const char *LM_META = "{\"vocab_size\":\"256\",\"block_size\":\"16\",\"n_layer\":\"2\",\"n_head\":\"2\","
+                             "\"n_embd\":\"16\",\"bias\":\"true\",\"gelu\":\"tanh\"}";
+
+/* One metadata value replaced in meta (a flat object of strings). */
+static void meta_of(char *dst, size_t cap, const char *meta, const char *key, const char *value) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *at = strstr(meta, pat);
+    cr_assert_not_null(at, "%s", key);
+    const char *vstart = at + strlen(pat), *vend = strchr(vstart, '"');
+    snprintf(dst, cap, "%.*s%s%s", (int)(vstart - meta), meta, value, vend);
+}
+
+Test(hostile, lm_load_rejects_crafted_metadata_quickly) {
+    char good[256], bad[256], meta[512];
+    cr_assert_eq(run(120, "lm", LM_TINY_ARGS " --out ."), 0, "%s", out);
+    snprintf(good, sizeof good, "%s/lm.safetensors", tmp);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", tmp);
+    rewrite_metadata(good, bad, LM_META);
+    cr_expect_eq(run(60, "lm", "--sample --load bad.safetensors --tokens 4"), 0, "the untouched copy must load: %s",
+                 out);
+    struct {
+        const char *key, *value, *says;
+    } cases[] = {
+        {"vocab_size", "70000", "vocab_size"},
+        {"block_size", "2000000000", "block_size"},
+        {"n_layer", "100000", "n_layer"},
+        {"n_embd", "99999999", "n_embd"},
+        {"block_size", "-1", "block_size"},
+        {"n_head", "0", "n_head"},
+        {"n_layer", "2junk", "2junk"},
+        {"gelu", "relu", "relu"},
+        {"bias", "maybe", "maybe"},
+        {"n_embd", "8", "shape"},
+        {"vocab_size", "300", "shape"},
+        {"block_size", "32", "shape"},
+        {"n_layer", "1", "more blocks"},
+        {"n_layer", "3", "transformer.h.2"},
+        {"n_head", "3", "divide"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        meta_of(meta, sizeof meta, LM_META, cases[i].key, cases[i].value);
+        rewrite_metadata(good, bad, meta);
+        double t0 = (double)clock_ms();
+        int rc = run(20, "lm", "--sample --load bad.safetensors --tokens 4");
+        double ms = (double)clock_ms() - t0;
+        cr_expect_eq(rc, 1, "%s=%s: exit %d, output:\n%s", cases[i].key, cases[i].value, rc, out);
+        cr_expect_not_null(strstr(out, cases[i].says), "%s=%s: message lacks '%s':\n%s", cases[i].key, cases[i].value,
+                           cases[i].says, out);
+        cr_expect_lt(ms, 3000, "%s=%s took %.0f ms", cases[i].key, cases[i].value, ms);
+    }
+    rewrite_metadata(good, bad, "{\"n_layer\":\"2\"}");
+    cr_expect_eq(run(20, "lm", "--sample --load bad.safetensors"), 1, "%s", out);
+    EXPECT_OUT("missing");
+    rewrite_metadata(good, bad, NULL);
+    cr_expect_eq(run(20, "lm", "--sample --load bad.safetensors"), 1, "%s", out);
+    EXPECT_OUT("missing");
+
+    /* A training state's run settings obey the flags' ranges too. */
+    snprintf(good, sizeof good, "%s/train_state.safetensors", tmp);
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(good, &st), 0);
+    char steps[32];
+    cr_assert_gt(tg_safetensors_meta(&st, "steps", steps, sizeof steps), 0);
+    cr_expect_str_eq(steps, "4");
+    char full[4096];
+    cr_assert_lt(st.metadata_len, sizeof full);
+    snprintf(full, sizeof full, "%.*s", (int)st.metadata_len, st.metadata);
+    tg_safetensors_close(&st);
+    const char *pairs[][3] = {{"steps", "-5", "steps"}, {"batch", "1e9", "batch"}, {"lr", "nan", "lr"}};
+    for (int i = 0; i < 3; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "\"%s\":\"", pairs[i][0]);
+        char *at = strstr(full, key);
+        cr_assert_not_null(at, "%s in %s", key, full);
+        char edited[4096];
+        const char *vstart = at + strlen(key), *vend = strchr(vstart, '"');
+        snprintf(edited, sizeof edited, "%.*s%s%s", (int)(vstart - full), full, pairs[i][1], vend);
+        snprintf(bad, sizeof bad, "%s/bad_state.safetensors", tmp);
+        rewrite_metadata(good, bad, edited);
+        cr_expect_eq(run(20, "lm", "--resume bad_state.safetensors --out r2"), 1, "%s=%s: %s", pairs[i][0], pairs[i][1],
+                     out);
+        cr_expect_not_null(strstr(out, pairs[i][2]), "%s", out);
+    }
+
+    /* The data changed under a stopped run: its windows would not be the same. */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "head -c 4000 '%s/tests/data/fortunes_excerpt.txt' > '%s/t.txt'", TG_SRC_DIR, tmp);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(run(60, "lm",
+                     "--data t.txt --steps 4 --batch 2 --block 16 --layers 1 --heads 2 --dim 16 "
+                     "--eval-batches 2 --tokens 0 --stop-after 2 --out s"),
+                 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "head -c 3000 '%s/tests/data/fortunes_excerpt.txt' > '%s/t.txt'", TG_SRC_DIR, tmp);
+    cr_assert_eq(system(cmd), 0);
+    cr_expect_eq(run(60, "lm", "--resume s/train_state.safetensors --out s"), 1, "%s", out);
+    EXPECT_OUT("the run trained on 4000 tokens");
+}
+
 /* ---- no leak on the success and the error paths of every program ----------- */
 
 static char *memmemx(char *hay, size_t n, const char *needle) {
@@ -183,6 +287,15 @@ Test(hostile, programs_free_everything_on_success_and_error_paths, .timeout = 90
     valgrind_run("inspect", "missing.safetensors", 1);
     valgrind_run("heatmap", "reverse_fixed.safetensors --tensor head.weight --out h.png", 0);
     valgrind_run("heatmap", "reverse_fixed.safetensors --tensor nothing --out h.png", 1);
+    valgrind_run("lm", LM_TINY_ARGS " --out lm --stop-after 2", 0);
+    valgrind_run("lm", "--resume lm/train_state.safetensors --out lm", 0);
+    valgrind_run("lm", "--sample --load lm/lm.safetensors --tokens 8", 0);
+    valgrind_run("lm", "--load lm/lm.safetensors --logits l.npy --prompt ab", 0);
+    valgrind_run("lm", "--sample --load truncated.safetensors", 1);
+    valgrind_run("lm", "--sample --load reverse_fixed.safetensors", 1);
+    valgrind_run("lm", "--resume lm/lm.safetensors --out lm", 1);
+    valgrind_run("lm", "--data missing.txt --out lm", 1);
+    valgrind_run("lm", "--bogus", 2);
     valgrind_run("bench", "--workload toy --steps 10 --warmup 1", 0);
     valgrind_run("bench", "--only bogus", 2);
 }

@@ -8,6 +8,15 @@
  *              dropout 0.1. One step = zero_grad + forward + loss + backward
  *              + Adam update.
  *   mid        the same with V 64, T 128, B 32, d 256, 8 heads, FFN 1024, 4 blocks.
+ *   gpt-mini   nanoGPT's GPT (src/nn/decoder.h): V 256, T 64, 2 layers, 4 heads,
+ *              d 128, batch 32; gpt-small: V 256, T 128, 4 layers, 8 heads,
+ *              d 256, batch 16. Byte windows of a text file (--text) at
+ *              starts s = (w * 2654435761) mod (n - T - 1) for window
+ *              w = step * B + b, so PyTorch reads the same ones; AdamW lr 3e-4,
+ *              betas (0.9, 0.95), weight decay 0.1 on matrices, no dropout.
+ *              One step = zero_grad + forward + loss + backward + AdamW.
+ *              --save-init FILE writes the initial weights (nanoGPT names) and
+ *              --losses FILE every step's loss, for bench/gpt_interop.py.
  *   attn-T     one multi-head self-attention layer (d 64, 4 heads, batch 1,
  *              dropout 0.1) on a [1, T, 64] input: forward and backward of
  *              the sum of its output; also the arena memory one step adds.
@@ -270,6 +279,108 @@ static double model_gflop(model_shape s) {
     return 3 * (s.L * block + 2 * N * d * s.V) * 1e-9;
 }
 
+/* ---- nanoGPT's GPT (gpt-mini, gpt-small) ---------------------------------------- */
+typedef struct {
+    int V, T, B, L, heads, d;
+} gpt_shape;
+static const gpt_shape GPT_MINI = {256, 64, 32, 2, 4, 128};
+static const gpt_shape GPT_SMALL = {256, 128, 16, 4, 8, 256};
+
+typedef struct {
+    gpt_shape s;
+    tg_decoder *m;
+    tg_params params;
+    tg_optim *opt;
+    unsigned char *text;
+    int64_t n_text, window; /* windows drawn so far */
+    int *x, *y;
+    FILE *losses; /* or NULL */
+} gpt_bench;
+
+/* Options of the gpt workloads (main's flags). */
+static const char *gpt_text = "tests/data/fortunes_excerpt.txt", *gpt_save_init = NULL, *gpt_losses = NULL;
+
+static void gpt_free(gpt_bench *g) {
+    tg_optim_free(g->opt);
+    tg_params_free(&g->params);
+    tg_decoder_free(g->m);
+    free(g->text);
+    free(g->x);
+    free(g->y);
+    if (g->losses) fclose(g->losses);
+}
+
+static int gpt_new(gpt_bench *g, gpt_shape s) {
+    memset(g, 0, sizeof *g);
+    tg_params_init(&g->params);
+    g->s = s;
+    FILE *f = fopen(gpt_text, "rb");
+    if (!f) {
+        tg_set_error("cannot open --text %s", gpt_text);
+        return -1;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    g->text = n > 0 ? malloc((size_t)n) : NULL;
+    g->n_text = g->text && fread(g->text, 1, (size_t)n, f) == (size_t)n ? n : 0;
+    fclose(f);
+    if (g->n_text < s.T + 2) {
+        tg_set_error("--text %s: %ld bytes, need more than T + 1 = %d", gpt_text, n, s.T + 1);
+        return -1;
+    }
+    tg_rng rng = tg_rng_new(1);
+    tg_decoder_config cfg = tg_decoder_config_default(s.V, s.T, s.L, s.heads, s.d);
+    if (!(g->m = tg_decoder_new(&cfg, &rng)) || tg_decoder_params(g->m, &g->params, NULL)) return -1;
+    if (gpt_save_init && tg_decoder_save(g->m, gpt_save_init, NULL)) return -1;
+    tg_optim_config oc = tg_adamw_config((tg_real)3e-4, (tg_real)0.1);
+    oc.beta2 = (tg_real)0.95;
+    if (!(g->opt = tg_optim_new_groups(&oc, &g->params))) return -1;
+    if (gpt_losses && !(g->losses = fopen(gpt_losses, "w"))) {
+        tg_set_error("cannot write --losses %s", gpt_losses);
+        return -1;
+    }
+    g->x = malloc(sizeof(int) * (size_t)s.B * s.T);
+    g->y = malloc(sizeof(int) * (size_t)s.B * s.T);
+    return g->x && g->y ? 0 : -1;
+}
+
+/* Window w starts at (w * 2654435761) mod (n - T - 1) (bench/torch_ref.py: gpt_batch). */
+static void gpt_prepare(void *ctx) {
+    gpt_bench *g = ctx;
+    int T = g->s.T;
+    for (int b = 0; b < g->s.B; b++, g->window++) {
+        int64_t start = (int64_t)(((uint64_t)g->window * 2654435761u) % (uint64_t)(g->n_text - T - 1));
+        for (int t = 0; t < T; t++) {
+            g->x[b * T + t] = g->text[start + t];
+            g->y[b * T + t] = g->text[start + t + 1];
+        }
+    }
+}
+
+static int gpt_step(void *ctx) {
+    gpt_bench *g = ctx;
+    tg_scope_begin();
+    tg_optim_zero_grad(g->opt);
+    tg_tensor *loss = tg_decoder_loss(g->m, g->x, g->y, g->s.B, g->s.T);
+    int rc = loss && tg_backward(loss) == 0 ? 0 : -1;
+    if (rc == 0) {
+        tg_optim_step(g->opt);
+        if (g->losses) fprintf(g->losses, "%.9g\n", (double)tg_item(loss));
+    }
+    tg_scope_end();
+    return rc;
+}
+
+/* GEMM flops of one step: 6 N P for the P weights in products (the four
+ * Linears of each block and the head), plus 3 x 4 B T^2 d for the two
+ * attention products (full T x T; the causal half is not subtracted). */
+static double gpt_gflop(gpt_shape s) {
+    double N = (double)s.B * s.T, d = s.d;
+    double P = s.L * 12.0 * d * d + (double)s.V * d;
+    return (6 * N * P + 3 * 4.0 * s.B * (double)s.T * s.T * d * s.L) * 1e-9;
+}
+
 /* ---- one attention layer (attn-T) ------------------------------------------- */
 typedef struct {
     tg_mha *mha;
@@ -325,7 +436,9 @@ static int gemm_step(void *ctx) {
 /* Splits "attn-1024" into its kind and size; returns the kind, or NULL. */
 static const char *parse_workload(const char *name, int *size) {
     *size = 0;
-    if (strcmp(name, "toy") == 0 || strcmp(name, "mid") == 0) return name;
+    if (strcmp(name, "toy") == 0 || strcmp(name, "mid") == 0 || strcmp(name, "gpt-mini") == 0 ||
+        strcmp(name, "gpt-small") == 0)
+        return name;
     const char *kinds[] = {"attn", "gemm"};
     for (int k = 0; k < 2; k++) {
         size_t len = strlen(kinds[k]);
@@ -344,6 +457,8 @@ static const char *parse_workload(const char *name, int *size) {
 static void default_steps(const char *kind, int size, int *steps, int *warmup) {
     int s = 10, w = 2;
     if (strcmp(kind, "toy") == 0) s = 50, w = 10;
+    if (strcmp(kind, "gpt-mini") == 0) s = 30, w = 5;
+    if (strcmp(kind, "gpt-small") == 0) s = 20, w = 3;
     if (strcmp(kind, "attn") == 0 && size <= 1024) s = 20, w = 3;
     if (strcmp(kind, "attn") == 0 && size >= 4096) w = 1;
     if (strcmp(kind, "gemm") == 0) s = size <= 512 ? 50 : 10, w = size <= 512 ? 5 : 1;
@@ -365,7 +480,14 @@ static int run_workload(const char *name, int threads, int steps, int warmup) {
     double rss0 = rss_now_mb(), peak = NAN;
     timing t = {0};
     int rc;
-    if (kind[0] == 'g') {
+    if (strncmp(kind, "gpt-", 4) == 0) {
+        gpt_bench g;
+        workload w = {&g, gpt_prepare, gpt_step, 0};
+        gpt_shape s = strcmp(kind, "gpt-mini") == 0 ? GPT_MINI : GPT_SMALL;
+        w.gflop = gpt_gflop(s);
+        rc = gpt_new(&g, s) == 0 ? time_workload(&w, steps, warmup, &t) : -1;
+        gpt_free(&g);
+    } else if (kind[0] == 'g') {
         peak = fma_peak_gflops();
         gemm_bench g = {size, NULL, NULL, NULL};
         tg_rng rng = tg_rng_new(1);
@@ -539,9 +661,11 @@ typedef struct {
     int t_n, t_best;
 } row;
 
-static const char *ALL_WORKLOADS[] = {"toy",      "mid",      "attn-256", "attn-1024", "attn-2048", "attn-4096",
-                                      "gemm-128", "gemm-256", "gemm-512", "gemm-1024", "gemm-2048"};
+static const char *ALL_WORKLOADS[] = {"toy",       "mid",       "gpt-mini",  "gpt-small", "attn-256",
+                                      "attn-1024", "attn-2048", "attn-4096", "gemm-128",  "gemm-256",
+                                      "gemm-512",  "gemm-1024", "gemm-2048"};
 static const char *VARIANTS[] = {"d2l", "nn"};
+static bool is_gpt(const char *workload) { return strncmp(workload, "gpt-", 4) == 0; }
 
 /* Appends "--steps S --warmup W" for the workload: the user's numbers, or
  * the workload's defaults, the same for tgrad and PyTorch. */
@@ -561,6 +685,7 @@ static void measure_tgrad(env_info *e, row *r) {
     char *argv[16] = {(char *)e->self, "--workload", (char *)r->workload, "--threads", th};
     int n = 5;
     add_steps_args(e, r->workload, argv, &n, sb, wb);
+    if (is_gpt(r->workload)) argv[n++] = "--text", argv[n++] = (char *)gpt_text;
     argv[n] = NULL;
     r->ok = run_child(argv, NULL, out) == 0 && !isnan(value_of(out, "ms_per_step"));
     if (!r->ok) return;
@@ -583,14 +708,17 @@ static void measure_torch(env_info *e, row *r) {
     snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%d", r->threads);
     snprintf(mkl, sizeof mkl, "MKL_NUM_THREADS=%d", r->threads);
     const char *env[] = {"OPENBLAS_CORETYPE", omp, blas, mkl, r->threads > 1 ? "OMP_WAIT_POLICY=passive" : NULL, NULL};
-    bool gemm = strncmp(r->workload, "gemm", 4) == 0;
-    r->t_n = gemm ? 1 : 2;
+    bool gemm = strncmp(r->workload, "gemm", 4) == 0, gpt = is_gpt(r->workload);
+    r->t_n = gemm || gpt ? 1 : 2; /* the GPT has one PyTorch form, nanoGPT's */
     r->torch_ok = e->torch;
     for (int v = 0; v < r->t_n && r->torch_ok; v++) {
-        char *argv[16] = {(char *)e->python, (char *)e->script,  "--workload", (char *)r->workload, "--threads", th,
-                          "--variant",       (char *)VARIANTS[v]};
+        char *argv[16] = {(char *)e->python, (char *)e->script,
+                          "--workload",      (char *)r->workload,
+                          "--threads",       th,
+                          "--variant",       gpt ? "nanogpt" : (char *)VARIANTS[v]};
         int n = 8;
         add_steps_args(e, r->workload, argv, &n, sb, wb);
+        if (gpt) argv[n++] = "--text", argv[n++] = (char *)gpt_text;
         argv[n] = NULL;
         if (run_child(argv, env, out) != 0 || isnan(value_of(out, "ms_per_step"))) {
             fprintf(stderr, "bench: PyTorch (%s %s) failed; going on with tgrad alone\n", e->python, e->script);
@@ -624,6 +752,9 @@ static void print_row(FILE *f, const row *r, double peak) {
         if (r->t_n == 2) {
             size_t l = strlen(pt);
             snprintf(pt + l, sizeof pt - l, " %s; other %.2f", VARIANTS[b], r->t_med[1 - b]);
+        } else if (is_gpt(r->workload)) {
+            size_t l = strlen(pt);
+            snprintf(pt + l, sizeof pt - l, " nanogpt");
         }
         if (r->ok) {
             snprintf(ratio, sizeof ratio, "%.2fx", r->t_med[b] / r->med);
@@ -702,6 +833,10 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
                "FFN 1024, 4 blocks. d2l post-norm Transformer encoder + Linear(d, V), cross-entropy at every "
                "position, reversing random sequences, Adam lr 1e-3, dropout 0.1. One step = zero_grad + forward "
                "+ loss + backward + Adam.\n"
+               "- gpt-mini: nanoGPT's GPT, V 256, T 64, 2 layers, 4 heads, d 128, batch 32; gpt-small: V 256, "
+               "T 128, 4 layers, 8 heads, d 256, batch 16. Byte windows of tests/data/fortunes_excerpt.txt read "
+               "in the same order by both, AdamW lr 3e-4, no dropout; PyTorch runs nanoGPT's model.py (manual "
+               "attention: torch < 2.0 has no scaled_dot_product_attention).\n"
                "- attn-T: one multi-head self-attention layer (d 64, 4 heads, batch 1, dropout 0.1), forward + "
                "backward of sum(output).\n"
                "- gemm-n: C = A B, n x n float.\n"
@@ -727,7 +862,9 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
     for (int i = 0; i < n; i++)
         if (rows[i].ok && strncmp(rows[i].workload, "gemm", 4) != 0) {
             fprintf(f, "| %s | %d | %.0f | %.1f |", rows[i].workload, rows[i].threads, rows[i].rss, rows[i].arena);
-            if (rows[i].torch_ok)
+            if (rows[i].torch_ok && rows[i].t_n == 1)
+                fprintf(f, " %.0f (nanoGPT) | - |\n", rows[i].t_rss[0]);
+            else if (rows[i].torch_ok)
                 fprintf(f, " %.0f | %.0f |\n", rows[i].t_rss[0], rows[i].t_rss[1]);
             else
                 fprintf(f, " n/a | n/a |\n");
@@ -812,7 +949,8 @@ int main(int argc, char **argv) {
     env_info e = {
         .python = "/usr/bin/python3", .script = "bench/torch_ref.py", .self = "/proc/self/exe", .torch = true};
     cli_opt opts[] = {
-        {"workload", CLI_STR, &name, "run one workload (toy, mid, attn-T, gemm-n), tgrad only", 0, 0},
+        {"workload", CLI_STR, &name, "run one workload (toy, mid, gpt-mini, gpt-small, attn-T, gemm-n), tgrad only", 0,
+         0},
         {"threads", CLI_INT, &threads, "threads for --workload", 1, 1024},
         {"steps", CLI_INT, &steps, "timed steps (0: the workload's default, >= 10)", 0, MAX_STEPS},
         {"warmup", CLI_INT, &warmup, "warm-up steps (-1: the workload's default)", -1, MAX_STEPS},
@@ -822,6 +960,10 @@ int main(int argc, char **argv) {
         {"no-torch", CLI_FLAG, &no_torch, "skip PyTorch in the full comparison", 0, 0},
         {"python", CLI_STR, &e.python, "Python with torch, for the comparison", 0, 0},
         {"torch-script", CLI_STR, &e.script, "the PyTorch side of the comparison", 0, 0},
+        {"text", CLI_STR, &gpt_text, "gpt workloads: the text whose bytes they train on", 0, 0},
+        {"save-init", CLI_STR, &gpt_save_init, "gpt workloads: write the initial weights to this safetensors file", 0,
+         0},
+        {"losses", CLI_STR, &gpt_losses, "gpt workloads: write every step's loss (warm-up too) to this file", 0, 0},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     const char *about = "Times tgrad training steps; with no --workload, every workload at 1 and 2 threads\n"

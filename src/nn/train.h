@@ -213,6 +213,13 @@ typedef struct {
 /* 0, or -1 with "train_state_save: <path>: <reason>" recorded. */
 int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt, int64_t step, const tg_named_rng *rngs,
                         int n_rngs);
+/* tg_train_state_save with more metadata: extra_json is NULL or one JSON
+ * object of string values, e.g. "{\"n_layer\": \"4\"}" (a program's run
+ * configuration), added after the format's keys, which it may not use
+ * ("tgrad_train_state", "step", "rngs", "rng.*"). tg_safetensors_meta reads
+ * them back; tg_train_state_load ignores them. */
+int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim *opt, int64_t step,
+                             const tg_named_rng *rngs, int n_rngs, const char *extra_json);
 /* 0, or -1 with "train_state_load: <path>: <reason>" recorded (nothing changed). */
 int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt, int64_t *step,
                         const tg_named_rng *rngs, int n_rngs);

@@ -62,14 +62,46 @@ static int all_tensors(tg_params *all, const tg_params *model, tg_optim *opt) {
 
 int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt, int64_t step, const tg_named_rng *rngs,
                         int n_rngs) {
+    return tg_train_state_save_meta(path, model, opt, step, rngs, n_rngs, NULL);
+}
+
+/* The extra metadata's inside, between its braces (NULL for none), or NULL
+ * with the error recorded when it is not one object or uses a format key. */
+static const char *extra_inside(const char *op, const char *path, const char *extra, size_t *len) {
+    *len = 0;
+    if (!extra) return "";
+    while (*extra == ' ' || *extra == '\n') extra++;
+    size_t n = strlen(extra);
+    while (n > 0 && (extra[n - 1] == ' ' || extra[n - 1] == '\n')) n--;
+    if (n < 2 || extra[0] != '{' || extra[n - 1] != '}') {
+        tg_set_error("%s: %s: extra metadata must be one JSON object", op, path);
+        return NULL;
+    }
+    static const char *const reserved[] = {"\"tgrad_train_state\"", "\"step\"", "\"rngs\"", "\"rng."};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (strstr(extra, reserved[i])) {
+            tg_set_error("%s: %s: extra metadata uses the format's key %s", op, path, reserved[i]);
+            return NULL;
+        }
+    const char *in = extra + 1;
+    *len = n - 2;
+    while (*len > 0 && (*in == ' ' || *in == '\n')) in++, --*len;
+    return in;
+}
+
+int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim *opt, int64_t step,
+                             const tg_named_rng *rngs, int n_rngs, const char *extra_json) {
     const char *op = "train_state_save";
     if (check_args(op, path, model, opt, rngs, n_rngs) != 0) return -1;
     if (step < 0) {
         tg_set_error("%s: %s: negative step %lld", op, path, (long long)step);
         return -1;
     }
+    size_t extra_len;
+    const char *extra = extra_inside(op, path, extra_json, &extra_len);
+    if (!extra) return -1;
     /* Each generator: ", \"rng.<31>\": \"<20> <20> <20>\"" is under 128 bytes. */
-    size_t cap = 256 + (size_t)n_rngs * 160;
+    size_t cap = 256 + (size_t)n_rngs * 160 + extra_len;
     char *meta = tg_sys_alloc(cap);
     if (!meta) {
         tg_set_error("%s: %s: out of memory", op, path);
@@ -82,6 +114,10 @@ int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt,
     for (int i = 0; i < n_rngs; i++)
         n += snprintf(meta + n, cap - (size_t)n, ", \"rng.%s\": \"%" PRIu64 " %" PRIu64 " %" PRIu64 "\"", rngs[i].name,
                       rngs[i].rng->seed, rngs[i].rng->stream, rngs[i].rng->counter);
+    /* The extra keys after the format's, so a reader taking the first of a
+     * duplicated key (tg_safetensors_meta) still reads the format's. The
+     * save checks the whole object (tg_safetensors_save). */
+    if (extra_len) n += snprintf(meta + n, cap - (size_t)n, ", %.*s", (int)extra_len, extra);
     snprintf(meta + n, cap - (size_t)n, "}");
     tg_params all;
     int rc = all_tensors(&all, model, opt);
