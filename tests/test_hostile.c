@@ -183,6 +183,9 @@ Test(hostile, programs_free_everything_on_success_and_error_paths, .timeout = 90
     valgrind_run("inspect", "missing.safetensors", 1);
     valgrind_run("heatmap", "reverse_fixed.safetensors --tensor head.weight --out h.png", 0);
     valgrind_run("heatmap", "reverse_fixed.safetensors --tensor nothing --out h.png", 1);
+    valgrind_run("extrapolate",
+                 "--steps 2 --batch 2 --heldout 2 --dim 8 --heads 2 --ffn 8 --layers 1 --task shift --out e", 0);
+    valgrind_run("extrapolate", "--pe bogus", 2);
     valgrind_run("bench", "--workload toy --steps 10 --warmup 1", 0);
     valgrind_run("bench", "--only bogus", 2);
 }
