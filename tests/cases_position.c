@@ -6,7 +6,8 @@
  * rel_scatter); RoPE in both pairings.
  * arg[0]: mask (as cases_attention_op.c: 0 none, 1 lens [B], 3 causal),
  * arg[1]: dropout p in tenths, arg[2]: terms (1 ALiBi, 2 bias, 4 rel_k,
- * 8 rel_v) + 16 * heads, arg[3]: clip + 100 * q_offset. Inputs: q, k, v,
+ * 8 rel_v) + 16 * heads, arg[3]: clip + 100 * q_offset + 10000 * T5
+ * buckets (max_distance 9, one-sided under a causal mask). Inputs: q, k, v,
  * then the tables present, in the order bias, rel_k, rel_v. */
 #include "gradcheck_cases.h"
 
@@ -24,7 +25,12 @@ static tg_mask pick_mask(int which, int B) {
 /* The tg_attn_pos a case describes, its tables taken from in[3..]. */
 static tg_attn_pos case_pos(tg_tensor *const *in, void *ctx, tg_real *slopes) {
     int terms = GC_ARG(ctx, 2) & 15, heads = GC_ARG(ctx, 2) >> 4;
-    tg_attn_pos pos = {.heads = heads, .clip = GC_ARG(ctx, 3) % 100, .q_offset = GC_ARG(ctx, 3) / 100};
+    tg_attn_pos pos = {.heads = heads,
+                       .clip = GC_ARG(ctx, 3) % 100,
+                       .q_offset = GC_ARG(ctx, 3) / 100 % 100,
+                       .t5_buckets = GC_ARG(ctx, 3) / 10000,
+                       .t5_max_distance = 9,
+                       .t5_one_sided = GC_ARG(ctx, 0) == 3};
     int next = 3;
     if (terms & 1) {
         tg_alibi_slopes(heads, slopes);
@@ -60,13 +66,21 @@ static tg_tensor *f_stored(tg_tensor *const *in, int n, void *ctx) {
     return out;
 }
 
+/* arg[0] Q, arg[1] K, arg[2] clip (or, negative, that many T5 buckets), arg[3] q_offset */
+static tg_attn_pos rel_pos(void *ctx) {
+    int c = GC_ARG(ctx, 2);
+    return (tg_attn_pos){
+        .clip = c > 0 ? c : 0, .t5_buckets = c < 0 ? -c : 0, .t5_max_distance = 6, .q_offset = GC_ARG(ctx, 3)};
+}
 static tg_tensor *f_gather(tg_tensor *const *in, int n, void *ctx) {
     (void)n;
-    return tg_rel_gather(in[0], GC_ARG(ctx, 0), GC_ARG(ctx, 1), GC_ARG(ctx, 2), GC_ARG(ctx, 3));
+    tg_attn_pos pos = rel_pos(ctx);
+    return tg_rel_gather(in[0], GC_ARG(ctx, 0), GC_ARG(ctx, 1), &pos);
 }
 static tg_tensor *f_scatter(tg_tensor *const *in, int n, void *ctx) {
     (void)n;
-    return tg_rel_scatter(in[0], GC_ARG(ctx, 2), GC_ARG(ctx, 3));
+    tg_attn_pos pos = rel_pos(ctx);
+    return tg_rel_scatter(in[0], &pos);
 }
 /* RoPE of x, times x again so the check also sees a non-linear use. */
 static tg_tensor *f_rope(tg_tensor *const *in, int n, void *ctx) {
@@ -87,16 +101,19 @@ static tg_tensor *f_rope(tg_tensor *const *in, int n, void *ctx) {
         }                                                                                                      \
     }
 
-#define CASES(op, fn)                                                                                         \
-    POS(op, fn, "ALiBi causal 2 heads", 3, 0, 1, 2, 0, 0, 4, 5, 5, 3, 2, 0, 0, 0, 0, 0, 0, 0),                \
-        POS(op, fn, "ALiBi 3 heads lens drop", 1, 3, 1, 3, 0, 0, 3, 4, 6, 2, 3, 0, 0, 0, 0, 0, 0, 0),         \
-        POS(op, fn, "bias table clip 2, 2 heads", 0, 0, 2, 2, 2, 0, 4, 4, 6, 3, 2, 1, 2, R_(2), 0, 0, 0, 0),  \
-        POS(op, fn, "bias causal q_offset 2", 3, 0, 2, 2, 3, 2, 2, 3, 5, 2, 2, 1, 2, R_(3), 0, 0, 0, 0),      \
-        POS(op, fn, "Shaw k+v clip 2", 0, 0, 12, 2, 2, 0, 4, 5, 6, 3, 2, 2, R_(2), 3, R_(2), 2, 0, 0),        \
-        POS(op, fn, "Shaw k+v lens drop", 1, 2, 12, 1, 1, 0, 4, 3, 5, 2, 3, 2, R_(1), 2, R_(1), 3, 0, 0),     \
-        POS(op, fn, "all terms causal", 3, 0, 15, 2, 2, 0, 2, 4, 4, 2, 2, 3, 2, R_(2), R_(2), 2, R_(2), 2),   \
-        POS(op, fn, "Shaw v only, all masked row", 1, 0, 8, 1, 1, 0, 4, 2, 4, 2, 2, 1, R_(1), 2, 0, 0, 0, 0), \
-        POS(op, fn, "Q=70 K=130 all terms drop", 0, 1, 15, 1, 3, 0, 1, 70, 130, 1, 1, 3, 1, R_(3), R_(3), 1, R_(3), 1)
+#define CASES(op, fn)                                                                                               \
+    POS(op, fn, "ALiBi causal 2 heads", 3, 0, 1, 2, 0, 0, 4, 5, 5, 3, 2, 0, 0, 0, 0, 0, 0, 0),                      \
+        POS(op, fn, "ALiBi 3 heads lens drop", 1, 3, 1, 3, 0, 0, 3, 4, 6, 2, 3, 0, 0, 0, 0, 0, 0, 0),               \
+        POS(op, fn, "bias table clip 2, 2 heads", 0, 0, 2, 2, 2, 0, 4, 4, 6, 3, 2, 1, 2, R_(2), 0, 0, 0, 0),        \
+        POS(op, fn, "bias causal q_offset 2", 3, 0, 2, 2, 3, 2, 2, 3, 5, 2, 2, 1, 2, R_(3), 0, 0, 0, 0),            \
+        POS(op, fn, "Shaw k+v clip 2", 0, 0, 12, 2, 2, 0, 4, 5, 6, 3, 2, 2, R_(2), 3, R_(2), 2, 0, 0),              \
+        POS(op, fn, "Shaw k+v lens drop", 1, 2, 12, 1, 1, 0, 4, 3, 5, 2, 3, 2, R_(1), 2, R_(1), 3, 0, 0),           \
+        POS(op, fn, "all terms causal", 3, 0, 15, 2, 2, 0, 2, 4, 4, 2, 2, 3, 2, R_(2), R_(2), 2, R_(2), 2),         \
+        POS(op, fn, "Shaw v only, all masked row", 1, 0, 8, 1, 1, 0, 4, 2, 4, 2, 2, 1, R_(1), 2, 0, 0, 0, 0),       \
+        POS(op, fn, "Q=70 K=130 all terms drop", 0, 1, 15, 1, 3, 0, 1, 70, 130, 1, 1, 3, 1, R_(3), R_(3), 1, R_(3), \
+            1),                                                                                                     \
+        POS(op, fn, "T5 8 buckets bias+Shaw", 1, 0, 14, 2, 80000, 0, 4, 5, 12, 2, 2, 3, 2, 8, 8, 2, 8, 2),          \
+        POS(op, fn, "T5 6 one-sided causal", 3, 0, 2, 2, 60000, 0, 2, 12, 12, 2, 2, 1, 2, 6, 0, 0, 0, 0)
 
 const gc_case gc_cases_position[] = {
     CASES("attention", f_fused),
@@ -105,6 +122,8 @@ const gc_case gc_cases_position[] = {
     {"rel_gather", "(2,1,3) shared -> Q4 K6 clip 1 off 2", f_gather, 1, {3}, {{2, 1, 3}}, {4, 6, 1, 2}, 0, {0}},
     {"rel_scatter", "(2,3,4) clip 1", f_scatter, 1, {3}, {{2, 3, 4}}, {0, 0, 1, 0}, 0, {0}},
     {"rel_scatter", "(1,4,6) clip 3 off 1", f_scatter, 1, {3}, {{1, 4, 6}}, {0, 0, 3, 1}, 0, {0}},
+    {"rel_gather", "(2,1,8) T5 8 -> Q5 K9", f_gather, 1, {3}, {{2, 1, 8}}, {5, 9, -8, 0}, 0, {0}},
+    {"rel_scatter", "(2,5,9) T5 8", f_scatter, 1, {3}, {{2, 5, 9}}, {0, 0, -8, 0}, 0, {0}},
     {"rope", "(2,3,4) interleaved", f_rope, 1, {3}, {{2, 3, 4}}, {0, 10000, 0, 0}, 0, {0}},
     {"rope", "(2,5,6) half, offset 3, base 100", f_rope, 1, {3}, {{2, 5, 6}}, {3, 100, 1, 0}, 0, {0}},
 };

@@ -21,6 +21,7 @@ typedef struct {
     int terms; /* 1 ALiBi, 2 bias, 4 rel_k, 8 rel_v */
     int mask;  /* 0 none, 1 lens [B], 2 causal */
     tg_real p;
+    int t5; /* T5 buckets instead of clipping (max_distance 20; one-sided when causal) */
 } pos_case;
 
 typedef struct {
@@ -55,14 +56,20 @@ static grads run(tg_attention_path path, const pos_case *c, tg_tensor *const *in
 
 static void compare(const pos_case *c, uint64_t seed) {
     tg_rng rng = tg_rng_new(seed);
-    int R = 2 * c->clip + 1;
+    int R = c->t5 ? c->t5 : 2 * c->clip + 1;
     tg_tensor *in[6] = {tg_randn(TG_SHAPE(c->B, c->Q, c->d), &rng), tg_randn(TG_SHAPE(c->B, c->K, c->d), &rng),
                         tg_randn(TG_SHAPE(c->B, c->K, c->dv), &rng)};
     tg_fill_normal(in[0], 0, 2, &rng);
     int n = 3;
     tg_real slopes[16];
     tg_alibi_slopes(c->heads, slopes);
-    tg_attn_pos pos = {.heads = c->heads, .clip = c->clip, .q_offset = c->qoff, .alibi = c->terms & 1 ? slopes : NULL};
+    tg_attn_pos pos = {.heads = c->heads,
+                       .clip = c->clip,
+                       .q_offset = c->qoff,
+                       .alibi = c->terms & 1 ? slopes : NULL,
+                       .t5_buckets = c->t5,
+                       .t5_max_distance = 20,
+                       .t5_one_sided = c->mask == 2};
     if (c->terms & 2) pos.bias = in[n++] = tg_randn(TG_SHAPE(c->heads, R), &rng);
     if (c->terms & 4) pos.rel_k = in[n++] = tg_randn(TG_SHAPE(R, c->d), &rng);
     if (c->terms & 8) pos.rel_v = in[n++] = tg_randn(TG_SHAPE(R, c->dv), &rng);
@@ -85,16 +92,19 @@ Test(position, fused_and_stored_paths_agree) {
     cr_assert(sizeof(tg_real) == 8, "compared in the double build");
     static const pos_case cases[] = {
         /* B  Q    K    d   dv  h  clip off terms mask p */
-        {4, 5, 5, 3, 2, 2, 0, 0, 1, 2, 0},          /* ALiBi, causal */
-        {6, 7, 7, 4, 4, 3, 0, 0, 1, 0, 0},          /* ALiBi bidirectional, 3 heads */
-        {4, 6, 6, 3, 3, 2, 2, 0, 2, 1, 0.2},        /* bias table, lens, dropout */
-        {4, 9, 9, 4, 3, 2, 3, 0, 12, 2, 0},         /* Shaw, causal */
-        {3, 5, 8, 3, 5, 1, 2, 3, 12, 1, 0.3},       /* Shaw, q offset, lens, dropout */
-        {2, 4, 4, 2, 2, 2, 1, 0, 15, 0, 0.1},       /* everything */
-        {2, 70, 130, 8, 8, 2, 5, 0, 15, 1, 0.1},    /* across blocks */
-        {4, 130, 130, 16, 16, 4, 16, 0, 13, 2, 0},  /* ALiBi + Shaw, causal, 3 blocks */
-        {2, 100, 100, 8, 4, 2, 200, 0, 14, 0, 0.2}, /* clip beyond T */
-        {6, 65, 63, 7, 9, 6, 3, 0, 15, 2, 0.5},
+        {4, 5, 5, 3, 2, 2, 0, 0, 1, 2, 0, 0},          /* ALiBi, causal */
+        {6, 7, 7, 4, 4, 3, 0, 0, 1, 0, 0, 0},          /* ALiBi bidirectional, 3 heads */
+        {4, 6, 6, 3, 3, 2, 2, 0, 2, 1, 0.2, 0},        /* bias table, lens, dropout */
+        {4, 9, 9, 4, 3, 2, 3, 0, 12, 2, 0, 0},         /* Shaw, causal */
+        {3, 5, 8, 3, 5, 1, 2, 3, 12, 1, 0.3, 0},       /* Shaw, q offset, lens, dropout */
+        {2, 4, 4, 2, 2, 2, 1, 0, 15, 0, 0.1, 0},       /* everything */
+        {2, 70, 130, 8, 8, 2, 5, 0, 15, 1, 0.1, 0},    /* across blocks */
+        {4, 130, 130, 16, 16, 4, 16, 0, 13, 2, 0, 0},  /* ALiBi + Shaw, causal, 3 blocks */
+        {2, 100, 100, 8, 4, 2, 200, 0, 14, 0, 0.2, 0}, /* clip beyond T */
+        {6, 65, 63, 7, 9, 6, 3, 0, 15, 2, 0.5, 0},
+        {4, 90, 100, 8, 8, 2, 0, 0, 14, 1, 0.1, 32}, /* T5 buckets, two-sided */
+        {2, 130, 130, 4, 4, 2, 0, 0, 3, 2, 0, 16},   /* T5 one-sided, causal, + ALiBi */
+        {3, 6, 9, 3, 2, 3, 0, 3, 15, 0, 0.2, 8},     /* T5 with a q offset */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) compare(&cases[i], 300 + i);
 }
@@ -110,7 +120,7 @@ Test(position, fused_bit_identical_for_any_thread_count) {
     for (int i = 0; i < 6; i++) tg_set_requires_grad(in[i], true);
     tg_real slopes[2];
     tg_alibi_slopes(h, slopes);
-    tg_attn_pos pos = {h, 0, slopes, C, in[3], in[4], in[5]};
+    tg_attn_pos pos = {.heads = h, .alibi = slopes, .clip = C, .bias = in[3], .rel_k = in[4], .rel_v = in[5]};
     tg_tensor *Rg = tg_randn(TG_SHAPE(B, T, d), &rng);
     tg_tensor *res[2][7];
     int prev = tg_get_num_threads();
@@ -143,7 +153,7 @@ Test(position, fused_memory_is_linear_in_T) {
     for (int i = 0; i < 6; i++) tg_set_requires_grad(all[i], true);
     tg_real slopes[2];
     tg_alibi_slopes(h, slopes);
-    tg_attn_pos pos = {h, 0, slopes, C, bias, rk, rv};
+    tg_attn_pos pos = {.heads = h, .alibi = slopes, .clip = C, .bias = bias, .rel_k = rk, .rel_v = rv};
     tg_scope_begin();
     tg_memory_stats before = tg_memory();
     tg_tensor *out = tg_attention_pos(q, k, v, (tg_mask){NULL, 0, true}, 0.1, &rng, &pos);
@@ -216,6 +226,26 @@ Test(position, rope_is_relative_and_pairings_agree) {
         }
 }
 
+/* T5's buckets (32, max_distance 128) against Hugging Face's
+ * _relative_position_bucket evaluated in Python, two-sided and one-sided:
+ * scatter of ones counts the keys per bucket, gather of 0..R-1 names them. */
+Test(position, t5_buckets_match_the_reference) {
+    static const int offs[] = {-200, -128, -20, -8, -1, 0, 1, 7, 8, 9, 20, 127, 128, 500};
+    static const int two[] = {15, 15, 10, 8, 1, 0, 17, 23, 24, 24, 26, 31, 31, 31};
+    static const int one[] = {31, 31, 17, 8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    tg_tensor *ids = tg_empty_arena(TG_SHAPE(1, 1, 32));
+    for (int r = 0; r < 32; r++) ids->data[r] = r;
+    /* one query at position 200 (q_offset), keys 0..700: offset j - 200 */
+    for (int side = 0; side < 2; side++) {
+        tg_attn_pos pos = {.q_offset = 200, .t5_buckets = 32, .t5_max_distance = 128, .t5_one_sided = side};
+        tg_tensor *b = tg_rel_gather(ids, 1, 701, &pos);
+        TG_REQUIRE(b);
+        for (int i = 0; i < 14; i++)
+            cr_expect_eq((int)b->data[offs[i] + 200], side ? one[i] : two[i], "one-sided %d: offset %d in bucket %g",
+                         side, offs[i], b->data[offs[i] + 200]);
+    }
+}
+
 Test(position, errors) {
     tg_rng rng = tg_rng_new(1);
     tg_tensor *q = tg_randn(TG_SHAPE(4, 3, 2), &rng), *v = tg_randn(TG_SHAPE(4, 3, 5), &rng);
@@ -234,10 +264,17 @@ Test(position, errors) {
     tg_real nan_slope[1] = {NAN};
     cr_expect_null(tg_attention_pos(q, q, v, none, 0, NULL, &(tg_attn_pos){.heads = 1, .alibi = nan_slope}));
     cr_expect(error_has("attention", "ALiBi slope"));
-    cr_expect_null(tg_rel_gather(t, 3, 4, 2, 0));
+    cr_expect_null(tg_rel_gather(t, 3, 4, &(tg_attn_pos){.clip = 2}));
     cr_expect(error_has("rel_gather", "(3,2)"));
-    cr_expect_null(tg_rel_scatter(t, 1, 0));
+    cr_expect_null(tg_rel_scatter(t, &(tg_attn_pos){.clip = 1}));
     cr_expect(error_has("rel_scatter", "3-D"));
+    tg_tensor *w = tg_randn(TG_SHAPE(1, 2, 3), &rng);
+    cr_expect_null(tg_rel_scatter(w, NULL));
+    cr_expect(error_has("rel_scatter", "NULL"));
+    cr_expect_null(tg_rel_scatter(w, &(tg_attn_pos){.t5_buckets = 8, .t5_max_distance = 2}));
+    cr_expect(error_has("rel_scatter", "max_distance 2"), "%s", tg_last_error());
+    cr_expect_null(tg_attention_pos(q, q, v, none, 0, NULL, &(tg_attn_pos){.t5_buckets = 3, .t5_max_distance = 9}));
+    cr_expect(error_has("attention", "t5_buckets 3"));
     cr_expect_null(tg_rope(tg_randn(TG_SHAPE(1, 2, 3), &rng), 0, 10000, false));
     cr_expect(error_has("rope", "d even"));
     cr_expect_null(tg_rope(q, 0, 1, false));

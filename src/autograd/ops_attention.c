@@ -50,7 +50,8 @@
  *
  * Position terms (tg_attention_pos, autograd.h: ALiBi, a per-head bias
  * table, Shaw's a^K and a^V), all functions of (head, offset o = j - i),
- * with R = 2 clip + 1 buckets r(o). Per query block, before its key
+ * with R buckets r(o) (clipped offsets or T5's, rel_bucket.h), looked up
+ * in a map of the Q + K - 1 offsets the op can meet. Per query block, before its key
  * blocks, one product gives each row's bias per bucket,
  *   rb_ir = bias[h, r] + q_i . a^K_r / sqrt(d)          (BQ x R),
  * Shaw's key term computed per offset, not per key (the product a skewing
@@ -68,6 +69,7 @@
  * BQ x R rows per thread and R (d + dv + 1) per task, still never Q x K. */
 #include "op.h"
 #include "mask.h"
+#include "rel_bucket.h"
 
 #include <math.h>
 #include <string.h>
@@ -87,8 +89,10 @@ typedef struct {
     const int *qblock_end; /* per (b, query block): keys any of its rows may see */
     const tg_real *lse;    /* L: log-sum-exp of each row's scores, B Q */
     /* Position terms (tg_attn_pos): none when !has_pos. */
-    bool has_pos, rowbias;              /* any term; a bias per bucket (bias or rel_k) */
-    int heads, qoff, clip, R;           /* R = 2 clip + 1 buckets */
+    bool has_pos, rowbias; /* any term; a bias per bucket (bias or rel_k) */
+    int heads, qoff, R;    /* R buckets (rel_bucket.h) */
+    const int *bmap;       /* bucket of offset o at bmap[o - omin] */
+    int64_t omin;
     const tg_real *slopes;              /* [heads] (an arena copy) or NULL */
     const tg_real *pbias, *relk, *relv; /* data of the tables, or NULL */
     int i_bias, i_relk, i_relv;         /* their places among the node's inputs, or -1 */
@@ -127,10 +131,9 @@ static void scores_tile(const attention_state *pl, const tg_real *q, const tg_re
 
 /* ---- position terms ----------------------------------------------------------- */
 
-/* The bucket of offset o: clip(o, -clip, clip) + clip. */
-static inline int bucket_of(const attention_state *pl, int64_t o) {
-    return o < -pl->clip ? 0 : o > pl->clip ? 2 * pl->clip : (int)o + pl->clip;
-}
+/* The bucket of offset o (clipped or T5's), looked up: the map holds the
+ * Q + K - 1 offsets the op can meet (rel_bucket_map). */
+static inline int bucket_of(const attention_state *pl, int64_t o) { return pl->bmap[o - pl->omin]; }
 
 /* rb[i R + r] = bias[h, r] + scale q_i . rel_k[r] for the nq rows at qblk of batch row b. */
 static void rowbias_block(const attention_state *pl, const tg_real *qblk, int b, int nq, tg_real *rb) {
@@ -496,11 +499,8 @@ static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, const tg_tenso
                      pos->heads);
         return false;
     }
-    if (pos->clip < 0 || pos->clip > (1 << 20)) {
-        tg_set_error("attention: position clip %d must be in [0, 2^20]", pos->clip);
-        return false;
-    }
-    int R = 2 * pos->clip + 1;
+    if (!rel_bucket_check("attention", pos)) return false;
+    int R = rel_bucket_count(pos);
     const struct {
         const tg_tensor *t;
         int rows, cols;
@@ -509,8 +509,8 @@ static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, const tg_tenso
     for (int i = 0; i < 3; i++) {
         const tg_tensor *t = tabs[i].t;
         if (t && (t->ndim != 2 || t->shape[0] != tabs[i].rows || t->shape[1] != tabs[i].cols)) {
-            tg_set_error("attention: q %s, position %s %s: need (%d,%d) (clip %d, %d heads)", tg_tshape(b1, q),
-                         tabs[i].name, tg_tshape(b2, t), tabs[i].rows, tabs[i].cols, pos->clip, h);
+            tg_set_error("attention: q %s, position %s %s: need (%d,%d) (%d buckets, %d heads)", tg_tshape(b1, q),
+                         tabs[i].name, tg_tshape(b2, t), tabs[i].rows, tabs[i].cols, R, h);
             return false;
         }
     }
@@ -518,8 +518,8 @@ static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, const tg_tenso
     pl->rowbias = pos->bias || pos->rel_k;
     pl->heads = h;
     pl->qoff = pos->q_offset;
-    pl->clip = pos->clip;
     pl->R = R;
+    if (pl->has_pos && !(pl->bmap = rel_bucket_map(pos, q->shape[1], v->shape[1], &pl->omin))) return false;
     if (pos->alibi) {
         tg_real *sl = tg_arena_alloc(sizeof(tg_real) * (size_t)h);
         if (!sl) return false;

@@ -124,7 +124,7 @@ tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng) {
 static tg_tensor *add_pos_scores(tg_tensor *scores, tg_tensor *q, const tg_attn_pos *pos) {
     if (!scores) return NULL;
     int Bh = scores->shape[0], Q = scores->shape[1], K = scores->shape[2], d = q->shape[2];
-    int h = pos->heads == 0 ? 1 : pos->heads, C = pos->clip;
+    int h = pos->heads == 0 ? 1 : pos->heads;
     if (h < 0 || Bh % h != 0) {
         tg_set_error("dot_attention: %d rows of heads with %d heads: not a multiple", Bh, pos->heads);
         return NULL;
@@ -141,13 +141,13 @@ static tg_tensor *add_pos_scores(tg_tensor *scores, tg_tensor *q, const tg_attn_
                 }
     }
     if (pos->bias) {
-        tg_tensor *g = tg_rel_gather(tg_reshape(pos->bias, TG_SHAPE(h, 1, 2 * C + 1)), Q, K, C, pos->q_offset);
+        tg_tensor *g = tg_rel_gather(tg_reshape(pos->bias, TG_SHAPE(h, 1, pos->bias->shape[1])), Q, K, pos);
         per_head = per_head ? tg_add(per_head, g) : g;
         if (!per_head) return NULL;
     }
     if (pos->rel_k) {
         tg_tensor *qa = tg_matmul_t(q, pos->rel_k, false, true); /* [B h, Q, R]: one product per offset */
-        tg_tensor *e = tg_rel_gather(qa, Q, K, C, pos->q_offset);
+        tg_tensor *e = tg_rel_gather(qa, Q, K, pos);
         scores = tg_add(scores, tg_mul_scalar(e, (tg_real)(1.0 / sqrt((double)d))));
     }
     if (per_head)
@@ -189,7 +189,7 @@ tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries,
     tg_tensor *wd = tg_dropout_forward(m->dropout, w);
     tg_tensor *out = tg_matmul(wd, values);
     if (pos && pos->rel_v) /* Shaw's value term: the weights summed per offset, times a^V */
-        out = tg_add(out, tg_matmul(tg_rel_scatter(wd, pos->clip, pos->q_offset), pos->rel_v));
+        out = tg_add(out, tg_matmul(tg_rel_scatter(wd, pos), pos->rel_v));
     return out;
 }
 
