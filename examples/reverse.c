@@ -316,7 +316,7 @@ int main(int argc, char **argv) {
                         "no positional encoding, and draws what it learned.";
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
     bool bad = strcmp(o.task, "reverse") != 0 && strcmp(o.task, "sort") != 0;
-    bad |= strcmp(o.pe, "all") && strcmp(o.pe, "fixed") && strcmp(o.pe, "learned") && strcmp(o.pe, "none");
+    bad |= strcmp(o.pe, "all") && !pe_name(o.pe);
     bad |= strcmp(o.emb_init, "unit") != 0 && strcmp(o.emb_init, "torch") != 0;
     if (bad || o.dim % o.heads != 0) {
         fprintf(stderr, "%s: bad --task, --pe or --emb-init value, or --heads does not divide --dim\n", argv[0]);

@@ -54,7 +54,8 @@ static int reverse_options(options *o, cli_opt *opts) {
     const cli_opt table[] = {
         {"steps", CLI_INT, &o->steps, "training steps per variant", 1, 1e7},
         {"task", CLI_STR, &o->task, "reverse, or sort", 0, 0},
-        {"pe", CLI_STR, &o->pe, "positional encoding: fixed, learned, none, or all (one run each)", 0, 0},
+        {"pe", CLI_STR, &o->pe,
+         "positional encoding: fixed, learned, none, relative, rope, alibi, or all (fixed, learned, none)", 0, 0},
         {"seq-len", CLI_INT, &o->seq_len, "sequence length T", 2, 1000},
         {"vocab", CLI_INT, &o->vocab, "vocabulary size V", 2, 4096},
         {"batch", CLI_INT, &o->batch, "sequences per step", 1, 1e5},
@@ -82,8 +83,21 @@ static int reverse_options(options *o, cli_opt *opts) {
     return n;
 }
 
+/* The --pe names, in tg_pe_kind order. */
+static const char *const reverse_pe_names[] = {"fixed", "learned", "none", "relative", "rope", "alibi"};
+#define REVERSE_N_PE 6
+
+/* The name's literal from reverse_pe_names, or NULL for an unknown one. */
+static const char *pe_name(const char *name) {
+    for (int i = 0; i < REVERSE_N_PE; i++)
+        if (strcmp(name, reverse_pe_names[i]) == 0) return reverse_pe_names[i];
+    return NULL;
+}
+
 static tg_pe_kind pe_kind(const char *name) {
-    return strcmp(name, "fixed") == 0 ? TG_PE_FIXED : strcmp(name, "learned") == 0 ? TG_PE_LEARNED : TG_PE_NONE;
+    for (int i = 0; i < REVERSE_N_PE; i++)
+        if (strcmp(name, reverse_pe_names[i]) == 0) return (tg_pe_kind)i;
+    return TG_PE_NONE;
 }
 
 /* On failure the caller still frees m with model_free. */
@@ -168,13 +182,10 @@ static int reverse_config_from_checkpoint(const char *path, options *o, const cl
     }
     if (rc == 0) {
         const char *task = strcmp(vals[6], "reverse") == 0 ? "reverse" : strcmp(vals[6], "sort") == 0 ? "sort" : NULL;
-        const char *kind = strcmp(vals[7], "fixed") == 0     ? "fixed"
-                           : strcmp(vals[7], "learned") == 0 ? "learned"
-                           : strcmp(vals[7], "none") == 0    ? "none"
-                                                             : NULL;
+        const char *kind = pe_name(vals[7]);
         if (!task || !kind) {
             tg_set_error("%s: metadata '%s' is '%s'; expected %s", path, task ? "pe" : "task", task ? vals[7] : vals[6],
-                         task ? "fixed, learned or none" : "reverse or sort");
+                         task ? "fixed, learned, none, relative, rope or alibi" : "reverse or sort");
             rc = -1;
         } else if (o->dim % o->heads != 0) {
             tg_set_error("%s: metadata: heads %d does not divide dim %d", path, o->heads, o->dim);

@@ -6,7 +6,7 @@
 
 #include "tgrad.h"
 
-#define GC_MAX_IN 4
+#define GC_MAX_IN 6
 
 typedef struct gc_case {
     const char *op;                                          /* the op this case checks (its graph must contain it) */
@@ -29,5 +29,7 @@ extern const gc_case gc_cases_nn_ops[];
 extern const int gc_cases_nn_ops_count;
 extern const gc_case gc_cases_attention_op[];
 extern const int gc_cases_attention_op_count;
+extern const gc_case gc_cases_position[];
+extern const int gc_cases_position_count;
 
 #endif

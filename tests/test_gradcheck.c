@@ -14,6 +14,7 @@ static const case_list lists[] = {
     {gc_cases_ops, &gc_cases_ops_count},
     {gc_cases_nn_ops, &gc_cases_nn_ops_count},
     {gc_cases_attention_op, &gc_cases_attention_op_count},
+    {gc_cases_position, &gc_cases_position_count},
 };
 #define N_LISTS (int)(sizeof lists / sizeof lists[0])
 

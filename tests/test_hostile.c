@@ -296,6 +296,9 @@ Test(hostile, programs_free_everything_on_success_and_error_paths, .timeout = 90
     valgrind_run("lm", "--resume lm/lm.safetensors --out lm", 1);
     valgrind_run("lm", "--data missing.txt --out lm", 1);
     valgrind_run("lm", "--bogus", 2);
+    valgrind_run("extrapolate",
+                 "--steps 2 --batch 2 --heldout 2 --dim 8 --heads 2 --ffn 8 --layers 1 --task shift --out e", 0);
+    valgrind_run("extrapolate", "--pe bogus", 2);
     valgrind_run("bench", "--workload toy --steps 10 --warmup 1", 0);
     valgrind_run("bench", "--only bogus", 2);
 }

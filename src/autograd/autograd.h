@@ -22,7 +22,7 @@ typedef struct {
     tg_backward_fn backward;
 } tg_op;
 
-#define TG_NODE_MAX_INPUTS 4 /* most inputs an op takes (tg_concat's n) */
+#define TG_NODE_MAX_INPUTS 6 /* most inputs an op takes (tg_attention_pos: q, k, v, three tables) */
 /* NULL-terminated list of every differentiable op; tests/test_gradcheck.c
  * walks it so that an op without a gradient check fails the suite. */
 extern const tg_op *const tg_op_table[];
@@ -159,6 +159,73 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
  * dropout_p in [0, 1] (1 gives zeros, as tg_dropout, and draws nothing);
  * rng may be NULL when dropout_p is 0 or 1. */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng);
+
+/* Position terms of attention scores, functions of (head, offset) computed
+ * on the fly (ops_attention.c), never a [Q, K] table. Rows of q, k, v are
+ * (batch, head) pairs, row b of q being head b % heads (mha.c folds heads
+ * into the batch so). Query i sits at position i + q_offset (a KV cache's
+ * first new position; 0 otherwise), key j at j, and o = j - (i + q_offset)
+ * is their offset. The tables are indexed by the offset's bucket r, one of
+ * R: offsets clipped to [-clip, clip], r = clip(o, -clip, clip) + clip and
+ * R = 2 clip + 1 (Shaw et al.), or with t5_buckets > 0 T5's buckets, R =
+ * t5_buckets: exact for small |o|, logarithmic up to t5_max_distance, two
+ * halves for keys before and after the query unless t5_one_sided (as
+ * Hugging Face's T5 _relative_position_bucket; src/autograd/rel_bucket.h).
+ * Every term is optional (NULL); with several they add up:
+ *   alibi   [heads] slopes m_h:  score += -m_h |o|         (Press et al.
+ *           2022; with a causal mask |o| = i - j, the paper's form; without
+ *           one, the symmetric bidirectional form)
+ *   bias    [heads, R]:          score += bias[h, r]       (a learned bias
+ *           per head and bucket: T5's, Raffel et al. 2020, with t5_buckets)
+ *   rel_k   [R, d]:              score += q_i . rel_k[r] / sqrt(d)
+ *   rel_v   [R, dv]:             out_i += sum_j w_ij rel_v[r]
+ *           (Shaw, Uszkoreit, Vaswani 2018: e_ij = q_i (k_j + a^K_ij)^T /
+ *           sqrt(d), z_i = sum_j w_ij (v_j + a^V_ij), w after dropout;
+ *           shared across heads as in the paper).
+ * Masked scores stay -1e6 (the bias is not added to them). bias, rel_k and
+ * rel_v receive gradients when they require grad; the slopes are constants. */
+typedef struct {
+    int heads;            /* 0 means 1 */
+    int q_offset;         /* position of query 0 */
+    const tg_real *alibi; /* [heads] or NULL */
+    int clip;             /* offsets clipped to [-clip, clip] for the tables */
+    tg_tensor *bias;      /* [heads, R] or NULL */
+    tg_tensor *rel_k;     /* [R, d] or NULL */
+    tg_tensor *rel_v;     /* [R, dv] or NULL */
+    int t5_buckets;       /* > 0: T5's buckets instead of clipping (R = t5_buckets) */
+    int t5_max_distance;  /* T5's max_distance (128 in T5) */
+    bool t5_one_sided;    /* T5's bidirectional=False (a causal decoder) */
+} tg_attn_pos;
+/* tg_attention with the position terms of pos (NULL: none, tg_attention
+ * itself). Memory stays O(B Q (d + R)). */
+tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng,
+                            const tg_attn_pos *pos);
+/* ALiBi's slopes for h heads (Press et al. 2022): m_k = 2^(-8k/h), k = 1..h,
+ * when h is a power of two; otherwise, the paper's rule, the slopes of the
+ * largest power of two n < h followed by every other slope of 2n (the odd
+ * k) until there are h. Returns 0, or -1 for h < 1. */
+int tg_alibi_slopes(int heads, tg_real *out);
+
+/* The stored path's relative-position ops (ops_relative.c), with the
+ * buckets r(i, j) of pos (its clip or T5 fields and q_offset; the tables
+ * are not read):
+ * gather: x [N, Qx, R] (Qx = Q, or 1 shared by all queries) -> [N, Q, K],
+ *   out[n, i, j] = x[n, i or 0, r(i, j)]   (Huang et al. 2018's "skewing",
+ *   as a gather: q rel_k^T [N, Q, R] becomes Shaw's q . a^K_ij)
+ * scatter: w [N, Q, K] -> [N, Q, R], out[n, i, r] = sum_{j: r(i,j) = r} w[n, i, j]
+ *   (the adjoint: the weights summed per offset, for Shaw's value term).
+ * Each is the other's backward. */
+tg_tensor *tg_rel_gather(tg_tensor *x, int Q, int K, const tg_attn_pos *pos);
+tg_tensor *tg_rel_scatter(tg_tensor *w, const tg_attn_pos *pos);
+
+/* Rotary position embedding (RoPE, Su et al. 2021) of x [N, T, d] (d even),
+ * row t at position t + offset: each pair (a, b) of features is rotated by
+ * the angle theta = (t + offset) base^(-2i/d),
+ *   y_a = x_a cos theta - x_b sin theta,  y_b = x_a sin theta + x_b cos theta,
+ * with the pairs (2i, 2i+1) of the paper (interleaved), or, with half, the
+ * pairs (i, i + d/2) of GPT-NeoX's and LLaMA's code (the same rotation on
+ * permuted features). Backward: the inverse rotation of the gradient. */
+tg_tensor *tg_rope(tg_tensor *x, int offset, tg_real base, bool half);
 
 /* Layer normalisation over the last axis, biased variance, as PyTorch:
  *   y = (x - mean) / sqrt(var + eps) * gamma + beta.

@@ -46,9 +46,30 @@
  *
  * Memory added besides out: L (B Q reals), the mask's counts (B Q ints), D
  * in backward (B Q), and per thread a few BQ x BK tiles: O(B Q), never
- * O(Q K). */
+ * O(Q K).
+ *
+ * Position terms (tg_attention_pos, autograd.h: ALiBi, a per-head bias
+ * table, Shaw's a^K and a^V), all functions of (head, offset o = j - i),
+ * with R buckets r(o) (clipped offsets or T5's, rel_bucket.h), looked up
+ * in a map of the Q + K - 1 offsets the op can meet. Per query block, before its key
+ * blocks, one product gives each row's bias per bucket,
+ *   rb_ir = bias[h, r] + q_i . a^K_r / sqrt(d)          (BQ x R),
+ * Shaw's key term computed per offset, not per key (the product a skewing
+ * trick would rearrange); a tile adds rb_i,r(j - i) - m_h |j - i| to its
+ * visible scores. Shaw's value term: the weights are summed per bucket as
+ * they are made, W_ir = sum_{j: r(ij) = r} P_ij Z_ij / (1-p) (rescaled with
+ * o_i), and out_i = (o_i + W_i a^V) / l_i. Backward: dP_ij gains
+ * dO_i . a^V_r(ij); with G_ir = sum_{j in r} dS_ij and G'_ir = sum_{j in r}
+ * P_ij Z_ij / (1-p) (collected in the dQ pass, which sees every tile of its
+ * rows),
+ *   dq_i += G_i a^K / sqrt(d),  d bias[h] += sum_i G_i,
+ *   d a^K += G^T q / sqrt(d),   d a^V += G'^T dO;
+ * the table gradients are per-task partials summed in task order after the
+ * pass, so they too are the same for any thread count. Memory added: a few
+ * BQ x R rows per thread and R (d + dv + 1) per task, still never Q x K. */
 #include "op.h"
 #include "mask.h"
+#include "rel_bucket.h"
 
 #include <math.h>
 #include <string.h>
@@ -67,6 +88,14 @@ typedef struct {
     const int *lim;        /* visible keys of each row, B Q (mask.h) */
     const int *qblock_end; /* per (b, query block): keys any of its rows may see */
     const tg_real *lse;    /* L: log-sum-exp of each row's scores, B Q */
+    /* Position terms (tg_attn_pos): none when !has_pos. */
+    bool has_pos, rowbias; /* any term; a bias per bucket (bias or rel_k) */
+    int heads, qoff, R;    /* R buckets (rel_bucket.h) */
+    const int *bmap;       /* bucket of offset o at bmap[o - omin] */
+    int64_t omin;
+    const tg_real *slopes;              /* [heads] (an arena copy) or NULL */
+    const tg_real *pbias, *relk, *relv; /* data of the tables, or NULL */
+    int i_bias, i_relk, i_relv;         /* their places among the node's inputs, or -1 */
 } attention_state;
 
 static int nblocks(int n, int b) { return (n + b - 1) / b; }
@@ -100,6 +129,51 @@ static void scores_tile(const attention_state *pl, const tg_real *q, const tg_re
     tg_k_gemm(false, true, nq, nk, pl->d, pl->scale, q, pl->d, k, pl->d, 0, S, BK);
 }
 
+/* ---- position terms ----------------------------------------------------------- */
+
+/* The bucket of offset o (clipped or T5's), looked up: the map holds the
+ * Q + K - 1 offsets the op can meet (rel_bucket_map). */
+static inline int bucket_of(const attention_state *pl, int64_t o) { return pl->bmap[o - pl->omin]; }
+
+/* rb[i R + r] = bias[h, r] + scale q_i . rel_k[r] for the nq rows at qblk of batch row b. */
+static void rowbias_block(const attention_state *pl, const tg_real *qblk, int b, int nq, tg_real *rb) {
+    int R = pl->R;
+    if (pl->relk)
+        tg_k_gemm(false, true, nq, R, pl->d, pl->scale, qblk, pl->d, pl->relk, pl->d, 0, rb, R);
+    else
+        memset(rb, 0, sizeof(tg_real) * (size_t)nq * R);
+    if (pl->pbias) {
+        const tg_real *t = pl->pbias + (size_t)(b % pl->heads) * R;
+        for (int i = 0; i < nq; i++)
+            for (int r = 0; r < R; r++) rb[(size_t)i * R + r] += t[r];
+    }
+}
+
+/* s[j] += rb[r(o0 + j)] - m_h |o0 + j| for j < n: the position terms of one
+ * row's visible scores, o0 the offset of the tile's first key. */
+static void add_pos_row(const attention_state *pl, const tg_real *rb, int b, int64_t o0, int n, tg_real *s) {
+    if (rb)
+        for (int j = 0; j < n; j++) s[j] += rb[bucket_of(pl, o0 + j)];
+    if (pl->slopes) {
+        tg_real m = pl->slopes[b % pl->heads];
+        for (int j = 0; j < n; j++) {
+            int64_t o = o0 + j;
+            s[j] -= m * (tg_real)(o < 0 ? -o : o);
+        }
+    }
+}
+
+/* acc[r(o0 + j)] += x[j] (z[j] when z) for j < n: one row summed per bucket. */
+static void bucket_sum_row(const attention_state *pl, int64_t o0, const tg_real *x, const tg_real *z, int n,
+                           tg_real *acc) {
+    for (int j = 0; j < n; j++) acc[bucket_of(pl, o0 + j)] += z ? x[j] * z[j] : x[j];
+}
+
+/* Offset of key k0 from query row q0 + i. */
+static inline int64_t offset0(const attention_state *pl, int k0, int q0, int i) {
+    return (int64_t)k0 - ((int64_t)q0 + i + pl->qoff);
+}
+
 /* ---- forward ---------------------------------------------------------------- */
 
 /* One (batch row b, query block qb): the online softmax over its key blocks. */
@@ -108,6 +182,7 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
     tg_real *S = scratch, *zf = S + BQ * BK, *acc = zf + BQ * BK, *m = acc + (size_t)BQ * dv, *l = m + BQ;
+    tg_real *rb = l + BQ, *wb = rb + (size_t)BQ * pl->R; /* per-bucket row bias, Shaw's summed weights */
     int64_t r0 = (int64_t)b * Q + q0;
     for (int i = 0; i < nq; i++) {
         m[i] = -INFINITY;
@@ -116,6 +191,8 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
     memset(acc, 0, sizeof(tg_real) * (size_t)nq * dv);
     int kend = pl->qblock_end[(int64_t)b * nblocks(Q, BQ) + qb];
     const tg_real *qblk = q + r0 * d;
+    if (pl->rowbias) rowbias_block(pl, qblk, b, nq, rb);
+    if (pl->relv) memset(wb, 0, sizeof(tg_real) * (size_t)nq * pl->R);
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
         scores_tile(pl, qblk, k + ((int64_t)b * K + k0) * d, S, nq, nk);
@@ -130,18 +207,25 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             int n = vis < 0 ? nk : vis;
             if (vis < 0)
                 for (int j = 0; j < nk; j++) s[j] = MASK_VALUE;
+            else if (pl->has_pos)
+                add_pos_row(pl, pl->rowbias ? rb + (size_t)i * pl->R : NULL, b, offset0(pl, k0, q0, i), n, s);
             tg_real mx = tg_k_max_row(s, n, m[i]);
             tg_real c = TG_M(exp)(m[i] - mx); /* exp(-inf) = 0 on the first block */
             tg_real sum = tg_k_exp_shift(s, n, mx);
             for (int j = n; j < nk; j++) s[j] = 0;
             l[i] = l[i] * c + sum;
             m[i] = mx;
-            if (c != 1)
+            if (c != 1) {
                 for (int t = 0; t < dv; t++) acc[(size_t)i * dv + t] *= c;
+                if (pl->relv)
+                    for (int r = 0; r < pl->R; r++) wb[(size_t)i * pl->R + r] *= c;
+            }
             if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
+            if (pl->relv) bucket_sum_row(pl, offset0(pl, k0, q0, i), s, NULL, n, wb + (size_t)i * pl->R);
         }
         tg_k_gemm(false, false, nq, dv, nk, 1, S, BK, v + ((int64_t)b * K + k0) * dv, dv, 1, acc, dv);
     }
+    if (pl->relv) tg_k_gemm(false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
     for (int i = 0; i < nq; i++) {
         tg_real inv = 1 / l[i];
         for (int t = 0; t < dv; t++) out[(r0 + i) * dv + t] = acc[(size_t)i * dv + t] * inv;
@@ -154,13 +238,26 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
 typedef struct {
     const attention_state *pl;
     const tg_real *q, *k, *v, *dO, *lse, *D;
+    /* Per (b, query block) task of the dQ pass: the position tables'
+     * gradient partials (R, R d, R dv reals each), or NULL. */
+    tg_real *part_bias, *part_relk, *part_relv;
 } attn_bwd;
+
+/* The position rows of query block rows q0.. of batch row b: rb (bias per
+ * bucket) and dOa = dO a^V^T (Shaw's value term in dP), each nq x R. */
+static void pos_rows(const attn_bwd *w, int b, int q0, int nq, tg_real *rb, tg_real *dOa) {
+    const attention_state *pl = w->pl;
+    int64_t r0 = (int64_t)b * pl->Q + q0;
+    if (pl->rowbias) rowbias_block(pl, w->q + r0 * pl->d, b, nq, rb);
+    if (pl->relv)
+        tg_k_gemm(false, true, nq, pl->R, pl->dv, 1, w->dO + r0 * pl->dv, pl->dv, pl->relv, pl->dv, 0, dOa, pl->R);
+}
 
 /* One tile, rows q0.. x keys k0.. of batch row b: P (recomputed from L) in
  * P, the dropout factors Z/(1-p) in zf; with dv_acc, dV_blk += (P o zf)^T dO
  * (dP as scratch); then dS = P o (dP o zf - D) in P, 0 where masked. */
 static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
-                          tg_real *dP, tg_real *dv_acc) {
+                          tg_real *dP, tg_real *dv_acc, const tg_real *rb, const tg_real *dOa, tg_real *gv_bucket) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
     int64_t r0 = (int64_t)b * Q + q0;
@@ -175,6 +272,8 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
             continue;
         }
         tg_real L = w->lse[r0 + i];
+        if (pl->has_pos)
+            add_pos_row(pl, pl->rowbias ? rb + (size_t)i * pl->R : NULL, b, offset0(pl, k0, q0, i), vis, p);
         tg_k_exp_shift(p, vis, L);
         for (int j = vis; j < nk; j++) p[j] = 0;
     }
@@ -189,8 +288,19 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
         }
         tg_k_gemm(true, false, nk, dv, nq, 1, pd, BK, dOblk, dv, 1, dv_acc, dv);
     }
-    /* dP = dO v^T o Z/(1-p);  dS = P o (dP - D) */
+    if (gv_bucket) /* G' += P o Z/(1-p) summed per bucket */
+        for (int i = 0; i < nq; i++)
+            bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, pl->dropout ? zf + (size_t)i * BK : NULL, nk,
+                           gv_bucket + (size_t)i * pl->R);
+    /* dP = dO (v + a^V)^T o Z/(1-p);  dS = P o (dP - D) */
     tg_k_gemm(false, true, nq, nk, dv, 1, dOblk, dv, vblk, dv, 0, dP, BK);
+    if (pl->relv)
+        for (int i = 0; i < nq; i++) {
+            tg_real *dp = dP + (size_t)i * BK;
+            const tg_real *a = dOa + (size_t)i * pl->R;
+            int64_t o0 = offset0(pl, k0, q0, i);
+            for (int j = 0; j < nk; j++) dp[j] += a[bucket_of(pl, o0 + j)];
+        }
     for (int i = 0; i < nq; i++) {
         tg_real *p = P + (size_t)i * BK, *dp = dP + (size_t)i * BK, *z = zf + (size_t)i * BK;
         int vis = visible_in_block(pl, r0 + i, k0, nk);
@@ -206,16 +316,41 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, nqb = nblocks(Q, BQ);
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
+    int R = pl->R;
     tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc = dP + BQ * BK;
+    tg_real *rb = acc + (size_t)BK * (d + pl->dv), *dOa = rb + (size_t)BQ * R, *G = dOa + (size_t)BQ * R;
+    tg_real *Gv = G + (size_t)BQ * R;
+    bool want_G = w->part_bias || w->part_relk || (gq && pl->relk);
     memset(acc, 0, sizeof(tg_real) * (size_t)nq * d);
+    if (want_G) memset(G, 0, sizeof(tg_real) * (size_t)nq * R);
+    if (w->part_relv) memset(Gv, 0, sizeof(tg_real) * (size_t)nq * R);
+    if (pl->has_pos) pos_rows(w, b, q0, nq, rb, dOa);
     int kend = pl->qblock_end[(int64_t)b * nqb + qb];
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
-        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL);
-        tg_k_gemm(false, false, nq, d, nk, pl->scale, P, BK, w->k + ((int64_t)b * K + k0) * d, d, 1, acc, d);
+        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL);
+        if (gq) tg_k_gemm(false, false, nq, d, nk, pl->scale, P, BK, w->k + ((int64_t)b * K + k0) * d, d, 1, acc, d);
+        if (want_G) /* G += dS summed per bucket (0 where masked) */
+            for (int i = 0; i < nq; i++)
+                bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, NULL, nk, G + (size_t)i * R);
     }
-    tg_real *g = gq + ((int64_t)b * Q + q0) * d;
-    for (int64_t i = 0; i < (int64_t)nq * d; i++) g[i] += acc[i];
+    int64_t r0 = (int64_t)b * Q + q0, task = (int64_t)b * nqb + qb;
+    if (gq) {
+        if (pl->relk) tg_k_gemm(false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
+        tg_real *g = gq + r0 * d;
+        for (int64_t i = 0; i < (int64_t)nq * d; i++) g[i] += acc[i];
+    }
+    if (w->part_bias) {
+        tg_real *pb = w->part_bias + task * R;
+        memset(pb, 0, sizeof(tg_real) * (size_t)R);
+        for (int i = 0; i < nq; i++)
+            for (int r = 0; r < R; r++) pb[r] += G[(size_t)i * R + r];
+    }
+    if (w->part_relk)
+        tg_k_gemm(true, false, R, d, nq, pl->scale, G, R, w->q + r0 * d, d, 0, w->part_relk + task * R * d, d);
+    if (w->part_relv)
+        tg_k_gemm(true, false, R, pl->dv, nq, 1, Gv, R, w->dO + r0 * pl->dv, pl->dv, 0,
+                  w->part_relv + task * R * pl->dv, pl->dv);
 }
 
 /* dK and dV of key block (b, kb), over the query blocks that see it. */
@@ -225,11 +360,13 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
     int k0 = kb * BK, nk = K - k0 < BK ? K - k0 : BK;
     tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc_k = dP + BQ * BK;
     tg_real *acc_v = acc_k + (size_t)nk * d;
+    tg_real *rb = acc_k + (size_t)BK * (d + dv), *dOa = rb + (size_t)BQ * pl->R;
     memset(acc_k, 0, sizeof(tg_real) * (size_t)nk * (d + dv));
     for (int qb = 0; qb < nqb; qb++) {
         if (k0 >= pl->qblock_end[(int64_t)b * nqb + qb]) continue; /* no row of it sees these keys */
         int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
-        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL);
+        if (pl->has_pos) pos_rows(w, b, q0, nq, rb, dOa);
+        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL);
         if (gk) tg_k_gemm(true, false, nk, d, nq, pl->scale, P, BK, w->q + ((int64_t)b * Q + q0) * d, d, 1, acc_k, d);
     }
     int64_t base = (int64_t)b * K + k0;
@@ -272,17 +409,25 @@ static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
 
 static void attention_backward(tg_node *n) {
     tg_tensor *gq = tg_grad_of(n->in[0]), *gk = tg_grad_of(n->in[1]), *gv = tg_grad_of(n->in[2]);
-    if (!gq && !gk && !gv) return;
     const attention_state *pl = n->state;
-    int B = pl->B, Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
+    tg_tensor *gbias = pl->i_bias >= 0 ? tg_grad_of(n->in[pl->i_bias]) : NULL;
+    tg_tensor *grelk = pl->i_relk >= 0 ? tg_grad_of(n->in[pl->i_relk]) : NULL;
+    tg_tensor *grelv = pl->i_relv >= 0 ? tg_grad_of(n->in[pl->i_relv]) : NULL;
+    bool gpos = gbias || grelk || grelv;
+    if (!gq && !gk && !gv && !gpos) return;
+    int B = pl->B, Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, R = pl->R;
     int64_t rows = (int64_t)B * Q;
     if (rows == 0) return;
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
     tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
-    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv);
+    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + (pl->has_pos ? 4 * (size_t)BQ * R : 0);
     tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)tg_get_num_threads()) : NULL;
     if (!scratch) return;
-    attn_bwd w = {pl, n->in[0]->data, n->in[1]->data, n->in[2]->data, dO, pl->lse, D};
+    int64_t ntasks = (int64_t)B * nblocks(Q, BQ);
+    attn_bwd w = {pl, n->in[0]->data, n->in[1]->data, n->in[2]->data, dO, pl->lse, D, NULL, NULL, NULL};
+    if (gbias && !(w.part_bias = tg_arena_alloc(sizeof(tg_real) * (size_t)(ntasks * R)))) return;
+    if (grelk && !(w.part_relk = tg_arena_alloc(sizeof(tg_real) * (size_t)(ntasks * R * d)))) return;
+    if (grelv && !(w.part_relv = tg_arena_alloc(sizeof(tg_real) * (size_t)(ntasks * R * dv)))) return;
     backward_ctx c = {&w,
                       dO,
                       O,
@@ -299,9 +444,20 @@ static void attention_backward(tg_node *n) {
     bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
     /* Two passes, each writing rows only its task owns (and q, k, v may be
      * one tensor: the passes do not overlap in time). */
-    if (gq) {
+    if (gq || gpos) {
         int nqb = nblocks(Q, BQ), tasks = B * nqb;
         tg_parallel_tasks(tasks, big && tasks > 1, backward_dq_tasks, &c);
+    }
+    /* The tables' partials, summed in task order (deterministic). */
+    for (int64_t t = 0; t < ntasks; t++) {
+        if (gbias) {
+            tg_real *g = gbias->data + (size_t)((t / nblocks(Q, BQ)) % pl->heads) * R;
+            for (int r = 0; r < R; r++) g[r] += w.part_bias[t * R + r];
+        }
+        if (grelk)
+            for (int64_t i = 0; i < (int64_t)R * d; i++) grelk->data[i] += w.part_relk[t * R * d + i];
+        if (grelv)
+            for (int64_t i = 0; i < (int64_t)R * dv; i++) grelv->data[i] += w.part_relv[t * R * dv + i];
     }
     if (gk || gv) {
         int nkb = nblocks(K, BK), tasks = B * nkb;
@@ -327,7 +483,73 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
                       c->scratch + c->per_thread * (size_t)tid);
 }
 
+/* Checks pos against q [B, Q, d] and v [B, K, dv]; fills pl's position
+ * fields and appends the tables to in[] (n_in). */
+static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, const tg_tensor *v, attention_state *pl,
+                      tg_tensor **in, int *n_in) {
+    char b1[64], b2[64];
+    pl->heads = 1;
+    pl->R = 1;
+    pl->i_bias = pl->i_relk = pl->i_relv = -1;
+    if (!pos) return true;
+    int B = q->shape[0], d = q->shape[2], dv = v->shape[2];
+    int h = pos->heads == 0 ? 1 : pos->heads;
+    if (h < 0 || B % h != 0) {
+        tg_set_error("attention: q %s with %d heads: the batch must be a multiple of the heads", tg_tshape(b1, q),
+                     pos->heads);
+        return false;
+    }
+    if (!rel_bucket_check("attention", pos)) return false;
+    int R = rel_bucket_count(pos);
+    const struct {
+        const tg_tensor *t;
+        int rows, cols;
+        const char *name;
+    } tabs[3] = {{pos->bias, h, R, "bias"}, {pos->rel_k, R, d, "rel_k"}, {pos->rel_v, R, dv, "rel_v"}};
+    for (int i = 0; i < 3; i++) {
+        const tg_tensor *t = tabs[i].t;
+        if (t && (t->ndim != 2 || t->shape[0] != tabs[i].rows || t->shape[1] != tabs[i].cols)) {
+            tg_set_error("attention: q %s, position %s %s: need (%d,%d) (%d buckets, %d heads)", tg_tshape(b1, q),
+                         tabs[i].name, tg_tshape(b2, t), tabs[i].rows, tabs[i].cols, R, h);
+            return false;
+        }
+    }
+    pl->has_pos = pos->alibi || pos->bias || pos->rel_k || pos->rel_v;
+    pl->rowbias = pos->bias || pos->rel_k;
+    pl->heads = h;
+    pl->qoff = pos->q_offset;
+    pl->R = R;
+    if (pl->has_pos && !(pl->bmap = rel_bucket_map(pos, q->shape[1], v->shape[1], &pl->omin))) return false;
+    if (pos->alibi) {
+        tg_real *sl = tg_arena_alloc(sizeof(tg_real) * (size_t)h);
+        if (!sl) return false;
+        for (int i = 0; i < h; i++) {
+            if (!isfinite((double)pos->alibi[i])) {
+                tg_set_error("attention: ALiBi slope %g of head %d is not finite", (double)pos->alibi[i], i);
+                return false;
+            }
+            sl[i] = pos->alibi[i];
+        }
+        pl->slopes = sl;
+    }
+    tg_tensor *const t3[3] = {pos->bias, pos->rel_k, pos->rel_v};
+    int *idx[3] = {&pl->i_bias, &pl->i_relk, &pl->i_relv};
+    const tg_real **data[3] = {&pl->pbias, &pl->relk, &pl->relv};
+    for (int i = 0; i < 3; i++)
+        if (t3[i]) {
+            *idx[i] = *n_in;
+            *data[i] = t3[i]->data;
+            in[(*n_in)++] = t3[i];
+        }
+    return true;
+}
+
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng) {
+    return tg_attention_pos(q, k, v, mask, dropout_p, rng, NULL);
+}
+
+tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng,
+                            const tg_attn_pos *pos) {
     char b1[64], b2[64], b3[64];
     if (tg_any_null("attention", 3, (const tg_tensor *const[]){q, k, v})) return NULL;
     if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0] ||
@@ -347,13 +569,17 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
     if (!tg_check_dropout("attention", dropout_p)) return NULL;
     /* p = 1 drops every weight: zeros, and zero gradients through the
      * scaling, as the stored path (tg_dropout draws nothing for p = 1). */
-    if (dropout_p == 1) return tg_mul_scalar(tg_attention(q, k, v, mask, 0, NULL), 0);
+    if (dropout_p == 1) return tg_mul_scalar(tg_attention_pos(q, k, v, mask, 0, NULL, pos), 0);
     if (dropout_p > 0 && !rng) {
         tg_set_error("attention: q %s, k %s, v %s with dropout p = %g: NULL rng", tg_tshape(b1, q), tg_tshape(b2, k),
                      tg_tshape(b3, v), (double)dropout_p);
         return NULL;
     }
     attention_state *pl = tg_arena_alloc(sizeof *pl);
+    tg_tensor *in[TG_NODE_MAX_INPUTS] = {q, k, v};
+    int n_in = 3;
+    if (pl) *pl = (attention_state){0};
+    if (pl && !pos_setup(pos, q, v, pl, in, &n_in)) return NULL;
     int *lim = pl ? mask_limits(&scores, &mask) : NULL;
     int nqb = nblocks(Q, BQ);
     int64_t rows = (int64_t)B * Q, nqblocks = (int64_t)B * nqb;
@@ -373,19 +599,36 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
         }
         qend[bq] = e;
     }
-    *pl = (attention_state){B,         Q, K,   d,    dv,       (tg_real)(1.0 / sqrt((double)d)), dropout_p > 0,
-                            {0, 0, 0}, 0, lim, qend, lse->data};
+    pl->B = B, pl->Q = Q, pl->K = K, pl->d = d, pl->dv = dv;
+    pl->scale = (tg_real)(1.0 / sqrt((double)d));
+    pl->dropout = dropout_p > 0;
+    pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
     if (pl->dropout) {
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
         pl->first = tg_rng_take(rng, (uint64_t)rows * (uint64_t)K);
     }
     int nth = tg_get_num_threads();
-    size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ;
+    size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0);
     tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
     if (!scratch) return NULL;
     forward_ctx c = {pl, q->data, k->data, v->data, out->data, lse->data, scratch, per_thread, nqb};
     tg_parallel_tasks(nqblocks, nqblocks > 1 && (double)rows * K * (d + dv) > 65536, forward_tasks, &c);
-    tg_node *n = tg_node_record(&tg_op_attention, out, 3, (tg_tensor *const[]){q, k, v});
+    tg_node *n = tg_node_record(&tg_op_attention, out, n_in, in);
     if (n) n->state = pl;
     return out;
+}
+
+int tg_alibi_slopes(int heads, tg_real *out) {
+    if (heads < 1 || !out) {
+        tg_set_error("alibi_slopes: %d heads%s: need at least 1 and an output", heads, out ? "" : " and NULL out");
+        return -1;
+    }
+    /* Press et al. 2022: for n a power of two, the geometric sequence
+     * 2^(-8/n), 2^(-16/n), ..., 2^(-8); otherwise the n' = 2^floor(log2 h)
+     * slopes, then the odd-indexed slopes of 2 n' (those between them). */
+    int n = 1;
+    while (n * 2 <= heads) n *= 2;
+    for (int k = 1; k <= n && k <= heads; k++) out[k - 1] = (tg_real)pow(2.0, -8.0 * k / n);
+    for (int k = 1, i = n; i < heads; k += 2, i++) out[i] = (tg_real)pow(2.0, -8.0 * k / (2.0 * n));
+    return 0;
 }

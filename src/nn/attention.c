@@ -117,8 +117,51 @@ tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng) {
     return m;
 }
 
+/* The position terms of pos on the stored path: scores [B h, Q, K] plus
+ * ALiBi (a constant [h, Q, K]), the bias table (gathered to [h, Q, K]) and
+ * Shaw's key term (q rel_k^T gathered to [B h, Q, K], scaled as the scores),
+ * the same sums as the fused op computes tile by tile. */
+static tg_tensor *add_pos_scores(tg_tensor *scores, tg_tensor *q, const tg_attn_pos *pos) {
+    if (!scores) return NULL;
+    int Bh = scores->shape[0], Q = scores->shape[1], K = scores->shape[2], d = q->shape[2];
+    int h = pos->heads == 0 ? 1 : pos->heads;
+    if (h < 0 || Bh % h != 0) {
+        tg_set_error("dot_attention: %d rows of heads with %d heads: not a multiple", Bh, pos->heads);
+        return NULL;
+    }
+    tg_tensor *per_head = NULL; /* [h, Q, K]: ALiBi + bias table */
+    if (pos->alibi) {
+        per_head = tg_empty_arena(TG_SHAPE(h, Q, K));
+        if (!per_head) return NULL;
+        for (int j = 0; j < h; j++)
+            for (int i = 0; i < Q; i++)
+                for (int k = 0; k < K; k++) {
+                    int64_t o = (int64_t)k - i - pos->q_offset;
+                    per_head->data[((int64_t)j * Q + i) * K + k] = -pos->alibi[j] * (tg_real)(o < 0 ? -o : o);
+                }
+    }
+    if (pos->bias) {
+        tg_tensor *g = tg_rel_gather(tg_reshape(pos->bias, TG_SHAPE(h, 1, pos->bias->shape[1])), Q, K, pos);
+        per_head = per_head ? tg_add(per_head, g) : g;
+        if (!per_head) return NULL;
+    }
+    if (pos->rel_k) {
+        tg_tensor *qa = tg_matmul_t(q, pos->rel_k, false, true); /* [B h, Q, R]: one product per offset */
+        tg_tensor *e = tg_rel_gather(qa, Q, K, pos);
+        scores = tg_add(scores, tg_mul_scalar(e, (tg_real)(1.0 / sqrt((double)d))));
+    }
+    if (per_head)
+        scores = tg_reshape(tg_add(tg_reshape(scores, TG_SHAPE(Bh / h, h, Q, K)), per_head), TG_SHAPE(Bh, Q, K));
+    return scores;
+}
+
 tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
                                     tg_mask mask) {
+    return tg_dot_attention_forward_pos(m, queries, keys, values, mask, NULL);
+}
+
+tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
+                                        tg_mask mask, const tg_attn_pos *pos) {
     if (!tg_module_present("dot_attention", "forward", m)) return NULL;
     m->attention_weights = NULL;
     if (tg_any_null("dot_attention", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
@@ -131,12 +174,23 @@ tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_
      * at T 16, 52k against 47k tokens/s (commit e6c6106), and tools/bench.c
      * "toy" (T 16) 4% faster (commit 6f2e514). */
     int K = keys->shape[keys->ndim - 2];
-    if (!m->record && !m->sparse && K >= 64)
-        return tg_attention(queries, keys, values, mask, tg_dropout_active_p(m->dropout), tg_dropout_rng(m->dropout));
+    bool fused = m->path == TG_PATH_FUSED || (m->path == TG_PATH_AUTO && K >= 64);
+    if (!m->record && !m->sparse && fused)
+        return tg_attention_pos(queries, keys, values, mask, tg_dropout_active_p(m->dropout),
+                                tg_dropout_rng(m->dropout), pos);
+    if (pos && queries->ndim != 3) {
+        tg_set_error("dot_attention: position terms need 3-D queries [B h, Q, d]");
+        return NULL;
+    }
     tg_tensor *scores = tg_score_scaled_dot(queries, keys);
+    if (pos) scores = add_pos_scores(scores, queries, pos);
     tg_tensor *w = m->sparse ? tg_sparsemax(scores, mask) : tg_masked_softmax(scores, mask);
     if (m->record) m->attention_weights = w; /* before dropout, as d2l keeps them */
-    return tg_matmul(tg_dropout_forward(m->dropout, w), values);
+    tg_tensor *wd = tg_dropout_forward(m->dropout, w);
+    tg_tensor *out = tg_matmul(wd, values);
+    if (pos && pos->rel_v) /* Shaw's value term: the weights summed per offset, times a^V */
+        out = tg_add(out, tg_matmul(tg_rel_scatter(wd, pos), pos->rel_v));
+    return out;
 }
 
 void tg_dot_attention_record(tg_dot_attention *m, bool on) {

@@ -67,6 +67,8 @@ static void block_free(tg_decoder_block *b) {
     tg_linear_free(b->c_fc);
     tg_linear_free(b->mlp_proj);
     tg_dropout_free(b->mlp_drop);
+    tg_free(b->relative_k);
+    tg_free(b->relative_v);
     tg_sys_free(b);
 }
 
@@ -84,6 +86,11 @@ static tg_decoder_block *block_new(const tg_decoder_config *c, tg_rng *rng) {
               (b->ln_2 = layernorm_new(d, c->bias)) && (b->c_fc = linear_new(d, 4 * d, c->bias, INIT_STD, rng)) &&
               (b->mlp_proj = linear_new(4 * d, d, c->bias, resid_std, rng)) &&
               (b->mlp_drop = tg_dropout_new(c->dropout, rng));
+    if (ok && c->pos == TG_DEC_POS_RELATIVE) { /* GPT-2's init std, as the other tables */
+        int R = 2 * (c->relative_clip ? c->relative_clip : 16) + 1, hd = d / c->n_head;
+        ok = (b->relative_k = tg_module_param(TG_SHAPE(R, hd), TG_INIT_NORMAL, (tg_real)INIT_STD, rng)) &&
+             (b->relative_v = tg_module_param(TG_SHAPE(R, hd), TG_INIT_NORMAL, (tg_real)INIT_STD, rng));
+    }
     if (!ok) {
         block_free(b);
         return NULL;
@@ -105,8 +112,17 @@ static bool check_config(const tg_decoder_config *c) {
         tg_set_error("decoder: n_embd %d with vocab_size %d is too large", c->n_embd, c->vocab_size);
         return false;
     }
-    if (c->pos != TG_DEC_POS_LEARNED) {
+    if (c->pos != TG_DEC_POS_LEARNED && c->pos != TG_DEC_POS_RELATIVE && c->pos != TG_DEC_POS_ROPE &&
+        c->pos != TG_DEC_POS_ALIBI) {
         tg_set_error("decoder: unknown position kind %d", (int)c->pos);
+        return false;
+    }
+    if (c->relative_clip < 0 || c->relative_clip > 4096) {
+        tg_set_error("decoder: relative_clip %d must be in [0, 4096] (0: 16)", c->relative_clip);
+        return false;
+    }
+    if (c->pos == TG_DEC_POS_ROPE && (c->n_embd / c->n_head) % 2 != 0) {
+        tg_set_error("decoder: RoPE rotates pairs of features: head size %d is odd", c->n_embd / c->n_head);
         return false;
     }
     if (c->gelu != TG_DEC_GELU_TANH && c->gelu != TG_DEC_GELU_ERF) {
@@ -127,9 +143,17 @@ tg_decoder *tg_decoder_new(const tg_decoder_config *cfg, tg_rng *rng) {
     m->cfg = *cfg;
     m->training = true;
     int d = cfg->n_embd;
+    bool learned = cfg->pos == TG_DEC_POS_LEARNED;
     bool ok = (m->wte = tg_embedding_new(cfg->vocab_size, d, (tg_real)INIT_STD, rng)) &&
-              (m->wpe = tg_embedding_new(cfg->block_size, d, (tg_real)INIT_STD, rng)) &&
+              (!learned || (m->wpe = tg_embedding_new(cfg->block_size, d, (tg_real)INIT_STD, rng))) &&
               (m->drop = tg_dropout_new(cfg->dropout, rng));
+    if (ok && cfg->pos == TG_DEC_POS_ALIBI) {
+        ok = (m->alibi = tg_sys_alloc(sizeof(tg_real) * (size_t)cfg->n_head)) != NULL;
+        if (ok)
+            tg_alibi_slopes(cfg->n_head, m->alibi);
+        else
+            tg_set_error("decoder: out of memory");
+    }
     if (ok) {
         m->h = tg_sys_calloc((size_t)cfg->n_layer, sizeof *m->h);
         if (!m->h) tg_set_error("decoder: out of memory");
@@ -148,6 +172,7 @@ void tg_decoder_free(tg_decoder *m) {
     if (!m) return;
     tg_embedding_free(m->wte);
     tg_embedding_free(m->wpe);
+    tg_sys_free(m->alibi);
     tg_dropout_free(m->drop);
     if (m->h)
         for (int i = 0; i < m->cfg.n_layer; i++) block_free(m->h[i]);
@@ -187,6 +212,21 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
     tg_tensor *k = tg_reshape(tg_slice(qkv, 0, 1, 2), TG_SHAPE(B * h, T, hd));
     tg_tensor *v = tg_reshape(tg_slice(qkv, 0, 2, 3), TG_SHAPE(B * h, T, hd));
     if (!q || !k || !v) return NULL;
+    int start = cache ? cache->start : 0; /* position of the first new token */
+    tg_attn_pos pos = {.heads = h, .q_offset = start}, *pp = NULL;
+    if (m->cfg.pos == TG_DEC_POS_ROPE) { /* rotated before caching: a cached key keeps its position */
+        q = tg_rope(q, start, 10000, m->cfg.rope_half);
+        k = tg_rope(k, start, 10000, m->cfg.rope_half);
+        if (!q || !k) return NULL;
+    } else if (m->cfg.pos == TG_DEC_POS_ALIBI) {
+        pos.alibi = m->alibi;
+        pp = &pos;
+    } else if (m->cfg.pos == TG_DEC_POS_RELATIVE) {
+        pos.clip = m->cfg.relative_clip ? m->cfg.relative_clip : 16;
+        pos.rel_k = b->relative_k;
+        pos.rel_v = b->relative_v;
+        pp = &pos;
+    }
     tg_mask mask = {.causal = true};
     if (cache) {
         cache_write(cache->k, k, cache->start);
@@ -208,7 +248,7 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
             mask.lens_ndim = 2;
         }
     }
-    tg_tensor *y = tg_dot_attention_forward(b->attn, q, k, v, mask); /* [B h, T, hd] */
+    tg_tensor *y = tg_dot_attention_forward_pos(b->attn, q, k, v, mask, pp); /* [B h, T, hd] */
     y = tg_reshape(tg_permute(tg_reshape(y, TG_SHAPE(B, h, T, hd)), (const int[]){0, 2, 1, 3}), TG_SHAPE(B, T, d));
     x = tg_add(x, tg_dropout_forward(b->resid_drop, tg_linear_forward(b->attn_proj, y)));
     tg_tensor *f = tg_linear_forward(b->c_fc, tg_layernorm_forward(b->ln_2, x));
@@ -248,9 +288,12 @@ static bool check_tokens(const char *op, const tg_decoder *m, const int *tokens,
  * shortcut: the head is the largest product of a step). */
 static tg_tensor *hidden_forward(tg_decoder *m, const int *tokens, int B, int T, int start, tg_decoder_cache *c,
                                  bool last_only) {
-    tg_tensor *wpe = m->wpe->weight;
-    tg_tensor *pos = start == 0 && T == m->cfg.block_size ? wpe : tg_slice(wpe, 0, start, start + T);
-    tg_tensor *x = tg_add(tg_embedding_forward(m->wte, tokens, TG_SHAPE(B, T)), pos); /* [B,T,d] + [T,d] */
+    tg_tensor *x = tg_embedding_forward(m->wte, tokens, TG_SHAPE(B, T));
+    if (m->wpe) {
+        tg_tensor *wpe = m->wpe->weight;
+        tg_tensor *pos = start == 0 && T == m->cfg.block_size ? wpe : tg_slice(wpe, 0, start, start + T);
+        x = tg_add(x, pos); /* [B,T,d] + [T,d] */
+    }
     x = tg_dropout_forward(m->drop, x);
     for (int i = 0; i < m->cfg.n_layer; i++) {
         block_cache bc = {c ? c->k[i] : NULL, c ? c->v[i] : NULL, start};
@@ -305,13 +348,15 @@ int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix) {
     bool bias = m->cfg.bias;
     if (tg_param_name(tr, prefix, "transformer")) return -1;
     if (tg_param_name(b, tr, "wte") || tg_embedding_params(m->wte, p, b)) return -1;
-    if (tg_param_name(b, tr, "wpe") || tg_embedding_params(m->wpe, p, b)) return -1;
+    if (m->wpe && (tg_param_name(b, tr, "wpe") || tg_embedding_params(m->wpe, p, b))) return -1;
     if (tg_param_name(b, tr, "h")) return -1;
     for (int i = 0; i < m->cfg.n_layer; i++) {
         tg_decoder_block *k = m->h[i];
         snprintf(index, sizeof index, "%d", i);
         if (tg_param_name(blk, b, index) || layernorm_params(k->ln_1, bias, p, blk, "ln_1") ||
             linear_params(k->c_attn, p, blk, "attn.c_attn") || linear_params(k->attn_proj, p, blk, "attn.c_proj") ||
+            (k->relative_k && (tg_params_add(p, blk, "attn.relative_k", k->relative_k) ||
+                               tg_params_add(p, blk, "attn.relative_v", k->relative_v))) ||
             layernorm_params(k->ln_2, bias, p, blk, "ln_2") || linear_params(k->c_fc, p, blk, "mlp.c_fc") ||
             linear_params(k->mlp_proj, p, blk, "mlp.c_proj"))
             return -1;

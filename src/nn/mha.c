@@ -13,6 +13,7 @@
  * axis 0). Each head's scores are scaled by sqrt(H/h), its own size. */
 #include "module.h"
 
+#include <math.h>
 #include <string.h>
 
 tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads, tg_real dropout,
@@ -90,8 +91,65 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
                        sizeof(int) * (size_t)per_row);
         hm.lens = lens;
     }
-    tg_tensor *out = tg_dot_attention_forward(m->attention, q, k, v, hm);
+    tg_attn_pos pos = {.heads = h, .clip = m->clip};
+    const tg_attn_pos *pp = NULL;
+    if (m->pe == TG_PE_RELATIVE) {
+        pos.rel_k = m->relative_k;
+        pos.rel_v = m->relative_v;
+        pp = &pos;
+    } else if (m->pe == TG_PE_ALIBI) {
+        pos.alibi = m->alibi;
+        pp = &pos;
+    } else if (m->pe == TG_PE_ROPE) { /* positions 0.. of queries and keys */
+        q = tg_rope(q, 0, 10000, m->rope_half);
+        k = tg_rope(k, 0, 10000, m->rope_half);
+    }
+    tg_tensor *out = tg_dot_attention_forward_pos(m->attention, q, k, v, hm, pp);
     return tg_linear_forward(m->W_o, transpose_output(out, h));
+}
+
+int tg_mha_set_position(tg_mha *m, tg_pe_kind pe, int clip, bool rope_half, tg_rng *rng) {
+    if (!tg_module_present("mha", "set_position", m)) return -1;
+    int h = m->num_heads, hd = m->num_hiddens / h;
+    if (m->pe == TG_PE_RELATIVE || m->pe == TG_PE_ROPE || m->pe == TG_PE_ALIBI) {
+        tg_set_error("mha_set_position: the module has a position term already");
+        return -1;
+    }
+    if (pe == TG_PE_RELATIVE) {
+        if (clip < 1 || clip > 4096 || !rng) {
+            tg_set_error("mha_set_position: relative clip %d must be in [1, 4096]%s", clip, rng ? "" : ", NULL rng");
+            return -1;
+        }
+        /* N(0, 1/hd): a^K . q has the size of k . q, whose rows (W_k x) have
+         * entries of about that variance at init. */
+        tg_real std = (tg_real)(1.0 / sqrt((double)hd));
+        m->relative_k = tg_module_param(TG_SHAPE(2 * clip + 1, hd), TG_INIT_NORMAL, std, rng);
+        m->relative_v = m->relative_k ? tg_module_param(TG_SHAPE(2 * clip + 1, hd), TG_INIT_NORMAL, std, rng) : NULL;
+        if (!m->relative_v) {
+            tg_free(m->relative_k);
+            m->relative_k = NULL;
+            return -1;
+        }
+        m->clip = clip;
+    } else if (pe == TG_PE_ALIBI) {
+        m->alibi = tg_sys_alloc(sizeof(tg_real) * (size_t)h);
+        if (!m->alibi) {
+            tg_set_error("mha_set_position: out of memory");
+            return -1;
+        }
+        tg_alibi_slopes(h, m->alibi);
+    } else if (pe == TG_PE_ROPE) {
+        if (hd % 2 != 0) {
+            tg_set_error("mha_set_position: RoPE rotates pairs of features: head size %d is odd", hd);
+            return -1;
+        }
+        m->rope_half = rope_half;
+    } else if (pe != TG_PE_FIXED && pe != TG_PE_LEARNED && pe != TG_PE_NONE) {
+        tg_set_error("mha_set_position: unknown position kind %d", (int)pe);
+        return -1;
+    }
+    m->pe = pe;
+    return 0;
 }
 
 int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
@@ -101,6 +159,9 @@ int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX];
     for (int i = 0; i < 4; i++)
         if (tg_param_name(b, prefix, names[i]) || tg_linear_params(lin[i], p, b)) return -1;
+    if (m->relative_k && (tg_params_add(p, prefix, "relative_k", m->relative_k) ||
+                          tg_params_add(p, prefix, "relative_v", m->relative_v)))
+        return -1;
     return 0;
 }
 
@@ -140,5 +201,8 @@ void tg_mha_free(tg_mha *m) {
     tg_linear_free(m->W_k);
     tg_linear_free(m->W_v);
     tg_linear_free(m->W_o);
+    tg_free(m->relative_k);
+    tg_free(m->relative_v);
+    tg_sys_free(m->alibi);
     tg_sys_free(m);
 }

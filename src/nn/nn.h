@@ -92,15 +92,23 @@ tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q
  * the weights of the last forward, before dropout as d2l keeps them, stay in
  * attention_weights [B, Q, K] until the scope of that forward ends;
  * otherwise attention_weights is NULL. */
+typedef enum { TG_PATH_AUTO = 0, TG_PATH_STORED, TG_PATH_FUSED } tg_attention_path;
 typedef struct {
     tg_dropout_layer *dropout;
     tg_tensor *attention_weights;
-    bool sparse; /* sparsemax instead of softmax */
-    bool record; /* keep attention_weights (stored path) */
+    bool sparse;            /* sparsemax instead of softmax */
+    bool record;            /* keep attention_weights (stored path) */
+    tg_attention_path path; /* AUTO (the rule above); STORED or FUSED force one (tests, benchmarks) */
 } tg_dot_attention;
 tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng);
 tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
                                     tg_mask mask);
+/* The same with the position terms of pos (tg_attn_pos, autograd.h; NULL:
+ * none) on either path: the fused op computes them on the fly, the stored
+ * path adds them to the [B, Q, K] scores (and Shaw's value term to the
+ * output) with public ops. Queries must be 3-D. */
+tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
+                                        tg_mask mask, const tg_attn_pos *pos);
 void tg_dot_attention_record(tg_dot_attention *m, bool on);
 void tg_dot_attention_train(tg_dot_attention *m, bool on);
 void tg_dot_attention_free(tg_dot_attention *m);
@@ -124,15 +132,42 @@ void tg_additive_attention_free(tg_additive_attention *m);
  * heads split by reshaping (B, n, H) -> (B*h, n, H/h); valid lengths (given
  * per batch row in mask) repeated for each head; scores scaled by sqrt(H/h).
  * Self-attention is forward(X, X, X). */
+/* Position information: an absolute table added to the input (FIXED,
+ * LEARNED; NONE: nothing), or a term inside every attention (RELATIVE:
+ * Shaw et al. 2018's learned relative_k, relative_v; ROPE: Su et al. 2021's
+ * rotation of q and k; ALIBI: Press et al. 2022's linear bias), which sees
+ * offsets only and so runs on sequences of any length. */
+typedef enum { TG_PE_FIXED, TG_PE_LEARNED, TG_PE_NONE, TG_PE_RELATIVE, TG_PE_ROPE, TG_PE_ALIBI } tg_pe_kind;
 typedef struct {
     int num_heads, num_hiddens;
     tg_linear *W_q, *W_k, *W_v, *W_o;
     tg_dot_attention *attention;
+    /* Position term (tg_mha_set_position): TG_PE_RELATIVE, TG_PE_ROPE or
+     * TG_PE_ALIBI; any other value means none (a new module). */
+    tg_pe_kind pe;
+    int clip;                           /* RELATIVE: offsets clipped to [-clip, clip] */
+    tg_tensor *relative_k, *relative_v; /* RELATIVE: [2 clip + 1, H/h] each, shared by the heads */
+    tg_real *alibi;                     /* ALIBI: the heads' slopes (tg_alibi_slopes) */
+    bool rope_half;                     /* ROPE: GPT-NeoX's pairing (i, i + d/2) instead of the paper's */
 } tg_mha;
 tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads, tg_real dropout,
                    bool bias, tg_rng *rng);
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask);
 int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix); /* W_q.weight, W_k.weight, ... */
+/* Gives every head a position term inside attention, with query i and key
+ * j of a forward at positions i and j:
+ *   TG_PE_RELATIVE  score += q_i . relative_k[r] / sqrt(H/h), out_i += sum_j
+ *                   w_ij relative_v[r], r = clip(j - i, -clip, clip) + clip;
+ *                   two parameters [2 clip + 1, H/h] drawn N(0, 1/(H/h)),
+ *                   listed by tg_mha_params as relative_k, relative_v
+ *   TG_PE_ROPE      q and k rotated by tg_rope (base 10000; rope_half picks
+ *                   the NeoX pairing), no parameter; H/h must be even
+ *   TG_PE_ALIBI     score += -m_h |i - j| with tg_alibi_slopes(h): with a
+ *                   causal mask the paper's -m_h (i - j), without one (an
+ *                   encoder) its symmetric, bidirectional form
+ *   TG_PE_FIXED, TG_PE_LEARNED, TG_PE_NONE: none (they live outside attention).
+ * Once, on a new module; 0, or -1 with the error recorded. */
+int tg_mha_set_position(tg_mha *m, tg_pe_kind pe, int clip, bool rope_half, tg_rng *rng);
 void tg_mha_train(tg_mha *m, bool on);
 /* Recording the attention weights: while on, each forward keeps the weights
  * of every head (off for a new module). */
@@ -194,7 +229,6 @@ int tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefi
 void tg_encoder_block_train(tg_encoder_block *m, bool on);
 void tg_encoder_block_free(tg_encoder_block *m);
 
-typedef enum { TG_PE_FIXED, TG_PE_LEARNED, TG_PE_NONE } tg_pe_kind;
 typedef struct {
     int vocab_size, num_hiddens, ffn_hiddens, num_heads, num_layers, max_len;
     tg_real dropout;
@@ -207,12 +241,18 @@ typedef struct {
     /* Std of a learned positional table's init. 0 means 1, the scale of the
      * scaled embeddings it is added to; 0.02 is the module's own default. */
     tg_real learned_pe_std;
+    /* TG_PE_RELATIVE: offsets clipped to [-relative_clip, relative_clip];
+     * 0 means 16 (Shaw et al.'s k). */
+    int relative_clip;
 } tg_encoder_config;
 
+/* With pe RELATIVE, ROPE or ALIBI there is no table: the blocks' attention
+ * carries the positions (tg_mha_set_position), any T runs, and max_len only
+ * sizes a table that is not made. */
 typedef struct { /* pos_encoding(embedding(tokens) * sqrt(d)) -> blocks */
     tg_encoder_config cfg;
     tg_embedding *embedding;
-    tg_posenc *pos_encoding;   /* NULL for TG_PE_NONE (then dropout alone) */
+    tg_posenc *pos_encoding;   /* NULL for TG_PE_NONE and the attention kinds (then dropout alone) */
     tg_dropout_layer *dropout; /* used only when pos_encoding is NULL */
     tg_encoder_block **blocks;
 } tg_encoder;

@@ -176,7 +176,8 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
         return NULL;
     }
     if (!check_block("encoder", c.num_hiddens, c.ffn_hiddens, c.num_heads, c.dropout)) return NULL;
-    if (c.pe != TG_PE_FIXED && c.pe != TG_PE_LEARNED && c.pe != TG_PE_NONE) {
+    if (c.pe != TG_PE_FIXED && c.pe != TG_PE_LEARNED && c.pe != TG_PE_NONE && c.pe != TG_PE_RELATIVE &&
+        c.pe != TG_PE_ROPE && c.pe != TG_PE_ALIBI) {
         tg_set_error("encoder: unknown positional encoding kind %d", (int)c.pe);
         return NULL;
     }
@@ -186,6 +187,11 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
         return NULL;
     }
     if (c.max_len == 0) c.max_len = 1000; /* d2l's default */
+    if (c.relative_clip == 0) c.relative_clip = 16;
+    if (c.pe == TG_PE_ROPE && (c.num_hiddens / c.num_heads) % 2 != 0) {
+        tg_set_error("encoder: RoPE rotates pairs of features: head size %d is odd", c.num_hiddens / c.num_heads);
+        return NULL;
+    }
     /* The embedding is scaled by sqrt(d) before the positional encoding is
      * added. With PyTorch's default N(0, 1) init the scaled embedding has
      * entries of size sqrt(d) against sinusoids of size 1, and the
@@ -216,9 +222,13 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
         if (!m->blocks) tg_set_error("encoder: out of memory");
         ok = m->blocks != NULL;
     }
-    for (int i = 0; ok && i < c.num_layers; i++)
+    for (int i = 0; ok && i < c.num_layers; i++) {
         ok = (m->blocks[i] =
                   tg_encoder_block_new(c.num_hiddens, c.ffn_hiddens, c.num_heads, c.dropout, c.use_bias, rng)) != NULL;
+        /* The attention kinds: positions inside each block's attention. */
+        if (ok && (c.pe == TG_PE_RELATIVE || c.pe == TG_PE_ROPE || c.pe == TG_PE_ALIBI))
+            ok = tg_mha_set_position(m->blocks[i]->attention, c.pe, c.relative_clip, false, rng) == 0;
+    }
     if (!ok) {
         tg_encoder_free(m);
         return NULL;
