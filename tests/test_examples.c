@@ -239,72 +239,70 @@ Test(examples, bench_gpt_writes_init_and_losses, .timeout = 120) {
     cr_expect(strstr(out, "missing.txt") != NULL, "%s", out);
 }
 
-Test(examples, every_program_has_help_and_rejects_bad_flags) {
-    const char *progs[] = {"positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "lm"};
-    /* A tiny extrapolate run: one line per task and kind in the documented
+/* A tiny extrapolate run: one line per task and kind in the documented
  * form, a dash where the learned table cannot run, the five figures. */
-    Test(examples, extrapolate_quick, .timeout = 600) {
-        cr_assert_eq(
-            run("extrapolate", "--steps 20 --batch 8 --heldout 4 --dim 16 --heads 2 --ffn 16 --layers 1 --out ext"), 0,
-            "%s", out);
-        static const char *const tasks[] = {"shift", "reverse"};
-        static const char *const pes[] = {"fixed", "learned", "none", "relative", "rope", "alibi"};
-        for (int t = 0; t < 2; t++)
-            for (int p = 0; p < 6; p++) {
-                char key[64];
-                snprintf(key, sizeof key, "task=%s pe=%s acc@16=", tasks[t], pes[p]);
-                const char *line = strstr(out, key);
-                cr_expect_not_null(line, "no line for %s: %s", key, out);
-                if (!line) continue;
-                double a16 = -1, a128 = -1;
-                int n = sscanf(line + strlen(key), "%lf%% acc@32=%*s acc@64=%*s acc@128=%lf%%", &a16, &a128);
-                cr_expect(a16 >= 0 && a16 <= 100, "%s %.80s", key, line);
-                if (p == 1)
-                    cr_expect(strncmp(strstr(line, "acc@32="), "acc@32=- acc@64=- acc@128=-", 27) == 0, "%.90s", line);
-                else
-                    cr_expect(n == 2 && a128 >= 0 && a128 <= 100, "%.90s", line);
-            }
-        cr_expect(strstr(out, "sequence length 32 > max_len 16") != NULL, "the library's reason for the dash: %s", out);
-        expect_png("ext/extrapolate_shift.png");
-        expect_png("ext/extrapolate_reverse.png");
-        expect_png("ext/extrapolate_relative.png");
-        expect_png("ext/extrapolate_alibi.png");
-        expect_png("ext/extrapolate_rope.png");
-        cr_expect_eq(run("extrapolate", "--pe sometimes"), 2);
-        cr_expect_eq(run("extrapolate", "--task sort"), 2);
-        cr_expect_eq(run("extrapolate", "--dim 30 --heads 4"), 2);
-        cr_expect_eq(run("extrapolate", "--dim 12 --heads 4 --pe rope"), 2); /* head size 3 */
-    }
-
-    /* reverse with a position kind inside attention: trains, saves, loads back. */
-    Test(examples, reverse_with_relative_positions, .timeout = 600) {
-        cr_assert_eq(run("reverse", "--pe relative --steps 5 --heldout 8 --batch 4 --dim 16 --out run"), 0, "%s", out);
-        cr_expect_eq(run("reverse", "--load run/reverse_relative.safetensors --heldout 8"), 0, "%s", out);
-        cr_expect(strstr(out, "relative PE") != NULL, "%s", out);
-        cr_assert_eq(run("reverse", "--pe alibi --steps 3 --heldout 8 --batch 4 --dim 16 --out run"), 0, "%s", out);
-        cr_expect_eq(run("reverse", "--load run/reverse_alibi.safetensors --heldout 8"), 0, "%s", out);
-    }
-
-    Test(examples, every_program_has_help_and_rejects_bad_flags) {
-        const char *progs[] = {"positional_encoding", "attention_basics", "reverse", "inspect", "heatmap",
-                               "extrapolate"};
-        for (int i = 0; i < 6; i++) {
-            cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
-            cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);
-            cr_expect_eq(run(progs[i], "--no-such-flag"), 2, "%s with a bad flag", progs[i]);
-            cr_expect(strstr(out, "usage:") != NULL, "%s: usage on a bad flag", progs[i]);
+Test(examples, extrapolate_quick, .timeout = 600) {
+    cr_assert_eq(
+        run("extrapolate", "--steps 20 --batch 8 --heldout 4 --dim 16 --heads 2 --ffn 16 --layers 1 --out ext"), 0,
+        "%s", out);
+    static const char *const tasks[] = {"shift", "reverse"};
+    static const char *const pes[] = {"fixed", "learned", "none", "relative", "rope", "alibi"};
+    for (int t = 0; t < 2; t++)
+        for (int p = 0; p < 6; p++) {
+            char key[64];
+            snprintf(key, sizeof key, "task=%s pe=%s acc@16=", tasks[t], pes[p]);
+            const char *line = strstr(out, key);
+            cr_expect_not_null(line, "no line for %s: %s", key, out);
+            if (!line) continue;
+            double a16 = -1, a128 = -1;
+            int n = sscanf(line + strlen(key), "%lf%% acc@32=%*s acc@64=%*s acc@128=%lf%%", &a16, &a128);
+            cr_expect(a16 >= 0 && a16 <= 100, "%s %.80s", key, line);
+            if (p == 1)
+                cr_expect(strncmp(strstr(line, "acc@32="), "acc@32=- acc@64=- acc@128=-", 27) == 0, "%.90s", line);
+            else
+                cr_expect(n == 2 && a128 >= 0 && a128 <= 100, "%.90s", line);
         }
-        cr_expect_eq(run("reverse", "--steps abc"), 2);
-        cr_expect_eq(run("reverse", "--pe sometimes"), 2);
-        cr_expect_eq(run("reverse", "--dim 30 --heads 4"), 2);
-        cr_expect_eq(run("positional_encoding", "--dim -1"), 2);
-        cr_expect_eq(run("inspect", ""), 2);
-        cr_expect_eq(run("heatmap", "x.npy --cmap nope"), 2);
-        cr_expect_eq(run("inspect", "missing.safetensors"), 1);
-        cr_expect_eq(run("lm", "--dim 30 --heads 4"), 2);
-        cr_expect_eq(run("lm", "--gelu relu"), 2);
-        cr_expect_eq(run("lm", "--sample"), 2, "--sample needs --load");
-        cr_expect_eq(run("lm", "--layers 21"), 2);
-        cr_expect_eq(run("lm", "--sample --load missing.safetensors"), 1);
-        cr_expect(strstr(out, "missing.safetensors") != NULL, "%s", out);
+    cr_expect(strstr(out, "sequence length 32 > max_len 16") != NULL, "the library's reason for the dash: %s", out);
+    expect_png("ext/extrapolate_shift.png");
+    expect_png("ext/extrapolate_reverse.png");
+    expect_png("ext/extrapolate_relative.png");
+    expect_png("ext/extrapolate_alibi.png");
+    expect_png("ext/extrapolate_rope.png");
+    cr_expect_eq(run("extrapolate", "--pe sometimes"), 2);
+    cr_expect_eq(run("extrapolate", "--task sort"), 2);
+    cr_expect_eq(run("extrapolate", "--dim 30 --heads 4"), 2);
+    cr_expect_eq(run("extrapolate", "--dim 12 --heads 4 --pe rope"), 2); /* head size 3 */
+}
+
+/* reverse with a position kind inside attention: trains, saves, loads back. */
+Test(examples, reverse_with_relative_positions, .timeout = 600) {
+    cr_assert_eq(run("reverse", "--pe relative --steps 5 --heldout 8 --batch 4 --dim 16 --out run"), 0, "%s", out);
+    cr_expect_eq(run("reverse", "--load run/reverse_relative.safetensors --heldout 8"), 0, "%s", out);
+    cr_expect(strstr(out, "relative PE") != NULL, "%s", out);
+    cr_assert_eq(run("reverse", "--pe alibi --steps 3 --heldout 8 --batch 4 --dim 16 --out run"), 0, "%s", out);
+    cr_expect_eq(run("reverse", "--load run/reverse_alibi.safetensors --heldout 8"), 0, "%s", out);
+}
+
+Test(examples, every_program_has_help_and_rejects_bad_flags) {
+    const char *progs[] = {
+        "positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "extrapolate", "lm"};
+    for (int i = 0; i < 7; i++) {
+        cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
+        cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);
+        cr_expect_eq(run(progs[i], "--no-such-flag"), 2, "%s with a bad flag", progs[i]);
+        cr_expect(strstr(out, "usage:") != NULL, "%s: usage on a bad flag", progs[i]);
     }
+    cr_expect_eq(run("reverse", "--steps abc"), 2);
+    cr_expect_eq(run("reverse", "--pe sometimes"), 2);
+    cr_expect_eq(run("reverse", "--dim 30 --heads 4"), 2);
+    cr_expect_eq(run("positional_encoding", "--dim -1"), 2);
+    cr_expect_eq(run("inspect", ""), 2);
+    cr_expect_eq(run("heatmap", "x.npy --cmap nope"), 2);
+    cr_expect_eq(run("inspect", "missing.safetensors"), 1);
+    cr_expect_eq(run("lm", "--dim 30 --heads 4"), 2);
+    cr_expect_eq(run("lm", "--gelu relu"), 2);
+    cr_expect_eq(run("lm", "--sample"), 2, "--sample needs --load");
+    cr_expect_eq(run("lm", "--layers 21"), 2);
+    cr_expect_eq(run("lm", "--sample --load missing.safetensors"), 1);
+    cr_expect(strstr(out, "missing.safetensors") != NULL, "%s", out);
+}
