@@ -33,7 +33,7 @@ typedef struct {
     int steps, batch, block, layers, heads, dim, warmup, accum, eval_every, eval_batches, seed, threads, stop_after;
     int tokens, top_k;
     double lr, min_lr, weight_decay, clip, dropout, temperature;
-    const char *data, *out, *resume, *load, *prompt, *gelu, *logits;
+    const char *data, *out, *resume, *load, *prompt, *gelu, *pe, *logits;
     bool sample;
 } options;
 
@@ -74,7 +74,8 @@ static int lm_options(options *o, cli_opt *opts) {
                    .temperature = 0.8,
                    .out = "out/lm",
                    .prompt = "The ",
-                   .gelu = "tanh"};
+                   .gelu = "tanh",
+                   .pe = "learned"};
     const cli_opt table[] = {
         {"data", CLI_STR, &o->data, "text file (or .npy token file) to train on; default: Debian's fortunes", 0, 0},
         {"out", CLI_STR, &o->out, "directory for the corpus, log, figures and checkpoints", 0, 0},
@@ -86,6 +87,7 @@ static int lm_options(options *o, cli_opt *opts) {
         {"dim", CLI_INT, &o->dim, "model width n_embd", 1, 8192},
         {"dropout", CLI_REAL, &o->dropout, "dropout probability (embeddings, attention, residual branches)", 0, 0.9},
         {"gelu", CLI_STR, &o->gelu, "tanh (GPT-2) or erf (nanoGPT's nn.GELU)", 0, 0},
+        {"pe", CLI_STR, &o->pe, "positions: learned (GPT-2's table), relative (Shaw), rope or alibi", 0, 0},
         {"lr", CLI_REAL, &o->lr, "peak AdamW learning rate", 1e-8, 10},
         {"min-lr", CLI_REAL, &o->min_lr, "learning rate at the end of the cosine", 0, 10},
         {"warmup", CLI_INT, &o->warmup, "linear warm-up steps", 0, 1e7},
@@ -548,6 +550,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         tg_safetensors_close(&st);
         if (bad) goto fail;
         o->block = r.c.block, o->layers = r.c.layers, o->heads = r.c.heads, o->dim = r.c.dim, o->gelu = r.c.gelu;
+        o->pe = r.c.pe;
     }
     r.o = *o;
     const options *p = &r.o;
@@ -574,7 +577,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         tg_set_error("%s: the data has tokens up to %d, the model's vocabulary is %d", o->resume, vocab - 1, r.c.vocab);
         goto fail;
     }
-    if (!o->resume) r.c = (lm_config){vocab, p->block, p->layers, p->heads, p->dim, true, p->gelu};
+    if (!o->resume) r.c = (lm_config){vocab, p->block, p->layers, p->heads, p->dim, true, p->gelu, p->pe};
     int B = p->batch, T = r.c.block;
     int64_t nval = tg_token_data_val_batches(r.d, B, T);
     if (r.d->n_train < T + 1 || nval < 1) {
@@ -711,6 +714,7 @@ int main(int argc, char **argv) {
     cli_parse(argc, argv, SYNOPSIS, ABOUT, opts, nopt, NULL, 0);
     const char *why = NULL;
     if (strcmp(o.gelu, "tanh") != 0 && strcmp(o.gelu, "erf") != 0) why = "--gelu must be tanh or erf";
+    if (lm_pe_kind(o.pe) < 0) why = "--pe must be learned, relative, rope or alibi";
     if (o.dim % o.heads != 0) why = "--heads must divide --dim";
     if ((o.sample || o.logits) && !o.load) why = "--sample and --logits need --load CKPT";
     if (o.load && o.resume) why = "--load and --resume exclude each other";

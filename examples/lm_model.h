@@ -5,6 +5,8 @@
  * A checkpoint is untrusted input. The model's sizes are read from the
  * metadata under nanoGPT's GPTConfig names
  *   vocab_size, block_size, n_layer, n_head, n_embd, bias, gelu
+ * and tgrad's position kind pe (learned, relative, rope or alibi; absent:
+ * learned, nanoGPT's)
  * by the flags' rules (cli_set: whole strings, integers, ranges), and
  * checked against the file's tensors before any model is built, so a
  * crafted file can make the program allocate no more than the file itself
@@ -23,15 +25,26 @@ typedef struct {
     int vocab, block, layers, heads, dim;
     bool bias;
     const char *gelu; /* "tanh" or "erf" */
+    const char *pe;   /* LM_PE_NAMES */
 } lm_config;
+
+/* The decoder's position kinds by name, in tg_decoder_pos order. */
+static const char *const LM_PE_NAMES[] = {"learned", "relative", "rope", "alibi"};
+
+/* The index of name in LM_PE_NAMES, or -1. */
+static int lm_pe_kind(const char *name) {
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, LM_PE_NAMES[i]) == 0) return i;
+    return -1;
+}
 
 /* The metadata of a model file (tg_decoder_save), also the first keys of a
  * training state's. */
 static void model_meta(char *buf, size_t cap, const lm_config *c) {
     snprintf(buf, cap,
              "{\"vocab_size\":\"%d\",\"block_size\":\"%d\",\"n_layer\":\"%d\",\"n_head\":\"%d\",\"n_embd\":\"%d\","
-             "\"bias\":\"%s\",\"gelu\":\"%s\",\"tokenizer\":\"bytes\"}",
-             c->vocab, c->block, c->layers, c->heads, c->dim, c->bias ? "true" : "false", c->gelu);
+             "\"bias\":\"%s\",\"gelu\":\"%s\",\"pe\":\"%s\",\"tokenizer\":\"bytes\"}",
+             c->vocab, c->block, c->layers, c->heads, c->dim, c->bias ? "true" : "false", c->gelu, c->pe);
 }
 
 static bool has_shape(const tg_safetensors *st, const char *name, int rows, int cols) {
@@ -104,6 +117,15 @@ static int config_from_file(const tg_safetensors *st, const char *path, const ch
         tg_set_error("%s: metadata 'gelu' is '%s'; expected tanh or erf", path, v);
         return -1;
     }
+    c->pe = LM_PE_NAMES[0];
+    if (tg_safetensors_meta(st, "pe", v, sizeof v) >= 0) { /* absent: nanoGPT's learned table */
+        int kind = lm_pe_kind(v);
+        if (kind < 0) {
+            tg_set_error("%s: metadata 'pe' is '%.20s'; expected learned, relative, rope or alibi", path, v);
+            return -1;
+        }
+        c->pe = LM_PE_NAMES[kind];
+    }
     if (c->dim % c->heads != 0) {
         tg_set_error("%s: metadata: n_head %d does not divide n_embd %d", path, c->heads, c->dim);
         return -1;
@@ -112,7 +134,8 @@ static int config_from_file(const tg_safetensors *st, const char *path, const ch
     char name[TG_PARAM_NAME_MAX + 8];
     snprintf(name, sizeof name, "%stransformer.wte.weight", prefix);
     const char *wte = tg_safetensors_find(st, name) >= 0 ? "transformer.wte.weight" : "lm_head.weight";
-    if (expect_shape(st, path, prefix, wte, c->vocab, c->dim) ||
+    if (expect_shape(st, path, prefix, wte, c->vocab, c->dim)) return -1;
+    if (lm_pe_kind(c->pe) == TG_DEC_POS_LEARNED &&
         expect_shape(st, path, prefix, "transformer.wpe.weight", c->block, c->dim))
         return -1;
     char blk[64];
@@ -129,6 +152,7 @@ static tg_decoder_config decoder_config(const lm_config *c, double dropout) {
     tg_decoder_config dc = tg_decoder_config_default(c->vocab, c->block, c->layers, c->heads, c->dim);
     dc.bias = c->bias;
     dc.gelu = strcmp(c->gelu, "erf") == 0 ? TG_DEC_GELU_ERF : TG_DEC_GELU_TANH;
+    dc.pos = (tg_decoder_pos)lm_pe_kind(c->pe);
     dc.dropout = (tg_real)dropout;
     return dc;
 }

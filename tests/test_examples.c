@@ -306,3 +306,20 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
     cr_expect_eq(run("lm", "--sample --load missing.safetensors"), 1);
     cr_expect(strstr(out, "missing.safetensors") != NULL, "%s", out);
 }
+
+/* lm --pe: the decoder with a position kind inside attention trains, its
+ * checkpoint names the kind, and --sample rebuilds the same model from it. */
+Test(examples, lm_with_relative_positions, .timeout = 300) {
+    cr_assert_eq(run("lm", LM_TINY " --steps 4 --pe relative --out rel"), 0, "%s", out);
+    cr_assert_eq(run("lm", "--sample --load rel/lm.safetensors --tokens 8"), 0, "%s", out);
+    char path[256];
+    snprintf(path, sizeof path, "%s/rel/lm.safetensors", tmp);
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    char v[32];
+    cr_expect(tg_safetensors_meta(&st, "pe", v, sizeof v) > 0 && strcmp(v, "relative") == 0);
+    cr_expect_geq(tg_safetensors_find(&st, "transformer.h.0.attn.relative_k"), 0);
+    cr_expect_lt(tg_safetensors_find(&st, "transformer.wpe.weight"), 0, "no absolute table");
+    tg_safetensors_close(&st);
+    cr_expect_eq(run("lm", "--pe sometimes"), 2);
+}
