@@ -10,12 +10,7 @@
 
 #include <string.h>
 
-static void scope_begin(void) {
-    tg_clear_error();
-    tg_scope_begin();
-}
-static void scope_end(void) { tg_scope_end(); }
-TestSuite(attention_op, .init = scope_begin, .fini = scope_end);
+TestSuite(attention_op, .init = scoped_test_begin, .fini = scoped_test_end);
 
 typedef struct {
     int B, Q, K, d, dv;
@@ -55,15 +50,6 @@ static run_result run(bool fused, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_m
     TG_REQUIRE(out);
     cr_assert_eq(tg_backward_seed(out, R), 0, "%s", tg_last_error());
     return (run_result){tg_clone(out), tg_clone(q->grad), tg_clone(k->grad), tg_clone(v->grad), rng.counter};
-}
-
-static double max_diff(const tg_tensor *a, const tg_tensor *b) {
-    double m = 0;
-    for (int64_t i = 0; i < a->size; i++) {
-        double e = fabs((double)a->data[i] - (double)b->data[i]);
-        if (e > m || e != e) m = e != e ? INFINITY : e;
-    }
-    return m;
 }
 
 static void compare_with_stored(const shape_case *c, uint64_t seed) {

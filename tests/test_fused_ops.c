@@ -8,12 +8,7 @@
 
 #include <string.h>
 
-static void scope_begin(void) {
-    tg_clear_error();
-    tg_scope_begin();
-}
-static void scope_end(void) { tg_scope_end(); }
-TestSuite(fused, .init = scope_begin, .fini = scope_end);
+TestSuite(fused, .init = scoped_test_begin, .fini = scoped_test_end);
 
 static tg_tensor *leaf(int ndim, const int *shape, const tg_real *v) {
     tg_tensor *t = tg_from_array(ndim, shape, v);

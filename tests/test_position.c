@@ -9,12 +9,7 @@
 
 #include <string.h>
 
-static void scope_begin(void) {
-    tg_clear_error();
-    tg_scope_begin();
-}
-static void scope_end(void) { tg_scope_end(); }
-TestSuite(position, .init = scope_begin, .fini = scope_end);
+TestSuite(position, .init = scoped_test_begin, .fini = scoped_test_end);
 
 typedef struct {
     int B, Q, K, d, dv, heads, clip, qoff;
@@ -28,15 +23,6 @@ typedef struct {
     tg_tensor *t[7]; /* out, dq, dk, dv, then the tables' gradients */
     int n;
 } grads;
-
-static double max_diff(const tg_tensor *a, const tg_tensor *b) {
-    double m = 0;
-    for (int64_t i = 0; i < a->size; i++) {
-        double e = fabs((double)a->data[i] - (double)b->data[i]);
-        if (e > m || e != e) m = e != e ? INFINITY : e;
-    }
-    return m;
-}
 
 /* One forward + backward through a fresh module forced onto `path`. */
 static grads run(tg_attention_path path, const pos_case *c, tg_tensor *const *in, int n_in, const tg_attn_pos *pos,

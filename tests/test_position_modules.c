@@ -77,8 +77,7 @@ Test(position_modules, encoder_stored_and_fused_agree) {
         tg_encoder_record_attention(m, true);
         tg_tensor *stored = tg_encoder_forward(m, toks, 2, T, (tg_mask){lens, 1, false});
         TG_REQUIRE(stored);
-        double e = 0;
-        for (int64_t i = 0; i < fused->size; i++) e = fmax(e, fabs(fused->data[i] - stored->data[i]));
+        double e = max_diff(fused, stored);
         cr_expect(e < 1e-12, "%s: paths differ by %g", kind_names[v], e);
         tg_scope_end();
         tg_encoder_free(m);
@@ -213,8 +212,7 @@ Test(position_modules, decoder_cache_and_paths_agree) {
         tg_decoder_record_attention(m, true);
         tg_tensor *stored = tg_decoder_forward(m, toks, 2, 64);
         TG_REQUIRE(stored);
-        double e = 0;
-        for (int64_t i = 0; i < fused->size; i++) e = fmax(e, fabs(fused->data[i] - stored->data[i]));
+        double e = max_diff(fused, stored);
         cr_expect(e < 1e-12, "%s: paths differ by %g", kind_names[v], e);
         tg_scope_end();
         tg_decoder_free(m);

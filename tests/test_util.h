@@ -26,6 +26,24 @@ static inline bool error_has(const char *a, const char *b) {
     return m && strstr(m, a) && (!b || strstr(m, b));
 }
 
+/* The largest |a_i - b_i| over the elements (infinite when one is NaN). */
+static inline double max_diff(const tg_tensor *a, const tg_tensor *b) {
+    double m = 0;
+    for (int64_t i = 0; i < a->size; i++) {
+        double e = fabs((double)a->data[i] - (double)b->data[i]);
+        if (e > m || e != e) m = e != e ? INFINITY : e;
+    }
+    return m;
+}
+
+/* Suite fixtures for tests that run inside one scope: every tensor they
+ * make is freed when the test ends, and no stale error leaks in. */
+static inline void scoped_test_begin(void) {
+    tg_clear_error();
+    tg_scope_begin();
+}
+static inline void scoped_test_end(void) { tg_scope_end(); }
+
 /* A small encoder's config; dropout 0, fixed encoding and no bias unless
  * the test sets them. */
 static inline tg_encoder_config tiny_encoder(int vocab, int dim, int ffn, int heads, int layers, int max_len) {

@@ -200,9 +200,7 @@ void tg_dot_attention_record(tg_dot_attention *m, bool on) {
     }
 }
 
-void tg_dot_attention_train(tg_dot_attention *m, bool on) {
-    if (m) tg_dropout_train(m->dropout, on);
-}
+void tg_dot_attention_train(tg_dot_attention *m, bool on) { tg_dropout_train(m ? m->dropout : NULL, on); }
 
 void tg_dot_attention_free(tg_dot_attention *m) {
     if (!m) return;
@@ -255,9 +253,7 @@ int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const c
     return 0;
 }
 
-void tg_additive_attention_train(tg_additive_attention *m, bool on) {
-    if (m) tg_dropout_train(m->dropout, on);
-}
+void tg_additive_attention_train(tg_additive_attention *m, bool on) { tg_dropout_train(m ? m->dropout : NULL, on); }
 
 void tg_additive_attention_free(tg_additive_attention *m) {
     if (!m) return;

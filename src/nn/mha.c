@@ -165,9 +165,7 @@ int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
     return 0;
 }
 
-void tg_mha_train(tg_mha *m, bool on) {
-    if (m) tg_dot_attention_train(m->attention, on);
-}
+void tg_mha_train(tg_mha *m, bool on) { tg_dot_attention_train(m ? m->attention : NULL, on); }
 
 void tg_mha_record_attention(tg_mha *m, bool on) {
     if (m) tg_dot_attention_record(m->attention, on);

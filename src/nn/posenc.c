@@ -96,9 +96,7 @@ int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix) {
     return m->learned ? tg_params_add(p, prefix, "P", m->P) : 0;
 }
 
-void tg_posenc_train(tg_posenc *m, bool on) {
-    if (m) tg_dropout_train(m->dropout, on);
-}
+void tg_posenc_train(tg_posenc *m, bool on) { tg_dropout_train(m ? m->dropout : NULL, on); }
 
 void tg_posenc_free(tg_posenc *m) {
     if (!m) return;

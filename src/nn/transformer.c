@@ -89,9 +89,7 @@ int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix) {
     return tg_param_name(b, prefix, "ln") || tg_layernorm_params(m->ln, p, b) ? -1 : 0;
 }
 
-void tg_addnorm_train(tg_addnorm *m, bool on) {
-    if (m) tg_dropout_train(m->dropout, on);
-}
+void tg_addnorm_train(tg_addnorm *m, bool on) { tg_dropout_train(m ? m->dropout : NULL, on); }
 
 void tg_addnorm_free(tg_addnorm *m) {
     if (!m) return;

@@ -29,7 +29,7 @@ static void build(void) {
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     if (!enc) build();
-    const char *path = input_path("ckpt");
+    const char *path = input_path("ckpt.safetensors");
     write_input(path, data, size);
     snapshot(&params, snap);
     if (tg_checkpoint_load(path, &params) != 0) {

@@ -6,16 +6,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_util.h"
 #include "../../examples/lm_model.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
-    static char path[64];
-    if (!path[0]) snprintf(path, sizeof path, "/tmp/tgrad-fuzz-lm-%ld.safetensors", (long)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f) abort();
-    if (size && fwrite(data, 1, size, f) != size) abort();
-    fclose(f);
+    const char *path = input_path("lm.safetensors");
+    write_input(path, data, size);
     lm_config c;
     tg_decoder *m = lm_load(path, &c);
     if (m)

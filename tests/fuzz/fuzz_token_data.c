@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "tgrad.h"
+#include "fuzz_util.h"
 
 static void check_window(const tg_token_data *d, const int *x, const int *y, int n) {
     for (int i = 0; i < n; i++)
@@ -15,11 +15,8 @@ static void check_window(const tg_token_data *d, const int *x, const int *y, int
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
-    static char path[64];
-    if (!path[0]) snprintf(path, sizeof path, "/tmp/tgrad-fuzz-tokens-%ld.npy", (long)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f || (size && fwrite(data, 1, size, f) != size)) abort();
-    fclose(f);
+    const char *path = input_path("tokens.npy");
+    write_input(path, data, size);
     tg_token_data *d = tg_token_data_open(path, 0.25, 1);
     if (!d) {
         if (!tg_last_error()) abort();

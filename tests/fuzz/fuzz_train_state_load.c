@@ -35,7 +35,7 @@ static void build(void) {
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     if (!lin) build();
-    const char *path = input_path("state");
+    const char *path = input_path("state.safetensors");
     write_input(path, data, size);
     tg_real *snap = malloc(sizeof(tg_real) * (size_t)total), *now = malloc(sizeof(tg_real) * (size_t)total);
     snapshot(&all, snap);

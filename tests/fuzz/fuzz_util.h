@@ -9,15 +9,15 @@
 
 #include "tgrad.h"
 
-/* A file of this process's for the fuzzer's input: /tmp/tgrad-fuzz-<name>-<pid>.safetensors. */
-static const char *input_path(const char *name) {
+/* A file of this process's for the fuzzer's input: /tmp/tgrad-fuzz-<pid>-<name>. */
+static inline const char *input_path(const char *name) {
     static char path[96];
-    if (!path[0]) snprintf(path, sizeof path, "/tmp/tgrad-fuzz-%s-%ld.safetensors", name, (long)getpid());
+    if (!path[0]) snprintf(path, sizeof path, "/tmp/tgrad-fuzz-%ld-%s", (long)getpid(), name);
     return path;
 }
 
 /* The fuzzer's bytes as the file at path (the loaders read files). */
-static void write_input(const char *path, const unsigned char *data, size_t size) {
+static inline void write_input(const char *path, const unsigned char *data, size_t size) {
     FILE *f = fopen(path, "wb");
     if (!f || (size && fwrite(data, 1, size, f) != size)) abort();
     fclose(f);
@@ -25,7 +25,7 @@ static void write_input(const char *path, const unsigned char *data, size_t size
 
 /* Every tensor of p, in order, into to (tg_params_numel(p) values): a
  * failed load must leave these unchanged. */
-static void snapshot(const tg_params *p, tg_real *to) {
+static inline void snapshot(const tg_params *p, tg_real *to) {
     int64_t at = 0;
     for (int i = 0; i < p->n; i++) {
         memcpy(to + at, p->items[i].t->data, sizeof(tg_real) * (size_t)p->items[i].t->size);
