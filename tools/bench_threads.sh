@@ -11,11 +11,14 @@ build=${1:-build}
 reps=${2:-5}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-awk '/^```c$/{n++; on=(n==2); next} /^```$/{on=0} on' README.md |
+# The first C block after the heading "## Your own training loop".
+awk '/^## Your own training loop/{sec=1} sec && /^```c$/{on=1; next} on && /^```$/{exit} on' README.md |
     sed -e 's/V = 8, T = 6, B = 32, D = 16/V = 32, T = 64, B = 32, D = 128/' -e 's/ffn_hiddens = 32/ffn_hiddens = 256/' \
         -e 's/step <= 300/step <= 60/' -e 's/step % 100 == 0/step == 60/' -e 's/tg_checkpoint_save("copy.safetensors"/tg_checkpoint_save("'"$(echo "$work" | sed 's/\//\\\//g')"'\/copy.safetensors"/' \
         > "$work/loop.c"
+grep -q "tg_optim_step" "$work/loop.c" || { echo "bench_threads.sh: no training loop found in README.md" >&2; exit 1; }
 cc -O2 -std=c11 -Isrc "$work/loop.c" "$build/libtgrad.a" -lm -pthread -o "$work/loop"
+(cd "$work" && ./loop > /dev/null) || { echo "bench_threads.sh: the training loop failed" >&2; exit 1; }
 now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 one() { t0=$(now); env "$@" "$work/loop" > /dev/null; echo "$(now) - $t0" | bc; }
