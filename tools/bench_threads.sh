@@ -23,11 +23,19 @@ now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 one() { t0=$(now); env "$@" "$work/loop" > /dev/null; echo "$(now) - $t0" | bc; }
 pair() { t0=$(now); env "$@" "$work/loop" > /dev/null & env "$@" "$work/loop" > /dev/null; wait; echo "$(now) - $t0" | bc; }
-run() { i=0; while [ $i -lt "$reps" ]; do "$@"; i=$((i + 1)); done | median; }
-a1=$(run one TG_NUM_THREADS=1)
-ad=$(run one TG_NUM_THREADS=)
-p1=$(run pair TG_NUM_THREADS=1)
-pd=$(run pair TG_NUM_THREADS=)
+# The four kinds of run interleaved, so that they share the machine's noise.
+i=0
+while [ $i -lt "$reps" ]; do
+    one TG_NUM_THREADS=1 >> "$work/a1"
+    one TG_NUM_THREADS= >> "$work/ad"
+    pair TG_NUM_THREADS=1 >> "$work/p1"
+    pair TG_NUM_THREADS= >> "$work/pd"
+    i=$((i + 1))
+done
+a1=$(median < "$work/a1")
+ad=$(median < "$work/ad")
+p1=$(median < "$work/p1")
+pd=$(median < "$work/pd")
 cat <<MD
 
 ## A user's training loop and threads
@@ -35,9 +43,12 @@ cat <<MD
 The README's training loop ("Your own training loop") scaled to V 32,
 T 64, B 32, d 128, FFN 256, 60 steps, compiled as a user would and linked
 with \`$build/libtgrad.a\`; seconds, median of $reps runs
-(\`sh tools/bench_threads.sh $build $reps\`). The default thread count is
-every CPU ($(nproc) here); libtgrad's own pool spins a few microseconds,
-then sleeps, so the default is never the slow choice.
+(\`sh tools/bench_threads.sh $build $reps\`; the four kinds of run
+interleaved). The default thread count is every CPU ($(nproc) here) that
+other programs' threads leave free, read every 10 ms as OpenMP's
+OMP_DYNAMIC does; libtgrad's own pool spins a few microseconds, then
+sleeps, and a share of a loop that no worker has started is run by the
+caller, so the default is never the slow choice.
 
 | run | 1 thread | default threads |
 |---|---|---|

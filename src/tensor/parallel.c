@@ -167,12 +167,12 @@ static int default_threads(bool *fixed) {
  * Measured here (BENCHMARKS.md): two programs at 2 threads each on 2 cores
  * ran 7% slower than two at 1 thread; every parallel loop woke a worker
  * that could only take a core from the other program. So, like OpenMP's
- * OMP_DYNAMIC, the default count is adapted: every 50 ms the pool reads how
+ * OMP_DYNAMIC, the default count is adapted: every 10 ms the pool reads how
  * many threads of the whole machine are runnable (/proc/loadavg's 4th field,
  * the kernel's nr_running), subtracts its own awake ones, and uses only the
  * cores left (at least 1). A count set explicitly is never adapted. Results
  * do not depend on the thread count, so this changes speed only. */
-#define LOAD_CHECK_NS 50000000LL
+#define LOAD_CHECK_NS 10000000LL
 static int g_fake_others = -1; /* tg__parallel_fake_load: -1 = read the machine */
 
 int tg__parallel_fake_load(int others) {
@@ -195,7 +195,7 @@ static int machine_runnable(void) {
 }
 
 /* Threads for the next job: nth, or fewer while other programs' threads
- * are runnable (the default count only). Checked at most every 50 ms. */
+ * are runnable (the default count only). Checked at most every 10 ms. */
 static int threads_for_load(int nth) {
     static int64_t last_ns = -LOAD_CHECK_NS;
     static int adapted;

@@ -53,7 +53,7 @@ __attribute__((used)) static const int *const tg_flavour_ref_ = &TG_FLAVOUR;
  * threads spin a few microseconds and then sleep (src/tensor/parallel.c).
  * Default: TG_NUM_THREADS, else OMP_NUM_THREADS, else every CPU the process
  * may use, and then, like OpenMP's OMP_DYNAMIC, only the cores that other
- * programs' threads leave free (checked every 50 ms), so a program at the
+ * programs' threads leave free (checked every 10 ms), so a program at the
  * default is as fast as at one thread also when it shares the cores.
  * tg_set_num_threads(n) (n <= 0: the default) caps n at the CPUs available,
  * as more threads than cores only slow the work down, keeps an explicit n
