@@ -154,7 +154,7 @@ clean:
 bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
 	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
-	sh tools/bench_threads.sh $(BUILD) 5 >> BENCHMARKS.md
+	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
