@@ -29,6 +29,7 @@ import tempfile
 import numpy as np
 import torch
 
+sys.dont_write_bytecode = True                      # no bench/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_ref import GPT, GPTConfig, gpt_train, load_file, safetensors_metadata, save_file  # noqa: E402
 
