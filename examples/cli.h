@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,24 @@ static void cli_usage(FILE *f, const char *prog, const char *synopsis, const cha
         fprintf(f, "  --%-14s %s%s\n", o[i].name, o[i].help, def);
     }
     fprintf(f, "  --%-14s %s\n", "help", "print this help and exit");
+}
+
+/* A bad combination of flags: "prog: <message>", the usage, and exit code 2
+ * for main to return. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 6, 7), unused))
+#endif
+static int
+cli_usage_error(const char *prog, const char *synopsis, const char *about, const cli_opt *o, int n, const char *fmt,
+                ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    cli_usage(stderr, prog, synopsis, about, o, n);
+    return 2;
 }
 
 /* Stores val in opt's destination by the flag's rules: the whole string is

@@ -363,9 +363,8 @@ int main(int argc, char **argv) {
                         "sequential operations, maximum path length, and what path length does to learning.";
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
     if (o.n_min >= o.n_max || o.dim % 4 != 0) {
-        fprintf(stderr, "%s: need --n-min < --n-max and --dim divisible by 4\n", argv[0]);
-        cli_usage(stderr, argv[0], "[options]", about, opts, nopt);
-        return 2;
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt,
+                               "need --n-min < --n-max and --dim divisible by 4");
     }
     if (o.quick) {
         o.n_min = 8;

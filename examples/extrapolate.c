@@ -296,21 +296,8 @@ static int draw_accuracy(const options *o, int task, double acc[N_KINDS][N_LENS]
 }
 
 int main(int argc, char **argv) {
-    options o = {.steps = 1500,
-                 .train_len = 16,
-                 .vocab = 16,
-                 .batch = 32,
-                 .dim = 32,
-                 .heads = 4,
-                 .ffn = 64,
-                 .layers = 2,
-                 .clip = 8,
-                 .heldout = 200,
-                 .seed = 1,
-                 .lr = 3e-3,
-                 .task = "all",
-                 .pe = "all",
-                 .out = "out"};
+    options o = {.steps = 1500, .train_len = 16, .vocab = 16, .batch = 32, .dim = 32, .heads = 4, .ffn = 64};
+    o.layers = 2, o.clip = 8, o.heldout = 200, o.seed = 1, o.lr = 3e-3, o.task = "all", o.pe = "all", o.out = "out";
     const cli_opt opts[] = {
         {"task", CLI_STR, &o.task, "shift, reverse, or all", 0, 0},
         {"pe", CLI_STR, &o.pe, "fixed, learned, none, relative, rope, alibi, or all", 0, 0},
@@ -344,10 +331,8 @@ int main(int argc, char **argv) {
         if (strcmp(o.pe, kinds[v]) == 0) kind_sel = v;
     bool rope_ok = (o.dim / (o.heads ? o.heads : 1)) % 2 == 0 || (kind_sel >= 0 && kind_sel != 4);
     if (task_sel == -2 || kind_sel == -2 || o.dim % o.heads != 0 || !rope_ok) {
-        fprintf(stderr, "%s: bad --task or --pe value, --heads does not divide --dim, or an odd head size for rope\n",
-                argv[0]);
-        cli_usage(stderr, argv[0], "[options]", about, opts, nopt);
-        return 2;
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt,
+                               "bad --task or --pe value, --heads does not divide --dim, or an odd head size for rope");
     }
     if (o.threads > 0) tg_set_num_threads(o.threads);
     if (cli_ensure_dir(o.out) != 0) {

@@ -53,29 +53,10 @@ static const char *const SYNOPSIS = "[options]  |  --sample --load CKPT [--promp
  *   4 layers, batch 32, lr 1e-3,  900 steps   2.10            139 s
  * (d 128, 4 heads, T 64 each): at this budget more tokens beat more depth. */
 static int lm_options(options *o, cli_opt *opts) {
-    *o = (options){.steps = 1200,
-                   .batch = 32,
-                   .block = 64,
-                   .layers = 2,
-                   .heads = 4,
-                   .dim = 128,
-                   .warmup = 50,
-                   .accum = 1,
-                   .eval_every = 100,
-                   .eval_batches = 8,
-                   .seed = 1,
-                   .tokens = 300,
-                   .top_k = 40,
-                   .lr = 2e-3,
-                   .min_lr = 2e-4,
-                   .weight_decay = 0.1,
-                   .clip = 1.0,
-                   .dropout = 0,
-                   .temperature = 0.8,
-                   .out = "out/lm",
-                   .prompt = "The ",
-                   .gelu = "tanh",
-                   .pe = "learned"};
+    *o = (options){.steps = 1200, .batch = 32, .block = 64, .layers = 2, .heads = 4, .dim = 128, .warmup = 50};
+    o->accum = 1, o->eval_every = 100, o->eval_batches = 8, o->seed = 1, o->tokens = 300, o->top_k = 40, o->lr = 2e-3;
+    o->min_lr = 2e-4, o->weight_decay = 0.1, o->clip = 1.0, o->temperature = 0.8, o->out = "out/lm";
+    o->prompt = "The ", o->gelu = "tanh", o->pe = "learned";
     const cli_opt table[] = {
         {"data", CLI_STR, &o->data, "text file (or .npy token file) to train on; default: Debian's fortunes", 0, 0},
         {"out", CLI_STR, &o->out, "directory for the corpus, log, figures and checkpoints", 0, 0},
@@ -718,11 +699,7 @@ int main(int argc, char **argv) {
     if (o.dim % o.heads != 0) why = "--heads must divide --dim";
     if ((o.sample || o.logits) && !o.load) why = "--sample and --logits need --load CKPT";
     if (o.load && o.resume) why = "--load and --resume exclude each other";
-    if (why) {
-        fprintf(stderr, "%s: %s\n", argv[0], why);
-        cli_usage(stderr, argv[0], SYNOPSIS, ABOUT, opts, nopt);
-        return 2;
-    }
+    if (why) { return cli_usage_error(argv[0], SYNOPSIS, ABOUT, opts, nopt, "%s", why); }
     if (o.threads > 0) {
         int got = tg_set_num_threads(o.threads);
         if (got < o.threads) fprintf(stderr, "lm: --threads %d capped at %d (the CPUs available)\n", o.threads, got);

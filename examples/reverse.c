@@ -319,9 +319,8 @@ int main(int argc, char **argv) {
     bad |= strcmp(o.pe, "all") && !pe_name(o.pe);
     bad |= strcmp(o.emb_init, "unit") != 0 && strcmp(o.emb_init, "torch") != 0;
     if (bad || o.dim % o.heads != 0) {
-        fprintf(stderr, "%s: bad --task, --pe or --emb-init value, or --heads does not divide --dim\n", argv[0]);
-        cli_usage(stderr, argv[0], "[options]", about, opts, nopt);
-        return 2;
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt,
+                               "bad --task, --pe or --emb-init value, or --heads does not divide --dim");
     }
     o.emb_std = strcmp(o.emb_init, "torch") == 0 ? 1.0 : 0.0; /* 0: the library's 1/sqrt(d) */
     if (o.threads > 0) {

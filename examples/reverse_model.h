@@ -32,25 +32,9 @@ enum { REVERSE_MAX_OPTS = 24 };
 
 /* Fills o with the defaults and opts with the flags; returns their number. */
 static int reverse_options(options *o, cli_opt *opts) {
-    *o = (options){.steps = 1000,
-                   .seq_len = 16,
-                   .vocab = 16,
-                   .batch = 64,
-                   .dim = 64,
-                   .heads = 4,
-                   .ffn = 128,
-                   .layers = 2,
-                   .eval_every = 50,
-                   .heldout = 1000,
-                   .threads = 0,
-                   .seed = 1,
-                   .lr = 1e-3,
-                   .dropout = 0.1,
-                   .task = "reverse",
-                   .pe = "all",
-                   .out = "out",
-                   .load = NULL,
-                   .emb_init = "unit"};
+    *o = (options){.steps = 1000, .seq_len = 16, .vocab = 16, .batch = 64, .dim = 64, .heads = 4, .ffn = 128};
+    o->layers = 2, o->eval_every = 50, o->heldout = 1000, o->seed = 1, o->lr = 1e-3, o->dropout = 0.1;
+    o->task = "reverse", o->pe = "all", o->out = "out", o->emb_init = "unit";
     const cli_opt table[] = {
         {"steps", CLI_INT, &o->steps, "training steps per variant", 1, 1e7},
         {"task", CLI_STR, &o->task, "reverse, or sort", 0, 0},

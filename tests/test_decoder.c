@@ -192,14 +192,6 @@ Test(decoder, parameter_names_and_shapes_as_nanogpt) {
     tg_decoder_free(m);
 }
 
-static double std_of(const tg_tensor *t, double *mean) {
-    double s = 0, ss = 0;
-    for (int64_t i = 0; i < t->size; i++) s += t->data[i];
-    *mean = s / (double)t->size;
-    for (int64_t i = 0; i < t->size; i++) ss += pow(t->data[i] - *mean, 2);
-    return sqrt(ss / (double)t->size);
-}
-
 /* GPT-2's init: N(0, 0.02^2) weights, N(0, (0.02/sqrt(2 L))^2) residual
  * projections, zero biases, LayerNorm 1 and 0. */
 Test(decoder, init_statistics) {
@@ -212,7 +204,7 @@ Test(decoder, init_statistics) {
     for (int i = 0; i < p.n; i++) {
         const char *name = p.items[i].name;
         const tg_tensor *t = p.items[i].t;
-        double mean, sd = std_of(t, &mean);
+        double mean, sd = sample_std(t, &mean);
         if (strstr(name, "ln_") && strstr(name, "weight"))
             cr_expect(mean == 1 && sd == 0, "%s: mean %g std %g", name, mean, sd);
         else if (strstr(name, "bias"))

@@ -63,27 +63,51 @@ static const char *GOOD_META =
     "{\"task\":\"reverse\",\"pe\":\"fixed\",\"vocab\":\"16\",\"seq_len\":\"16\",\"dim\":\"64\",\"heads\":\"4\","
     "\"ffn\":\"128\",\"layers\":\"2\"}";
 
-/* One metadata value replaced in GOOD_META. */
-static void meta_with(char *out, size_t cap, const char *key, const char *value) {
+/* One metadata value replaced in meta (a flat object of strings). */
+static void meta_of(char *dst, size_t cap, const char *meta, const char *key, const char *value) {
     char pat[32];
     snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *at = strstr(GOOD_META, pat);
-    cr_assert_not_null(at);
+    const char *at = strstr(meta, pat);
+    cr_assert_not_null(at, "%s", key);
     const char *vstart = at + strlen(pat), *vend = strchr(vstart, '"');
-    snprintf(out, cap, "%.*s%s%s", (int)(vstart - GOOD_META), GOOD_META, value, vend);
+    snprintf(dst, cap, "%.*s%s%s", (int)(vstart - meta), meta, value, vend);
+}
+
+typedef struct {
+    const char *key, *value, *says; /* the metadata value set, and what the error must name */
+} meta_case;
+
+/* Each case: good's copy bad with one value of meta replaced; `prog args`
+ * (which loads bad) exits 1 within 3 s with a message naming the case.
+ * Then a key missing (the metadata partial) is an error too, not a default. */
+static void expect_crafted_rejected(const char *good, const char *bad, const char *meta, const meta_case *cases,
+                                    size_t n, const char *prog, const char *args, const char *partial) {
+    char m[512];
+    for (size_t i = 0; i < n; i++) {
+        meta_of(m, sizeof m, meta, cases[i].key, cases[i].value);
+        rewrite_metadata(good, bad, m);
+        double t0 = (double)clock_ms();
+        int rc = run(20, prog, args);
+        double ms = (double)clock_ms() - t0;
+        cr_expect_eq(rc, 1, "%s=%s: exit %d, output:\n%s", cases[i].key, cases[i].value, rc, out);
+        cr_expect_not_null(strstr(out, cases[i].says), "%s=%s: message lacks '%s':\n%s", cases[i].key, cases[i].value,
+                           cases[i].says, out);
+        cr_expect_lt(ms, 3000, "%s=%s took %.0f ms", cases[i].key, cases[i].value, ms);
+    }
+    rewrite_metadata(good, bad, partial);
+    cr_expect_eq(run(20, prog, args), 1, "%s", out);
+    cr_expect_not_null(strstr(out, "missing"), "%s", out);
 }
 
 Test(hostile, reverse_load_rejects_crafted_metadata_quickly) {
-    char good[256], bad[256], meta[512], args[600];
+    char good[256], bad[256];
     cr_assert_eq(run(120, "reverse", "--steps 1 --pe fixed --heldout 8 --out ."), 0, "%s", out);
     snprintf(good, sizeof good, "%s/reverse_fixed.safetensors", tmp);
     snprintf(bad, sizeof bad, "%s/bad.safetensors", tmp);
     rewrite_metadata(good, bad, GOOD_META);
     cr_expect_eq(run(60, "reverse", "--load bad.safetensors --heldout 8"), 0, "the untouched copy must load: %s", out);
 
-    struct {
-        const char *key, *value, *says;
-    } cases[] = {
+    static const meta_case cases[] = {
         {"vocab", "5000", "vocab"},           /* once indexed a 4096-entry stack array */
         {"seq_len", "2000000000", "seq_len"}, /* once an unchecked 8 GB malloc */
         {"layers", "100000", "layers"},       /* once ran out of memory building blocks */
@@ -97,22 +121,8 @@ Test(hostile, reverse_load_rejects_crafted_metadata_quickly) {
         {"layers", "1", "more blocks"},
         {"heads", "5", "divide"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        meta_with(meta, sizeof meta, cases[i].key, cases[i].value);
-        rewrite_metadata(good, bad, meta);
-        snprintf(args, sizeof args, "--load bad.safetensors --heldout 8");
-        double t0 = (double)clock_ms();
-        int rc = run(20, "reverse", args);
-        double ms = (double)clock_ms() - t0;
-        cr_expect_eq(rc, 1, "%s=%s: exit %d, output:\n%s", cases[i].key, cases[i].value, rc, out);
-        cr_expect_not_null(strstr(out, cases[i].says), "%s=%s: message lacks '%s':\n%s", cases[i].key, cases[i].value,
-                           cases[i].says, out);
-        cr_expect_lt(ms, 3000, "%s=%s took %.0f ms", cases[i].key, cases[i].value, ms);
-    }
-    /* A missing key is an error too, not a default. */
-    rewrite_metadata(good, bad, "{\"task\":\"reverse\",\"pe\":\"fixed\"}");
-    cr_expect_eq(run(20, "reverse", "--load bad.safetensors --heldout 8"), 1, "%s", out);
-    cr_expect_not_null(strstr(out, "missing"), "%s", out);
+    expect_crafted_rejected(good, bad, GOOD_META, cases, sizeof cases / sizeof cases[0], "reverse",
+                            "--load bad.safetensors --heldout 8", "{\"task\":\"reverse\",\"pe\":\"fixed\"}");
 }
 
 Test(hostile, reverse_stops_at_divergence) {
@@ -130,27 +140,15 @@ Test(hostile, reverse_stops_at_divergence) {
 static const char *LM_META = "{\"vocab_size\":\"256\",\"block_size\":\"16\",\"n_layer\":\"2\",\"n_head\":\"2\","
                              "\"n_embd\":\"16\",\"bias\":\"true\",\"gelu\":\"tanh\"}";
 
-/* One metadata value replaced in meta (a flat object of strings). */
-static void meta_of(char *dst, size_t cap, const char *meta, const char *key, const char *value) {
-    char pat[32];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *at = strstr(meta, pat);
-    cr_assert_not_null(at, "%s", key);
-    const char *vstart = at + strlen(pat), *vend = strchr(vstart, '"');
-    snprintf(dst, cap, "%.*s%s%s", (int)(vstart - meta), meta, value, vend);
-}
-
 Test(hostile, lm_load_rejects_crafted_metadata_quickly) {
-    char good[256], bad[256], meta[512];
+    char good[256], bad[256];
     cr_assert_eq(run(120, "lm", LM_TINY_ARGS " --out ."), 0, "%s", out);
     snprintf(good, sizeof good, "%s/lm.safetensors", tmp);
     snprintf(bad, sizeof bad, "%s/bad.safetensors", tmp);
     rewrite_metadata(good, bad, LM_META);
     cr_expect_eq(run(60, "lm", "--sample --load bad.safetensors --tokens 4"), 0, "the untouched copy must load: %s",
                  out);
-    struct {
-        const char *key, *value, *says;
-    } cases[] = {
+    static const meta_case cases[] = {
         {"vocab_size", "70000", "vocab_size"},
         {"block_size", "2000000000", "block_size"},
         {"n_layer", "100000", "n_layer"},
@@ -167,20 +165,8 @@ Test(hostile, lm_load_rejects_crafted_metadata_quickly) {
         {"n_layer", "3", "transformer.h.2"},
         {"n_head", "3", "divide"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        meta_of(meta, sizeof meta, LM_META, cases[i].key, cases[i].value);
-        rewrite_metadata(good, bad, meta);
-        double t0 = (double)clock_ms();
-        int rc = run(20, "lm", "--sample --load bad.safetensors --tokens 4");
-        double ms = (double)clock_ms() - t0;
-        cr_expect_eq(rc, 1, "%s=%s: exit %d, output:\n%s", cases[i].key, cases[i].value, rc, out);
-        cr_expect_not_null(strstr(out, cases[i].says), "%s=%s: message lacks '%s':\n%s", cases[i].key, cases[i].value,
-                           cases[i].says, out);
-        cr_expect_lt(ms, 3000, "%s=%s took %.0f ms", cases[i].key, cases[i].value, ms);
-    }
-    rewrite_metadata(good, bad, "{\"n_layer\":\"2\"}");
-    cr_expect_eq(run(20, "lm", "--sample --load bad.safetensors"), 1, "%s", out);
-    EXPECT_OUT("missing");
+    expect_crafted_rejected(good, bad, LM_META, cases, sizeof cases / sizeof cases[0], "lm",
+                            "--sample --load bad.safetensors --tokens 4", "{\"n_layer\":\"2\"}");
     rewrite_metadata(good, bad, NULL);
     cr_expect_eq(run(20, "lm", "--sample --load bad.safetensors"), 1, "%s", out);
     EXPECT_OUT("missing");

@@ -164,13 +164,7 @@ Test(posenc, eval_mode_is_x_plus_p_and_train_mode_drops) {
     tg_posenc_train(pe, true);
     tg_tensor *Z = tg_posenc_forward(pe, X);
     TG_REQUIRE(Z);
-    int zeros = 0;
-    for (int64_t k = 0; k < Z->size; k++) {
-        if (Z->data[k] == 0)
-            zeros++;
-        else
-            cr_expect(fabs(Z->data[k] - 2 * Y->data[k]) < 1e-12, "kept entries are scaled by 1/(1-p)");
-    }
+    int zeros = dropped_entries(Z, Y, 2);
     cr_expect(zeros > 120 && zeros < 240, "%d of 360 dropped with p = 0.5", zeros);
     tg_scope_end();
     tg_free(X);
@@ -235,13 +229,6 @@ Test(posenc, learned_init_std) {
     tg_rng rng = tg_rng_new(3);
     tg_posenc *pe = tg_posenc_learned_new(32, 0, 1000, &rng);
     TG_REQUIRE(pe);
-    double s = 0, s2 = 0;
-    int64_t n = pe->P->size;
-    for (int64_t k = 0; k < n; k++) {
-        s += pe->P->data[k];
-        s2 += (double)pe->P->data[k] * pe->P->data[k];
-    }
-    double mean = s / n, sd = sqrt(s2 / n - mean * mean);
-    cr_expect(fabs(mean) < 0.001 && fabs(sd - 0.02) < 0.0005, "mean %g std %g", mean, sd);
+    expect_normal_init(pe->P, 0.02, 0.001, 0.0005, "learned table");
     tg_posenc_free(pe);
 }

@@ -36,6 +36,40 @@ static inline double max_diff(const tg_tensor *a, const tg_tensor *b) {
     return m;
 }
 
+/* How many entries of y dropout zeroed; every other one must be scale times
+ * x's (scale = 1/(1-p)). */
+static inline int dropped_entries(const tg_tensor *y, const tg_tensor *x, double scale) {
+    int zeros = 0;
+    for (int64_t i = 0; i < y->size; i++) {
+        if (y->data[i] == 0)
+            zeros++;
+        else
+            cr_expect(fabs(y->data[i] - scale * x->data[i]) < 1e-12, "entry %lld kept but not scaled by 1/(1-p)",
+                      (long long)i);
+    }
+    return zeros;
+}
+
+/* The sample standard deviation of t's entries (divisor n); their mean in
+ * *mean when mean is not NULL. For init statistics. */
+static inline double sample_std(const tg_tensor *t, double *mean) {
+    double s = 0, ss = 0;
+    for (int64_t i = 0; i < t->size; i++) s += t->data[i];
+    double m = s / (double)t->size;
+    for (int64_t i = 0; i < t->size; i++) ss += ((double)t->data[i] - m) * ((double)t->data[i] - m);
+    if (mean) *mean = m;
+    return sqrt(ss / (double)t->size);
+}
+
+/* t looks like a draw of N(0, std^2): sample mean within mean_tol of 0,
+ * sample std within std_tol of std. */
+static inline void expect_normal_init(const tg_tensor *t, double std, double mean_tol, double std_tol,
+                                      const char *what) {
+    double mean, sd = sample_std(t, &mean);
+    cr_expect(fabs(mean) < mean_tol && fabs(sd - std) < std_tol, "%s: N(0, %g^2) init has mean %g, std %g", what, std,
+              mean, sd);
+}
+
 /* Suite fixtures for tests that run inside one scope: every tensor they
  * make is freed when the test ends, and no stale error leaks in. */
 static inline void scoped_test_begin(void) {

@@ -29,9 +29,7 @@ int main(int argc, char **argv) {
     const char *about = "Draws a matrix as a heatmap PNG with a colour bar.";
     const char *pos[1] = {NULL};
     if (cli_parse(argc, argv, synopsis, about, opts, nopt, pos, 1) != 1) {
-        fprintf(stderr, "%s: give one input file\n", argv[0]);
-        cli_usage(stderr, argv[0], synopsis, about, opts, nopt);
-        return 2;
+        return cli_usage_error(argv[0], synopsis, about, opts, nopt, "give one input file");
     }
     tg_heatmap_opts ho = {0};
     if (strcmp(cmap, "blues") == 0)
@@ -43,9 +41,7 @@ int main(int argc, char **argv) {
     else if (strcmp(cmap, "viridis") == 0)
         ho.cmap = TG_CMAP_VIRIDIS;
     else if (strcmp(cmap, "auto") != 0) {
-        fprintf(stderr, "%s: --cmap: unknown colour map '%s'\n", argv[0], cmap);
-        cli_usage(stderr, argv[0], synopsis, about, opts, nopt);
-        return 2;
+        return cli_usage_error(argv[0], synopsis, about, opts, nopt, "--cmap: unknown colour map '%s'", cmap);
     }
 
     int ndim = 0, shape[TG_MAX_DIMS];
