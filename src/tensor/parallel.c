@@ -206,11 +206,16 @@ static int threads_for_load(int nth) {
     if (now - last_ns >= LOAD_CHECK_NS || g_fake_others >= 0) {
         last_ns = now;
         int others = g_fake_others;
+        int cpus = cpus_available();
         if (others < 0) {
             int running = machine_runnable(); /* counts this caller and our awake workers */
             others = running < 0 ? 0 : running - 1 - (pool.started - atomic_load(&pool.sleepers));
+            /* nr_running counts every CPU of the machine; a process allowed
+             * fewer (taskset, a cpuset) expects its share of them. */
+            long online = sysconf(_SC_NPROCESSORS_ONLN);
+            if (online > cpus && others > 0) others = (int)((others * (long)cpus + online - 1) / online);
         }
-        int free_cores = cpus_available() - (others > 0 ? others : 0);
+        int free_cores = cpus - (others > 0 ? others : 0);
         adapted = free_cores < 1 ? 1 : free_cores;
     }
     return adapted < nth ? adapted : nth;
