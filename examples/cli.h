@@ -139,11 +139,25 @@ bad:
  * idle threads wait (a few microseconds of spinning, then sleep), so the
  * programs no longer restart themselves with OMP_WAIT_POLICY set. */
 
-/* Creates dir (one level, like mkdir) if it does not exist; 0 on success. */
-static inline int cli_ensure_dir(const char *dir) {
+/* Creates one directory if it does not exist; 0 on success. */
+static inline int cli_mkdir1(const char *dir) {
     struct stat st;
     if (stat(dir, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : -1;
     return mkdir(dir, 0777);
+}
+
+/* Creates dir and its missing parents (mkdir -p: --out may be out/lm); 0 on
+ * success. */
+static inline int cli_ensure_dir(const char *dir) {
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return -1;
+    for (char *s = buf + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (cli_mkdir1(buf) != 0) return -1;
+            *s = '/';
+        }
+    return cli_mkdir1(buf);
 }
 
 #endif

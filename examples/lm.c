@@ -283,19 +283,6 @@ static void run_free(run *r) {
     free(r->val_y);
 }
 
-/* mkdir -p: --out may be several levels deep (out/lm). */
-static int ensure_dirs(const char *path) {
-    char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
-    for (char *s = buf + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (cli_ensure_dir(buf) != 0) return -1;
-            *s = '/';
-        }
-    return cli_ensure_dir(buf);
-}
-
 /* The corpus as a token file in --out: the fortunes, a text file's bytes,
  * or a .npy token file used as it is. */
 static int prepare_tokens(run *r) {
@@ -539,7 +526,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         tg_set_error("--stop-after %d is past --steps %d", p->stop_after, p->steps);
         goto fail;
     }
-    if (ensure_dirs(p->out) != 0) {
+    if (cli_ensure_dir(p->out) != 0) {
         tg_set_error("cannot create directory %s", p->out);
         goto fail;
     }

@@ -303,7 +303,7 @@ static void gpt_free(gpt_bench *g) {
     tg_optim_free(g->opt);
     tg_params_free(&g->params);
     tg_decoder_free(g->m);
-    free(g->text);
+    tg_sys_free(g->text);
     free(g->x);
     free(g->y);
     if (g->losses) fclose(g->losses);
@@ -313,19 +313,11 @@ static int gpt_new(gpt_bench *g, gpt_shape s) {
     memset(g, 0, sizeof *g);
     tg_params_init(&g->params);
     g->s = s;
-    FILE *f = fopen(gpt_text, "rb");
-    if (!f) {
-        tg_set_error("cannot open --text %s", gpt_text);
-        return -1;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    g->text = n > 0 ? malloc((size_t)n) : NULL;
-    g->n_text = g->text && fread(g->text, 1, (size_t)n, f) == (size_t)n ? n : 0;
-    fclose(f);
+    size_t n = 0;
+    if (tg_read_file(gpt_text, "--text", &g->text, &n) != 0) return -1; /* a regular file, read whole */
+    g->n_text = (int64_t)n;
     if (g->n_text < s.T + 2) {
-        tg_set_error("--text %s: %ld bytes, need more than T + 1 = %d", gpt_text, n, s.T + 1);
+        tg_set_error("--text %s: %zu bytes, need more than T + 1 = %d", gpt_text, n, s.T + 1);
         return -1;
     }
     tg_rng rng = tg_rng_new(1);
