@@ -7,6 +7,8 @@
 #include <math.h>
 
 #include "tensor/kernels.h"
+#include "tensor/simd.h"
+#include "tensor/tensor_internal.h"
 
 #ifdef TG_DOUBLE
 #define REL 1e-15
@@ -43,4 +45,34 @@ Test(exp_kernel, softmax_row_of_large_logits_is_finite) {
     tg_real sum = tg_k_exp_shift(s, 9, 1000);
     cr_expect(isfinite(sum) && fabs((double)sum - (4 + exp(-1) + exp(-2) + exp(-0.5))) < 1e-5, "sum %g", (double)sum);
     cr_expect(s[0] == 1 && s[4] == 0 && s[5] == 0, "exp(0) = %g, exp(-1000) = %g", (double)s[0], (double)s[4]);
+}
+
+/* The cross-entropy's row loops, at every ISA build this machine has:
+ * sum_j exp(x_j - shift) and d_j += scale exp(x_j - shift), against libm's
+ * double exp, for lengths around the lanes. */
+Test(exp_kernel, sum_exp_and_add_scaled_exp_match_libm) {
+    enum { N = 301 };
+    static tg_real x[N], d[N];
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) {
+        int old = tg__isa_cap(cap);
+        for (int n = 1; n <= N; n += 25) {
+            const tg_real shift = (tg_real)2.5, scale = (tg_real)-0.125;
+            double want_sum = 0;
+            for (int j = 0; j < n; j++) {
+                x[j] = (tg_real)(2.5 - 30.0 * sin(0.37 * j) * sin(0.37 * j)); /* x - shift in [-30, 0] */
+                d[j] = (tg_real)(0.01 * j);
+                want_sum += exp((double)x[j] - (double)shift);
+            }
+            tg_real sum = tg_k_sum_exp(x, n, shift);
+            cr_expect(fabs((double)sum - want_sum) <= 1e-6 * want_sum, "ISA %d, n=%d: sum %.9g, want %.9g", cap, n,
+                      (double)sum, want_sum);
+            tg_k_add_scaled_exp(d, x, n, shift, scale);
+            for (int j = 0; j < n; j++) {
+                double want = 0.01 * j + (double)scale * exp((double)x[j] - (double)shift);
+                cr_assert(fabs((double)d[j] - want) <= 4 * REL * (1 + fabs(want)),
+                          "ISA %d, n=%d, j=%d: %.9g, want %.9g", cap, n, j, (double)d[j], want);
+            }
+        }
+        tg__isa_cap(old);
+    }
 }

@@ -5,6 +5,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "tensor/kernels.h"
+#include "tensor/simd.h"
+#include "tensor/tensor_internal.h"
 #include "tgrad.h"
 
 static tg_tensor *f_exp(tg_tensor *const *in, int n, void *ctx) {
@@ -54,10 +57,7 @@ Test(float_build, decoder_cached_logits_equal_full_forward) {
     tg_decoder_free(m);
 }
 
-/* GELU tanh's float path (its own vectorisable exp, kernels.h) against the
- * tanh formula in double, values and derivative, over [-20, 20]. */
-Test(float_build, gelu_tanh_matches_the_tanh_formula) {
-    if (sizeof(tg_real) != 4) cr_skip_test("float build only");
+static void gelu_tanh_against_formula(void) {
     enum { N = 4001 };
     tg_tensor *x = tg_empty(TG_SHAPE(N));
     for (int i = 0; i < N; i++) x->data[i] = (tg_real)(-20 + 40.0 * i / (N - 1));
@@ -77,4 +77,107 @@ Test(float_build, gelu_tanh_matches_the_tanh_formula) {
     }
     tg_scope_end();
     tg_free(x);
+}
+
+/* GELU tanh's float path (its own vectorisable exp, kernels.h) against the
+ * tanh formula in double, values and derivative, over [-20, 20]. */
+Test(float_build, gelu_tanh_matches_the_tanh_formula) {
+    if (sizeof(tg_real) != 4) cr_skip_test("float build only");
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) { /* each build of the kernel */
+        int old = tg__isa_cap(cap);
+        gelu_tanh_against_formula();
+        tg__isa_cap(old);
+    }
+}
+
+/* Every row of TG_UNARY_OPS gives the same bits, forward and backward
+ * (fresh and accumulating), whichever ISA build of the loop runs
+ * (TG_ISA_DISPATCH): elementwise loops round the same at every width. */
+Test(float_build, unary_kernels_agree_at_every_isa) {
+    enum { N = 1037 }; /* vector bodies and a tail at 4, 8 and 16 lanes */
+    static tg_real xs[N], pos[N], gy[N], y[3][N], gx[3][N], acc[3][N];
+    for (int i = 0; i < N; i++) {
+        pos[i] = (tg_real)(0.05 + 12.0 * i / N);
+        xs[i] = pos[i] * (i % 3 ? 1 : -1);
+        gy[i] = (tg_real)sin(0.3 * i);
+    }
+#define ONE_KIND(name, KIND, f, df, arity)                                                                          \
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) {                                                  \
+        int old = tg__isa_cap(cap);                                                                                 \
+        bool domain =                                                                                               \
+            TG_UNARY_##KIND == TG_UNARY_LOG || TG_UNARY_##KIND == TG_UNARY_SQRT || TG_UNARY_##KIND == TG_UNARY_POW; \
+        const tg_real *x = domain ? pos : xs; /* log, sqrt, pow: x > 0 */                                           \
+        tg_k_unary(TG_UNARY_##KIND, (tg_real)1.5, x, y[cap], N);                                                    \
+        tg_k_unary_backward(TG_UNARY_##KIND, (tg_real)1.5, gy, x, y[cap], gx[cap], N, true);                        \
+        for (int i = 0; i < N; i++) acc[cap][i] = (tg_real)0.25;                                                    \
+        tg_k_unary_backward(TG_UNARY_##KIND, (tg_real)1.5, gy, x, y[cap], acc[cap], N, false);                      \
+        tg__isa_cap(old);                                                                                           \
+    }                                                                                                               \
+    for (int cap = 1; cap <= 2; cap++) {                                                                            \
+        cr_expect(memcmp(y[0], y[cap], sizeof y[0]) == 0, #name ": forward at ISA %d differs from portable", cap);  \
+        cr_expect(memcmp(gx[0], gx[cap], sizeof gx[0]) == 0, #name ": backward at ISA %d differs", cap);            \
+        cr_expect(memcmp(acc[0], acc[cap], sizeof acc[0]) == 0, #name ": accumulating backward at ISA %d", cap);    \
+    }
+    TG_UNARY_OPS(ONE_KIND)
+#undef ONE_KIND
+}
+
+/* Adam's loop (tensor/kernels_optim.c) gives the same bits at every ISA
+ * build: its sqrt and division are correctly rounded at any width. */
+Test(float_build, adam_update_agrees_at_every_isa) {
+    enum { N = 1037 };
+    static tg_real w[3][N], m[3][N], v[3][N], g[N];
+    const tg_adam_step s = {.b1 = (tg_real)0.9,
+                            .b2 = (tg_real)0.95,
+                            .eps = (tg_real)1e-8,
+                            .wd_l2 = 0,
+                            .decay = (tg_real)0.9998,
+                            .step_size = (tg_real)3e-3,
+                            .bc2_sqrt = (tg_real)0.3};
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) {
+        for (int i = 0; i < N; i++) {
+            w[cap][i] = (tg_real)cos(0.1 * i);
+            m[cap][i] = (tg_real)(0.01 * sin(0.2 * i));
+            v[cap][i] = (tg_real)(1e-4 * (1 + sin(0.3 * i)));
+            g[i] = (tg_real)sin(0.7 * i);
+        }
+        int old = tg__isa_cap(cap);
+        for (int step = 0; step < 3; step++) tg_k_adam(&s, w[cap], m[cap], v[cap], g, N);
+        tg__isa_cap(old);
+    }
+    for (int cap = 1; cap <= 2; cap++) {
+        cr_expect(memcmp(w[0], w[cap], sizeof w[0]) == 0, "weights at ISA %d differ from portable", cap);
+        cr_expect(memcmp(v[0], v[cap], sizeof v[0]) == 0, "second moments at ISA %d differ", cap);
+    }
+    cr_expect(w[0][5] != (tg_real)cos(0.5), "the update changed the weights");
+}
+
+/* The broadcasting binary kernels give the same bits at every ISA build,
+ * on equal shapes (the chunked loop) and on a broadcast row (the row loop). */
+Test(float_build, binary_kernels_agree_at_every_isa) {
+    tg_tensor *a = tg_empty(TG_SHAPE(7, 37)), *b = tg_empty(TG_SHAPE(7, 37)), *row = tg_empty(TG_SHAPE(37));
+    tg_tensor *out[3][2];
+    for (int64_t i = 0; i < a->size; i++) {
+        a->data[i] = (tg_real)sin(0.37 * (double)i);
+        b->data[i] = (tg_real)(1.5 + cos(0.11 * (double)i));
+    }
+    for (int j = 0; j < 37; j++) row->data[j] = (tg_real)(0.5 + 0.01 * j);
+    for (int k = TG_BINARY_ADD; k <= TG_BINARY_DIV; k++) {
+        for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) {
+            int old = tg__isa_cap(cap);
+            out[cap][0] = tg_empty(TG_SHAPE(7, 37));
+            out[cap][1] = tg_empty(TG_SHAPE(7, 37));
+            tg_k_binary((tg_binary_kind)k, a, b, out[cap][0]);
+            tg_k_binary((tg_binary_kind)k, a, row, out[cap][1]);
+            tg__isa_cap(old);
+        }
+        for (int cap = 1; cap <= 2; cap++)
+            for (int v = 0; v < 2; v++)
+                cr_expect(memcmp(out[0][v]->data, out[cap][v]->data, sizeof(tg_real) * 7 * 37) == 0,
+                          "binary kind %d (%s) at ISA %d differs from portable", k, v ? "broadcast" : "same shape",
+                          cap);
+        if (k == TG_BINARY_DIV) cr_expect_eq(out[2][1]->data[40], a->data[40] / row->data[3], "a / row at [1, 3]");
+        for (int cap = 0; cap <= 2; cap++) tg_free(out[cap][0]), tg_free(out[cap][1]);
+    }
+    tg_free(a), tg_free(b), tg_free(row);
 }

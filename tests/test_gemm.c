@@ -8,8 +8,9 @@
 #include <string.h>
 
 #include "tensor/kernels.h"
-#include "tensor/tensor_internal.h" /* tg__gemm_force_portable: the portable
-                                         * kernels a machine without AVX2 runs are tested too */
+#include "tensor/simd.h"
+#include "tensor/tensor_internal.h" /* tg__isa_cap: the kernels a machine without AVX-512 or AVX2
+                                     * runs are tested too */
 
 /* Deterministic values in [-1, 1) from a small LCG, so a failure repeats. */
 static uint64_t lcg_state = 12345;
@@ -130,8 +131,8 @@ Test(gemm, wide_panel_past_nc) {
 
 /* The kernels the CPU would not pick on this machine: the portable ones
  * (switch 1), and AVX2 where the AVX-512 kernel runs by default (switch 2). */
-static void kernels_with_switch(int sw) {
-    tg__gemm_force_portable(sw);
+static void kernels_with_cap(int cap) {
+    int old = tg__isa_cap(cap);
     static const int s[][3] = {
         {1, 1, 1},      {5, 7, 3},     {16, 16, 16}, {37, 33, 31},  {255, 257, 129},
         {130, 70, 300}, {4, 4200, 60}, {9, 8, 1},    {600, 3, 257},
@@ -142,10 +143,10 @@ static void kernels_with_switch(int sw) {
             check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], -0.5, 2, 3, false);
             check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], 1, 0, 1, true);
         }
-    tg__gemm_force_portable(0);
+    tg__isa_cap(old);
 }
-Test(gemm, portable_kernels) { kernels_with_switch(1); }
-Test(gemm, avx2_kernels_where_avx512_is_default) { kernels_with_switch(2); }
+Test(gemm, portable_kernels) { kernels_with_cap(TG_ISA_PORTABLE); }
+Test(gemm, avx2_kernels_where_avx512_is_default) { kernels_with_cap(TG_ISA_AVX2); }
 
 Test(gemm, alpha_beta_variants) {
     static const tg_real ab[][2] = {{1, 1}, {2, -1}, {-0.5, 0.25}, {0, 1}, {0, 0.5}, {1.5, 0}, {0, 0}};
@@ -221,9 +222,9 @@ static void same_for_threads_all(void) {
 }
 
 Test(gemm, bit_identical_across_thread_counts) {
-    for (int sw = 0; sw <= 2; sw++) { /* the CPU's pick, portable, AVX2 at most */
-        tg__gemm_force_portable(sw);
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) { /* every path the CPU has */
+        int old = tg__isa_cap(cap);
         same_for_threads_all();
+        tg__isa_cap(old);
     }
-    tg__gemm_force_portable(0);
 }

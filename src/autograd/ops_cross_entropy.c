@@ -20,12 +20,10 @@ typedef struct {
 static void backward_row(const tg_rows_ctx *c, int64_t r) {
     const cross_entropy_state *s = c->state;
     if (s->target[r] < 0) return;
-    /* locals: stores through dr could alias c, which would stop the loop's vectorisation */
     const int64_t V = c->n;
-    const tg_real scale = c->scale, lse = s->lse[r], *xr = c->x->data + r * V;
     tg_real *dr = c->gx->data + r * V;
-    for (int64_t j = 0; j < V; j++) dr[j] += scale * TG_M(exp)(xr[j] - lse);
-    dr[s->target[r]] -= scale;
+    tg_k_add_scaled_exp(dr, c->x->data + r * V, V, s->lse[r], c->scale);
+    dr[s->target[r]] -= c->scale;
 }
 
 static void cross_entropy_backward(tg_node *n) {
@@ -45,9 +43,8 @@ static void forward_row(const tg_rows_ctx *c, int64_t r) {
     const cross_entropy_state *s = c->state;
     const int64_t V = c->n;
     const tg_real *xr = c->x->data + r * V;
-    tg_real m = tg_k_row_max(xr, V), sum = 0;
-    for (int64_t j = 0; j < V; j++) sum += TG_M(exp)(xr[j] - m);
-    s->lse[r] = m + TG_M(log)(sum);
+    tg_real m = tg_k_row_max(xr, V);
+    s->lse[r] = m + TG_M(log)(tg_k_sum_exp(xr, V, m));
     c->scratch[r] = s->target[r] >= 0 ? s->lse[r] - xr[s->target[r]] : 0;
 }
 

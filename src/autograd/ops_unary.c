@@ -1,5 +1,5 @@
 /* Elementwise unary ops. Each op's forward is one kernel call and its
- * backward is dx += dy * f'(x); f and f' are one row of TG_UNARY_OPS
+ * backward another, dx += dy * f'(x); f and f' are one row of TG_UNARY_OPS
  * (tensor/kernels.h). Also the scalar ops x + s and s x. */
 #include "op.h"
 
@@ -30,47 +30,12 @@ static tg_tensor *unary(const tg_op *op, tg_unary_kind kind, tg_real p, tg_tenso
     return save_p(tg_node_record(op, y, 1, &a), p) ? y : NULL;
 }
 
-/* What a backward's elements [begin, end) need (unary_backward). */
-typedef struct {
-    const tg_real *gy, *xs, *ys;
-    tg_real *gx, p;
-    bool fresh;
-} unary_backward_ctx;
-
-/* dx += GX over [begin_, end_), where GX is dy * f'(x, y) written in terms
- * of g = dy, x and y and inlined into the loop by the macro below; dx = GX
- * when this pass has not touched dx yet (tg_grad_begin). restrict and a
- * branch-free GX let the compiler vectorise both loops. */
-#define UNARY_BACKWARD(c_, begin_, end_, GX)                              \
-    do {                                                                  \
-        const tg_real *restrict gy_ = (c_)->gy, *restrict xs_ = (c_)->xs; \
-        const tg_real *restrict ys_ = (c_)->ys;                           \
-        tg_real *restrict gx_ = (c_)->gx, p = (c_)->p;                    \
-        (void)p;                                                          \
-        if ((c_)->fresh) {                                                \
-            for (int64_t i = (begin_); i < (end_); i++) {                 \
-                tg_real g = gy_[i], x = xs_[i], y = ys_[i];               \
-                (void)x;                                                  \
-                (void)y;                                                  \
-                gx_[i] = (GX);                                            \
-            }                                                             \
-        } else {                                                          \
-            for (int64_t i = (begin_); i < (end_); i++) {                 \
-                tg_real g = gy_[i], x = xs_[i], y = ys_[i];               \
-                (void)x;                                                  \
-                (void)y;                                                  \
-                gx_[i] += (GX);                                           \
-            }                                                             \
-        }                                                                 \
-    } while (0)
-
-/* Runs an op's range function (UNARY_OP) over the elements of x. */
-static void unary_backward(tg_node *n, tg_range_fn range) {
+/* dx (+)= dy f'(x), the kernel of the op's row of TG_UNARY_OPS. */
+static void unary_backward(tg_node *n, tg_unary_kind kind) {
     bool fresh;
     tg_tensor *X = n->in[0], *Y = n->out, *GX = tg_grad_begin(X, &fresh);
     if (!GX) return;
-    unary_backward_ctx c = {Y->grad->data, X->data, Y->data, GX->data, unary_p(n), fresh};
-    tg_parallel_for(X->size, X->size > TG_PAR_MIN, range, &c);
+    tg_k_unary_backward(kind, unary_p(n), Y->grad->data, X->data, Y->data, GX->data, X->size, fresh);
 }
 
 /* One op per row of TG_UNARY_OPS (tensor/kernels.h): its backward, its
@@ -79,13 +44,9 @@ static void unary_backward(tg_node *n, tg_range_fn range) {
     tg_tensor *tg_##NAME(tg_tensor *a) { return unary(&tg_op_##NAME, TG_UNARY_##KIND, 0, a); }
 #define UNARY_API_ARG1(NAME, KIND) \
     tg_tensor *tg_##NAME(tg_tensor *a, tg_real p) { return unary(&tg_op_##NAME, TG_UNARY_##KIND, p, a); }
-#define UNARY_OP(NAME, KIND, F, GX_EXPR, ARITY)                                           \
-    static void NAME##_backward_range(void *ctx, int64_t begin, int64_t end, int tid) {   \
-        (void)tid;                                                                        \
-        UNARY_BACKWARD((const unary_backward_ctx *)ctx, begin, end, GX_EXPR);             \
-    }                                                                                     \
-    static void NAME##_backward(tg_node *n) { unary_backward(n, NAME##_backward_range); } \
-    const tg_op tg_op_##NAME = {#NAME, NAME##_backward};                                  \
+#define UNARY_OP(NAME, KIND, F, GX_EXPR, ARITY)                                     \
+    static void NAME##_backward(tg_node *n) { unary_backward(n, TG_UNARY_##KIND); } \
+    const tg_op tg_op_##NAME = {#NAME, NAME##_backward};                            \
     UNARY_API_##ARITY(NAME, KIND)
 
 TG_UNARY_OPS(UNARY_OP)

@@ -20,16 +20,11 @@
  * earlier steps, which then gets the bias correction of the global t). */
 #include "nn.h"
 #include "train.h"
-#include "../tensor/parallel.h"
+#include "../tensor/kernels.h" /* the update loops: tensor/kernels_optim.c */
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* Elementwise loops over tensors larger than this run on all threads. Each
- * element's update depends on that element only, so results do not depend
- * on the thread count. */
-#define OPTIM_PAR_MIN TG_PAR_MIN
 
 tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay) {
     return (tg_optim_config){.kind = TG_SGD, .lr = lr, .momentum = momentum, .weight_decay = weight_decay};
@@ -114,59 +109,8 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
     return o;
 }
 
-typedef struct {
-    double lr, wd, mom;
-    tg_real *W, *M;
-    const tg_real *G;
-} sgd_ctx;
-
-static void sgd_range(void *ctx, int64_t begin, int64_t end, int tid) {
-    const sgd_ctx *c = ctx;
-    const double lr = c->lr, wd = c->wd, mom = c->mom;
-    tg_real *W = c->W, *M = c->M;
-    const tg_real *G = c->G;
-    (void)tid;
-    for (int64_t i = begin; i < end; i++) {
-        double d = (double)G[i] + wd * (double)W[i];
-        if (M) {
-            d = mom * (double)M[i] + d;
-            M[i] = (tg_real)d;
-        }
-        W[i] = (tg_real)((double)W[i] - lr * d);
-    }
-}
-
 static void sgd_update(const tg_optim_config *c, double wd, tg_tensor *w, const tg_tensor *g, tg_tensor *buf) {
-    const double lr = c->lr, mom = c->momentum;
-    tg_real *W = w->data, *M = buf ? buf->data : NULL;
-    const tg_real *G = g->data;
-    const int64_t n = w->size;
-    /* over the n elements */
-    tg_parallel_for(n, n > OPTIM_PAR_MIN, sgd_range, &(sgd_ctx){lr, wd, mom, W, M, G});
-}
-
-typedef struct {
-    tg_real b1, b2, eps, wd_l2, decay, step_size, bc2_sqrt;
-    tg_real *W, *M, *V;
-    const tg_real *G;
-} adam_ctx;
-
-static void adam_range(void *ctx, int64_t begin, int64_t end, int tid) {
-    const adam_ctx *c = ctx;
-    const tg_real b1 = c->b1, b2 = c->b2, eps = c->eps, wd_l2 = c->wd_l2, decay = c->decay;
-    const tg_real step_size = c->step_size, bc2_sqrt = c->bc2_sqrt;
-    tg_real *restrict W = c->W, *restrict M = c->M, *restrict V = c->V;
-    const tg_real *restrict G = c->G;
-    (void)tid;
-    for (int64_t i = begin; i < end; i++) {
-        tg_real wi = W[i] * decay;      /* AdamW: w -= lr wd w */
-        tg_real gi = G[i] + wd_l2 * wi; /* Adam: L2 penalty in the gradient */
-        tg_real mi = b1 * M[i] + (1 - b1) * gi;
-        tg_real vi = b2 * V[i] + (1 - b2) * gi * gi;
-        M[i] = mi;
-        V[i] = vi;
-        W[i] = wi - step_size * mi / (TG_M(sqrt)(vi) / bc2_sqrt + eps);
-    }
+    tg_k_sgd(c->lr, wd, c->momentum, w->data, buf ? buf->data : NULL, g->data, w->size);
 }
 
 static void adam_update(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g, tg_tensor *m,
@@ -174,17 +118,12 @@ static void adam_update(const tg_optim_config *c, tg_real wd, double t, tg_tenso
     /* Per-tensor constants in double; the per-element update in tg_real, as
      * torch computes in the parameter's dtype (and so it vectorises). */
     const double lr = c->lr;
-    const tg_real b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    const tg_real wd_l2 = c->kind == TG_ADAM ? wd : 0;
-    const tg_real decay = (tg_real)(c->kind == TG_ADAMW ? 1.0 - lr * (double)wd : 1.0);
-    const tg_real step_size = (tg_real)(lr / (1.0 - pow(c->beta1, t)));
-    const tg_real bc2_sqrt = (tg_real)sqrt(1.0 - pow(c->beta2, t));
-    tg_real *restrict W = w->data, *restrict M = m->data, *restrict V = v->data;
-    const tg_real *restrict G = g->data;
-    const int64_t n = w->size;
-    /* over the n elements */
-    tg_parallel_for(n, n > OPTIM_PAR_MIN, adam_range,
-                    &(adam_ctx){b1, b2, eps, wd_l2, decay, step_size, bc2_sqrt, W, M, V, G});
+    tg_adam_step s = {.b1 = c->beta1, .b2 = c->beta2, .eps = c->eps};
+    s.wd_l2 = c->kind == TG_ADAM ? wd : 0;
+    s.decay = (tg_real)(c->kind == TG_ADAMW ? 1.0 - lr * (double)wd : 1.0);
+    s.step_size = (tg_real)(lr / (1.0 - pow(c->beta1, t)));
+    s.bc2_sqrt = (tg_real)sqrt(1.0 - pow(c->beta2, t));
+    tg_k_adam(&s, w->data, m->data, v->data, g->data, w->size);
 }
 
 void tg_optim_step(tg_optim *o) {
@@ -286,19 +225,6 @@ int tg_optim_set_lr(tg_optim *o, tg_real lr) {
     return 0;
 }
 
-typedef struct {
-    tg_real *G;
-    double coef;
-} scale_ctx;
-
-static void scale_range(void *ctx, int64_t begin, int64_t end, int tid) {
-    const scale_ctx *c = ctx;
-    tg_real *G = c->G;
-    double coef = c->coef;
-    (void)tid;
-    for (int64_t k = begin; k < end; k++) G[k] = (tg_real)((double)G[k] * coef);
-}
-
 /* torch.nn.utils.clip_grad_norm_ (norm_type 2): the norm of all gradients
  * as one vector, summed in double in a fixed order; every gradient is
  * multiplied by max_norm / (norm + 1e-6) when that factor is below 1. */
@@ -315,11 +241,7 @@ tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm) {
     if (coef < 1) {
         for (int i = 0; i < p->n; i++) {
             tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;
-            if (!g) continue;
-            tg_real *G = g->data;
-            const int64_t n = g->size;
-            /* over the n elements */
-            tg_parallel_for(n, n > OPTIM_PAR_MIN, scale_range, &(scale_ctx){G, coef});
+            if (g) tg_k_scale(g->data, coef, g->size);
         }
     }
     return (tg_real)norm;

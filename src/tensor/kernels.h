@@ -16,8 +16,8 @@
  * The forward is written in v (the input element) and p (the op's scalar:
  * pow's exponent); the derivative in g = dy, x, y = f(x) and p, branch-free
  * so that its loop vectorises. arity is ARG0 for tg_<name>(a), ARG1 for
- * tg_<name>(a, p). tg_k_unary (kernels_elementwise.c) expands the forward
- * column, autograd/ops_unary.c the op, its backward and its public function:
+ * tg_<name>(a, p). tg_k_unary and tg_k_unary_backward (kernels_elementwise.c)
+ * expand the two columns, autograd/ops_unary.c the op and its public function:
  * a new unary op is a row here, its declaration in autograd.h, an entry in
  * TG_OPS (autograd/op.h) and its gradient-check cases. Float libm through
  * TG_M: plain exp would widen to double and run 2x slower. */
@@ -99,6 +99,10 @@ typedef enum { TG_UNARY_OPS(TG_UNARY_KIND_) } tg_unary_kind;
 typedef enum { TG_BINARY_ADD, TG_BINARY_SUB, TG_BINARY_MUL, TG_BINARY_DIV } tg_binary_kind;
 
 void tg_k_unary(tg_unary_kind kind, tg_real param, const tg_real *x, tg_real *y, int64_t n);
+/* The backward of the same row: gx = gy f'(x) when fresh, else gx += it
+ * (y = f(x), the forward's output). */
+void tg_k_unary_backward(tg_unary_kind kind, tg_real param, const tg_real *gy, const tg_real *x, const tg_real *y,
+                         tg_real *gx, int64_t n, bool fresh);
 /* out = a (op) b with NumPy broadcasting; out has the broadcast shape. */
 void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out);
 /* Sums src (broadcast shape) down to dst's shape, which src broadcasts from;
@@ -110,6 +114,10 @@ void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer,
 /* s[j] = exp(s[j] - shift) for j < n, in place; returns the sum. For
  * softmax rows: s[j] - shift <= 0 (kernels_exp.c). */
 tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift);
+/* sum_{j<n} exp(x_j - shift), and d_j += scale exp(x_j - shift) for j < n:
+ * the cross-entropy's log-sum-exp and gradient (kernels_exp.c). */
+tg_real tg_k_sum_exp(const tg_real *x, int64_t n, tg_real shift);
+void tg_k_add_scaled_exp(tg_real *d, const tg_real *x, int64_t n, tg_real shift, tg_real scale);
 /* Row-wise softmax / log-softmax of [rows, n], max-subtracted for stability
  * (kernels_softmax.c), and the row kernels behind them, which the masked
  * softmax reuses: */
@@ -134,5 +142,15 @@ void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out);
 tg_real tg_k_max_row(const tg_real *s, int n, tg_real m);
 void tg_k_mul_row(tg_real *a, const tg_real *b, int n);
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n);
+
+/* The optimizers' loops over n elements (kernels_optim.c; the formulas and
+ * where the constants come from: nn/optim.c). */
+typedef struct {
+    tg_real b1, b2, eps, wd_l2, decay, step_size, bc2_sqrt;
+} tg_adam_step;
+void tg_k_adam(const tg_adam_step *s, tg_real *w, tg_real *m, tg_real *v, const tg_real *g, int64_t n);
+/* SGD, in double: d = g + wd w; buf = momentum buf + d (buf may be NULL); w -= lr d. */
+void tg_k_sgd(double lr, double wd, double momentum, tg_real *w, tg_real *buf, const tg_real *g, int64_t n);
+void tg_k_scale(tg_real *x, double coef, int64_t n); /* x *= coef, in double */
 
 #endif

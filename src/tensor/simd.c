@@ -1,5 +1,20 @@
-/* tg_cpu_has_avx2, tg_cpu_has_avx512 (simd.h). */
+/* tg_cpu_has_avx2, tg_cpu_has_avx512, tg_isa_level (simd.h) and the test
+ * switch tg__isa_cap (tensor_internal.h). */
 #include "simd.h"
+#include "tensor_internal.h"
+
+static int g_isa_cap = TG_ISA_AVX512;
+
+int tg__isa_cap(int level) {
+    int old = g_isa_cap;
+    g_isa_cap = level;
+    return old;
+}
+
+tg_isa tg_isa_level(void) {
+    tg_isa cpu = tg_cpu_has_avx512() ? TG_ISA_AVX512 : tg_cpu_has_avx2() ? TG_ISA_AVX2 : TG_ISA_PORTABLE;
+    return (int)cpu < g_isa_cap ? cpu : (tg_isa)g_isa_cap;
+}
 
 bool tg_cpu_has_avx2(void) {
 #if TG_X86

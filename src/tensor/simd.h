@@ -17,6 +17,45 @@
 #define TG_X86 0
 #endif
 
+/* ISA levels a kernel is built for, narrowest first. */
+typedef enum { TG_ISA_PORTABLE = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2 } tg_isa;
+/* The widest level the CPU has, capped by tg__isa_cap (tensor_internal.h):
+ * every dispatching kernel asks this, so one switch selects a path in all. */
+tg_isa tg_isa_level(void);
+
+/* One loop body, built once per ISA. The compiler vectorises a plain loop
+ * at the width of the ISA its function is compiled for; the library is
+ * compiled for the baseline (SSE2 on x86-64), so a loop written once runs
+ * 4 floats wide unless it is compiled again for AVX2 (8) and AVX-512 (16).
+ * TG_ISA_DISPATCH(name, params, args) expects
+ *     TG_KERNEL_BODY void name##_body params { ... }
+ * and defines name##_avx2 and name##_avx512 (the body inlined into a
+ * function compiled for that ISA) and `static void name params`, which runs
+ * the widest one tg_isa_level() allows. Results are the same at every
+ * width for elementwise loops (no FMA contraction under -std=c11); a
+ * reduction may round differently. Example: kernels_elementwise.c. */
+#define TG_KERNEL_BODY static inline __attribute__((always_inline))
+#if TG_X86
+#ifdef __clang__
+#define TG_AVX512_VEC TG_AVX512
+#else /* GCC otherwise vectorises 256 bits wide even in an AVX-512 function */
+#define TG_AVX512_VEC __attribute__((target("avx512f,avx2,fma,prefer-vector-width=512")))
+#endif
+#define TG_ISA_DISPATCH(name, params, args)                              \
+    TG_AVX2 static void name##_avx2 params { name##_body args; }         \
+    TG_AVX512_VEC static void name##_avx512 params { name##_body args; } \
+    static void name params {                                            \
+        switch (tg_isa_level()) {                                        \
+        case TG_ISA_AVX512: name##_avx512 args; break;                   \
+        case TG_ISA_AVX2: name##_avx2 args; break;                       \
+        default: name##_body args;                                       \
+        }                                                                \
+    }
+#else
+#define TG_ISA_DISPATCH(name, params, args) \
+    static void name params { name##_body args; }
+#endif
+
 /* true when the CPU has AVX2 and FMA (asked once, then cached). */
 bool tg_cpu_has_avx2(void);
 /* true when the CPU (and the OS, which must save the zmm registers) has

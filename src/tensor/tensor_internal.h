@@ -23,11 +23,11 @@ void tg__persistent_account(long long delta);
  * call, so memory.c does not depend on the kernels that use it. */
 void tg__on_release_all(void (*fn)(void));
 
-/* Test switches: force the portable twin of a hand-written AVX2 kernel
- * (1) or pick from the CPU again (0); each returns the previous setting.
- * The GEMM's also takes 2: AVX2 at most (no AVX-512 kernel). */
-int tg__gemm_force_portable(int on);         /* gemm.c */
-int tg__dropout_mask_force_portable(int on); /* dropout_mask.c */
+/* Test switch: the widest ISA the kernels may use (a tg_isa of simd.h:
+ * 0 portable, 1 AVX2, 2 AVX-512, the default); the CPU still caps it.
+ * Every dispatching kernel follows it, so a test runs each path this
+ * machine has. Returns the previous setting. simd.c */
+int tg__isa_cap(int level);
 /* Pretend that many other threads are runnable on the machine (-1: read
  * /proc/loadavg again), for the default thread count's adaptation; returns
  * the previous setting. parallel.c */
