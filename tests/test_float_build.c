@@ -181,3 +181,48 @@ Test(float_build, binary_kernels_agree_at_every_isa) {
     }
     tg_free(a), tg_free(b), tg_free(row);
 }
+
+/* Layer norm's row kernels (tensor/kernels_norm.c) at every ISA build
+ * against the formulas in double: forward, dx, dgamma and dbeta. Their sums
+ * run in vector lanes, so the ISAs round differently, within 1e-5. */
+Test(float_build, layer_norm_kernels_match_double_at_every_isa) {
+    enum { R = 5, D = 83 }; /* D: vector bodies and a tail, and two blocks of the parameter sums */
+    static tg_real x[R * D], g[R * D], gam[D], bet[D], y[R * D], mean[R], rstd[R], dx[R * D], dg[D], db[D];
+    for (int i = 0; i < R * D; i++) {
+        x[i] = (tg_real)(sin(0.3 * i) * (1 + i % 7));
+        g[i] = (tg_real)cos(0.17 * i);
+    }
+    for (int j = 0; j < D; j++) gam[j] = (tg_real)(1 + 0.01 * j), bet[j] = (tg_real)(0.1 * sin(j));
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) {
+        int old = tg__isa_cap(cap);
+        memset(dg, 0, sizeof dg), memset(db, 0, sizeof db);
+        tg_k_layer_norm(x, gam, bet, y, mean, rstd, R, D, (tg_real)1e-5);
+        tg_k_layer_norm_backward_dx(x, g, gam, mean, rstd, dx, R, D, true);
+        tg_k_layer_norm_backward_params(x, g, mean, rstd, dg, db, R, D);
+        tg__isa_cap(old);
+        double wdg[D] = {0}, wdb[D] = {0};
+        for (int r = 0; r < R; r++) {
+            const tg_real *xr = x + r * D, *gr = g + r * D;
+            double mu = 0, var = 0, m1 = 0, m2 = 0;
+            for (int j = 0; j < D; j++) mu += xr[j];
+            mu /= D;
+            for (int j = 0; j < D; j++) var += (xr[j] - mu) * (xr[j] - mu);
+            double rs = 1 / sqrt(var / D + 1e-5);
+            for (int j = 0; j < D; j++) {
+                double xh = (xr[j] - mu) * rs;
+                m1 += gr[j] * gam[j] / D, m2 += gr[j] * gam[j] * xh / D;
+                wdg[j] += gr[j] * xh, wdb[j] += gr[j];
+                cr_expect(fabs(y[r * D + j] - (xh * gam[j] + bet[j])) < 1e-5, "ISA %d: y[%d][%d]", cap, r, j);
+            }
+            for (int j = 0; j < D; j++) {
+                double xh = (xr[j] - mu) * rs, want = rs * (gr[j] * gam[j] - m1 - xh * m2);
+                cr_expect(fabs(dx[r * D + j] - want) < 1e-5 * (1 + fabs(want)), "ISA %d: dx[%d][%d] %g, want %g", cap,
+                          r, j, (double)dx[r * D + j], want);
+            }
+        }
+        for (int j = 0; j < D; j++)
+            cr_expect(fabs(dg[j] - wdg[j]) < 1e-5 * (1 + fabs(wdg[j])) &&
+                          fabs(db[j] - wdb[j]) < 1e-5 * (1 + fabs(wdb[j])),
+                      "ISA %d: dgamma/dbeta[%d]", cap, j);
+    }
+}

@@ -86,12 +86,15 @@
 #ifndef DIRECT_MAX_WORK
 #define DIRECT_MAX_WORK (256.0 * 256.0 * 256.0)
 #endif
-#define DIRECT_MAX_K         512
+#define DIRECT_MAX_K           512
 /* With the AVX-512 kernel the packed path wins from about 40^3 up (one core
  * of this EPYC: 64^3 135 against 114 GFLOP/s direct, 128^3 173 against 113;
  * 32^3 76 against 81). */
-#define Z_DIRECT_MAX_WORK    (40.0 * 40.0 * 40.0)
-#define PORT_DIRECT_MAX_WORK (24.0 * 24.0 * 24.0)
+#define Z_DIRECT_MAX_WORK      (40.0 * 40.0 * 40.0)
+/* The AVX-512 path reads A in place up to this many 32-wide slivers of B
+ * per panel (N <= 512), and packs it for wider products (multiply_range). */
+#define A_IN_PLACE_MAX_SLIVERS 16
+#define PORT_DIRECT_MAX_WORK   (24.0 * 24.0 * 24.0)
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
@@ -532,7 +535,7 @@ static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int 
 #define Z_NC 4064 /* a multiple of Z_NR */
 #define Z_FMA(r)                                     \
     do {                                             \
-        __m512 ar_ = _mm512_set1_ps(a[r]);           \
+        __m512 ar_ = _mm512_set1_ps(a##r[off]);      \
         z##r##0 = _mm512_fmadd_ps(ar_, b0, z##r##0); \
         z##r##1 = _mm512_fmadd_ps(ar_, b1, z##r##1); \
     } while (0)
@@ -553,8 +556,15 @@ static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int 
         _mm512_storeu_ps(t + (r)*Z_NR + 16, z##r##1); \
     } while (0)
 
-TG_AVX512 static void kernel_avx512(int kc, const float *a, const float *b, float *c, int ldc, float alpha, float beta,
-                                    int m, int n) {
+/* The 6 x 32 tile with A read in place: row r, depth k at
+ * a[r*a_rs + k*a_ks], rows past m reading row 0 (their results are not
+ * stored). The packed panel is a_rs = 1, a_ks = 6; A itself is a_rs = lda,
+ * a_ks = 1, or, transposed, a_rs = 1, a_ks = lda. */
+TG_AVX512 static inline __attribute__((always_inline)) void z_tile(int kc, const float *a, size_t a_rs, size_t a_ks,
+                                                                   const float *b, float *c, int ldc, float alpha,
+                                                                   float beta, int m, int n) {
+    const float *a0 = a, *a1 = a + (m > 1 ? a_rs : 0), *a2 = a + (m > 2 ? 2 * a_rs : 0);
+    const float *a3 = a + (m > 3 ? 3 * a_rs : 0), *a4 = a + (m > 4 ? 4 * a_rs : 0), *a5 = a + (m > 5 ? 5 * a_rs : 0);
     for (int r = 0; r < m; r++) {
         __builtin_prefetch(c + (size_t)r * ldc, 1);
         __builtin_prefetch(c + (size_t)r * ldc + Z_NR - 1, 1);
@@ -562,8 +572,9 @@ TG_AVX512 static void kernel_avx512(int kc, const float *a, const float *b, floa
     __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps(), z11 = _mm512_setzero_ps();
     __m512 z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps(), z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps();
     __m512 z40 = _mm512_setzero_ps(), z41 = _mm512_setzero_ps(), z50 = _mm512_setzero_ps(), z51 = _mm512_setzero_ps();
+    size_t off = 0;
 #pragma GCC unroll 4
-    for (int k = 0; k < kc; k++, a += Z_MR, b += Z_NR) {
+    for (int k = 0; k < kc; k++, off += a_ks, b += Z_NR) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         Z_FMA(0);
         Z_FMA(1);
@@ -591,6 +602,15 @@ TG_AVX512 static void kernel_avx512(int kc, const float *a, const float *b, floa
         store_tile(t, Z_NR, m, n, alpha, beta, c, ldc);
     }
 }
+
+TG_AVX512 static void kernel_avx512(int kc, const float *a, const float *b, float *c, int ldc, float alpha, float beta,
+                                    int m, int n) {
+    z_tile(kc, a, 1, Z_MR, b, c, ldc, alpha, beta, m, n);
+}
+TG_AVX512 static void kernel_avx512_a(int kc, const float *a, size_t a_rs, size_t a_ks, const float *b, float *c,
+                                      int ldc, float alpha, float beta, int m, int n) {
+    z_tile(kc, a, a_rs, a_ks, b, c, ldc, alpha, beta, m, n);
+}
 #undef Z_FMA
 #undef Z_STORE
 #undef Z_SPILL
@@ -613,17 +633,21 @@ TG_AVX512 static void pack_b_avx512(int n, int kc, const float *B, int ldb, int 
 /* ---- run-time dispatch ------------------------------------------------------ */
 typedef void (*kernel_fn)(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc, tg_real alpha, tg_real beta,
                           int m, int n);
+/* A kernel that reads A in place (z_tile): row r, depth k at a[r*a_rs + k*a_ks]. */
+typedef void (*kernel_a_fn)(int kc, const tg_real *a, size_t a_rs, size_t a_ks, const tg_real *b, tg_real *c, int ldc,
+                            tg_real alpha, tg_real beta, int m, int n);
 typedef struct {
     kernel_fn kernel;
     int mr, nr, mc, kc, nc;
+    kernel_a_fn kernel_a; /* NULL: A is packed */
 } gemm_isa;
 
-static const gemm_isa isa_portable = {kernel_portable, PORT_MR, PORT_NR, PORT_MC, PORT_KC, PORT_NC};
+static const gemm_isa isa_portable = {kernel_portable, PORT_MR, PORT_NR, PORT_MC, PORT_KC, PORT_NC, NULL};
 #if TG_X86
-static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, AVX_NC};
+static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, AVX_NC, NULL};
 #endif
 #if TG_X86 && !defined(TG_DOUBLE)
-static const gemm_isa isa_avx512 = {kernel_avx512, Z_MR, Z_NR, Z_MC, Z_KC, Z_NC};
+static const gemm_isa isa_avx512 = {kernel_avx512, Z_MR, Z_NR, Z_MC, Z_KC, Z_NC, kernel_avx512_a};
 #endif
 
 /* The kernels follow tg_isa_level() (simd.h), which tests cap to run the
@@ -809,17 +833,28 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     thread_rows(c->M, mr, (int)e - 1, c->nt, &unused, &row1);
     int slivers = (c->ncur + nr - 1) / nr;
     tg_real beta_k = c->kb == 0 ? c->beta : 1;
+    /* A read in place (op(A)(i, k) at A[i*lda + k], or A[k*lda + i]
+     * transposed) when its block serves few slivers of B: packing it costs
+     * a pass over A that only many slivers repay. Measured (perf, bench):
+     * packing A was 9% of a gpt-mini step (N <= 512); in place, gemm-512 ran
+     * 1.18x faster and gemm-2048 (128 slivers) 7% slower. */
+    const bool in_place = c->isa->kernel_a && slivers <= A_IN_PLACE_MAX_SLIVERS;
+    const size_t lda = (size_t)c->lda, a_rs = c->trans_a ? 1 : lda, a_ks = c->trans_a ? lda : 1;
     for (int ic = row0; ic < row1; ic += mc) {
         int mcur = row1 - ic < mc ? row1 - ic : mc;
-        pack_a_isa(c->isa, c->trans_a, mcur, kcur, c->A, c->lda, ic, c->pc, apack);
+        if (!in_place) pack_a_isa(c->isa, c->trans_a, mcur, kcur, c->A, c->lda, ic, c->pc, apack);
         for (int s = 0; s < slivers; s++) {
             int j0 = s * nr;
             int n = c->ncur - j0 < nr ? c->ncur - j0 : nr;
             const tg_real *bs = c->ws + (size_t)s * nr * kcur;
             for (int ir = 0; ir < mcur; ir += mr) {
                 int m = mcur - ir < mr ? mcur - ir : mr;
-                c->isa->kernel(kcur, apack + (size_t)ir * kcur, bs, c->C + (size_t)(ic + ir) * c->ldc + c->jc + j0,
-                               c->ldc, c->alpha, beta_k, m, n);
+                tg_real *cs = c->C + (size_t)(ic + ir) * c->ldc + c->jc + j0;
+                if (in_place)
+                    c->isa->kernel_a(kcur, c->A + (size_t)(ic + ir) * a_rs + (size_t)c->pc * a_ks, a_rs, a_ks, bs, cs,
+                                     c->ldc, c->alpha, beta_k, m, n);
+                else
+                    c->isa->kernel(kcur, apack + (size_t)ir * kcur, bs, cs, c->ldc, c->alpha, beta_k, m, n);
             }
         }
     }

@@ -153,4 +153,15 @@ void tg_k_adam(const tg_adam_step *s, tg_real *w, tg_real *m, tg_real *v, const 
 void tg_k_sgd(double lr, double wd, double momentum, tg_real *w, tg_real *buf, const tg_real *g, int64_t n);
 void tg_k_scale(tg_real *x, double coef, int64_t n); /* x *= coef, in double */
 
+/* Layer normalisation over rows of d (kernels_norm.c; formulas in
+ * autograd/ops_layer_norm.c). gamma and beta NULL: no affine part. The
+ * forward saves each row's mean and rstd; the backward's dx = ... when
+ * fresh, else dx += ...; dgamma and dbeta (either may be NULL) are added to. */
+void tg_k_layer_norm(const tg_real *x, const tg_real *gamma, const tg_real *beta, tg_real *y, tg_real *mean,
+                     tg_real *rstd, int64_t rows, int64_t d, tg_real eps);
+void tg_k_layer_norm_backward_dx(const tg_real *x, const tg_real *g, const tg_real *gamma, const tg_real *mean,
+                                 const tg_real *rstd, tg_real *dx, int64_t rows, int64_t d, bool fresh);
+void tg_k_layer_norm_backward_params(const tg_real *x, const tg_real *g, const tg_real *mean, const tg_real *rstd,
+                                     tg_real *dgamma, tg_real *dbeta, int64_t rows, int64_t d);
+
 #endif

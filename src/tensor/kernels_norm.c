@@ -1,0 +1,124 @@
+/* Layer normalisation's row loops; the formulas and their derivation are in
+ * autograd/ops_layer_norm.c, which checks shapes and records the node. Each
+ * loop is built for the baseline, AVX2 and AVX-512 (TG_ISA_DISPATCH); a
+ * row's sums run in vector lanes, so they round as the ISA's width orders
+ * them, and the same at any thread count. */
+#include "kernels.h"
+#include "parallel.h"
+#include "simd.h"
+
+typedef struct {
+    const tg_real *x, *gamma, *beta, *g, *mean, *rstd;
+    tg_real *y, *mean_out, *rstd_out, *dx, *dgamma, *dbeta; /* mean_out, rstd_out: the forward's */
+    int64_t d, rows;
+    tg_real eps;
+    bool fresh;
+} norm_ctx;
+
+/* mean, biased variance in two passes (no cancellation), then
+ * y = (x - mean) rstd gamma + beta. */
+TG_KERNEL_BODY void forward_rows_body(void *ctx, int64_t begin, int64_t end, int tid) {
+    const norm_ctx *c = ctx;
+    const int64_t d = c->d;
+    const tg_real *restrict gamma = c->gamma, *restrict beta = c->beta;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
+        const tg_real *restrict xr = c->x + r * d;
+        tg_real *restrict yr = c->y + r * d;
+        tg_real mu = 0, var = 0;
+#pragma omp simd reduction(+ : mu)
+        for (int64_t j = 0; j < d; j++) mu += xr[j];
+        mu /= (tg_real)d;
+#pragma omp simd reduction(+ : var)
+        for (int64_t j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu);
+        var /= (tg_real)d;
+        tg_real rs = 1 / TG_M(sqrt)(var + c->eps);
+        c->mean_out[r] = mu;
+        c->rstd_out[r] = rs;
+        if (gamma)
+            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
+        else
+            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - mu) * rs;
+    }
+}
+TG_ISA_DISPATCH(forward_rows, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
+
+void tg_k_layer_norm(const tg_real *x, const tg_real *gamma, const tg_real *beta, tg_real *y, tg_real *mean,
+                     tg_real *rstd, int64_t rows, int64_t d, tg_real eps) {
+    norm_ctx c = {.x = x, .gamma = gamma, .beta = beta, .y = y, .mean_out = mean, .rstd_out = rstd, .d = d, .eps = eps};
+    tg_parallel_for(rows, rows * d > TG_PAR_MIN, forward_rows, &c);
+}
+
+/* dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = g gamma. */
+TG_KERNEL_BODY void backward_dx_rows_body(void *ctx, int64_t begin, int64_t end, int tid) {
+    const norm_ctx *c = ctx;
+    const int64_t d = c->d;
+    const tg_real *restrict gam = c->gamma;
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) {
+        const tg_real *restrict xr = c->x + r * d, *restrict gr = c->g + r * d;
+        tg_real *restrict dx = c->dx + r * d;
+        tg_real mu = c->mean[r], rs = c->rstd[r], sum_dxhat = 0, sum_dxhat_xhat = 0;
+        if (gam) {
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+            for (int64_t j = 0; j < d; j++) {
+                tg_real dxhat = gr[j] * gam[j];
+                sum_dxhat += dxhat;
+                sum_dxhat_xhat += dxhat * (xr[j] - mu) * rs;
+            }
+        } else {
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+            for (int64_t j = 0; j < d; j++) {
+                sum_dxhat += gr[j];
+                sum_dxhat_xhat += gr[j] * (xr[j] - mu) * rs;
+            }
+        }
+        tg_real m1 = sum_dxhat / (tg_real)d, m2 = sum_dxhat_xhat / (tg_real)d;
+        /* dx = ... on a fresh gradient (its memory may hold anything, NaN
+         * included, so it is never read), else dx += ... */
+        for (int64_t j = 0; j < d; j++) {
+            tg_real dxhat = gr[j] * (gam ? gam[j] : 1), xhat = (xr[j] - mu) * rs;
+            tg_real v = rs * (dxhat - m1 - xhat * m2);
+            dx[j] = c->fresh ? v : dx[j] + v;
+        }
+    }
+}
+TG_ISA_DISPATCH(backward_dx_rows, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
+
+void tg_k_layer_norm_backward_dx(const tg_real *x, const tg_real *g, const tg_real *gamma, const tg_real *mean,
+                                 const tg_real *rstd, tg_real *dx, int64_t rows, int64_t d, bool fresh) {
+    norm_ctx c = {.x = x, .g = g, .gamma = gamma, .mean = mean, .rstd = rstd, .dx = dx, .d = d, .fresh = fresh};
+    tg_parallel_for(rows, rows * d > TG_PAR_MIN, backward_dx_rows, &c);
+}
+
+/* dgamma_j += sum_rows g_j xhat_j, dbeta_j += sum_rows g_j over a block of
+ * 64 columns, rows in order (so the result does not depend on the thread
+ * count); the inner loop runs along a row, in vector lanes. */
+TG_KERNEL_BODY void backward_param_blocks_body(void *ctx, int64_t begin, int64_t end, int tid) {
+    const norm_ctx *c = ctx;
+    const int64_t d = c->d;
+    (void)tid;
+    for (int64_t blk = begin; blk < end; blk++) {
+        int64_t j0 = blk * 64, w = d - j0 < 64 ? d - j0 : 64;
+        tg_real sg[64] = {0}, sgx[64] = {0};
+        for (int64_t r = 0; r < c->rows; r++) {
+            const tg_real *restrict gr = c->g + r * d + j0, *restrict xr = c->x + r * d + j0;
+            tg_real mu = c->mean[r], rs = c->rstd[r];
+            for (int64_t j = 0; j < w; j++) {
+                sg[j] += gr[j];
+                sgx[j] += gr[j] * (xr[j] - mu) * rs;
+            }
+        }
+        for (int64_t j = 0; j < w; j++) {
+            if (c->dgamma) c->dgamma[j0 + j] += sgx[j];
+            if (c->dbeta) c->dbeta[j0 + j] += sg[j];
+        }
+    }
+}
+TG_ISA_DISPATCH(backward_param_blocks, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
+
+void tg_k_layer_norm_backward_params(const tg_real *x, const tg_real *g, const tg_real *mean, const tg_real *rstd,
+                                     tg_real *dgamma, tg_real *dbeta, int64_t rows, int64_t d) {
+    norm_ctx c = {.x = x, .g = g, .mean = mean, .rstd = rstd, .dgamma = dgamma, .dbeta = dbeta, .d = d, .rows = rows};
+    tg_parallel_for((d + 63) / 64, rows * d > TG_PAR_MIN, backward_param_blocks, &c);
+}
