@@ -1,6 +1,6 @@
 /* Elementwise unary ops. Each op's forward is one kernel call and its
  * backward another, dx += dy * f'(x); f and f' are one row of TG_UNARY_OPS
- * (tensor/kernels.h). Also the scalar ops x + s and s x. */
+ * (tensor/kernels.h), the scalar ops x + s and s x among them. */
 #include "op.h"
 
 #include <math.h>
@@ -50,34 +50,3 @@ static void unary_backward(tg_node *n, tg_unary_kind kind) {
     UNARY_API_##ARITY(NAME, KIND)
 
 TG_UNARY_OPS(UNARY_OP)
-
-/* y = x + s: dy/dx = 1.  y = s x: dy/dx = s. */
-static void add_scalar_backward(tg_node *n) {
-    tg_tensor *gx = tg_grad_of(n->in[0]);
-    if (gx)
-        for (int64_t i = 0; i < gx->size; i++) gx->data[i] += n->out->grad->data[i];
-}
-const tg_op tg_op_add_scalar = {"add_scalar", add_scalar_backward};
-tg_tensor *tg_add_scalar(tg_tensor *a, tg_real s) {
-    if (tg_any_null("add_scalar", 1, (const tg_tensor *const[]){a})) return NULL;
-    tg_tensor *y = tg_empty_arena(a->ndim, a->shape);
-    if (!y) return NULL;
-    for (int64_t i = 0; i < a->size; i++) y->data[i] = a->data[i] + s;
-    tg_node_record(&tg_op_add_scalar, y, 1, &a);
-    return y;
-}
-
-static void mul_scalar_backward(tg_node *n) {
-    tg_tensor *gx = tg_grad_of(n->in[0]);
-    tg_real s = unary_p(n);
-    if (gx)
-        for (int64_t i = 0; i < gx->size; i++) gx->data[i] += s * n->out->grad->data[i];
-}
-const tg_op tg_op_mul_scalar = {"mul_scalar", mul_scalar_backward};
-tg_tensor *tg_mul_scalar(tg_tensor *a, tg_real s) {
-    if (tg_any_null("mul_scalar", 1, (const tg_tensor *const[]){a})) return NULL;
-    tg_tensor *y = tg_empty_arena(a->ndim, a->shape);
-    if (!y) return NULL;
-    for (int64_t i = 0; i < a->size; i++) y->data[i] = a->data[i] * s;
-    return save_p(tg_node_record(&tg_op_mul_scalar, y, 1, &a), s) ? y : NULL;
-}

@@ -90,7 +90,9 @@ static inline tg_real tg_k_gelu_tanh_dx(tg_real x) {
     /* GPT-2's form, torch's gelu(approximate='tanh'): tg_k_gelu_tanh above. */                                    \
     X(gelu_tanh, GELU_TANH, tg_k_gelu_tanh(v), g *tg_k_gelu_tanh_dx(x), ARG0)                                      \
     /* d x^p = p x^(p-1) */                                                                                        \
-    X(pow_scalar, POW, pow(v, p), g *p *(tg_real)pow(x, p - 1), ARG1)
+    X(pow_scalar, POW, pow(v, p), g *p *(tg_real)pow(x, p - 1), ARG1)                                              \
+    X(add_scalar, ADD_SCALAR, v + p, g, ARG1)   /* x + s: d/dx = 1 */                                              \
+    X(mul_scalar, MUL_SCALAR, v *p, g *p, ARG1) /* s x: d/dx = s */
 /* clang-format on */
 
 #define TG_UNARY_KIND_(name, KIND, f, df, arity) TG_UNARY_##KIND,
