@@ -1,6 +1,7 @@
 /* s[j] = exp(s[j] - shift) in place, returning the sum: the inner loop of
  * every softmax (masked_softmax, the fused attention, softmax rows). In the
- * float build on a CPU with AVX2 it runs 8 lanes at a time with a
+ * float build on a CPU with AVX2 it runs 8 lanes at a time (16 with
+ * AVX-512, whose sum of a row then rounds in another order) with a
  * polynomial expf (about 1 ulp, below); elsewhere, and always in the
  * double build (where the tests compare paths to 1e-12), libm's exp. The
  * sum is taken in a fixed order either way, whatever the thread count. */
@@ -117,8 +118,53 @@ void tg_k_add_scaled_exp(tg_real *d, const tg_real *x, int64_t n, tg_real shift,
     add_scaled_exp_portable(d, x, n, shift, scale);
 }
 
+#if EXP_AVX2
+/* exp8's polynomial 16 lanes wide; the row's sum in 16 lanes, added up in a
+ * fixed tree. Softmax rows of the fused attention are its main user. */
+TG_AVX512 static inline __m512 exp16(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
+    __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(e));
+}
+
+TG_AVX512 static tg_real exp_shift_avx512(tg_real *s, int64_t n, tg_real shift) {
+    __m512 vs = _mm512_set1_ps(shift), acc = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 y = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vs));
+        _mm512_storeu_ps(s + j, y);
+        acc = _mm512_add_ps(acc, y);
+    }
+    if (j < n) { /* the tail, masked: lanes past n neither read nor written */
+        __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
+        __m512 y = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vs)));
+        _mm512_mask_storeu_ps(s + j, m, y);
+        acc = _mm512_add_ps(acc, y);
+    }
+    _Alignas(64) float t[16];
+    _mm512_store_ps(t, acc);
+    for (int w = 8; w >= 1; w /= 2) /* pairwise: t[i] += t[i + w] */
+        for (int i = 0; i < w; i++) t[i] += t[i + w];
+    return t[0];
+}
+#endif
+
 tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift) {
 #if EXP_AVX2
+    if (tg_isa_level() >= TG_ISA_AVX512) return exp_shift_avx512(s, n, shift);
     if (tg_isa_level() >= TG_ISA_AVX2) return exp_shift_avx2(s, n, shift);
 #endif
     return exp_shift_portable(s, n, shift);
