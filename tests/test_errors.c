@@ -23,6 +23,15 @@ Test(errors, matmul_inner_dimensions) {
     cr_expect(error_has("matmul", "(3) @ (3)"), "%s", tg_last_error());
 }
 
+Test(errors, affine_shapes) {
+    cr_expect_null(tg_affine(t23, t45, NULL)); /* x [2,3] needs weight [out, 3] */
+    cr_expect(error_has("affine", "x (2,3), weight (4,5), bias NULL"), "%s", tg_last_error());
+    cr_expect_null(tg_affine(t45, t45, t3)); /* bias (3) for out 4 */
+    cr_expect(error_has("affine", "bias (3)"), "%s", tg_last_error());
+    cr_expect_null(tg_affine(NULL, t45, NULL));
+    cr_expect(error_has("affine", "NULL"), "%s", tg_last_error());
+}
+
 Test(errors, broadcast_mismatch) {
     cr_expect_null(tg_add(t23, t45));
     cr_expect_str_eq(tg_last_error(), "add: shapes (2,3) and (4,5) cannot be broadcast together");

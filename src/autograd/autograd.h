@@ -96,6 +96,10 @@ tg_tensor *tg_max_all(tg_tensor *a);
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
 /* Same with a or b transposed in its last two axes, without a copy (Q K^T). */
 tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
+/* x w^T + b over the last axis of x (torch's nn.functional.linear):
+ * x [..., in], w [out, in], b [out] or NULL -> [..., out]. One GEMM that
+ * starts from the bias (ops_affine.c). */
+tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b);
 
 /* ---- softmax along the last axis ------------------------------------------ */
 tg_tensor *tg_softmax(tg_tensor *a);

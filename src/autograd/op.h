@@ -60,7 +60,7 @@ bool tg_grad_share(tg_tensor *t, const tg_tensor *g);
                 X(log_softmax) /* ops_shape.c */ X(reshape) X(permute) X(slice) X(concat)                            \
                     X(gather_rows) /* fused ops used by src/nn, one file each (ops_<name>.c) */                      \
         X(dropout) X(masked_softmax) X(sparsemax) X(layer_norm) X(cross_entropy) X(attention) X(rel_gather)          \
-            X(rel_scatter) X(rope)
+            X(rel_scatter) X(rope) X(affine)
 /* clang-format on */
 
 #define TG_OP_DECLARE(name) extern const tg_op tg_op_##name;

@@ -1,7 +1,7 @@
 /* Linear layer, as torch.nn.Linear: y = x W^T + b on the last axis.
  *
  * W is [out, in] and stays that way: the product reads it transposed
- * through the GEMM's strides (tg_matmul_t), never through a copy.
+ * through the GEMM's strides (tg_affine), never through a copy.
  * Initialisation is PyTorch's default: kaiming_uniform(a = sqrt(5)) on W
  * reduces to U(-1/sqrt(in), 1/sqrt(in)), and the bias uses the same bound
  * 1/sqrt(fan_in). */
@@ -31,18 +31,7 @@ tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng) {
 
 tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
     if (!tg_module_input("linear", m, x) || !tg_module_last_dim("linear", x, m->in)) return NULL;
-    /* 2-D and 3-D input go to the GEMM as they are (a [B, T, in] input is
-     * one [B*T, in] GEMM inside tg_matmul); other ranks are viewed as 2-D
-     * and reshaped back. */
-    bool direct = x->ndim == 2 || x->ndim == 3;
-    tg_tensor *x2 = direct ? x : tg_reshape(x, TG_SHAPE(-1, m->in));
-    tg_tensor *y = tg_matmul_t(x2, m->weight, false, true);
-    if (m->bias) y = tg_add(y, m->bias);
-    if (!y || direct) return y;
-    int shape[TG_MAX_DIMS];
-    for (int i = 0; i < x->ndim - 1; i++) shape[i] = x->shape[i];
-    shape[x->ndim - 1] = m->out;
-    return tg_reshape(y, x->ndim, shape);
+    return tg_affine(x, m->weight, m->bias); /* one GEMM, the bias its starting value */
 }
 
 int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix) {
