@@ -189,19 +189,37 @@ static void expect_d2l_output(const tg_tensor *out, const tg_tensor *w, const ch
     for (int k = 0; k < 6; k++) cr_expect(fabs(w->data[10 + k] - 1.0 / 6) < 1e-14);
 }
 
+/* d2l's scoring example through one attention module in eval mode: queries
+ * N(0, 1) of shape (2, 1, q_dim), d2l_kv's keys and values, valid lengths
+ * (2, 6); the output and the weights the module kept (*weights, read after
+ * the forward) are d2l's. */
+typedef tg_tensor *(*attention_fn)(void *att, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask);
+static void run_d2l_example(attention_fn forward, void *att, tg_tensor *const *weights, int q_dim, tg_rng *rng,
+                            const char *what) {
+    tg_scope_begin();
+    tg_tensor *queries = tg_randn(TG_SHAPE(2, 1, q_dim), rng), *keys, *values;
+    d2l_kv(&keys, &values);
+    int lens[2] = {2, 6};
+    tg_tensor *out = forward(att, queries, keys, values, (tg_mask){lens, 1, false});
+    TG_REQUIRE(out);
+    expect_d2l_output(out, *weights, what);
+    tg_scope_end();
+}
+
+static tg_tensor *additive_fn(void *att, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask) {
+    return tg_additive_attention_forward(att, q, k, v, mask);
+}
+
+static tg_tensor *dot_fn(void *att, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask) {
+    return tg_dot_attention_forward(att, q, k, v, mask);
+}
+
 Test(attention, d2l_additive_attention_example) {
     tg_rng rng = tg_rng_new(21);
     tg_additive_attention *att = tg_additive_attention_new(2, 20, 8, 0.1, &rng);
     TG_REQUIRE(att);
     tg_additive_attention_train(att, false);
-    tg_scope_begin();
-    tg_tensor *queries = tg_randn(TG_SHAPE(2, 1, 20), &rng), *keys, *values;
-    d2l_kv(&keys, &values);
-    int lens[2] = {2, 6};
-    tg_tensor *out = tg_additive_attention_forward(att, queries, keys, values, (tg_mask){lens, 1, false});
-    TG_REQUIRE(out);
-    expect_d2l_output(out, att->attention_weights, "additive");
-    tg_scope_end();
+    run_d2l_example(additive_fn, att, &att->attention_weights, 20, &rng, "additive");
     tg_additive_attention_free(att);
 }
 
@@ -211,14 +229,7 @@ Test(attention, d2l_dot_product_attention_example) {
     tg_dot_attention_record(att, true);
     TG_REQUIRE(att);
     tg_dot_attention_train(att, false);
-    tg_scope_begin();
-    tg_tensor *queries = tg_randn(TG_SHAPE(2, 1, 2), &rng), *keys, *values;
-    d2l_kv(&keys, &values);
-    int lens[2] = {2, 6};
-    tg_tensor *out = tg_dot_attention_forward(att, queries, keys, values, (tg_mask){lens, 1, false});
-    TG_REQUIRE(out);
-    expect_d2l_output(out, att->attention_weights, "dot");
-    tg_scope_end();
+    run_d2l_example(dot_fn, att, &att->attention_weights, 2, &rng, "dot");
     tg_dot_attention_free(att);
 }
 

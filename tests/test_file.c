@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "concurrent_writers.h"
 #include "io_test_util.h"
 
 TestSuite(file, .fini = cleanup);
@@ -93,28 +94,20 @@ Test(file, temporaries_are_exclusive_and_stale_ones_removed) {
     model_free(&m);
 }
 
+/* Writer w of the test below: a model of its own, saved 15 times. */
+static int save_rounds(int w, const void *path) {
+    model m;
+    model_new(&m, 1.0 + w);
+    int rc = 0;
+    for (int r = 0; r < 15; r++) rc |= tg_checkpoint_save(path, &m.p, NULL);
+    return rc;
+}
+
 /* Concurrent writers of one path: all succeed and the file is whole. */
 Test(file, concurrent_saves_never_fail_or_tear) {
     tmpdir();
     const char *path = in_dir("m.safetensors");
-    enum { WRITERS = 4, ROUNDS = 15 };
-    pid_t kids[WRITERS];
-    for (int w = 0; w < WRITERS; w++) {
-        kids[w] = fork();
-        cr_assert(kids[w] >= 0);
-        if (kids[w] == 0) {
-            model m;
-            model_new(&m, 1.0 + w);
-            int rc = 0;
-            for (int r = 0; r < ROUNDS; r++) rc |= tg_checkpoint_save(path, &m.p, NULL);
-            _exit(rc == 0 ? 0 : 1);
-        }
-    }
-    for (int w = 0; w < WRITERS; w++) {
-        int status;
-        cr_assert_eq(waitpid(kids[w], &status, 0), kids[w]);
-        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d failed", w);
-    }
+    run_concurrent_writers(4, save_rounds, path);
     model m;
     model_new(&m, 9.0);
     cr_expect_eq(tg_checkpoint_load(path, &m.p), 0, "the file is torn: %s", tg_last_error());

@@ -16,6 +16,14 @@ static tg_tensor *leaf(int ndim, const int *shape, const tg_real *v) {
     return t;
 }
 
+/* N(0, 1) entries from the generator of `seed`, requiring grad. */
+static tg_tensor *randn_leaf(int ndim, const int *shape, uint64_t seed) {
+    tg_rng rng = tg_rng_new(seed);
+    tg_tensor *t = tg_randn(ndim, shape, &rng);
+    tg_set_requires_grad(t, true);
+    return t;
+}
+
 /* backward with a random seed gradient (a vector-Jacobian product) */
 static void backward_random(tg_tensor *y, uint64_t seed) {
     tg_rng rng = tg_rng_new(seed);
@@ -189,9 +197,7 @@ Test(fused, masked_softmax_d2l_example_2d_lens) {
 }
 
 Test(fused, masked_softmax_zero_length_is_uniform_and_long_length_is_everything) {
-    tg_rng rng = tg_rng_new(4);
-    tg_tensor *x = tg_randn(TG_SHAPE(2, 3, 5), &rng);
-    tg_set_requires_grad(x, true);
+    tg_tensor *x = randn_leaf(TG_SHAPE(2, 3, 5), 4);
     tg_tensor *y = tg_masked_softmax(x, (tg_mask){(const int[]){0, 9}, 1, false});
     TG_REQUIRE(y);
     cr_expect(all_finite(y), "no NaN");
@@ -227,9 +233,7 @@ Test(fused, masked_softmax_is_stable_for_large_logits) {
 }
 
 Test(fused, masked_softmax_masked_entries_get_zero_gradient) {
-    tg_rng rng = tg_rng_new(6);
-    tg_tensor *x = tg_randn(TG_SHAPE(3, 4, 6), &rng);
-    tg_set_requires_grad(x, true);
+    tg_tensor *x = randn_leaf(TG_SHAPE(3, 4, 6), 6);
     const int lens[] = {2, 5, 0};
     tg_tensor *y = tg_masked_softmax(x, (tg_mask){lens, 1, true});
     TG_REQUIRE(y);
@@ -363,9 +367,7 @@ Test(fused, sparsemax_matches_a_bisection_reference) {
 }
 
 Test(fused, sparsemax_masking_and_gradient) {
-    tg_rng rng = tg_rng_new(9);
-    tg_tensor *x = tg_randn(TG_SHAPE(3, 2, 5), &rng);
-    tg_set_requires_grad(x, true);
+    tg_tensor *x = randn_leaf(TG_SHAPE(3, 2, 5), 9);
     const int lens[] = {3, 0, 7};
     tg_tensor *y = tg_sparsemax(x, (tg_mask){lens, 1, false});
     TG_REQUIRE(y);
@@ -496,9 +498,7 @@ Test(fused, layer_norm_errors) {
  * ====================================================================== */
 
 Test(fused, cross_entropy_is_minus_mean_log_softmax_at_the_targets) {
-    tg_rng rng = tg_rng_new(12);
-    tg_tensor *x = tg_randn(TG_SHAPE(2, 3, 5), &rng);
-    tg_set_requires_grad(x, true);
+    tg_tensor *x = randn_leaf(TG_SHAPE(2, 3, 5), 12);
     const int t[] = {4, 0, 2, TG_IGNORE_INDEX, 1, 3};
     tg_tensor *loss = tg_cross_entropy(x, t, NULL, TG_IGNORE_INDEX);
     TG_REQUIRE(loss);

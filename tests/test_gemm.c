@@ -86,6 +86,11 @@ static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real 
     free(C0);
 }
 
+/* One case in all four transpose combinations of A and B. */
+static void check_all_transposes(int M, int N, int K, tg_real alpha, tg_real beta, int pad, bool nan_c) {
+    for (int t = 0; t < 4; t++) check(t & 1, t & 2, M, N, K, alpha, beta, pad, nan_c);
+}
+
 static const int odd[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 23, 24, 31, 32, 33, 37};
 #define NODD (int)(sizeof odd / sizeof odd[0])
 
@@ -104,11 +109,9 @@ Test(gemm, all_transposes_k_sizes) {
 
 Test(gemm, square_small_heads) {
     /* the attention model's per-head products: [16,16] @ [16,16] and friends */
-    for (int t = 0; t < 4; t++) {
-        check(t & 1, t & 2, 16, 16, 16, 1, 0, 0, false);
-        check(t & 1, t & 2, 8, 8, 4, 1, 1, 0, false);
-        check(t & 1, t & 2, 64, 64, 64, 0.5, 0, 0, false);
-    }
+    check_all_transposes(16, 16, 16, 1, 0, 0, false);
+    check_all_transposes(8, 8, 4, 1, 1, 0, false);
+    check_all_transposes(64, 64, 64, 0.5, 0, 0, false);
 }
 
 Test(gemm, around_block_boundaries) {
@@ -123,10 +126,8 @@ Test(gemm, around_block_boundaries) {
 
 Test(gemm, wide_panel_past_nc) {
     /* N beyond one NC panel (4080 / 4096 columns), K over several KC blocks */
-    for (int t = 0; t < 4; t++) {
-        check(t & 1, t & 2, 7, 4200, 40, 1, 0.5, 0, false);
-        check(t & 1, t & 2, 3, 50, 1100, 1, 0, 2, false);
-    }
+    check_all_transposes(7, 4200, 40, 1, 0.5, 0, false);
+    check_all_transposes(3, 50, 1100, 1, 0, 2, false);
 }
 
 /* The kernels the CPU would not pick on this machine: the portable ones
@@ -158,20 +159,16 @@ Test(gemm, alpha_beta_variants) {
 }
 
 Test(gemm, beta_zero_overwrites_nan) {
-    for (int t = 0; t < 4; t++) {
-        check(t & 1, t & 2, 5, 7, 3, 1, 0, 0, true);
-        check(t & 1, t & 2, 16, 16, 16, 1, 0, 0, true);
-        check(t & 1, t & 2, 77, 131, 70, -2, 0, 3, true);
-        check(t & 1, t & 2, 9, 9, 9, 0, 0, 0, true); /* alpha == 0 too */
-    }
+    check_all_transposes(5, 7, 3, 1, 0, 0, true);
+    check_all_transposes(16, 16, 16, 1, 0, 0, true);
+    check_all_transposes(77, 131, 70, -2, 0, 3, true);
+    check_all_transposes(9, 9, 9, 0, 0, 0, true); /* alpha == 0 too */
 }
 
 Test(gemm, k_zero_scales_c) {
-    for (int t = 0; t < 4; t++) {
-        check(t & 1, t & 2, 6, 5, 0, 1, 0, 0, true);
-        check(t & 1, t & 2, 6, 5, 0, 1, 0.5, 0, false);
-        check(t & 1, t & 2, 200, 130, 0, 1, 2, 1, false);
-    }
+    check_all_transposes(6, 5, 0, 1, 0, 0, true);
+    check_all_transposes(6, 5, 0, 1, 0.5, 0, false);
+    check_all_transposes(200, 130, 0, 1, 2, 1, false);
 }
 
 Test(gemm, empty_m_or_n_is_noop) {
@@ -183,11 +180,9 @@ Test(gemm, empty_m_or_n_is_noop) {
 }
 
 Test(gemm, padded_leading_dimensions) {
-    for (int t = 0; t < 4; t++) {
-        check(t & 1, t & 2, 7, 9, 11, 1, 0.5, 5, false);
-        check(t & 1, t & 2, 33, 17, 40, -1, 1, 13, false);
-        check(t & 1, t & 2, 130, 70, 260, 1, 0, 7, false);
-    }
+    check_all_transposes(7, 9, 11, 1, 0.5, 5, false);
+    check_all_transposes(33, 17, 40, -1, 1, 13, false);
+    check_all_transposes(130, 70, 260, 1, 0, 7, false);
 }
 
 /* Same inputs, 1 thread then 2 threads: every byte of C must agree. */

@@ -13,6 +13,26 @@ static const tg_pe_kind enc_kinds[] = {TG_PE_RELATIVE, TG_PE_ROPE, TG_PE_ALIBI};
 static const tg_decoder_pos dec_kinds[] = {TG_DEC_POS_RELATIVE, TG_DEC_POS_ROPE, TG_DEC_POS_ALIBI};
 static const char *const kind_names[] = {"relative", "rope", "alibi"};
 
+/* The gradient check of f w.r.t. every tensor of p, for position kind v of
+ * a module (`what`: "encoder pe", "decoder pos"). */
+static void gradcheck_params(tg_fn f, void *ctx, const tg_params *p, const char *what, int v) {
+    tg_tensor **in = malloc(sizeof *in * (size_t)p->n);
+    for (int i = 0; i < p->n; i++) in[i] = p->items[i].t;
+    tg_gradcheck_result r;
+    bool ok = tg_gradcheck(f, in, p->n, ctx, 1e-5, 1e-6, &r);
+    printf("gradcheck %s=%s: %lld entries, max rel err %.1e\n", what, kind_names[v], (long long)r.checked,
+           r.max_rel_err);
+    cr_expect(ok, "%s: max rel err %g at %s", kind_names[v], r.max_rel_err, p->items[r.worst_input].name);
+    free(in);
+}
+
+/* The stored path (weights recorded) and the fused one gave the same output. */
+static void expect_paths_agree(const tg_tensor *fused, const tg_tensor *stored, int v) {
+    TG_REQUIRE(stored);
+    double e = max_diff(fused, stored);
+    cr_expect(e < 1e-12, "%s: paths differ by %g", kind_names[v], e);
+}
+
 /* ---- encoder ---------------------------------------------------------------- */
 
 static tg_encoder *encoder(tg_pe_kind pe, int max_len, uint64_t seed) {
@@ -50,15 +70,8 @@ Test(position_modules, encoder_gradcheck_every_kind) {
         cr_expect_eq(has_rel, enc_kinds[v] == TG_PE_RELATIVE, "%s: relative_k/relative_v listed %d", kind_names[v],
                      has_rel);
         for (int i = 0; i < p.n; i++) cr_expect(strstr(p.items[i].name, "pos_encoding") == NULL);
-        tg_tensor **in = malloc(sizeof *in * (size_t)p.n);
-        for (int i = 0; i < p.n; i++) in[i] = p.items[i].t;
         enc_ctx ctx = {m, 6};
-        tg_gradcheck_result r;
-        bool ok = tg_gradcheck(enc_fn, in, p.n, &ctx, 1e-5, 1e-6, &r);
-        printf("gradcheck encoder pe=%s: %lld entries, max rel err %.1e\n", kind_names[v], (long long)r.checked,
-               r.max_rel_err);
-        cr_expect(ok, "%s: max rel err %g at %s", kind_names[v], r.max_rel_err, p.items[r.worst_input].name);
-        free(in);
+        gradcheck_params(enc_fn, &ctx, &p, "encoder pe", v);
         tg_params_free(&p);
         tg_encoder_free(m);
     }
@@ -76,9 +89,7 @@ Test(position_modules, encoder_stored_and_fused_agree) {
         TG_REQUIRE(fused);
         tg_encoder_record_attention(m, true);
         tg_tensor *stored = tg_encoder_forward(m, toks, 2, T, (tg_mask){lens, 1, false});
-        TG_REQUIRE(stored);
-        double e = max_diff(fused, stored);
-        cr_expect(e < 1e-12, "%s: paths differ by %g", kind_names[v], e);
+        expect_paths_agree(fused, stored, v);
         tg_scope_end();
         tg_encoder_free(m);
     }
@@ -163,14 +174,7 @@ Test(position_modules, decoder_gradcheck_every_kind) {
         tg_tensor *rk = tg_params_get(&p, "transformer.h.1.attn.relative_k");
         cr_expect_eq(rk != NULL, dec_kinds[v] == TG_DEC_POS_RELATIVE);
         if (rk) cr_expect(rk->shape[0] == 7 && rk->shape[1] == 4);
-        tg_tensor **in = malloc(sizeof *in * (size_t)p.n);
-        for (int i = 0; i < p.n; i++) in[i] = p.items[i].t;
-        tg_gradcheck_result r;
-        bool ok = tg_gradcheck(dec_fn, in, p.n, m, 1e-5, 1e-6, &r);
-        printf("gradcheck decoder pos=%s: %lld entries, max rel err %.1e\n", kind_names[v], (long long)r.checked,
-               r.max_rel_err);
-        cr_expect(ok, "%s: max rel err %g at %s", kind_names[v], r.max_rel_err, p.items[r.worst_input].name);
-        free(in);
+        gradcheck_params(dec_fn, m, &p, "decoder pos", v);
         tg_params_free(&p);
         tg_decoder_free(m);
     }
@@ -211,9 +215,7 @@ Test(position_modules, decoder_cache_and_paths_agree) {
         TG_REQUIRE(fused);
         tg_decoder_record_attention(m, true);
         tg_tensor *stored = tg_decoder_forward(m, toks, 2, 64);
-        TG_REQUIRE(stored);
-        double e = max_diff(fused, stored);
-        cr_expect(e < 1e-12, "%s: paths differ by %g", kind_names[v], e);
+        expect_paths_agree(fused, stored, v);
         tg_scope_end();
         tg_decoder_free(m);
     }

@@ -21,6 +21,8 @@
 
 #include "viz/viz.h"
 
+#include "concurrent_writers.h"
+
 /* ---- helpers ------------------------------------------------------------- */
 
 static char tmpdir[64];
@@ -434,6 +436,16 @@ Test(viz, writes_are_atomic) {
     rmdir(dirp);
 }
 
+/* Writer w of the concurrent writers below: a heatmap of its own, drawn to
+ * path 10 times. */
+static int heatmap_rounds(int w, const void *path) {
+    float m[64];
+    for (int i = 0; i < 64; i++) m[i] = (float)(i * (w + 1));
+    int rc = 0;
+    for (int r = 0; r < 10; r++) rc |= tg_viz_heatmap(path, m, 8, 8, NULL);
+    return rc;
+}
+
 /* Issue 10, defect 3: the temporary was always "<png>.tmp", opened with
  * fopen: a symlink planted there was followed (the save overwrote another
  * file), two runs with the same --out collided, and killed saves left
@@ -476,24 +488,7 @@ Test(viz, temporaries_are_exclusive_and_stale_ones_are_removed) {
     unlink(victim);
 
     /* Concurrent writers of one path: all succeed, the file is whole. */
-    enum { WRITERS = 6, ROUNDS = 10 };
-    pid_t kids[WRITERS];
-    for (int w = 0; w < WRITERS; w++) {
-        kids[w] = fork();
-        cr_assert(kids[w] >= 0);
-        if (kids[w] == 0) {
-            int rc = 0;
-            float m[64];
-            for (int i = 0; i < 64; i++) m[i] = (float)(i * (w + 1));
-            for (int r = 0; r < ROUNDS; r++) rc |= tg_viz_heatmap(p, m, 8, 8, NULL);
-            _exit(rc == 0 ? 0 : 1);
-        }
-    }
-    for (int w = 0; w < WRITERS; w++) {
-        int status;
-        cr_assert_eq(waitpid(kids[w], &status, 0), kids[w]);
-        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d failed", w);
-    }
+    run_concurrent_writers(6, heatmap_rounds, p);
     image im = load(p);
     int wpx, hpx;
     cr_assert_eq(tg_viz_heatmap_geometry(8, 8, NULL, &wpx, &hpx, NULL), 0);

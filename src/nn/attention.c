@@ -246,20 +246,15 @@ tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *qu
 
 int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix) {
     if (!tg_module_present("additive_attention", "params", m)) return -1;
-    char b[TG_PARAM_NAME_MAX];
-    if (tg_param_name(b, prefix, "W_k") || tg_linear_params(m->W_k, p, b)) return -1;
-    if (tg_param_name(b, prefix, "W_q") || tg_linear_params(m->W_q, p, b)) return -1;
-    if (tg_param_name(b, prefix, "w_v") || tg_linear_params(m->w_v, p, b)) return -1;
-    return 0;
+    return tg_linears_params(3, (const char *[]){"W_k", "W_q", "w_v"}, (tg_linear *[]){m->W_k, m->W_q, m->w_v}, p,
+                             prefix);
 }
 
 void tg_additive_attention_train(tg_additive_attention *m, bool on) { tg_dropout_train(m ? m->dropout : NULL, on); }
 
 void tg_additive_attention_free(tg_additive_attention *m) {
     if (!m) return;
-    tg_linear_free(m->W_k);
-    tg_linear_free(m->W_q);
-    tg_linear_free(m->w_v);
+    tg_linears_free(3, (tg_linear *[]){m->W_k, m->W_q, m->w_v});
     tg_dropout_free(m->dropout);
     tg_sys_free(m);
 }

@@ -469,12 +469,7 @@ tg_tensor *tg_decoder_attention_weights(const tg_decoder *m, int layer, int head
         tg_set_error("decoder_attention_weights: no weights recorded (tg_decoder_record_attention, then a forward)");
         return NULL;
     }
-    int B = w->shape[0] / h, Q = w->shape[1], K = w->shape[2];
-    tg_tensor *out = tg_empty_arena(TG_SHAPE(B, Q, K));
-    if (!out) return NULL;
-    size_t n = (size_t)Q * (size_t)K;
-    for (int b = 0; b < B; b++) memcpy(out->data + b * n, w->data + ((size_t)b * h + head) * n, sizeof(tg_real) * n);
-    return out;
+    return tg_module_head_weights(w, h, head);
 }
 
 /* ---- KV cache ----------------------------------------------------------------- */

@@ -46,3 +46,14 @@ void tg_linear_free(tg_linear *m) {
     tg_free(m->bias);
     tg_sys_free(m);
 }
+
+int tg_linears_params(int n, const char *const *names, tg_linear *const *lin, tg_params *p, const char *prefix) {
+    char b[TG_PARAM_NAME_MAX];
+    for (int i = 0; i < n; i++)
+        if (tg_param_name(b, prefix, names[i]) || tg_linear_params(lin[i], p, b)) return -1;
+    return 0;
+}
+
+void tg_linears_free(int n, tg_linear *const *lin) {
+    for (int i = 0; i < n; i++) tg_linear_free(lin[i]);
+}

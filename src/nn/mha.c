@@ -155,10 +155,7 @@ int tg_mha_set_position(tg_mha *m, tg_pe_kind pe, int clip, bool rope_half, tg_r
 int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
     if (!tg_module_present("mha", "params", m)) return -1;
     const char *names[] = {"W_q", "W_k", "W_v", "W_o"};
-    tg_linear *lin[] = {m->W_q, m->W_k, m->W_v, m->W_o};
-    char b[TG_PARAM_NAME_MAX];
-    for (int i = 0; i < 4; i++)
-        if (tg_param_name(b, prefix, names[i]) || tg_linear_params(lin[i], p, b)) return -1;
+    if (tg_linears_params(4, names, (tg_linear *[]){m->W_q, m->W_k, m->W_v, m->W_o}, p, prefix)) return -1;
     if (m->relative_k && (tg_params_add(p, prefix, "relative_k", m->relative_k) ||
                           tg_params_add(p, prefix, "relative_v", m->relative_v)))
         return -1;
@@ -184,21 +181,13 @@ tg_tensor *tg_mha_attention_weights(const tg_mha *m, int head) {
         tg_set_error("mha_attention_weights: head %d is outside [0, %d)", head, h);
         return NULL;
     }
-    int B = w->shape[0] / h, Q = w->shape[1], K = w->shape[2];
-    tg_tensor *out = tg_empty_arena(TG_SHAPE(B, Q, K));
-    if (!out) return NULL;
-    size_t n = (size_t)Q * (size_t)K;
-    for (int b = 0; b < B; b++) memcpy(out->data + b * n, w->data + ((size_t)b * h + head) * n, sizeof(tg_real) * n);
-    return out;
+    return tg_module_head_weights(w, h, head);
 }
 
 void tg_mha_free(tg_mha *m) {
     if (!m) return;
     tg_dot_attention_free(m->attention);
-    tg_linear_free(m->W_q);
-    tg_linear_free(m->W_k);
-    tg_linear_free(m->W_v);
-    tg_linear_free(m->W_o);
+    tg_linears_free(4, (tg_linear *[]){m->W_q, m->W_k, m->W_v, m->W_o});
     tg_free(m->relative_k);
     tg_free(m->relative_v);
     tg_sys_free(m->alibi);

@@ -1,6 +1,8 @@
 /* The checks and the allocation every module shares (module.h). */
 #include "module.h"
 
+#include <string.h>
+
 void *tg_module_alloc(const char *module, size_t size, bool need_rng, const tg_rng *rng) {
     if (need_rng && !rng) {
         tg_set_error("%s: NULL rng", module);
@@ -41,4 +43,13 @@ bool tg_module_input(const char *module, const void *m, const tg_tensor *x) {
     if (!tg_module_present(module, "forward", m)) return false;
     if (!x) tg_error_null(module);
     return x != NULL;
+}
+
+tg_tensor *tg_module_head_weights(const tg_tensor *w, int h, int head) {
+    int B = w->shape[0] / h, Q = w->shape[1], K = w->shape[2];
+    tg_tensor *out = tg_empty_arena(TG_SHAPE(B, Q, K));
+    if (!out) return NULL;
+    size_t n = (size_t)Q * (size_t)K;
+    for (int b = 0; b < B; b++) memcpy(out->data + b * n, w->data + ((size_t)b * h + head) * n, sizeof(tg_real) * n);
+    return out;
 }

@@ -25,5 +25,16 @@ bool tg_module_present(const char *module, const char *verb, const void *m);
 bool tg_module_last_dim(const char *module, const tg_tensor *x, int want);
 /* A forward's entry check: the module is present and its input x is not NULL. */
 bool tg_module_input(const char *module, const void *m, const tg_tensor *x);
+/* Head `head` (checked by the caller to be in [0, h)) of the attention
+ * weights recorded for h heads, [B*h, Q, K] with head j of batch entry b in
+ * row b*h + j, copied out as a [B, Q, K] arena tensor; NULL when out of
+ * memory. */
+tg_tensor *tg_module_head_weights(const tg_tensor *w, int h, int head);
+/* A module's Linear children, listed once per call in state_dict order
+ * (defined in linear.c). _params appends each one's parameters under
+ * "<prefix>.<names[i]>": 0, or -1 at the first failure with its error
+ * recorded. _free frees each (NULL entries are skipped). */
+int tg_linears_params(int n, const char *const *names, tg_linear *const *lin, tg_params *p, const char *prefix);
+void tg_linears_free(int n, tg_linear *const *lin);
 
 #endif

@@ -37,17 +37,13 @@ tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X) {
 }
 
 int tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix) {
-    char b[TG_PARAM_NAME_MAX];
     if (!tg_module_present("ffn", "params", m)) return -1;
-    if (tg_param_name(b, prefix, "dense1") || tg_linear_params(m->dense1, p, b)) return -1;
-    if (tg_param_name(b, prefix, "dense2") || tg_linear_params(m->dense2, p, b)) return -1;
-    return 0;
+    return tg_linears_params(2, (const char *[]){"dense1", "dense2"}, (tg_linear *[]){m->dense1, m->dense2}, p, prefix);
 }
 
 void tg_ffn_free(tg_ffn *m) {
     if (!m) return;
-    tg_linear_free(m->dense1);
-    tg_linear_free(m->dense2);
+    tg_linears_free(2, (tg_linear *[]){m->dense1, m->dense2});
     tg_sys_free(m);
 }
 
