@@ -27,41 +27,53 @@ static tg_real exp_shift_portable(tg_real *s, int64_t n, tg_real shift) {
 }
 
 #if EXP_AVX2
-/* expf for 8 lanes (Cephes' expf: x = n ln2 + r, |r| <= ln2/2, degree-6
- * polynomial, about 1 ulp); 0 below -87.3 (underflow), as expf rounds. */
+/* Cephes' expf on one vector of x already clamped to [-87.3, 88.3]:
+ * x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial in r (about 1 ulp),
+ * times 2^n built in the exponent bits. Written once for both widths: P is
+ * the intrinsics' prefix, V and VI the float and integer vector types. */
+#define EXP_POLY(NAME, TARGET, V, VI, P, ROUND, CAST)                                                                 \
+    TARGET static inline V NAME(V x) {                                                                                \
+        V n = ROUND(P##_mul_ps(x, P##_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); \
+        V r = P##_fnmadd_ps(n, P##_set1_ps(0.693359375f), x);                                                         \
+        r = P##_fnmadd_ps(n, P##_set1_ps(-2.12194440e-4f), r);                                                        \
+        V p = P##_set1_ps(1.9875691500e-4f);                                                                          \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(1.3981999507e-3f));                                                        \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(8.3334519073e-3f));                                                        \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(4.1665795894e-2f));                                                        \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(1.6666665459e-1f));                                                        \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(5.0000001201e-1f));                                                        \
+        p = P##_fmadd_ps(p, P##_mul_ps(r, r), P##_add_ps(r, P##_set1_ps(1.0f)));                                      \
+        VI e = P##_slli_epi32(P##_add_epi32(P##_cvtps_epi32(n), P##_set1_epi32(127)), 23);                            \
+        return P##_mul_ps(p, CAST(e));                                                                                \
+    }
+EXP_POLY(exp8_poly, TG_AVX2, __m256, __m256i, _mm256, _mm256_round_ps, _mm256_castsi256_ps)
+EXP_POLY(exp16_poly, TG_AVX512, __m512, __m512i, _mm512, _mm512_roundscale_ps, _mm512_castsi512_ps)
+#undef EXP_POLY
+
+/* expf for 8 lanes; 0 below -87.3 (underflow), as expf rounds. */
 TG_AVX2 static inline __m256 exp8(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
     __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+    return _mm256_andnot_ps(under, exp8_poly(_mm256_min_ps(_mm256_max_ps(x, lo), hi)));
 }
 
-TG_AVX2 static tg_real exp_shift_avx2(tg_real *s, int64_t n, tg_real shift) {
+/* sum_j exp(x_j - shift) for j < n, writing each exp to out[j] unless out
+ * is NULL (out may be x): exp_shift and the cross-entropy's sum_exp. */
+TG_AVX2 static tg_real exp_sum_avx2(const tg_real *x, tg_real *out, int64_t n, tg_real shift) {
     __m256 vs = _mm256_set1_ps(shift), acc = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 y = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
-        _mm256_storeu_ps(s + j, y);
+        __m256 y = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs));
+        if (out) _mm256_storeu_ps(out + j, y);
         acc = _mm256_add_ps(acc, y);
     }
     _Alignas(32) float t[8];
     _mm256_store_ps(t, acc);
     tg_real sum = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
     for (; j < n; j++) {
-        s[j] = _mm256_cvtss_f32(exp8(_mm256_set1_ps(s[j] - shift)));
-        sum += s[j];
+        tg_real y = _mm256_cvtss_f32(exp8(_mm256_set1_ps(x[j] - shift)));
+        if (out) out[j] = y;
+        sum += y;
     }
     return sum;
 }
@@ -81,14 +93,7 @@ static void add_scaled_exp_portable(tg_real *d, const tg_real *x, int64_t n, tg_
 }
 #if EXP_AVX2
 TG_AVX2 static tg_real sum_exp_avx2(const tg_real *x, int64_t n, tg_real shift) {
-    __m256 vs = _mm256_set1_ps(shift), acc = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) acc = _mm256_add_ps(acc, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs)));
-    _Alignas(32) float t[8];
-    _mm256_store_ps(t, acc);
-    tg_real sum = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
-    for (; j < n; j++) sum += _mm256_cvtss_f32(exp8(_mm256_set1_ps(x[j] - shift)));
-    return sum;
+    return exp_sum_avx2(x, NULL, n, shift);
 }
 TG_AVX2 static void add_scaled_exp_avx2(tg_real *d, const tg_real *x, int64_t n, tg_real shift, tg_real scale) {
     __m256 vs = _mm256_set1_ps(shift), vk = _mm256_set1_ps(scale);
@@ -101,55 +106,30 @@ TG_AVX2 static void add_scaled_exp_avx2(tg_real *d, const tg_real *x, int64_t n,
 }
 #endif
 
-tg_real tg_k_sum_exp(const tg_real *x, int64_t n, tg_real shift) {
-#if EXP_AVX2
-    if (tg_isa_level() >= TG_ISA_AVX2) return sum_exp_avx2(x, n, shift);
+#if EXP_AVX2 /* name_avx2 where the CPU (and the test cap) allow, else name_portable */
+#define PICK(name) (tg_isa_level() >= TG_ISA_AVX2 ? name##_avx2 : name##_portable)
+#else
+#define PICK(name) name##_portable
 #endif
-    return sum_exp_portable(x, n, shift);
-}
-
+tg_real tg_k_sum_exp(const tg_real *x, int64_t n, tg_real shift) { return PICK(sum_exp)(x, n, shift); }
 void tg_k_add_scaled_exp(tg_real *d, const tg_real *x, int64_t n, tg_real shift, tg_real scale) {
-#if EXP_AVX2
-    if (tg_isa_level() >= TG_ISA_AVX2) {
-        add_scaled_exp_avx2(d, x, n, shift, scale);
-        return;
-    }
-#endif
-    add_scaled_exp_portable(d, x, n, shift, scale);
+    PICK(add_scaled_exp)(d, x, n, shift, scale);
 }
+#undef PICK
 
 #if EXP_AVX2
-/* exp8's polynomial 16 lanes wide; the row's sum in 16 lanes, added up in a
- * fixed tree. Softmax rows of the fused attention are its main user. */
+/* exp8 16 lanes wide, and a softmax row's exp and sum with it, the sum in
+ * 16 lanes added up in a fixed tree. The fused attention is its main user. */
 TG_AVX512 static inline __m512 exp16(__m512 x) {
     const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
     __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
-    x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps(keep, exp16_poly(_mm512_min_ps(_mm512_max_ps(x, lo), hi)));
 }
 
 TG_AVX512 static tg_real exp_shift_avx512(tg_real *s, int64_t n, tg_real shift) {
     __m512 vs = _mm512_set1_ps(shift), acc = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        __m512 y = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vs));
-        _mm512_storeu_ps(s + j, y);
-        acc = _mm512_add_ps(acc, y);
-    }
-    if (j < n) { /* the tail, masked: lanes past n neither read nor written */
-        __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
+    for (int64_t j = 0; j < n; j += 16) { /* the tail masked: lanes past n neither read nor written */
+        __mmask16 m = (__mmask16)(n - j >= 16 ? 0xFFFF : (1u << (n - j)) - 1);
         __m512 y = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vs)));
         _mm512_mask_storeu_ps(s + j, m, y);
         acc = _mm512_add_ps(acc, y);
@@ -165,7 +145,7 @@ TG_AVX512 static tg_real exp_shift_avx512(tg_real *s, int64_t n, tg_real shift) 
 tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift) {
 #if EXP_AVX2
     if (tg_isa_level() >= TG_ISA_AVX512) return exp_shift_avx512(s, n, shift);
-    if (tg_isa_level() >= TG_ISA_AVX2) return exp_shift_avx2(s, n, shift);
+    if (tg_isa_level() >= TG_ISA_AVX2) return exp_sum_avx2(s, s, n, shift);
 #endif
     return exp_shift_portable(s, n, shift);
 }
