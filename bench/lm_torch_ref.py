@@ -60,7 +60,8 @@ BETAS, EPS = (0.9, 0.95), 1e-8   # lm.c sets beta2 0.95 (nanoGPT's train.py); ep
 
 def run(cmd):
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       errors="replace")                  # the sample is bytes, not always UTF-8
     if p.returncode != 0:
         sys.exit(f"lm_torch_ref: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}")
     return p.stdout, time.perf_counter() - t0
@@ -270,7 +271,8 @@ def main():
         print(f"| {s} | {tg_val[s]:.4f} | " + " | ".join(f"{pt[r][0][s]:.4f}" for r in pt) + " |")
     print()
     print(f"time of the {rc['steps']} steps with their evaluations: tgrad {tg_secs:.1f} s, "
-          + ", ".join(f"{names[r]} {pt[r][1]:.1f} s" for r in pt) + f" ({a.threads} threads)\n")
+          + ", ".join(f"{names[r]} {pt[r][1]:.1f} s" for r in pt) + f" ({a.threads} threads; wall time, so it depends on the machine's load: "
+          "bench/torch_ref.py's gpt-mini is the speed comparison)\n")
     ok = abs(tg_val[last] - tg_final) < 5e-5
     for r in pt:
         d = tg_final - pt[r][0][last]
