@@ -17,7 +17,6 @@ ifeq ($(MPI),1)
   BUILD ?= build/mpi$(if $(filter 1,$(DOUBLE)),-double)$(if $(filter 1,$(SANITIZE)),-asan)$(if $(filter 0,$(OMP)),-noomp)
   # Open MPI's compiler wrapper adds its include and library flags.
   override CC := mpicc
-  override CFLAGS += -DTG_MPI
 endif
 ifeq ($(DOUBLE),1)
   BUILD ?= build/double$(if $(filter 1,$(SANITIZE)),-asan)$(if $(filter 0,$(OMP)),-noomp)
@@ -43,6 +42,9 @@ else
 endif
 ifeq ($(DOUBLE),1)
   override CFLAGS += -DTG_DOUBLE
+endif
+ifeq ($(MPI),1)
+  override CFLAGS += -DTG_MPI
 endif
 ifeq ($(SANITIZE),1)
   override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer

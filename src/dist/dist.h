@@ -99,11 +99,11 @@ int tg_dist_grads_arm(tg_dist_grads *g);
  * nothing changes. 0, or -1 with the error recorded. */
 int tg_dist_allreduce_grads(tg_dist_grads *g);
 typedef struct {
-    long calls;          /* tg_dist_allreduce_grads calls */
-    double bytes;        /* gradient bytes reduced per call */
-    double wait_s;       /* total time blocked in tg_dist_allreduce_grads */
-    long buckets_early;  /* buckets started during a backward, over all calls */
-    long buckets_late;   /* buckets started by tg_dist_allreduce_grads itself */
+    long calls;         /* tg_dist_allreduce_grads calls */
+    double bytes;       /* gradient bytes reduced per call */
+    double wait_s;      /* total time blocked in tg_dist_allreduce_grads */
+    long buckets_early; /* buckets started during a backward, over all calls */
+    long buckets_late;  /* buckets started by tg_dist_allreduce_grads itself */
 } tg_dist_stats;
 /* Overlap: wait_s with tg_dist_grads_arm against wait_s with
  * TG_DIST_NO_OVERLAP=1 (the whole reduction after backward). */
