@@ -168,13 +168,15 @@ clean:
 
 # `make bench`: every workload of tools/bench.c at 1 and 2 threads against
 # PyTorch (installed first when missing; without it, tgrad's numbers alone),
-# written to BENCHMARKS.md. Takes several minutes.
+# written to BENCHMARKS.md, then data-parallel gpt-small (an MPI=1 build).
+# Takes several minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
 bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
 	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
+	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
 # the float library single-threaded), each run FUZZ_S seconds from its seed
