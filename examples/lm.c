@@ -342,6 +342,30 @@ static void collect_rngs(run *r) {
     r->n_rngs = n;
 }
 
+/* --ddp with dropout: each dropout (tg_dropout, tg_attention) takes one
+ * block of generator indices per forward, laid out batch first, so one
+ * process's masks for the global batch are the ranks' blocks one after
+ * another. Rank r starts its forward at index c0 + r * per[j] and every
+ * rank ends at c0 + size * per[j]: the masks are the single-process ones,
+ * and the generators stay in step on every rank. per[j], generator j's
+ * indices per forward of a shard, is measured once with a forward. */
+static int dropout_per_shard(run *r, int Bl, int T, uint64_t *per) {
+    uint64_t c0[LM_MAX_RNGS];
+    for (int j = 1; j < r->n_rngs; j++) c0[j] = r->rngs[j].rng->counter; /* rngs[0] is the data's */
+    memset(r->x, 0, sizeof(int) * (size_t)Bl * T);
+    memset(r->y, 0, sizeof(int) * (size_t)Bl * T);
+    bool grad = tg_set_grad_enabled(false);
+    tg_scope_begin();
+    int rc = tg_decoder_loss(r->m, r->x, r->y, Bl, T) ? 0 : -1;
+    tg_scope_end();
+    tg_set_grad_enabled(grad);
+    for (int j = 1; j < r->n_rngs; j++) {
+        per[j] = r->rngs[j].rng->counter - c0[j];
+        r->rngs[j].rng->counter = c0[j];
+    }
+    return rc;
+}
+
 /* Mean validation loss over the fixed windows (eval mode, no graph). */
 static double evaluate(run *r) {
     int B = r->o.batch, T = r->c.block;
@@ -624,6 +648,9 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
     tg_lr_schedule sched = tg_lr_warmup_cosine(p->lr, p->min_lr, p->warmup < p->steps ? p->warmup : p->steps, p->steps);
     int64_t end = p->stop_after ? p->stop_after : p->steps, first = step;
     bool tty = isatty(2);
+    uint64_t per[LM_MAX_RNGS] = {0}, c0[LM_MAX_RNGS];
+    bool shard_drop = size > 1 && p->dropout > 0;
+    if (shard_drop && dropout_per_shard(&r, Bl, T, per) != 0) goto fail;
     double t0 = now();
     for (; step < end; step++) {
         double lr = tg_lr_at(&sched, step), t_step = now(), loss = 0;
@@ -632,6 +659,10 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         for (int k = 0; k < p->accum; k++) {
             /* --ddp: this rank's Bl windows of the B every rank draws. */
             tg_token_data_batch_shard(r.d, B, T, rank, size, r.x, r.y);
+            for (int j = 1; shard_drop && j < r.n_rngs; j++) {
+                c0[j] = r.rngs[j].rng->counter;
+                r.rngs[j].rng->counter = c0[j] + (uint64_t)rank * per[j];
+            }
             tg_scope_begin();
             tg_tensor *l = tg_decoder_loss(r.m, r.x, r.y, Bl, T);
             double lv = l ? (double)tg_item(l) : NAN;
@@ -640,6 +671,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
                       tg_backward(p->accum > 1 ? tg_mul_scalar(l, (tg_real)(1.0 / p->accum)) : l) != 0;
             tg_scope_end();
             if (bad) goto fail;
+            for (int j = 1; shard_drop && j < r.n_rngs; j++) r.rngs[j].rng->counter = c0[j] + (uint64_t)size * per[j];
             loss += lv / p->accum;
         }
         /* Every rank's average gradient, and loss (the mean of the shards' means). */
