@@ -120,7 +120,7 @@ else ifeq ($(MPI),1)
 test: programs
 	@$(MAKE) --no-print-directory MPI=0 DIST_NOTE=0 test
 	@$(MAKE) --no-print-directory DOUBLE=1 programs
-	sh tests/dist_test.sh $(BUILD) $(BUILD)-double
+	sh tests/dist_test.sh $(BUILD) $(subst build/mpi,build/mpi-double,$(BUILD))
 else
 # ...after the float kernel tests: the GEMM packers and kernels, the
 # dropout-mask stores, the vector exp and the attention row kernels of the
