@@ -78,6 +78,9 @@ Overlap: after backward a rank waited $w ms per step for the all-reduce when buc
 start during backward, against $ws ms when the whole all-reduce starts after it:
 $(awk -v a="$w" -v b="$ws" 'BEGIN{ if (b > 0) printf "%.0f%%", 100 * (1 - a / b); else printf "n/a" }') of the communication was hidden behind backward. (On 2 cores the ranks
 also wait for each other: a rank's wait includes the other's lag.)
+On one machine the 2 ranks share the 2 cores that 1 rank x 2 threads uses,
+and add the all-reduce and a second copy of the optimizer step: data
+parallelism pays across machines, where each rank brings its own cores.
 EOF
 
 # The model: ring all-reduce (each node sends and receives 2(N-1)/N of the
