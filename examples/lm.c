@@ -617,7 +617,8 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         }
     }
     /* --ddp: everyone from rank 0's weights (a resumed run loaded them from one file already). */
-    if (tg_dist_broadcast_params(&r.params) != 0 || !(r.grads = tg_dist_grads_new(&r.params, 0))) goto fail;
+    if (tg_dist_broadcast_params(&r.params) != 0 || (tg_dist_active() && !(r.grads = tg_dist_grads_new(&r.params, 0))))
+        goto fail;
     r.x = malloc(sizeof(int) * (size_t)B * T);
     r.y = malloc(sizeof(int) * (size_t)B * T);
     r.train_loss = malloc(sizeof(float) * (size_t)p->steps);
@@ -667,7 +668,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
             tg_tensor *l = tg_decoder_loss(r.m, r.x, r.y, Bl, T);
             double lv = l ? (double)tg_item(l) : NAN;
             /* The last micro-batch's backward starts the gradient all-reduce. */
-            int bad = !l || (k == p->accum - 1 && tg_dist_grads_arm(r.grads) != 0) ||
+            int bad = !l || (r.grads && k == p->accum - 1 && tg_dist_grads_arm(r.grads) != 0) ||
                       tg_backward(p->accum > 1 ? tg_mul_scalar(l, (tg_real)(1.0 / p->accum)) : l) != 0;
             tg_scope_end();
             if (bad) goto fail;
@@ -675,7 +676,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
             loss += lv / p->accum;
         }
         /* Every rank's average gradient, and loss (the mean of the shards' means). */
-        if (tg_dist_allreduce_grads(r.grads) != 0 || tg_dist_allreduce_sum(&loss, 1) != 0) goto fail;
+        if (r.grads && (tg_dist_allreduce_grads(r.grads) != 0 || tg_dist_allreduce_sum(&loss, 1) != 0)) goto fail;
         loss /= size;
         /* Diverged: stop at once. A uniform guess costs ln V. */
         if (!(loss <= 100 * log((double)r.c.vocab))) {

@@ -132,7 +132,8 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
     }
     if (model_new(m, o, pe, (uint64_t)o->seed) != 0) goto done;
     /* --ddp: everyone from rank 0's weights; the gradient buckets. */
-    if (tg_dist_broadcast_params(&m->params) != 0 || !(grads = tg_dist_grads_new(&m->params, 0))) goto done;
+    if (tg_dist_broadcast_params(&m->params) != 0 || (tg_dist_active() && !(grads = tg_dist_grads_new(&m->params, 0))))
+        goto done;
     tg_optim_config oc = tg_adam_config((tg_real)o->lr);
     if (!(opt = tg_optim_new(&oc, &m->params))) goto done;
     x = malloc(sizeof(int) * (size_t)B * T);
@@ -176,7 +177,8 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
         }
         tg_optim_zero_grad(opt);
         /* --ddp: backward starts the all-reduce of the gradients, bucket by bucket. */
-        if (tg_dist_grads_arm(grads) != 0 || tg_backward(loss) != 0 || tg_dist_allreduce_grads(grads) != 0) {
+        if ((grads && tg_dist_grads_arm(grads) != 0) || tg_backward(loss) != 0 ||
+            (grads && tg_dist_allreduce_grads(grads) != 0)) {
             tg_scope_end();
             goto done;
         }
