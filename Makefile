@@ -4,13 +4,20 @@
 # `make test SANITIZE=1` does the same under AddressSanitizer and UBSan.
 #   DOUBLE=1   tg_real is double          OMP=0      single-threaded
 #   SANITIZE=1 ASan + UBSan                CC=clang   another compiler
+#   MPI=1      data-parallel training (src/dist/, Open MPI; `make test MPI=1` adds its tests)
 CC ?= cc
 OMP ?= 1
 DOUBLE ?= 0
 SANITIZE ?= 0
+MPI ?= 0
 PREFIX ?= /usr/local
 
 # Each configuration builds into its own directory so they never mix.
+ifeq ($(MPI),1)
+  BUILD ?= build/mpi$(if $(filter 1,$(DOUBLE)),-double)$(if $(filter 1,$(SANITIZE)),-asan)$(if $(filter 0,$(OMP)),-noomp)
+  # Open MPI's compiler wrapper adds its include and library flags.
+  override CC := mpicc
+endif
 ifeq ($(DOUBLE),1)
   BUILD ?= build/double$(if $(filter 1,$(SANITIZE)),-asan)$(if $(filter 0,$(OMP)),-noomp)
 else
@@ -38,15 +45,18 @@ endif
 ifeq ($(DOUBLE),1)
   override CFLAGS += -DTG_DOUBLE
 endif
+ifeq ($(MPI),1)
+  override CFLAGS += -DTG_MPI
+endif
 ifeq ($(SANITIZE),1)
   override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
   override LDFLAGS += -fsanitize=address,undefined
 endif
 override LDLIBS += -lm
 
-LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/io/*.c src/nn/*.c src/viz/*.c)
+LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/io/*.c src/nn/*.c src/viz/*.c src/dist/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/io/*.h src/nn/*.h src/viz/*.h)
+HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/io/*.h src/nn/*.h src/viz/*.h src/dist/*.h)
 TEST_SRC := $(wildcard tests/test_*.c tests/cases_*.c)
 
 # Float and double are two flavours that install side by side: libtgrad and
@@ -75,6 +85,7 @@ $(BUILD)/bin/%: tools/%.c tools/cli.h $(A)
 # Installs Debian packages the build needs when they are missing.
 deps:
 	@sh tools/install-deps.sh
+	@$(if $(filter 1,$(MPI)),sh tools/install-deps.sh libopenmpi-dev openmpi-bin)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) | deps
 	@mkdir -p $(dir $@)
@@ -105,6 +116,13 @@ $(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(A)
 test-build: $(BUILD)/tests/run programs
 test: test-build
 	$(if $(filter 1,$(SANITIZE)),LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp) $(BUILD)/tests/run $(TEST_ARGS)
+else ifeq ($(MPI),1)
+# MPI=1: the suite as without MPI, then the distributed tests
+# (tests/dist_test.sh: 2 ranks under mpirun, the float and double programs).
+test: programs
+	@$(MAKE) --no-print-directory MPI=0 DIST_NOTE=0 test
+	@$(MAKE) --no-print-directory DOUBLE=1 programs
+	sh tests/dist_test.sh $(BUILD) $(subst build/mpi,build/mpi-double,$(BUILD))
 else
 # ...after the float kernel tests: the GEMM packers and kernels, the
 # dropout-mask stores, the vector exp and the attention row kernels of the
@@ -113,6 +131,7 @@ FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_ker
 test: $(BUILD)/tests/float_kernels
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
+	@$(if $(filter 0,$(DIST_NOTE)),,echo "skipped distributed tests: build with make test MPI=1")
 $(BUILD)/tests/float_kernels: $(FLOAT_TEST_SRC) $(A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(FLOAT_TEST_SRC) $(A) $(LDFLAGS) -lcriterion $(LDLIBS)
@@ -129,7 +148,7 @@ demo: programs
 
 # Public headers only, listed: the internal ones stay in the tree.
 PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/nn/train.h \
-                  src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h
+                  src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h src/dist/dist.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
 BINDIR := $(DESTDIR)$(PREFIX)/bin
@@ -151,13 +170,15 @@ clean:
 
 # `make bench`: every workload of tools/bench.c at 1 and 2 threads against
 # PyTorch (installed first when missing; without it, tgrad's numbers alone),
-# written to BENCHMARKS.md. Takes several minutes.
+# written to BENCHMARKS.md, then data-parallel gpt-small (an MPI=1 build).
+# Takes several minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
 bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
 	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
+	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
 # the float library single-threaded), each run FUZZ_S seconds from its seed

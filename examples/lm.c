@@ -18,6 +18,13 @@
  *   lm                                      train with the defaults (~2 min on 2 cores)
  *   lm --sample --load out/lm/lm.safetensors --prompt "Q: "
  *   lm --resume out/lm/train_state.safetensors
+ *   mpirun -np 2 lm --ddp                   data-parallel on 2 ranks (make MPI=1): the same run
+ *
+ * With --ddp (src/dist/) every rank holds the model, starts from rank 0's
+ * weights, trains on its shard of each global batch of --batch windows and
+ * averages the gradients with the others; validation batches are shared out
+ * too. Rank 0 alone prints, and writes the log, figures and checkpoints; a
+ * training state resumes on any number of ranks that divides --batch.
  *
  * A checkpoint is untrusted input: its metadata (the model's sizes, and for
  * a training state the run's settings) is parsed by the flags' own rules
@@ -34,7 +41,7 @@ typedef struct {
     int tokens, top_k;
     double lr, min_lr, weight_decay, clip, dropout, temperature;
     const char *data, *out, *resume, *load, *prompt, *gelu, *pe, *logits;
-    bool sample;
+    bool sample, ddp;
 } options;
 
 static const char *const ABOUT =
@@ -90,6 +97,9 @@ static int lm_options(options *o, cli_opt *opts) {
         {"temperature", CLI_REAL, &o->temperature, "sampling temperature (0: greedy)", 0, 100},
         {"top-k", CLI_INT, &o->top_k, "sample among the k likeliest bytes (0: all)", 0, 65536},
         {"logits", CLI_STR, &o->logits, "with --load: write the logits of the prompt, [1, n, V], to this .npy", 0, 0},
+        {"ddp", CLI_FLAG, &o->ddp,
+         "data-parallel training under mpirun -np N (make MPI=1); --batch is the global batch, split over the ranks", 0,
+         0},
     };
     int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++) opts[i] = table[i];
@@ -261,6 +271,7 @@ typedef struct {
     tg_params params;
     tg_optim *opt;
     tg_metrics_log *log;
+    tg_dist_grads *grads; /* --ddp's gradient buckets */
     tg_named_rng rngs[LM_MAX_RNGS];
     char rng_names[LM_MAX_RNGS][32];
     int n_rngs, n_eval;
@@ -293,6 +304,7 @@ static int prepare_tokens(run *r) {
         return 0;
     }
     snprintf(r->tokens_path, sizeof r->tokens_path, "%s/tokens.npy", o->out);
+    if (tg_dist_rank() != 0) return 0; /* rank 0 writes it (train_mode waits) */
     const char *text = o->data;
     char corpus[1100];
     if (!text) {
@@ -330,13 +342,38 @@ static void collect_rngs(run *r) {
     r->n_rngs = n;
 }
 
+/* --ddp with dropout: each dropout (tg_dropout, tg_attention) takes one
+ * block of generator indices per forward, laid out batch first, so one
+ * process's masks for the global batch are the ranks' blocks one after
+ * another. Rank r starts its forward at index c0 + r * per[j] and every
+ * rank ends at c0 + size * per[j]: the masks are the single-process ones,
+ * and the generators stay in step on every rank. per[j], generator j's
+ * indices per forward of a shard, is measured once with a forward. */
+static int dropout_per_shard(run *r, int Bl, int T, uint64_t *per) {
+    uint64_t c0[LM_MAX_RNGS];
+    for (int j = 1; j < r->n_rngs; j++) c0[j] = r->rngs[j].rng->counter; /* rngs[0] is the data's */
+    memset(r->x, 0, sizeof(int) * (size_t)Bl * T);
+    memset(r->y, 0, sizeof(int) * (size_t)Bl * T);
+    bool grad = tg_set_grad_enabled(false);
+    tg_scope_begin();
+    int rc = tg_decoder_loss(r->m, r->x, r->y, Bl, T) ? 0 : -1;
+    tg_scope_end();
+    tg_set_grad_enabled(grad);
+    for (int j = 1; j < r->n_rngs; j++) {
+        per[j] = r->rngs[j].rng->counter - c0[j];
+        r->rngs[j].rng->counter = c0[j];
+    }
+    return rc;
+}
+
 /* Mean validation loss over the fixed windows (eval mode, no graph). */
 static double evaluate(run *r) {
     int B = r->o.batch, T = r->c.block;
     double sum = 0;
     tg_decoder_train(r->m, false);
     bool grad = tg_set_grad_enabled(false);
-    for (int i = 0; i < r->n_eval; i++) {
+    /* With --ddp each rank takes every size-th batch; the sums are added in rank order. */
+    for (int i = tg_dist_rank(); i < r->n_eval; i += tg_dist_size()) {
         tg_token_data_val_batch(r->d, i, B, T, r->x, r->y);
         tg_scope_begin();
         tg_tensor *loss = tg_decoder_loss(r->m, r->x, r->y, B, T);
@@ -345,6 +382,7 @@ static double evaluate(run *r) {
     }
     tg_set_grad_enabled(grad);
     tg_decoder_train(r->m, true);
+    if (tg_dist_allreduce_sum(&sum, 1) != 0) return NAN;
     return sum / r->n_eval;
 }
 
@@ -492,6 +530,7 @@ static int draw_attention(run *r) {
  * evaluation otherwise. */
 static void progress(const run *r, int64_t step, double loss, double val, double lr, double tok_s, double left,
                      bool tty, bool evaluated) {
+    if (tg_dist_rank() != 0) return;
     char v[16] = "   -  ";
     if (!isnan(val)) snprintf(v, sizeof v, "%.4f", val);
     if (tty)
@@ -505,7 +544,8 @@ static void progress(const run *r, int64_t step, double loss, double val, double
 static int train_mode(options *o, const cli_opt *opts, int nopt) {
     run r = {0};
     tg_params_init(&r.params);
-    int rc = 1;
+    int rc = 1, rank = tg_dist_rank(), size = tg_dist_size();
+    bool lead = rank == 0;
     int64_t step = 0, data_tokens = 0;
     double val = NAN;
     /* A resumed run takes its model and settings from the training state
@@ -526,14 +566,16 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         tg_set_error("--stop-after %d is past --steps %d", p->stop_after, p->steps);
         goto fail;
     }
-    if (cli_ensure_dir(p->out) != 0) {
+    if (lead && cli_ensure_dir(p->out) != 0) { /* (--ddp: two mkdir -p at once race) */
         tg_set_error("cannot create directory %s", p->out);
         goto fail;
     }
     snprintf(r.state_path, sizeof r.state_path, "%s/train_state.safetensors", p->out);
     snprintf(r.model_path, sizeof r.model_path, "%s/lm.safetensors", p->out);
     snprintf(r.log_path, sizeof r.log_path, "%s/metrics.jsonl", p->out);
-    if (prepare_tokens(&r) != 0 || !(r.d = tg_token_data_open(r.tokens_path, 0.1, (uint64_t)p->seed))) goto fail;
+    if (prepare_tokens(&r) != 0 || tg_dist_barrier() != 0 ||
+        !(r.d = tg_token_data_open(r.tokens_path, 0.1, (uint64_t)p->seed)))
+        goto fail;
     int vocab = r.d->vocab <= TG_BYTE_VOCAB ? TG_BYTE_VOCAB : r.d->vocab;
     /* The same data, or the order of windows would not be the same. */
     if (o->resume && r.d->n != data_tokens) {
@@ -546,7 +588,11 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         goto fail;
     }
     if (!o->resume) r.c = (lm_config){vocab, p->block, p->layers, p->heads, p->dim, true, p->gelu, p->pe};
-    int B = p->batch, T = r.c.block;
+    int B = p->batch, T = r.c.block, Bl = B / size; /* Bl: this rank's share */
+    if (B % size != 0) {
+        tg_set_error("--batch %d: the %d ranks must divide it (it is the global batch)", B, size);
+        goto fail;
+    }
     int64_t nval = tg_token_data_val_batches(r.d, B, T);
     if (r.d->n_train < T + 1 || nval < 1) {
         tg_set_error("%s: %lld tokens: the training split needs more than --block %d, the validation split (10%%) "
@@ -570,6 +616,9 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
             goto fail;
         }
     }
+    /* --ddp: everyone from rank 0's weights (a resumed run loaded them from one file already). */
+    if (tg_dist_broadcast_params(&r.params) != 0 || (tg_dist_active() && !(r.grads = tg_dist_grads_new(&r.params, 0))))
+        goto fail;
     r.x = malloc(sizeof(int) * (size_t)B * T);
     r.y = malloc(sizeof(int) * (size_t)B * T);
     r.train_loss = malloc(sizeof(float) * (size_t)p->steps);
@@ -581,7 +630,7 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         goto fail;
     }
     for (int i = 0; i < p->steps; i++) r.train_loss[i] = NAN;
-    if (open_log(&r, step) != 0) goto fail;
+    if (lead && open_log(&r, step) != 0) goto fail;
 
     printf("data: %s, %lld tokens (%lld train, %lld validation; %d validation windows of %d per evaluation)\n",
            r.tokens_path, (long long)r.d->n, (long long)r.d->n_train, (long long)(r.d->n - r.d->n_train), r.n_eval * B,
@@ -591,27 +640,44 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
            r.c.vocab, T, r.c.layers, r.c.heads, r.c.dim, (long long)tg_decoder_num_params(r.m), B, p->accum, p->steps,
            p->lr, p->min_lr, p->warmup < p->steps ? p->warmup : p->steps, p->weight_decay, p->clip, p->dropout);
     if (step > 0) printf("resumed from %s at step %lld\n", o->resume, (long long)step);
+    if (tg_dist_active())
+        printf("ddp: %d ranks, %d windows each per micro-batch, gradients averaged in %d buckets\n", size, Bl,
+               tg_dist_grads_buckets(r.grads));
     fflush(stdout);
 
     /* A run shorter than its warm-up warms up over all of it. */
     tg_lr_schedule sched = tg_lr_warmup_cosine(p->lr, p->min_lr, p->warmup < p->steps ? p->warmup : p->steps, p->steps);
     int64_t end = p->stop_after ? p->stop_after : p->steps, first = step;
     bool tty = isatty(2);
+    uint64_t per[LM_MAX_RNGS] = {0}, c0[LM_MAX_RNGS];
+    bool shard_drop = size > 1 && p->dropout > 0;
+    if (shard_drop && dropout_per_shard(&r, Bl, T, per) != 0) goto fail;
     double t0 = now();
     for (; step < end; step++) {
         double lr = tg_lr_at(&sched, step), t_step = now(), loss = 0;
         if (isnan(lr) || tg_optim_set_lr(r.opt, (tg_real)lr) != 0) goto fail;
         tg_optim_zero_grad(r.opt);
         for (int k = 0; k < p->accum; k++) {
-            tg_token_data_batch(r.d, B, T, r.x, r.y);
+            /* --ddp: this rank's Bl windows of the B every rank draws. */
+            tg_token_data_batch_shard(r.d, B, T, rank, size, r.x, r.y);
+            for (int j = 1; shard_drop && j < r.n_rngs; j++) {
+                c0[j] = r.rngs[j].rng->counter;
+                r.rngs[j].rng->counter = c0[j] + (uint64_t)rank * per[j];
+            }
             tg_scope_begin();
-            tg_tensor *l = tg_decoder_loss(r.m, r.x, r.y, B, T);
+            tg_tensor *l = tg_decoder_loss(r.m, r.x, r.y, Bl, T);
             double lv = l ? (double)tg_item(l) : NAN;
-            int bad = !l || tg_backward(p->accum > 1 ? tg_mul_scalar(l, (tg_real)(1.0 / p->accum)) : l) != 0;
+            /* The last micro-batch's backward starts the gradient all-reduce. */
+            int bad = !l || (r.grads && k == p->accum - 1 && tg_dist_grads_arm(r.grads) != 0) ||
+                      tg_backward(p->accum > 1 ? tg_mul_scalar(l, (tg_real)(1.0 / p->accum)) : l) != 0;
             tg_scope_end();
             if (bad) goto fail;
+            for (int j = 1; shard_drop && j < r.n_rngs; j++) r.rngs[j].rng->counter = c0[j] + (uint64_t)size * per[j];
             loss += lv / p->accum;
         }
+        /* Every rank's average gradient, and loss (the mean of the shards' means). */
+        if (r.grads && (tg_dist_allreduce_grads(r.grads) != 0 || tg_dist_allreduce_sum(&loss, 1) != 0)) goto fail;
+        loss /= size;
         /* Diverged: stop at once. A uniform guess costs ln V. */
         if (!(loss <= 100 * log((double)r.c.vocab))) {
             tg_set_error("training diverged: the loss is %g at step %lld (a uniform guess costs %.2f; try a smaller "
@@ -633,13 +699,25 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         }
         double tok_s = (double)B * T * p->accum / dt;
         tg_metrics mt = {step + 1, lr, loss, v, tok_s, gn};
-        if (tg_metrics_log_write(r.log, &mt) != 0) goto fail;
+        if (lead && tg_metrics_log_write(r.log, &mt) != 0) goto fail;
         double el = now() - t0, done = (double)(step + 1 - first);
         progress(&r, step + 1, loss, val, lr, (double)B * T * p->accum * done / el,
                  el / done * (double)(end - step - 1), tty, evaluated);
     }
-    if (tty) fputc('\n', stderr);
+    if (tty && lead) fputc('\n', stderr);
     printf("trained steps %lld..%lld in %.1f s\n", (long long)first + 1, (long long)step, now() - t0);
+    if (tg_dist_active() && step > first) {
+        tg_dist_stats ds = tg_dist_grads_stats(r.grads);
+        printf("ddp: all-reduce of %.2f MB per step, %.2f ms per step waited for after backward; %ld of %ld buckets "
+               "started during backward\n",
+               ds.bytes / 1e6, 1e3 * ds.wait_s / (double)ds.calls, ds.buckets_early,
+               ds.buckets_early + ds.buckets_late);
+    }
+    if (!lead) { /* rank 0 writes the files and the sample; the others wait for it */
+        rc = tg_dist_barrier() == 0 ? 0 : 1;
+        if (rc) goto fail;
+        goto done;
+    }
 
     char meta[4096];
     if (run_meta(meta, sizeof meta, &r.c, p, r.d->n) != 0) {
@@ -658,18 +736,23 @@ static int train_mode(options *o, const cli_opt *opts, int nopt) {
         goto done;
     }
     printf("wrote %s (one JSON object per step)\n", r.log_path);
-    if (isnan(val)) val = evaluate(&r);
+    if (isnan(val) && !tg_dist_active()) val = evaluate(&r); /* (a collective: not on rank 0 alone) */
     if (generate(r.m, p) != 0) {
         rc = 1;
         goto done;
     }
     printf("val_loss=%.4f nats/%s\n", val, r.c.vocab == TG_BYTE_VOCAB ? "byte" : "token");
-    rc = 0;
+    fflush(stdout);
+    rc = tg_dist_barrier() == 0 ? 0 : 1;
+    if (rc) goto fail;
     goto done;
 fail:
     fprintf(stderr, "%slm: %s\n", isatty(2) ? "\n" : "", tg_last_error() ? tg_last_error() : "failed");
     rc = 1;
 done:
+    /* --ddp: the other ranks may be inside a collective this rank will never join. */
+    if (rc != 0 && tg_dist_active()) tg_dist_abort(rc);
+    tg_dist_grads_free(r.grads);
     run_free(&r);
     tg_release_all();
     return rc;
@@ -686,11 +769,21 @@ int main(int argc, char **argv) {
     if (o.dim % o.heads != 0) why = "--heads must divide --dim";
     if ((o.sample || o.logits) && !o.load) why = "--sample and --logits need --load CKPT";
     if (o.load && o.resume) why = "--load and --resume exclude each other";
+    if (o.ddp && o.load) why = "--ddp trains; --load samples in one process";
     if (why) { return cli_usage_error(argv[0], SYNOPSIS, ABOUT, opts, nopt, "%s", why); }
     if (o.threads > 0) {
         int got = tg_set_num_threads(o.threads);
         if (got < o.threads) fprintf(stderr, "lm: --threads %d capped at %d (the CPUs available)\n", o.threads, got);
     }
     if (o.load) return sample_mode(&o);
-    return train_mode(&o, opts, nopt);
+    if (!o.ddp) return train_mode(&o, opts, nopt);
+    if (tg_dist_init(&argc, &argv) != 0) {
+        fprintf(stderr, "lm: --ddp: %s\n", tg_last_error());
+        return 2;
+    }
+    /* Rank 0 speaks for the run; the others print only their errors. */
+    if (tg_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+    int rc = train_mode(&o, opts, nopt);
+    tg_dist_finalize();
+    return rc;
 }

@@ -18,7 +18,14 @@
  *
  * Writes into --out: the three loss curves, the attention weights of every
  * layer and head for one held-out sequence, the learned positional table
- * beside the fixed one, and a checkpoint per variant (reload with --load). */
+ * beside the fixed one, and a checkpoint per variant (reload with --load).
+ *
+ * --ddp, under mpirun -np N (make MPI=1): every rank generates the same
+ * global batch and trains on its slice of it, with its slice of the
+ * dropout masks, and the gradients are averaged over the ranks
+ * (src/dist/), so the run is the single-process one up to rounding. Every
+ * rank evaluates the held-out set (the same numbers); rank 0 alone prints
+ * and writes the files. */
 #include <math.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +98,44 @@ static void evaluate(model *m, const options *o, const int *tokens, const int *t
     *seq_acc = (double)seqs / n;
 }
 
+/* --ddp with dropout: each dropout of the encoder takes one block of
+ * generator indices per forward, batch first, so one process's masks for
+ * the global batch are the ranks' blocks one after another (as in lm.c).
+ * The encoder's generators into g; returns their number. */
+enum { REVERSE_MAX_RNGS = 2 + 3 * 64 };
+static int encoder_rngs(tg_encoder *e, tg_rng **g) {
+    int n = 0;
+    tg_rng *all[REVERSE_MAX_RNGS] = {tg_dropout_rng(e->dropout),
+                                     e->pos_encoding ? tg_dropout_rng(e->pos_encoding->dropout) : NULL};
+    for (int i = 0; i < e->cfg.num_layers; i++) {
+        all[2 + 3 * i] = tg_dropout_rng(e->blocks[i]->attention->attention->dropout);
+        all[3 + 3 * i] = tg_dropout_rng(e->blocks[i]->addnorm1->dropout);
+        all[4 + 3 * i] = tg_dropout_rng(e->blocks[i]->addnorm2->dropout);
+    }
+    for (int i = 0; i < 2 + 3 * e->cfg.num_layers; i++)
+        if (all[i]) g[n++] = all[i];
+    return n;
+}
+
+/* The indices each generator takes per forward of Bl sequences (one
+ * forward without a graph; the generators are put back). */
+static int dropout_per_shard(model *m, const options *o, int Bl, tg_rng **g, int n, uint64_t *per) {
+    uint64_t c0[REVERSE_MAX_RNGS];
+    for (int j = 0; j < n; j++) c0[j] = g[j]->counter;
+    int *x = calloc((size_t)Bl * o->seq_len, sizeof(int));
+    bool grad = tg_set_grad_enabled(false);
+    tg_scope_begin();
+    int rc = x && logits_of(m, x, Bl, o->seq_len) ? 0 : -1;
+    tg_scope_end();
+    tg_set_grad_enabled(grad);
+    free(x);
+    for (int j = 0; j < n; j++) {
+        per[j] = g[j]->counter - c0[j];
+        g[j]->counter = c0[j];
+    }
+    return rc;
+}
+
 static int save_model(model *m, const options *o, const char *pe, const char *path) {
     char meta[512];
     snprintf(meta, sizeof meta,
@@ -102,6 +147,7 @@ static int save_model(model *m, const options *o, const char *pe, const char *pa
 
 /* One progress line, rewritten in place on a terminal. */
 static void progress(const char *name, int step, int steps, double loss, double tok_per_s, double eta, bool tty) {
+    if (tg_dist_rank() != 0) return;
     if (tty)
         fprintf(stderr, "\r[%-7s] step %5d/%d  loss %.4f  %8.0f tok/s  %4.0fs left   ", name, step, steps, loss,
                 tok_per_s, eta);
@@ -113,10 +159,19 @@ static void progress(const char *name, int step, int steps, double loss, double 
 static int train(const options *o, const char *pe, int variant, int n_variants, const int *ho_x, const int *ho_y,
                  result *r, model *m) {
     int B = o->batch, T = o->seq_len, rc = -1;
+    int rank = tg_dist_rank(), size = tg_dist_size(), Bl = B / size; /* --ddp: this rank's share */
     *r = (result){.name = pe, .first_99 = -1};
     tg_optim *opt = NULL;
+    tg_dist_grads *grads = NULL;
     int *x = NULL, *y = NULL;
+    if (B % size != 0) {
+        tg_set_error("--batch %d: the %d ranks must divide it (it is the global batch)", B, size);
+        goto done;
+    }
     if (model_new(m, o, pe, (uint64_t)o->seed) != 0) goto done;
+    /* --ddp: everyone from rank 0's weights; the gradient buckets. */
+    if (tg_dist_broadcast_params(&m->params) != 0 || (tg_dist_active() && !(grads = tg_dist_grads_new(&m->params, 0))))
+        goto done;
     tg_optim_config oc = tg_adam_config((tg_real)o->lr);
     if (!(opt = tg_optim_new(&oc, &m->params))) goto done;
     x = malloc(sizeof(int) * (size_t)B * T);
@@ -127,13 +182,30 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
         goto done;
     }
     tg_rng data = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 1); /* same batches for every variant */
+    tg_rng *drop[REVERSE_MAX_RNGS];
+    uint64_t per[REVERSE_MAX_RNGS], c0[REVERSE_MAX_RNGS];
+    int n_drop = size > 1 && o->dropout > 0 ? encoder_rngs(m->encoder, drop) : 0;
+    if (n_drop > 0 && dropout_per_shard(m, o, Bl, drop, n_drop, per) != 0) goto done;
     bool tty = isatty(2);
     double t0 = now();
     for (int step = 1; step <= o->steps; step++) {
-        make_batch(o, &data, B, x, y);
+        make_batch(o, &data, B, x, y); /* --ddp: the global batch on every rank, of which... */
+        const int *xs = x + (size_t)rank * Bl * T, *ys = y + (size_t)rank * Bl * T; /* ...this slice */
+        for (int j = 0; j < n_drop; j++) { /* --ddp: this rank's block of each dropout's masks */
+            c0[j] = drop[j]->counter;
+            drop[j]->counter = c0[j] + (uint64_t)rank * per[j];
+        }
         tg_scope_begin();
-        tg_tensor *loss = tg_cross_entropy(logits_of(m, x, B, T), y, NULL, TG_IGNORE_INDEX);
+        tg_tensor *loss = tg_cross_entropy(logits_of(m, xs, Bl, T), ys, NULL, TG_IGNORE_INDEX);
         double lv = loss ? (double)tg_item(loss) : NAN;
+        /* --ddp: the mean of the slices' losses, the same on every rank (so they stop together). */
+        if (tg_dist_active()) {
+            if (tg_dist_allreduce_sum(&lv, 1) != 0) {
+                tg_scope_end();
+                goto done;
+            }
+            lv /= size;
+        }
         /* Diverged: stop at once, as every later step would be garbage. Guessing
          * uniformly costs ln V; a hundred times that is no longer learning. */
         bool diverged = loss && !(lv <= 100 * log((double)o->vocab));
@@ -150,10 +222,13 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
             goto done;
         }
         tg_optim_zero_grad(opt);
-        if (tg_backward(loss) != 0) {
+        /* --ddp: backward starts the all-reduce of the gradients, bucket by bucket. */
+        if ((grads && tg_dist_grads_arm(grads) != 0) || tg_backward(loss) != 0 ||
+            (grads && tg_dist_allreduce_grads(grads) != 0)) {
             tg_scope_end();
             goto done;
         }
+        for (int j = 0; j < n_drop; j++) drop[j]->counter = c0[j] + (uint64_t)size * per[j];
         tg_optim_step(opt);
         r->losses[step - 1] = (float)lv;
         tg_scope_end();
@@ -180,6 +255,7 @@ done:
     free(x);
     free(y);
     tg_optim_free(opt);
+    tg_dist_grads_free(grads);
     return rc;
 }
 
@@ -315,6 +391,8 @@ int main(int argc, char **argv) {
     const char *about = "Trains a Transformer encoder to reverse (or sort) random sequences with fixed, learned and\n"
                         "no positional encoding, and draws what it learned.";
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
+    if (o.ddp && o.load)
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--ddp trains; not with --load");
     bool bad = strcmp(o.task, "reverse") != 0 && strcmp(o.task, "sort") != 0;
     bad |= strcmp(o.pe, "all") && !pe_name(o.pe);
     bad |= strcmp(o.emb_init, "unit") != 0 && strcmp(o.emb_init, "torch") != 0;
@@ -330,7 +408,16 @@ int main(int argc, char **argv) {
     }
     tg_set_detect_anomaly(o.detect_anomaly);
     if (o.load) return evaluate_checkpoint(&o, opts, nopt);
-    if (cli_ensure_dir(o.out) != 0) {
+    if (o.ddp) {
+        if (tg_dist_init(&argc, &argv) != 0) {
+            fprintf(stderr, "reverse: --ddp: %s\n", tg_last_error());
+            return 2;
+        }
+        /* Rank 0 speaks and writes for the run; the others print only their errors. */
+        if (tg_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+    }
+    bool lead = tg_dist_rank() == 0;
+    if (lead && cli_ensure_dir(o.out) != 0) {
         fprintf(stderr, "reverse: cannot create directory %s\n", o.out);
         return 1;
     }
@@ -357,6 +444,7 @@ int main(int argc, char **argv) {
             nv = v;
             break;
         }
+        if (!lead) continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s_%s.safetensors", o.out, o.task, variants[v]);
         if (save_model(&models[v], &o, variants[v], path) != 0) {
@@ -366,7 +454,7 @@ int main(int argc, char **argv) {
         rc |= draw_attention(&models[v], &o, hx, variants[v]) != 0;
         if (pe_kind(variants[v]) == TG_PE_LEARNED) rc |= draw_tables(&models[v], &o) != 0;
     }
-    if (nv > 0) rc |= draw_losses(res, nv, &o) != 0;
+    if (nv > 0 && lead) rc |= draw_losses(res, nv, &o) != 0;
 
     if (nv > 0) printf("\n%-8s %12s %12s %14s %9s\n", "PE", "token acc", "seq acc", "first >= 99%", "time");
     for (int v = 0; v < nv; v++) {
@@ -388,5 +476,13 @@ int main(int argc, char **argv) {
     free(hx);
     free(hy);
     tg_release_all();
+    if (tg_dist_active()) { /* a failed rank ends them all: the others may wait in a collective */
+        fflush(stdout);
+        if (rc != 0 || tg_dist_barrier() != 0) {
+            if (rc == 0) fprintf(stderr, "reverse: %s\n", tg_last_error());
+            tg_dist_abort(rc ? rc : 1);
+        }
+        tg_dist_finalize();
+    }
     return rc;
 }

@@ -15,7 +15,7 @@
 
 typedef struct {
     int steps, seq_len, vocab, batch, dim, heads, ffn, layers, eval_every, heldout, threads, seed;
-    bool detect_anomaly;
+    bool detect_anomaly, ddp;
     double lr, dropout, emb_std, pe_std;
     const char *task, *pe, *out, *load, *emb_init;
 } options;
@@ -61,6 +61,9 @@ static int reverse_options(options *o, cli_opt *opts) {
         {"load", CLI_STR, &o->load, "evaluate this checkpoint instead of training", 0, 0},
         {"detect-anomaly", CLI_FLAG, &o->detect_anomaly,
          "name the first op whose output or gradient goes NaN or Inf (slower)", 0, 0},
+        {"ddp", CLI_FLAG, &o->ddp,
+         "data-parallel training under mpirun -np N (make MPI=1); --batch is the global batch, split over the ranks", 0,
+         0},
     };
     int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++) opts[i] = table[i];

@@ -13,4 +13,5 @@
 #include "io/npy.h"
 #include "io/checkpoint.h"
 #include "viz/viz.h"
+#include "dist/dist.h"
 #endif

@@ -8,7 +8,8 @@
 #   valgrind          the leak test of the programs (tests/test_hostile.c)
 #   fortunes          English text, the language model's default corpus
 #                     (/usr/share/games/fortunes; pulls in fortunes-min)
-# With arguments, those packages instead (tools/install-bench-deps.sh).
+# With arguments, those packages instead (tools/install-bench-deps.sh; the
+# Makefile's deps with MPI=1: libopenmpi-dev openmpi-bin).
 set -e
 PKGS="${*:-libcriterion-dev libstb-dev fonts-dejavu-core pkg-config valgrind fortunes}"
 missing=""

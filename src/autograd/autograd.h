@@ -57,6 +57,17 @@ bool tg_detect_anomaly(void);
 int tg_graph_depth(const tg_tensor *t);
 /* Sets t->grad to zero (if it exists). */
 void tg_zero_grad(tg_tensor *t);
+/* Gradient-ready hook, for overlapping communication with backward
+ * (src/dist/): while set, each backward pass calls fn(i, ctx) once for each
+ * leaves[i] as soon as its gradient can receive nothing more in that pass,
+ * i.e. right after the backward rule of the last node that takes it as an
+ * input (backward counts each leaf's uses in the graph when it starts; a
+ * leaf the pass does not reach is reported then). The order follows the
+ * graph, so it is the same in every process running the same model. One
+ * hook at a time; fn NULL removes it. Costs nothing while unset. Returns 0,
+ * or -1 with the error recorded (n < 1, a NULL leaf, out of memory). */
+typedef void (*tg_grad_ready_fn)(int i, void *ctx);
+int tg_set_grad_ready_hook(tg_tensor *const *leaves, int n, tg_grad_ready_fn fn, void *ctx);
 
 /* ---- checking inputs ------------------------------------------------------ */
 /* True if any of n inputs is NULL; then records "<op>: NULL input" (keeping an

@@ -10,6 +10,7 @@
 #include "op.h"
 #include "../tensor/tensor_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static bool g_grad_enabled = true;
@@ -175,6 +176,75 @@ void tg_zero_grad(tg_tensor *t) {
     if (t && t->grad) memset(t->grad->data, 0, (size_t)t->size * sizeof(tg_real));
 }
 
+/* The gradient-ready hook (tg_set_grad_ready_hook): the leaves, a hash from
+ * a leaf's address to its index (open addressing, linear probing, at most
+ * half full), and per leaf the uses backward has yet to run. */
+static struct {
+    tg_grad_ready_fn fn;
+    void *ctx;
+    int n, cap; /* leaves; slots, a power of two */
+    const tg_tensor **key;
+    int *idx;
+    uint32_t *pending;
+} g_hook;
+
+static size_t hook_slot(const tg_tensor *t) {
+    uint64_t h = (uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15u; /* Fibonacci hashing */
+    return (size_t)(h >> 32) & (size_t)(g_hook.cap - 1);
+}
+
+/* The hooked leaf's index, or -1. */
+static int hook_find(const tg_tensor *t) {
+    if (t->node) return -1;
+    for (size_t s = hook_slot(t);; s = (s + 1) & (size_t)(g_hook.cap - 1)) {
+        if (!g_hook.key[s]) return -1;
+        if (g_hook.key[s] == t) return g_hook.idx[s];
+    }
+}
+
+int tg_set_grad_ready_hook(tg_tensor *const *leaves, int n, tg_grad_ready_fn fn, void *ctx) {
+    free(g_hook.key);
+    free(g_hook.idx);
+    free(g_hook.pending);
+    memset(&g_hook, 0, sizeof g_hook);
+    if (!fn) return 0;
+    if (!leaves || n < 1) {
+        tg_set_error("set_grad_ready_hook: %d leaves", leaves ? n : 0);
+        return -1;
+    }
+    int cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    g_hook.cap = cap;
+    g_hook.key = calloc((size_t)cap, sizeof *g_hook.key);
+    g_hook.idx = calloc((size_t)cap, sizeof *g_hook.idx);
+    g_hook.pending = calloc((size_t)n, sizeof *g_hook.pending);
+    if (!g_hook.key || !g_hook.idx || !g_hook.pending) {
+        tg_set_grad_ready_hook(NULL, 0, NULL, NULL);
+        tg_set_error("set_grad_ready_hook: out of memory for %d leaves", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!leaves[i]) {
+            tg_set_grad_ready_hook(NULL, 0, NULL, NULL);
+            tg_error_null("set_grad_ready_hook");
+            return -1;
+        }
+        size_t s = hook_slot(leaves[i]);
+        while (g_hook.key[s] && g_hook.key[s] != leaves[i]) s = (s + 1) & (size_t)(cap - 1);
+        if (g_hook.key[s]) continue; /* listed twice: the later index is reported when backward starts */
+        g_hook.key[s] = leaves[i];
+        g_hook.idx[s] = i;
+    }
+    g_hook.fn = fn, g_hook.ctx = ctx, g_hook.n = n;
+    return 0;
+}
+
+/* A leaf input of a node whose backward rule has run: one use fewer. */
+static void hook_used(const tg_tensor *t) {
+    int i = hook_find(t);
+    if (i >= 0 && g_hook.pending[i] > 0 && --g_hook.pending[i] == 0) g_hook.fn(i, g_hook.ctx);
+}
+
 /* Backward of node n, then in anomaly mode a check of what it produced. */
 static int run_backward(tg_node *n) {
     n->op->backward(n);
@@ -217,6 +287,7 @@ static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
     /* First a walk that only marks: a graph a backward has used already is
      * refused before any gradient changes. */
     g_epoch++;
+    if (g_hook.fn) memset(g_hook.pending, 0, (size_t)g_hook.n * sizeof *g_hook.pending);
     if (out->node) {
         out->node->visit = g_epoch;
         for (tg_node *n = tg__tape_head; n; n = n->prev) {
@@ -227,10 +298,18 @@ static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
                              n->op->name);
                 return -1;
             }
-            for (int i = 0; i < n->n_in; i++)
+            for (int i = 0; i < n->n_in; i++) {
                 if (n->in[i]->node) n->in[i]->node->visit = g_epoch;
+                if (g_hook.fn) {
+                    int k = hook_find(n->in[i]);
+                    if (k >= 0) g_hook.pending[k]++;
+                }
+            }
         }
     }
+    /* Leaves this pass does not reach are final already. */
+    for (int k = 0; g_hook.fn && k < g_hook.n; k++)
+        if (g_hook.pending[k] == 0) g_hook.fn(k, g_hook.ctx);
     bool prev = tg_set_grad_enabled(false);
     g_epoch++;
     int rc = 0;
@@ -246,8 +325,10 @@ static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
             if (n->visit != g_epoch) continue;
             rc = run_backward(n);
             n->released = !retain;
-            for (int i = 0; i < n->n_in; i++)
+            for (int i = 0; i < n->n_in; i++) {
                 if (n->in[i]->node) n->in[i]->node->visit = g_epoch;
+                if (g_hook.fn && rc == 0) hook_used(n->in[i]);
+            }
         }
     }
     tg_set_grad_enabled(prev);

@@ -102,7 +102,16 @@ static bool check_bt(const char *op, const tg_token_data *d, int B, int T, const
 }
 
 int tg_token_data_batch(tg_token_data *d, int B, int T, int *x, int *y) {
+    return tg_token_data_batch_shard(d, B, T, 0, 1, x, y);
+}
+
+int tg_token_data_batch_shard(tg_token_data *d, int B, int T, int rank, int size, int *x, int *y) {
     if (!check_bt("token_data_batch", d, B, T, x, y)) return -1;
+    if (size < 1 || rank < 0 || rank >= size || B % size != 0) {
+        tg_set_error("token_data_batch_shard: rank %d of %d ranks, batch %d: the ranks must divide the batch", rank,
+                     size, B);
+        return -1;
+    }
     if (d->n_train < (int64_t)T + 1) {
         tg_set_error("token_data_batch: %lld training tokens, a window of T = %d needs %lld", (long long)d->n_train, T,
                      (long long)T + 1);
@@ -111,12 +120,13 @@ int tg_token_data_batch(tg_token_data *d, int B, int T, int *x, int *y) {
     /* Starts in [0, n_train - T - 1], so y's last token is a training token. */
     const int64_t range = d->n_train - T;
     const uint64_t first = tg_rng_take(&d->rng, (uint64_t)B);
-    for (int b = 0; b < B; b++) {
+    const int per = B / size, b0 = rank * per; /* this rank's windows of the B drawn */
+    for (int b = b0; b < b0 + per; b++) {
         /* 53 random bits scaled to the range: exact enough below 2^53 tokens,
          * with no modulo bias visible at corpus sizes. */
         int64_t s = (int64_t)(tg_rng_uniform_at(d->rng.seed, d->rng.stream, first + (uint64_t)b) * (double)range);
         if (s >= range) s = range - 1;
-        window(d, s, T, x + (size_t)b * (size_t)T, y + (size_t)b * (size_t)T);
+        window(d, s, T, x + (size_t)(b - b0) * (size_t)T, y + (size_t)(b - b0) * (size_t)T);
     }
     return 0;
 }

@@ -109,6 +109,16 @@ int tg_token_data_get(const tg_token_data *d, int64_t k);
  * [B, T]). Returns 0, or -1 with the error recorded when B or T < 1 or the
  * training split has fewer than T + 1 tokens (nothing drawn then). */
 int tg_token_data_batch(tg_token_data *d, int B, int T, int *x, int *y);
+/* Data-parallel training (src/dist/): rank's shard of the global batch of
+ * B windows, i.e. windows [rank * B / size, (rank + 1) * B / size) of what
+ * tg_token_data_batch(d, B, ...) would draw, into x and y (each
+ * B / size * T ints). Every rank draws the same B windows from the same
+ * generator, so the shards are disjoint, together they are the
+ * single-process batch, and the generator's state is the same on every
+ * rank (a training state saved by one resumes on any number of ranks with
+ * the same B). Returns 0, or -1 with the error recorded (also when size
+ * does not divide B, or rank is not in [0, size)). */
+int tg_token_data_batch_shard(tg_token_data *d, int B, int T, int rank, int size, int *x, int *y);
 /* Number of full validation batches of B windows of T tokens (0 when there
  * is not one). */
 int64_t tg_token_data_val_batches(const tg_token_data *d, int B, int T);

@@ -1,0 +1,113 @@
+/* Data-parallel training over MPI (optional: make MPI=1, Debian's Open MPI).
+ *
+ * N copies of the program (mpirun -np N), one per rank, each hold the whole
+ * model. Every step each rank computes the gradients of its own shard of
+ * the global batch; the gradients are then averaged over the ranks
+ * (MPI_Allreduce), so every rank takes the same optimizer step and the
+ * replicas stay identical, as PyTorch's DistributedDataParallel does:
+ *
+ *   tg_dist_init(&argc, &argv);                        // once, before anything else
+ *   tg_dist_broadcast_params(&params);                 // everyone starts from rank 0's weights
+ *   tg_dist_grads *g = tg_dist_grads_new(&params, 0);  // the buckets (default size)
+ *   for each step:
+ *       tg_token_data_batch_shard(d, B, T, tg_dist_rank(), tg_dist_size(), x, y);
+ *       tg_optim_zero_grad(opt);
+ *       tg_dist_grads_arm(g);                          // the next backward starts the reduction
+ *       tg_backward(loss_of_the_shard);                //   bucket by bucket, as gradients get final
+ *       tg_dist_allreduce_grads(g);                    // waits for the rest, divides by N
+ *       tg_optim_step(opt);
+ *   tg_dist_grads_free(g);
+ *   tg_dist_finalize();
+ *
+ * Buckets. The gradients are packed into buckets of about bucket_bytes, in
+ * the reverse order of the parameter list (the order backward finishes
+ * them), the same layout on every rank. During an armed backward the
+ * autograd's gradient-ready hook (tg_set_grad_ready_hook) reports each
+ * parameter whose gradient is final; once every parameter of a bucket is,
+ * the bucket is copied out and its MPI_Iallreduce started, while backward
+ * goes on computing the earlier layers' gradients. Buckets start strictly in
+ * bucket order, so every rank issues the same collectives in the same order.
+ *
+ * Order of the sum. MPI_SUM adds floats; x + y is commutative in IEEE
+ * arithmetic, so with 2 ranks every rank gets the same bits, and for any N
+ * Open MPI's schedules (recursive doubling, ring, ...) compute each element
+ * once and send it to the others, depending only on (N, message size),
+ * which the fixed bucket layout fixes: a run is reproducible for a given N.
+ * Scalars reduced with tg_dist_allreduce_sum (losses) are gathered and
+ * added in rank order instead. The average equals single-process training
+ * on the same global batch in exact arithmetic; in floating point it
+ * differs by rounding (the batch's sum is split in two).
+ *
+ * Failures. Every collective is nonblocking, polled with MPI_Test until a
+ * deadline (TG_DIST_TIMEOUT_S seconds, default 60): when a rank has died
+ * or hangs, the others' collectives return -1 with "tgrad dist: rank R:
+ * <collective> did not complete within S s (a rank may have died)"
+ * recorded, and the program should print it and call tg_dist_abort (an MPI
+ * program cannot leave a failed collective otherwise). The communicator's
+ * error handler is MPI_ERRORS_RETURN, so MPI errors come back the same way.
+ *
+ * Built without MPI=1, the functions are single-process stubs: rank 0 of 1,
+ * the reductions and broadcasts change nothing, and tg_dist_init fails
+ * ("built without MPI=1"), so a program compiles one way and says why
+ * --ddp cannot run. Nothing from MPI is included or linked then. */
+#ifndef TG_DIST_H
+#define TG_DIST_H
+
+#include <stddef.h>
+#include "../tensor/params.h"
+
+/* True when this library was built with MPI=1. */
+bool tg_dist_available(void);
+/* MPI_Init (argc, argv may be NULL). Returns 0, or -1 with the error
+ * recorded (always so without MPI=1). Call once. */
+int tg_dist_init(int *argc, char ***argv);
+/* True between a successful tg_dist_init and tg_dist_finalize. */
+bool tg_dist_active(void);
+int tg_dist_rank(void); /* 0 when not active */
+int tg_dist_size(void); /* 1 when not active */
+/* Waits for every rank. 0, or -1 with the error recorded. */
+int tg_dist_barrier(void);
+/* Copies every tensor of p from rank 0 to the others (the same list on
+ * every rank: same names, same shapes). 0, or -1 with the error recorded. */
+int tg_dist_broadcast_params(const tg_params *p);
+/* v[i] = sum over ranks of v[i], added in rank order (0, 1, ..., N-1), so
+ * every rank gets the same bits. For losses and counters, not gradients. */
+int tg_dist_allreduce_sum(double *v, int n);
+/* MPI_Finalize. Returns 0 (also when not active). */
+int tg_dist_finalize(void);
+/* Ends every rank of the run with exit code code (MPI_Abort); exit(code)
+ * when not active. For after a failed collective. */
+void tg_dist_abort(int code);
+
+/* ---- gradient averaging ------------------------------------------------- */
+typedef struct tg_dist_grads tg_dist_grads;
+#define TG_DIST_BUCKET_BYTES ((size_t)4 << 20) /* 4 MiB, the default (bucket_bytes 0) */
+/* The bucket layout for the parameter list p (which must outlive it): a
+ * parameter is never split, a bucket is closed once it holds bucket_bytes
+ * or more. NULL with the error recorded on bad input. */
+tg_dist_grads *tg_dist_grads_new(const tg_params *p, size_t bucket_bytes);
+int tg_dist_grads_buckets(const tg_dist_grads *g); /* the number of buckets (0 for NULL) */
+/* The next tg_backward starts each bucket's reduction as soon as its
+ * gradients are final. Call just before the last backward of a step (after
+ * the other micro-batches' when accumulating). Without it (or with
+ * TG_DIST_NO_OVERLAP=1 in the environment) tg_dist_allreduce_grads does the
+ * whole reduction itself, after backward. 0, or -1 with the error recorded. */
+int tg_dist_grads_arm(tg_dist_grads *g);
+/* Averages every parameter's gradient over the ranks: starts the buckets
+ * not started yet, waits for all, divides by N and writes the averages back
+ * into the .grad tensors (a parameter without one gets one). Not active:
+ * nothing changes. 0, or -1 with the error recorded. */
+int tg_dist_allreduce_grads(tg_dist_grads *g);
+typedef struct {
+    long calls;         /* tg_dist_allreduce_grads calls */
+    double bytes;       /* gradient bytes reduced per call */
+    double wait_s;      /* total time blocked in tg_dist_allreduce_grads */
+    long buckets_early; /* buckets started during a backward, over all calls */
+    long buckets_late;  /* buckets started by tg_dist_allreduce_grads itself */
+} tg_dist_stats;
+/* Overlap: wait_s with tg_dist_grads_arm against wait_s with
+ * TG_DIST_NO_OVERLAP=1 (the whole reduction after backward). */
+tg_dist_stats tg_dist_grads_stats(const tg_dist_grads *g);
+void tg_dist_grads_free(tg_dist_grads *g); /* NULL is a no-op */
+
+#endif
