@@ -170,7 +170,9 @@ clean:
 
 # `make bench`: every workload of tools/bench.c at 1 and 2 threads against
 # PyTorch (installed first when missing; without it, tgrad's numbers alone),
-# written to BENCHMARKS.md, then data-parallel gpt-small (an MPI=1 build).
+# written to BENCHMARKS.md, then the GPT checks against PyTorch (checkpoints
+# both ways, loss curves, lm's default run), then data-parallel gpt-small
+# (an MPI=1 build).
 # Takes several minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
 bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
@@ -178,6 +180,7 @@ bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
+	{ echo; /usr/bin/python3 bench/lm_torch_ref.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_torch_ref.py failed (or PyTorch is missing)"
 	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
