@@ -700,8 +700,10 @@ static void measure_tgrad(env_info *e, row *r) {
     r->arena = value_of(out, "arena_step_mb");
     double peak = value_of(out, "peak_gflops_per_core"); /* gemm children measure it too */
     if (peak > e->peak) e->peak = peak;
-    if (!isnan(peak)) g_peak256 = fmax(g_peak256, value_of(out, "peak256"));
-    if (!isnan(peak)) g_peak512 = fmax(g_peak512, value_of(out, "peak512"));
+    if (!isnan(peak)) { /* and each width's */
+        g_peak256 = fmax(g_peak256, value_of(out, "peak256"));
+        g_peak512 = fmax(g_peak512, value_of(out, "peak512"));
+    }
 }
 
 /* PyTorch at its best: its own thread settings, and OPENBLAS_CORETYPE unset

@@ -11,10 +11,11 @@
 
 #include "simd.h"
 
+/* The hand-written AVX2 and AVX-512 paths: x86, float build (each chosen at run time). */
 #if TG_X86 && !defined(TG_DOUBLE)
-#define EXP_AVX2 1
+#define EXP_SIMD 1
 #else
-#define EXP_AVX2 0
+#define EXP_SIMD 0
 #endif
 
 static tg_real exp_shift_portable(tg_real *s, int64_t n, tg_real shift) {
@@ -26,7 +27,7 @@ static tg_real exp_shift_portable(tg_real *s, int64_t n, tg_real shift) {
     return sum;
 }
 
-#if EXP_AVX2
+#if EXP_SIMD
 /* Cephes' expf on one vector of x already clamped to [-87.3, 88.3]:
  * x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial in r (about 1 ulp),
  * times 2^n built in the exponent bits. Written once for both widths: P is
@@ -91,7 +92,7 @@ static tg_real sum_exp_portable(const tg_real *x, int64_t n, tg_real shift) {
 static void add_scaled_exp_portable(tg_real *d, const tg_real *x, int64_t n, tg_real shift, tg_real scale) {
     for (int64_t j = 0; j < n; j++) d[j] += scale * TG_M(exp)(x[j] - shift);
 }
-#if EXP_AVX2
+#if EXP_SIMD
 TG_AVX2 static tg_real sum_exp_avx2(const tg_real *x, int64_t n, tg_real shift) {
     return exp_sum_avx2(x, NULL, n, shift);
 }
@@ -106,7 +107,7 @@ TG_AVX2 static void add_scaled_exp_avx2(tg_real *d, const tg_real *x, int64_t n,
 }
 #endif
 
-#if EXP_AVX2 /* name_avx2 where the CPU (and the test cap) allow, else name_portable */
+#if EXP_SIMD /* name_avx2 where the CPU (and the test cap) allow, else name_portable */
 #define PICK(name) (tg_isa_level() >= TG_ISA_AVX2 ? name##_avx2 : name##_portable)
 #else
 #define PICK(name) name##_portable
@@ -117,7 +118,7 @@ void tg_k_add_scaled_exp(tg_real *d, const tg_real *x, int64_t n, tg_real shift,
 }
 #undef PICK
 
-#if EXP_AVX2
+#if EXP_SIMD
 /* exp8 16 lanes wide, and a softmax row's exp and sum with it, the sum in
  * 16 lanes added up in a fixed tree. The fused attention is its main user. */
 TG_AVX512 static inline __m512 exp16(__m512 x) {
@@ -143,7 +144,7 @@ TG_AVX512 static tg_real exp_shift_avx512(tg_real *s, int64_t n, tg_real shift) 
 #endif
 
 tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift) {
-#if EXP_AVX2
+#if EXP_SIMD
     if (tg_isa_level() >= TG_ISA_AVX512) return exp_shift_avx512(s, n, shift);
     if (tg_isa_level() >= TG_ISA_AVX2) return exp_sum_avx2(s, s, n, shift);
 #endif
