@@ -54,9 +54,9 @@ ifeq ($(SANITIZE),1)
 endif
 override LDLIBS += -lm
 
-LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/io/*.c src/nn/*.c src/viz/*.c src/dist/*.c)
+LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/io/*.c src/nn/*.c src/train/*.c src/viz/*.c src/dist/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/io/*.h src/nn/*.h src/viz/*.h src/dist/*.h)
+HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/io/*.h src/nn/*.h src/train/*.h src/viz/*.h src/dist/*.h)
 TEST_SRC := $(wildcard tests/test_*.c tests/cases_*.c)
 
 # Float and double are two flavours that install side by side: libtgrad and
@@ -147,7 +147,7 @@ demo: programs
 	@echo "Pictures (open them in any image viewer):"; ls -1 out/*.png | sed 's/^/  /'
 
 # Public headers only, listed: the internal ones stay in the tree.
-PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/nn/train.h \
+PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h \
                   src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h src/dist/dist.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad

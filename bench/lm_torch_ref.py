@@ -98,7 +98,7 @@ def tgrad_window_starts(seed, steps, B, n_train, T):
 # ---- the PyTorch run ---------------------------------------------------------------------
 
 def get_lr(it, lr, min_lr, warmup, decay):
-    """nanoGPT's get_lr, as tg_lr_at (src/nn/lr_schedule.c)."""
+    """nanoGPT's get_lr, as tg_lr_at (src/train/lr_schedule.c)."""
     if it < warmup:
         return lr * (it + 1) / (warmup + 1)
     if it > decay:

@@ -7,7 +7,7 @@
 #include "tensor/params.h"
 #include "nn/nn.h"
 #include "nn/decoder.h"
-#include "nn/train.h"
+#include "train/train.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/npy.h"

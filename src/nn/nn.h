@@ -273,38 +273,6 @@ void tg_encoder_free(tg_encoder *m);
 tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target); /* mean of squares */
 /* tg_cross_entropy (autograd.h) is the classification loss. */
 
-/* ---- optimizers ------------------------------------------------------------
- * SGD:   v = momentum v + (g + wd w);  w -= lr v            (torch.optim.SGD)
- * Adam:  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2,  g' = g + wd w;
- *        w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
- * AdamW: as Adam with g' = g, and w -= lr wd w first (decoupled decay). */
-typedef enum { TG_SGD, TG_ADAM, TG_ADAMW } tg_optim_kind;
-typedef struct {
-    tg_optim_kind kind;
-    tg_real lr, momentum, weight_decay, beta1, beta2, eps;
-} tg_optim_config;
-typedef struct {
-    tg_optim_config cfg;
-    tg_params params;   /* copy of the list (names and tensors) */
-    tg_tensor **m, **v; /* state per parameter (momentum / first moment, second moment) */
-    tg_tensor *step;    /* scalar: steps taken (a tensor so it checkpoints) */
-    /* Per-parameter weight decay (train.h: groups), or NULL: cfg.weight_decay for all. */
-    tg_real *weight_decay;
-} tg_optim;
-tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay);
-tg_optim_config tg_adam_config(tg_real lr);                        /* betas (0.9, 0.999), eps 1e-8 */
-tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay); /* torch default wd 0.01 */
-tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params);
-void tg_optim_step(tg_optim *o); /* parameters without a grad are skipped */
-void tg_optim_zero_grad(tg_optim *o);
-/* Appends the optimizer state ("<prefix>.m.<param>", "<prefix>.v.<param>",
- * "<prefix>.step") for checkpoints. */
-int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix); /* 0, or -1 */
-void tg_optim_free(tg_optim *o);
-/* Scales all gradients so their global L2 norm is at most max_norm; returns
- * the norm before clipping (torch.nn.utils.clip_grad_norm_). */
-tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm);
-
 /* ---- sequence layers: Conv1d, RNN, GRU (the chapter's comparison) --------
  * All take batch-first token sequences [B, n, in] and return [B, n, out],
  * with PyTorch's parameter names and layouts so weights move both ways.

@@ -146,7 +146,7 @@ void tg_k_mul_row(tg_real *a, const tg_real *b, int n);
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n);
 
 /* The optimizers' loops over n elements (kernels_optim.c; the formulas and
- * where the constants come from: nn/optim.c). */
+ * where the constants come from: train/optim.c). */
 typedef struct {
     tg_real b1, b2, eps, wd_l2, decay, step_size, bc2_sqrt;
 } tg_adam_step;

@@ -1,4 +1,4 @@
-/* The optimizers' per-element loops (the formulas are in nn/optim.c, next
+/* The optimizers' per-element loops (the formulas are in train/optim.c, next
  * to the configuration they come from). Each element's update depends on
  * that element only, so results do not depend on the thread count; Adam's
  * loop is built for each ISA (TG_ISA_DISPATCH), and its sqrt and division

@@ -18,7 +18,7 @@
  * One step counter t is shared by all parameters (torch keeps one per
  * parameter; they differ only for a parameter that had no gradient at some
  * earlier steps, which then gets the bias correction of the global t). */
-#include "nn.h"
+#include "../nn/nn.h"
 #include "train.h"
 #include "../tensor/kernels.h" /* the update loops: tensor/kernels_optim.c */
 
