@@ -47,6 +47,18 @@ int tg_checkpoint_load(const char *path, const tg_params *params) {
 }
 
 int tg_checkpoint_load_from(const tg_safetensors *st, const char *path, const tg_params *params) {
+    return tg_checkpoint_load_prefix(st, path, params, NULL);
+}
+
+/* Entry j is in the namespace being loaded: every entry without a prefix,
+ * else the entries named "<prefix>.<...>". */
+static bool in_namespace(const char *name, const char *prefix) {
+    size_t n = prefix ? strlen(prefix) : 0;
+    return !n || (strncmp(name, prefix, n) == 0 && name[n] == '.');
+}
+
+int tg_checkpoint_load_prefix(const tg_safetensors *st, const char *path, const tg_params *params,
+                              const char *prefix) {
     if (!st || !path || !params) {
         tg_set_error("checkpoint_load: NULL %s", !st ? "file" : !path ? "path" : "params");
         return -1;
@@ -68,9 +80,14 @@ int tg_checkpoint_load_from(const tg_safetensors *st, const char *path, const tg
             rc = -1;
             goto done;
         }
-        idx[i] = tg_safetensors_find(st, p->name);
+        char full[TG_PARAM_NAME_MAX];
+        if (tg_param_name(full, prefix, p->name) != 0) {
+            rc = -1;
+            goto done;
+        }
+        idx[i] = tg_safetensors_find(st, full);
         if (idx[i] < 0)
-            list_name(names, sizeof names, &count, p->name);
+            list_name(names, sizeof names, &count, full);
         else
             used[idx[i]] = true;
     }
@@ -81,7 +98,8 @@ int tg_checkpoint_load_from(const tg_safetensors *st, const char *path, const tg
         goto done;
     }
     for (int j = 0; j < st->n; j++)
-        if (!used[j]) list_name(names, sizeof names, &count, st->entries[j].name);
+        if (!used[j] && in_namespace(st->entries[j].name, prefix))
+            list_name(names, sizeof names, &count, st->entries[j].name);
     if (count) {
         tg_set_error("checkpoint_load: %s: %d unexpected tensor%s in the file (not in the model): %s", path, count,
                      count > 1 ? "s" : "", names);

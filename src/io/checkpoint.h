@@ -28,5 +28,11 @@ int tg_checkpoint_load(const char *path, const tg_params *params);
  * closed here), for a caller that reads the metadata of the same bytes
  * first (tg_train_state_load); path is for messages. */
 int tg_checkpoint_load_from(const tg_safetensors *st, const char *path, const tg_params *params);
+/* The same for the tensors named "<prefix>.<param>" (prefix NULL or "":
+ * tg_checkpoint_load_from), strict inside that namespace and blind to the
+ * file's other tensors: the model ("model") of a training state that also
+ * holds an optimizer ("optim.*"). */
+int tg_checkpoint_load_prefix(const tg_safetensors *st, const char *path, const tg_params *params,
+                              const char *prefix);
 
 #endif

@@ -364,6 +364,21 @@ int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix) {
     return layernorm_params(m->ln_f, bias, p, tr, "ln_f");
 }
 
+int tg_decoder_rngs(tg_decoder *m, tg_rngs *out) {
+    char name[32];
+    if (!tg_module_present("decoder", "rngs", m) || tg_rngs_add(out, "drop", tg_dropout_rng(m->drop))) return -1;
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        const char *part[3] = {"attn", "resid", "mlp"};
+        tg_rng *g[3] = {tg_dropout_rng(m->h[i]->attn->dropout), tg_dropout_rng(m->h[i]->resid_drop),
+                        tg_dropout_rng(m->h[i]->mlp_drop)};
+        for (int j = 0; j < 3; j++) {
+            snprintf(name, sizeof name, "h%d.%s", i, part[j]);
+            if (tg_rngs_add(out, name, g[j])) return -1;
+        }
+    }
+    return 0;
+}
+
 int tg_decoder_state_dict(tg_decoder *m, tg_params *p, const char *prefix) {
     if (tg_decoder_params(m, p, prefix)) return -1;
     return tg_params_add(p, prefix, "lm_head.weight", m->wte->weight);

@@ -120,6 +120,10 @@ tg_tensor *tg_decoder_loss(tg_decoder *m, const int *tokens, const int *targets,
 /* The parameters, each tensor once (the tied head is transformer.wte.weight),
  * in nanoGPT's named_parameters() order. 0, or -1 with the error recorded. */
 int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix);
+/* The generators of every dropout (for a training state): "drop", then per
+ * block i "h<i>.attn", "h<i>.resid", "h<i>.mlp". 0, or -1 with the error
+ * recorded. */
+int tg_decoder_rngs(tg_decoder *m, tg_rngs *out);
 /* The state_dict: tg_decoder_params and then "lm_head.weight", the same
  * tensor as transformer.wte.weight. For checkpoints, not for optimizers
  * (the tied tensor would be stepped twice). */

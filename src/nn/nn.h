@@ -260,6 +260,10 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng);
 /* tokens [B, T] -> [B, T, num_hiddens]; mask as for attention (lengths per row). */
 tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg_mask mask);
 int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix);
+/* The generators of every dropout (for a training state): "dropout" or
+ * "pos_encoding", then "blocks.<i>.attention", ".addnorm1", ".addnorm2".
+ * 0, or -1 with the error recorded. */
+int tg_encoder_rngs(tg_encoder *m, tg_rngs *out);
 void tg_encoder_train(tg_encoder *m, bool on);
 /* tg_mha_record_attention on every block: while on, a forward keeps the
  * weights of every layer and head. */

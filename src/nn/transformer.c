@@ -260,6 +260,24 @@ int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix) {
     return 0;
 }
 
+int tg_encoder_rngs(tg_encoder *m, tg_rngs *out) {
+    char name[32];
+    if (!tg_module_present("encoder", "rngs", m) || tg_rngs_add(out, "dropout", tg_dropout_rng(m->dropout)) ||
+        (m->pos_encoding && tg_rngs_add(out, "pos_encoding", tg_dropout_rng(m->pos_encoding->dropout))))
+        return -1;
+    for (int i = 0; i < m->cfg.num_layers; i++) {
+        const char *part[3] = {"attention", "addnorm1", "addnorm2"};
+        tg_encoder_block *b = m->blocks[i];
+        tg_rng *g[3] = {tg_dropout_rng(b->attention->attention->dropout), tg_dropout_rng(b->addnorm1->dropout),
+                        tg_dropout_rng(b->addnorm2->dropout)};
+        for (int j = 0; j < 3; j++) {
+            snprintf(name, sizeof name, "blocks.%d.%s", i, part[j]);
+            if (tg_rngs_add(out, name, g[j])) return -1;
+        }
+    }
+    return 0;
+}
+
 void tg_encoder_train(tg_encoder *m, bool on) {
     if (!m) return;
     tg_posenc_train(m->pos_encoding, on);

@@ -2,6 +2,7 @@
  * holds pointers only, the tensors belong to their module. */
 #include "params.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void tg_params_init(tg_params *p) {
@@ -148,4 +149,21 @@ void tg_params_free(tg_params *p) {
     if (!p) return;
     tg_sys_free(p->items);
     tg_params_init(p);
+}
+
+int tg_rngs_add(tg_rngs *l, const char *name, tg_rng *rng) {
+    if (!l || !name) {
+        tg_set_error("rngs_add: NULL %s", !l ? "list" : "name");
+        return -1;
+    }
+    if (!rng) return 0;
+    if (l->n >= TG_RNGS_MAX || strlen(name) >= sizeof l->name[0]) {
+        tg_set_error("rngs_add: '%s': %s", name,
+                     l->n >= TG_RNGS_MAX ? "the list is full (TG_RNGS_MAX generators)" : "name of 32 bytes or more");
+        return -1;
+    }
+    snprintf(l->name[l->n], sizeof l->name[0], "%s", name);
+    l->item[l->n] = (tg_named_rng){l->name[l->n], rng};
+    l->n++;
+    return 0;
 }

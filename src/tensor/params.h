@@ -31,4 +31,23 @@ tg_tensor *tg_params_get(const tg_params *p, const char *name); /* NULL if absen
 int64_t tg_params_numel(const tg_params *p);
 void tg_params_free(tg_params *p); /* frees the list, not the tensors */
 
+/* A named list of random generators: the streams a training step draws
+ * from (the data sampler, every dropout layer), which a checkpoint must
+ * hold for a resumed run to draw what an uninterrupted one would. The
+ * generators are not owned; item[i].name points into the list itself, so
+ * pass the list by pointer (a copy would point into the original). */
+typedef struct {
+    const char *name;
+    tg_rng *rng;
+} tg_named_rng;
+#define TG_RNGS_MAX 64
+typedef struct {
+    int n;
+    tg_named_rng item[TG_RNGS_MAX];
+    char name[TG_RNGS_MAX][32];
+} tg_rngs;
+/* Appends (name, rng); a NULL rng (a layer without dropout) is skipped.
+ * 0, or -1 with the error recorded (list full, name of 32 or more bytes). */
+int tg_rngs_add(tg_rngs *l, const char *name, tg_rng *rng);
+
 #endif

@@ -60,6 +60,17 @@ __attribute__((used)) static const int *const tg_flavour_ref_ = &TG_FLAVOUR;
  * whatever the load, and returns the number in use. Results never depend on
  * the thread count. */
 int tg_set_num_threads(int n);
+
+/* The single-precision FMA peak of one core in GFLOP/s, measured: the best
+ * of 10 short trials of chained FMAs at each vector width the CPU has
+ * (about `seconds` in all; noise only slows a trial, and the best seen in
+ * the process is kept). Some cores run 512-bit FMAs at twice the 256-bit
+ * rate, others at the same rate: both are reported, gflops is the better.
+ * NaN where the CPU has no FMA unit (or is not x86). */
+typedef struct {
+    double gflops, gflops256, gflops512;
+} tg_fma_peak;
+tg_fma_peak tg_fma_peak_measure(double seconds);
 int tg_get_num_threads(void);
 
 #define TG_MAX_DIMS 6

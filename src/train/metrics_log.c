@@ -1,6 +1,9 @@
 /* The metrics log (train.h): one JSON object per line, flushed per line. */
 #include "train.h"
 
+#include "../io/file.h"
+#include "../io/json.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -21,9 +24,11 @@ tg_metrics_log *tg_metrics_log_open(const char *path, bool append) {
     }
     /* O_NONBLOCK and the fstat: a FIFO or a device is refused at once
      * instead of blocking the training run (as io/file.h's reads). */
-    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0666);
+    /* O_NOFOLLOW: a symlink planted at the log's name is refused, never
+     * followed into another file. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : 0), 0666);
     if (fd < 0) {
-        tg_set_error("metrics_log: %s: %s", path, strerror(errno));
+        tg_set_error("metrics_log: %s: %s", path, errno == ELOOP ? "a symbolic link; refusing to follow it" : strerror(errno));
         return NULL;
     }
     struct stat sb;
@@ -92,4 +97,100 @@ int tg_metrics_log_close(tg_metrics_log *log) {
     if (rc) tg_set_error("metrics_log_close: a write failed");
     tg_sys_free(log);
     return rc;
+}
+
+/* One line of the log into m: the object tg_metrics_log_write writes (keys
+ * in any order, others skipped). 0, or -1 for anything else. */
+static int parse_line(const char *line, size_t n, tg_metrics *m) {
+    tg_json j = {.p = line, .end = line + n, .start = line};
+    *m = (tg_metrics){0, NAN, NAN, NAN, NAN, NAN};
+    bool have_step = false;
+    int more = tg_json_open(&j, '{', '}');
+    while (more == 0) {
+        char key[32];
+        double v = NAN;
+        if (tg_json_string(&j, key, sizeof key, NULL) || tg_json_expect(&j, ':')) return -1;
+        tg_json_skip_ws(&j);
+        if (strcmp(key, "step") == 0) {
+            uint64_t st;
+            if (tg_json_uint(&j, &st, "step") || st < 1 || st > (uint64_t)INT64_MAX / 2) return -1;
+            m->step = (int64_t)st, have_step = true;
+        } else if (!tg_json_null(&j)) {
+            bool known = strcmp(key, "lr") == 0 || strcmp(key, "loss") == 0 || strcmp(key, "val_loss") == 0 ||
+                         strcmp(key, "tokens_per_s") == 0 || strcmp(key, "grad_norm") == 0;
+            if (known ? tg_json_number(&j, &v, key) : tg_json_skip_value(&j, 0)) return -1;
+        }
+        if (strcmp(key, "lr") == 0) m->lr = v;
+        if (strcmp(key, "loss") == 0) m->loss = v;
+        if (strcmp(key, "val_loss") == 0) m->val_loss = v;
+        if (strcmp(key, "tokens_per_s") == 0) m->tokens_per_s = v;
+        if (strcmp(key, "grad_norm") == 0) m->grad_norm = v;
+        more = tg_json_next(&j, '}');
+    }
+    tg_json_skip_ws(&j);
+    return more == 1 && have_step && j.p == j.end ? 0 : -1;
+}
+
+tg_metrics_log *tg_metrics_log_resume(const char *path, int64_t step, tg_metrics **lines, int64_t *n) {
+    if (!path || !lines || !n || step < 0) {
+        tg_set_error("metrics_log_resume: %s", !path || !lines || !n ? "NULL argument" : "negative step");
+        return NULL;
+    }
+    *lines = NULL, *n = 0;
+    if (step == 0) { /* a new log: an empty file put in place atomically (a symlink there is replaced) */
+        tg_atomic_file af;
+        if (tg_atomic_begin(&af, path, "metrics_log") != 0 || tg_atomic_commit(&af, "metrics_log") != 0) return NULL;
+        return tg_metrics_log_open(path, true);
+    }
+    int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    struct stat sb;
+    if (fd < 0 && errno == ENOENT) return tg_metrics_log_resume(path, 0, lines, n); /* lost: start it again */
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        tg_set_error("metrics_log: %s: %s", path,
+                     fd < 0 ? (errno == ELOOP ? "a symbolic link; refusing to follow it" : strerror(errno))
+                            : "not a regular file");
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    size_t size = (size_t)sb.st_size;
+    char *buf = tg_sys_alloc(size + 1);
+    tg_metrics *out = tg_sys_alloc(sizeof *out * (size_t)step);
+    size_t got = 0;
+    while (buf && got < size) {
+        ssize_t k = pread(fd, buf + got, size - got, (off_t)got);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    if (!buf || !out || got != size) {
+        tg_set_error("metrics_log: %s: %s", path, !buf || !out ? "out of memory" : "read failed");
+        tg_sys_free(buf), tg_sys_free(out), close(fd);
+        return NULL;
+    }
+    /* Keep the lines up to the checkpoint's step, in order; cut at the
+     * first that is torn (a kill mid-write), malformed, out of order or past
+     * the step. Truncation keeps every earlier byte where it is. */
+    size_t keep = 0;
+    int64_t k = 0, last = 0;
+    while (keep < size) {
+        char *nl = memchr(buf + keep, '\n', size - keep);
+        tg_metrics m;
+        if (!nl || parse_line(buf + keep, (size_t)(nl - (buf + keep)), &m) != 0 || m.step <= last || m.step > step)
+            break;
+        out[k++] = m, last = m.step;
+        keep = (size_t)(nl - buf) + 1;
+    }
+    tg_sys_free(buf);
+    if (keep < size && ftruncate(fd, (off_t)keep) != 0) {
+        tg_set_error("metrics_log: %s: cannot truncate: %s", path, strerror(errno));
+        tg_sys_free(out), close(fd);
+        return NULL;
+    }
+    close(fd);
+    tg_metrics_log *log = tg_metrics_log_open(path, true);
+    if (!log) {
+        tg_sys_free(out);
+        return NULL;
+    }
+    *lines = out, *n = k;
+    return log;
 }

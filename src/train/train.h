@@ -220,9 +220,17 @@ typedef struct {
 } tg_metrics;
 typedef struct tg_metrics_log tg_metrics_log;
 /* Opens path for writing: appended to when append (a resumed run), else
- * truncated. Refuses anything but a regular file. NULL with
+ * truncated. Refuses anything but a regular file, and a symlink. NULL with
  * "metrics_log: <path>: <reason>" recorded. */
 tg_metrics_log *tg_metrics_log_open(const char *path, bool append);
+/* Opens the log of a run resumed at step (after `step` steps): keeps its
+ * lines of steps 1..step that read back whole and in order, cuts the file
+ * after the last of them (ftruncate: nothing before is rewritten, so a kill
+ * at any moment loses no earlier line), and opens it for appending. The
+ * kept lines go to *lines (tg_sys_free them), their count to *n. step 0
+ * starts a new, empty log, put in place atomically. A symlink at path is
+ * refused, never followed. NULL with the error recorded. */
+tg_metrics_log *tg_metrics_log_resume(const char *path, int64_t step, tg_metrics **lines, int64_t *n);
 /* Writes one line and flushes it. 0, or -1 with the error recorded. */
 int tg_metrics_log_write(tg_metrics_log *log, const tg_metrics *m);
 /* Closes; 0, or -1 when a write failed late. NULL is a no-op (0). */
@@ -247,11 +255,7 @@ int tg_metrics_log_close(tg_metrics_log *log);
  * (the same names, as given) are checked before anything is written, so a
  * corrupt or mismatched file leaves model, optimizer, step and generators
  * as they were. Names are 1-31 characters of [A-Za-z0-9_.-]. */
-typedef struct {
-    const char *name;
-    tg_rng *rng;
-} tg_named_rng;
-#define TG_TRAIN_MAX_RNGS 64
+#define TG_TRAIN_MAX_RNGS TG_RNGS_MAX /* tg_named_rng and tg_rngs: tensor/params.h */
 /* 0, or -1 with "train_state_save: <path>: <reason>" recorded. */
 int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt, int64_t step, const tg_named_rng *rngs,
                         int n_rngs);

@@ -1,0 +1,75 @@
+/* The core's single-precision FMA peak, measured (tensor.h): what a
+ * training run's "share of the peak" is a share of, and what tools/bench.c
+ * reports beside each workload. */
+#include "tensor.h"
+
+#include <math.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+/* 12 independent chains of FMAs: enough to cover latency x pipes. One trial
+ * per vector width (V: the vector type, P: the intrinsics' prefix, LANES
+ * floats a vector); some cores run 512-bit FMAs at twice the 256-bit rate,
+ * others at the same rate, so both are measured and the better one counts.
+ * Each FMA is 2 flops. */
+#define FMA_PEAK_TRIAL(NAME, TARGET, V, P, LANES)                                                          \
+    __attribute__((target(TARGET))) static double NAME(double seconds) {                                   \
+        V a0 = P##_set1_ps(0.0f), a1 = P##_set1_ps(0.1f), a2 = P##_set1_ps(0.2f);                          \
+        V a3 = P##_set1_ps(0.3f), a4 = P##_set1_ps(0.4f), a5 = P##_set1_ps(0.5f);                          \
+        V a6 = P##_set1_ps(0.6f), a7 = P##_set1_ps(0.7f), a8 = P##_set1_ps(0.8f);                          \
+        V a9 = P##_set1_ps(0.9f), a10 = P##_set1_ps(1.0f), a11 = P##_set1_ps(1.1f);                        \
+        V x = P##_set1_ps(0.999999f), y = P##_set1_ps(1e-7f);                                              \
+        long iters = 0;                                                                                    \
+        double t0 = now_s(), t;                                                                            \
+        do {                                                                                               \
+            __asm__ volatile("" : "+v"(x), "+v"(y)); /* keeps the loop from being folded */                \
+            for (int r = 0; r < 10000; r++) {                                                              \
+                a0 = P##_fmadd_ps(a0, x, y), a1 = P##_fmadd_ps(a1, x, y), a2 = P##_fmadd_ps(a2, x, y);     \
+                a3 = P##_fmadd_ps(a3, x, y), a4 = P##_fmadd_ps(a4, x, y), a5 = P##_fmadd_ps(a5, x, y);     \
+                a6 = P##_fmadd_ps(a6, x, y), a7 = P##_fmadd_ps(a7, x, y), a8 = P##_fmadd_ps(a8, x, y);     \
+                a9 = P##_fmadd_ps(a9, x, y), a10 = P##_fmadd_ps(a10, x, y), a11 = P##_fmadd_ps(a11, x, y); \
+            }                                                                                              \
+            iters += 10000;                                                                                \
+            t = now_s() - t0;                                                                              \
+        } while (t < seconds);                                                                             \
+        V s = P##_add_ps(P##_add_ps(P##_add_ps(a0, a1), P##_add_ps(a2, a3)),                               \
+                         P##_add_ps(P##_add_ps(a4, a5), P##_add_ps(a6, a7)));                              \
+        s = P##_add_ps(s, P##_add_ps(P##_add_ps(a8, a9), P##_add_ps(a10, a11)));                           \
+        float v[LANES];                                                                                    \
+        P##_storeu_ps(v, s);                                                                               \
+        __asm__ volatile("" : : "r"(v) : "memory"); /* the sums are used */                                \
+        return (double)iters * 12 * LANES * 2 / t * 1e-9;                                                  \
+    }
+FMA_PEAK_TRIAL(fma_trial_256, "avx2,fma", __m256, _mm256, 8)
+FMA_PEAK_TRIAL(fma_trial_512, "avx512f,avx2,fma", __m512, _mm512, 16)
+
+static double g_peak[2]; /* the best per width seen in this process */
+
+tg_fma_peak tg_fma_peak_measure(double seconds) {
+    tg_fma_peak p = {NAN, NAN, NAN};
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return p;
+    bool wide = __builtin_cpu_supports("avx512f");
+    double trial = seconds > 0 ? seconds / (wide ? 20 : 10) : 0.001;
+    for (int i = 0; i < 10; i++) { /* the best of 10 short trials: noise only slows one */
+        g_peak[0] = fmax(g_peak[0], fma_trial_256(trial));
+        if (wide) g_peak[1] = fmax(g_peak[1], fma_trial_512(trial));
+    }
+    p.gflops256 = g_peak[0];
+    p.gflops512 = wide ? g_peak[1] : NAN;
+    p.gflops = fmax(g_peak[0], g_peak[1]);
+    return p;
+}
+#else
+tg_fma_peak tg_fma_peak_measure(double seconds) {
+    (void)seconds;
+    (void)now_s;
+    return (tg_fma_peak){NAN, NAN, NAN};
+}
+#endif

@@ -1,0 +1,575 @@
+/* A training run (run.h): the loop's bookkeeping that every training
+ * program would otherwise write by hand: the step's learning rate,
+ * gradient accumulation, the data-parallel averages, divergence, clipping,
+ * the metrics log, progress, evaluations, checkpoints (periodic, best, on a
+ * signal, at the end), early stopping, resume and extension. */
+#include "run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../dist/dist.h"
+#include "../io/checkpoint.h"
+
+typedef enum { RUN_GOING, RUN_DONE, RUN_EARLY, RUN_STOPPED, RUN_SIGNALLED, RUN_FAILED } run_state;
+
+struct tg_run {
+    tg_run_config cfg;
+    char *dir, *state_path, *best_path, *log_path;
+    const tg_params *params;
+    tg_optim *opt;
+    const tg_rngs *rngs;
+    tg_dist_grads *grads; /* data parallel: the gradient buckets */
+    tg_metrics_log *log;
+    bool lead, tty;
+    run_state state;
+    int signo;
+    int64_t step, first, saved; /* steps done; at open; at the last checkpoint */
+    int micro;                  /* micro-batches of this step so far */
+    double loss_acc, lr, t_step, t_open, step_s_sum;
+    tg_metrics line; /* this step's log line, written when its evaluation (or the next step) comes */
+    bool line_pending, eval_due;
+    /* history: the training loss of every step, the evaluations */
+    float *train, *val_step, *val_loss;
+    int64_t train_cap;
+    int n_val, val_cap;
+    double best, train_sum_since_eval, prev_val, prev_train;
+    int64_t best_step, train_n_since_eval;
+    int evals_since_best;
+    double peak; /* GFLOP/s per core, or NaN */
+    int (*on_save)(void *ctx, int64_t step);
+    void *on_save_ctx;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- signals: SIGINT and SIGTERM stop the run at the end of the step ------- */
+static volatile sig_atomic_t g_signal;
+static struct sigaction g_old_int, g_old_term;
+static void on_signal(int sig) { g_signal = sig; }
+static void signals_catch(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    /* A second Ctrl-C takes the default action: the user insists. Any save
+     * it interrupts is atomic, so the last checkpoint stays whole. */
+    sa.sa_flags = SA_RESETHAND;
+    g_signal = 0;
+    sigaction(SIGINT, &sa, &g_old_int);
+    sigaction(SIGTERM, &sa, &g_old_term);
+}
+static void signals_restore(void) {
+    sigaction(SIGINT, &g_old_int, NULL);
+    sigaction(SIGTERM, &g_old_term, NULL);
+}
+
+/* ---- paths and folders ------------------------------------------------------ */
+char *tg_run_path(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+char *tg_run_checkpoint_of(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return tg_run_path(path, "train_state.safetensors");
+    return strdup(path);
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir) {
+    char *buf = strdup(dir);
+    int rc = buf ? 0 : -1;
+    for (char *s = buf ? buf + 1 : NULL; rc == 0 && s && *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) rc = -1;
+            *s = '/';
+        }
+    struct stat sb;
+    if (rc == 0 && mkdir(buf, 0777) != 0 && errno != EEXIST) rc = -1;
+    if (rc == 0 && (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))) rc = -1;
+    if (rc) tg_set_error("run: cannot create the folder %s: %s", dir, buf ? strerror(errno) : "out of memory");
+    free(buf);
+    return rc;
+}
+
+/* ---- failure ------------------------------------------------------------------ */
+static bool fail(tg_run *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static bool fail(tg_run *r, const char *fmt, ...) {
+    if (fmt) {
+        char msg[8192];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        tg_set_error("%s", msg);
+    }
+    r->state = RUN_FAILED;
+    return false;
+}
+
+/* ---- history ---------------------------------------------------------------- */
+static int history_grow(tg_run *r, int64_t steps) {
+    if (steps <= r->train_cap) return 0;
+    float *t = realloc(r->train, sizeof(float) * (size_t)steps);
+    if (!t) return -1;
+    for (int64_t i = r->train_cap; i < steps; i++) t[i] = NAN;
+    r->train = t, r->train_cap = steps;
+    return 0;
+}
+
+static int history_add_val(tg_run *r, int64_t step, double v) {
+    if (r->n_val == r->val_cap) {
+        int cap = r->val_cap ? 2 * r->val_cap : 64;
+        float *a = realloc(r->val_step, sizeof(float) * (size_t)cap);
+        if (a) r->val_step = a;
+        float *b = a ? realloc(r->val_loss, sizeof(float) * (size_t)cap) : NULL;
+        if (b) r->val_loss = b;
+        if (!a || !b) return -1;
+        r->val_cap = cap;
+    }
+    r->val_step[r->n_val] = (float)step, r->val_loss[r->n_val++] = (float)v;
+    return 0;
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+/* The first parameter holding a NaN or an infinity, or -1. */
+static int nonfinite_param(const tg_params *p, int64_t *at) {
+    for (int i = 0; i < p->n; i++) {
+        const tg_tensor *t = p->items[i].t;
+        for (int64_t k = 0; k < t->size; k++)
+            if (!isfinite((double)t->data[k])) {
+                *at = k;
+                return i;
+            }
+    }
+    return -1;
+}
+
+/* The program's settings and the run's own keys (best so far, patience),
+ * one JSON object for the training state's metadata. */
+static char *state_meta(const tg_run *r) {
+    const char *s = r->cfg.settings;
+    size_t n = s ? strlen(s) : 0;
+    while (n > 0 && s[n - 1] != '}') n--; /* up to the closing brace */
+    size_t cap = n + 256;
+    char *m = malloc(cap);
+    if (!m) return NULL;
+    int k = n ? snprintf(m, cap, "%.*s", (int)(n - 1), s) : snprintf(m, cap, "{");
+    bool empty = true;
+    for (int i = 1; i < k; i++)
+        if (m[i] != ' ' && m[i] != '\n') empty = false;
+    snprintf(m + k, cap - (size_t)k,
+             "%s\"run.best_val_loss\": \"%.17g\", \"run.best_step\": \"%lld\", \"run.evals_since_best\": \"%d\"}",
+             empty ? "" : ", ", r->best, (long long)r->best_step, r->evals_since_best);
+    return m;
+}
+
+static int save_to(tg_run *r, const char *path) {
+    char *meta = state_meta(r);
+    int rc = meta ? tg_train_state_save_meta(path, r->params, r->opt, r->step, r->rngs->item, r->rngs->n, meta) : -1;
+    if (!meta) tg_set_error("run: out of memory");
+    free(meta);
+    return rc;
+}
+
+/* The checkpoint of this step (rank 0 writes; every rank calls). A weight
+ * that is not finite fails the run first, so the last good checkpoint
+ * stays. */
+static int save(tg_run *r) {
+    int64_t at = 0;
+    int bad = nonfinite_param(r->params, &at);
+    if (bad >= 0) {
+        fail(r,
+             "run: step %lld made the weights non-finite ('%s' holds %g at index %lld); the last good checkpoint "
+             "(step %lld, %s) is kept",
+             (long long)r->step, r->params->items[bad].name, (double)r->params->items[bad].t->data[at],
+             (long long)at, (long long)r->saved, r->state_path);
+        return -1;
+    }
+    if (r->lead) {
+        if (save_to(r, r->state_path) != 0) return fail(r, NULL), -1;
+        if (r->on_save && r->on_save(r->on_save_ctx, r->step) != 0) return fail(r, NULL), -1;
+    }
+    r->saved = r->step;
+    return 0;
+}
+
+/* ---- progress ------------------------------------------------------------------ */
+/* "step 330/1200  loss 2.1234  val 2.2345  lr 1.90e-03  51234 tok/s  12.3 ms/step  41% of peak  80 s left" */
+static void progress_text(const tg_run *r, char *buf, size_t cap, double val) {
+    int64_t done = r->step - r->first, end = r->cfg.stop_after ? r->cfg.stop_after : r->cfg.steps;
+    double ms = done > 0 ? 1e3 * r->step_s_sum / (double)done : NAN, el = now_s() - r->t_open;
+    int k = snprintf(buf, cap, "step %5lld/%lld  loss %.4f", (long long)r->step, (long long)r->cfg.steps,
+                     r->line.loss);
+    if (!isnan(val)) k += snprintf(buf + k, cap - (size_t)k, "  val %.4f", val);
+    k += snprintf(buf + k, cap - (size_t)k, "  lr %.2e", r->lr);
+    if (r->cfg.tokens_per_step > 0 && done > 0)
+        k += snprintf(buf + k, cap - (size_t)k, "  %7.0f tok/s", r->cfg.tokens_per_step / (ms * 1e-3));
+    if (done > 0) k += snprintf(buf + k, cap - (size_t)k, "  %6.1f ms/step", ms);
+    if (r->cfg.flops_per_step > 0 && !isnan(r->peak) && done > 0) {
+        double cores = tg_get_num_threads() * tg_dist_size();
+        k += snprintf(buf + k, cap - (size_t)k, "  %3.0f%% of peak",
+                      100 * r->cfg.flops_per_step / (ms * 1e-3) / (cores * r->peak * 1e9));
+    }
+    if (done > 0) snprintf(buf + k, cap - (size_t)k, "  %4.0f s left", el / (double)done * (double)(end - r->step));
+}
+
+/* On a terminal the live line is rewritten in place and each evaluation
+ * leaves a permanent line above it; elsewhere, one line per evaluation. */
+static void progress(const tg_run *r, bool permanent, double val) {
+    if (!r->lead || r->cfg.quiet || (!permanent && !r->tty)) return;
+    char line[512];
+    progress_text(r, line, sizeof line, val);
+    if (r->tty)
+        fprintf(stderr, "\r%s\033[K%s", line, permanent ? "\n" : "");
+    else
+        fprintf(stderr, "%s\n", line);
+}
+
+static void say(const tg_run *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void say(const tg_run *r, const char *fmt, ...) {
+    if (!r->lead || r->cfg.quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    if (r->tty) fputs("\r\033[K", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- opening ------------------------------------------------------------------- */
+tg_run_config tg_run_defaults(const char *dir, int64_t steps) {
+    return (tg_run_config){.dir = dir, .steps = steps, .accum = 1, .schedule = tg_lr_constant(1e-3), .eval_every = 100};
+}
+
+static int check_config(const tg_run_config *c) {
+    const char *why = !c->dir || !*c->dir         ? "no folder"
+                      : c->steps < 1              ? "steps must be at least 1"
+                      : c->accum < 1              ? "accum must be at least 1"
+                      : c->eval_every < 1         ? "eval_every must be at least 1"
+                      : c->save_every < 0         ? "save_every must be 0 or more"
+                      : c->patience < 0           ? "patience must be 0 or more"
+                      : c->stop_after < 0         ? "stop_after must be 0 or more"
+                      : c->stop_after > c->steps  ? "stop_after is past steps"
+                      : !(c->clip >= 0)           ? "clip must be 0 or more"
+                      : !(c->max_loss >= 0)       ? "max_loss must be 0 or more"
+                                                  : NULL;
+    if (why) tg_set_error("run: %s: %s", c->dir ? c->dir : "(NULL)", why);
+    return why ? -1 : 0;
+}
+
+/* The run's own metadata keys of a resumed checkpoint (absent in a state
+ * written before them: nothing known). */
+static int read_run_meta(tg_run *r) {
+    tg_safetensors st;
+    if (tg_safetensors_open(r->state_path, &st) != 0) return -1;
+    char v[64], *end;
+    if (tg_safetensors_meta(&st, "run.best_val_loss", v, sizeof v) > 0) {
+        r->best = strtod(v, &end);
+        if (*end || !(isnan(r->best) || r->best >= 0)) r->best = NAN;
+    }
+    if (tg_safetensors_meta(&st, "run.best_step", v, sizeof v) > 0) {
+        long long s = strtoll(v, &end, 10);
+        r->best_step = !*end && s >= 0 && s <= r->step ? s : 0;
+    }
+    if (tg_safetensors_meta(&st, "run.evals_since_best", v, sizeof v) > 0) {
+        long k = strtol(v, &end, 10);
+        r->evals_since_best = !*end && k >= 0 && k < 1000000000 ? (int)k : 0;
+    }
+    tg_safetensors_close(&st);
+    return 0;
+}
+
+/* The log of a resumed run, cut back to its step, and its history. */
+static int open_log(tg_run *r) {
+    tg_metrics *lines = NULL;
+    int64_t n = 0;
+    r->log = r->lead ? tg_metrics_log_resume(r->log_path, r->step, &lines, &n) : NULL;
+    if (r->lead && !r->log) return -1;
+    int rc = 0;
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        r->train[lines[i].step - 1] = (float)lines[i].loss;
+        if (!isnan(lines[i].val_loss)) rc = history_add_val(r, lines[i].step, lines[i].val_loss);
+        if (!isnan(lines[i].val_loss)) r->prev_val = lines[i].val_loss;
+    }
+    if (n < r->step && r->step > 0)
+        say(r, "run: %s holds the lines of %lld of the %lld steps done; the curves have a gap", r->log_path,
+            (long long)n, (long long)r->step);
+    tg_sys_free(lines);
+    if (rc) tg_set_error("run: out of memory");
+    return rc;
+}
+
+/* A new run in a folder that holds another: its checkpoint and best go,
+ * so that a later --resume cannot mix the two. */
+static int replace_old(tg_run *r) {
+    struct stat sb;
+    if (lstat(r->state_path, &sb) == 0) say(r, "run: starting a new run in %s (the run there is replaced)", r->dir);
+    if ((unlink(r->state_path) != 0 && errno != ENOENT) || (unlink(r->best_path) != 0 && errno != ENOENT)) {
+        tg_set_error("run: %s: cannot remove the old run's checkpoint: %s", r->dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim *opt, const tg_rngs *rngs) {
+    if (!cfg || !params || !opt || !rngs) {
+        tg_set_error("run: NULL %s", !cfg ? "config" : !params ? "params" : !opt ? "optimizer" : "rngs");
+        return NULL;
+    }
+    if (check_config(cfg) != 0) return NULL;
+    tg_run *r = calloc(1, sizeof *r);
+    if (!r) {
+        tg_set_error("run: out of memory");
+        return NULL;
+    }
+    r->cfg = *cfg, r->params = params, r->opt = opt, r->rngs = rngs;
+    r->lead = tg_dist_rank() == 0, r->tty = isatty(2);
+    r->best = NAN, r->prev_val = NAN, r->prev_train = NAN, r->peak = NAN;
+    r->dir = strdup(cfg->dir), r->cfg.dir = r->dir;
+    r->state_path = tg_run_path(cfg->dir, "train_state.safetensors");
+    r->best_path = tg_run_path(cfg->dir, "best.safetensors");
+    r->log_path = tg_run_path(cfg->dir, "metrics.jsonl");
+    if (!r->dir || !r->state_path || !r->best_path || !r->log_path) {
+        tg_set_error("run: out of memory");
+        goto fail;
+    }
+    if (r->lead && make_dirs(r->dir) != 0) goto fail;
+    if (cfg->resume) {
+        if (tg_train_state_load(r->state_path, params, opt, &r->step, rngs->item, rngs->n) != 0 ||
+            read_run_meta(r) != 0)
+            goto fail;
+        if (r->step >= cfg->steps) {
+            tg_set_error("run: %s is at step %lld of %lld: nothing to do (a larger steps extends it)", r->dir,
+                         (long long)r->step, (long long)cfg->steps);
+            goto fail;
+        }
+        if (cfg->stop_after && r->step >= cfg->stop_after) {
+            tg_set_error("run: %s is at step %lld, past stop_after %lld", r->dir, (long long)r->step,
+                         (long long)cfg->stop_after);
+            goto fail;
+        }
+    } else if (r->lead && replace_old(r) != 0) {
+        goto fail;
+    }
+    r->first = r->saved = r->step;
+    if (history_grow(r, cfg->steps) != 0 || open_log(r) != 0) goto fail;
+    /* Data parallel: every rank from rank 0's weights (the same file, or
+     * rank 0's initialisation), and the buckets that average gradients. */
+    if (tg_dist_broadcast_params(params) != 0 || (tg_dist_active() && !(r->grads = tg_dist_grads_new(params, 0))))
+        goto fail;
+    if (cfg->flops_per_step > 0 && r->lead && !cfg->quiet) r->peak = tg_fma_peak_measure(0.05).gflops;
+    signals_catch();
+    r->t_open = now_s();
+    return r;
+fail:
+    tg_metrics_log_close(r->log);
+    free(r->train), free(r->val_step), free(r->val_loss);
+    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path);
+    free(r);
+    return NULL;
+}
+
+void tg_run_on_save(tg_run *r, int (*fn)(void *ctx, int64_t step), void *ctx) {
+    if (r) r->on_save = fn, r->on_save_ctx = ctx;
+}
+
+/* ---- the loop ------------------------------------------------------------------ */
+static int write_line(tg_run *r) {
+    if (!r->line_pending) return 0;
+    r->line_pending = false;
+    if (r->lead && tg_metrics_log_write(r->log, &r->line) != 0) return fail(r, NULL), -1;
+    return 0;
+}
+
+bool tg_run_next(tg_run *r) {
+    if (!r || write_line(r) != 0 || r->state != RUN_GOING) return false;
+    if (r->step >= r->cfg.steps) r->state = RUN_DONE;
+    if (r->cfg.stop_after && r->step >= r->cfg.stop_after) r->state = RUN_STOPPED;
+    /* Under data parallelism every rank learned of a signal from the
+     * step's all-reduce (r->signo), so all stop at the same step. */
+    if (r->signo || (!tg_dist_active() && g_signal)) {
+        r->signo = r->signo ? r->signo : g_signal;
+        r->state = RUN_SIGNALLED;
+    }
+    if (r->state != RUN_GOING) return false;
+    r->lr = tg_lr_at(&r->cfg.schedule, r->step);
+    if (isnan(r->lr) || tg_optim_set_lr(r->opt, (tg_real)r->lr) != 0) return fail(r, NULL);
+    tg_optim_zero_grad(r->opt);
+    r->micro = 0, r->loss_acc = 0, r->eval_due = false;
+    r->t_step = now_s();
+    return true;
+}
+
+int tg_run_backward(tg_run *r, tg_tensor *loss) {
+    if (!r || r->state != RUN_GOING) return -1;
+    if (!loss) return fail(r, NULL), -1;
+    int A = r->cfg.accum;
+    r->loss_acc += (double)tg_item(loss) / A;
+    /* The last micro-batch's backward starts the gradient all-reduce. */
+    if (r->grads && r->micro == A - 1 && tg_dist_grads_arm(r->grads) != 0) return fail(r, NULL), -1;
+    if (tg_backward(A > 1 ? tg_mul_scalar(loss, (tg_real)(1.0 / A)) : loss) != 0) return fail(r, NULL), -1;
+    r->micro++;
+    return 0;
+}
+
+int tg_run_step(tg_run *r) {
+    if (!r || r->state != RUN_GOING) return -1;
+    if (r->micro != r->cfg.accum)
+        return fail(r, "run: step %lld: %d micro-batches, accum is %d", (long long)r->step + 1, r->micro,
+                    r->cfg.accum),
+               -1;
+    /* Every rank's average gradient and loss (the mean of the shards'
+     * means), and whether any rank was signalled. */
+    double v[2] = {r->loss_acc, g_signal ? (double)g_signal : 0};
+    if (r->grads && (tg_dist_allreduce_grads(r->grads) != 0 || tg_dist_allreduce_sum(v, 2) != 0))
+        return fail(r, NULL), -1;
+    double loss = v[0] / tg_dist_size();
+    if (tg_dist_active() && v[1] > 0) r->signo = g_signal ? g_signal : SIGTERM;
+    if (!isfinite(loss) || (r->cfg.max_loss > 0 && loss > r->cfg.max_loss))
+        return fail(r,
+                    "run: training diverged: the loss is %g at step %lld%s; the last good checkpoint (step %lld, "
+                    "%s) is kept (try a smaller learning rate)",
+                    loss, (long long)r->step + 1, isfinite(loss) ? " (above max_loss)" : "", (long long)r->saved,
+                    r->state_path),
+               -1;
+    double gn = (double)tg_clip_grad_norm(r->params, (tg_real)(r->cfg.clip > 0 ? r->cfg.clip : INFINITY));
+    tg_optim_step(r->opt);
+    r->step++;
+    double dt = now_s() - r->t_step;
+    r->step_s_sum += dt;
+    r->train[r->step - 1] = (float)loss;
+    r->train_sum_since_eval += loss, r->train_n_since_eval++;
+    r->line = (tg_metrics){r->step, r->lr, loss, NAN, r->cfg.tokens_per_step > 0 ? r->cfg.tokens_per_step / dt : NAN,
+                           gn};
+    r->line_pending = true;
+    int64_t s = r->step;
+    r->eval_due = s % r->cfg.eval_every == 0 || s == r->cfg.steps || s == r->cfg.stop_after;
+    progress(r, false, NAN);
+    /* A checkpoint between evaluations (save_every), after the step's line. */
+    if (!r->eval_due && r->cfg.save_every > 0 && s % r->cfg.save_every == 0)
+        if (write_line(r) != 0 || save(r) != 0) return -1;
+    return 0;
+}
+
+bool tg_run_eval_due(const tg_run *r) { return r && r->state == RUN_GOING && r->eval_due; }
+
+int tg_run_eval(tg_run *r, double val) {
+    if (!r || r->state != RUN_GOING) return -1;
+    if (isnan(val)) return fail(r, NULL), -1;
+    r->eval_due = false;
+    r->line.val_loss = val;
+    if (write_line(r) != 0 || history_add_val(r, r->step, val) != 0) return fail(r, "run: out of memory"), -1;
+    progress(r, true, val);
+    /* Overfitting: validation loss up while training loss (mean since the
+     * last evaluation) down. */
+    double train = r->train_sum_since_eval / (double)(r->train_n_since_eval ? r->train_n_since_eval : 1);
+    if (val > r->prev_val && train < r->prev_train)
+        say(r,
+            "warning: validation loss rose %.4f -> %.4f while training loss fell %.4f -> %.4f: overfitting? (best "
+            "%.4f at step %lld, kept in %s)",
+            r->prev_val, val, r->prev_train, train, r->best, (long long)r->best_step, r->best_path);
+    r->prev_val = val, r->prev_train = train, r->train_sum_since_eval = 0, r->train_n_since_eval = 0;
+    bool better = isnan(r->best) || val < r->best;
+    if (better)
+        r->best = val, r->best_step = r->step, r->evals_since_best = 0;
+    else
+        r->evals_since_best++;
+    if ((r->cfg.save_every == 0 || r->step % r->cfg.save_every == 0) && save(r) != 0) return -1;
+    if (better && r->lead && save_to(r, r->best_path) != 0) return fail(r, NULL), -1;
+    if (r->cfg.patience && r->evals_since_best >= r->cfg.patience && r->step < r->cfg.steps) {
+        say(r, "early stop: no better validation loss in %d evaluations (best %.4f at step %lld, in %s)",
+            r->cfg.patience, r->best, (long long)r->best_step, r->best_path);
+        r->state = RUN_EARLY;
+    }
+    return 0;
+}
+
+int tg_run_close(tg_run *r) {
+    if (!r) return 1;
+    if (r->state == RUN_GOING) r->state = RUN_STOPPED; /* the caller left the loop: keep what it did */
+    write_line(r);
+    /* The last checkpoint: steps since the last one are not lost. */
+    if (r->state != RUN_FAILED && r->step > r->saved) save(r);
+    if (r->lead && r->tty && !r->cfg.quiet) fputs("\r\033[K", stderr);
+    int rc = r->state == RUN_FAILED ? 1 : r->state == RUN_SIGNALLED ? 128 + r->signo : 0;
+    if (r->state == RUN_FAILED)
+        fprintf(stderr, "%s\n", tg_last_error() ? tg_last_error() : "run: failed");
+    else if (r->state == RUN_SIGNALLED)
+        say(r, "stopped by signal %d at step %lld; saved %s (continue with --resume %s)", r->signo, (long long)r->step,
+            r->state_path, r->dir);
+    else if (r->state == RUN_STOPPED)
+        say(r, "stopped at step %lld of %lld; saved %s (continue with --resume %s)", (long long)r->step,
+            (long long)r->cfg.steps, r->state_path, r->dir);
+    if (tg_metrics_log_close(r->log) != 0 && rc == 0) rc = 1;
+    signals_restore();
+    tg_dist_grads_free(r->grads);
+    free(r->train), free(r->val_step), free(r->val_loss);
+    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path);
+    free(r);
+    return rc;
+}
+
+/* ---- what the program shows ----------------------------------------------------- */
+int64_t tg_run_steps_done(const tg_run *r) { return r ? r->step : 0; }
+void tg_run_history(const tg_run *r, const float **train, int64_t *n_train, const float **val_step,
+                    const float **val_loss, int *n_val) {
+    *train = r->train, *n_train = r->step, *val_step = r->val_step, *val_loss = r->val_loss, *n_val = r->n_val;
+}
+double tg_run_best_val(const tg_run *r, int64_t *step) {
+    if (step) *step = r ? r->best_step : 0;
+    return r ? r->best : NAN;
+}
+bool tg_run_is_lead(const tg_run *r) { return r && r->lead; }
+
+/* ---- starting from another run ---------------------------------------------------- */
+int tg_run_init_from(const char *path, const tg_params *params) {
+    char *file = path ? tg_run_checkpoint_of(path) : NULL;
+    if (!file || !params) {
+        tg_set_error("init_from: %s", !path || !params ? "NULL argument" : "out of memory");
+        free(file);
+        return -1;
+    }
+    tg_safetensors st;
+    int rc = tg_safetensors_open(file, &st);
+    if (rc == 0) {
+        /* A training state (or best) holds "model.<name>" beside its
+         * optimizer; a plain checkpoint the names themselves. */
+        char first[TG_PARAM_NAME_MAX + 8];
+        snprintf(first, sizeof first, "model.%s", params->n ? params->items[0].name : "");
+        rc = tg_checkpoint_load_prefix(&st, file, params, tg_safetensors_find(&st, first) >= 0 ? "model" : NULL);
+        tg_safetensors_close(&st);
+    }
+    if (rc != 0) {
+        const char *e = tg_last_error();
+        char *why = strdup(e ? e : "failed");
+        tg_set_error("init_from: %s", why ? why : "failed");
+        free(why);
+    }
+    free(file);
+    return rc;
+}
