@@ -82,6 +82,16 @@ static bool cli_set(const cli_opt *opt, const char *val, char *why, size_t cap) 
     return true;
 }
 
+/* Which options the command line gave (by index in the table), for a
+ * program that must tell a flag given from its default (a resumed run). */
+enum { CLI_MAX_OPTS = 64 };
+static bool cli_given_at[CLI_MAX_OPTS];
+static bool cli_given(const cli_opt *o, int n, const char *name) {
+    for (int i = 0; i < n && i < CLI_MAX_OPTS; i++)
+        if (strcmp(o[i].name, name) == 0) return cli_given_at[i];
+    return false;
+}
+
 /* Parses argv into the options; positional arguments go to pos (up to
  * max_pos). Prints usage and exits 0 on --help, 2 on a bad flag. */
 static int cli_parse(int argc, char **argv, const char *synopsis, const char *about, const cli_opt *o, int n,
@@ -110,6 +120,7 @@ static int cli_parse(int argc, char **argv, const char *synopsis, const char *ab
             fprintf(stderr, "%s: unknown option '%s'\n", argv[0], arg);
             goto bad;
         }
+        if (opt - o < CLI_MAX_OPTS) cli_given_at[opt - o] = true;
         if (opt->kind == CLI_FLAG) {
             if (eq) {
                 fprintf(stderr, "%s: --%s takes no value\n", argv[0], opt->name);

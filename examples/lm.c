@@ -7,58 +7,37 @@
  *   -> cross-entropy of the next byte -> AdamW (decay on matrices only),
  *      warm-up + cosine learning rate, gradient clipping, accumulation
  *
- * The default corpus is Debian's fortunes (one fortune after another); any
- * text file (or a .npy token file) can replace it with --data. Writes into
- * --out: the corpus and its token file, a metrics log (one JSON object per
- * step), the loss curves and the attention weights as PNGs, the whole
- * training state (--resume continues it bit for bit) and the model alone as
- * a safetensors file that nanoGPT's GPT loads with load_state_dict. Ends
- * with a sample and, as the last line, val_loss=<x> nats/byte.
+ * A run is a folder (--out, src/train/run.h): the corpus and its token
+ * file, metrics.jsonl, train_state.safetensors (model, optimizer, step and
+ * generators, saved at every evaluation, on Ctrl-C and at the end),
+ * best.safetensors, the model alone as lm.safetensors (nanoGPT's GPT loads
+ * it with load_state_dict) and the figures. Ends with a sample and, as the
+ * last line, val_loss=<x> nats/byte.
  *
- *   lm                                      train with the defaults (~2 min on 2 cores)
- *   lm --sample --load out/lm/lm.safetensors --prompt "Q: "
- *   lm --resume out/lm/train_state.safetensors
- *   mpirun -np 2 lm --ddp                   data-parallel on 2 ranks (make MPI=1): the same run
+ *   lm                                       train with the defaults (~40 s on 2 cores)
+ *   lm --resume out/lm                       continue a stopped run, bit for bit
+ *   lm --resume out/lm --steps 2000          extend a finished one (the cosine keeps --decay-steps)
+ *   lm --init-from out/lm --data my.txt --out out/ft    fine-tune on another text
+ *   lm --sample --load out/lm --prompt "Q: " sample from a run (or any checkpoint it wrote)
+ *   mpirun -np 2 lm --ddp                    data-parallel on 2 ranks (make MPI=1): the same run
  *
- * With --ddp (src/dist/) every rank holds the model, starts from rank 0's
- * weights, trains on its shard of each global batch of --batch windows and
- * averages the gradients with the others; validation batches are shared out
- * too. Rank 0 alone prints, and writes the log, figures and checkpoints; a
- * training state resumes on any number of ranks that divides --batch.
- *
- * A checkpoint is untrusted input: its metadata (the model's sizes, and for
- * a training state the run's settings) is parsed by the flags' own rules
- * (cli_set: whole strings, integers, the flags' ranges) and the sizes are
- * checked against the file's tensors before a model is built. */
+ * A checkpoint is untrusted input: its metadata is parsed by the flags'
+ * own rules (cli_set) and the sizes checked against its tensors before a
+ * model is built (lm_model.h). */
 #include <math.h>
-#include <time.h>
-#include "lm_model.h"
-
-enum { LM_MAX_OPTS = 40 };
-
-typedef struct {
-    int steps, batch, block, layers, heads, dim, warmup, accum, eval_every, eval_batches, seed, threads, stop_after;
-    int tokens, top_k;
-    double lr, min_lr, weight_decay, clip, dropout, temperature;
-    const char *data, *out, *resume, *load, *prompt, *gelu, *pe, *logits;
-    bool sample, ddp;
-} options;
+#include "lm_run.h"
 
 static const char *const ABOUT =
     "Trains a GPT-2 style decoder (nanoGPT's GPT) on text, one byte per token: by default on\n"
-    "Debian's fortunes, 90% for training and 10% for validation. Writes the metrics log, the loss\n"
-    "curves, the attention weights, the training state and the model into --out, prints a sample\n"
-    "and, last, val_loss=<x> nats/byte.\n"
-    "With --sample --load CKPT it generates from a saved model instead (--logits FILE writes the\n"
-    "logits of the prompt as .npy).";
-static const char *const SYNOPSIS = "[options]  |  --sample --load CKPT [--prompt TEXT ...]";
+    "Debian's fortunes, 90% for training and 10% for validation. The run is the folder --out:\n"
+    "metrics log, checkpoints (at every evaluation, the best, on Ctrl-C), the model, the figures.\n"
+    "Prints a sample and, last, val_loss=<x> nats/byte. --resume DIR continues or extends a run;\n"
+    "--init-from CKPT starts a new one from its weights. With --sample --load CKPT it generates\n"
+    "from a saved model instead (--logits FILE writes the logits of the prompt as .npy).";
+static const char *const SYNOPSIS = "[options]  |  --resume DIR [options]  |  --sample --load CKPT [--prompt TEXT ...]";
 
-/* The defaults train for about 100 s on 2 shared cores. Measured on the
- * fortunes (val loss after the run, time of the run with evaluations):
- *   2 layers, batch 32, lr 2e-3, 1200 steps   1.88 nats/byte   97 s
- *   4 layers, batch 16, lr 2e-3, 1000 steps   2.08             78 s
- *   4 layers, batch 32, lr 1e-3,  900 steps   2.10            139 s
- * (d 128, 4 heads, T 64 each): at this budget more tokens beat more depth. */
+/* The defaults train for about 40 s on 2 shared cores; measured on the
+ * fortunes, at this budget more tokens beat more depth (BENCHMARKS.md). */
 static int lm_options(options *o, cli_opt *opts) {
     *o = (options){.steps = 1200, .batch = 32, .block = 64, .layers = 2, .heads = 4, .dim = 128, .warmup = 50};
     o->accum = 1, o->eval_every = 100, o->eval_batches = 8, o->seed = 1, o->tokens = 300, o->top_k = 40, o->lr = 2e-3;
@@ -66,8 +45,9 @@ static int lm_options(options *o, cli_opt *opts) {
     o->prompt = "The ", o->gelu = "tanh", o->pe = "learned";
     const cli_opt table[] = {
         {"data", CLI_STR, &o->data, "text file (or .npy token file) to train on; default: Debian's fortunes", 0, 0},
-        {"out", CLI_STR, &o->out, "directory for the corpus, log, figures and checkpoints", 0, 0},
-        {"steps", CLI_INT, &o->steps, "optimizer steps (the cosine schedule ends here)", 1, 1e7},
+        {"out", CLI_STR, &o->out, "the run's folder: corpus, log, checkpoints, figures", 0, 0},
+        {"steps", CLI_INT, &o->steps, "optimizer steps (on --resume, a larger value extends the run)", 1, 1e7},
+        {"decay-steps", CLI_INT, &o->decay_steps, "step where the cosine reaches --min-lr (0: --steps)", 0, 1e7},
         {"batch", CLI_INT, &o->batch, "windows per micro-batch", 1, 4096},
         {"block", CLI_INT, &o->block, "window length T (block_size)", 2, 4096},
         {"layers", CLI_INT, &o->layers, "decoder blocks", 1, LM_MAX_LAYERS},
@@ -82,156 +62,57 @@ static int lm_options(options *o, cli_opt *opts) {
         {"weight-decay", CLI_REAL, &o->weight_decay, "AdamW decay of the matrices (biases and norms: 0)", 0, 10},
         {"clip", CLI_REAL, &o->clip, "clip the gradient's global norm to this (0: no clipping)", 0, 1e6},
         {"accum", CLI_INT, &o->accum, "micro-batches per step (gradient accumulation)", 1, 1024},
-        {"eval-every", CLI_INT, &o->eval_every, "steps between validation losses", 1, 1e7},
+        {"eval-every", CLI_INT, &o->eval_every, "steps between validation losses (and checkpoints)", 1, 1e7},
         {"eval-batches", CLI_INT, &o->eval_batches, "validation batches (fixed windows) per evaluation", 1, 1e6},
+        {"save-every", CLI_INT, &o->save_every, "steps between checkpoints (0: at every evaluation)", 0, 1e7},
+        {"patience", CLI_INT, &o->patience, "stop after this many evaluations without a better val loss (0: never)", 0,
+         1e6},
         {"seed", CLI_INT, &o->seed, "random seed (initialisation, data order, dropout)", 0, 2e9},
         {"threads", CLI_INT, &o->threads, "threads (0: the default, all CPUs available)", 0, 1024},
-        {"resume", CLI_STR, &o->resume,
-         "continue the run saved in this training state (its settings come from the file)", 0, 0},
-        {"stop-after", CLI_INT, &o->stop_after,
-         "stop after this step and save the training state, as if interrupted (0: run to --steps)", 0, 1e7},
+        {"resume", CLI_STR, &o->resume, "continue the run in this folder (its settings come from its checkpoint)", 0,
+         0},
+        {"init-from", CLI_STR, &o->init_from, "start a new run from this checkpoint's (or run folder's) weights", 0, 0},
+        {"stop-after", CLI_INT, &o->stop_after, "stop after this step and save, as if interrupted (0: no)", 0, 1e7},
         {"sample", CLI_FLAG, &o->sample, "generate from --load CKPT instead of training", 0, 0},
-        {"load", CLI_STR, &o->load, "model checkpoint for --sample or --logits (its sizes come from the file)", 0, 0},
+        {"load", CLI_STR, &o->load, "checkpoint (or run folder) for --sample or --logits", 0, 0},
         {"prompt", CLI_STR, &o->prompt, "text the sample starts from", 0, 0},
         {"tokens", CLI_INT, &o->tokens, "bytes to generate", 0, 100000},
         {"temperature", CLI_REAL, &o->temperature, "sampling temperature (0: greedy)", 0, 100},
         {"top-k", CLI_INT, &o->top_k, "sample among the k likeliest bytes (0: all)", 0, 65536},
         {"logits", CLI_STR, &o->logits, "with --load: write the logits of the prompt, [1, n, V], to this .npy", 0, 0},
-        {"ddp", CLI_FLAG, &o->ddp,
-         "data-parallel training under mpirun -np N (make MPI=1); --batch is the global batch, split over the ranks", 0,
-         0},
+        {"ddp", CLI_FLAG, &o->ddp, "data-parallel under mpirun -np N (make MPI=1); --batch is the global batch", 0, 0},
     };
     int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++) opts[i] = table[i];
     return n;
 }
 
-static const cli_opt *find_opt(const cli_opt *opts, int n, const char *name) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(opts[i].name, name) == 0) return &opts[i];
-    return NULL;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- checkpoint metadata ------------------------------------------------------
- * The model's sizes under nanoGPT's GPTConfig names, in both files
- * (lm_model.h), and in a training state, the run's settings under their
- * flags' names, and the number of tokens it trains on:
- *   data, data_tokens, seed, steps, batch, lr, min-lr, warmup, weight-decay, clip, accum, dropout. */
-static const char *const RUN_KEYS[] = {"seed",   "steps",        "batch", "lr",    "min-lr",
-                                       "warmup", "weight-decay", "clip",  "accum", "dropout"};
-enum { N_RUN_KEYS = sizeof RUN_KEYS / sizeof RUN_KEYS[0] };
-
-/* Appends s to buf as a JSON string body; -1 for a control character. */
-static int json_escape(char *buf, size_t cap, const char *s) {
-    size_t n = strlen(buf);
-    for (; *s; s++) {
-        if ((unsigned char)*s < 0x20) return -1;
-        if (n + 3 >= cap) return -1;
-        if (*s == '"' || *s == '\\') buf[n++] = '\\';
-        buf[n++] = *s;
-    }
-    buf[n] = 0;
-    return 0;
-}
-
-/* The training state's metadata: the model's and the run's. -1 when the
- * data path cannot be written as JSON. */
-static int run_meta(char *buf, size_t cap, const lm_config *c, const options *o, int64_t data_tokens) {
-    model_meta(buf, cap, c);
-    size_t n = strlen(buf) - 1; /* overwrite the closing brace */
-    n += (size_t)snprintf(buf + n, cap - n, ",\"data_tokens\":\"%lld\"", (long long)data_tokens);
-    snprintf(buf + n, cap - n,
-             ",\"seed\":\"%d\",\"steps\":\"%d\",\"batch\":\"%d\",\"lr\":\"%.17g\",\"min-lr\":\"%.17g\","
-             "\"warmup\":\"%d\",\"weight-decay\":\"%.17g\",\"clip\":\"%.17g\",\"accum\":\"%d\",\"dropout\":\"%.17g\","
-             "\"data\":\"",
-             o->seed, o->steps, o->batch, o->lr, o->min_lr, o->warmup, o->weight_decay, o->clip, o->accum, o->dropout);
-    if (json_escape(buf, cap - 3, o->data ? o->data : "")) return -1;
-    strcat(buf, "\"}");
-    return 0;
-}
-
-/* A training state's run settings into o (the flags' rules and ranges). */
-static int run_from_file(const tg_safetensors *st, const char *path, options *o, const cli_opt *opts, int nopt,
-                         char *data, size_t data_cap, int64_t *data_tokens) {
-    char v[64], why[128];
-    char *end;
-    if (meta_value(st, path, "data_tokens", v, sizeof v)) return -1;
-    errno = 0;
-    long long nt = strtoll(v, &end, 10);
-    if (*end || errno || nt < 1) {
-        tg_set_error("%s: metadata 'data_tokens' is '%s'; expected a positive integer", path, v);
-        return -1;
-    }
-    *data_tokens = nt;
-    for (int k = 0; k < N_RUN_KEYS; k++) {
-        const cli_opt *opt = find_opt(opts, nopt, RUN_KEYS[k]);
-        if (meta_value(st, path, RUN_KEYS[k], v, sizeof v)) return -1;
-        if (!opt || !cli_set(opt, v, why, sizeof why)) {
-            tg_set_error("%s: metadata '%s': %s", path, RUN_KEYS[k], opt ? why : "no such option");
-            return -1;
-        }
-    }
-    long len = tg_safetensors_meta(st, "data", data, data_cap);
-    if (len < 0 || len >= (long)data_cap) {
-        tg_set_error("%s: metadata 'data' is %s", path, len < 0 ? "missing" : "too long");
-        return -1;
-    }
-    o->data = data[0] ? data : NULL;
-    return 0;
-}
-
-/* ---- sampling from a checkpoint (--sample, --logits) ----------------------------- */
-
-/* The prompt as tokens (its bytes); "" is one newline, as nanoGPT's start. */
-static int *encode_prompt(const char *prompt, int *n) {
-    if (!*prompt) prompt = "\n";
-    *n = (int)strlen(prompt);
-    int *ids = malloc(sizeof(int) * (size_t)*n);
-    if (ids) tg_bytes_encode((const unsigned char *)prompt, (size_t)*n, ids);
-    return ids;
-}
-
-/* Prints tokens as bytes (an id past 255 of a larger vocabulary as <id>). */
-static void print_tokens(const int *ids, int n) {
-    for (int i = 0; i < n; i++)
-        if (ids[i] < 256)
-            putchar(ids[i]);
-        else
-            printf("<%d>", ids[i]);
-}
-
+/* ---- sampling from a checkpoint (--sample, --logits) ------------------------ */
 static int generate(tg_decoder *m, const options *o) {
-    int n, rc = 0;
-    int *prompt = encode_prompt(o->prompt, &n), *out = malloc(sizeof(int) * (size_t)(o->tokens + 1));
-    if (!prompt || !out) {
-        fprintf(stderr, "lm: out of memory for the sample\n");
-        rc = -1;
-    } else if (tg_decoder_generate(m, prompt, n, o->tokens, (tg_real)o->temperature, o->top_k, (uint64_t)o->seed,
-                                   out) != 0) {
-        fprintf(stderr, "lm: %s\n", tg_last_error());
-        rc = -1;
-    } else {
+    int n = (int)strlen(o->prompt ? o->prompt : "");
+    const char *prompt = n ? o->prompt : "\n"; /* "": one newline, as nanoGPT's start */
+    n = n ? n : 1;
+    int *ids = malloc(sizeof(int) * (size_t)(n + o->tokens + 1)), rc = ids ? 0 : -1;
+    if (ids) tg_bytes_encode((const unsigned char *)prompt, (size_t)n, ids);
+    if (rc == 0 &&
+        tg_decoder_generate(m, ids, n, o->tokens, (tg_real)o->temperature, o->top_k, (uint64_t)o->seed, ids + n) == 0) {
         printf("--- sample (temperature %g, top-k %d, seed %d) ---\n", o->temperature, o->top_k, o->seed);
-        print_tokens(prompt, n);
-        print_tokens(out, o->tokens);
+        for (int i = 0; i < n + o->tokens; i++) ids[i] < 256 ? putchar(ids[i]) : printf("<%d>", ids[i]);
         printf("\n---\n");
+    } else {
+        fprintf(stderr, "lm: %s\n", ids ? tg_last_error() : "out of memory for the sample");
+        rc = -1;
     }
-    free(prompt);
-    free(out);
+    free(ids);
     return rc;
 }
 
 /* The logits of the prompt, [1, n, V], in eval mode, as .npy. */
 static int write_logits(tg_decoder *m, const options *o) {
-    int n;
-    int *ids = encode_prompt(o->prompt, &n);
-    if (!ids) return -1;
+    int n = (int)strlen(o->prompt);
+    int *ids = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    if (!ids || !n) return free(ids), fprintf(stderr, "lm: --logits needs a non-empty --prompt\n"), -1;
+    tg_bytes_encode((const unsigned char *)o->prompt, (size_t)n, ids);
     tg_decoder_train(m, false);
     bool grad = tg_set_grad_enabled(false);
     tg_scope_begin();
@@ -259,120 +140,47 @@ static int sample_mode(const options *o) {
     return rc == 0 ? 0 : 1;
 }
 
-/* ---- training ----------------------------------------------------------------------- */
-
+/* ---- training ------------------------------------------------------------------ */
 typedef struct {
     options o;
     lm_config c;
-    char dir_data[1024]; /* --data as read from a training state */
-    char tokens_path[1100], state_path[1100], model_path[1100], log_path[1100];
+    char *tokens_path, *model_path;
     tg_token_data *d;
     tg_decoder *m;
     tg_params params;
     tg_optim *opt;
-    tg_metrics_log *log;
-    tg_dist_grads *grads; /* --ddp's gradient buckets */
-    tg_named_rng rngs[LM_MAX_RNGS];
-    char rng_names[LM_MAX_RNGS][32];
-    int n_rngs, n_eval;
-    int *x, *y;
-    float *train_loss;    /* per step (index step - 1) */
-    float *val_x, *val_y; /* evaluations: step, loss */
-    int n_val;
-} run;
+    tg_rngs rngs;
+    tg_run *run;
+    int *x, *y, n_eval;
+    bool drew;
+    const cli_opt *opts; /* the flags' table, for the settings a checkpoint records */
+    int nopt;
+} lm_run;
 
-static void run_free(run *r) {
-    tg_metrics_log_close(r->log);
-    tg_optim_free(r->opt);
-    tg_params_free(&r->params);
-    tg_decoder_free(r->m);
-    tg_token_data_close(r->d);
-    free(r->x);
-    free(r->y);
-    free(r->train_loss);
-    free(r->val_x);
-    free(r->val_y);
-}
-
-/* The corpus as a token file in --out: the fortunes, a text file's bytes,
+/* The corpus as a token file in the run: the fortunes, a text file's bytes,
  * or a .npy token file used as it is. */
-static int prepare_tokens(run *r) {
-    const options *o = &r->o;
-    size_t n = o->data ? strlen(o->data) : 0;
-    if (o->data && n > 4 && strcmp(o->data + n - 4, ".npy") == 0) {
-        snprintf(r->tokens_path, sizeof r->tokens_path, "%s", o->data);
-        return 0;
-    }
-    snprintf(r->tokens_path, sizeof r->tokens_path, "%s/tokens.npy", o->out);
-    if (tg_dist_rank() != 0) return 0; /* rank 0 writes it (train_mode waits) */
-    const char *text = o->data;
-    char corpus[1100];
-    if (!text) {
-        snprintf(corpus, sizeof corpus, "%s/fortunes.txt", o->out);
-        int64_t k = tg_fortunes_corpus(NULL, corpus);
-        if (k < 0) return -1;
-        printf("corpus: %lld fortunes from %s -> %s\n", (long long)k, TG_FORTUNES_DIR, corpus);
-        text = corpus;
-    }
-    return tg_tokens_from_text(text, r->tokens_path);
-}
-
-/* The generators a step draws from: the data sampler and every dropout layer. */
-static void collect_rngs(run *r) {
-    tg_decoder *m = r->m;
-    int n = 0;
-#define ADD(nm, g)                                                   \
-    do {                                                             \
-        snprintf(r->rng_names[n], sizeof r->rng_names[n], "%s", nm); \
-        r->rngs[n] = (tg_named_rng){r->rng_names[n], g};             \
-        n++;                                                         \
-    } while (0)
-    ADD("data", tg_token_data_rng(r->d));
-    ADD("drop", tg_dropout_rng(m->drop));
-    for (int i = 0; i < m->cfg.n_layer; i++) {
-        char nm[32];
-        snprintf(nm, sizeof nm, "h%d.attn", i);
-        ADD(nm, tg_dropout_rng(m->h[i]->attn->dropout));
-        snprintf(nm, sizeof nm, "h%d.resid", i);
-        ADD(nm, tg_dropout_rng(m->h[i]->resid_drop));
-        snprintf(nm, sizeof nm, "h%d.mlp", i);
-        ADD(nm, tg_dropout_rng(m->h[i]->mlp_drop));
-    }
-#undef ADD
-    r->n_rngs = n;
-}
-
-/* --ddp with dropout: each dropout (tg_dropout, tg_attention) takes one
- * block of generator indices per forward, laid out batch first, so one
- * process's masks for the global batch are the ranks' blocks one after
- * another. Rank r starts its forward at index c0 + r * per[j] and every
- * rank ends at c0 + size * per[j]: the masks are the single-process ones,
- * and the generators stay in step on every rank. per[j], generator j's
- * indices per forward of a shard, is measured once with a forward. */
-static int dropout_per_shard(run *r, int Bl, int T, uint64_t *per) {
-    uint64_t c0[LM_MAX_RNGS];
-    for (int j = 1; j < r->n_rngs; j++) c0[j] = r->rngs[j].rng->counter; /* rngs[0] is the data's */
-    memset(r->x, 0, sizeof(int) * (size_t)Bl * T);
-    memset(r->y, 0, sizeof(int) * (size_t)Bl * T);
-    bool grad = tg_set_grad_enabled(false);
-    tg_scope_begin();
-    int rc = tg_decoder_loss(r->m, r->x, r->y, Bl, T) ? 0 : -1;
-    tg_scope_end();
-    tg_set_grad_enabled(grad);
-    for (int j = 1; j < r->n_rngs; j++) {
-        per[j] = r->rngs[j].rng->counter - c0[j];
-        r->rngs[j].rng->counter = c0[j];
-    }
+static int prepare_tokens(lm_run *r) {
+    const char *data = r->o.data;
+    size_t n = data ? strlen(data) : 0;
+    if (data && n > 4 && strcmp(data + n - 4, ".npy") == 0) return (r->tokens_path = strdup(data)) ? 0 : -1;
+    if (!(r->tokens_path = tg_run_path(r->o.out, "tokens.npy"))) return -1;
+    if (tg_dist_rank() != 0) return 0; /* rank 0 writes it (a barrier follows) */
+    if (tg_run_mkdir(r->o.out) != 0) return -1;
+    char *corpus = data ? NULL : tg_run_path(r->o.out, "fortunes.txt");
+    int64_t k = data ? 0 : corpus ? tg_fortunes_corpus(NULL, corpus) : -1;
+    if (k > 0) printf("corpus: %lld fortunes from %s -> %s\n", (long long)k, TG_FORTUNES_DIR, corpus);
+    int rc = k < 0 ? -1 : tg_tokens_from_text(data ? data : corpus, r->tokens_path);
+    free(corpus);
     return rc;
 }
 
-/* Mean validation loss over the fixed windows (eval mode, no graph). */
-static double evaluate(run *r) {
+/* Mean validation loss over the fixed windows (eval mode, no graph). With
+ * --ddp each rank takes every size-th batch; the sums are added in rank order. */
+static double evaluate(lm_run *r) {
     int B = r->o.batch, T = r->c.block;
     double sum = 0;
     tg_decoder_train(r->m, false);
     bool grad = tg_set_grad_enabled(false);
-    /* With --ddp each rank takes every size-th batch; the sums are added in rank order. */
     for (int i = tg_dist_rank(); i < r->n_eval; i += tg_dist_size()) {
         tg_token_data_val_batch(r->d, i, B, T, r->x, r->y);
         tg_scope_begin();
@@ -382,408 +190,156 @@ static double evaluate(run *r) {
     }
     tg_set_grad_enabled(grad);
     tg_decoder_train(r->m, true);
-    if (tg_dist_allreduce_sum(&sum, 1) != 0) return NAN;
-    return sum / r->n_eval;
+    return tg_dist_allreduce_sum(&sum, 1) == 0 ? sum / r->n_eval : NAN;
 }
 
-/* A number of one line of the metrics log (tg_metrics_log_write's format). */
-static bool log_number(const char *line, const char *key, double *v) {
-    char pat[32];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(line, pat);
-    if (!p) return false;
-    p += strlen(pat);
-    if (strncmp(p, "null", 4) == 0) {
-        *v = NAN;
-        return true;
-    }
-    char *end;
-    *v = strtod(p, &end);
-    return end != p;
+/* After each checkpoint (rank 0): the model alone, for nanoGPT and
+ * --sample, and the figures. */
+static int on_save(void *ctx, int64_t step) {
+    lm_run *r = ctx;
+    char meta[1024];
+    (void)step;
+    model_meta(meta, sizeof meta, &r->c);
+    if (tg_decoder_save(r->m, r->model_path, meta) != 0) return -1;
+    const float *train, *vs, *vl;
+    int64_t n;
+    int nv;
+    tg_run_history(r->run, &train, &n, &vs, &vl, &nv);
+    r->drew = lm_draw_losses(r->o.out, r->o.data, &r->c, train, n, vs, vl, nv) == 0 &&
+              lm_draw_attention(r->o.out, r->m, r->d, r->o.batch, r->x, r->y) == 0;
+    return 0; /* a figure that cannot be drawn is said, and the run goes on */
 }
 
-/* Opens the metrics log. A resumed run keeps the lines of the steps it
- * already did (and its curves): the log is read, cut at the resumed step
- * and written again, so a log that ran past the checkpoint has no step twice. */
-static int open_log(run *r, int64_t start) {
-    tg_metrics *old = NULL;
-    int n_old = 0;
-    if (start > 0) {
-        FILE *f = fopen(r->log_path, "r");
-        char line[1024];
-        old = calloc((size_t)start, sizeof *old);
-        if (!old) return -1;
-        while (f && fgets(line, sizeof line, f)) {
-            tg_metrics mt;
-            double s;
-            if (!log_number(line, "step", &s) || !(s >= 1 && s <= (double)start) || n_old >= start) continue;
-            mt.step = (int64_t)s;
-            if (!log_number(line, "lr", &mt.lr) || !log_number(line, "loss", &mt.loss) ||
-                !log_number(line, "val_loss", &mt.val_loss) || !log_number(line, "tokens_per_s", &mt.tokens_per_s) ||
-                !log_number(line, "grad_norm", &mt.grad_norm))
-                continue;
-            old[n_old++] = mt;
+static void print_setup(const lm_run *r, int64_t step) {
+    const options *p = &r->o;
+    int B = p->batch, T = r->c.block;
+    printf("data: %s, %lld tokens (%lld train, %lld validation; %d validation windows of %d per evaluation)\n",
+           r->tokens_path, (long long)r->d->n, (long long)r->d->n_train, (long long)(r->d->n - r->d->n_train),
+           r->n_eval * B, T);
+    printf("model: GPT, V %d, T %d, %d layers, %d heads, d %d, %lld parameters; batch %d x %d accum, %d steps, "
+           "AdamW lr %g -> %g (warm-up %d, cosine to step %d), weight decay %g, clip %g, dropout %g\n",
+           r->c.vocab, T, r->c.layers, r->c.heads, r->c.dim, (long long)tg_decoder_num_params(r->m), B, p->accum,
+           p->steps, p->lr, p->min_lr, p->warmup, p->decay_steps, p->weight_decay, p->clip, p->dropout);
+    if (step > 0) printf("resumed %s at step %lld\n", p->out, (long long)step);
+    if (p->init_from) printf("weights from %s\n", p->init_from);
+    if (tg_dist_active())
+        printf("ddp: %d ranks, %d windows each per micro-batch\n", tg_dist_size(), B / tg_dist_size());
+    fflush(stdout);
+}
+
+/* Builds the model, optimizer and run; the loop; the last files. */
+static int train_mode(lm_run *r) {
+    options *p = &r->o;
+    int size = tg_dist_size(), rank = tg_dist_rank();
+    if (prepare_tokens(r) != 0 || tg_dist_barrier() != 0 ||
+        !(r->d = tg_token_data_open(r->tokens_path, 0.1, (uint64_t)p->seed)) ||
+        lm_check_data(r->d, p->resume ? p->resume : p->init_from, &r->c, p->batch, size) != 0)
+        return 1;
+    int B = p->batch, T = r->c.block, Bl = B / size;
+    r->n_eval = (int)fmin((double)tg_token_data_val_batches(r->d, B, T), p->eval_batches);
+    tg_rng init = tg_rng_new((uint64_t)p->seed);
+    tg_decoder_config dc = decoder_config(&r->c, p->dropout);
+    tg_optim_config oc = tg_adamw_config((tg_real)p->lr, (tg_real)p->weight_decay);
+    oc.beta2 = (tg_real)0.95; /* nanoGPT's train.py */
+    if (!(r->m = tg_decoder_new(&dc, &init)) || tg_decoder_params(r->m, &r->params, NULL) ||
+        !(r->opt = tg_optim_new_groups(&oc, &r->params)) || tg_rngs_add(&r->rngs, "data", tg_token_data_rng(r->d)) ||
+        tg_decoder_rngs(r->m, &r->rngs) || (p->init_from && lm_init_weights(r->m, &r->params, p->init_from) != 0) ||
+        !(r->x = malloc(sizeof(int) * (size_t)B * T)) || !(r->y = malloc(sizeof(int) * (size_t)B * T)))
+        return 1;
+    char *settings = lm_settings_json(p, r->opts, r->nopt, &r->c, r->d->n);
+    tg_run_config rc = tg_run_defaults(p->out, p->steps);
+    rc.accum = p->accum, rc.clip = p->clip, rc.eval_every = p->eval_every, rc.save_every = p->save_every;
+    rc.patience = p->patience, rc.stop_after = p->stop_after, rc.resume = p->resume != NULL;
+    rc.schedule = tg_lr_warmup_cosine(p->lr, p->min_lr, p->warmup, p->decay_steps);
+    rc.max_loss = 100 * log((double)r->c.vocab); /* a uniform guess costs ln V */
+    rc.tokens_per_step = (double)B * T * p->accum;
+    rc.flops_per_step = tg_decoder_flops(&dc, B * p->accum, T);
+    rc.settings = settings;
+    r->run = settings ? tg_run_open(&rc, &r->params, r->opt, &r->rngs) : NULL;
+    free(settings);
+    if (!r->run) return 1;
+    tg_run_on_save(r->run, on_save, r);
+    print_setup(r, tg_run_steps_done(r->run));
+    double val = NAN;
+    while (tg_run_next(r->run)) {
+        for (int k = 0; k < p->accum; k++) {
+            /* --ddp: this rank's Bl windows of the B every rank draws. */
+            tg_token_data_batch_shard(r->d, B, T, rank, size, r->x, r->y);
+            tg_scope_begin();
+            int bad = tg_run_backward(r->run, tg_decoder_loss(r->m, r->x, r->y, Bl, T));
+            tg_scope_end();
+            if (bad) break;
         }
-        if (f) fclose(f);
+        if (tg_run_step(r->run) != 0) break;
+        if (tg_run_eval_due(r->run) && tg_run_eval(r->run, val = evaluate(r)) != 0) break;
     }
-    int rc = (r->log = tg_metrics_log_open(r->log_path, false)) ? 0 : -1;
-    for (int i = 0; rc == 0 && i < n_old; i++) {
-        rc = tg_metrics_log_write(r->log, &old[i]);
-        r->train_loss[old[i].step - 1] = (float)old[i].loss;
-        if (!isnan(old[i].val_loss)) {
-            r->val_x[r->n_val] = (float)old[i].step;
-            r->val_y[r->n_val++] = (float)old[i].val_loss;
-        }
-    }
-    free(old);
-    return rc;
-}
-
-static int draw_losses(run *r) {
-    char path[1100], title[160];
-    snprintf(path, sizeof path, "%s/lm_loss.png", r->o.out);
-    const char *name = r->o.data ? strrchr(r->o.data, '/') : NULL;
-    name = name ? name + 1 : r->o.data ? r->o.data : "Debian's fortunes";
-    snprintf(title, sizeof title, "GPT (%d layers, d %d, T %d) on %.60s: loss per %s", r->c.layers, r->c.dim,
-             r->c.block, name, r->c.vocab == TG_BYTE_VOCAB ? "byte" : "token");
-    tg_series s[2] = {{"train", NULL, r->train_loss, r->o.steps}, {"validation", r->val_x, r->val_y, r->n_val}};
-    /* Steps count from 1 on the x axis. */
-    float *xs = malloc(sizeof(float) * (size_t)r->o.steps);
-    if (!xs) return -1;
-    for (int i = 0; i < r->o.steps; i++) xs[i] = (float)(i + 1);
-    s[0].x = xs;
-    tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = "cross-entropy (nats)"};
-    int rc = tg_viz_lineplot(path, s, r->n_val > 0 ? 2 : 1, &po);
-    free(xs);
-    if (rc != 0) {
-        fprintf(stderr, "lm: %s\n", tg_viz_last_error());
-        return -1;
-    }
-    printf("wrote %s\n", path);
+    int64_t step = tg_run_steps_done(r->run), best_step;
+    double best = tg_run_best_val(r->run, &best_step);
+    int status = tg_run_close(r->run); /* the last checkpoint */
+    if (status != 0 || rank != 0) return status;
+    printf("wrote %s (the run's checkpoint at step %lld; continue with --resume %s), %s/best.safetensors "
+           "(val_loss %.4f at step %lld), %s (the model), %s/metrics.jsonl%s\n",
+           p->out, (long long)step, p->out, p->out, best, (long long)best_step, r->model_path, p->out,
+           r->drew ? ", lm_loss.png, lm_attention.png" : "");
+    if (generate(r->m, p) != 0) return 1;
+    printf("val_loss=%.4f nats/%s\n", val, r->c.vocab == TG_BYTE_VOCAB ? "byte" : "token");
     return 0;
 }
 
-/* The attention weights of every layer and head for the first validation window. */
-static int draw_attention(run *r) {
-    int T = r->c.block, L = r->c.layers, H = r->c.heads, B = r->o.batch;
-    if (tg_token_data_val_batch(r->d, 0, B, T, r->x, r->y) != 0) return -1;
-    tg_decoder_train(r->m, false);
-    tg_decoder_record_attention(r->m, true);
-    bool grad = tg_set_grad_enabled(false);
-    tg_scope_begin();
-    int rc = tg_decoder_forward(r->m, r->x, 1, T) ? 0 : -1;
-    float *w = malloc(sizeof(float) * (size_t)L * H * T * T);
-    const float **mats = malloc(sizeof(float *) * (size_t)L * H);
-    char(*titles)[32] = malloc(sizeof(char[32]) * (size_t)H);
-    const char **tp = malloc(sizeof(char *) * (size_t)H);
-    if (!w || !mats || !titles || !tp) rc = -1;
-    for (int l = 0; rc == 0 && l < L; l++)
-        for (int h = 0; rc == 0 && h < H; h++) {
-            const tg_tensor *aw = tg_decoder_attention_weights(r->m, l, h); /* [1, T, T] */
-            if (!aw) {
-                rc = -1;
-                break;
-            }
-            mats[l * H + h] = w + ((int64_t)l * H + h) * T * T;
-            for (int i = 0; i < T * T; i++) w[((int64_t)l * H + h) * T * T + i] = (float)aw->data[i];
-        }
-    for (int h = 0; rc == 0 && h < H; h++) {
-        snprintf(titles[h], 32, "Head %d", h + 1);
-        tp[h] = titles[h];
-    }
-    char path[1100], title[128];
-    snprintf(path, sizeof path, "%s/lm_attention.png", r->o.out);
-    snprintf(title, sizeof title, "Causal attention weights, one validation window (rows: layers 1..%d)", L);
-    tg_heatmap_opts ho = {.title = title,
-                          .xlabel = "Key positions",
-                          .ylabel = "Query positions",
-                          .cmap = TG_CMAP_BLUES,
-                          .shared_scale = 1};
-    if (rc == 0 && tg_viz_heatmap_grid(path, L, H, mats, T, T, tp, &ho) != 0) {
-        fprintf(stderr, "lm: %s\n", tg_viz_last_error());
-        rc = -2;
-    }
-    if (rc == -1) fprintf(stderr, "lm: attention weights: %s\n", tg_last_error() ? tg_last_error() : "out of memory");
-    if (rc == 0) {
-        printf("wrote %s (window: \"", path);
-        for (int i = 0; i < T && i < 40; i++) {
-            int ch = r->x[i];
-            if (ch == '\n')
-                printf("\\n");
-            else
-                putchar(ch >= 32 && ch < 127 ? ch : '?');
-        }
-        printf("%s\")\n", T > 40 ? "..." : "");
-    }
-    tg_scope_end();
-    tg_set_grad_enabled(grad);
-    tg_decoder_record_attention(r->m, false);
-    tg_decoder_train(r->m, true);
-    free(w);
-    free(mats);
-    free(titles);
-    free(tp);
-    return rc == 0 ? 0 : -1;
-}
-
-/* One progress line, rewritten in place on a terminal; a line per
- * evaluation otherwise. */
-static void progress(const run *r, int64_t step, double loss, double val, double lr, double tok_s, double left,
-                     bool tty, bool evaluated) {
-    if (tg_dist_rank() != 0) return;
-    char v[16] = "   -  ";
-    if (!isnan(val)) snprintf(v, sizeof v, "%.4f", val);
-    if (tty)
-        fprintf(stderr, "\rstep %5lld/%d  loss %.4f  val %s  lr %.2e  %7.0f tok/s  %4.0fs left  ", (long long)step,
-                r->o.steps, loss, v, lr, tok_s, left);
-    else if (evaluated)
-        fprintf(stderr, "step %5lld/%d  loss %.4f  val %s  lr %.2e  %7.0f tok/s  %4.0fs left\n", (long long)step,
-                r->o.steps, loss, v, lr, tok_s, left);
-}
-
-static int train_mode(options *o, const cli_opt *opts, int nopt) {
-    run r = {0};
-    tg_params_init(&r.params);
-    int rc = 1, rank = tg_dist_rank(), size = tg_dist_size();
-    bool lead = rank == 0;
-    int64_t step = 0, data_tokens = 0;
-    double val = NAN;
-    /* A resumed run takes its model and settings from the training state
-     * (into *o: the flags' table points there). */
-    if (o->resume) {
-        tg_safetensors st;
-        if (tg_safetensors_open(o->resume, &st) != 0) goto fail;
-        int bad = config_from_file(&st, o->resume, "model.", &r.c) ||
-                  run_from_file(&st, o->resume, o, opts, nopt, r.dir_data, sizeof r.dir_data, &data_tokens);
-        tg_safetensors_close(&st);
-        if (bad) goto fail;
-        o->block = r.c.block, o->layers = r.c.layers, o->heads = r.c.heads, o->dim = r.c.dim, o->gelu = r.c.gelu;
-        o->pe = r.c.pe;
-    }
-    r.o = *o;
-    const options *p = &r.o;
-    if (p->stop_after > p->steps) {
-        tg_set_error("--stop-after %d is past --steps %d", p->stop_after, p->steps);
-        goto fail;
-    }
-    if (lead && cli_ensure_dir(p->out) != 0) { /* (--ddp: two mkdir -p at once race) */
-        tg_set_error("cannot create directory %s", p->out);
-        goto fail;
-    }
-    snprintf(r.state_path, sizeof r.state_path, "%s/train_state.safetensors", p->out);
-    snprintf(r.model_path, sizeof r.model_path, "%s/lm.safetensors", p->out);
-    snprintf(r.log_path, sizeof r.log_path, "%s/metrics.jsonl", p->out);
-    if (prepare_tokens(&r) != 0 || tg_dist_barrier() != 0 ||
-        !(r.d = tg_token_data_open(r.tokens_path, 0.1, (uint64_t)p->seed)))
-        goto fail;
-    int vocab = r.d->vocab <= TG_BYTE_VOCAB ? TG_BYTE_VOCAB : r.d->vocab;
-    /* The same data, or the order of windows would not be the same. */
-    if (o->resume && r.d->n != data_tokens) {
-        tg_set_error("%s: the run trained on %lld tokens, %s holds %lld", o->resume, (long long)data_tokens,
-                     r.tokens_path, (long long)r.d->n);
-        goto fail;
-    }
-    if (o->resume && vocab > r.c.vocab) {
-        tg_set_error("%s: the data has tokens up to %d, the model's vocabulary is %d", o->resume, vocab - 1, r.c.vocab);
-        goto fail;
-    }
-    if (!o->resume) r.c = (lm_config){vocab, p->block, p->layers, p->heads, p->dim, true, p->gelu, p->pe};
-    int B = p->batch, T = r.c.block, Bl = B / size; /* Bl: this rank's share */
-    if (B % size != 0) {
-        tg_set_error("--batch %d: the %d ranks must divide it (it is the global batch)", B, size);
-        goto fail;
-    }
-    int64_t nval = tg_token_data_val_batches(r.d, B, T);
-    if (r.d->n_train < T + 1 || nval < 1) {
-        tg_set_error("%s: %lld tokens: the training split needs more than --block %d, the validation split (10%%) "
-                     "at least --batch x --block = %d",
-                     r.tokens_path, (long long)r.d->n, T, B * T);
-        goto fail;
-    }
-    r.n_eval = (int)(nval < p->eval_batches ? nval : p->eval_batches);
-    tg_rng init = tg_rng_new((uint64_t)p->seed);
-    tg_decoder_config dc = decoder_config(&r.c, p->dropout);
-    if (!(r.m = tg_decoder_new(&dc, &init)) || tg_decoder_params(r.m, &r.params, NULL)) goto fail;
-    tg_optim_config oc = tg_adamw_config((tg_real)p->lr, (tg_real)p->weight_decay);
-    oc.beta2 = (tg_real)0.95; /* nanoGPT's train.py */
-    if (!(r.opt = tg_optim_new_groups(&oc, &r.params))) goto fail;
-    collect_rngs(&r);
-    if (o->resume) {
-        if (tg_train_state_load(o->resume, &r.params, r.opt, &step, r.rngs, r.n_rngs) != 0) goto fail;
-        if (step >= p->steps || (p->stop_after && step >= p->stop_after)) {
-            tg_set_error("%s: the run is already at step %lld of %d%s", o->resume, (long long)step, p->steps,
-                         p->stop_after ? " (or past --stop-after)" : "");
-            goto fail;
-        }
-    }
-    /* --ddp: everyone from rank 0's weights (a resumed run loaded them from one file already). */
-    if (tg_dist_broadcast_params(&r.params) != 0 || (tg_dist_active() && !(r.grads = tg_dist_grads_new(&r.params, 0))))
-        goto fail;
-    r.x = malloc(sizeof(int) * (size_t)B * T);
-    r.y = malloc(sizeof(int) * (size_t)B * T);
-    r.train_loss = malloc(sizeof(float) * (size_t)p->steps);
-    int max_val = p->steps / p->eval_every + 2;
-    r.val_x = malloc(sizeof(float) * (size_t)max_val);
-    r.val_y = malloc(sizeof(float) * (size_t)max_val);
-    if (!r.x || !r.y || !r.train_loss || !r.val_x || !r.val_y) {
-        tg_set_error("out of memory for batches of %d x %d tokens", B, T);
-        goto fail;
-    }
-    for (int i = 0; i < p->steps; i++) r.train_loss[i] = NAN;
-    if (lead && open_log(&r, step) != 0) goto fail;
-
-    printf("data: %s, %lld tokens (%lld train, %lld validation; %d validation windows of %d per evaluation)\n",
-           r.tokens_path, (long long)r.d->n, (long long)r.d->n_train, (long long)(r.d->n - r.d->n_train), r.n_eval * B,
-           T);
-    printf("model: GPT, V %d, T %d, %d layers, %d heads, d %d, %lld parameters; batch %d x %d accum, %d steps, "
-           "AdamW lr %g -> %g (warm-up %d), weight decay %g, clip %g, dropout %g\n",
-           r.c.vocab, T, r.c.layers, r.c.heads, r.c.dim, (long long)tg_decoder_num_params(r.m), B, p->accum, p->steps,
-           p->lr, p->min_lr, p->warmup < p->steps ? p->warmup : p->steps, p->weight_decay, p->clip, p->dropout);
-    if (step > 0) printf("resumed from %s at step %lld\n", o->resume, (long long)step);
-    if (tg_dist_active())
-        printf("ddp: %d ranks, %d windows each per micro-batch, gradients averaged in %d buckets\n", size, Bl,
-               tg_dist_grads_buckets(r.grads));
-    fflush(stdout);
-
-    /* A run shorter than its warm-up warms up over all of it. */
-    tg_lr_schedule sched = tg_lr_warmup_cosine(p->lr, p->min_lr, p->warmup < p->steps ? p->warmup : p->steps, p->steps);
-    int64_t end = p->stop_after ? p->stop_after : p->steps, first = step;
-    bool tty = isatty(2);
-    uint64_t per[LM_MAX_RNGS] = {0}, c0[LM_MAX_RNGS];
-    bool shard_drop = size > 1 && p->dropout > 0;
-    if (shard_drop && dropout_per_shard(&r, Bl, T, per) != 0) goto fail;
-    double t0 = now();
-    for (; step < end; step++) {
-        double lr = tg_lr_at(&sched, step), t_step = now(), loss = 0;
-        if (isnan(lr) || tg_optim_set_lr(r.opt, (tg_real)lr) != 0) goto fail;
-        tg_optim_zero_grad(r.opt);
-        for (int k = 0; k < p->accum; k++) {
-            /* --ddp: this rank's Bl windows of the B every rank draws. */
-            tg_token_data_batch_shard(r.d, B, T, rank, size, r.x, r.y);
-            for (int j = 1; shard_drop && j < r.n_rngs; j++) {
-                c0[j] = r.rngs[j].rng->counter;
-                r.rngs[j].rng->counter = c0[j] + (uint64_t)rank * per[j];
-            }
-            tg_scope_begin();
-            tg_tensor *l = tg_decoder_loss(r.m, r.x, r.y, Bl, T);
-            double lv = l ? (double)tg_item(l) : NAN;
-            /* The last micro-batch's backward starts the gradient all-reduce. */
-            int bad = !l || (r.grads && k == p->accum - 1 && tg_dist_grads_arm(r.grads) != 0) ||
-                      tg_backward(p->accum > 1 ? tg_mul_scalar(l, (tg_real)(1.0 / p->accum)) : l) != 0;
-            tg_scope_end();
-            if (bad) goto fail;
-            for (int j = 1; shard_drop && j < r.n_rngs; j++) r.rngs[j].rng->counter = c0[j] + (uint64_t)size * per[j];
-            loss += lv / p->accum;
-        }
-        /* Every rank's average gradient, and loss (the mean of the shards' means). */
-        if (r.grads && (tg_dist_allreduce_grads(r.grads) != 0 || tg_dist_allreduce_sum(&loss, 1) != 0)) goto fail;
-        loss /= size;
-        /* Diverged: stop at once. A uniform guess costs ln V. */
-        if (!(loss <= 100 * log((double)r.c.vocab))) {
-            tg_set_error("training diverged: the loss is %g at step %lld (a uniform guess costs %.2f; try a smaller "
-                         "--lr)",
-                         loss, (long long)step + 1, log((double)r.c.vocab));
-            goto fail;
-        }
-        double gn = p->clip > 0 ? (double)tg_clip_grad_norm(&r.params, (tg_real)p->clip)
-                                : (double)tg_clip_grad_norm(&r.params, (tg_real)INFINITY);
-        tg_optim_step(r.opt);
-        double dt = now() - t_step;
-        r.train_loss[step] = (float)loss;
-        bool evaluated = (step + 1) % p->eval_every == 0 || step + 1 == p->steps || step + 1 == end;
-        double v = NAN;
-        if (evaluated) {
-            v = val = evaluate(&r);
-            r.val_x[r.n_val] = (float)(step + 1);
-            r.val_y[r.n_val++] = (float)v;
-        }
-        double tok_s = (double)B * T * p->accum / dt;
-        tg_metrics mt = {step + 1, lr, loss, v, tok_s, gn};
-        if (lead && tg_metrics_log_write(r.log, &mt) != 0) goto fail;
-        double el = now() - t0, done = (double)(step + 1 - first);
-        progress(&r, step + 1, loss, val, lr, (double)B * T * p->accum * done / el,
-                 el / done * (double)(end - step - 1), tty, evaluated);
-    }
-    if (tty && lead) fputc('\n', stderr);
-    printf("trained steps %lld..%lld in %.1f s\n", (long long)first + 1, (long long)step, now() - t0);
-    if (tg_dist_active() && step > first) {
-        tg_dist_stats ds = tg_dist_grads_stats(r.grads);
-        printf("ddp: all-reduce of %.2f MB per step, %.2f ms per step waited for after backward; %ld of %ld buckets "
-               "started during backward\n",
-               ds.bytes / 1e6, 1e3 * ds.wait_s / (double)ds.calls, ds.buckets_early,
-               ds.buckets_early + ds.buckets_late);
-    }
-    if (!lead) { /* rank 0 writes the files and the sample; the others wait for it */
-        rc = tg_dist_barrier() == 0 ? 0 : 1;
-        if (rc) goto fail;
-        goto done;
-    }
-
-    char meta[4096];
-    if (run_meta(meta, sizeof meta, &r.c, p, r.d->n) != 0) {
-        tg_set_error("--data path '%.200s' does not fit the checkpoint's metadata (a control character, or too long)",
-                     p->data);
-        goto fail;
-    }
-    if (tg_train_state_save_meta(r.state_path, &r.params, r.opt, step, r.rngs, r.n_rngs, meta) != 0) goto fail;
-    printf("wrote %s (training state at step %lld; continue with --resume %s)\n", r.state_path, (long long)step,
-           r.state_path);
-    model_meta(meta, sizeof meta, &r.c);
-    if (tg_decoder_save(r.m, r.model_path, meta) != 0) goto fail;
-    printf("wrote %s (model; --sample --load it, or load_state_dict in nanoGPT's GPT)\n", r.model_path);
-    if (draw_losses(&r) != 0 || draw_attention(&r) != 0) {
-        rc = 1;
-        goto done;
-    }
-    printf("wrote %s (one JSON object per step)\n", r.log_path);
-    if (isnan(val) && !tg_dist_active()) val = evaluate(&r); /* (a collective: not on rank 0 alone) */
-    if (generate(r.m, p) != 0) {
-        rc = 1;
-        goto done;
-    }
-    printf("val_loss=%.4f nats/%s\n", val, r.c.vocab == TG_BYTE_VOCAB ? "byte" : "token");
-    fflush(stdout);
-    rc = tg_dist_barrier() == 0 ? 0 : 1;
-    if (rc) goto fail;
-    goto done;
-fail:
-    fprintf(stderr, "%slm: %s\n", isatty(2) ? "\n" : "", tg_last_error() ? tg_last_error() : "failed");
-    rc = 1;
-done:
-    /* --ddp: the other ranks may be inside a collective this rank will never join. */
-    if (rc != 0 && tg_dist_active()) tg_dist_abort(rc);
-    tg_dist_grads_free(r.grads);
-    run_free(&r);
-    tg_release_all();
-    return rc;
-}
-
 int main(int argc, char **argv) {
-    options o;
-    cli_opt opts[LM_MAX_OPTS];
-    const int nopt = lm_options(&o, opts);
+    lm_run r = {0};
+    options *o = &r.o;
+    cli_opt opts[CLI_MAX_OPTS];
+    const int nopt = lm_options(o, opts);
     cli_parse(argc, argv, SYNOPSIS, ABOUT, opts, nopt, NULL, 0);
-    const char *why = NULL;
-    if (strcmp(o.gelu, "tanh") != 0 && strcmp(o.gelu, "erf") != 0) why = "--gelu must be tanh or erf";
-    if (lm_pe_kind(o.pe) < 0) why = "--pe must be learned, relative, rope or alibi";
-    if (o.dim % o.heads != 0) why = "--heads must divide --dim";
-    if ((o.sample || o.logits) && !o.load) why = "--sample and --logits need --load CKPT";
-    if (o.load && o.resume) why = "--load and --resume exclude each other";
-    if (o.ddp && o.load) why = "--ddp trains; --load samples in one process";
-    if (why) { return cli_usage_error(argv[0], SYNOPSIS, ABOUT, opts, nopt, "%s", why); }
-    if (o.threads > 0) {
-        int got = tg_set_num_threads(o.threads);
-        if (got < o.threads) fprintf(stderr, "lm: --threads %d capped at %d (the CPUs available)\n", o.threads, got);
+    r.opts = opts, r.nopt = nopt;
+    char why[32768] = "";
+    if (strcmp(o->gelu, "tanh") != 0 && strcmp(o->gelu, "erf") != 0)
+        snprintf(why, sizeof why, "--gelu must be tanh or erf");
+    if (lm_pe_kind(o->pe) < 0) snprintf(why, sizeof why, "--pe must be learned, relative, rope or alibi");
+    if ((o->sample || o->logits) && !o->load) snprintf(why, sizeof why, "--sample and --logits need --load CKPT");
+    if (o->load && (o->resume || o->init_from || o->ddp))
+        snprintf(why, sizeof why, "--load samples; --resume, --init-from and --ddp train");
+    if (o->resume && o->init_from) snprintf(why, sizeof why, "--resume continues a run, --init-from starts one");
+    /* A resumed run takes its settings from its checkpoint: the flags given
+     * must agree with what cannot change, the others are applied and said. */
+    if (!why[0] && o->resume && lm_resume_settings(o, opts, nopt, &r.c, why, sizeof why) != 0 && !why[0]) {
+        fprintf(stderr, "lm: %s\n", tg_last_error());
+        return 1;
     }
-    if (o.load) return sample_mode(&o);
-    if (!o.ddp) return train_mode(&o, opts, nopt);
-    if (tg_dist_init(&argc, &argv) != 0) {
+    if (!why[0] && o->init_from && lm_init_settings(o, opts, nopt, &r.c, why, sizeof why) != 0 && !why[0]) {
+        fprintf(stderr, "lm: %s\n", tg_last_error());
+        return 1;
+    }
+    if (!why[0] && o->dim % o->heads != 0) snprintf(why, sizeof why, "--heads must divide --dim");
+    if (!why[0] && o->stop_after > o->steps) snprintf(why, sizeof why, "--stop-after is past --steps");
+    if (why[0]) return cli_usage_error(argv[0], SYNOPSIS, ABOUT, opts, nopt, "%s", why);
+    if (o->threads > 0 && tg_set_num_threads(o->threads) < o->threads)
+        fprintf(stderr, "lm: --threads %d capped at the CPUs available\n", o->threads);
+    if (o->load) return sample_mode(o);
+    if (o->decay_steps == 0) o->decay_steps = o->steps;
+    if (o->warmup > o->decay_steps) o->warmup = o->decay_steps; /* a run shorter than its warm-up warms up over all */
+    if (!o->resume && !o->init_from)
+        r.c = (lm_config){TG_BYTE_VOCAB, o->block, o->layers, o->heads, o->dim, true, o->gelu, o->pe};
+    if (o->ddp && tg_dist_init(&argc, &argv) != 0) {
         fprintf(stderr, "lm: --ddp: %s\n", tg_last_error());
         return 2;
     }
     /* Rank 0 speaks for the run; the others print only their errors. */
     if (tg_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) return 1;
-    int rc = train_mode(&o, opts, nopt);
+    r.model_path = tg_run_path(o->out, "lm.safetensors");
+    tg_params_init(&r.params);
+    int rc = r.model_path ? train_mode(&r) : 1;
+    if (rc == 1 && tg_last_error() && !r.run) fprintf(stderr, "lm: %s\n", tg_last_error());
+    /* The others wait for rank 0's files and sample; then all end together. */
+    if (rc == 0 && tg_dist_barrier() != 0) rc = 1;
+    if (rc != 0 && tg_dist_active()) tg_dist_abort(rc);
     tg_dist_finalize();
+    tg_optim_free(r.opt);
+    tg_params_free(&r.params);
+    tg_decoder_free(r.m);
+    tg_token_data_close(r.d);
+    free(r.x), free(r.y), free(r.tokens_path), free(r.model_path);
+    tg_release_all();
     return rc;
 }

@@ -156,22 +156,49 @@ static tg_decoder_config decoder_config(const lm_config *c, double dropout) {
     dc.dropout = (tg_real)dropout;
     return dc;
 }
-/* --load's model: sizes from the file's metadata, then its weights
- * (tg_decoder_load: strict, either name of the tied weight). NULL with the
- * reason recorded; nothing is left allocated then. */
+/* What a file that is not a checkpoint is, for the message (lm writes
+ * token files, texts, logs and figures into its run folder too). */
+static const char *lm_file_kind(const char *path) {
+    unsigned char b[8] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    if (n >= 6 && memcmp(b, "\x93NUMPY", 6) == 0) return "a .npy array (a token file?)";
+    if (n >= 4 && memcmp(b, "\x89PNG", 4) == 0) return "a PNG image";
+    if (n >= 2 && memcmp(b, "{\"", 2) == 0) return "a JSON log";
+    return n ? "not a safetensors checkpoint" : "empty or unreadable";
+}
+
+/* --load's model: a run folder (its train_state.safetensors), a training
+ * state or best.safetensors ("model." tensors), or a model file
+ * (lm.safetensors, nanoGPT's names): sizes from the metadata, then the
+ * weights (strict). NULL with the reason recorded; nothing is left
+ * allocated then. */
 static tg_decoder *lm_load(const char *path, lm_config *c) {
+    char *file = tg_run_checkpoint_of(path), v[8];
     tg_safetensors st;
-    if (tg_safetensors_open(path, &st) != 0) return NULL;
-    int rc = config_from_file(&st, path, "", c);
+    if (!file || tg_safetensors_open(file, &st) != 0) {
+        if (file && access(file, R_OK) == 0)
+            tg_set_error("%s is %s; --load takes a run folder, its train_state.safetensors, best.safetensors or "
+                         "lm.safetensors",
+                         file, lm_file_kind(file));
+        free(file);
+        return NULL;
+    }
+    bool state = tg_safetensors_meta(&st, "tgrad_train_state", v, sizeof v) >= 0;
+    int rc = config_from_file(&st, file, state ? "model." : "", c);
     tg_safetensors_close(&st);
-    if (rc != 0) return NULL;
     tg_rng rng = tg_rng_new(0);
     tg_decoder_config dc = decoder_config(c, 0);
-    tg_decoder *m = tg_decoder_new(&dc, &rng);
-    if (m && tg_decoder_load(m, path) != 0) {
+    tg_decoder *m = rc == 0 ? tg_decoder_new(&dc, &rng) : NULL;
+    tg_params p;
+    tg_params_init(&p);
+    if (m && (state ? tg_decoder_params(m, &p, NULL) || tg_run_init_from(file, &p) : tg_decoder_load(m, file))) {
         tg_decoder_free(m);
         m = NULL;
     }
+    tg_params_free(&p);
+    free(file);
     return m;
 }
 

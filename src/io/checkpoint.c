@@ -57,8 +57,7 @@ static bool in_namespace(const char *name, const char *prefix) {
     return !n || (strncmp(name, prefix, n) == 0 && name[n] == '.');
 }
 
-int tg_checkpoint_load_prefix(const tg_safetensors *st, const char *path, const tg_params *params,
-                              const char *prefix) {
+int tg_checkpoint_load_prefix(const tg_safetensors *st, const char *path, const tg_params *params, const char *prefix) {
     if (!st || !path || !params) {
         tg_set_error("checkpoint_load: NULL %s", !st ? "file" : !path ? "path" : "params");
         return -1;

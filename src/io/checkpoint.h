@@ -32,7 +32,6 @@ int tg_checkpoint_load_from(const tg_safetensors *st, const char *path, const tg
  * tg_checkpoint_load_from), strict inside that namespace and blind to the
  * file's other tensors: the model ("model") of a training state that also
  * holds an optimizer ("optim.*"). */
-int tg_checkpoint_load_prefix(const tg_safetensors *st, const char *path, const tg_params *params,
-                              const char *prefix);
+int tg_checkpoint_load_prefix(const tg_safetensors *st, const char *path, const tg_params *params, const char *prefix);
 
 #endif

@@ -364,6 +364,13 @@ int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix) {
     return layernorm_params(m->ln_f, bias, p, tr, "ln_f");
 }
 
+double tg_decoder_flops(const tg_decoder_config *c, int B, int T) {
+    if (!c) return 0;
+    double N = (double)B * T, d = c->n_embd, L = c->n_layer;
+    double P = L * 12 * d * d + (double)c->vocab_size * d; /* weights in products: 4 Linears a block, the head */
+    return 6 * N * P + 3 * 4.0 * B * (double)T * T * d * L;
+}
+
 int tg_decoder_rngs(tg_decoder *m, tg_rngs *out) {
     char name[32];
     if (!tg_module_present("decoder", "rngs", m) || tg_rngs_add(out, "drop", tg_dropout_rng(m->drop))) return -1;

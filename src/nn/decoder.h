@@ -120,6 +120,13 @@ tg_tensor *tg_decoder_loss(tg_decoder *m, const int *tokens, const int *targets,
 /* The parameters, each tensor once (the tied head is transformer.wte.weight),
  * in nanoGPT's named_parameters() order. 0, or -1 with the error recorded. */
 int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix);
+/* Floating-point work of one training step (forward and backward) on B
+ * windows of T tokens, counting products only: 6 flops per weight per
+ * token for the weights in products (4 Linears a block and the head; the
+ * 2 forward and 4 backward of PaLM's appendix B and nanoGPT's
+ * estimate_mfu), and 3 x 4 B T^2 d per layer for the two attention
+ * products (full T x T; the causal half is not subtracted). */
+double tg_decoder_flops(const tg_decoder_config *c, int B, int T);
 /* The generators of every dropout (for a training state): "drop", then per
  * block i "h<i>.attn", "h<i>.resid", "h<i>.mlp". 0, or -1 with the error
  * recorded. */

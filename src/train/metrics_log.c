@@ -28,7 +28,8 @@ tg_metrics_log *tg_metrics_log_open(const char *path, bool append) {
      * followed into another file. */
     int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : 0), 0666);
     if (fd < 0) {
-        tg_set_error("metrics_log: %s: %s", path, errno == ELOOP ? "a symbolic link; refusing to follow it" : strerror(errno));
+        tg_set_error("metrics_log: %s: %s", path,
+                     errno == ELOOP ? "a symbolic link; refusing to follow it" : strerror(errno));
         return NULL;
     }
     struct stat sb;
@@ -105,8 +106,9 @@ static int parse_line(const char *line, size_t n, tg_metrics *m) {
     tg_json j = {.p = line, .end = line + n, .start = line};
     *m = (tg_metrics){0, NAN, NAN, NAN, NAN, NAN};
     bool have_step = false;
-    int more = tg_json_open(&j, '{', '}');
-    while (more == 0) {
+    int empty = tg_json_open(&j, '{', '}'), more = empty == 0; /* 1 while items follow */
+    if (empty < 0) return -1;
+    while (more == 1) {
         char key[32];
         double v = NAN;
         if (tg_json_string(&j, key, sizeof key, NULL) || tg_json_expect(&j, ':')) return -1;
@@ -128,7 +130,7 @@ static int parse_line(const char *line, size_t n, tg_metrics *m) {
         more = tg_json_next(&j, '}');
     }
     tg_json_skip_ws(&j);
-    return more == 1 && have_step && j.p == j.end ? 0 : -1;
+    return more == 0 && have_step && j.p == j.end ? 0 : -1;
 }
 
 tg_metrics_log *tg_metrics_log_resume(const char *path, int64_t step, tg_metrics **lines, int64_t *n) {

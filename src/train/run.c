@@ -23,7 +23,7 @@ typedef enum { RUN_GOING, RUN_DONE, RUN_EARLY, RUN_STOPPED, RUN_SIGNALLED, RUN_F
 
 struct tg_run {
     tg_run_config cfg;
-    char *dir, *state_path, *best_path, *log_path;
+    char *dir, *state_path, *best_path, *log_path, *settings; /* copies: the config's may be freed */
     const tg_params *params;
     tg_optim *opt;
     const tg_rngs *rngs;
@@ -90,8 +90,7 @@ char *tg_run_checkpoint_of(const char *path) {
     return strdup(path);
 }
 
-/* mkdir -p */
-static int make_dirs(const char *dir) {
+int tg_run_mkdir(const char *dir) {
     char *buf = strdup(dir);
     int rc = buf ? 0 : -1;
     for (char *s = buf ? buf + 1 : NULL; rc == 0 && s && *s; s++)
@@ -202,8 +201,8 @@ static int save(tg_run *r) {
         fail(r,
              "run: step %lld made the weights non-finite ('%s' holds %g at index %lld); the last good checkpoint "
              "(step %lld, %s) is kept",
-             (long long)r->step, r->params->items[bad].name, (double)r->params->items[bad].t->data[at],
-             (long long)at, (long long)r->saved, r->state_path);
+             (long long)r->step, r->params->items[bad].name, (double)r->params->items[bad].t->data[at], (long long)at,
+             (long long)r->saved, r->state_path);
         return -1;
     }
     if (r->lead) {
@@ -219,8 +218,7 @@ static int save(tg_run *r) {
 static void progress_text(const tg_run *r, char *buf, size_t cap, double val) {
     int64_t done = r->step - r->first, end = r->cfg.stop_after ? r->cfg.stop_after : r->cfg.steps;
     double ms = done > 0 ? 1e3 * r->step_s_sum / (double)done : NAN, el = now_s() - r->t_open;
-    int k = snprintf(buf, cap, "step %5lld/%lld  loss %.4f", (long long)r->step, (long long)r->cfg.steps,
-                     r->line.loss);
+    int k = snprintf(buf, cap, "step %5lld/%lld  loss %.4f", (long long)r->step, (long long)r->cfg.steps, r->line.loss);
     if (!isnan(val)) k += snprintf(buf + k, cap - (size_t)k, "  val %.4f", val);
     k += snprintf(buf + k, cap - (size_t)k, "  lr %.2e", r->lr);
     if (r->cfg.tokens_per_step > 0 && done > 0)
@@ -267,17 +265,17 @@ tg_run_config tg_run_defaults(const char *dir, int64_t steps) {
 }
 
 static int check_config(const tg_run_config *c) {
-    const char *why = !c->dir || !*c->dir         ? "no folder"
-                      : c->steps < 1              ? "steps must be at least 1"
-                      : c->accum < 1              ? "accum must be at least 1"
-                      : c->eval_every < 1         ? "eval_every must be at least 1"
-                      : c->save_every < 0         ? "save_every must be 0 or more"
-                      : c->patience < 0           ? "patience must be 0 or more"
-                      : c->stop_after < 0         ? "stop_after must be 0 or more"
-                      : c->stop_after > c->steps  ? "stop_after is past steps"
-                      : !(c->clip >= 0)           ? "clip must be 0 or more"
-                      : !(c->max_loss >= 0)       ? "max_loss must be 0 or more"
-                                                  : NULL;
+    const char *why = !c->dir || !*c->dir        ? "no folder"
+                      : c->steps < 1             ? "steps must be at least 1"
+                      : c->accum < 1             ? "accum must be at least 1"
+                      : c->eval_every < 1        ? "eval_every must be at least 1"
+                      : c->save_every < 0        ? "save_every must be 0 or more"
+                      : c->patience < 0          ? "patience must be 0 or more"
+                      : c->stop_after < 0        ? "stop_after must be 0 or more"
+                      : c->stop_after > c->steps ? "stop_after is past steps"
+                      : !(c->clip >= 0)          ? "clip must be 0 or more"
+                      : !(c->max_loss >= 0)      ? "max_loss must be 0 or more"
+                                                 : NULL;
     if (why) tg_set_error("run: %s: %s", c->dir ? c->dir : "(NULL)", why);
     return why ? -1 : 0;
 }
@@ -351,14 +349,15 @@ tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim 
     r->lead = tg_dist_rank() == 0, r->tty = isatty(2);
     r->best = NAN, r->prev_val = NAN, r->prev_train = NAN, r->peak = NAN;
     r->dir = strdup(cfg->dir), r->cfg.dir = r->dir;
+    r->settings = cfg->settings ? strdup(cfg->settings) : NULL, r->cfg.settings = r->settings;
     r->state_path = tg_run_path(cfg->dir, "train_state.safetensors");
     r->best_path = tg_run_path(cfg->dir, "best.safetensors");
     r->log_path = tg_run_path(cfg->dir, "metrics.jsonl");
-    if (!r->dir || !r->state_path || !r->best_path || !r->log_path) {
+    if (!r->dir || !r->state_path || !r->best_path || !r->log_path || (cfg->settings && !r->settings)) {
         tg_set_error("run: out of memory");
         goto fail;
     }
-    if (r->lead && make_dirs(r->dir) != 0) goto fail;
+    if (r->lead && tg_run_mkdir(r->dir) != 0) goto fail;
     if (cfg->resume) {
         if (tg_train_state_load(r->state_path, params, opt, &r->step, rngs->item, rngs->n) != 0 ||
             read_run_meta(r) != 0)
@@ -389,7 +388,7 @@ tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim 
 fail:
     tg_metrics_log_close(r->log);
     free(r->train), free(r->val_step), free(r->val_loss);
-    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path);
+    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path), free(r->settings);
     free(r);
     return NULL;
 }
@@ -440,8 +439,7 @@ int tg_run_backward(tg_run *r, tg_tensor *loss) {
 int tg_run_step(tg_run *r) {
     if (!r || r->state != RUN_GOING) return -1;
     if (r->micro != r->cfg.accum)
-        return fail(r, "run: step %lld: %d micro-batches, accum is %d", (long long)r->step + 1, r->micro,
-                    r->cfg.accum),
+        return fail(r, "run: step %lld: %d micro-batches, accum is %d", (long long)r->step + 1, r->micro, r->cfg.accum),
                -1;
     /* Every rank's average gradient and loss (the mean of the shards'
      * means), and whether any rank was signalled. */
@@ -464,8 +462,8 @@ int tg_run_step(tg_run *r) {
     r->step_s_sum += dt;
     r->train[r->step - 1] = (float)loss;
     r->train_sum_since_eval += loss, r->train_n_since_eval++;
-    r->line = (tg_metrics){r->step, r->lr, loss, NAN, r->cfg.tokens_per_step > 0 ? r->cfg.tokens_per_step / dt : NAN,
-                           gn};
+    r->line =
+        (tg_metrics){r->step, r->lr, loss, NAN, r->cfg.tokens_per_step > 0 ? r->cfg.tokens_per_step / dt : NAN, gn};
     r->line_pending = true;
     int64_t s = r->step;
     r->eval_due = s % r->cfg.eval_every == 0 || s == r->cfg.steps || s == r->cfg.stop_after;
@@ -529,7 +527,7 @@ int tg_run_close(tg_run *r) {
     signals_restore();
     tg_dist_grads_free(r->grads);
     free(r->train), free(r->val_step), free(r->val_loss);
-    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path);
+    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path), free(r->settings);
     free(r);
     return rc;
 }
