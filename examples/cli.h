@@ -86,7 +86,7 @@ static bool cli_set(const cli_opt *opt, const char *val, char *why, size_t cap) 
  * program that must tell a flag given from its default (a resumed run). */
 enum { CLI_MAX_OPTS = 64 };
 static bool cli_given_at[CLI_MAX_OPTS];
-static bool cli_given(const cli_opt *o, int n, const char *name) {
+static inline bool cli_given(const cli_opt *o, int n, const char *name) {
     for (int i = 0; i < n && i < CLI_MAX_OPTS; i++)
         if (strcmp(o[i].name, name) == 0) return cli_given_at[i];
     return false;

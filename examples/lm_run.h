@@ -31,11 +31,11 @@ typedef struct {
     bool fixed, optional;
 } lm_key;
 static const lm_key LM_KEYS[] = {
-    {"data", true, false},     {"seed", true, false},          {"steps", false, false},
-    {"batch", false, false},   {"lr", false, false},           {"min-lr", false, false},
-    {"warmup", false, false},  {"weight-decay", false, false}, {"clip", false, false},
-    {"accum", false, false},   {"dropout", false, false},      {"decay-steps", false, true},
-    {"eval-every", false, true}, {"eval-batches", false, true}, {"save-every", false, true},
+    {"data", true, false},       {"seed", true, false},          {"steps", false, false},
+    {"batch", false, false},     {"lr", false, false},           {"min-lr", false, false},
+    {"warmup", false, false},    {"weight-decay", false, false}, {"clip", false, false},
+    {"accum", false, false},     {"dropout", false, false},      {"decay-steps", false, true},
+    {"eval-every", false, true}, {"eval-batches", false, true},  {"save-every", false, true},
     {"patience", false, true},
 };
 enum { LM_N_KEYS = sizeof LM_KEYS / sizeof LM_KEYS[0] };
@@ -100,8 +100,10 @@ static char *lm_settings_json(const options *o, const cli_opt *opts, int nopt, c
 
 /* A flag given that contradicts the run: why names the flag and both. */
 static int lm_refuse(char *why, size_t cap, const char *flag, const char *given, const char *run, const char *dir) {
-    snprintf(why, cap, "--%s %s: the run in %s has %s, which cannot change on resume (start a new run with "
-             "--init-from %s)", flag, given, dir, run, dir);
+    snprintf(why, cap,
+             "--%s %s: the run in %s has %s, which cannot change on resume (start a new run with "
+             "--init-from %s)",
+             flag, given, dir, run, dir);
     return -1;
 }
 
@@ -131,8 +133,10 @@ static int lm_resume_settings(options *o, const cli_opt *opts, int nopt, lm_conf
         char *copy = strdup(o->resume);
         const char *base = copy ? basename(copy) : "";
         if (strcmp(base, "train_state.safetensors") != 0) {
-            snprintf(why, cap, "--resume takes a run's folder (or its train_state.safetensors); to start from %s, "
-                     "use --init-from", o->resume);
+            snprintf(why, cap,
+                     "--resume takes a run's folder (or its train_state.safetensors); to start from %s, "
+                     "use --init-from",
+                     o->resume);
             free(copy);
             return -1;
         }
@@ -256,8 +260,8 @@ static int lm_draw_losses(const char *out, const char *data, const lm_config *c,
     char *path = tg_run_path(out, "lm_loss.png"), title[160];
     const char *name = data ? strrchr(data, '/') : NULL;
     name = name ? name + 1 : data ? data : "Debian's fortunes";
-    snprintf(title, sizeof title, "GPT (%d layers, d %d, T %d, %s positions) on %.50s: loss per %s", c->layers,
-             c->dim, c->block, c->pe, name, c->vocab == TG_BYTE_VOCAB ? "byte" : "token");
+    snprintf(title, sizeof title, "GPT (%d layers, d %d, T %d, %s positions) on %.50s: loss per %s", c->layers, c->dim,
+             c->block, c->pe, name, c->vocab == TG_BYTE_VOCAB ? "byte" : "token");
     float *xs = malloc(sizeof(float) * (size_t)(n ? n : 1)); /* steps count from 1 */
     int rc = path && xs ? 0 : -1;
     for (int64_t i = 0; xs && i < n; i++) xs[i] = (float)(i + 1);
@@ -294,8 +298,11 @@ static int lm_draw_attention(const char *out, tg_decoder *m, const tg_token_data
     char title[128];
     snprintf(title, sizeof title, "Causal attention weights (%s positions), one validation window (rows: layers 1..%d)",
              LM_PE_NAMES[m->cfg.pos], L);
-    tg_heatmap_opts ho = {.title = title, .xlabel = "Key positions", .ylabel = "Query positions",
-                          .cmap = TG_CMAP_BLUES, .shared_scale = 1};
+    tg_heatmap_opts ho = {.title = title,
+                          .xlabel = "Key positions",
+                          .ylabel = "Query positions",
+                          .cmap = TG_CMAP_BLUES,
+                          .shared_scale = 1};
     if (rc == 0 && tg_viz_heatmap_grid(path, L, H, mats, T, T, tp, &ho) != 0) {
         fprintf(stderr, "lm: %s\n", tg_viz_last_error());
         rc = -1;

@@ -26,7 +26,7 @@ static void remove_tmp(void) {
  * "timeout -s KILL 5"); returns its exit code, -1 when a signal ended it,
  * and leaves what it printed (stdout and stderr) in out. */
 static int run_wrapped(const char *wrapper, const char *prog, const char *args) {
-    char cmd[4096];
+    char cmd[16384];
     snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s/%s/bin/%s' %s > '%s/log' 2>&1", tmp, wrapper, TG_SRC_DIR, TG_BUILD_DIR,
              prog, args, tmp);
     int status = system(cmd);
@@ -37,6 +37,28 @@ static int run_wrapped(const char *wrapper, const char *prog, const char *args) 
     out[n] = 0;
     if (f) fclose(f);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Every tensor of two safetensors files holds the same bits (and the names match). */
+static inline void expect_same_tensors(const char *a, const char *b) {
+    char pa[256], pb[256];
+    snprintf(pa, sizeof pa, "%s/%s", tmp, a);
+    snprintf(pb, sizeof pb, "%s/%s", tmp, b);
+    tg_safetensors x, y;
+    cr_assert_eq(tg_safetensors_open(pa, &x), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_safetensors_open(pb, &y), 0, "%s", tg_last_error());
+    cr_expect_eq(x.n, y.n);
+    for (int i = 0; i < x.n; i++) {
+        int j = tg_safetensors_find(&y, x.entries[i].name);
+        cr_expect_geq(j, 0, "%s lacks %s", b, x.entries[i].name);
+        if (j < 0) continue;
+        const tg_st_entry *e = &x.entries[i], *f = &y.entries[j];
+        cr_expect(e->end - e->begin == f->end - f->begin &&
+                      memcmp(x.data + e->begin, y.data + f->begin, e->end - e->begin) == 0,
+                  "%s differs", e->name);
+    }
+    tg_safetensors_close(&x);
+    tg_safetensors_close(&y);
 }
 
 #endif

@@ -121,28 +121,6 @@ static const char *last_line(void) {
     return line;
 }
 
-/* Every tensor of two safetensors files holds the same bits (and the names match). */
-static void expect_same_tensors(const char *a, const char *b) {
-    char pa[256], pb[256];
-    snprintf(pa, sizeof pa, "%s/%s", tmp, a);
-    snprintf(pb, sizeof pb, "%s/%s", tmp, b);
-    tg_safetensors x, y;
-    cr_assert_eq(tg_safetensors_open(pa, &x), 0, "%s", tg_last_error());
-    cr_assert_eq(tg_safetensors_open(pb, &y), 0, "%s", tg_last_error());
-    cr_expect_eq(x.n, y.n);
-    for (int i = 0; i < x.n; i++) {
-        int j = tg_safetensors_find(&y, x.entries[i].name);
-        cr_expect_geq(j, 0, "%s lacks %s", b, x.entries[i].name);
-        if (j < 0) continue;
-        const tg_st_entry *e = &x.entries[i], *f = &y.entries[j];
-        cr_expect(e->end - e->begin == f->end - f->begin &&
-                      memcmp(x.data + e->begin, y.data + f->begin, e->end - e->begin) == 0,
-                  "%s differs", e->name);
-    }
-    tg_safetensors_close(&x);
-    tg_safetensors_close(&y);
-}
-
 Test(examples, lm_trains_samples_and_resumes, .timeout = 300) {
     cr_assert_eq(run("lm", LM_TINY " --out run"), 0, "%s", out);
     double v = 0;
@@ -189,7 +167,7 @@ Test(examples, lm_trains_samples_and_resumes, .timeout = 300) {
     /* Half the steps, then --resume: the same final model and optimizer, bit for bit (dropout on). */
     cr_assert_eq(run("lm", LM_TINY " --out half --stop-after 10"), 0, "%s", out);
     cr_assert_eq(run("lm", "--resume half/train_state.safetensors --out half"), 0, "%s", out);
-    cr_expect(strstr(out, "resumed from half/train_state.safetensors at step 10") != NULL, "%s", out);
+    cr_expect(strstr(out, "resumed half at step 10") != NULL, "%s", out);
     cr_expect(strncmp(last_line(), "val_loss=", 9) == 0, "%s", out);
     expect_same_tensors("run/train_state.safetensors", "half/train_state.safetensors");
     expect_same_tensors("run/lm.safetensors", "half/lm.safetensors");

@@ -357,6 +357,7 @@ tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim 
         tg_set_error("run: out of memory");
         goto fail;
     }
+    signals_catch(); /* from here a signal stops the run at a step's end */
     if (r->lead && tg_run_mkdir(r->dir) != 0) goto fail;
     if (cfg->resume) {
         if (tg_train_state_load(r->state_path, params, opt, &r->step, rngs->item, rngs->n) != 0 ||
@@ -382,10 +383,10 @@ tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim 
     if (tg_dist_broadcast_params(params) != 0 || (tg_dist_active() && !(r->grads = tg_dist_grads_new(params, 0))))
         goto fail;
     if (cfg->flops_per_step > 0 && r->lead && !cfg->quiet) r->peak = tg_fma_peak_measure(0.05).gflops;
-    signals_catch();
     r->t_open = now_s();
     return r;
 fail:
+    signals_restore();
     tg_metrics_log_close(r->log);
     free(r->train), free(r->val_step), free(r->val_loss);
     free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path), free(r->settings);
