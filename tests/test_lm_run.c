@@ -14,7 +14,7 @@
 static void setup(void) { make_tmp("lm-run"); }
 TestSuite(lm_run, .init = setup, .fini = remove_tmp);
 
-#define TINY                                                                                                    \
+#define TINY                                                                                                      \
     "--data '" TG_SRC_DIR "/tests/data/fortunes_excerpt.txt' --batch 4 --block 16 --layers 1 --heads 2 --dim 16 " \
     "--eval-batches 2 --tokens 8 --dropout 0.1"
 
@@ -207,7 +207,7 @@ Test(lm_run, extend_and_init_from, .timeout = 300) {
  * followed: the target keeps its bytes. */
 Test(lm_run, symlinks_at_output_names_are_not_followed, .timeout = 120) {
     const char *names[] = {"metrics.jsonl", "train_state.safetensors", "best.safetensors", "lm.safetensors",
-                           "lm_loss.png", "lm_attention.png", "tokens.npy"};
+                           "lm_loss.png",   "lm_attention.png",        "tokens.npy"};
     enum { N = sizeof names / sizeof names[0] };
     cr_assert_eq(mkdir(path_in("s"), 0777), 0);
     for (int i = 0; i < N; i++) {
@@ -255,7 +255,12 @@ Test(lm_run, sample_loads_every_checkpoint_and_names_other_files, .timeout = 120
  * one arrives whole. */
 Test(lm_run, long_paths, .timeout = 120) {
     char dir[2200] = "";
-    for (int i = 0; i < 8; i++) strcat(dir, i ? "/" : ""), strncat(dir, "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd", 200);
+    for (int i = 0; i < 8; i++)
+        strcat(dir, i ? "/" : ""),
+            strncat(dir,
+                    "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+                    "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd",
+                    200);
     cr_assert_eq(lm(TINY " --steps 2 --eval-every 1 --out %s", dir), 0, "%s", out);
     cr_expect_eq(lm("--resume %s/missing", dir), 1, "%s", out);
     cr_expect(strstr(out, "/missing") && strstr(out, "No such file"), "%s", out);
