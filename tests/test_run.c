@@ -164,9 +164,10 @@ Test(run, diverged_loss_stops_with_the_last_save) {
 Test(run, metrics_log_is_cut_back_not_rewritten) {
     char path[128];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    const char *keep = "{\"step\": 1, \"lr\": 0.1, \"loss\": 2, \"val_loss\": null, \"tokens_per_s\": 5, \"grad_norm\": 1}\n"
-                       "{\"step\": 2, \"lr\": 0.1, \"loss\": 1.5, \"val_loss\": 1.75, \"tokens_per_s\": 5, \"grad_norm\": 1}\n"
-                       "{\"grad_norm\": 1, \"step\": 3, \"loss\": 1.25, \"lr\": 0.1, \"val_loss\": null, \"x\": [1]}\n";
+    const char *keep =
+        "{\"step\": 1, \"lr\": 0.1, \"loss\": 2, \"val_loss\": null, \"tokens_per_s\": 5, \"grad_norm\": 1}\n"
+        "{\"step\": 2, \"lr\": 0.1, \"loss\": 1.5, \"val_loss\": 1.75, \"tokens_per_s\": 5, \"grad_norm\": 1}\n"
+        "{\"grad_norm\": 1, \"step\": 3, \"loss\": 1.25, \"lr\": 0.1, \"val_loss\": null, \"x\": [1]}\n";
     FILE *f = fopen(path, "w");
     fputs(keep, f);
     fputs("{\"step\": 4, \"lr\": 0.1, \"loss\": 1, \"val_loss\": null}\n{\"step\": 5, \"lo", f);

@@ -261,7 +261,8 @@ static void say(const tg_run *r, const char *fmt, ...) {
 
 /* ---- opening ------------------------------------------------------------------- */
 tg_run_config tg_run_defaults(const char *dir, int64_t steps) {
-    return (tg_run_config){.dir = dir, .steps = steps, .accum = 1, .schedule = tg_lr_constant(1e-3), .eval_every = 100};
+    tg_lr_schedule keep = {.kind = TG_LR_CONSTANT, .lr = NAN}; /* the optimizer's own rate */
+    return (tg_run_config){.dir = dir, .steps = steps, .accum = 1, .schedule = keep, .eval_every = 100};
 }
 
 static int check_config(const tg_run_config *c) {
@@ -417,7 +418,9 @@ bool tg_run_next(tg_run *r) {
         r->state = RUN_SIGNALLED;
     }
     if (r->state != RUN_GOING) return false;
-    r->lr = tg_lr_at(&r->cfg.schedule, r->step);
+    const tg_lr_schedule *s = &r->cfg.schedule;
+    bool keep = s->kind == TG_LR_CONSTANT && isnan(s->lr); /* tg_run_defaults: the optimizer's own rate */
+    r->lr = keep ? (double)r->opt->cfg.lr : tg_lr_at(s, r->step);
     if (isnan(r->lr) || tg_optim_set_lr(r->opt, (tg_real)r->lr) != 0) return fail(r, NULL);
     tg_optim_zero_grad(r->opt);
     r->micro = 0, r->loss_acc = 0, r->eval_due = false;

@@ -53,7 +53,7 @@ typedef struct {
     const char *dir;         /* the run's folder (created with its parents) */
     int64_t steps;           /* the run ends after this step */
     int accum;               /* micro-batches per step: tg_run_backward calls between two tg_run_step */
-    tg_lr_schedule schedule; /* learning rate per step (tg_lr_at) */
+    tg_lr_schedule schedule; /* learning rate per step (tg_lr_at); tg_run_defaults: the optimizer's own */
     double clip;             /* clip the gradient's global norm to this; 0: measure it only */
     int eval_every;          /* steps between evaluations (tg_run_eval_due); the last step always has one */
     int save_every;          /* steps between checkpoints; 0: at every evaluation */
@@ -67,8 +67,9 @@ typedef struct {
     bool quiet;              /* no progress on stderr */
 } tg_run_config;
 
-/* Defaults: accum 1, constant lr 1e-3, no clipping, an evaluation every
- * 100 steps and a checkpoint at each, no patience, progress on stderr. */
+/* Defaults: accum 1, the optimizer's learning rate at every step, no
+ * clipping, an evaluation every 100 steps and a checkpoint at each, no
+ * patience, progress on stderr. */
 tg_run_config tg_run_defaults(const char *dir, int64_t steps);
 
 typedef struct tg_run tg_run;
