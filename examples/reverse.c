@@ -444,15 +444,23 @@ int main(int argc, char **argv) {
             nv = v;
             break;
         }
-        if (!lead) continue;
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s_%s.safetensors", o.out, o.task, variants[v]);
-        if (save_model(&models[v], &o, variants[v], path) != 0) {
+        if (lead) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s_%s.safetensors", o.out, o.task, variants[v]);
+            if (save_model(&models[v], &o, variants[v], path) != 0) {
+                fprintf(stderr, "reverse: %s\n", tg_last_error());
+                rc = 1;
+            }
+            rc |= draw_attention(&models[v], &o, hx, variants[v]) != 0;
+            if (pe_kind(variants[v]) == TG_PE_LEARNED) rc |= draw_tables(&models[v], &o) != 0;
+        }
+        /* --ddp: the others wait here while rank 0 saves and draws alone, not
+         * in the next variant's first collective, whose deadline a long save
+         * would pass. (A failed rank 0 skips it: the end aborts the run.) */
+        if (rc == 0 && tg_dist_barrier() != 0) {
             fprintf(stderr, "reverse: %s\n", tg_last_error());
             rc = 1;
         }
-        rc |= draw_attention(&models[v], &o, hx, variants[v]) != 0;
-        if (pe_kind(variants[v]) == TG_PE_LEARNED) rc |= draw_tables(&models[v], &o) != 0;
     }
     if (nv > 0 && lead) rc |= draw_losses(res, nv, &o) != 0;
 
