@@ -22,10 +22,12 @@
  *
  * --ddp, under mpirun -np N (make MPI=1): every rank generates the same
  * global batch and trains on its slice of it, with its slice of the
- * dropout masks, and the gradients are averaged over the ranks
- * (src/dist/), so the run is the single-process one up to rounding. Every
- * rank evaluates the held-out set (the same numbers); rank 0 alone prints
- * and writes the files. */
+ * dropout masks (tg_dropout_set_shard: each mask draw takes the rank's
+ * block of the indices one process would draw), and the gradients are
+ * averaged over the ranks (src/dist/), so the run is the single-process
+ * one up to rounding. Every rank evaluates the held-out set (the same
+ * numbers); rank 0 alone prints and writes the files, while the others
+ * wait for it at a barrier (which has no deadline for them). */
 #include <math.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,44 +100,6 @@ static void evaluate(model *m, const options *o, const int *tokens, const int *t
     *seq_acc = (double)seqs / n;
 }
 
-/* --ddp with dropout: each dropout of the encoder takes one block of
- * generator indices per forward, batch first, so one process's masks for
- * the global batch are the ranks' blocks one after another (as in lm.c).
- * The encoder's generators into g; returns their number. */
-enum { REVERSE_MAX_RNGS = 2 + 3 * 64 };
-static int encoder_rngs(tg_encoder *e, tg_rng **g) {
-    int n = 0;
-    tg_rng *all[REVERSE_MAX_RNGS] = {tg_dropout_rng(e->dropout),
-                                     e->pos_encoding ? tg_dropout_rng(e->pos_encoding->dropout) : NULL};
-    for (int i = 0; i < e->cfg.num_layers; i++) {
-        all[2 + 3 * i] = tg_dropout_rng(e->blocks[i]->attention->attention->dropout);
-        all[3 + 3 * i] = tg_dropout_rng(e->blocks[i]->addnorm1->dropout);
-        all[4 + 3 * i] = tg_dropout_rng(e->blocks[i]->addnorm2->dropout);
-    }
-    for (int i = 0; i < 2 + 3 * e->cfg.num_layers; i++)
-        if (all[i]) g[n++] = all[i];
-    return n;
-}
-
-/* The indices each generator takes per forward of Bl sequences (one
- * forward without a graph; the generators are put back). */
-static int dropout_per_shard(model *m, const options *o, int Bl, tg_rng **g, int n, uint64_t *per) {
-    uint64_t c0[REVERSE_MAX_RNGS];
-    for (int j = 0; j < n; j++) c0[j] = g[j]->counter;
-    int *x = calloc((size_t)Bl * o->seq_len, sizeof(int));
-    bool grad = tg_set_grad_enabled(false);
-    tg_scope_begin();
-    int rc = x && logits_of(m, x, Bl, o->seq_len) ? 0 : -1;
-    tg_scope_end();
-    tg_set_grad_enabled(grad);
-    free(x);
-    for (int j = 0; j < n; j++) {
-        per[j] = g[j]->counter - c0[j];
-        g[j]->counter = c0[j];
-    }
-    return rc;
-}
-
 static int save_model(model *m, const options *o, const char *pe, const char *path) {
     char meta[512];
     snprintf(meta, sizeof meta,
@@ -182,19 +146,11 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
         goto done;
     }
     tg_rng data = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 1); /* same batches for every variant */
-    tg_rng *drop[REVERSE_MAX_RNGS];
-    uint64_t per[REVERSE_MAX_RNGS], c0[REVERSE_MAX_RNGS];
-    int n_drop = size > 1 && o->dropout > 0 ? encoder_rngs(m->encoder, drop) : 0;
-    if (n_drop > 0 && dropout_per_shard(m, o, Bl, drop, n_drop, per) != 0) goto done;
     bool tty = isatty(2);
     double t0 = now();
     for (int step = 1; step <= o->steps; step++) {
         make_batch(o, &data, B, x, y); /* --ddp: the global batch on every rank, of which... */
         const int *xs = x + (size_t)rank * Bl * T, *ys = y + (size_t)rank * Bl * T; /* ...this slice */
-        for (int j = 0; j < n_drop; j++) { /* --ddp: this rank's block of each dropout's masks */
-            c0[j] = drop[j]->counter;
-            drop[j]->counter = c0[j] + (uint64_t)rank * per[j];
-        }
         tg_scope_begin();
         tg_tensor *loss = tg_cross_entropy(logits_of(m, xs, Bl, T), ys, NULL, TG_IGNORE_INDEX);
         double lv = loss ? (double)tg_item(loss) : NAN;
@@ -228,7 +184,6 @@ static int train(const options *o, const char *pe, int variant, int n_variants, 
             tg_scope_end();
             goto done;
         }
-        for (int j = 0; j < n_drop; j++) drop[j]->counter = c0[j] + (uint64_t)size * per[j];
         tg_optim_step(opt);
         r->losses[step - 1] = (float)lv;
         tg_scope_end();
@@ -413,6 +368,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "reverse: --ddp: %s\n", tg_last_error());
             return 2;
         }
+        /* Each rank's dropout masks: its slice of the global batch's. */
+        if (tg_dropout_set_shard(tg_dist_rank(), tg_dist_size()) != 0) {
+            fprintf(stderr, "reverse: --ddp: %s\n", tg_last_error());
+            tg_dist_abort(1);
+        }
         /* Rank 0 speaks and writes for the run; the others print only their errors. */
         if (tg_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) return 1;
     }
@@ -444,15 +404,23 @@ int main(int argc, char **argv) {
             nv = v;
             break;
         }
-        if (!lead) continue;
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s_%s.safetensors", o.out, o.task, variants[v]);
-        if (save_model(&models[v], &o, variants[v], path) != 0) {
+        if (lead) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s_%s.safetensors", o.out, o.task, variants[v]);
+            if (save_model(&models[v], &o, variants[v], path) != 0) {
+                fprintf(stderr, "reverse: %s\n", tg_last_error());
+                rc = 1;
+            }
+            rc |= draw_attention(&models[v], &o, hx, variants[v]) != 0;
+            if (pe_kind(variants[v]) == TG_PE_LEARNED) rc |= draw_tables(&models[v], &o) != 0;
+        }
+        /* --ddp: the others wait here while rank 0 saves and draws alone, not
+         * in the next variant's first collective, whose deadline a long save
+         * would pass. (A failed rank 0 skips it: the end aborts the run.) */
+        if (rc == 0 && tg_dist_barrier() != 0) {
             fprintf(stderr, "reverse: %s\n", tg_last_error());
             rc = 1;
         }
-        rc |= draw_attention(&models[v], &o, hx, variants[v]) != 0;
-        if (pe_kind(variants[v]) == TG_PE_LEARNED) rc |= draw_tables(&models[v], &o) != 0;
     }
     if (nv > 0 && lead) rc |= draw_losses(res, nv, &o) != 0;
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The distributed tests (make test MPI=1): lm and reverse under
 # `mpirun -np 2 --oversubscribe` against one process, resuming across rank
-# counts, and a rank that dies or hangs.
+# counts, a rank that dies or hangs, and rank 0's single-rank work (saving,
+# sampling) outlasting the collectives' deadline.
 #   sh tests/dist_test.sh BUILD [DOUBLE_BUILD]     (build/mpi build/mpi-double)
 #
 # Equivalence. 2 ranks with batch B/2 each average their gradients; one
@@ -14,10 +15,11 @@
 # far below 1e-4, while a wrong shard, a missing average or another batch
 # moves them by 1e-3 or more (the gradient norm doubles without the
 # division by N). In double, 1e-9. With --dropout 0.1 the ranks' masks are
-# slices of the single-process masks (lm's dropout_per_shard), and the
-# losses agree to rounding too, though a loss spike (a gradient norm of 100
-# at step 20) amplifies it to 3e-5: 1e-3 there, on the losses alone, still
-# far below the 1e-2 that other masks move the first step's loss.
+# slices of the single-process masks (lm's dropout_per_shard; reverse's
+# from the library, tg_dropout_set_shard), and the losses agree to
+# rounding too, though a loss spike (a gradient norm of 100 at step 20)
+# amplifies it to 3e-5: 1e-3 there, on the losses alone, still far below
+# the 1e-2 that other masks move the first step's loss.
 set -u
 BUILD=${1:-build/mpi}
 DBUILD=${2:-}
@@ -127,18 +129,44 @@ reverse_equivalence() {
     fi
 }
 
-# A rank that exits, or hangs, at its 5th all-reduce: the run must end, non-zero, in bounded time.
+# A rank that fails (TG_DIST_FAULT=$2: R:K:exit|hang, at its K-th
+# all-reduce or at a barrier): the run must end, non-zero, in bounded time,
+# with a line matching $3. $4 describes it; $5, optional, is an environment
+# setting for mpirun.
 rank_failure() {
-    b=$1 how=$2 want=$3
+    b=$1 fault=$2 want=$3 what=$4
+    log="$OUT/fault-$(echo "$fault" | tr ':' '-').log"
     start=$(date +%s)
-    TG_DIST_TIMEOUT_S=3 TG_DIST_FAULT=1:5:$how timeout 120 mpirun -np 2 --oversubscribe "$b/bin/lm" --ddp \
-        --steps 50 --threads 1 --out "$OUT/fault-$how" > "$OUT/fault-$how.log" 2>&1
+    env ${5:-} TG_DIST_TIMEOUT_S=3 TG_DIST_FAULT=$fault timeout 120 mpirun -np 2 --oversubscribe "$b/bin/lm" --ddp \
+        --steps 50 --threads 1 --tokens 10 --out "$OUT/fault" > "$log" 2>&1
     rc=$?
     secs=$(($(date +%s) - start))
-    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $secs -lt 60 ] && grep -q "$want" "$OUT/fault-$how.log"; then
-        ok "a rank that ${how}s mid-run: the run ends in ${secs} s, exit $rc, with \"$(grep -m1 "$want" "$OUT/fault-$how.log" | cut -c1-110)\""
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $secs -lt 60 ] && grep -q -E "$want" "$log"; then
+        ok "$what: the run ends in ${secs} s, exit $rc, with \"$(grep -m1 -E "$want" "$log" | cut -c1-110)\""
     else
-        bad "a rank that ${how}s: exit $rc after ${secs} s; log:"; tail -8 "$OUT/fault-$how.log"
+        bad "$what: exit $rc after ${secs} s; log:"; tail -8 "$log"
+    fi
+}
+
+# Rank 0 alone writes the corpus, then the checkpoints, figures and the
+# sample, while the other ranks wait for it at a barrier: a healthy run
+# whose single-rank work outlasts the collectives' deadline must finish.
+# TG_DIST_SLOW_LEAD_S=4 makes rank 0 take 4 s more before each barrier,
+# under a deadline of 2 s. (While the barrier held every rank to the
+# deadline, rank 1 gave up after 2 s and aborted the run.)
+slow_lead() {
+    b=$1
+    start=$(date +%s)
+    TG_DIST_TIMEOUT_S=2 TG_DIST_SLOW_LEAD_S=4 $MPIRUN "$b/bin/lm" --ddp --steps 5 --threads 1 --tokens 10 \
+        --out "$OUT/slow" > "$OUT/slow.log" 2>&1
+    rc=$?
+    secs=$(($(date +%s) - start))
+    n=$(grep -c "TG_DIST_SLOW_LEAD_S" "$OUT/slow.log")
+    if [ $rc -eq 0 ] && [ "$n" -ge 2 ] && grep -q '^val_loss=' "$OUT/slow.log" && [ -f "$OUT/slow/lm.safetensors" ]; then
+        ok "lm --ddp with rank 0's single-rank work 4 s longer ($n times) than the 2 s deadline: finishes in ${secs} s, $(grep '^val_loss=' "$OUT/slow.log")"
+    else
+        bad "lm --ddp with a slow rank 0 (TG_DIST_SLOW_LEAD_S=4, TG_DIST_TIMEOUT_S=2): exit $rc after ${secs} s; log:"
+        tail -8 "$OUT/slow.log"
     fi
 }
 
@@ -154,8 +182,19 @@ lm_equivalence "$BUILD" 1e-3 float-dropout "--dropout 0.1"
 lm_resume "$BUILD" 1e-4
 reverse_equivalence "$BUILD" 200 "--dropout 0" no-dropout
 reverse_equivalence "$BUILD" 50 "" dropout
-rank_failure "$BUILD" exit "exited with non-zero status"
-rank_failure "$BUILD" hang "did not complete within 3 s (a rank may have died)"
+rank_failure "$BUILD" 1:5:exit "exited with non-zero status" "a rank that exits mid-run"
+rank_failure "$BUILD" 1:5:hang "did not complete within 3 s \(a rank may have died\)" "a rank that hangs mid-run"
+slow_lead "$BUILD"
+# The barrier keeps its deadline on rank 0, which waits only for ranks that
+# have nothing else to do...
+rank_failure "$BUILD" 1:barrier:hang "rank 0: barrier did not complete within 3 s" \
+    "rank 1 hanging at a barrier (rank 0 waits with the deadline)"
+# ...and the others, waiting without one, still notice rank 0 die: mpirun
+# ends the job, and when told not to (orte_abort_on_non_zero_status 0, Open
+# MPI 4), the waiting rank sees rank 0's pid gone and aborts the run itself.
+rank_failure "$BUILD" 0:barrier:exit "exited with non-zero status" "rank 0 exiting in its single-rank work"
+rank_failure "$BUILD" 0:barrier:exit "rank 1: barrier: rank 0 \(pid [0-9]+\) died while this rank waited" \
+    "rank 0 exiting in its single-rank work, mpirun not ending the job" OMPI_MCA_orte_abort_on_non_zero_status=0
 if $MPIRUN "$BUILD/bin/lm" --ddp --batch 31 --steps 1 --out "$OUT/odd" > "$OUT/odd.log" 2>&1 ||
     ! grep -q "ranks must divide it" "$OUT/odd.log"; then
     bad "lm --ddp --batch 31 on 2 ranks should fail with 'ranks must divide it'"; tail -3 "$OUT/odd.log"

@@ -174,3 +174,121 @@ Test(dist, token_data_shards_are_the_global_batch) {
     cr_expect_eq(tg_token_data_batch_shard(NULL, B, T, 0, 1, xs, ys), -1);
     tg_token_data_close(one), tg_token_data_close(r0), tg_token_data_close(r1);
 }
+
+/* ---- dropout over a data-parallel shard (tg_dropout_set_shard) --------------------------
+ * size ranks simulated in one process: rank r runs the forward and backward
+ * on rows [r Bl, r Bl + Bl) of the global batch, with the shard (r, size)
+ * set and its generators in the state the global run started from. Its
+ * masks must be its slice of the global run's (the outputs and gradients
+ * equal the global ones' rows), and its generators end where the global
+ * run's do. */
+
+/* Rows [r0, r0 + n) of t (leading axis), a copy that may require grad. */
+static tg_tensor *rows_of(const tg_tensor *t, int r0, int n) {
+    int shape[TG_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof(int) * (size_t)t->ndim);
+    int64_t per = t->size / t->shape[0];
+    shape[0] = n;
+    tg_tensor *s = tg_from_array(t->ndim, shape, t->data + (int64_t)r0 * per);
+    TG_REQUIRE(s);
+    tg_set_requires_grad(s, t->requires_grad);
+    return s;
+}
+
+/* Whether rows [r0, r0 + part->shape[0]) of whole equal part, to tol. */
+static bool rows_equal(const tg_tensor *whole, const tg_tensor *part, int r0, double tol) {
+    int64_t per = whole->size / whole->shape[0];
+    for (int64_t i = 0; i < part->size; i++)
+        if (!(fabs((double)part->data[i] - (double)whole->data[(int64_t)r0 * per + i]) <= tol)) return false;
+    return true;
+}
+
+/* Two draws from one generator in one forward: the rule is per draw. */
+static tg_tensor *two_dropouts(tg_tensor *x, tg_rng *g) { return tg_dropout(tg_tanh(tg_dropout(x, 0.3, g)), 0.5, g); }
+
+Test(dist, dropout_shards_are_slices_of_the_single_process_masks) {
+    tg_scope_begin();
+    enum { B = 6, T = 5, D = 7 };
+    tg_rng init = tg_rng_new(5);
+    tg_tensor *x = tg_randn(TG_SHAPE(B, T, D), &init);
+    tg_set_requires_grad(x, true);
+    const tg_rng start = {11, 3, 1000}; /* mid-run: some draws already taken */
+    tg_rng one = start;
+    tg_tensor *y = two_dropouts(x, &one);
+    TG_REQUIRE(y);
+    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0);
+    cr_expect_eq(one.counter, start.counter + 2 * (uint64_t)(B * T * D));
+    for (int size = 2; size <= 3; size++)
+        for (int r = 0, Bl = B / size; r < size; r++) {
+            cr_assert_eq(tg_dropout_set_shard(r, size), 0);
+            tg_rng g = start;
+            tg_tensor *xr = rows_of(x, r * Bl, Bl), *yr = two_dropouts(xr, &g);
+            TG_REQUIRE(yr);
+            cr_assert_eq(tg_backward(tg_sum_all(tg_mul(yr, yr))), 0);
+            cr_expect(rows_equal(y, yr, r * Bl, 0), "rank %d of %d: its masks are its rows' of one process", r, size);
+            cr_expect(rows_equal(x->grad, xr->grad, r * Bl, 0), "rank %d of %d: gradient", r, size);
+            cr_expect_eq(g.counter, one.counter, "rank %d of %d: the generator stays in step", r, size);
+        }
+    /* Without the shard, rank 1 would draw rank 0's masks for its rows. */
+    cr_assert_eq(tg_dropout_set_shard(0, 1), 0);
+    tg_rng g = start;
+    tg_tensor *y1 = two_dropouts(rows_of(x, B / 2, B / 2), &g);
+    cr_expect_not(rows_equal(y, y1, B / 2, 0));
+    tg_scope_end();
+}
+
+/* The fused attention's mask over [B h, Q, K] weights, heads folded in
+ * batch-major (row b h + head), as mha.c folds them. */
+Test(dist, attention_dropout_shards_are_slices_of_the_single_process_masks) {
+    tg_scope_begin();
+    enum { B = 6, H = 2, Q = 5, K = 7, DK = 4, DV = 3 };
+    tg_rng init = tg_rng_new(9);
+    tg_tensor *q = tg_randn(TG_SHAPE(B * H, Q, DK), &init), *k = tg_randn(TG_SHAPE(B * H, K, DK), &init);
+    tg_tensor *v = tg_randn(TG_SHAPE(B * H, K, DV), &init);
+    tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
+    tg_mask causal = {NULL, 0, true};
+    const tg_rng start = {4, 1, 77};
+    tg_rng one = start;
+    tg_tensor *o = tg_attention(q, k, v, causal, 0.3, &one);
+    TG_REQUIRE(o);
+    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(o, o))), 0);
+    for (int size = 2; size <= 3; size++)
+        for (int r = 0, Bl = B / size; r < size; r++) {
+            cr_assert_eq(tg_dropout_set_shard(r, size), 0);
+            tg_rng g = start, gs = start;
+            int r0 = r * Bl * H, n = Bl * H;
+            tg_tensor *qr = rows_of(q, r0, n), *kr = rows_of(k, r0, n), *vr = rows_of(v, r0, n);
+            tg_tensor *o_r = tg_attention(qr, kr, vr, causal, 0.3, &g);
+            TG_REQUIRE(o_r);
+            cr_assert_eq(tg_backward(tg_sum_all(tg_mul(o_r, o_r))), 0);
+            cr_expect(rows_equal(o, o_r, r0, 1e-12), "rank %d of %d: output", r, size);
+            cr_expect(rows_equal(q->grad, qr->grad, r0, 1e-12) && rows_equal(k->grad, kr->grad, r0, 1e-12) &&
+                          rows_equal(v->grad, vr->grad, r0, 1e-12),
+                      "rank %d of %d: gradients", r, size);
+            cr_expect_eq(g.counter, one.counter, "rank %d of %d: the generator stays in step", r, size);
+            /* The stored path's tg_dropout takes the same shard of the same indices. */
+            tg_tensor *s = tg_mul_scalar(tg_matmul_t(qr, kr, false, true), (tg_real)(1.0 / sqrt((double)DK)));
+            tg_tensor *os = tg_matmul(tg_dropout(tg_masked_softmax(s, causal), 0.3, &gs), vr);
+            TG_REQUIRE(os);
+            cr_expect_lt(max_diff(os, o_r), 1e-12, "rank %d of %d: stored path", r, size);
+        }
+    cr_assert_eq(tg_dropout_set_shard(0, 1), 0);
+    tg_scope_end();
+}
+
+Test(dist, dropout_shard_needs_a_rank_inside_the_world) {
+    int r = -1, s = -1;
+    tg_dropout_get_shard(&r, &s);
+    cr_expect(r == 0 && s == 1, "default: rank 0 of 1, got %d of %d", r, s);
+    cr_expect_eq(tg_dropout_set_shard(2, 2), -1);
+    cr_expect(error_has("dropout_set_shard", "rank 2 of 2"));
+    cr_expect_eq(tg_dropout_set_shard(-1, 2), -1);
+    cr_expect_eq(tg_dropout_set_shard(0, 0), -1);
+    tg_dropout_get_shard(&r, &s);
+    cr_expect(r == 0 && s == 1, "a refused shard changes nothing");
+    cr_expect_eq(tg_dropout_set_shard(1, 3), 0);
+    tg_dropout_get_shard(&r, NULL);
+    tg_dropout_get_shard(NULL, &s);
+    cr_expect(r == 1 && s == 3);
+    cr_expect_eq(tg_dropout_set_shard(0, 1), 0);
+}

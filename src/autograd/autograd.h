@@ -132,10 +132,34 @@ tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int 
 
 /* Inverted dropout: each element is kept with probability 1-p and scaled by
  * 1/(1-p), so the expectation is unchanged. Element i's keep bit is a hash
- * of (seed, stream, first + i), first = tg_rng_take(rng, n) (dropout_mask.h):
- * the mask is regenerated in backward, never stored. p = 0 returns x itself;
+ * of (seed, stream, first + i), first = tg_rng_take(rng, n) in one process
+ * (dropout_mask.h; with a shard, below): the mask is regenerated in
+ * backward, never stored. p = 0 returns x itself (and draws nothing);
  * p = 1 returns zeros. */
 tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng);
+/* Data-parallel dropout. Under data parallelism (src/dist/) each of `size`
+ * ranks runs the forward on its slice of the global batch, rank r holding
+ * rows [r Bl, r Bl + Bl) of B = size Bl. With the shard (rank, size) set,
+ * every mask draw of n elements (tg_dropout, tg_attention's dropout) from a
+ * generator whose counter is c takes
+ *   first = c + rank n,  mask indices [c + rank n, c + rank n + n),
+ *   and then counter = c + size n,
+ * which is rank's slice of the size n indices one process drawing the
+ * global batch takes, when the batch is the tensor's leading axis (as for
+ * [B, T, d] activations, and for attention weights [B h, Q, K] with the
+ * heads folded in batch-major, as mha.c does). So the ranks' masks
+ * together are the single-process masks, draw by draw (also when one
+ * generator is drawn from several times per forward), and every rank's
+ * generators stay in step, as their checkpoints assume. A mask whose
+ * leading axis is not the batch is still a valid mask, independent on
+ * each rank, but not the single-process one. No other draw (initialisation,
+ * data sampling, tg_rand, ...) is sharded. The default is rank 0 of 1 (first
+ * = c, counter = c + n). A data-parallel program calls, once after
+ * tg_dist_init:  tg_dropout_set_shard(tg_dist_rank(), tg_dist_size()).
+ * Returns 0, or -1 with "dropout_set_shard: ..." recorded unless
+ * size >= 1 and 0 <= rank < size. */
+int tg_dropout_set_shard(int rank, int size);
+void tg_dropout_get_shard(int *rank, int *size); /* either may be NULL */
 /* The one dropout-probability check: p in [0, 1], as torch.nn.Dropout (p = 1
  * drops everything and gives zeros). Returns false with "who: dropout
  * p = <p> is outside [0, 1]" recorded otherwise (also for NaN). */
@@ -167,7 +191,8 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
  * q [B, Q, d], k [B, K, d], v [B, K, dv] -> out [B, Q, dv], the same values
  * as the stored path tg_masked_softmax + tg_dropout + tg_matmul (up to
  * rounding, and the same dropout mask for equal rng states: element
- * (b, q, k) at index first + (b Q + q) K + k, first = tg_rng_take(rng, B Q K)),
+ * (b, q, k) at index first + (b Q + q) K + k, first taken as tg_dropout
+ * takes it for n = B Q K, data-parallel shard included),
  * without ever storing the [B, Q, K] weights: FlashAttention-2's online
  * softmax forward, backward recomputing the weights from the saved
  * log-sum-exp and the dropout mask from its counter. Memory O(B Q d).

@@ -50,6 +50,13 @@ tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh);
  * gradient, so two inputs may share one g. */
 bool tg_grad_share(tg_tensor *t, const tg_tensor *g);
 
+/* The first generator index of a dropout mask of n elements, laid out
+ * batch first: tg_rng_take(rng, n) in one process; with the data-parallel
+ * shard (rank, size) of tg_dropout_set_shard, c + rank n where c is the
+ * counter, which moves to c + size n. tg_dropout and tg_attention draw
+ * their masks' indices only here. */
+uint64_t tg_dropout_take(tg_rng *rng, uint64_t n);
+
 /* Every op's descriptor, defined in its ops_<family>.c and listed in
  * tg_op_table (ops_table.c) in this order. */
 /* clang-format off: a table, aligned by column */

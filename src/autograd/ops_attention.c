@@ -7,9 +7,10 @@
  * (tg_score_scaled_dot, tg_masked_softmax, tg_dropout, tg_matmul): masked
  * scores are replaced by -1e6 (mask.h), so a row with no visible key is
  * uniform; dropout is inverted and element (b, q, k) of its mask is drawn at
- * counter index first + (b Q + q) K + k, first = tg_rng_take(rng, B Q K), the
- * index tg_dropout would give it. Called with equal rng states, both paths
- * give the same result up to float rounding.
+ * counter index first + (b Q + q) K + k, first = tg_dropout_take(rng, B Q K),
+ * the index tg_dropout would give it (with the same data-parallel shard:
+ * tg_dropout_set_shard). Called with equal rng states, both paths give the
+ * same result up to float rounding.
  *
  * Forward: FlashAttention-2 (Dao, "FlashAttention-2: Faster Attention with
  * Better Parallelism and Work Partitioning", 2023, Algorithm 1). Queries in
@@ -605,7 +606,7 @@ tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask ma
     pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
     if (pl->dropout) {
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
-        pl->first = tg_rng_take(rng, (uint64_t)rows * (uint64_t)K);
+        pl->first = tg_dropout_take(rng, (uint64_t)rows * (uint64_t)K);
     }
     int nth = tg_get_num_threads();
     size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0);

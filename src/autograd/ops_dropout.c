@@ -4,12 +4,42 @@
  * so E[y_i] = x_i. The mask is a pure function of (seed, stream, first + i)
  * (dropout_mask.h, shared with the fused attention op): backward draws it
  * again instead of storing it, and it does not depend on the number of
- * threads. */
+ * threads. first comes from tg_dropout_take, which also holds the
+ * data-parallel shard of every mask (tg_dropout_set_shard). */
 #include "op.h"
 
 #include <string.h>
 
 enum { CHUNK = 512 }; /* mask values drawn at a time, on the stack */
+
+/* ---- the data-parallel shard of the masks (autograd.h) ------------------------
+ * One process drawing a mask for the global batch of `size` equal slices
+ * takes indices [c, c + size n) and gives slice r the indices
+ * [c + r n, c + r n + n) (the batch is the leading axis). A rank that holds
+ * slice r draws exactly those, then moves its counter to c + size n as that
+ * process would: its masks are its slice of the single-process ones, and
+ * every rank's generators stay in step. Set once, before the first forward
+ * (a program's setting; not per thread: the draws run on the caller). */
+static int g_shard_rank = 0, g_shard_size = 1;
+
+int tg_dropout_set_shard(int rank, int size) {
+    if (size < 1 || rank < 0 || rank >= size) {
+        tg_set_error("dropout_set_shard: rank %d of %d: need size >= 1 and 0 <= rank < size", rank, size);
+        return -1;
+    }
+    g_shard_rank = rank, g_shard_size = size;
+    return 0;
+}
+
+void tg_dropout_get_shard(int *rank, int *size) {
+    if (rank) *rank = g_shard_rank;
+    if (size) *size = g_shard_size;
+}
+
+uint64_t tg_dropout_take(tg_rng *rng, uint64_t n) {
+    uint64_t c = tg_rng_take(rng, (uint64_t)g_shard_size * n); /* counter: c -> c + size n */
+    return c + (uint64_t)g_shard_rank * n;
+}
 
 typedef struct {
     tg_dropout_mask mask;
@@ -82,7 +112,7 @@ tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng) {
         memset(y->data, 0, sizeof(tg_real) * (size_t)y->size);
     } else {
         s->mask = tg_dropout_mask_new(rng->seed, rng->stream, p);
-        s->first = tg_rng_take(rng, (uint64_t)x->size);
+        s->first = tg_dropout_take(rng, (uint64_t)x->size);
         apply(s, x->data, y->data, x->size, false);
     }
     tg_node *n = tg_node_record(&tg_op_dropout, y, 1, &x);

@@ -5,6 +5,8 @@
 #include "dist.h"
 #include "../autograd/op.h" /* tg_grad_of: a parameter without a gradient gets a zero one */
 
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 #ifdef TG_MPI
 #include <mpi.h>
+#include <sys/stat.h>
 #endif
 
 typedef struct {
@@ -140,6 +143,13 @@ int tg_dist_allreduce_grads(tg_dist_grads *g) {
 static MPI_Comm g_comm = MPI_COMM_NULL; /* our own duplicate of MPI_COMM_WORLD */
 static int g_rank, g_size = 1;
 static double g_timeout = 60;
+/* Each rank's pid and whether it runs beside this one (the same host and
+ * pid namespace), where kill(2) and /proc can tell whether it still lives. */
+typedef struct {
+    long long pid;
+    uint64_t host; /* a hash of the host's name and the pid namespace; 0: unknown */
+} peer_id;
+static peer_id *g_peers;
 #define TG_MPI_REAL (sizeof(tg_real) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT)
 
 static double now(void) {
@@ -200,6 +210,98 @@ static int wait_all(int n, MPI_Request *reqs, const char *what) {
     }
 }
 
+/* This process's peer_id. The pid namespace is part of the host: two
+ * containers may share a host name, never their pids. */
+static peer_id self_id(void) {
+    char name[256] = "";
+    struct stat ns;
+    peer_id me = {(long long)getpid(), 0};
+    if (gethostname(name, sizeof name - 1) != 0 || stat("/proc/self/ns/pid", &ns) != 0) return me; /* unknown */
+    /* FNV-1a of the name, then of the namespace's inode and device */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    h = (h ^ (uint64_t)ns.st_ino) * 0x100000001b3ull;
+    h = (h ^ (uint64_t)ns.st_dev) * 0x100000001b3ull;
+    me.host = h ? h : 1;
+    return me;
+}
+
+/* True when rank r is known to have died: it runs beside this rank and its
+ * pid is gone (ESRCH) or a zombie (exited, not yet reaped by Open MPI's
+ * daemon). A rank on another host is never known dead here; there mpirun,
+ * which ends the job when a rank exits without MPI_Finalize, is the check. */
+static bool peer_dead(int r) {
+    if (!g_peers || r == g_rank || !g_peers[r].host || g_peers[r].host != g_peers[g_rank].host) return false;
+    if (kill((pid_t)g_peers[r].pid, 0) != 0 && errno == ESRCH) return true;
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%lld/stat", g_peers[r].pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    /* "pid (comm) S ...": the state follows the last ')' (comm may hold one). */
+    const char *e = strrchr(line, ')');
+    return e && e[1] == ' ' && (e[2] == 'Z' || e[2] == 'X');
+}
+
+/* Polls a barrier's request on a rank other than 0: no deadline, but the
+ * peers beside it are watched (tg_dist_barrier says why). Spins a little,
+ * then sleeps 50 us between polls, 1 ms after the first second, so a long
+ * wait leaves the CPU to rank 0; every 0.2 s it checks that no peer died.
+ * A peer may leave the barrier and exit normally before this rank sees the
+ * barrier complete (its messages have arrived), so a dead peer's barrier
+ * gets one more second before it counts as a failure. */
+static int wait_for_lead(MPI_Request *req, const char *what) {
+    double t0 = now(), check = t0 + 0.2, grace = 0;
+    int dead = -1;
+    for (long polls = 0;; polls++) {
+        int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_failed(what, rc);
+        if (done) return 0;
+        double t = now();
+        if (dead >= 0 && t > grace) {
+            tg_set_error("tgrad dist: rank %d: %s: rank %d (pid %lld) died while this rank waited for it", g_rank, what,
+                         dead, g_peers[dead].pid);
+            return -1;
+        }
+        if (dead < 0 && t > check) {
+            for (int p = 0; p < g_size && dead < 0; p++)
+                if (peer_dead(p)) dead = p, grace = t + 1;
+            check = t + 0.2;
+        }
+        if (polls > 200) nanosleep(&(struct timespec){0, t - t0 < 1 ? 50000 : 1000000}, NULL);
+    }
+}
+
+/* TG_DIST_FAULT=R:K:exit (or hang): rank R exits (or stops answering) at
+ * its K-th tg_dist_allreduce_grads, or with K "barrier" on entering a
+ * barrier (rank 0: as if it died in its single-rank work), for the tests
+ * of a rank that dies. call: the all-reduce's number, 0 for a barrier. */
+static void maybe_fail(long call) {
+    const char *f = getenv("TG_DIST_FAULT");
+    int r;
+    char at[16] = "", how[8] = "";
+    if (!f || sscanf(f, "%d:%15[^:]:%7s", &r, at, how) != 3 || r != g_rank) return;
+    if (call == 0 ? strcmp(at, "barrier") != 0 : atol(at) != call) return;
+    fprintf(stderr, "tgrad dist: rank %d: TG_DIST_FAULT: %s at %s%s\n", g_rank,
+            strcmp(how, "hang") == 0 ? "hanging" : "exiting", call ? "all-reduce " : "", at);
+    if (strcmp(how, "hang") == 0)
+        for (;;) sleep(1);
+    _exit(3);
+}
+
+/* TG_DIST_SLOW_LEAD_S=S: rank 0 sleeps S seconds on entering a barrier, as
+ * if its single-rank work before it (a save, a sample) took that long, for
+ * the test of a long save under a short TG_DIST_TIMEOUT_S. */
+static void maybe_slow_lead(void) {
+    const char *s = getenv("TG_DIST_SLOW_LEAD_S");
+    double v = s ? atof(s) : 0;
+    if (g_rank != 0 || !(v > 0)) return;
+    fprintf(stderr, "tgrad dist: rank 0: TG_DIST_SLOW_LEAD_S: %g s of single-rank work before the barrier\n", v);
+    nanosleep(&(struct timespec){(time_t)v, (long)((v - (double)(time_t)v) * 1e9)}, NULL);
+}
+
 int tg_dist_init(int *argc, char ***argv) {
     int inited = 0;
     MPI_Initialized(&inited);
@@ -227,14 +329,26 @@ int tg_dist_init(int *argc, char ***argv) {
     MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g_comm, &g_rank);
     MPI_Comm_size(g_comm, &g_size);
-    return 0;
+    /* Every rank's pid and host, for the barrier's check of its peers. */
+    peer_id me = self_id();
+    g_peers = calloc((size_t)g_size, sizeof *g_peers);
+    if (!g_peers) {
+        tg_set_error("dist_init: out of memory for %d ranks", g_size);
+        return -1;
+    }
+    MPI_Request r;
+    rc = MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, g_peers, (int)sizeof me, MPI_BYTE, g_comm, &r);
+    return rc != MPI_SUCCESS ? mpi_failed("dist_init", rc) : wait_all(1, &r, "dist_init");
 }
 
 int tg_dist_barrier(void) {
     if (!tg_dist_active()) return 0;
+    maybe_slow_lead();
+    maybe_fail(0);
     MPI_Request r;
     int rc = MPI_Ibarrier(g_comm, &r);
-    return rc != MPI_SUCCESS ? mpi_failed("barrier", rc) : wait_all(1, &r, "barrier");
+    if (rc != MPI_SUCCESS) return mpi_failed("barrier", rc);
+    return g_rank == 0 ? wait_all(1, &r, "barrier") : wait_for_lead(&r, "barrier");
 }
 
 /* Every rank's n doubles, rank after rank, into all (n * size). */
@@ -297,6 +411,8 @@ int tg_dist_finalize(void) {
     if (!tg_dist_active()) return 0;
     MPI_Comm_free(&g_comm);
     g_comm = MPI_COMM_NULL;
+    free(g_peers);
+    g_peers = NULL;
     g_rank = 0, g_size = 1;
     MPI_Finalize();
     return 0;
@@ -361,20 +477,6 @@ int tg_dist_grads_arm(tg_dist_grads *g) {
     free(leaves);
     g->armed = rc == 0;
     return rc;
-}
-
-/* TG_DIST_FAULT=R:K:exit (or hang): rank R exits (or stops answering) at
- * its K-th tg_dist_allreduce_grads, for the test of a rank that dies. */
-static void maybe_fail(long call) {
-    const char *f = getenv("TG_DIST_FAULT");
-    int r, k;
-    char how[8] = "";
-    if (!f || sscanf(f, "%d:%d:%7s", &r, &k, how) != 3 || r != g_rank || k != call) return;
-    fprintf(stderr, "tgrad dist: rank %d: TG_DIST_FAULT: %s at all-reduce %d\n", g_rank,
-            strcmp(how, "hang") == 0 ? "hanging" : "exiting", k);
-    if (strcmp(how, "hang") == 0)
-        for (;;) sleep(1);
-    _exit(3);
 }
 
 int tg_dist_allreduce_grads(tg_dist_grads *g) {

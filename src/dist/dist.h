@@ -45,6 +45,12 @@
  * recorded, and the program should print it and call tg_dist_abort (an MPI
  * program cannot leave a failed collective otherwise). The communicator's
  * error handler is MPI_ERRORS_RETURN, so MPI errors come back the same way.
+ * The one exception is tg_dist_barrier on ranks other than 0: it ends rank
+ * 0's single-rank work (saving, sampling), which may take any time, so
+ * they wait there without the deadline, watching that their peers live.
+ *
+ *   if (tg_dist_rank() == 0) save_checkpoints_and_sample();
+ *   tg_dist_barrier();                                 // the others wait for it, however long
  *
  * Built without MPI=1, the functions are single-process stubs: rank 0 of 1,
  * the reductions and broadcasts change nothing, and tg_dist_init fails
@@ -65,7 +71,28 @@ int tg_dist_init(int *argc, char ***argv);
 bool tg_dist_active(void);
 int tg_dist_rank(void); /* 0 when not active */
 int tg_dist_size(void); /* 1 when not active */
-/* Waits for every rank. 0, or -1 with the error recorded. */
+/* Waits for every rank: the end of a single-rank phase, where rank 0 alone
+ * writes files, samples or evaluates while the others wait here. Such work
+ * may take any time (a large checkpoint on a slow disk), so only rank 0,
+ * which arrives last, waits under the collectives' deadline (for ranks that
+ * are there already, unless one died or hangs). The others wait without a
+ * deadline, which a long save would pass and so kill a healthy run, but not
+ * blindly: every 0.2 s they check that the ranks on their host (and pid
+ * namespace; pids gathered by tg_dist_init) still live, by kill(pid, 0) and
+ * /proc (a zombie is dead), and fail with "tgrad dist: rank R: barrier:
+ * rank P (pid N) died while this rank waited for it" when one is gone. A
+ * rank that dies on another host is mpirun's to notice: it ends the job
+ * when a rank exits without MPI_Finalize (the others then die with it).
+ * Why not a deadline that rank 0 suspends for a declared long phase
+ * (heartbeats, a "busy" message): inside a save rank 0 makes no MPI calls,
+ * so it could show that it lives only from a second thread
+ * (MPI_THREAD_MULTIPLE), and a rank 0 stuck in its save, alive, would be
+ * undetectable either way; while the others wait in a barrier, checking
+ * the process itself is what tells a slow rank 0 from a dead one. So
+ * single-rank work belongs to rank 0, followed by a barrier on every rank.
+ * Test hooks: TG_DIST_SLOW_LEAD_S=S makes rank 0 sleep S s on entering a
+ * barrier (a long save), TG_DIST_FAULT=R:barrier:exit|hang makes rank R
+ * exit or hang there. 0, or -1 with the error recorded. */
 int tg_dist_barrier(void);
 /* Copies every tensor of p from rank 0 to the others (the same list on
  * every rank: same names, same shapes). 0, or -1 with the error recorded. */
