@@ -368,11 +368,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "reverse: --ddp: %s\n", tg_last_error());
             return 2;
         }
-        /* Each rank's dropout masks: its slice of the global batch's. */
-        if (tg_dropout_set_shard(tg_dist_rank(), tg_dist_size()) != 0) {
-            fprintf(stderr, "reverse: --ddp: %s\n", tg_last_error());
-            tg_dist_abort(1);
-        }
         /* Rank 0 speaks and writes for the run; the others print only their errors. */
         if (tg_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) return 1;
     }

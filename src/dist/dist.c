@@ -336,6 +336,9 @@ int tg_dist_init(int *argc, char ***argv) {
         tg_set_error("dist_init: out of memory for %d ranks", g_size);
         return -1;
     }
+    /* Each rank's dropout masks are its slice of the global batch's
+     * (autograd.h: tg_dropout_set_shard), so no program touches a generator. */
+    if (tg_dropout_set_shard(g_rank, g_size) != 0) return -1;
     MPI_Request r;
     rc = MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, g_peers, (int)sizeof me, MPI_BYTE, g_comm, &r);
     return rc != MPI_SUCCESS ? mpi_failed("dist_init", rc) : wait_all(1, &r, "dist_init");

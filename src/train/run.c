@@ -194,7 +194,7 @@ static int save_to(tg_run *r, const char *path) {
 /* The checkpoint of this step (rank 0 writes; every rank calls). A weight
  * that is not finite fails the run first, so the last good checkpoint
  * stays. */
-static int save(tg_run *r) {
+static int save(tg_run *r, bool best) {
     int64_t at = 0;
     int bad = nonfinite_param(r->params, &at);
     if (bad >= 0) {
@@ -206,9 +206,13 @@ static int save(tg_run *r) {
         return -1;
     }
     if (r->lead) {
-        if (save_to(r, r->state_path) != 0) return fail(r, NULL), -1;
+        if (save_to(r, r->state_path) != 0 || (best && save_to(r, r->best_path) != 0)) return fail(r, NULL), -1;
         if (r->on_save && r->on_save(r->on_save_ctx, r->step) != 0) return fail(r, NULL), -1;
     }
+    /* Data parallel: the others wait for rank 0's files here, at a barrier
+     * without a deadline for them (dist.h), not in the next all-reduce,
+     * which has one: a long save never kills a healthy job. */
+    if (tg_dist_barrier() != 0) return fail(r, NULL), -1;
     r->saved = r->step;
     return 0;
 }
@@ -474,7 +478,7 @@ int tg_run_step(tg_run *r) {
     progress(r, false, NAN);
     /* A checkpoint between evaluations (save_every), after the step's line. */
     if (!r->eval_due && r->cfg.save_every > 0 && s % r->cfg.save_every == 0)
-        if (write_line(r) != 0 || save(r) != 0) return -1;
+        if (write_line(r) != 0 || save(r, false) != 0) return -1;
     return 0;
 }
 
@@ -501,8 +505,8 @@ int tg_run_eval(tg_run *r, double val) {
         r->best = val, r->best_step = r->step, r->evals_since_best = 0;
     else
         r->evals_since_best++;
-    if ((r->cfg.save_every == 0 || r->step % r->cfg.save_every == 0) && save(r) != 0) return -1;
-    if (better && r->lead && save_to(r, r->best_path) != 0) return fail(r, NULL), -1;
+    bool due = r->cfg.save_every == 0 || r->step % r->cfg.save_every == 0;
+    if ((due || better) && save(r, better) != 0) return -1; /* best.safetensors comes with a checkpoint */
     if (r->cfg.patience && r->evals_since_best >= r->cfg.patience && r->step < r->cfg.steps) {
         say(r, "early stop: no better validation loss in %d evaluations (best %.4f at step %lld, in %s)",
             r->cfg.patience, r->best, (long long)r->best_step, r->best_path);
@@ -516,8 +520,20 @@ int tg_run_close(tg_run *r) {
     if (r->state == RUN_GOING) r->state = RUN_STOPPED; /* the caller left the loop: keep what it did */
     write_line(r);
     /* The last checkpoint: steps since the last one are not lost. */
-    if (r->state != RUN_FAILED && r->step > r->saved) save(r);
+    if (r->state != RUN_FAILED && r->step > r->saved) save(r, false);
     if (r->lead && r->tty && !r->cfg.quiet) fputs("\r\033[K", stderr);
+    if (r->lead && r->step > r->first) {
+        printf("trained steps %lld..%lld in %.1f s\n", (long long)r->first + 1, (long long)r->step,
+               now_s() - r->t_open);
+        if (r->grads) {
+            tg_dist_stats ds = tg_dist_grads_stats(r->grads);
+            printf("ddp: all-reduce of %.2f MB per step, %.2f ms per step waited for after backward; %ld of %ld "
+                   "buckets started during backward\n",
+                   ds.bytes / 1e6, 1e3 * ds.wait_s / (double)(ds.calls ? ds.calls : 1), ds.buckets_early,
+                   ds.buckets_early + ds.buckets_late);
+        }
+        fflush(stdout);
+    }
     int rc = r->state == RUN_FAILED ? 1 : r->state == RUN_SIGNALLED ? 128 + r->signo : 0;
     if (r->state == RUN_FAILED)
         fprintf(stderr, "%s\n", tg_last_error() ? tg_last_error() : "run: failed");
