@@ -14,6 +14,7 @@
 
 #include <libgen.h>
 #include <math.h>
+#include "attention_figure.h"
 #include "lm_model.h"
 
 typedef struct {
@@ -274,44 +275,24 @@ static int lm_draw_losses(const char *out, const char *data, const lm_config *c,
 }
 
 /* The attention weights of every layer and head for the first validation window. */
+static tg_tensor *decoder_weights(const void *m, int l, int h) { return tg_decoder_attention_weights(m, l, h); }
 static int lm_draw_attention(const char *out, tg_decoder *m, const tg_token_data *d, int B, int *x, int *y) {
-    int T = m->cfg.block_size, L = m->cfg.n_layer, H = m->cfg.n_head;
+    int T = m->cfg.block_size, L = m->cfg.n_layer;
     if (tg_token_data_val_batch(d, 0, B, T, x, y) != 0) return -1;
     tg_decoder_train(m, false);
     tg_decoder_record_attention(m, true);
     bool grad = tg_set_grad_enabled(false);
     tg_scope_begin();
-    int rc = tg_decoder_forward(m, x, 1, T) ? 0 : -1;
-    float *w = malloc(sizeof(float) * (size_t)L * H * T * T);
-    const float **mats = malloc(sizeof(float *) * (size_t)L * H);
-    char(*titles)[32] = malloc(sizeof(char[32]) * (size_t)H), *path = tg_run_path(out, "lm_attention.png");
-    const char **tp = malloc(sizeof(char *) * (size_t)H);
-    if (!w || !mats || !titles || !tp || !path) rc = -1;
-    for (int l = 0; rc == 0 && l < L; l++)
-        for (int h = 0; rc == 0 && h < H; h++) {
-            const tg_tensor *aw = tg_decoder_attention_weights(m, l, h); /* [1, T, T] */
-            rc = aw ? 0 : -1;
-            mats[l * H + h] = w + ((int64_t)l * H + h) * T * T;
-            for (int i = 0; aw && i < T * T; i++) w[((int64_t)l * H + h) * T * T + i] = (float)aw->data[i];
-        }
-    for (int h = 0; rc == 0 && h < H; h++) snprintf(titles[h], 32, "Head %d", h + 1), tp[h] = titles[h];
-    char title[128];
+    char *path = tg_run_path(out, "lm_attention.png"), title[128];
     snprintf(title, sizeof title, "Causal attention weights (%s positions), one validation window (rows: layers 1..%d)",
              LM_PE_NAMES[m->cfg.pos], L);
-    tg_heatmap_opts ho = {.title = title,
-                          .xlabel = "Key positions",
-                          .ylabel = "Query positions",
-                          .cmap = TG_CMAP_BLUES,
-                          .shared_scale = 1};
-    if (rc == 0 && tg_viz_heatmap_grid(path, L, H, mats, T, T, tp, &ho) != 0) {
-        fprintf(stderr, "lm: %s\n", tg_viz_last_error());
-        rc = -1;
-    }
+    int rc = path && tg_decoder_forward(m, x, 1, T) ? 0 : -1;
+    if (rc == 0) rc = draw_attention_grid("lm", path, title, m, decoder_weights, L, m->cfg.n_head, T);
     tg_scope_end();
     tg_set_grad_enabled(grad);
     tg_decoder_record_attention(m, false);
     tg_decoder_train(m, true);
-    free(w), free(mats), free(titles), free(tp), free(path);
+    free(path);
     return rc;
 }
 

@@ -30,7 +30,7 @@
  * wait for it at a barrier (which has no deadline for them). */
 #include <math.h>
 #include <time.h>
-#include <unistd.h>
+#include "attention_figure.h"
 #include "reverse_model.h"
 
 typedef struct { /* what one training run reports */
@@ -68,18 +68,22 @@ static tg_tensor *logits_of(model *m, const int *tokens, int B, int T) {
     return tg_linear_forward(m->head, tg_encoder_forward(m->encoder, tokens, B, T, none));
 }
 
-/* Token and whole-sequence accuracy on n held-out sequences, in eval mode. */
-static void evaluate(model *m, const options *o, const int *tokens, const int *targets, int n, double *token_acc,
-                     double *seq_acc) {
+/* Token and whole-sequence accuracy on n held-out sequences, in eval mode;
+ * returns their mean cross-entropy (the run's validation loss). */
+static double evaluate(model *m, const options *o, const int *tokens, const int *targets, int n, double *token_acc,
+                       double *seq_acc) {
     int T = o->seq_len, V = o->vocab;
     long right = 0, seqs = 0;
+    double loss = 0;
     tg_encoder_train(m->encoder, false);
     bool grad = tg_set_grad_enabled(false);
     for (int start = 0; start < n; start += 256) {
         int B = n - start < 256 ? n - start : 256;
         tg_scope_begin();
         tg_tensor *logits = logits_of(m, tokens + start * T, B, T);
-        for (int b = 0; b < B; b++) {
+        tg_tensor *ce = tg_cross_entropy(logits, targets + start * T, NULL, TG_IGNORE_INDEX);
+        loss += ce ? (double)tg_item(ce) * B / n : NAN;
+        for (int b = 0; logits && b < B; b++) {
             int ok = 1;
             for (int t = 0; t < T; t++) {
                 const tg_real *row = logits->data + ((int64_t)b * T + t) * V;
@@ -98,6 +102,7 @@ static void evaluate(model *m, const options *o, const int *tokens, const int *t
     tg_encoder_train(m->encoder, true);
     *token_acc = (double)right / ((double)n * T);
     *seq_acc = (double)seqs / n;
+    return loss;
 }
 
 static int save_model(model *m, const options *o, const char *pe, const char *path) {
@@ -109,100 +114,58 @@ static int save_model(model *m, const options *o, const char *pe, const char *pa
     return tg_checkpoint_save(path, &m->params, meta);
 }
 
-/* One progress line, rewritten in place on a terminal. */
-static void progress(const char *name, int step, int steps, double loss, double tok_per_s, double eta, bool tty) {
-    if (tg_dist_rank() != 0) return;
-    if (tty)
-        fprintf(stderr, "\r[%-7s] step %5d/%d  loss %.4f  %8.0f tok/s  %4.0fs left   ", name, step, steps, loss,
-                tok_per_s, eta);
-    else if (step % 500 == 0 || step == steps)
-        fprintf(stderr, "[%-7s] step %5d/%d  loss %.4f  %8.0f tok/s  %4.0fs left\n", name, step, steps, loss, tok_per_s,
-                eta);
-}
-
-static int train(const options *o, const char *pe, int variant, int n_variants, const int *ho_x, const int *ho_y,
-                 result *r, model *m) {
-    int B = o->batch, T = o->seq_len, rc = -1;
-    int rank = tg_dist_rank(), size = tg_dist_size(), Bl = B / size; /* --ddp: this rank's share */
+/* One variant is one run (src/train/run.h) in <out>/<task>_<pe>/: its
+ * metrics log, checkpoints at every held-out check and the best one; the
+ * run shows progress and stops a diverged loss. --ddp: every rank makes
+ * the global batch and trains on its slice (the run averages the rest). */
+static int train(const options *o, const char *pe, const int *ho_x, const int *ho_y, result *r, model *m) {
+    int B = o->batch, T = o->seq_len, rank = tg_dist_rank(), size = tg_dist_size(), Bl = B / size, rc = -1;
     *r = (result){.name = pe, .first_99 = -1};
     tg_optim *opt = NULL;
-    tg_dist_grads *grads = NULL;
-    int *x = NULL, *y = NULL;
-    if (B % size != 0) {
-        tg_set_error("--batch %d: the %d ranks must divide it (it is the global batch)", B, size);
-        goto done;
-    }
-    if (model_new(m, o, pe, (uint64_t)o->seed) != 0) goto done;
-    /* --ddp: everyone from rank 0's weights; the gradient buckets. */
-    if (tg_dist_broadcast_params(&m->params) != 0 || (tg_dist_active() && !(grads = tg_dist_grads_new(&m->params, 0))))
-        goto done;
-    tg_optim_config oc = tg_adam_config((tg_real)o->lr);
-    if (!(opt = tg_optim_new(&oc, &m->params))) goto done;
-    x = malloc(sizeof(int) * (size_t)B * T);
-    y = malloc(sizeof(int) * (size_t)B * T);
-    r->losses = malloc(sizeof(float) * (size_t)o->steps);
-    if (!x || !y || !r->losses) {
-        tg_set_error("out of memory for batches of %d x %d tokens", B, T);
-        goto done;
-    }
+    tg_rngs rngs = {0};
     tg_rng data = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 1); /* same batches for every variant */
-    bool tty = isatty(2);
+    int *x = malloc(sizeof(int) * (size_t)B * T), *y = malloc(sizeof(int) * (size_t)B * T);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s_%s", o->out, o->task, pe);
+    if (B % size != 0) tg_set_error("--batch %d: the %d ranks must divide it (it is the global batch)", B, size);
+    tg_optim_config oc = tg_adam_config((tg_real)o->lr);
+    if (B % size != 0 || !x || !y || model_new(m, o, pe, (uint64_t)o->seed) != 0 ||
+        !(opt = tg_optim_new(&oc, &m->params)) || tg_rngs_add(&rngs, "data", &data) ||
+        tg_encoder_rngs(m->encoder, &rngs))
+        goto done;
+    tg_run_config c = tg_run_defaults(dir, o->steps);
+    c.eval_every = o->eval_every, c.tokens_per_step = (double)B * T;
+    c.max_loss = 100 * log((double)o->vocab); /* a uniform guess costs ln V */
+    tg_run *run = tg_run_open(&c, &m->params, opt, &rngs);
+    if (!run) goto done;
+    printf("[%s] training in %s/\n", pe, dir);
+    fflush(stdout);
     double t0 = now();
-    for (int step = 1; step <= o->steps; step++) {
-        make_batch(o, &data, B, x, y); /* --ddp: the global batch on every rank, of which... */
-        const int *xs = x + (size_t)rank * Bl * T, *ys = y + (size_t)rank * Bl * T; /* ...this slice */
+    while (tg_run_next(run)) {
+        make_batch(o, &data, B, x, y); /* the global batch on every rank, of which this slice: */
         tg_scope_begin();
-        tg_tensor *loss = tg_cross_entropy(logits_of(m, xs, Bl, T), ys, NULL, TG_IGNORE_INDEX);
-        double lv = loss ? (double)tg_item(loss) : NAN;
-        /* --ddp: the mean of the slices' losses, the same on every rank (so they stop together). */
-        if (tg_dist_active()) {
-            if (tg_dist_allreduce_sum(&lv, 1) != 0) {
-                tg_scope_end();
-                goto done;
-            }
-            lv /= size;
-        }
-        /* Diverged: stop at once, as every later step would be garbage. Guessing
-         * uniformly costs ln V; a hundred times that is no longer learning. */
-        bool diverged = loss && !(lv <= 100 * log((double)o->vocab));
-        if (diverged) {
-            char anomaly[300] = "";
-            if (o->detect_anomaly && tg_last_error() && strstr(tg_last_error(), "detect_anomaly"))
-                snprintf(anomaly, sizeof anomaly, "; %s", tg_last_error());
-            tg_set_error("training diverged: the loss is %g at step %d (a uniform guess costs %.2f; try a smaller "
-                         "--lr)%s",
-                         lv, step, log((double)o->vocab), anomaly);
-        }
-        if (!loss || diverged) {
-            tg_scope_end();
-            goto done;
-        }
-        tg_optim_zero_grad(opt);
-        /* --ddp: backward starts the all-reduce of the gradients, bucket by bucket. */
-        if ((grads && tg_dist_grads_arm(grads) != 0) || tg_backward(loss) != 0 ||
-            (grads && tg_dist_allreduce_grads(grads) != 0)) {
-            tg_scope_end();
-            goto done;
-        }
-        tg_optim_step(opt);
-        r->losses[step - 1] = (float)lv;
+        tg_tensor *logits = logits_of(m, x + (size_t)rank * Bl * T, Bl, T);
+        int bad = tg_run_backward(run, tg_cross_entropy(logits, y + (size_t)rank * Bl * T, NULL, TG_IGNORE_INDEX));
         tg_scope_end();
-        if (r->first_99 < 0 && step % o->eval_every == 0) {
-            double ta, sa;
-            evaluate(m, o, ho_x, ho_y, o->heldout < 256 ? o->heldout : 256, &ta, &sa);
-            if (ta >= 0.99) r->first_99 = step;
+        if (bad || tg_run_step(run) != 0) break;
+        if (tg_run_eval_due(run)) {
+            double ta, sa, loss = evaluate(m, o, ho_x, ho_y, o->heldout < 256 ? o->heldout : 256, &ta, &sa);
+            if (r->first_99 < 0 && ta >= 0.99) r->first_99 = (int)tg_run_steps_done(run);
+            if (tg_run_eval(run, loss) != 0) break;
         }
-        double el = now() - t0, per_step = el / step;
-        double eta = per_step * ((o->steps - step) + (double)(n_variants - 1 - variant) * o->steps);
-        progress(pe, step, o->steps, lv, (double)B * T * step / el, eta, tty);
     }
-    if (tty) fputc('\n', stderr);
     r->seconds = now() - t0;
+    const float *train, *vs, *vl;
+    int64_t n;
+    int nv;
+    tg_run_history(run, &train, &n, &vs, &vl, &nv);
+    if ((r->losses = malloc(sizeof(float) * (size_t)(n ? n : 1)))) memcpy(r->losses, train, sizeof(float) * (size_t)n);
+    if (tg_run_close(run) != 0 || !r->losses) goto done; /* (the run said why) */
     evaluate(m, o, ho_x, ho_y, o->heldout, &r->token_acc, &r->seq_acc);
     rc = 0;
 done:
+    if (rc != 0 && !r->losses && tg_last_error()) fprintf(stderr, "reverse: %s run: %s\n", pe, tg_last_error());
     if (rc != 0) {
-        fprintf(stderr, "\nreverse: %s run: %s\n", pe, tg_last_error());
         model_free(m);
         free(r->losses);
         r->losses = NULL;
@@ -210,59 +173,29 @@ done:
     free(x);
     free(y);
     tg_optim_free(opt);
-    tg_dist_grads_free(grads);
     return rc;
 }
 
 /* The attention weights of every layer and head for one held-out sequence. */
+static tg_tensor *encoder_weights(const void *m, int l, int h) { return tg_encoder_attention_weights(m, l, h); }
 static int draw_attention(model *m, const options *o, const int *tokens, const char *pe) {
-    int T = o->seq_len, L = o->layers, H = o->heads;
+    int T = o->seq_len;
     tg_encoder_train(m->encoder, false);
     tg_encoder_record_attention(m->encoder, true);
     bool grad = tg_set_grad_enabled(false);
     tg_scope_begin();
-    int rc = logits_of(m, tokens, 1, T) ? 0 : -1;
-    float *w = malloc(sizeof(float) * (size_t)L * H * T * T);
-    const float **mats = malloc(sizeof(float *) * (size_t)L * H);
-    char(*titles)[32] = malloc(sizeof(char[32]) * (size_t)H);
-    const char **tp = malloc(sizeof(char *) * (size_t)H);
-    for (int l = 0; rc == 0 && l < L; l++)
-        for (int h = 0; rc == 0 && h < H; h++) {
-            const tg_tensor *aw = tg_encoder_attention_weights(m->encoder, l, h); /* [1, T, T] */
-            if (!aw) {
-                fprintf(stderr, "reverse: %s\n", tg_last_error());
-                rc = -1;
-                break;
-            }
-            mats[l * H + h] = w + ((int64_t)l * H + h) * T * T;
-            for (int i = 0; i < T * T; i++) w[((int64_t)l * H + h) * T * T + i] = (float)aw->data[i];
-        }
-    for (int h = 0; h < H; h++) {
-        snprintf(titles[h], 32, "Head %d", h + 1);
-        tp[h] = titles[h];
-    }
-    char path[1024], title[128];
+    char path[4200], title[128];
     snprintf(path, sizeof path, "%s/%s_attention_%s.png", o->out, o->task, pe);
     snprintf(title, sizeof title, "Attention weights, %s%s (rows: layers 1..%d)",
-             pe_kind(pe) == TG_PE_NONE ? "no positional encoding" : pe, pe_kind(pe) == TG_PE_NONE ? "" : " PE", L);
-    tg_heatmap_opts ho = {.title = title,
-                          .xlabel = "Key positions",
-                          .ylabel = "Query positions",
-                          .cmap = TG_CMAP_BLUES,
-                          .shared_scale = 1};
-    if (rc == 0 && tg_viz_heatmap_grid(path, L, H, mats, T, T, tp, &ho) != 0) {
-        fprintf(stderr, "reverse: %s\n", tg_viz_last_error());
-        rc = -1;
-    }
+             pe_kind(pe) == TG_PE_NONE ? "no positional encoding" : pe, pe_kind(pe) == TG_PE_NONE ? "" : " PE",
+             o->layers);
+    int rc = logits_of(m, tokens, 1, T) ? 0 : -1;
+    if (rc == 0) rc = draw_attention_grid("reverse", path, title, m->encoder, encoder_weights, o->layers, o->heads, T);
     if (rc == 0) printf("  wrote %s\n", path);
     tg_scope_end();
     tg_set_grad_enabled(grad);
     tg_encoder_train(m->encoder, true);
     tg_encoder_record_attention(m->encoder, false);
-    free(w);
-    free(mats);
-    free(titles);
-    free(tp);
     return rc;
 }
 
@@ -394,7 +327,7 @@ int main(int argc, char **argv) {
     model models[3];
     int rc = 0;
     for (int v = 0; v < nv && rc == 0; v++) {
-        if (train(&o, variants[v], v, nv, hx, hy, &res[v], &models[v]) != 0) {
+        if (train(&o, variants[v], hx, hy, &res[v], &models[v]) != 0) {
             rc = 1;
             nv = v;
             break;

@@ -1,0 +1,52 @@
+/* One figure of recorded attention for the example programs: the weights
+ * of every layer (rows) and head (columns) for one sequence, on one shared
+ * colour scale. Header-only, shared by lm and reverse. */
+#ifndef ATTENTION_FIGURE_H
+#define ATTENTION_FIGURE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include "tgrad.h"
+
+/* weights(model, l, h) is layer l's head h for the sequence just run,
+ * [1, T, T] (tg_encoder_attention_weights, tg_decoder_attention_weights).
+ * Returns 0, or -1 with the reason printed after "prog: ". */
+static int draw_attention_grid(const char *prog, const char *path, const char *title, const void *model,
+                               tg_tensor *(*weights)(const void *, int, int), int L, int H, int T) {
+    float *w = malloc(sizeof(float) * (size_t)L * H * T * T);
+    const float **mats = malloc(sizeof(float *) * (size_t)L * H);
+    char(*titles)[32] = malloc(sizeof(char[32]) * (size_t)H);
+    const char **tp = malloc(sizeof(char *) * (size_t)H);
+    int rc = w && mats && titles && tp ? 0 : -1;
+    for (int l = 0; rc == 0 && l < L; l++)
+        for (int h = 0; rc == 0 && h < H; h++) {
+            const tg_tensor *aw = weights(model, l, h); /* [1, T, T] */
+            if (!aw) {
+                fprintf(stderr, "%s: %s\n", prog, tg_last_error());
+                rc = -1;
+                break;
+            }
+            mats[l * H + h] = w + ((int64_t)l * H + h) * T * T;
+            for (int i = 0; i < T * T; i++) w[((int64_t)l * H + h) * T * T + i] = (float)aw->data[i];
+        }
+    for (int h = 0; rc == 0 && h < H; h++) {
+        snprintf(titles[h], 32, "Head %d", h + 1);
+        tp[h] = titles[h];
+    }
+    tg_heatmap_opts ho = {.title = title,
+                          .xlabel = "Key positions",
+                          .ylabel = "Query positions",
+                          .cmap = TG_CMAP_BLUES,
+                          .shared_scale = 1};
+    if (rc == 0 && tg_viz_heatmap_grid(path, L, H, mats, T, T, tp, &ho) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, tg_viz_last_error());
+        rc = -1;
+    }
+    free(w);
+    free(mats);
+    free(titles);
+    free(tp);
+    return rc;
+}
+
+#endif
