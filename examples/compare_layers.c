@@ -16,56 +16,22 @@
  *      needs before the last output depends on the first input;
  *   4. what path length does to learning: predict, at the last position,
  *      the tokens at several distances back, held-out accuracy per distance;
- *   5. the table with measured columns beside the predicted ones. */
+ *   5. the table with measured columns beside the predicted ones.
+ * The layers themselves are in compare_model.h. Each model of the learning
+ * test is a run (src/train/run.h) in --out/compare_layers/<kind>/: its
+ * metrics.jsonl (validation loss on the held-out sequences) and checkpoints. */
 #include <math.h>
 #include <stdint.h>
-#include <time.h>
-#include "cli.h"
-#include "tgrad.h"
+#include "compare_model.h"
+#include "toy_run.h"
 
 typedef struct {
-    int dim, n_min, n_max, batch, attn_batch, repeats, steps, threads, seed;
+    int dim, n_min, n_max, batch, attn_batch, repeats, steps, eval_every, threads, seed;
     bool quick;
     const char *out;
 } options;
 
-enum { K_CONV, K_RNN, K_GRU, K_ATTN, K_ATTN_STORED, K_MHA, NK };
-static const char *kind_name[NK] = {"cnn", "rnn", "gru", "attention", "attention-stored", "mha"};
 static const double predicted_exp[NK] = {1, 1, 1, 2, 2, 2};
-
-typedef struct { /* one layer of each kind at width d */
-    tg_conv1d *conv;
-    tg_rnn *rnn;
-    tg_gru *gru;
-    tg_mha *mha;
-} layers;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Self-attention of X with itself, q = k = v = X (no projections: the
- * n^2 d part alone), through the fused op or the stored path
- * (scores, softmax, product kept in memory). */
-static tg_tensor *self_attention(tg_tensor *x, bool fused) {
-    tg_mask none = {0};
-    if (fused) return tg_attention(x, x, x, none, 0, NULL);
-    return tg_matmul(tg_masked_softmax(tg_score_scaled_dot(x, x), none), x);
-}
-
-static tg_tensor *layer_forward(layers *L, int kind, tg_tensor *x) {
-    tg_mask none = {0};
-    switch (kind) {
-    case K_CONV: return tg_conv1d_forward(L->conv, x);
-    case K_RNN: return tg_rnn_forward(L->rnn, x);
-    case K_GRU: return tg_gru_forward(L->gru, x);
-    case K_ATTN: return self_attention(x, true);
-    case K_ATTN_STORED: return self_attention(x, false);
-    default: return tg_mha_forward(L->mha, x, x, x, none);
-    }
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -79,10 +45,10 @@ static double time_layer(layers *L, int kind, int B, int n, int d, int reps, boo
     tg_set_requires_grad(x, backward);
     for (int r = 0; r <= reps; r++) { /* r = 0 warms up */
         tg_scope_begin();
-        double t0 = now();
+        double t0 = toy_now();
         tg_tensor *y = layer_forward(L, kind, x);
         if (y && backward) tg_backward(tg_sum_all(y));
-        double dt = now() - t0;
+        double dt = toy_now() - t0;
         tg_scope_end();
         if (!y) {
             fprintf(stderr, "compare_layers: %s\n", tg_last_error());
@@ -123,225 +89,74 @@ static int critical_path(layers *L, int kind, int n, int d, tg_rng *rng) {
     return depth;
 }
 
-/* ---- path length: gradients of a stack of layers -------------------------- */
-typedef struct {
-    int kind, depth;
-    tg_conv1d **conv;
-    tg_rnn *rnn;
-    tg_gru *gru;
-} stack;
-
-static tg_tensor *stack_forward(stack *s, tg_tensor *x) {
-    tg_tensor *h = x;
-    for (int l = 0; l < s->depth && h; l++) {
-        if (s->kind == K_CONV)
-            h = tg_conv1d_forward(s->conv[l], h);
-        else if (s->kind == K_RNN)
-            h = tg_rnn_forward(s->rnn, h); /* its layers are inside */
-        else if (s->kind == K_GRU)
-            h = tg_gru_forward(s->gru, h);
-        else
-            h = self_attention(h, true);
-        if (s->kind != K_CONV && s->kind != K_ATTN) break;
-    }
-    return h;
-}
-
-/* G[t * n + s] = || dy_t / dx_s ||, y_t summed over features. */
-static int path_gradients(stack *s, int n, int d, tg_rng *rng, double *G, int only_t) {
-    tg_tensor *x = tg_randn(TG_SHAPE(1, n, d), rng);
-    tg_set_requires_grad(x, true);
-    int rc = 0;
-    for (int t = only_t < 0 ? 0 : only_t; t < n && rc == 0; t++) {
-        tg_scope_begin();
-        tg_zero_grad(x);
-        tg_tensor *y = stack_forward(s, x);
-        if (!y) {
-            rc = -1;
-            tg_scope_end();
-            break;
-        }
-        tg_tensor *seed = tg_zeros(TG_SHAPE(1, n, y->shape[2]));
-        for (int j = 0; j < y->shape[2]; j++) seed->data[(int64_t)t * y->shape[2] + j] = 1;
-        if (tg_backward_seed(y, seed) != 0) rc = -1;
-        for (int u = 0; u < n && rc == 0; u++) {
-            double acc = 0;
-            for (int j = 0; j < d; j++) acc += (double)x->grad->data[u * d + j] * x->grad->data[u * d + j];
-            G[(int64_t)t * n + u] = sqrt(acc);
-        }
-        tg_scope_end();
-        if (only_t >= 0) break;
-    }
-    tg_free(x);
-    return rc;
-}
-
-static stack stack_new(int kind, int depth, int d, int k, tg_rng *rng) {
-    stack s = {.kind = kind, .depth = depth};
-    if (kind == K_CONV) {
-        s.conv = calloc((size_t)depth, sizeof *s.conv);
-        for (int l = 0; l < depth; l++) s.conv[l] = tg_conv1d_new(d, d, k, 1, true, rng);
-    }
-    if (kind == K_RNN) s.rnn = tg_rnn_new(d, d, depth, rng);
-    if (kind == K_GRU) s.gru = tg_gru_new(d, d, depth, rng);
-    return s;
-}
-static void stack_free(stack *s) {
-    if (s->conv)
-        for (int l = 0; l < s->depth; l++) tg_conv1d_free(s->conv[l]);
-    free(s->conv);
-    tg_rnn_free(s->rnn);
-    tg_gru_free(s->gru);
-}
-
-/* Layers needed before y_{n-1} depends on x_0: the smallest depth with
- * |dy_{n-1}/dx_0| > 1e-30 max_s |dy_{n-1}/dx_s| (far above float's
- * underflow, so: any dependence at all), or -1 beyond max_depth. *rel gets
- * that ratio at the depth found: how strongly it depends (a 1e-6 threshold
- * instead would say a 63-layer CNN or a 32-step RNN never reaches x_0: the
- * gradient along the long path is ~1e-14 of the largest one). */
-static int layers_needed(int kind, int n, int d, int max_depth, tg_rng *rng, double *rel) {
-    double *G = malloc(sizeof(double) * (size_t)n * n);
-    int found = -1;
-    for (int depth = 1; depth <= max_depth && found < 0; depth++) {
-        stack s = stack_new(kind, depth, d, 3, rng);
-        if (path_gradients(&s, n, d, rng, G, n - 1) == 0) {
-            const double *row = G + (int64_t)(n - 1) * n;
-            double mx = 0;
-            for (int u = 0; u < n; u++) mx = fmax(mx, row[u]);
-            if (row[0] > 1e-30 * mx) {
-                found = depth;
-                *rel = row[0] / mx;
-            }
-        }
-        stack_free(&s);
-        if (kind != K_CONV && found < 0 && depth >= 1 && kind != K_ATTN) break; /* recurrent: depth 1 decides */
-    }
-    free(G);
-    return found;
-}
-
 /* ---- learning: tokens at distance m back ---------------------------------- */
-#define NDIST 6
-typedef struct {
-    tg_embedding *emb;
-    tg_posenc *pe;
-    tg_conv1d *conv[2];
-    tg_rnn *rnn;
-    tg_gru *gru;
-    tg_mha *mha;
-    tg_linear *head;
-    tg_params params;
-} learner;
-
-static tg_tensor *learner_forward(learner *m, int kind, const int *ids, int B, int n) {
-    tg_tensor *h = tg_embedding_forward(m->emb, ids, TG_SHAPE(B, n));
-    tg_mask none = {0};
-    if (kind == K_CONV)
-        h = tg_conv1d_forward(m->conv[1], tg_relu(tg_conv1d_forward(m->conv[0], h)));
-    else if (kind == K_RNN)
-        h = tg_rnn_forward(m->rnn, h);
-    else if (kind == K_GRU)
-        h = tg_gru_forward(m->gru, h);
-    else {
-        h = tg_posenc_forward(m->pe, h);
-        h = tg_mha_forward(m->mha, h, h, h, none);
-    }
-    if (!h) return NULL;
-    h = tg_reshape(tg_slice(h, 1, n - 1, n), TG_SHAPE(B, h->shape[2]));
-    return tg_reshape(tg_linear_forward(m->head, h), TG_SHAPE(B * NDIST, -1));
-}
-
 static void make_task(tg_rng *rng, int B, int n, int V, const int *dist, int *ids, int *tgt) {
     for (int i = 0; i < B * n; i++) ids[i] = (int)(tg_rng_next_uniform(rng) * V) % V;
     for (int b = 0; b < B; b++)
         for (int j = 0; j < NDIST; j++) tgt[b * NDIST + j] = ids[b * n + n - 1 - dist[j]];
 }
 
-static int learn(int kind, const options *o, int n, const int *dist, double *acc, int64_t *nparams) {
-    const int V = 8, d = 32, B = 32;
-    tg_rng rng = tg_rng_new((uint64_t)o->seed + 100 + kind);
-    learner m = {0};
-    tg_params_init(&m.params);
-    m.emb = tg_embedding_new(V, d, 1, &rng);
-    tg_embedding_params(m.emb, &m.params, "emb");
-    if (kind == K_CONV)
-        for (int l = 0; l < 2; l++) {
-            m.conv[l] = tg_conv1d_new(d, d, 3, 1, true, &rng);
-            tg_conv1d_params(m.conv[l], &m.params, l ? "conv1" : "conv0");
-        }
-    if (kind == K_RNN) {
-        m.rnn = tg_rnn_new(d, d, 2, &rng);
-        tg_rnn_params(m.rnn, &m.params, "rnn");
-    }
-    if (kind == K_GRU) {
-        m.gru = tg_gru_new(d, d, 1, &rng);
-        tg_gru_params(m.gru, &m.params, "gru");
-    }
-    if (kind == K_MHA) {
-        m.pe = tg_posenc_new(d, 0, n, &rng);
-        m.mha = tg_mha_new(d, d, d, d, 4, 0, false, &rng);
-        tg_mha_params(m.mha, &m.params, "mha");
-    }
-    m.head = tg_linear_new(d, NDIST * V, true, &rng);
-    tg_linear_params(m.head, &m.params, "head");
-    *nparams = tg_params_numel(&m.params);
-    tg_optim_config cfg = tg_adam_config(3e-3);
-    tg_optim *opt = tg_optim_new(&cfg, &m.params);
-    int *ids = malloc(sizeof(int) * 512 * n), *tgt = malloc(sizeof(int) * 512 * NDIST);
-    int rc = 0;
-    for (int s = 0; s < o->steps && rc == 0; s++) {
-        make_task(&rng, B, n, V, dist, ids, tgt);
-        tg_scope_begin();
-        tg_optim_zero_grad(opt);
-        tg_tensor *loss = tg_cross_entropy(learner_forward(&m, kind, ids, B, n), tgt, NULL, TG_IGNORE_INDEX);
-        if (!loss || tg_backward(loss) != 0)
-            rc = -1;
-        else {
-            tg_clip_grad_norm(&m.params, 1);
-            tg_optim_step(opt);
-        }
-        tg_scope_end();
-    }
-    /* held out: 512 fresh sequences from a stream training never used */
-    tg_rng held = tg_rng_new((uint64_t)o->seed + 999);
-    make_task(&held, 512, n, V, dist, ids, tgt);
+/* Held-out accuracy per distance (into acc, when not NULL) and mean loss
+ * of the learner on n sequences. */
+static double held_out(learner *m, int kind, const int *ids, const int *tgt, int n, int len, double *acc) {
+    const int V = 8;
     bool was = tg_set_grad_enabled(false);
     tg_scope_begin();
-    tg_tensor *logits = rc == 0 ? learner_forward(&m, kind, ids, 512, n) : NULL;
-    if (!logits) rc = -1;
-    for (int j = 0; j < NDIST && rc == 0; j++) {
-        int hit = 0;
-        for (int b = 0; b < 512; b++) {
-            const tg_real *row = logits->data + (int64_t)(b * NDIST + j) * V;
-            int best = 0;
-            for (int v = 1; v < V; v++)
-                if (row[v] > row[best]) best = v;
-            hit += best == tgt[b * NDIST + j];
-        }
-        acc[j] = hit / 512.0;
+    tg_tensor *logits = learner_forward(m, kind, ids, n, len);
+    tg_tensor *loss = logits ? tg_cross_entropy(logits, tgt, NULL, TG_IGNORE_INDEX) : NULL;
+    double l = loss ? (double)tg_item(loss) : NAN;
+    for (int j = 0; j < NDIST && acc && logits; j++) {
+        long hits = 0, scored = 0;
+        for (int b = 0; b < n; b++)
+            hits += toy_argmax_hits(logits->data + (int64_t)(b * NDIST + j) * V, tgt + b * NDIST + j, 1, V, &scored);
+        acc[j] = (double)hits / (double)scored;
     }
     tg_scope_end();
     tg_set_grad_enabled(was);
-    if (rc) fprintf(stderr, "compare_layers: learning %s: %s\n", kind_name[kind], tg_last_error());
-    free(ids);
-    free(tgt);
+    return l;
+}
+
+/* Trains the learner of a kind, a run in --out/compare_layers/<kind>, and
+ * measures it on 512 fresh sequences from a stream training never used.
+ * Returns the run's exit status. */
+static int learn(int kind, const options *o, int n, const int *dist, double *acc, int64_t *nparams) {
+    const int V = 8, d = 32, B = 32, H = 512;
+    tg_rng rng = tg_rng_new((uint64_t)o->seed + 100 + kind), held = tg_rng_new((uint64_t)o->seed + 999);
+    learner m = {0};
+    learner_new(&m, kind, V, d, n, &rng);
+    *nparams = tg_params_numel(&m.params);
+    tg_optim_config cfg = tg_adam_config(3e-3);
+    tg_optim *opt = tg_optim_new(&cfg, &m.params);
+    int *ids = malloc(sizeof(int) * B * n), *tgt = malloc(sizeof(int) * B * NDIST);
+    int *h_ids = malloc(sizeof(int) * H * n), *h_tgt = malloc(sizeof(int) * H * NDIST);
+    tg_rngs rngs = {0};
+    toy_run_config tc = {o->out, "compare_layers", kind_name[kind], o->steps, o->eval_every, 3e-3, 1, 0, B * n};
+    tg_run *run = ids && tgt && h_ids && h_tgt && tg_rngs_add(&rngs, "data", &rng) == 0
+                      ? toy_run_open(&tc, &m.params, opt, &rngs)
+                      : NULL;
+    if (h_ids && h_tgt) make_task(&held, H, n, V, dist, h_ids, h_tgt);
+    while (tg_run_next(run)) {
+        make_task(&rng, B, n, V, dist, ids, tgt);
+        tg_scope_begin();
+        int bad = tg_run_backward(run, tg_cross_entropy(learner_forward(&m, kind, ids, B, n), tgt, NULL, -1));
+        tg_scope_end();
+        if (bad || tg_run_step(run) != 0) break;
+        if (tg_run_eval_due(run) && tg_run_eval(run, held_out(&m, kind, h_ids, h_tgt, H, n, NULL)) != 0) break;
+    }
+    int status = run ? tg_run_close(run) : 1;
+    if (status == 0 && isnan(held_out(&m, kind, h_ids, h_tgt, H, n, acc))) {
+        fprintf(stderr, "compare_layers: learning %s: %s\n", kind_name[kind], tg_last_error());
+        status = 1;
+    }
+    free(ids), free(tgt), free(h_ids), free(h_tgt);
     tg_optim_free(opt);
-    tg_params_free(&m.params);
-    tg_embedding_free(m.emb);
-    tg_posenc_free(m.pe);
-    tg_conv1d_free(m.conv[0]);
-    tg_conv1d_free(m.conv[1]);
-    tg_rnn_free(m.rnn);
-    tg_gru_free(m.gru);
-    tg_mha_free(m.mha);
-    tg_linear_free(m.head);
-    return rc;
+    learner_free(&m);
+    return status;
 }
 
 int main(int argc, char **argv) {
     options o = {.dim = 64, .n_min = 16, .n_max = 4096, .batch = 8, .attn_batch = 1, .repeats = 7, .steps = 1000};
-    o.threads = 1, o.seed = 1, o.out = "out";
+    o.eval_every = 250, o.threads = 1, o.seed = 1, o.out = "out";
     cli_opt opts[] = {
         {"dim", CLI_INT, &o.dim, "token width d", 2, 1024},
         {"n-min", CLI_INT, &o.n_min, "shortest sequence timed", 2, 1 << 20},
@@ -350,29 +165,28 @@ int main(int argc, char **argv) {
         {"attn-batch", CLI_INT, &o.attn_batch, "batch for attention timing", 1, 4096},
         {"repeats", CLI_INT, &o.repeats, "timed repeats per point (median)", 1, 31},
         {"steps", CLI_INT, &o.steps, "training steps per kind in the learning test", 1, 1e6},
+        {"eval-every", CLI_INT, &o.eval_every, "steps between validation losses (and checkpoints) of a learner", 1,
+         1e6},
         {"seed", CLI_INT, &o.seed, "random seed", 0, 2e9},
         {"threads", CLI_INT, &o.threads,
          "threads (0: all cores; 1 by default: the exponents are about\n"
          "                 scaling, and a second thread on a shared machine adds stalls)",
          0, 1024},
         {"quick", CLI_FLAG, &o.quick, "tiny sizes, for tests", 0, 0},
-        {"out", CLI_STR, &o.out, "directory for figures and the table", 0, 0},
+        {"out", CLI_STR, &o.out, "directory for figures and the table; the learners' runs go in its compare_layers/", 0,
+         0},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     const char *about = "Measures the chapter's table comparing CNNs, RNNs and self-attention: time against n,\n"
                         "sequential operations, maximum path length, and what path length does to learning.";
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
-    if (o.n_min >= o.n_max || o.dim % 4 != 0) {
+    int *tiny[5] = {&o.n_min, &o.n_max, &o.repeats, &o.steps, &o.dim}, tiny_v[5] = {8, 64, 1, 5, 16};
+    for (int i = 0; i < 5 && o.quick; i++) /* --quick: tiny sizes, except where a flag says otherwise */
+        if (!cli_given(opts, nopt, (const char *[]){"n-min", "n-max", "repeats", "steps", "dim"}[i]))
+            *tiny[i] = tiny_v[i];
+    if (o.n_min >= o.n_max || o.dim % 4 != 0)
         return cli_usage_error(argv[0], "[options]", about, opts, nopt,
                                "need --n-min < --n-max and --dim divisible by 4");
-    }
-    if (o.quick) {
-        o.n_min = 8;
-        o.n_max = 64;
-        o.repeats = 1;
-        o.steps = 5;
-        o.dim = 16;
-    }
     if (o.threads > 0 && tg_set_num_threads(o.threads) < o.threads)
         fprintf(stderr, "compare_layers: --threads %d capped at %d (the CPUs available)\n", o.threads,
                 tg_get_num_threads());
@@ -437,25 +251,23 @@ int main(int argc, char **argv) {
             snprintf(flabels[k], sizeof flabels[k], "fit n^%.2f (chapter n^%g)", expo[k], predicted_exp[k]);
             s[ns_++] = (tg_series){flabels[k], fx[k], fy[k], 2};
         }
-        char path[1024];
+        char path[1024], title[128];
         snprintf(path, sizeof path, "%s/compare_time.png", o.out);
-        tg_plot_opts po = {"Forward+backward time of one layer, d = 64 (log-log; fits on the upper half of n)",
-                           "log2 n (sequence length)",
-                           "time (ms, log scale)",
-                           1,
-                           800,
-                           520};
-        if (tg_viz_lineplot(path, s, ns_, &po) != 0) fprintf(stderr, "compare_layers: %s\n", tg_viz_last_error());
+        snprintf(title, sizeof title,
+                 "Forward+backward time of one layer, d = %d (log-log; fits on the upper half of n)", d);
+        tg_plot_opts po = {title, "log2 n (sequence length)", "time (ms, log scale)", 1, 800, 520};
+        toy_wrote("compare_layers", tg_viz_lineplot(path, s, ns_, &po), path, false);
     }
 
     /* 2. sequential operations: critical path of one forward graph */
     const int nq[3] = {16, 64, 256};
     int seq[NK][3];
+    double seq_d[NK][3], nq_d[3] = {16, 64, 256}; /* for the figure */
     printf("\n2. sequential operations: ops on the critical path of the forward graph\n");
     for (int k = 0; k < NK; k++) {
         printf("%-17s", kind_name[k]);
         for (int i = 0; i < 3; i++) {
-            seq[k][i] = critical_path(&L, k, nq[i], d, &rng);
+            seq_d[k][i] = seq[k][i] = critical_path(&L, k, nq[i], d, &rng);
             printf("  n=%d: %d", nq[i], seq[k][i]);
         }
         printf("\n");
@@ -485,8 +297,8 @@ int main(int argc, char **argv) {
                               .cmap = TG_CMAP_VIRIDIS,
                               .titles_per_panel = 1,
                               .symmetric = -1};
-        if (tg_viz_heatmap_grid(path, 1, 4, (const float *const *)mats, hn, hn, titles, &ho) != 0)
-            fprintf(stderr, "compare_layers: %s\n", tg_viz_last_error());
+        toy_wrote("compare_layers", tg_viz_heatmap_grid(path, 1, 4, (const float *const *)mats, hn, hn, titles, &ho),
+                  path, false);
     }
     for (int i = 0; i < 4; i++) free(mats[i]);
     const int pn[4] = {8, 16, 32, 64};
@@ -513,11 +325,11 @@ int main(int argc, char **argv) {
     /* 4. learning */
     const int ln = o.quick ? 16 : 32;
     int dist[NDIST] = {1, 2, 4, 8, 16, 31};
-    if (o.quick) {
-        dist[4] = 12;
-        dist[5] = 15;
-    }
+    if (o.quick) dist[4] = 12, dist[5] = 15;
+    double dist_d[NDIST];
+    for (int j = 0; j < NDIST; j++) dist_d[j] = dist[j];
     const int lk[4] = {K_CONV, K_RNN, K_GRU, K_MHA};
+    const char *lk_name[4] = {kind_name[K_CONV], kind_name[K_RNN], kind_name[K_GRU], kind_name[K_MHA]};
     double acc[4][NDIST];
     int64_t np[4];
     printf("\n4. held-out accuracy of the token at distance m before the last (n %d, V 8, %d steps; chance 12.5%%)\n",
@@ -526,26 +338,15 @@ int main(int argc, char **argv) {
     for (int j = 0; j < NDIST; j++) printf("  m=%-4d", dist[j]);
     printf("\n");
     for (int i = 0; i < 4; i++) {
-        if (learn(lk[i], &o, ln, dist, acc[i], &np[i]) != 0) return 1;
+        int status = learn(lk[i], &o, ln, dist, acc[i], &np[i]);
+        if (status != 0) return status; /* a failure, or a signal stopped the run (saved) */
         printf("%-10s %8lld", kind_name[lk[i]], (long long)np[i]);
         for (int j = 0; j < NDIST; j++) printf("  %5.1f%%", 100 * acc[i][j]);
         printf("\n");
         fflush(stdout);
     }
-    {
-        tg_series s[4];
-        float xs[NDIST], ys[4][NDIST];
-        for (int j = 0; j < NDIST; j++) xs[j] = (float)dist[j];
-        for (int i = 0; i < 4; i++) {
-            for (int j = 0; j < NDIST; j++) ys[i][j] = (float)(100 * acc[i][j]);
-            s[i] = (tg_series){kind_name[lk[i]], xs, ys[i], NDIST};
-        }
-        char path[1024];
-        snprintf(path, sizeof path, "%s/compare_learning.png", o.out);
-        tg_plot_opts po = {
-            "Recall the token m positions back (held-out accuracy)", "distance m", "accuracy (%)", 0, 0, 0};
-        if (tg_viz_lineplot(path, s, 4, &po) != 0) fprintf(stderr, "compare_layers: %s\n", tg_viz_last_error());
-    }
+    tg_plot_opts lpo = {"Recall the token m positions back (held-out accuracy)", "distance m", "accuracy (%)", 0, 0, 0};
+    toy_plot_rows("compare_layers", o.out, "compare_learning.png", &lpo, lk_name, dist_d, acc[0], 4, NDIST, 100, false);
 
     /* 5. the table */
     char path[1024];
@@ -580,23 +381,10 @@ int main(int argc, char **argv) {
                     pn[npn - 1]);
     }
     fclose(f);
-    { /* the table's measured columns as a figure: sequential ops against n */
-        tg_series s[NK];
-        float xs[3], ys[NK][3];
-        for (int i = 0; i < 3; i++) xs[i] = (float)nq[i];
-        for (int k = 0; k < NK; k++) {
-            for (int i = 0; i < 3; i++) ys[k][i] = (float)seq[k][i];
-            s[k] = (tg_series){kind_name[k], xs, ys[k], 3};
-        }
-        snprintf(path, sizeof path, "%s/compare_table.png", o.out);
-        tg_plot_opts po = {"Sequential operations (critical path of the graph) against n",
-                           "n",
-                           "ops on the critical path (log)",
-                           1,
-                           0,
-                           0};
-        if (tg_viz_lineplot(path, s, NK, &po) != 0) fprintf(stderr, "compare_layers: %s\n", tg_viz_last_error());
-    }
+    /* the table's measured columns as a figure: sequential ops against n */
+    tg_plot_opts tpo = {
+        "Sequential operations (critical path of the graph) against n", "n", "ops on the critical path (log)", 1, 0, 0};
+    toy_plot_rows("compare_layers", o.out, "compare_table.png", &tpo, kind_name, nq_d, seq_d[0], NK, 3, 1, false);
     printf(
         "wrote %s/compare_layers.txt, compare_time.png, compare_paths.png, compare_learning.png, compare_table.png\n",
         o.out);

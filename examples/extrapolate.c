@@ -21,12 +21,11 @@
  * (extrapolate_<task>.png), and from the shift models what was learned:
  * the relative embeddings (extrapolate_relative.png), the ALiBi biases of
  * every head (extrapolate_alibi.png), RoPE's q.k score against offset
- * (extrapolate_rope.png). */
+ * (extrapolate_rope.png). Each model is a run (src/train/run.h) in
+ * --out/extrapolate/<task>-<kind>/: its metrics.jsonl (the validation loss
+ * is on held-out sequences of the training length) and checkpoints. */
 #include <math.h>
-#include <time.h>
-#include <unistd.h>
-#include "cli.h"
-#include "tgrad.h"
+#include "toy_run.h"
 
 #define N_LENS  4
 #define N_KINDS 6
@@ -37,7 +36,7 @@ static const tg_pe_kind kind_pe[N_KINDS] = {TG_PE_FIXED,    TG_PE_LEARNED, TG_PE
 static const char *const tasks[2] = {"shift", "reverse"};
 
 typedef struct {
-    int steps, train_len, vocab, batch, dim, heads, ffn, layers, clip, heldout, threads, seed;
+    int steps, train_len, vocab, batch, dim, heads, ffn, layers, clip, heldout, eval_every, threads, seed;
     double lr;
     const char *task, *pe, *out;
 } options;
@@ -47,12 +46,6 @@ typedef struct {
     tg_linear *head;
     tg_params params;
 } model;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* n random sequences of length T and their targets; shift leaves its first
  * SHIFT targets ignored. */
@@ -95,94 +88,84 @@ static tg_tensor *logits_of(model *m, const int *x, int B, int T) {
     return tg_linear_forward(m->head, tg_encoder_forward(m->encoder, x, B, T, (tg_mask){0}));
 }
 
-/* Held-out token accuracy at length T (targets that are not ignored), or
- * NAN with the library's message in *why when the model cannot run at T. */
-static double evaluate(model *m, const options *o, int task, int T, char *why, size_t cap) {
-    int n = o->heldout, V = o->vocab;
+/* Held-out token accuracy at length T (targets that are not ignored), and
+ * in *loss (when not NULL) the mean cross-entropy; NAN with the library's
+ * message in why (when given) when the model cannot run at T. */
+static double evaluate(model *m, const options *o, int task, int T, double *loss, char *why, size_t cap) {
+    int n = o->heldout;
     int *x = malloc(sizeof(int) * (size_t)n * T), *y = malloc(sizeof(int) * (size_t)n * T);
     tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 100 + (uint64_t)T); /* never trained on */
     make_batch(o, task, &held, n, T, x, y);
     tg_encoder_train(m->encoder, false);
     bool grad = tg_set_grad_enabled(false);
     long right = 0, total = 0;
-    double acc = NAN;
+    double sum = 0;
     for (int s = 0; s < n; s += 64) {
         int B = n - s < 64 ? n - s : 64;
+        long scored = 0;
         tg_scope_begin();
         tg_tensor *logits = logits_of(m, x + (size_t)s * T, B, T);
         if (!logits) {
-            if (!why[0]) snprintf(why, cap, "%s", tg_last_error()); /* the first length that failed */
+            if (why && !why[0]) snprintf(why, cap, "%s", tg_last_error()); /* the first length that failed */
             tg_scope_end();
             total = 0;
             break;
         }
-        for (int64_t r = 0; r < (int64_t)B * T; r++) {
-            int want = y[(size_t)s * T + r];
-            if (want == TG_IGNORE_INDEX) continue;
-            const tg_real *row = logits->data + r * V;
-            int best = 0;
-            for (int v = 1; v < V; v++)
-                if (row[v] > row[best]) best = v;
-            right += best == want;
-            total++;
-        }
+        right += toy_argmax_hits(logits->data, y + (size_t)s * T, (int64_t)B * T, o->vocab, &scored);
+        tg_tensor *l = loss ? tg_cross_entropy(logits, y + (size_t)s * T, NULL, TG_IGNORE_INDEX) : NULL;
+        sum += l ? (double)tg_item(l) * (double)scored : 0;
+        total += scored;
         tg_scope_end();
     }
-    if (total > 0) acc = (double)right / (double)total;
     tg_set_grad_enabled(grad);
     tg_encoder_train(m->encoder, true);
     free(x);
     free(y);
-    return acc;
+    if (loss) *loss = total > 0 ? sum / (double)total : NAN;
+    return total > 0 ? (double)right / (double)total : NAN;
 }
 
-/* Trains m (new) on the task at train_len; 0, or -1 with the error recorded. */
-static int train(model *m, const options *o, int task, int kind, int run, int runs) {
-    int B = o->batch, T = o->train_len, rc = -1;
-    if (model_new(m, o, kind) != 0) return -1;
+static double val_loss(model *m, const options *o, int task) {
+    double loss;
+    evaluate(m, o, task, o->train_len, &loss, NULL, 0);
+    return loss;
+}
+
+/* Trains m (new) on the task at train_len, as the run --out/extrapolate/
+ * <task>-<kind>. Returns the run's exit status (tg_run_close's). */
+static int train(model *m, const options *o, int task, int kind) {
+    int B = o->batch, T = o->train_len;
+    if (model_new(m, o, kind) != 0) {
+        fprintf(stderr, "extrapolate: %s, %s: %s\n", tasks[task], kinds[kind], tg_last_error());
+        return 1;
+    }
     tg_optim_config oc = tg_adam_config((tg_real)o->lr);
     tg_optim *opt = tg_optim_new(&oc, &m->params);
     int *x = malloc(sizeof(int) * (size_t)B * T), *y = malloc(sizeof(int) * (size_t)B * T);
-    if (!opt || !x || !y) goto done;
     tg_rng data = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 1 + (uint64_t)task); /* same batches for all */
-    bool tty = isatty(2);
-    double t0 = now();
-    for (int step = 1; step <= o->steps; step++) {
+    char name[64];
+    snprintf(name, sizeof name, "%s-%s", tasks[task], kinds[kind]);
+    /* Divergence: a uniform guess costs ln V. */
+    toy_run_config tc = {o->out, "extrapolate", name, o->steps, o->eval_every, o->lr, 0, 100 * log(o->vocab), B * T};
+    tg_rngs rngs = {0}; /* the data sampler's and the dropouts' generators, for the run's checkpoints */
+    bool ok = x && y && tg_rngs_add(&rngs, "data", &data) == 0 && tg_encoder_rngs(m->encoder, &rngs) == 0;
+    tg_run *run = ok ? toy_run_open(&tc, &m->params, opt, &rngs) : NULL;
+    while (tg_run_next(run)) {
         make_batch(o, task, &data, B, T, x, y);
         tg_scope_begin();
-        tg_tensor *loss = tg_cross_entropy(logits_of(m, x, B, T), y, NULL, TG_IGNORE_INDEX);
-        double lv = loss ? (double)tg_item(loss) : NAN;
-        if (!loss || !(lv < 100 * log((double)o->vocab))) {
-            if (loss) tg_set_error("training diverged: loss %g at step %d (try a smaller --lr)", lv, step);
-            tg_scope_end();
-            goto done;
-        }
-        tg_optim_zero_grad(opt);
-        int bad = tg_backward(loss);
-        if (!bad) tg_optim_step(opt);
+        int bad = tg_run_backward(run, tg_cross_entropy(logits_of(m, x, B, T), y, NULL, TG_IGNORE_INDEX));
         tg_scope_end();
-        if (bad) goto done;
-        double el = now() - t0, eta = el / step * ((o->steps - step) + (double)(runs - 1 - run) * o->steps);
-        if (tty || step == o->steps || step % 500 == 0)
-            fprintf(stderr, "%s[%s %-8s] step %5d/%d  loss %.4f  %7.0f tok/s  %4.0fs left%s", tty ? "\r" : "",
-                    tasks[task], kinds[kind], step, o->steps, lv, (double)B * T * step / el, eta, tty ? "   " : "\n");
+        if (bad || tg_run_step(run) != 0) break;
+        if (tg_run_eval_due(run) && tg_run_eval(run, val_loss(m, o, task)) != 0) break;
     }
-    if (tty) fputc('\n', stderr);
-    rc = 0;
-done:
+    int status = run ? tg_run_close(run) : 1;
     tg_optim_free(opt);
     free(x);
     free(y);
-    return rc;
+    return status;
 }
 
-static int wrote(int rc, const char *path) {
-    if (rc != 0)
-        fprintf(stderr, "extrapolate: %s\n", tg_viz_last_error());
-    else
-        printf("  wrote %s\n", path);
-    return rc;
-}
+static int wrote(int rc, const char *path) { return toy_wrote("extrapolate", rc, path, true); }
 
 /* Shaw's learned a^K and a^V of the first block, rows = offsets -C..C. */
 static int draw_relative(model *m, const options *o) {
@@ -279,25 +262,21 @@ static int draw_rope(model *m, const options *o) {
 }
 
 static int draw_accuracy(const options *o, int task, double acc[N_KINDS][N_LENS], const bool *ran, const int *lens) {
-    float xs[N_LENS], ys[N_KINDS][N_LENS];
-    tg_series s[N_KINDS];
-    int ns = 0;
-    for (int i = 0; i < N_LENS; i++) xs[i] = (float)lens[i];
-    for (int v = 0; v < N_KINDS; v++) {
-        if (!ran[v]) continue;
-        for (int i = 0; i < N_LENS; i++) ys[v][i] = (float)(100 * acc[v][i]); /* NAN: no line there */
-        s[ns++] = (tg_series){kinds[v], xs, ys[v], N_LENS};
-    }
-    char path[1024], title[128];
-    snprintf(path, sizeof path, "%s/extrapolate_%s.png", o->out, tasks[task]);
+    const char *names[N_KINDS];
+    double xs[N_LENS];
+    for (int i = 0; i < N_LENS; i++) xs[i] = lens[i];
+    for (int v = 0; v < N_KINDS; v++) names[v] = ran[v] ? kinds[v] : NULL; /* NAN accuracy: no line there */
+    char file[64], title[128];
+    snprintf(file, sizeof file, "extrapolate_%s.png", tasks[task]);
     snprintf(title, sizeof title, "%s task, trained on length %d", tasks[task], o->train_len);
     tg_plot_opts po = {.title = title, .xlabel = "test sequence length", .ylabel = "held-out token accuracy (%)"};
-    return wrote(tg_viz_lineplot(path, s, ns, &po), path);
+    return toy_plot_rows("extrapolate", o->out, file, &po, names, xs, acc[0], N_KINDS, N_LENS, 100, true);
 }
 
 int main(int argc, char **argv) {
     options o = {.steps = 1500, .train_len = 16, .vocab = 16, .batch = 32, .dim = 32, .heads = 4, .ffn = 64};
-    o.layers = 2, o.clip = 8, o.heldout = 200, o.seed = 1, o.lr = 3e-3, o.task = "all", o.pe = "all", o.out = "out";
+    o.layers = 2, o.clip = 8, o.heldout = 200, o.eval_every = 250, o.seed = 1, o.lr = 3e-3, o.task = "all",
+    o.pe = "all", o.out = "out";
     const cli_opt opts[] = {
         {"task", CLI_STR, &o.task, "shift, reverse, or all", 0, 0},
         {"pe", CLI_STR, &o.pe, "fixed, learned, none, relative, rope, alibi, or all", 0, 0},
@@ -313,9 +292,10 @@ int main(int argc, char **argv) {
          4096},
         {"lr", CLI_REAL, &o.lr, "Adam learning rate", 1e-8, 10},
         {"heldout", CLI_INT, &o.heldout, "held-out sequences per test length", 1, 1e6},
+        {"eval-every", CLI_INT, &o.eval_every, "steps between validation losses (and checkpoints) of each run", 1, 1e7},
         {"seed", CLI_INT, &o.seed, "random seed", 0, 2e9},
         {"threads", CLI_INT, &o.threads, "threads (0: all CPUs available)", 0, 1024},
-        {"out", CLI_STR, &o.out, "directory for the figures", 0, 0},
+        {"out", CLI_STR, &o.out, "directory for the figures; the runs go in its extrapolate/", 0, 0},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     const char *about = "Trains a Transformer encoder on length 16 with each kind of positional information and\n"
@@ -345,27 +325,26 @@ int main(int argc, char **argv) {
            "Adam lr %g, relative clip %d\n",
            o.train_len, lens[0], lens[1], lens[2], lens[3], o.vocab, o.dim, o.heads, o.layers, o.steps, o.batch, o.lr,
            o.clip);
-    double t_start = now();
-    int runs = (task_sel < 0 ? 2 : 1) * (kind_sel < 0 ? N_KINDS : 1), run = 0, rc = 0;
+    double t_start = toy_now();
+    int run = 0, rc = 0, status = 0; /* rc: a figure failed; status: a run's exit status */
     double acc[2][N_KINDS][N_LENS];
     bool ran[2][N_KINDS] = {{false}};
     char why[2][N_KINDS][256];
-    for (int task = 0; task < 2 && rc == 0; task++) {
+    for (int task = 0; task < 2 && status == 0; task++) {
         if (task_sel >= 0 && task != task_sel) continue;
-        for (int v = 0; v < N_KINDS && rc == 0; v++) {
+        for (int v = 0; v < N_KINDS && status == 0; v++) {
             if (kind_sel >= 0 && v != kind_sel) continue;
             model m = {0};
-            if (train(&m, &o, task, v, run++, runs) != 0) {
-                fprintf(stderr, "\nextrapolate: %s, %s: %s\n", tasks[task], kinds[v], tg_last_error());
+            run++;
+            if ((status = train(&m, &o, task, v)) != 0) { /* a failure or a signal: the runs so far are reported */
                 model_free(&m);
-                rc = 1;
                 break;
             }
             ran[task][v] = true;
             why[task][v][0] = 0;
             printf("task=%s pe=%s", tasks[task], kinds[v]);
             for (int i = 0; i < N_LENS; i++) {
-                acc[task][v][i] = evaluate(&m, &o, task, lens[i], why[task][v], sizeof why[task][v]);
+                acc[task][v][i] = evaluate(&m, &o, task, lens[i], NULL, why[task][v], sizeof why[task][v]);
                 if (isnan(acc[task][v][i]))
                     printf(" acc@%d=-", lens[i]);
                 else
@@ -401,7 +380,7 @@ int main(int argc, char **argv) {
             if (ran[task][v] && why[task][v][0]) printf("  (-: %s: %s)\n", kinds[v], why[task][v]);
         rc |= draw_accuracy(&o, task, acc[task], ran[task], lens) != 0;
     }
-    printf("\n%d runs in %.0f s\n", run, now() - t_start);
+    printf("\n%d runs in %.0f s\n", run, toy_now() - t_start);
     tg_release_all();
-    return rc;
+    return status ? status : rc;
 }
