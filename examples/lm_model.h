@@ -189,7 +189,7 @@ static tg_decoder *lm_load(const char *path, lm_config *c) {
     int rc = config_from_file(&st, file, state ? "model." : "", c);
     tg_safetensors_close(&st);
     tg_rng rng = tg_rng_new(0);
-    tg_decoder_config dc = decoder_config(c, 0);
+    tg_decoder_config dc = rc == 0 ? decoder_config(c, 0) : (tg_decoder_config){0};
     tg_decoder *m = rc == 0 ? tg_decoder_new(&dc, &rng) : NULL;
     tg_params p;
     tg_params_init(&p);

@@ -279,7 +279,7 @@ Test(hostile, programs_free_everything_on_success_and_error_paths, .timeout = 90
     valgrind_run("lm", "--load lm/lm.safetensors --logits l.npy --prompt ab", 0);
     valgrind_run("lm", "--sample --load truncated.safetensors", 1);
     valgrind_run("lm", "--sample --load reverse_fixed.safetensors", 1);
-    valgrind_run("lm", "--resume lm/lm.safetensors --out lm", 1);
+    valgrind_run("lm", "--resume lm/lm.safetensors --out lm", 2); /* not a run's checkpoint: a bad flag */
     valgrind_run("lm", "--data missing.txt --out lm", 1);
     valgrind_run("lm", "--bogus", 2);
     valgrind_run("extrapolate",
