@@ -85,8 +85,52 @@ Test(checkpoint, non_finite_weights_rejected) {
     m.t[1]->data[3] = (tg_real)NAN;
     m.t[2]->data[0] = (tg_real)INFINITY;
     const char *path = in_dir("nan.safetensors");
-    cr_assert_eq(tg_checkpoint_save(path, &m.p, NULL), 0);
+    /* tg_checkpoint_save refuses them (below); the plain writer does not. */
+    cr_assert_eq(tg_safetensors_save(path, &m.p, NULL), 0);
     expect_load_fails(&other, path, "NaN or infinite", NULL);
     model_free(&m);
     model_free(&other);
+}
+
+/* A checkpoint that could not be loaded is never written: a NaN or infinite
+ * value is refused before any file is made, naming the tensor, the index
+ * and the value, and the good file at the path stays byte for byte. */
+Test(checkpoint, save_refuses_non_finite) {
+    model m;
+    const char *saved = saved_model(&m, 1.0, NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s", saved);
+    size_t n;
+    unsigned char *old = read_all(path, &n);
+    const struct {
+        int t, k;
+        double x;
+        const char *what;
+    } cases[] = {{1, 3, NAN, "tensor 'blocks.0.W_q.weight' holds nan at index 3"},
+                 {0, 19, INFINITY, "tensor 'embed.weight' holds inf at index 19"},
+                 {3, 0, -INFINITY, "tensor 'temperature' holds -inf at index 0"},
+                 {2, 1, -NAN, "tensor 'blocks.0.W_q.bias' holds nan at index 1"}};
+    for (int i = 0; i < 4; i++) {
+        tg_real keep = m.t[cases[i].t]->data[cases[i].k];
+        m.t[cases[i].t]->data[cases[i].k] = (tg_real)cases[i].x;
+        for (int fresh = 0; fresh < 2; fresh++) {
+            const char *to = fresh ? in_dir("fresh.safetensors") : path;
+            char want[512];
+            snprintf(want, sizeof want, "checkpoint_save: %s: %s; nothing written", to, cases[i].what);
+            tg_clear_error();
+            cr_expect_eq(tg_checkpoint_save(to, &m.p, "{\"a\": \"b\"}"), -1, "saved %s", cases[i].what);
+            cr_expect(tg_last_error() && strcmp(tg_last_error(), want) == 0, "error '%s', expected '%s'",
+                      tg_last_error() ? tg_last_error() : "", want);
+        }
+        m.t[cases[i].t]->data[cases[i].k] = keep;
+        size_t n2;
+        unsigned char *now = read_all(path, &n2);
+        cr_expect(n2 == n && memcmp(now, old, n) == 0, "a refused save changed the file (%s)", cases[i].what);
+        free(now);
+        cr_expect(!file_exists(in_dir("fresh.safetensors")));
+        cr_expect_eq(temp_files(), 0);
+    }
+    cr_expect_eq(tg_checkpoint_save(path, &m.p, NULL), 0, "%s", tg_last_error());
+    free(old);
+    model_free(&m);
 }

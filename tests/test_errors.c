@@ -1,5 +1,7 @@
 /* Bad input never crashes: the op returns NULL and records one message that
  * names the op and the shapes; a NULL input keeps the first message. */
+#include <string.h>
+
 #include "test_util.h"
 
 static tg_tensor *t23, *t45, *t3;
@@ -45,6 +47,23 @@ Test(errors, null_input_keeps_first_message) {
     tg_clear_error();
     cr_expect_null(tg_relu(NULL));
     cr_expect_str_eq(tg_last_error(), "relu: NULL input");
+}
+
+/* The message holds two paths of PATH_MAX (4096 on Linux) and a reason
+ * whole: no message is cut mid-reason for a path the system accepts. */
+Test(errors, message_holds_two_longest_paths) {
+    static char a[4096], b[4096];
+    memset(a, 'a', sizeof a - 1);
+    memset(b, 'b', sizeof b - 1);
+    const char *reason = "rename failed: the reason stays whole";
+    tg_set_error("op: %s -> %s: %s", a, b, reason);
+    const char *m = tg_last_error();
+    size_t n = strlen(m), lr = strlen(reason);
+    cr_expect_eq(n, strlen("op: ") + 4095 + strlen(" -> ") + 4095 + 2 + lr);
+    cr_expect(n >= lr && strcmp(m + n - lr, reason) == 0, "the message is cut: ...%s", m + (n > 40 ? n - 40 : 0));
+    /* A NULL input still keeps it. */
+    cr_expect_null(tg_relu(NULL));
+    cr_expect_eq(strlen(tg_last_error()), n);
 }
 
 Test(errors, axis_out_of_range) {

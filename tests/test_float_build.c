@@ -3,12 +3,51 @@
  * instead of failing silently (issue 10). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h"
 #include "tgrad.h"
+
+/* A checkpoint of the double build can hold values beyond float's range:
+ * finite in the file, they would load as infinity here, so the load
+ * refuses them and leaves the model as it was. */
+Test(float_build, checkpoint_value_beyond_float_range_refused) {
+    if (sizeof(tg_real) != 4) cr_skip_test("float build only");
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tg_f64_%ld.safetensors", (long)getpid());
+    const char *hdr = "{\"w\":{\"dtype\":\"F64\",\"shape\":[3],\"data_offsets\":[0,24]}}";
+    size_t hl = strlen(hdr), pad = (hl + 7) / 8 * 8;
+    unsigned char b[8 + 128 + 24];
+    cr_assert_leq(pad, 128);
+    for (int k = 0; k < 8; k++) b[k] = (unsigned char)((uint64_t)pad >> (8 * k));
+    memcpy(b + 8, hdr, hl);
+    memset(b + 8 + hl, ' ', pad - hl);
+    const double v[3] = {1.0, 1e300, 2.0};
+    for (int i = 0; i < 3; i++) {
+        uint64_t u;
+        memcpy(&u, &v[i], 8);
+        for (int k = 0; k < 8; k++) b[8 + pad + 8 * i + k] = (unsigned char)(u >> (8 * k));
+    }
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(b, 1, 8 + pad + 24, f), 8 + pad + 24);
+    fclose(f);
+    tg_tensor *w = tg_from_array(TG_SHAPE(3), (tg_real[]){7, 8, 9});
+    tg_params p;
+    tg_params_init(&p);
+    cr_assert_eq(tg_params_add(&p, NULL, "w", w), 0);
+    cr_expect_eq(tg_checkpoint_load(path, &p), -1, "loaded 1e300 into a float as %g", (double)w->data[1]);
+    const char *e = tg_last_error();
+    cr_expect(e && strstr(e, "w: the F64 value at index 1 is beyond the range of float"), "%s", e ? e : "");
+    cr_expect(w->data[0] == 7 && w->data[1] == 8 && w->data[2] == 9, "the model changed");
+    unlink(path);
+    tg_params_free(&p);
+    tg_free(w);
+}
 
 static tg_tensor *f_exp(tg_tensor *const *in, int n, void *ctx) {
     (void)n, (void)ctx;

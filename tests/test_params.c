@@ -80,3 +80,38 @@ Test(params, grows_and_extends) {
     tg_params_free(&outer);
     tg_free(a);
 }
+
+/* tg_params_check_finite: the first NaN or infinite value in list order,
+ * named with its tensor and index, for a training loop to stop on. */
+Test(params, check_finite) {
+    tg_tensor *a = tensor(TG_SHAPE(2, 3), 0), *b = tensor(TG_SHAPE(7), 1), *s = tensor(0, NULL, 2);
+    tg_params p;
+    tg_params_init(&p);
+    cr_assert_eq(tg_params_add(&p, "enc", "w", a), 0);
+    cr_assert_eq(tg_params_add(&p, NULL, "b", b), 0);
+    cr_assert_eq(tg_params_add(&p, NULL, "scale", s), 0);
+    tg_clear_error();
+    cr_expect_eq(tg_params_check_finite(&p, "train"), 0);
+    cr_expect_null(tg_last_error());
+    b->data[6] = (tg_real)-INFINITY;
+    cr_expect_eq(tg_params_check_finite(&p, "train"), -1);
+    cr_expect_str_eq(tg_last_error(), "train: tensor 'b' holds -inf at index 6");
+    a->data[4] = (tg_real)NAN;
+    cr_expect_eq(tg_params_check_finite(&p, "step 12"), -1);
+    cr_expect_str_eq(tg_last_error(), "step 12: tensor 'enc.w' holds nan at index 4");
+    a->data[4] = 0;
+    b->data[6] = 0;
+    s->data[0] = (tg_real)INFINITY;
+    cr_expect_eq(tg_params_check_finite(&p, "x"), -1);
+    cr_expect_str_eq(tg_last_error(), "x: tensor 'scale' holds inf at index 0");
+    cr_expect_eq(tg_params_check_finite(NULL, "x"), -1);
+    cr_expect_str_eq(tg_last_error(), "x: NULL parameter list");
+    s->data[0] = 1;
+    tg_params empty;
+    tg_params_init(&empty);
+    cr_expect_eq(tg_params_check_finite(&empty, NULL), 0);
+    tg_params_free(&p);
+    tg_free(a);
+    tg_free(b);
+    tg_free(s);
+}

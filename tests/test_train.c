@@ -552,13 +552,14 @@ static void expect_load_fails_unchanged(run *r, const char *path, const tg_param
     free(after.values);
 }
 
-/* A file with the tensors of r and the given metadata. */
+/* A file with the tensors of r and the given metadata, written by the
+ * plain safetensors writer, which checks no value: a crafted file. */
 static void write_state(run *r, const char *path, const char *meta) {
     tg_params all;
     tg_params_init(&all);
     cr_assert_eq(tg_params_extend(&all, "model", &r->p), 0);
     cr_assert_eq(tg_optim_state(r->opt, &all, "optim"), 0);
-    cr_assert_eq(tg_checkpoint_save(path, &all, meta), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_safetensors_save(path, &all, meta), 0, "%s", tg_last_error());
     tg_params_free(&all);
 }
 
@@ -582,10 +583,11 @@ Test(train, bad_states_change_nothing) {
     unsigned char *b = read_all(good, &n);
     write_all(in_dir("cut.safetensors"), b, n - 5);
     expect_load_fails_unchanged(&r, in_dir("cut.safetensors"), &r.p, 2, "cut.safetensors");
-    /* a flipped value into NaN (the last 8 bytes are the last value's) */
+    /* a flipped value into NaN (the last 8 bytes are the last value's: the
+     * optimizer's step) */
     memset(b + n - sizeof(tg_real), 0xff, sizeof(tg_real));
     write_all(in_dir("nan.safetensors"), b, n);
-    expect_load_fails_unchanged(&r, in_dir("nan.safetensors"), &r.p, 2, "NaN");
+    expect_load_fails_unchanged(&r, in_dir("nan.safetensors"), &r.p, 2, "'optim.step' is nan");
     free(b);
     /* other generators than given */
     expect_load_fails_unchanged(&r, good, &r.p, 1, "generators");
@@ -659,9 +661,290 @@ Test(train, save_errors) {
     cr_expect_eq(tg_train_state_load(in_dir("s"), &r.p, r.opt, &step, r.rngs, 2), -1);
     cr_expect_eq(tg_train_state_load(in_dir("s"), &r.p, r.opt, NULL, r.rngs, 2), -1);
     /* no generators at all is fine */
-    cr_expect_eq(tg_train_state_save(in_dir("s"), &r.p, r.opt, 5, NULL, 0), 0, "%s", tg_last_error());
+    run_steps(&r, 0, 2);
+    cr_expect_eq(tg_train_state_save(in_dir("s"), &r.p, r.opt, 2, NULL, 0), 0, "%s", tg_last_error());
     cr_expect_eq(tg_train_state_load(in_dir("s"), &r.p, r.opt, &step, NULL, 0), 0, "%s", tg_last_error());
-    cr_expect_eq(step, 5);
+    cr_expect_eq(step, 2);
+    run_free(&r);
+}
+
+/* ---- training state: nothing unloadable is saved, nothing untrusted is loaded ---------- */
+TestSuite(train_state, .fini = cleanup);
+
+/* The state file of r as saved at step 3, its path in good (256 bytes). */
+static void good_state_at_3(run *r, char *good) {
+    run_fresh(r);
+    run_steps(r, 0, 3);
+    snprintf(good, 256, "%s", in_dir("good.safetensors"));
+    cr_assert_eq(tg_train_state_save(good, &r->p, r->opt, 3, r->rngs, 2), 0, "%s", tg_last_error());
+}
+
+/* A save of r at step to path must fail with a message holding
+ * "train_state_save: <path>: <what>; nothing written" and leave path as it
+ * was: holding the bytes old[0..n) (old NULL: no file). */
+static void expect_save_refused(run *r, const char *path, int64_t step, const char *what, const unsigned char *old,
+                                size_t n) {
+    char want[512];
+    snprintf(want, sizeof want, "train_state_save: %s: %s; nothing written", path, what);
+    tg_clear_error();
+    cr_expect_eq(tg_train_state_save(path, &r->p, r->opt, step, r->rngs, 2), -1, "save accepted (%s)", what);
+    cr_expect(error_has(want, NULL), "error '%s', expected '%s'", tg_last_error() ? tg_last_error() : "", want);
+    if (!old) {
+        cr_expect(!file_exists(path), "a refused save created %s", path);
+    } else {
+        size_t m;
+        unsigned char *now = read_all(path, &m);
+        cr_expect(m == n && memcmp(now, old, n) == 0, "a refused save changed %s (%s)", path, what);
+        free(now);
+    }
+    cr_expect_eq(temp_files(), 0);
+}
+
+Test(train_state, save_refuses_non_finite) {
+    run r;
+    char good[256];
+    good_state_at_3(&r, good);
+    size_t n;
+    unsigned char *old = read_all(good, &n);
+    /* Model parameters and optimizer moments (emb.weight, head.weight,
+     * head.bias in list order). */
+    struct {
+        tg_tensor *t;
+        int64_t k;
+        double x;
+        const char *what;
+    } cases[] = {
+        {r.head->weight, 17, NAN, "tensor 'model.head.weight' holds nan at index 17"},
+        {r.emb->weight, 0, INFINITY, "tensor 'model.emb.weight' holds inf at index 0"},
+        {r.head->bias, 5, -INFINITY, "tensor 'model.head.bias' holds -inf at index 5"},
+        {r.opt->m[0], 3, NAN, "tensor 'optim.m.emb.weight' holds nan at index 3"},
+        {r.opt->v[2], 1, INFINITY, "tensor 'optim.v.head.bias' holds inf at index 1"},
+        {r.opt->step, 0, NAN, "tensor 'optim.step' holds nan at index 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tg_real keep = cases[i].t->data[cases[i].k];
+        cases[i].t->data[cases[i].k] = (tg_real)cases[i].x;
+        expect_save_refused(&r, good, 3, cases[i].what, old, n);
+        expect_save_refused(&r, in_dir("new.safetensors"), 3, cases[i].what, NULL, 0);
+        cases[i].t->data[cases[i].k] = keep;
+    }
+    /* The first bad value in list order is the one named. */
+    r.opt->v[0]->data[9] = (tg_real)NAN;
+    r.head->bias->data[2] = (tg_real)NAN;
+    expect_save_refused(&r, good, 3, "tensor 'model.head.bias' holds nan at index 2", old, n);
+    free(old);
+    run_free(&r);
+}
+
+/* What the load refuses, the save refuses too: an optimizer step other than
+ * the run's, a negative second moment. */
+Test(train_state, save_refuses_unloadable_optimizer_state) {
+    run r;
+    char good[256];
+    good_state_at_3(&r, good);
+    size_t n;
+    unsigned char *old = read_all(good, &n);
+    expect_save_refused(&r, good, 4, "'optim.step' is 3; expected 4, the run's step", old, n);
+    expect_save_refused(&r, good, 2, "'optim.step' is 3; expected 2, the run's step", old, n);
+    r.opt->step->data[0] = (tg_real)2.5;
+    expect_save_refused(&r, good, 3, "'optim.step' is 2.5; expected 3, the run's step", old, n);
+    r.opt->step->data[0] = 3;
+    tg_real keep = r.opt->v[1]->data[6];
+    r.opt->v[1]->data[6] = (tg_real)-0.25;
+    expect_save_refused(
+        &r, good, 3, "tensor 'optim.v.head.weight' holds -0.25 at index 6 (a second moment is never negative)", old, n);
+    r.opt->v[1]->data[6] = keep;
+    cr_expect_eq(tg_train_state_save(good, &r.p, r.opt, 3, r.rngs, 2), 0, "%s", tg_last_error());
+    free(old);
+    run_free(&r);
+}
+
+/* The metadata a good state of r holds, as a string to write crafted files with. */
+static char *state_meta(const char *path) {
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    char *m = malloc(st.metadata_len + 1);
+    memcpy(m, st.metadata, st.metadata_len);
+    m[st.metadata_len] = 0;
+    tg_safetensors_close(&st);
+    return m;
+}
+
+/* Writes r's tensors with one value changed (t[k] = x) and the metadata
+ * meta, then expects the load to fail naming what, leaving r as it was. */
+static void expect_crafted_refused(run *r, const char *meta, tg_tensor *t, int64_t k, double x, const char *what) {
+    tg_real keep = t->data[k];
+    t->data[k] = (tg_real)x;
+    write_state(r, in_dir("crafted.safetensors"), meta);
+    t->data[k] = keep;
+    char full[512];
+    snprintf(full, sizeof full, "train_state_load: %s: %s", in_dir("crafted.safetensors"), what);
+    expect_load_fails_unchanged(r, in_dir("crafted.safetensors"), &r->p, 2, full);
+}
+
+Test(train_state, crafted_optimizer_state_refused) {
+    run r;
+    char good[256];
+    good_state_at_3(&r, good);
+    char *meta = state_meta(good);
+    run_steps(&r, 3, 5);      /* the objects now differ from the file */
+    r.opt->step->data[0] = 3; /* as in the file, so only the crafted value differs */
+    /* optim.step: a finite whole number equal to the run's step (3). */
+    const struct {
+        double x;
+        const char *is;
+    } steps[] = {{-1, "-1"}, {-0.5, "-0.5"}, {0.5, "0.5"}, {1e30, "1e+30"},
+                 {4, "4"},   {2, "2"},       {NAN, "nan"}, {INFINITY, "inf"}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        char what[128];
+        snprintf(what, sizeof what, "'optim.step' is %s; expected 3, the run's step", steps[i].is);
+        expect_crafted_refused(&r, meta, r.opt->step, 0, steps[i].x, what);
+    }
+    /* The run's step in the metadata one past the optimizer's. */
+    char *at = strstr(meta, "\"step\": \"3\"");
+    cr_assert_not_null(at, "%s", meta);
+    at[9] = '4';
+    expect_crafted_refused(&r, meta, r.opt->step, 0, 3, "'optim.step' is 3; expected 4, the run's step");
+    at[9] = '3';
+    /* Adam's second moments are never negative; every moment is finite. */
+    expect_crafted_refused(&r, meta, r.opt->v[1], 6, -0.25, "tensor 'optim.v.head.weight' holds -0.25 at index 6");
+    expect_crafted_refused(&r, meta, r.opt->v[0], 0, -1e-300, "tensor 'optim.v.emb.weight' holds -1e-300 at index 0");
+    expect_crafted_refused(&r, meta, r.opt->m[2], 4, NAN, "optim.m.head.bias");
+    expect_crafted_refused(&r, meta, r.opt->v[2], 4, -INFINITY, "tensor 'optim.v.head.bias' holds -inf at index 4");
+    /* A moment of another shape. */
+    tg_params all;
+    tg_params_init(&all);
+    cr_assert_eq(tg_params_extend(&all, "model", &r.p), 0);
+    cr_assert_eq(tg_optim_state(r.opt, &all, "optim"), 0);
+    tg_tensor *wrong = tg_empty_persistent(1, (const int[]){3});
+    TG_REQUIRE(wrong);
+    memset(wrong->data, 0, 3 * sizeof(tg_real));
+    for (int i = 0; i < all.n; i++)
+        if (strcmp(all.items[i].name, "optim.v.head.bias") == 0) all.items[i].t = wrong;
+    cr_assert_eq(tg_safetensors_save(in_dir("shape.safetensors"), &all, meta), 0, "%s", tg_last_error());
+    expect_load_fails_unchanged(&r, in_dir("shape.safetensors"), &r.p, 2, "optim.v.head.bias: shape (3) in file");
+    tg_params_free(&all);
+    tg_free(wrong);
+    /* -0 is not negative: the file loads, and the good one still does. */
+    r.opt->step->data[0] = 3;
+    tg_real keep = r.opt->v[0]->data[1];
+    r.opt->v[0]->data[1] = (tg_real)-0.0;
+    write_state(&r, in_dir("zero.safetensors"), meta);
+    r.opt->v[0]->data[1] = keep;
+    int64_t step = 0;
+    cr_expect_eq(tg_train_state_load(in_dir("zero.safetensors"), &r.p, r.opt, &step, r.rngs, 2), 0, "%s",
+                 tg_last_error());
+    cr_expect_eq(tg_train_state_load(good, &r.p, r.opt, &step, r.rngs, 2), 0, "%s", tg_last_error());
+    cr_expect_eq(step, 3);
+    free(meta);
+    run_free(&r);
+}
+
+/* SGD keeps a step count too (its update does not use it): it must match. */
+Test(train_state, sgd_step_checked) {
+    run r;
+    run_fresh(&r);
+    tg_optim_config cfg = tg_sgd_config((tg_real)0.1, (tg_real)0.9, 0);
+    tg_optim *adamw = r.opt;
+    r.opt = tg_optim_new(&cfg, &r.p);
+    TG_REQUIRE(r.opt);
+    run_steps(&r, 0, 2);
+    char good[256];
+    snprintf(good, sizeof good, "%s", in_dir("sgd.safetensors"));
+    cr_assert_eq(tg_train_state_save(good, &r.p, r.opt, 2, r.rngs, 2), 0, "%s", tg_last_error());
+    char *meta = state_meta(good);
+    expect_crafted_refused(&r, meta, r.opt->step, 0, 0.5, "'optim.step' is 0.5; expected 2, the run's step");
+    expect_crafted_refused(&r, meta, r.opt->step, 0, 7, "'optim.step' is 7; expected 2, the run's step");
+    /* Momentum buffers may be negative. */
+    r.opt->m[1]->data[0] = (tg_real)-3;
+    write_state(&r, in_dir("neg.safetensors"), meta);
+    int64_t step;
+    cr_expect_eq(tg_train_state_load(in_dir("neg.safetensors"), &r.p, r.opt, &step, r.rngs, 2), 0, "%s",
+                 tg_last_error());
+    free(meta);
+    tg_optim_free(r.opt);
+    r.opt = adamw;
+    run_free(&r);
+}
+
+/* ---- messages with long paths ---------------------------------------------------------- */
+/* in_dir(name) spelt with "./" repeated to about 3000 bytes: a path the
+ * system accepts (PATH_MAX 4096) without a deep tree to clean up. */
+static char *long_path(const char *name) {
+    size_t dots = 1500, n = strlen(g_dir) + 1 + 2 * dots + strlen(name) + 1;
+    char *p = malloc(n), *q = p + sprintf(p, "%s/", g_dir);
+    for (size_t i = 0; i < dots; i++, q += 2) memcpy(q, "./", 2);
+    strcpy(q, name);
+    cr_assert_geq(strlen(p), 3000);
+    return p;
+}
+
+/* The recorded message with every occurrence of path replaced by "<P>". */
+static char *message_without(const char *path) {
+    const char *e = tg_last_error();
+    cr_assert_not_null(e);
+    char *out = malloc(strlen(e) + 1), *o = out;
+    size_t lp = strlen(path);
+    while (*e) {
+        if (strncmp(e, path, lp) == 0) {
+            o += sprintf(o, "<P>");
+            e += lp;
+        } else {
+            *o++ = *e++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+/* Failing call number which, on path (in the test directory). */
+static void fail_at(int which, run *r, const char *path) {
+    size_t plen = strlen(path);
+    tg_clear_error();
+    int64_t step;
+    int rc = 0;
+    switch (which) {
+    case 0: /* no such file */ rc = tg_train_state_load(path, &r->p, r->opt, &step, r->rngs, 2); break;
+    case 1: /* a NaN weight */
+        r->head->bias->data[0] = (tg_real)NAN;
+        rc = tg_train_state_save(path, &r->p, r->opt, 3, r->rngs, 2);
+        r->head->bias->data[0] = 0;
+        break;
+    case 2: /* a step the optimizer did not take */ rc = tg_train_state_save(path, &r->p, r->opt, 9, r->rngs, 2); break;
+    case 3: /* other generators than the file's */
+        rc = tg_train_state_load(path, &r->p, r->opt, &step, r->rngs, 1);
+        break;
+    case 4: /* a directory that does not exist */ rc = tg_checkpoint_save(path, &r->p, NULL); break;
+    case 5: rc = tg_checkpoint_load(path, &r->p); break;
+    case 6: /* not a .npy file */ rc = tg_token_data_open(path, 0.1, 1) ? 0 : -1; break;
+    case 7: /* a directory that does not exist */ rc = tg_tokens_save(path, (const int[]){1, 2, 3}, 3, 256); break;
+    }
+    cr_assert_eq(rc, -1, "call %d on a path of %zu bytes succeeded", which, plen);
+}
+
+/* A path of 3000 bytes reaches the message whole, with the whole reason:
+ * the message is the one the short path gives, the path aside. */
+Test(train_state, long_path_message_whole) {
+    run r;
+    char good[256];
+    good_state_at_3(&r, good);
+    const char *names[] = {"absent.safetensors",   "nan.safetensors",    "step.safetensors", "good.safetensors",
+                           "no/dir/c.safetensors", "absent.safetensors", "junk.npy",         "no/dir/t.npy"};
+    write_all(in_dir("junk.npy"), "not a numpy file at all", 23);
+    for (int which = 0; which < 8; which++) {
+        char short_path[256];
+        snprintf(short_path, sizeof short_path, "%s", in_dir(names[which]));
+        char *lp = long_path(names[which]);
+        fail_at(which, &r, short_path);
+        char *want = message_without(short_path);
+        fail_at(which, &r, lp);
+        char *got = message_without(lp);
+        cr_expect_str_eq(got, want, "call %d: the message of a %zu-byte path is cut", which, strlen(lp));
+        cr_expect(strstr(tg_last_error(), lp) != NULL, "call %d: the path is not whole", which);
+        free(want);
+        free(got);
+        free(lp);
+    }
     run_free(&r);
 }
 

@@ -402,6 +402,24 @@ Test(viz, bad_arguments_return_minus_one_with_a_message) {
     cr_expect_not(file_exists(p), "no figure after errors");
 }
 
+/* A path of about 3000 bytes (PATH_MAX is 4096) reaches the message whole,
+ * with the reason after it. */
+Test(viz, long_path_message_whole) {
+    float m[4] = {1, 2, 3, 4};
+    size_t n = 3000;
+    char *p = malloc(n + 32);
+    strcpy(p, "/nonexistent-dir/");
+    for (size_t at = strlen(p); at < n; at += 2) memcpy(p + at, "./", 3);
+    strcat(p, "fig.png");
+    cr_assert_eq(tg_viz_heatmap(p, m, 2, 2, NULL), -1);
+    const char *e = tg_viz_last_error(), *why = ": No such file or directory";
+    cr_assert_not_null(e);
+    cr_expect_not_null(strstr(e, p), "the path is cut");
+    cr_expect(strlen(e) > strlen(why) && strcmp(e + strlen(e) - strlen(why), why) == 0, "the message is cut: ...%s",
+              e + (strlen(e) > 40 ? strlen(e) - 40 : 0));
+    free(p);
+}
+
 /* Number of entries in tmpdir whose name starts with prefix. */
 static int count_prefixed(const char *prefix) {
     DIR *d = opendir(tmpdir);

@@ -2,17 +2,31 @@
  * (see checkpoint.h). */
 #include "checkpoint.h"
 
+#include <math.h>
 #include <string.h>
 
+#include "../tensor/tensor_internal.h"
 #include "safetensors.h"
 
+/* "nan" whatever its sign bit (printf would show "-nan"), "inf" or "-inf". */
+static const char *nonfinite_word(double x) {
+    if (isnan(x)) return "nan";
+    return x > 0 ? "inf" : "-inf";
+}
+
 int tg_checkpoint_save(const char *path, const tg_params *params, const char *metadata_json) {
+    /* The load refuses a NaN or infinite value, so a file holding one could
+     * never be read back: refused before any file is made, so that a run
+     * whose last step diverged keeps its previous good checkpoint. */
+    int i;
+    int64_t k;
+    if (path && params && tg_params_first_nonfinite(params, &i, &k)) {
+        tg_set_error("checkpoint_save: %s: tensor '%s' holds %s at index %lld; nothing written", path,
+                     params->items[i].name, nonfinite_word((double)params->items[i].t->data[k]), (long long)k);
+        return -1;
+    }
     if (tg_safetensors_save(path, params, metadata_json) == 0) return 0;
-    /* Same message, under this function's name. */
-    char why[512];
-    const char *e = tg_last_error(), *pre = "safetensors_save: ";
-    snprintf(why, sizeof why, "%s", e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : e ? e : path);
-    tg_set_error("checkpoint_save: %s", why);
+    tg__error_rename("safetensors_save", "checkpoint_save", path ? path : "failed"); /* under this function's name */
     return -1;
 }
 
@@ -33,12 +47,7 @@ int tg_checkpoint_load(const char *path, const tg_params *params) {
     }
     tg_safetensors st;
     if (tg_safetensors_open(path, &st) != 0) {
-        /* Same message, under this function's name. */
-        char why[512];
-        const char *e = tg_last_error();
-        const char *pre = "safetensors_open: ";
-        snprintf(why, sizeof why, "%s", e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : e ? e : path);
-        tg_set_error("checkpoint_load: %s", why);
+        tg__error_rename("safetensors_open", "checkpoint_load", path); /* under this function's name */
         return -1;
     }
     int rc = tg_checkpoint_load_from(&st, path, params);
@@ -123,6 +132,29 @@ int tg_checkpoint_load_prefix(const tg_safetensors *st, const char *path, const 
         if (bad) {
             tg_set_error("checkpoint_load: %s: %s: %lld of %lld values are NaN or infinite (a diverged run?)", path,
                          st->entries[idx[i]].name, (long long)bad, (long long)st->entries[idx[i]].numel);
+            rc = -1;
+            goto done;
+        }
+    }
+    /* A float build converts F64 values to float: one beyond float's range
+     * is finite in the file but would load as infinity. */
+    for (int i = 0; sizeof(tg_real) < sizeof(double) && i < params->n; i++) {
+        const tg_st_entry *e = &st->entries[idx[i]];
+        if (strcmp(e->dtype, "F64") != 0 || e->numel == 0) continue;
+        tg_real *x = tg_sys_alloc((size_t)e->numel * sizeof *x);
+        if (!x) {
+            tg_set_error("checkpoint_load: %s: out of memory", path);
+            rc = -1;
+            goto done;
+        }
+        tg_safetensors_read(st, idx[i], x);
+        int64_t k = 0;
+        while (k < e->numel && isfinite(x[k])) k++;
+        tg_sys_free(x);
+        if (k < e->numel) {
+            tg_set_error("checkpoint_load: %s: %s: the F64 value at index %lld is beyond the range of float, this "
+                         "build's tg_real",
+                         path, e->name, (long long)k);
             rc = -1;
             goto done;
         }

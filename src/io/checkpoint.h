@@ -12,8 +12,13 @@
  * of string values, e.g. "{\"epoch\": \"3\"}", stored as "__metadata__".
  * Atomic (io/file.h): on failure path is left as it was and no temporary
  * remains.
- * Returns 0, or -1 with "checkpoint_save: <path>: <reason>" recorded.
- * The same file as tg_safetensors_save writes. */
+ * A NaN or infinite value, which tg_checkpoint_load refuses, is refused
+ * here first, before any file is made: a diverged model never replaces a
+ * good checkpoint with one that cannot be loaded.
+ * Returns 0, or -1 with "checkpoint_save: <path>: <reason>" recorded, e.g.
+ * "checkpoint_save: m.safetensors: tensor 'blocks.0.W_q.weight' holds nan
+ * at index 3; nothing written".
+ * The same file as tg_safetensors_save writes (which checks no value). */
 int tg_checkpoint_save(const char *path, const tg_params *params, const char *metadata_json);
 
 /* Loads values into every tensor of params (converting F32/F64 to tg_real).
@@ -22,7 +27,9 @@ int tg_checkpoint_save(const char *path, const tg_params *params, const char *me
  * checked before the first value is copied (names, shapes, and that every
  * value is finite: a NaN or Inf weight is an error), so on failure (-1,
  * with a message naming the file, the tensor and the problem) the model is
- * unchanged. */
+ * unchanged. It knows nothing of what a tensor means: an optimizer's state
+ * (tg_optim_state) is checked as any tensor is; tg_train_state_load checks
+ * its step and second moments too. */
 int tg_checkpoint_load(const char *path, const tg_params *params);
 /* The same from a file already opened with tg_safetensors_open (not
  * closed here), for a caller that reads the metadata of the same bytes

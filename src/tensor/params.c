@@ -2,6 +2,7 @@
  * holds pointers only, the tensors belong to their module. */
 #include "params.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -143,6 +144,40 @@ int64_t tg_params_numel(const tg_params *p) {
     for (int i = 0; i < p->n; i++)
         if (p->items[i].t) n += p->items[i].t->size;
     return n;
+}
+
+bool tg_params_first_nonfinite(const tg_params *p, int *item, int64_t *index) {
+    for (int i = 0; p && i < p->n; i++) {
+        const tg_tensor *t = p->items[i].t;
+        if (!t || !t->data) continue;
+        for (int64_t k = 0; k < t->size; k++)
+            if (!isfinite(t->data[k])) {
+                if (item) *item = i;
+                if (index) *index = k;
+                return true;
+            }
+    }
+    return false;
+}
+
+/* "nan" whatever its sign bit (printf would show "-nan"), "inf" or "-inf". */
+static const char *nonfinite_word(double x) {
+    if (isnan(x)) return "nan";
+    return x > 0 ? "inf" : "-inf";
+}
+
+int tg_params_check_finite(const tg_params *p, const char *op) {
+    if (!op) op = "params_check_finite";
+    if (!p) {
+        tg_set_error("%s: NULL parameter list", op);
+        return -1;
+    }
+    int i;
+    int64_t k;
+    if (!tg_params_first_nonfinite(p, &i, &k)) return 0;
+    tg_set_error("%s: tensor '%s' holds %s at index %lld", op, p->items[i].name,
+                 nonfinite_word((double)p->items[i].t->data[k]), (long long)k);
+    return -1;
 }
 
 void tg_params_free(tg_params *p) {

@@ -29,6 +29,17 @@ int tg_params_add(tg_params *p, const char *prefix, const char *name, tg_tensor 
 int tg_params_extend(tg_params *p, const char *prefix, const tg_params *src);
 tg_tensor *tg_params_get(const tg_params *p, const char *name); /* NULL if absent */
 int64_t tg_params_numel(const tg_params *p);
+/* The first value of p, in list order, that is NaN or infinite: true with
+ * *item (its tensor's position in the list) and *index (its flat index in
+ * that tensor) set; false when every value is finite (NULL tensors have
+ * none). For a caller that words its own message, e.g. the checkpoint savers. */
+bool tg_params_first_nonfinite(const tg_params *p, int *item, int64_t *index);
+/* 0 when every value of every tensor of p is finite, else -1 with
+ * "<op>: tensor '<name>' holds nan at index 17" recorded (the first such
+ * value; "inf", "-inf" for infinities). op names the caller (NULL:
+ * "params_check_finite"). A training loop calls it on the parameters after
+ * a step, to stop on a diverged run before it saves anything. */
+int tg_params_check_finite(const tg_params *p, const char *op);
 void tg_params_free(tg_params *p); /* frees the list, not the tensors */
 
 /* A named list of random generators: the streams a training step draws

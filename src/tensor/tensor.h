@@ -107,7 +107,10 @@ struct tg_tensor {
 /* ---- errors --------------------------------------------------------------
  * A function given bad input returns NULL (or -1) and records one message
  * naming the function and the shapes. A function given a NULL input returns
- * NULL and keeps the message already recorded, so a chain is checked once. */
+ * NULL and keeps the message already recorded, so a chain is checked once.
+ * A message holds up to 13311 bytes (two paths of PATH_MAX and a reason),
+ * so none is cut for a path the system accepts. One message for the
+ * process, not one per thread. */
 const char *tg_last_error(void); /* NULL when none */
 void tg_clear_error(void);
 void tg_set_error(const char *fmt, ...)

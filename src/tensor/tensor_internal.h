@@ -23,6 +23,13 @@ void tg__persistent_account(long long delta);
  * call, so memory.c does not depend on the kernels that use it. */
 void tg__on_release_all(void (*fn)(void));
 
+/* Renames the recorded message "<from>: <rest>" to "<to>: <rest>" (or
+ * "<to>: <message>" when it does not start with from, "<to>: <fallback>"
+ * when none is recorded), so a function reports a failure of the one it
+ * called under its own name. In place: the message stays whole whatever
+ * the length of the paths in it (error.c). */
+void tg__error_rename(const char *from, const char *to, const char *fallback);
+
 /* Test switch: the widest ISA the kernels may use (a tg_isa of simd.h:
  * 0 portable, 1 AVX2, 2 AVX-512, the default); the CPU still caps it.
  * Every dispatching kernel follows it, so a test runs each path this

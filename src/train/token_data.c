@@ -7,6 +7,7 @@
 
 #include "../io/file.h"
 #include "../io/npy.h"
+#include "../tensor/tensor_internal.h"
 
 /* Token k; k is in range. */
 static inline int token_at(const tg_token_data *d, int64_t k) {
@@ -27,38 +28,38 @@ tg_token_data *tg_token_data_open(const char *path, double val_fraction, uint64_
     size_t size;
     if (tg_map_file(path, "token_data", &map, &size) != 0) return NULL;
     tg_npy_header h;
-    char why[400] = "";
+    /* The reason alone: the path, of any length, goes straight into the
+     * message, which holds it whole. */
+    char why[200] = "";
     int itemsize = 0;
-    if (tg_npy_parse_header(map, size, path, &h) != 0) {
-        /* "npy_header: <path>: <reason>" -> "<path>: <reason>" */
-        const char *e = tg_last_error(), *pre = "npy_header: ";
-        snprintf(why, sizeof why, "%s", e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : path);
+    bool bad_header = tg_npy_parse_header(map, size, path, &h) != 0;
+    if (bad_header) {
+        tg__error_rename("npy_header", "token_data", path); /* "npy_header: <path>: <reason>" */
     } else if (strcmp(h.descr, "|u1") == 0 || strcmp(h.descr, "<u1") == 0 || strcmp(h.descr, "u1") == 0) {
         itemsize = 1;
     } else if (strcmp(h.descr, "<u2") == 0) {
         itemsize = 2;
     } else {
-        snprintf(why, sizeof why, "%s: dtype '%s' is not a token dtype (uint8 '|u1' or uint16 '<u2')", path, h.descr);
+        snprintf(why, sizeof why, "dtype '%s' is not a token dtype (uint8 '|u1' or uint16 '<u2')", h.descr);
     }
-    if (!why[0] && h.fortran_order && h.ndim > 1)
-        snprintf(why, sizeof why, "%s: fortran_order True is not supported", path);
-    if (!why[0] && h.ndim != 1)
-        snprintf(why, sizeof why, "%s: %d-D array, a token file holds one 1-D array", path, h.ndim);
-    if (!why[0]) {
+    bool ok = !bad_header && !why[0];
+    if (ok && h.fortran_order && h.ndim > 1) snprintf(why, sizeof why, "fortran_order True is not supported");
+    if (ok && !why[0] && h.ndim != 1) snprintf(why, sizeof why, "%d-D array, a token file holds one 1-D array", h.ndim);
+    if (ok && !why[0]) {
         /* shape[0] < 2^59 (npy.h), so the product does not overflow. */
         uint64_t need = (uint64_t)h.shape[0] * (uint64_t)itemsize, have = size - h.data_offset;
         if (have != need)
-            snprintf(why, sizeof why, "%s: the header's %lld tokens need %llu bytes of data, the file has %llu%s", path,
+            snprintf(why, sizeof why, "the header's %lld tokens need %llu bytes of data, the file has %llu%s",
                      (long long)h.shape[0], (unsigned long long)need, (unsigned long long)have,
                      have < need ? " (truncated?)" : "");
         else if (h.shape[0] == 0)
-            snprintf(why, sizeof why, "%s: no tokens", path);
+            snprintf(why, sizeof why, "no tokens");
     }
     tg_token_data *d = NULL;
-    if (!why[0] && !(d = tg_sys_calloc(1, sizeof *d))) snprintf(why, sizeof why, "%s: out of memory", path);
-    if (why[0]) {
+    if (ok && !why[0] && !(d = tg_sys_calloc(1, sizeof *d))) snprintf(why, sizeof why, "out of memory");
+    if (bad_header || why[0]) {
         tg_unmap_file(map, size);
-        tg_set_error("token_data: %s", why);
+        if (why[0]) tg_set_error("token_data: %s: %s", path, why);
         return NULL;
     }
     d->map = map;

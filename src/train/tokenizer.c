@@ -6,6 +6,7 @@
 
 #include "../io/file.h"
 #include "../io/npy.h"
+#include "../tensor/tensor_internal.h"
 
 int tg_bytes_encode(const unsigned char *text, size_t n, int *ids) {
     if ((!text || !ids) && n > 0) {
@@ -32,12 +33,7 @@ int tg_bytes_decode(const int *ids, size_t n, unsigned char *out) {
 }
 
 /* Renames "npy_save: ..." to "<op>: ..." so the message names the call made. */
-static void rename_error(const char *op) {
-    char why[512];
-    const char *e = tg_last_error(), *pre = "npy_save: ";
-    snprintf(why, sizeof why, "%s", e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : e ? e : "failed");
-    tg_set_error("%s: %s", op, why);
-}
+static void rename_error(const char *op) { tg__error_rename("npy_save", op, "failed"); }
 
 int tg_tokens_save(const char *path, const int *ids, int64_t n, int vocab) {
     if (!path || (!ids && n > 0)) {

@@ -250,13 +250,28 @@ int tg_metrics_log_close(tg_metrics_log *log);
  * The generators are the data sampler (tg_token_data_rng) and any other
  * stream the run draws from (dropout layers: tg_dropout_rng); 64-bit
  * values go in the metadata as text because a tensor of F32 or F64 could
- * not hold them exactly. Saving is atomic. Loading is strict and all or
- * nothing: the names, shapes, finiteness, the step and every generator
- * (the same names, as given) are checked before anything is written, so a
- * corrupt or mismatched file leaves model, optimizer, step and generators
- * as they were. Names are 1-31 characters of [A-Za-z0-9_.-]. */
+ * not hold them exactly.
+ * The optimizer steps once per step of the run, so "optim.step" equals
+ * "step" (whatever the kind: Adam's bias correction 1 - beta^t reads it;
+ * SGD keeps the count too).
+ * Saving is atomic, and a file the load would refuse is never written: a
+ * NaN or infinite value in any tensor (model or optimizer), an optimizer
+ * step other than step, or a negative second moment is refused before any
+ * file is made, so a run whose last step diverged keeps its previous good
+ * state at path.
+ * Loading is strict and all or nothing: the format version, the step
+ * (0 to INT64_MAX), every generator (the same names, as given; seed,
+ * stream and counter each a uint64), the tensors' names and shapes, every
+ * value finite, "optim.step" a whole number equal to "step", and Adam's
+ * and AdamW's second moments "optim.v.*" >= 0 are all checked before
+ * anything is written, so a corrupt, crafted or mismatched file leaves
+ * model, optimizer, step and generators as they were.
+ * Names are 1-31 characters of [A-Za-z0-9_.-]. */
 #define TG_TRAIN_MAX_RNGS TG_RNGS_MAX /* tg_named_rng and tg_rngs: tensor/params.h */
-/* 0, or -1 with "train_state_save: <path>: <reason>" recorded. */
+/* 0, or -1 with "train_state_save: <path>: <reason>" recorded, e.g.
+ * "train_state_save: out/x.safetensors: tensor 'model.h.0.attn.c_attn.weight'
+ * holds nan at index 17; nothing written". step is the steps done, the
+ * optimizer's count. */
 int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt, int64_t step, const tg_named_rng *rngs,
                         int n_rngs);
 /* tg_train_state_save with more metadata: extra_json is NULL or one JSON
@@ -266,7 +281,9 @@ int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt,
  * them back; tg_train_state_load ignores them. */
 int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim *opt, int64_t step,
                              const tg_named_rng *rngs, int n_rngs, const char *extra_json);
-/* 0, or -1 with "train_state_load: <path>: <reason>" recorded (nothing changed). */
+/* 0, or -1 with "train_state_load: <path>: <reason>" recorded, naming the
+ * key at fault, e.g. "train_state_load: run.safetensors: 'optim.step' is 0.5;
+ * expected 120, the run's step" (nothing changed). */
 int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt, int64_t *step,
                         const tg_named_rng *rngs, int n_rngs);
 

@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../io/checkpoint.h"
+#include "../tensor/tensor_internal.h"
 
 #define FORMAT_VERSION "1"
 
@@ -56,6 +58,99 @@ static int all_tensors(tg_params *all, const tg_params *model, tg_optim *opt) {
     if (tg_params_extend(all, "model", model) != 0 || tg_optim_state(opt, all, "optim") != 0) {
         tg_params_free(all);
         return -1;
+    }
+    return 0;
+}
+
+/* x in the shortest form that reads back as the same double ("0.5", "1e+30",
+ * "nan", "-inf"), for messages that quote a value. */
+static void number(char *buf, size_t cap, double x) {
+    if (!isfinite(x)) {
+        snprintf(buf, cap, "%s", isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
+/* The optimizer's step count t must be the run's step: one tg_optim_step
+ * per step of the run. Adam's bias correction divides by 1 - beta^(t+1) at
+ * the next step, so a count of -1 divides by zero, and any other wrong
+ * count (negative, a fraction, huge, off by one) trains on silently with
+ * another step size. 0, or -1 with the reason in why. */
+static int check_optim_step(double t, uint64_t step, char *why, size_t cap) {
+    /* 2^64 bounds the conversion; whole and in range, the comparison is exact. */
+    if (isfinite(t) && t >= 0 && t < 18446744073709551616.0 && t == floor(t) && (uint64_t)t == step) return 0;
+    char v[32];
+    number(v, sizeof v, t);
+    snprintf(why, cap, "'optim.step' is %s; expected %" PRIu64 ", the run's step", v, step);
+    return -1;
+}
+
+/* A second moment (Adam's v, a running mean of squares) is never negative;
+ * a negative one would make sqrt(v) NaN. 0, or -1 with the reason in why
+ * naming the tensor "optim.v.<param>", the index and the value. */
+static int check_second_moment(const char *param, const tg_real *x, int64_t n, char *why, size_t cap) {
+    for (int64_t k = 0; k < n; k++)
+        if (x[k] < 0) {
+            char v[32];
+            number(v, sizeof v, (double)x[k]);
+            snprintf(why, cap, "tensor 'optim.v.%s' holds %s at index %lld (a second moment is never negative)", param,
+                     v, (long long)k);
+            return -1;
+        }
+    return 0;
+}
+
+/* What the load refuses beyond names and shapes, checked before a save
+ * makes any file: every value finite, the optimizer's step the run's, no
+ * negative second moment. 0, or -1 with the error recorded. */
+static int check_before_save(const char *op, const char *path, const tg_params *all, const tg_optim *opt,
+                             int64_t step) {
+    char why[400] = "";
+    int i;
+    int64_t k;
+    if (tg_params_first_nonfinite(all, &i, &k)) {
+        char v[32];
+        number(v, sizeof v, (double)all->items[i].t->data[k]);
+        snprintf(why, sizeof why, "tensor '%s' holds %s at index %lld", all->items[i].name, v, (long long)k);
+    } else if (check_optim_step((double)opt->step->data[0], (uint64_t)step, why, sizeof why) == 0) {
+        for (i = 0; opt->v && i < opt->params.n; i++)
+            if (check_second_moment(opt->params.items[i].name, opt->v[i]->data, opt->v[i]->size, why, sizeof why))
+                break;
+    }
+    if (!why[0]) return 0;
+    tg_set_error("%s: %s: %s; nothing written", op, path, why);
+    return -1;
+}
+
+/* The same in a file, before tg_checkpoint_load_from checks the rest (names,
+ * shapes, finiteness): a tensor missing, or of another shape than the
+ * optimizer's, is left to it. 0, or -1 with the reason in why. */
+static int check_file_optim(const tg_safetensors *st, const tg_optim *opt, uint64_t step, char *why, size_t cap) {
+    int j = tg_safetensors_find(st, "optim.step");
+    if (j >= 0 && st->entries[j].numel == 1) {
+        tg_real t;
+        tg_safetensors_read(st, j, &t);
+        if (check_optim_step((double)t, step, why, cap) != 0) return -1;
+    }
+    for (int i = 0; opt->v && i < opt->params.n; i++) {
+        char name[TG_PARAM_NAME_MAX + 16];
+        snprintf(name, sizeof name, "optim.v.%s", opt->params.items[i].name);
+        j = tg_safetensors_find(st, name);
+        int64_t n = opt->v[i]->size;
+        if (j < 0 || st->entries[j].numel != n || n == 0) continue;
+        tg_real *x = tg_sys_alloc((size_t)n * sizeof *x);
+        if (!x) {
+            snprintf(why, cap, "out of memory");
+            return -1;
+        }
+        tg_safetensors_read(st, j, x);
+        int bad = check_second_moment(opt->params.items[i].name, x, n, why, cap);
+        tg_sys_free(x);
+        if (bad) return -1;
     }
     return 0;
 }
@@ -122,14 +217,12 @@ int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim 
     tg_params all;
     int rc = all_tensors(&all, model, opt);
     if (rc == 0) {
-        rc = tg_checkpoint_save(path, &all, meta);
-        tg_params_free(&all);
-        if (rc != 0) { /* "checkpoint_save: ..." under this function's name */
-            char why[512];
-            const char *e = tg_last_error(), *pre = "checkpoint_save: ";
-            snprintf(why, sizeof why, "%s", e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : path);
-            tg_set_error("%s: %s", op, why);
+        rc = check_before_save(op, path, &all, opt, step);
+        if (rc == 0) {
+            rc = tg_checkpoint_save(path, &all, meta);
+            if (rc != 0) tg__error_rename("checkpoint_save", op, path); /* under this function's name */
         }
+        tg_params_free(&all);
     }
     tg_sys_free(meta);
     return rc;
@@ -164,10 +257,7 @@ int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt,
     }
     tg_safetensors st;
     if (tg_safetensors_open(path, &st) != 0) {
-        char why[512];
-        const char *e = tg_last_error(), *pre = "safetensors_open: ";
-        snprintf(why, sizeof why, "%s", e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : path);
-        tg_set_error("%s: %s", op, why);
+        tg__error_rename("safetensors_open", op, path);
         return -1;
     }
     /* The scalars first, into locals: nothing is assigned before every
@@ -209,6 +299,7 @@ int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt,
         else
             got[i] = (tg_rng){a[0], a[1], a[2]};
     }
+    if (!why[0]) check_file_optim(&st, opt, got_step, why, sizeof why);
     int rc = -1;
     if (why[0]) {
         tg_set_error("%s: %s: %s", op, path, why);
@@ -217,12 +308,7 @@ int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt,
         if (all_tensors(&all, model, opt) == 0) {
             rc = tg_checkpoint_load_from(&st, path, &all); /* checks everything, then copies */
             tg_params_free(&all);
-            if (rc != 0) {
-                char msg[512];
-                const char *e = tg_last_error(), *pre = "checkpoint_load: ";
-                snprintf(msg, sizeof msg, "%s", e && strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : path);
-                tg_set_error("%s: %s", op, msg);
-            }
+            if (rc != 0) tg__error_rename("checkpoint_load", op, path);
         }
     }
     if (rc == 0) {

@@ -6,7 +6,10 @@
 
 #include "viz_internal.h"
 
-static _Thread_local char viz_msg[512];
+/* Room for two paths of PATH_MAX (4096 on Linux: "cannot rename '<tmp>' to
+ * '<path>'") and a reason, so no message is cut for a path the system
+ * accepts. */
+static _Thread_local char viz_msg[3 * 4096 + 1024];
 static _Thread_local int viz_has_msg;
 
 const char *tg_viz_last_error(void) { return viz_has_msg ? viz_msg : NULL; }

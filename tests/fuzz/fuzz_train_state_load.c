@@ -1,7 +1,9 @@
 /* libFuzzer harness: any bytes loaded as a training state (a Linear's
  * parameters, its AdamW state, the step and two generators): the load
  * succeeds, or it fails with a message and leaves parameters, optimizer
- * state, step and generators exactly as they were. */
+ * state, step and generators exactly as they were. What it loads is what
+ * the save would write: every value finite, the optimizer's step equal to
+ * the run's, no negative second moment; so a successful load saves again. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +48,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         snapshot(&all, now);
         if (memcmp(now, snap, sizeof(tg_real) * (size_t)total) != 0) abort(); /* a failed load changed the model */
         if (step != -7 || memcmp(&s1, &r1, sizeof s1) || memcmp(&s2, &r2, sizeof s2)) abort();
-    } else if (step < 0) {
-        abort();
+    } else {
+        if (step < 0 || opt->step->data[0] != (tg_real)step) abort();
+        for (int i = 0; i < opt->params.n; i++)
+            for (int64_t k = 0; k < opt->v[i]->size; k++)
+                if (opt->v[i]->data[k] < 0) abort(); /* a negative second moment loaded */
+        if (tg_params_check_finite(&all, "fuzz") != 0) abort();
+        if (tg_train_state_save(path, &params, opt, step, rngs, 2) != 0) abort();
     }
     free(snap);
     free(now);
