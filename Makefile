@@ -1,7 +1,13 @@
 # tgrad build. `make` builds build/libtgrad.a and build/libtgrad.so (float;
-# DOUBLE=1 builds build/double/libtgrad-double.*);
+# DOUBLE=1 builds build/double/libtgrad-double.*) and the programs;
 # `make test` builds the double-precision library and runs the test suite;
 # `make test SANITIZE=1` does the same under AddressSanitizer and UBSan.
+# `make test`, `make demo`, `make bench` and `make fuzz` first install the
+# Debian packages they need when missing (tools/install-deps.sh, with sudo
+# when not root; `make deps` does only that). Building alone (all, lib,
+# programs, install, a fuzzer) never installs anything: a missing header
+# stops it with a line naming the package.
+#   NO_DEPS=1  never install (packagers, systems without dpkg or sudo)
 #   DOUBLE=1   tg_real is double          OMP=0      single-threaded
 #   SANITIZE=1 ASan + UBSan                CC=clang   another compiler
 #   MPI=1      data-parallel training (src/dist/, Open MPI; `make test MPI=1` adds its tests)
@@ -57,7 +63,8 @@ override LDLIBS += -lm
 LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/io/*.c src/nn/*.c src/train/*.c src/viz/*.c src/dist/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/io/*.h src/nn/*.h src/train/*.h src/viz/*.h src/dist/*.h)
-TEST_SRC := $(wildcard tests/test_*.c tests/cases_*.c)
+# tests/progress.c: the suite's progress lines, in both test binaries.
+TEST_SRC := $(wildcard tests/test_*.c tests/cases_*.c) tests/progress.c
 
 # Float and double are two flavours that install side by side: libtgrad and
 # libtgrad-double, with the pkg-config names tgrad and tgrad-double.
@@ -66,7 +73,7 @@ VERSION := 0.2.0
 A := $(BUILD)/lib$(NAME).a
 SO := $(BUILD)/lib$(NAME).so
 
-.PHONY: all lib test test-build deps clean install uninstall programs demo
+.PHONY: all lib test test-build deps stb-check criterion-check clean install uninstall programs demo
 all: lib programs
 lib: $(A) $(SO)
 
@@ -82,12 +89,31 @@ $(BUILD)/bin/%: tools/%.c tools/cli.h $(A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(A) $(LDFLAGS) $(LDLIBS)
 
-# Installs Debian packages the build needs when they are missing.
+# `make deps` installs the Debian packages tgrad uses when they are missing
+# (tools/install-deps.sh says which; with MPI=1, and for make bench's
+# data-parallel section, Open MPI too). `make test`, `make demo` and
+# `make bench` run it before compiling anything (FIRST_DEPS: every object
+# waits for it), unless NO_DEPS=1; other goals never do.
+NO_DEPS ?= 0
+FIRST_DEPS := $(if $(filter 1,$(NO_DEPS)),,$(if $(filter test demo bench,$(MAKECMDGOALS)),deps))
 deps:
 	@sh tools/install-deps.sh
-	@$(if $(filter 1,$(MPI)),sh tools/install-deps.sh libopenmpi-dev openmpi-bin)
+	@$(if $(filter 1,$(MPI))$(filter bench,$(MAKECMDGOALS)),sh tools/install-deps.sh libopenmpi-dev openmpi-bin)
 
-$(BUILD)/obj/%.o: %.c $(HEADERS) | deps
+# A header from a Debian package that is not installed: one line naming the
+# package and how to install it, rather than the compiler's error for each
+# file that includes it. stb (src/viz) is checked before src/viz compiles,
+# Criterion before the test binaries.
+need_header = printf '\043include <$(1)>\n' | $(CC) $(CFLAGS) -E -x c - > /dev/null 2>&1 || \
+  { echo "tgrad: $(3) needs <$(1)>, from Debian's $(2): make deps installs it (or sudo apt-get install $(2))" >&2; exit 1; }
+stb-check: | $(FIRST_DEPS)
+	@$(call need_header,stb/stb_image_write.h,libstb-dev,src/viz)
+criterion-check: | $(FIRST_DEPS)
+	@$(call need_header,criterion/criterion.h,libcriterion-dev,the test suite)
+$(filter $(BUILD)/obj/src/viz/%,$(LIB_OBJ)): | stb-check
+$(BUILD)/tests/run $(BUILD)/tests/float_kernels: | criterion-check
+
+$(BUILD)/obj/%.o: %.c $(HEADERS) | $(FIRST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -127,7 +153,8 @@ else
 # ...after the float kernel tests: the GEMM packers and kernels, the
 # dropout-mask stores, the vector exp and the attention row kernels of the
 # float build exist only there.
-FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c
+FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c \
+                  tests/progress.c
 test: $(BUILD)/tests/float_kernels
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
@@ -169,14 +196,14 @@ clean:
 	rm -rf build out
 
 # `make bench`: every workload of tools/bench.c at 1 and 2 threads against
-# PyTorch (installed first when missing; without it, tgrad's numbers alone),
-# written to BENCHMARKS.md, then the GPT checks against PyTorch (checkpoints
-# both ways, loss curves, lm's default run), then data-parallel gpt-small
-# (an MPI=1 build).
+# PyTorch (installed first when missing, unless NO_DEPS=1; without it,
+# tgrad's numbers alone), written to BENCHMARKS.md, then the GPT checks
+# against PyTorch (checkpoints both ways, loss curves, lm's default run),
+# then data-parallel gpt-small (an MPI=1 build).
 # Takes several minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
 bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
-	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
+	$(if $(filter 1,$(NO_DEPS)),,sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone")
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
@@ -186,6 +213,8 @@ bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
 # the float library single-threaded), each run FUZZ_S seconds from its seed
 # corpus tests/fuzz/corpus/NAME; what it finds new goes to build/fuzz/corpus.
+# `make fuzz` installs clang, its fuzzer runtime and stb first when missing
+# (fuzz-deps; not with NO_DEPS=1); building a fuzzer alone installs nothing.
 FUZZ_S ?= 10
 FUZZ_DIR := build/fuzz
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp-simd -Wno-unknown-pragmas -Wno-pass-failed \
@@ -193,13 +222,16 @@ FUZZ_CFLAGS := -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp-simd -Wn
 FUZZERS := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 .SECONDARY: $(FUZZ_OBJ)
-$(FUZZ_DIR)/obj/%.o: %.c $(HEADERS) | fuzz-deps
+FIRST_FUZZ_DEPS := $(if $(filter 1,$(NO_DEPS)),,$(if $(filter fuzz,$(MAKECMDGOALS)),fuzz-deps))
+stb-check: | $(FIRST_FUZZ_DEPS)
+$(filter $(FUZZ_DIR)/obj/src/viz/%,$(FUZZ_OBJ)): | stb-check
+$(FUZZ_DIR)/obj/%.o: %.c $(HEADERS) | $(FIRST_FUZZ_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "clang (fuzz) $<"; clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_OBJ)
 	@echo "clang (fuzz) $@"; clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $(filter-out %.h,$^) -lm -lpthread
 fuzz-deps:
-	@sh tools/install-deps.sh clang libclang-rt-14-dev
+	@sh tools/install-deps.sh clang libclang-rt-14-dev libstb-dev
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(FUZZ_DIR)/corpus/$$n; \
 	  $$f -max_total_time=$(FUZZ_S) -print_final_stats=1 $(FUZZ_DIR)/corpus/$$n tests/fuzz/corpus/$$n \
@@ -207,11 +239,12 @@ fuzz: $(FUZZERS)
 	  echo "$$n: $$(sed -n 's/^stat::number_of_executed_units: //p' $(FUZZ_DIR)/$$n.log) executions in $(FUZZ_S) s, no finding"; done
 
 # `make format` rewrites every C file in the style of .clang-format;
-# `make format-check` (run by CI) fails if any file is not in it.
+# `make format-check` (run by CI) fails if any file is not in it. Both
+# install clang-format when missing (not with NO_DEPS=1).
 C_FILES = $(shell git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'examples/*.[ch]' 'tools/*.[ch]' 2>/dev/null)
 format:
-	@sh tools/install-deps.sh clang-format
+	@$(if $(filter 1,$(NO_DEPS)),,sh tools/install-deps.sh clang-format)
 	clang-format -i $(C_FILES)
 format-check:
-	@sh tools/install-deps.sh clang-format
+	@$(if $(filter 1,$(NO_DEPS)),,sh tools/install-deps.sh clang-format)
 	clang-format --dry-run --Werror $(C_FILES)
