@@ -2,6 +2,7 @@
  * or ended with exit 0 and a wrong or missing result. Every one must now
  * end promptly with a clear message and a non-zero exit. */
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -191,10 +192,11 @@ Test(hostile, lm_load_rejects_crafted_metadata_quickly) {
         char edited[4096];
         const char *vstart = at + strlen(key), *vend = strchr(vstart, '"');
         snprintf(edited, sizeof edited, "%.*s%s%s", (int)(vstart - full), full, pairs[i][1], vend);
-        snprintf(bad, sizeof bad, "%s/bad_state.safetensors", tmp);
+        snprintf(bad, sizeof bad, "%s/r2", tmp);
+        mkdir(bad, 0777);
+        snprintf(bad, sizeof bad, "%s/r2/train_state.safetensors", tmp); /* a run's checkpoint in its folder */
         rewrite_metadata(good, bad, edited);
-        cr_expect_eq(run(20, "lm", "--resume bad_state.safetensors --out r2"), 1, "%s=%s: %s", pairs[i][0], pairs[i][1],
-                     out);
+        cr_expect_eq(run(20, "lm", "--resume r2"), 1, "%s=%s: %s", pairs[i][0], pairs[i][1], out);
         cr_expect_not_null(strstr(out, pairs[i][2]), "%s", out);
     }
 

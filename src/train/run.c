@@ -151,19 +151,6 @@ static int history_add_val(tg_run *r, int64_t step, double v) {
 }
 
 /* ---- checkpoints ------------------------------------------------------------ */
-/* The first parameter holding a NaN or an infinity, or -1. */
-static int nonfinite_param(const tg_params *p, int64_t *at) {
-    for (int i = 0; i < p->n; i++) {
-        const tg_tensor *t = p->items[i].t;
-        for (int64_t k = 0; k < t->size; k++)
-            if (!isfinite((double)t->data[k])) {
-                *at = k;
-                return i;
-            }
-    }
-    return -1;
-}
-
 /* The program's settings and the run's own keys (best so far, patience),
  * one JSON object for the training state's metadata. */
 static char *state_meta(const tg_run *r) {
@@ -196,8 +183,8 @@ static int save_to(tg_run *r, const char *path) {
  * stays. */
 static int save(tg_run *r, bool best) {
     int64_t at = 0;
-    int bad = nonfinite_param(r->params, &at);
-    if (bad >= 0) {
+    int bad = -1;
+    if (tg_params_first_nonfinite(r->params, &bad, &at)) {
         fail(r,
              "run: step %lld made the weights non-finite ('%s' holds %g at index %lld); the last good checkpoint "
              "(step %lld, %s) is kept",
