@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attention_basics: cannot create directory %s\n", out);
         return 1;
     }
-    char path[1024];
+    char path[4200];
     int rc = 0;
     tg_scope_begin();
 

@@ -92,6 +92,18 @@ static inline bool cli_given(const cli_opt *o, int n, const char *name) {
     return false;
 }
 
+/* The first option the command line gave that is not among allowed (a
+ * NULL-terminated list of names), or NULL: a mode that reads only some
+ * flags refuses the others rather than ignore them. */
+static inline const char *cli_given_outside(const cli_opt *o, int n, const char *const *allowed) {
+    for (int i = 0; i < n && i < CLI_MAX_OPTS; i++) {
+        bool ok = !cli_given_at[i];
+        for (const char *const *a = allowed; !ok && *a; a++) ok = strcmp(o[i].name, *a) == 0;
+        if (!ok) return o[i].name;
+    }
+    return NULL;
+}
+
 /* Parses argv into the options; positional arguments go to pos (up to
  * max_pos). Prints usage and exits 0 on --help, 2 on a bad flag. */
 static int cli_parse(int argc, char **argv, const char *synopsis, const char *about, const cli_opt *o, int n,
@@ -160,7 +172,7 @@ static inline int cli_mkdir1(const char *dir) {
 /* Creates dir and its missing parents (mkdir -p: --out may be out/lm); 0 on
  * success. */
 static inline int cli_ensure_dir(const char *dir) {
-    char buf[1024];
+    char buf[4200];
     if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return -1;
     for (char *s = buf + 1; *s; s++)
         if (*s == '/') {

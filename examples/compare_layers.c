@@ -251,7 +251,7 @@ int main(int argc, char **argv) {
             snprintf(flabels[k], sizeof flabels[k], "fit n^%.2f (chapter n^%g)", expo[k], predicted_exp[k]);
             s[ns_++] = (tg_series){flabels[k], fx[k], fy[k], 2};
         }
-        char path[1024], title[128];
+        char path[4200], title[128];
         snprintf(path, sizeof path, "%s/compare_time.png", o.out);
         snprintf(title, sizeof title,
                  "Forward+backward time of one layer, d = %d (log-log; fits on the upper half of n)", d);
@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
     }
     free(G);
     {
-        char path[1024];
+        char path[4200];
         snprintf(path, sizeof path, "%s/compare_paths.png", o.out);
         tg_heatmap_opts ho = {.title = "log10 |dy_t / dx_s| (row t: output, column s: input)",
                               .xlabel = "input position s",
@@ -349,7 +349,7 @@ int main(int argc, char **argv) {
     toy_plot_rows("compare_layers", o.out, "compare_learning.png", &lpo, lk_name, dist_d, acc[0], 4, NDIST, 100, false);
 
     /* 5. the table */
-    char path[1024];
+    char path[4200];
     snprintf(path, sizeof path, "%s/compare_layers.txt", o.out);
     FILE *f = fopen(path, "w");
     if (!f) {

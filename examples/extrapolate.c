@@ -175,7 +175,7 @@ static int draw_relative(model *m, const options *o) {
     for (int i = 0; i < R * hd; i++) k[i] = (float)a->relative_k->data[i], v[i] = (float)a->relative_v->data[i];
     const float *mats[2] = {k, v};
     const char *titles[2] = {"relative_k (a^K)", "relative_v (a^V)"};
-    char path[1024], ylabel[64];
+    char path[4200], ylabel[64];
     snprintf(path, sizeof path, "%s/extrapolate_relative.png", o->out);
     snprintf(ylabel, sizeof ylabel, "offset j - i + %d (row 0: <= -%d)", a->clip, a->clip);
     tg_heatmap_opts ho = {.title = "Relative position embeddings learned on the shift task (block 0)",
@@ -203,7 +203,7 @@ static int draw_alibi(model *m, const options *o) {
         snprintf(titles[j], sizeof titles[j], "head %d: m = 1/%g", j, 1 / (double)a->alibi[j]);
         tp[j] = titles[j];
     }
-    char path[1024];
+    char path[4200];
     snprintf(path, sizeof path, "%s/extrapolate_alibi.png", o->out);
     tg_heatmap_opts ho = {.title = "ALiBi: the bias -m_h |i - j| added to each head's scores",
                           .xlabel = "key j",
@@ -251,7 +251,7 @@ static int draw_rope(model *m, const options *o) {
         snprintf(labels[j], sizeof labels[j], "head %d", j);
         s[j] = (tg_series){labels[j], xs, ys + (size_t)j * n, n};
     }
-    char path[1024];
+    char path[4200];
     snprintf(path, sizeof path, "%s/extrapolate_rope.png", o->out);
     tg_plot_opts po = {.title = "RoPE after training on shift: mean q.k / sqrt(d_head) against offset j - i",
                        .xlabel = "offset j - i (trained on |j - i| <= 15)",

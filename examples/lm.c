@@ -301,6 +301,11 @@ int main(int argc, char **argv) {
     if (o->load && (o->resume || o->init_from || o->ddp))
         snprintf(why, sizeof why, "--load samples; --resume, --init-from and --ddp train");
     if (o->resume && o->init_from) snprintf(why, sizeof why, "--resume continues a run, --init-from starts one");
+    static const char *const sampling[] = {"load",  "sample", "prompt", "tokens",  "temperature",
+                                           "top-k", "logits", "seed",   "threads", NULL};
+    const char *stray = o->load ? cli_given_outside(opts, nopt, sampling) : NULL;
+    if (!why[0] && stray)
+        snprintf(why, sizeof why, "--%s has no effect with --load (it samples; it does not train)", stray);
     /* A resumed run takes its settings from its checkpoint: the flags given
      * must agree with what cannot change, the others are applied and said. */
     if (!why[0] && o->resume && lm_resume_settings(o, opts, nopt, &r.c, why, sizeof why) != 0 && !why[0]) {

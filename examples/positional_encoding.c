@@ -24,7 +24,7 @@ static int write_or_fail(int rc, const char *path) {
 /* Draws the matrix M [rows, cols] as a heatmap to out/file. */
 static int draw_heatmap(const char *out, const char *file, const tg_tensor *M, int rows, int cols,
                         const tg_heatmap_opts *ho) {
-    char path[1024];
+    char path[4200];
     float *m = malloc(sizeof(float) * (size_t)M->size);
     if (!m) {
         fprintf(stderr, "positional_encoding: out of memory\n");
@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
     };
     cli_parse(argc, argv, "[options]", "Draws the sinusoidal positional encoding figures of d2l.", opts,
               (int)(sizeof opts / sizeof opts[0]), NULL, 0);
-    char path[1024];
+    char path[4200];
     if (cli_ensure_dir(out) != 0) {
         fprintf(stderr, "positional_encoding: cannot create directory %s\n", out);
         return 1;

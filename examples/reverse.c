@@ -211,7 +211,7 @@ static int draw_tables(model *learned, const options *o) {
     }
     const float *mats[2] = {a, b};
     const char *titles[2] = {"learned P[:T]", "fixed sinusoidal P[:T]"};
-    char path[1024];
+    char path[4200];
     snprintf(path, sizeof path, "%s/%s_pe_tables.png", o->out, o->task);
     tg_heatmap_opts ho = {.title = "Positional encodings: learned vs fixed",
                           .xlabel = "Encoding dimension",
@@ -232,7 +232,7 @@ static int draw_tables(model *learned, const options *o) {
 static int draw_losses(const result *r, int n, const options *o) {
     tg_series s[3];
     for (int i = 0; i < n; i++) s[i] = (tg_series){r[i].name, NULL, r[i].losses, o->steps};
-    char path[1024], title[128];
+    char path[4200], title[128];
     snprintf(path, sizeof path, "%s/%s_loss.png", o->out, o->task);
     snprintf(title, sizeof title, "Training loss (%s task) by positional encoding", o->task);
     tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = "cross-entropy", .log_y = 1};
@@ -295,6 +295,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "reverse: --threads %d capped at %d (the CPUs available)\n", o.threads, got);
     }
     tg_set_detect_anomaly(o.detect_anomaly);
+    static const char *const evaluating[] = {"load", "heldout", "seed", "threads", "detect-anomaly", NULL};
+    const char *stray = o.load ? cli_given_outside(opts, nopt, evaluating) : NULL;
+    if (stray)
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt,
+                               "--%s has no effect with --load (the checkpoint says what the model is)", stray);
     if (o.load) return evaluate_checkpoint(&o, opts, nopt);
     if (o.ddp) {
         if (tg_dist_init(&argc, &argv) != 0) {
@@ -333,7 +338,7 @@ int main(int argc, char **argv) {
             break;
         }
         if (lead) {
-            char path[1024];
+            char path[4200];
             snprintf(path, sizeof path, "%s/%s_%s.safetensors", o.out, o.task, variants[v]);
             if (save_model(&models[v], &o, variants[v], path) != 0) {
                 fprintf(stderr, "reverse: %s\n", tg_last_error());

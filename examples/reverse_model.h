@@ -53,7 +53,7 @@ static int reverse_options(options *o, cli_opt *opts) {
          "unit: embeddings N(0,1/d), so E*sqrt(d) has unit size; torch: N(0,1) as nn.Embedding", 0, 0},
         {"learned-pe-std", CLI_REAL, &o->pe_std,
          "init std of the learned table; 0: 1, the scale of the scaled embeddings (try 0.02)", 0, 100},
-        {"eval-every", CLI_INT, &o->eval_every, "steps between held-out checks for the 99% mark", 1, 1e7},
+        {"eval-every", CLI_INT, &o->eval_every, "steps between held-out checks (the 99% mark) and checkpoints", 1, 1e7},
         {"heldout", CLI_INT, &o->heldout, "held-out sequences for the final accuracy", 1, 1e6},
         {"seed", CLI_INT, &o->seed, "random seed (data and initialisation)", 0, 2e9},
         {"threads", CLI_INT, &o->threads, "threads (0: the default, all CPUs available)", 0, 1024},

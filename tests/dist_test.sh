@@ -15,8 +15,8 @@
 # far below 1e-4, while a wrong shard, a missing average or another batch
 # moves them by 1e-3 or more (the gradient norm doubles without the
 # division by N). In double, 1e-9. With --dropout 0.1 the ranks' masks are
-# slices of the single-process masks (lm's dropout_per_shard; reverse's
-# from the library, tg_dropout_set_shard), and the losses agree to
+# slices of the single-process masks (tg_dropout_set_shard, which
+# tg_dist_init sets for every program), and the losses agree to
 # rounding too, though a loss spike (a gradient norm of 100 at step 20)
 # amplifies it to 3e-5: 1e-3 there, on the losses alone, still far below
 # the 1e-2 that other masks move the first step's loss.

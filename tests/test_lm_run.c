@@ -244,6 +244,8 @@ Test(lm_run, sample_loads_every_checkpoint_and_names_other_files, .timeout = 120
     cr_assert_eq(lm(TINY " --steps 2 --eval-every 1 --out r"), 0, "%s", out);
     const char *ok[] = {"r", "r/train_state.safetensors", "r/best.safetensors", "r/lm.safetensors"};
     for (int i = 0; i < 4; i++) cr_expect_eq(lm("--sample --load %s --tokens 4", ok[i]), 0, "%s: %s", ok[i], out);
+    cr_expect_eq(lm("--sample --load r --steps 5"), 2, "a training flag with --load is refused: %s", out);
+    cr_expect(strstr(out, "--steps has no effect with --load"), "%s", out);
     const char *other[] = {"r/tokens.npy", "r/metrics.jsonl", "r/lm_loss.png"};
     for (int i = 0; i < 3; i++) {
         cr_expect_eq(lm("--sample --load %s", other[i]), 1, "%s", other[i]);

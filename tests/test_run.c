@@ -75,6 +75,17 @@ static void expect_file_is(const char *path, const unsigned char *want, size_t n
     free(got);
 }
 
+/* The metadata key of a checkpoint in the run's folder is want. */
+static void expect_meta(const char *file, const char *key, const char *want) {
+    char path[128], v[32] = "";
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    cr_expect(tg_safetensors_meta(&st, key, v, sizeof v) > 0 && strcmp(v, want) == 0, "%s: %s is %s, not %s", file, key,
+              v, want);
+    tg_safetensors_close(&st);
+}
+
 /* Validation losses 3, 2, 2.5, 2.6 with patience 2: best at the second
  * evaluation (best.safetensors holds that step), early stop after the
  * fourth, exit status 0. */
@@ -98,12 +109,7 @@ Test(run, best_checkpoint_and_patience) {
     cr_expect_eq(best_step, 2);
     cr_expect_eq(tg_run_steps_done(run), 4, "early stop after 2 evaluations without improvement");
     cr_expect_eq(tg_run_close(run), 0);
-    char path[128], v[32];
-    snprintf(path, sizeof path, "%s/best.safetensors", dir);
-    tg_safetensors st;
-    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
-    cr_expect(tg_safetensors_meta(&st, "step", v, sizeof v) > 0 && strcmp(v, "2") == 0, "best at step %s", v);
-    tg_safetensors_close(&st);
+    expect_meta("best.safetensors", "step", "2");
     reg_free(&r);
 }
 
@@ -150,12 +156,7 @@ Test(run, diverged_loss_stops_with_the_last_save) {
     cr_expect(error_has("diverged", "step 4"), "%s", tg_last_error());
     cr_expect_eq(tg_run_steps_done(run), 3);
     cr_expect_eq(tg_run_close(run), 1);
-    char path[128], v[32];
-    snprintf(path, sizeof path, "%s/train_state.safetensors", dir);
-    tg_safetensors st;
-    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
-    cr_expect(tg_safetensors_meta(&st, "step", v, sizeof v) > 0 && strcmp(v, "2") == 0, "saved at step %s", v);
-    tg_safetensors_close(&st);
+    expect_meta("train_state.safetensors", "step", "2");
     reg_free(&r);
 }
 

@@ -326,6 +326,15 @@ static int replace_old(tg_run *r) {
     return 0;
 }
 
+/* Everything the run owns but its log (closed apart: its failure counts). */
+static void run_free(tg_run *r) {
+    signals_restore();
+    tg_dist_grads_free(r->grads);
+    free(r->train), free(r->val_step), free(r->val_loss);
+    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path), free(r->settings);
+    free(r);
+}
+
 tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim *opt, const tg_rngs *rngs) {
     if (!cfg || !params || !opt || !rngs) {
         tg_set_error("run: NULL %s", !cfg ? "config" : !params ? "params" : !opt ? "optimizer" : "rngs");
@@ -378,11 +387,8 @@ tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim 
     r->t_open = now_s();
     return r;
 fail:
-    signals_restore();
     tg_metrics_log_close(r->log);
-    free(r->train), free(r->val_step), free(r->val_loss);
-    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path), free(r->settings);
-    free(r);
+    run_free(r);
     return NULL;
 }
 
@@ -531,11 +537,7 @@ int tg_run_close(tg_run *r) {
         say(r, "stopped at step %lld of %lld; saved %s (continue with --resume %s)", (long long)r->step,
             (long long)r->cfg.steps, r->state_path, r->dir);
     if (tg_metrics_log_close(r->log) != 0 && rc == 0) rc = 1;
-    signals_restore();
-    tg_dist_grads_free(r->grads);
-    free(r->train), free(r->val_step), free(r->val_loss);
-    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path), free(r->settings);
-    free(r);
+    run_free(r);
     return rc;
 }
 
