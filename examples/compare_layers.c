@@ -351,12 +351,12 @@ int main(int argc, char **argv) {
     /* 5. the table */
     char path[4200];
     snprintf(path, sizeof path, "%s/compare_layers.txt", o.out);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "compare_layers: cannot write %s\n", path);
+    tg_atomic_file af; /* a temporary, then rename: no symlink at the name is followed */
+    if (tg_atomic_begin(&af, path, "compare_layers") != 0) {
+        fprintf(stderr, "%s\n", tg_last_error());
         return 1;
     }
-    FILE *outs[2] = {stdout, f};
+    FILE *outs[2] = {stdout, af.f};
     const char *pc[NK] = {"O(knd^2)", "O(nd^2)", "O(nd^2)", "O(n^2d)", "O(n^2d)", "O(n^2d)"};
     const char *ps[NK] = {"O(1)", "O(n)", "O(n)", "O(1)", "O(1)", "O(1)"};
     const char *pp[NK] = {"O(n/k)", "O(n)", "O(n)", "O(1)", "O(1)", "O(1)"};
@@ -380,7 +380,10 @@ int main(int argc, char **argv) {
                     kind_name[k], expo[k], ns[lo_i], ns[nn - 1], seq[k][0], nq[0], seq[k][2], nq[2], need[k][npn - 1],
                     pn[npn - 1]);
     }
-    fclose(f);
+    if (tg_atomic_commit(&af, "compare_layers") != 0) {
+        fprintf(stderr, "%s\n", tg_last_error());
+        return 1;
+    }
     /* the table's measured columns as a figure: sequential ops against n */
     tg_plot_opts tpo = {
         "Sequential operations (critical path of the graph) against n", "n", "ops on the critical path (log)", 1, 0, 0};
