@@ -8,6 +8,7 @@
 #include "nn/nn.h"
 #include "nn/decoder.h"
 #include "train/train.h"
+#include "train/bpe.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/npy.h"
