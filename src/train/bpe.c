@@ -64,6 +64,8 @@ void tg_bpe_free(tg_bpe *b) {
     tg_sys_free(b->tok);
     tg_sys_free(b->table);
     tg_sys_free(b->bytes);
+    tg_sys_free(b->pair_keys);
+    tg_sys_free(b->pair_vals);
     tg_sys_free(b);
 }
 
@@ -105,10 +107,69 @@ int bpe_add_special(tg_bpe *b, const char *name) {
     return bpe_set(b, id, (const unsigned char *)name, strlen(name));
 }
 
-int bpe_check_bytes(tg_bpe *b) {
+/* The pair table: (a, b) -> c for every two tokens whose bytes joined are
+ * token c. tiktoken's merge loop asks "is the concatenation of parts i and
+ * i + 1 a token, of which rank?"; the parts are always tokens, so the
+ * answer is this table's, found with one 64-bit key instead of hashing and
+ * comparing bytes. Each token c of length L has at most L - 1 entries (one
+ * per split whose two halves are tokens). */
+static uint64_t pair_slot(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 20; }
+
+static int pairs_put(tg_bpe *b, uint64_t key, int32_t c) {
+    if (2 * (b->n_pairs + 1) > b->pair_mask + 1) { /* grow: keep the load at most 1/2 */
+        size_t size = b->pair_mask ? 2 * (b->pair_mask + 1) : 1024;
+        uint64_t *keys = tg_sys_alloc(size * sizeof *keys);
+        int32_t *vals = tg_sys_alloc(size * sizeof *vals);
+        if (!keys || !vals) {
+            tg_sys_free(keys);
+            tg_sys_free(vals);
+            return -1;
+        }
+        memset(keys, 0xFF, size * sizeof *keys);
+        for (size_t i = 0; b->pair_mask && i <= b->pair_mask; i++) {
+            if (b->pair_keys[i] == UINT64_MAX) continue;
+            size_t j = pair_slot(b->pair_keys[i]) & (size - 1);
+            while (keys[j] != UINT64_MAX) j = (j + 1) & (size - 1);
+            keys[j] = b->pair_keys[i];
+            vals[j] = b->pair_vals[i];
+        }
+        tg_sys_free(b->pair_keys);
+        tg_sys_free(b->pair_vals);
+        b->pair_keys = keys;
+        b->pair_vals = vals;
+        b->pair_mask = size - 1;
+    }
+    size_t j = pair_slot(key) & b->pair_mask;
+    while (b->pair_keys[j] != UINT64_MAX) j = (j + 1) & b->pair_mask;
+    b->pair_keys[j] = key;
+    b->pair_vals[j] = c;
+    b->n_pairs++;
+    return 0;
+}
+
+/* The rank of tokens a and b joined, or NO_RANK. */
+#define NO_RANK INT32_MAX
+static inline int32_t pair_rank(const tg_bpe *b, int32_t x, int32_t y) {
+    uint64_t key = (uint64_t)(uint32_t)x << 32 | (uint32_t)y;
+    if (!b->pair_keys) return NO_RANK; /* no token of two bytes or more */
+    for (size_t j = pair_slot(key) & b->pair_mask;; j = (j + 1) & b->pair_mask) {
+        uint64_t k = b->pair_keys[j];
+        if (k == key) return b->pair_vals[j];
+        if (k == UINT64_MAX) return NO_RANK;
+    }
+}
+
+int bpe_finish(tg_bpe *b) {
     for (int c = 0; c < 256; c++) {
         unsigned char s = (unsigned char)c;
         if ((b->byte_rank[c] = bpe_rank(b, &s, 1)) < 0) return c + 1;
+    }
+    for (int c = 0; c < b->n_ranks; c++) {
+        const unsigned char *t = b->bytes + b->tok[c].off;
+        for (uint32_t k = 1; k < b->tok[c].len; k++) {
+            int x = bpe_rank(b, t, k), y = x < 0 ? -1 : bpe_rank(b, t + k, b->tok[c].len - k);
+            if (y >= 0 && pairs_put(b, (uint64_t)(uint32_t)x << 32 | (uint32_t)y, c) != 0) return -1;
+        }
     }
     return 0;
 }
@@ -134,46 +195,40 @@ int tg_bpe_special_id(const tg_bpe *b, const char *name) {
 /* ---- encoding ------------------------------------------------------------------
  * Inside one piece: tiktoken's byte_pair_merge. The piece is a list of parts,
  * at first its bytes; rank[i] is the rank of part i joined with part i + 1
- * (INT32_MAX when that is not a token). The lowest rank, leftmost on ties,
- * is merged, and only the two ranks beside it change. O(m^2) for m bytes,
+ * (NO_RANK when that is not a token). The lowest rank, leftmost on ties, is
+ * merged, and only the two ranks beside it change. O(m^2) for m bytes,
  * which for the short pieces of real text beats anything cleverer; a long
  * piece (a run of thousands of symbols, say) goes to merge_heap instead. */
-#define NO_RANK     INT32_MAX
 #define SHORT_PIECE 128
 
 typedef struct {
-    uint32_t *pos; /* part starts, then the end */
+    int32_t *id;   /* the parts' tokens */
     int32_t *rank; /* rank of parts i, i + 1 joined */
     int64_t *heap; /* merge_heap: rank << 32 | start */
-    uint32_t *next, *prev, *end;
+    uint32_t *next, *prev;
     size_t cap, heap_cap;
 } scratch;
 
-static int32_t pair_rank(const tg_bpe *b, const unsigned char *p, uint32_t from, uint32_t to) {
-    int r = bpe_rank(b, p + from, to - from);
-    return r < 0 ? NO_RANK : r;
-}
-
 static size_t merge_short(const tg_bpe *b, const unsigned char *p, size_t m, scratch *s, int *out) {
-    uint32_t *pos = s->pos;
-    int32_t *rank = s->rank;
+    int32_t *id = s->id, *rank = s->rank;
     size_t k = m; /* parts */
-    for (size_t i = 0; i <= m; i++) pos[i] = (uint32_t)i;
-    for (size_t i = 0; i + 1 < k; i++) rank[i] = pair_rank(b, p, pos[i], pos[i + 2]);
+    for (size_t i = 0; i < m; i++) id[i] = b->byte_rank[p[i]];
+    for (size_t i = 0; i + 1 < k; i++) rank[i] = pair_rank(b, id[i], id[i + 1]);
     while (k > 1) {
         size_t best = 0;
         int32_t r = rank[0];
         for (size_t i = 1; i + 1 < k; i++)
             if (rank[i] < r) r = rank[best = i];
         if (r == NO_RANK) break;
-        /* parts best and best + 1 become one: drop boundary best + 1 */
-        memmove(pos + best + 1, pos + best + 2, (k - best - 1) * sizeof *pos);
+        /* parts best and best + 1 become token r */
+        id[best] = r;
+        memmove(id + best + 1, id + best + 2, (k - best - 2) * sizeof *id);
         memmove(rank + best + 1, rank + best + 2, (k >= best + 3 ? k - best - 3 : 0) * sizeof *rank);
         k--;
-        if (best + 1 < k) rank[best] = pair_rank(b, p, pos[best], pos[best + 2]);
-        if (best > 0) rank[best - 1] = pair_rank(b, p, pos[best - 1], pos[best + 1]);
+        if (best + 1 < k) rank[best] = pair_rank(b, id[best], id[best + 1]);
+        if (best > 0) rank[best - 1] = pair_rank(b, id[best - 1], id[best]);
     }
-    for (size_t i = 0; i < k; i++) out[i] = bpe_rank(b, p + pos[i], pos[i + 1] - pos[i]);
+    memcpy(out, id, k * sizeof *out);
     return k;
 }
 
@@ -202,79 +257,70 @@ static int64_t heap_pop(int64_t *h, size_t *n) {
 }
 
 /* The same merges for a long piece in O(m log m): parts form a linked list
- * (by start byte), candidate pairs sit in a heap with lazy deletion. An
- * entry (rank, start) is current while part `start` is alive and the pair it
- * described still ends where it did: then it is the same byte span, so the
- * same rank. The order (rank, start) is the short version's order. */
+ * (indexed by their first byte), candidate pairs sit in a heap with lazy
+ * deletion. An entry (rank, start) is current while part `start` is alive
+ * and its pair with the next part still joins to that rank: the same token
+ * at the same place, so the same bytes. The order (rank, start) is the
+ * short version's order. */
 static size_t merge_heap(const tg_bpe *b, const unsigned char *p, size_t m, scratch *s, int *out) {
-    uint32_t *next = s->next, *prev = s->prev, *end = s->end;
-    const uint32_t dead = UINT32_MAX;
+    uint32_t *next = s->next, *prev = s->prev;
+    int32_t *id = s->id;
+    const uint32_t none = UINT32_MAX, gone = UINT32_MAX - 1;
     size_t hn = 0;
     for (size_t i = 0; i < m; i++) {
         next[i] = (uint32_t)(i + 1); /* m: none */
-        prev[i] = i ? (uint32_t)(i - 1) : dead;
-        end[i] = (uint32_t)(i + 1);
+        prev[i] = i ? (uint32_t)(i - 1) : none;
+        id[i] = b->byte_rank[p[i]];
     }
-    /* the end of the pair at i, packed beside its start */
     for (size_t i = 0; i + 1 < m; i++) {
-        int32_t r = pair_rank(b, p, (uint32_t)i, (uint32_t)(i + 2));
+        int32_t r = pair_rank(b, id[i], id[i + 1]);
         if (r != NO_RANK) heap_push(s->heap, &hn, (int64_t)r << 32 | (int64_t)i);
     }
     while (hn) {
         int64_t e = heap_pop(s->heap, &hn);
         uint32_t i = (uint32_t)(e & 0xFFFFFFFF), j = next[i];
-        if (prev[i] == dead - 1 || j >= m) continue; /* i was merged away, or is last */
         int32_t r = (int32_t)(e >> 32);
-        if (pair_rank(b, p, i, end[j]) != r) continue; /* stale: the pair is not that span any more */
-        /* merge j into i */
-        end[i] = end[j];
+        if (prev[i] == gone || j >= m || pair_rank(b, id[i], id[j]) != r) continue; /* stale */
+        id[i] = r;                                                                  /* j joins i */
         next[i] = next[j];
         if (next[j] < m) prev[next[j]] = i;
-        prev[j] = dead - 1;
+        prev[j] = gone;
         if (next[i] < m) {
-            int32_t rr = pair_rank(b, p, i, end[next[i]]);
+            int32_t rr = pair_rank(b, id[i], id[next[i]]);
             if (rr != NO_RANK) heap_push(s->heap, &hn, (int64_t)rr << 32 | i);
         }
-        if (prev[i] != dead) {
-            uint32_t h = prev[i];
-            int32_t rl = pair_rank(b, p, h, end[i]);
-            if (rl != NO_RANK) heap_push(s->heap, &hn, (int64_t)rl << 32 | h);
+        if (prev[i] != none) {
+            int32_t rl = pair_rank(b, id[prev[i]], id[i]);
+            if (rl != NO_RANK) heap_push(s->heap, &hn, (int64_t)rl << 32 | prev[i]);
         }
     }
     size_t k = 0;
-    for (uint32_t i = 0; i < m; i = next[i]) out[k++] = bpe_rank(b, p + i, end[i] - i);
+    for (uint32_t i = 0; i < m; i = next[i]) out[k++] = id[i];
     return k;
 }
 
 static int scratch_fit(scratch *s, size_t m) {
     if (m + 1 <= s->cap) return 0;
-    size_t cap = s->cap;
-    void *arrays[5] = {s->pos, s->rank, s->next, s->prev, s->end};
-    size_t c;
-    for (int a = 0; a < 5; a++) {
-        c = cap;
+    void *arrays[4] = {s->id, s->rank, s->next, s->prev};
+    size_t c = 0;
+    for (int a = 0; a < 4; a++) {
+        c = s->cap;
         if (bpe_grow(&arrays[a], &c, m + 1, 4) != 0) return -1;
     }
-    s->pos = arrays[0];
+    s->id = arrays[0];
     s->rank = arrays[1];
     s->next = arrays[2];
     s->prev = arrays[3];
-    s->end = arrays[4];
     s->cap = c;
     /* a heap entry per push: at most m - 1 at first and two per merge */
-    c = s->heap_cap;
-    size_t hc = c;
-    if (bpe_grow((void **)&s->heap, &hc, 3 * m + 1, sizeof *s->heap) != 0) return -1;
-    s->heap_cap = hc;
-    return 0;
+    return bpe_grow((void **)&s->heap, &s->heap_cap, 3 * m + 1, sizeof *s->heap);
 }
 
 static void scratch_free(scratch *s) {
-    tg_sys_free(s->pos);
+    tg_sys_free(s->id);
     tg_sys_free(s->rank);
     tg_sys_free(s->next);
     tg_sys_free(s->prev);
-    tg_sys_free(s->end);
     tg_sys_free(s->heap);
 }
 

@@ -232,7 +232,7 @@ tg_bpe *tg_bpe_load_gpt2(const char *encoder_json, const char *vocab_bpe) {
         name[len] = '\0';
         if (bpe_add_special(b, name) != 0) goto oom;
     }
-    if (bpe_check_bytes(b) != 0) goto oom; /* cannot fail: ids 0..255 are 256 distinct bytes */
+    if (bpe_finish(b) != 0) goto oom; /* no byte is missing: ids 0..255 are 256 distinct bytes */
     goto done;
 oom:
     tg_set_error("bpe_load_gpt2: %s: out of memory", encoder_json);
@@ -351,7 +351,8 @@ tg_bpe *tg_bpe_load_tiktoken(const char *path) {
         max_rank = prev;
         if (pass == 0 && !(b = bpe_new((int)max_rank + 1))) goto oom;
     }
-    int missing = bpe_check_bytes(b);
+    int missing = bpe_finish(b);
+    if (missing < 0) goto oom;
     if (missing) {
         tg_set_error("bpe_load_tiktoken: %s: byte 0x%02X is not a token: every single byte must be, so that any text "
                      "encodes",

@@ -23,9 +23,12 @@ struct tg_bpe {
     bpe_span *tok;        /* [n_ids] */
     unsigned char *bytes; /* the arena holding every token's bytes */
     size_t bytes_len, bytes_cap;
-    uint64_t *table;    /* open addressing over the ranks: hash << 32 | (id + 1), 0 = empty */
-    uint64_t mask;      /* table size - 1 (a power of two, at least twice the ranks) */
-    int byte_rank[256]; /* the rank of each single byte */
+    uint64_t *table;     /* open addressing over the ranks: hash << 32 | (id + 1), 0 = empty */
+    uint64_t mask;       /* table size - 1 (a power of two, at least twice the ranks) */
+    int byte_rank[256];  /* the rank of each single byte */
+    uint64_t *pair_keys; /* the pair table (bpe.c): a << 32 | b, UINT64_MAX = empty */
+    int32_t *pair_vals;  /* the rank of tokens a and b joined */
+    size_t pair_mask, n_pairs;
     int n_special;
     int special[BPE_MAX_SPECIAL]; /* the special tokens' ids */
 };
@@ -39,8 +42,10 @@ int bpe_set(tg_bpe *b, int id, const unsigned char *s, size_t len);
 int bpe_add_special(tg_bpe *b, const char *name);
 /* The rank of the byte string, or -1. */
 int bpe_rank(const tg_bpe *b, const unsigned char *s, size_t len);
-/* Fills byte_rank; 0, or the first missing byte + 1. */
-int bpe_check_bytes(tg_bpe *b);
+/* Once every rank is set: fills byte_rank and builds the pair table that
+ * encoding uses. 0, the first byte that is not a token + 1, or -1 when out
+ * of memory. */
+int bpe_finish(tg_bpe *b);
 
 /* Grows *p (elements of elem bytes, *cap of them) to hold need; 0 or -1. */
 int bpe_grow(void **p, size_t *cap, size_t need, size_t elem);

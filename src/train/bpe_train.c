@@ -303,7 +303,7 @@ tg_bpe *tg_bpe_train(const unsigned char *text, size_t n, int vocab_size,
     }
     if (progress && done % 256) progress(done, wanted, ctx);
     b->n_ids = b->n_ranks = 256 + done;
-    if (bpe_check_bytes(b) != 0 || bpe_add_special(b, TG_BPE_ENDOFTEXT) != 0) goto oom;
+    if (bpe_finish(b) != 0 || bpe_add_special(b, TG_BPE_ENDOFTEXT) != 0) goto oom;
     trainer_free(&t);
     tg_sys_free(touched);
     return b;
