@@ -64,20 +64,31 @@ void tg_bpe_free(tg_bpe *b) {
     tg_sys_free(b->tok);
     tg_sys_free(b->table);
     tg_sys_free(b->bytes);
-    tg_sys_free(b->pair_keys);
-    tg_sys_free(b->pair_vals);
+    tg_sys_free(b->pairs);
     tg_sys_free(b);
 }
 
+/* The first min(len, 8) bytes of s as a zero-padded word. */
+static inline uint64_t head_of(const unsigned char *s, size_t len) {
+    uint64_t w = 0;
+    if (len >= 8)
+        memcpy(&w, s, 8);
+    else
+        memcpy(&w, s, len);
+    return w;
+}
+
 int bpe_rank(const tg_bpe *b, const unsigned char *s, size_t len) {
-    uint32_t h = bpe_hash(s, len);
+    uint32_t h = bpe_hash(s, len), l = len < 255 ? (uint32_t)len : 255;
+    uint64_t head = head_of(s, len);
     for (uint64_t i = h & b->mask;; i = (i + 1) & b->mask) {
-        uint64_t e = b->table[i];
-        if (!e) return -1;
-        if ((uint32_t)(e >> 32) != h) continue;
-        int id = (int)(uint32_t)e - 1;
+        const bpe_slot *e = &b->table[i];
+        if (!e->id_len) return -1;
+        if (e->hash != h || (e->id_len & 255) != l || e->head != head) continue;
+        int id = (int)(e->id_len >> 8);
+        if (len <= 8) return id;
         const bpe_span *t = &b->tok[id];
-        if (t->len == len && memcmp(b->bytes + t->off, s, len) == 0) return id;
+        if (t->len == len && memcmp(b->bytes + t->off + 8, s + 8, len - 8) == 0) return id;
     }
 }
 
@@ -89,8 +100,8 @@ int bpe_set(tg_bpe *b, int id, const unsigned char *s, size_t len) {
     if (id >= b->n_ranks) return 0;
     uint32_t h = bpe_hash(s, len);
     uint64_t i = h & b->mask;
-    while (b->table[i]) i = (i + 1) & b->mask;
-    b->table[i] = (uint64_t)h << 32 | (uint32_t)(id + 1);
+    while (b->table[i].id_len) i = (i + 1) & b->mask;
+    b->table[i] = (bpe_slot){h, (uint32_t)id << 8 | (len < 255 ? (uint32_t)len : 255), head_of(s, len)};
     return 0;
 }
 
@@ -118,31 +129,22 @@ static uint64_t pair_slot(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >
 static int pairs_put(tg_bpe *b, uint64_t key, int32_t c) {
     if (2 * (b->n_pairs + 1) > b->pair_mask + 1) { /* grow: keep the load at most 1/2 */
         size_t size = b->pair_mask ? 2 * (b->pair_mask + 1) : 1024;
-        uint64_t *keys = tg_sys_alloc(size * sizeof *keys);
-        int32_t *vals = tg_sys_alloc(size * sizeof *vals);
-        if (!keys || !vals) {
-            tg_sys_free(keys);
-            tg_sys_free(vals);
-            return -1;
+        bpe_pair *t = tg_sys_alloc(size * sizeof *t);
+        if (!t) return -1;
+        for (size_t i = 0; i < size; i++) t[i].key = UINT64_MAX;
+        for (size_t i = 0; b->pairs && i <= b->pair_mask; i++) {
+            if (b->pairs[i].key == UINT64_MAX) continue;
+            size_t j = pair_slot(b->pairs[i].key) & (size - 1);
+            while (t[j].key != UINT64_MAX) j = (j + 1) & (size - 1);
+            t[j] = b->pairs[i];
         }
-        memset(keys, 0xFF, size * sizeof *keys);
-        for (size_t i = 0; b->pair_mask && i <= b->pair_mask; i++) {
-            if (b->pair_keys[i] == UINT64_MAX) continue;
-            size_t j = pair_slot(b->pair_keys[i]) & (size - 1);
-            while (keys[j] != UINT64_MAX) j = (j + 1) & (size - 1);
-            keys[j] = b->pair_keys[i];
-            vals[j] = b->pair_vals[i];
-        }
-        tg_sys_free(b->pair_keys);
-        tg_sys_free(b->pair_vals);
-        b->pair_keys = keys;
-        b->pair_vals = vals;
+        tg_sys_free(b->pairs);
+        b->pairs = t;
         b->pair_mask = size - 1;
     }
     size_t j = pair_slot(key) & b->pair_mask;
-    while (b->pair_keys[j] != UINT64_MAX) j = (j + 1) & b->pair_mask;
-    b->pair_keys[j] = key;
-    b->pair_vals[j] = c;
+    while (b->pairs[j].key != UINT64_MAX) j = (j + 1) & b->pair_mask;
+    b->pairs[j] = (bpe_pair){key, c, 0};
     b->n_pairs++;
     return 0;
 }
@@ -151,11 +153,11 @@ static int pairs_put(tg_bpe *b, uint64_t key, int32_t c) {
 #define NO_RANK INT32_MAX
 static inline int32_t pair_rank(const tg_bpe *b, int32_t x, int32_t y) {
     uint64_t key = (uint64_t)(uint32_t)x << 32 | (uint32_t)y;
-    if (!b->pair_keys) return NO_RANK; /* no token of two bytes or more */
+    if (!b->pairs) return NO_RANK; /* no token of two bytes or more */
     for (size_t j = pair_slot(key) & b->pair_mask;; j = (j + 1) & b->pair_mask) {
-        uint64_t k = b->pair_keys[j];
-        if (k == key) return b->pair_vals[j];
-        if (k == UINT64_MAX) return NO_RANK;
+        const bpe_pair *e = &b->pairs[j];
+        if (e->key == key) return e->c;
+        if (e->key == UINT64_MAX) return NO_RANK;
     }
 }
 

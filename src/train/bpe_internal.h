@@ -17,17 +17,32 @@ typedef struct {
 
 #define BPE_MAX_SPECIAL 8
 
+/* A slot of the rank table. Most tokens are at most 8 bytes long, and
+ * their bytes sit in the slot itself, so a lookup that finds one reads one
+ * cache line; longer ones compare the rest in the arena. */
+typedef struct {
+    uint32_t hash;   /* bpe_hash of the bytes */
+    uint32_t id_len; /* id << 8 | min(len, 255); 0 = empty (no token is empty) */
+    uint64_t head;   /* the first 8 bytes, zero-padded */
+} bpe_slot;
+
+/* A slot of the pair table: tokens a and b joined are token c, one read. */
+typedef struct {
+    uint64_t key; /* a << 32 | b; UINT64_MAX = empty */
+    int32_t c;
+    int32_t unused;
+} bpe_pair;
+
 struct tg_bpe {
     int n_ids;            /* ids 0 .. n_ids - 1: the ranks, then the special tokens */
     int n_ranks;          /* ids < n_ranks are ranks (mergeable tokens) */
     bpe_span *tok;        /* [n_ids] */
     unsigned char *bytes; /* the arena holding every token's bytes */
     size_t bytes_len, bytes_cap;
-    uint64_t *table;     /* open addressing over the ranks: hash << 32 | (id + 1), 0 = empty */
-    uint64_t mask;       /* table size - 1 (a power of two, at least twice the ranks) */
-    int byte_rank[256];  /* the rank of each single byte */
-    uint64_t *pair_keys; /* the pair table (bpe.c): a << 32 | b, UINT64_MAX = empty */
-    int32_t *pair_vals;  /* the rank of tokens a and b joined */
+    bpe_slot *table;    /* open addressing over the ranks' bytes */
+    uint64_t mask;      /* table size - 1 (a power of two, at least twice the ranks) */
+    int byte_rank[256]; /* the rank of each single byte */
+    bpe_pair *pairs;    /* the pair table (bpe.c) */
     size_t pair_mask, n_pairs;
     int n_special;
     int special[BPE_MAX_SPECIAL]; /* the special tokens' ids */
