@@ -179,16 +179,18 @@ clean:
 # PyTorch (installed first when missing; without it, tgrad's numbers alone),
 # written to BENCHMARKS.md, then the GPT checks against PyTorch (checkpoints
 # both ways, loss curves, lm's default run), then data-parallel gpt-small
-# (an MPI=1 build).
+# (an MPI=1 build), then the tokenizers against tiktoken (bench/tokenizer_bench.sh:
+# GPT-2 ids identity, encoding MB/s, BPE training time; npm packages installed first).
 # Takes several minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
-bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
+bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize
 	sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone"
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
 	{ echo; /usr/bin/python3 bench/lm_torch_ref.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_torch_ref.py failed (or PyTorch is missing)"
 	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
+	{ echo; sh bench/tokenizer_bench.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/tokenizer_bench.sh failed"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
 # the float library single-threaded), each run FUZZ_S seconds from its seed
