@@ -87,7 +87,7 @@ static int cmd_encode(int argc, char **argv) {
     int repeat = 1;
     cli_opt o[] = {
         {"vocab", CLI_STR, &vocab, "a .tiktoken file, gpt2, or a directory with encoder.json + vocab.bpe", 0, 0},
-        {"out", CLI_STR, &out, "tokens.npy (uint8/uint16 token file), or - for ids as text lines", 0, 0},
+        {"out", CLI_STR, &out, "tokens.npy (a uint8, uint16 or uint32 token file), or - for ids as text lines", 0, 0},
         {"repeat", CLI_INT, &repeat, "encode this many times, report the fastest (for benchmarks)", 1, 1000},
         {"special", CLI_FLAG, &special, "<|endoftext|> in the text becomes its id", 0, 0},
         {"quiet", CLI_FLAG, &quiet, "no progress line or summary", 0, 0}};
