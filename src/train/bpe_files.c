@@ -20,18 +20,10 @@
  * (controls, space, 0x7F..0xA0, the soft hyphen 0xAD) become U+0100, U+0101,
  * ... in byte order. Here, the inverse: a code point to its byte, or -1. */
 static int unicode_to_byte(unsigned cp) {
-    static int table[324];
-    static int ready; /* built once; idempotent, so a race only repeats it */
-    if (!ready) {
-        int n = 0;
-        for (int c = 0; c < 324; c++) table[c] = -1;
-        for (int c = 0; c < 256; c++) {
-            int printable = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
-            table[printable ? c : 256 + n++] = c;
-        }
-        ready = 1;
-    }
-    return cp < 324 ? table[cp] : -1;
+    if ((cp >= '!' && cp <= '~') || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF)) return (int)cp;
+    if (cp < 256 || cp >= 256 + 68) return -1;
+    unsigned k = cp - 256; /* the k-th of the 68 others: 0x00-0x20 (33), 0x7F-0xA0 (34), 0xAD */
+    return k < 33 ? (int)k : k < 67 ? (int)(0x7F + k - 33) : 0xAD;
 }
 
 /* Decodes s (UTF-8, len bytes) through the mapping into out (room for len
