@@ -8,6 +8,9 @@ interpreter's Unicode version, printed into the file), so the tables can be
 regenerated offline: /usr/bin/python3 tools/gen_unicode_tables.py
 \\s (Unicode White_Space) is not here: unicodedata does not expose that
 property, and its 25 code points are listed by hand in bpe_pretokenize.c.
+Debian's /usr/bin/python3 (3.11) has Unicode 14.0; tiktoken 1.0.22's regex
+has 16.0, so characters assigned since 14.0 are "other" here and letters or
+numbers there (bpe.h). A newer Python gives newer tables.
 """
 import shutil
 import subprocess

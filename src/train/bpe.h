@@ -117,7 +117,10 @@ int64_t tg_bpe_decode(const tg_bpe *b, const int *ids, size_t n, unsigned char *
  * code points past U+10FFFF) is one code point of its own, neither letter,
  * number nor space, so pieces never split a valid character and any bytes
  * are covered. \p{L}, \p{N} come from the tables of
- * tools/gen_unicode_tables.py, \s is Unicode's White_Space. */
+ * tools/gen_unicode_tables.py, \s is Unicode's White_Space. The tables
+ * are Unicode 14.0 (Debian's Python); tiktoken 1.0.22 matches with Unicode
+ * 16.0, so a character assigned in 15.0-16.0 (CJK Extension H at U+31350,
+ * say: a letter to tiktoken, "other" here) can cut a text differently. */
 size_t tg_bpe_pretokenize_next(const unsigned char *text, size_t n, size_t at);
 
 /* A place to cut text for encoding it in parts: the smallest k >= want
