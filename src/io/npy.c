@@ -42,6 +42,13 @@ static void encode_u16(const void *src, int64_t at, int64_t m, unsigned char *bu
     }
 }
 
+static void encode_u32(const void *src, int64_t at, int64_t m, unsigned char *buf) {
+    for (int64_t k = 0; k < m; k++) {
+        uint32_t v = ((const uint32_t *)src)[at + k];
+        for (int b = 0; b < 4; b++) buf[4 * k + b] = (unsigned char)(v >> (8 * b));
+    }
+}
+
 /* Saves atomically: the preamble, the header dict h (n bytes; h has room for
  * 64 more: it is padded with spaces and a '\n' so that the data starts at a
  * multiple of 64 bytes), then count values of itemsize bytes from src. */
@@ -108,6 +115,20 @@ int tg_npy_save_uint(const char *path, const uint16_t *values, int64_t n, int it
     int len = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (%lld,), }",
                        itemsize == 1 ? "|u1" : "<u2", (long long)n);
     return npy_write(path, h, len, n, itemsize, itemsize == 1 ? encode_u8 : encode_u16, values);
+}
+
+int tg_npy_save_uint32(const char *path, const uint32_t *values, int64_t n) {
+    if (!path || (!values && n > 0)) {
+        tg_set_error("npy_save: NULL %s", !path ? "path" : "values");
+        return -1;
+    }
+    if (n < 0) {
+        tg_set_error("npy_save: %s: %lld values: need n >= 0", path, (long long)n);
+        return -1;
+    }
+    char h[128];
+    int len = snprintf(h, sizeof h, "{'descr': '<u4', 'fortran_order': False, 'shape': (%lld,), }", (long long)n);
+    return npy_write(path, h, len, n, 4, encode_u32, values);
 }
 
 /* ---- the header dict ------------------------------------------------------ */

@@ -31,6 +31,8 @@ tg_tensor *tg_npy_parse(const unsigned char *buf, size_t size, const char *name)
  * (descr '|u1'; every value must be below 256) or uint16 ('<u2'), itemsize
  * 1 or 2; format 1.0, atomic. Returns 0, or -1 with "npy_save: <path>: ...". */
 int tg_npy_save_uint(const char *path, const uint16_t *values, int64_t n, int itemsize);
+/* The same for uint32 ('<u4'): token files of vocabularies past 65536. */
+int tg_npy_save_uint32(const char *path, const uint32_t *values, int64_t n);
 /* The parsed header of a .npy file of any dtype. The caller checks descr,
  * shape and that the data fits: nothing past the header is read. */
 typedef struct {

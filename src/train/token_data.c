@@ -12,7 +12,9 @@
 /* Token k; k is in range. */
 static inline int token_at(const tg_token_data *d, int64_t k) {
     if (d->itemsize == 1) return d->tokens[k];
-    return d->tokens[2 * k] | d->tokens[2 * k + 1] << 8; /* little-endian, whatever the host */
+    if (d->itemsize == 2) return d->tokens[2 * k] | d->tokens[2 * k + 1] << 8; /* little-endian, whatever the host */
+    const unsigned char *t = d->tokens + 4 * k;                                /* below TG_MAX_VOCAB, checked at open */
+    return (int)((uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24);
 }
 
 tg_token_data *tg_token_data_open(const char *path, double val_fraction, uint64_t seed) {
@@ -39,8 +41,11 @@ tg_token_data *tg_token_data_open(const char *path, double val_fraction, uint64_
         itemsize = 1;
     } else if (strcmp(h.descr, "<u2") == 0) {
         itemsize = 2;
+    } else if (strcmp(h.descr, "<u4") == 0) {
+        itemsize = 4;
     } else {
-        snprintf(why, sizeof why, "dtype '%s' is not a token dtype (uint8 '|u1' or uint16 '<u2')", h.descr);
+        snprintf(why, sizeof why, "dtype '%s' is not a token dtype (uint8 '|u1', uint16 '<u2' or uint32 '<u4')",
+                 h.descr);
     }
     bool ok = !bad_header && !why[0];
     if (ok && h.fortran_order && h.ndim > 1) snprintf(why, sizeof why, "fortran_order True is not supported");
@@ -70,12 +75,23 @@ tg_token_data *tg_token_data_open(const char *path, double val_fraction, uint64_
     /* nanoGPT: n_train = int(n * 0.9); here the validation part is rounded
      * down, so a fraction of 0 leaves no validation tokens. */
     d->n_train = d->n - (int64_t)((double)d->n * val_fraction);
-    int max = 0;
+    uint32_t max = 0;
     for (int64_t k = 0; k < d->n; k++) {
-        int t = token_at(d, k);
-        if (t > max) max = t;
+        const unsigned char *t = d->tokens + k * itemsize;
+        uint32_t v = itemsize == 1 ? t[0]
+                     : itemsize == 2
+                         ? (uint32_t)(t[0] | t[1] << 8)
+                         : (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;
+        if (v >= TG_MAX_VOCAB) { /* uint32 only: an id no vocabulary has, and too large for an embedding */
+            tg_set_error("token_data: %s: token %lu at %lld is not below %d (TG_MAX_VOCAB)", path, (unsigned long)v,
+                         (long long)k, TG_MAX_VOCAB);
+            tg_unmap_file(map, size);
+            tg_sys_free(d);
+            return NULL;
+        }
+        if (v > max) max = v;
     }
-    d->vocab = max + 1;
+    d->vocab = (int)max + 1;
     d->rng = tg_rng_new(seed);
     return d;
 }

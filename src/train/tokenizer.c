@@ -1,5 +1,5 @@
 /* The byte tokenizer and token files (train.h): token = byte value, and a
- * token file is a 1-D uint8 or uint16 .npy array (io/npy.h). */
+ * token file is a 1-D uint8, uint16 or uint32 .npy array (io/npy.h). */
 #include "train.h"
 
 #include <string.h>
@@ -40,12 +40,14 @@ int tg_tokens_save(const char *path, const int *ids, int64_t n, int vocab) {
         tg_set_error("tokens_save: NULL %s", !path ? "path" : "ids");
         return -1;
     }
-    if (n < 0 || vocab < 1 || vocab > 65536) {
-        tg_set_error("tokens_save: %s: %lld tokens, vocab %d: need n >= 0 and vocab in [1, 65536]", path, (long long)n,
-                     vocab);
+    if (n < 0 || vocab < 1 || vocab > TG_MAX_VOCAB) {
+        tg_set_error("tokens_save: %s: %lld tokens, vocab %d: need n >= 0 and vocab in [1, %d]", path, (long long)n,
+                     vocab, TG_MAX_VOCAB);
         return -1;
     }
-    uint16_t *v = tg_sys_alloc((size_t)(n ? n : 1) * sizeof *v);
+    /* the narrowest dtype that holds every id: uint8, uint16, else uint32 */
+    int itemsize = vocab <= 256 ? 1 : vocab <= 65536 ? 2 : 4;
+    void *v = tg_sys_alloc((size_t)(n ? n : 1) * (itemsize == 4 ? 4 : 2));
     if (!v) {
         tg_set_error("tokens_save: %s: out of memory for %lld tokens", path, (long long)n);
         return -1;
@@ -56,9 +58,12 @@ int tg_tokens_save(const char *path, const int *ids, int64_t n, int vocab) {
             tg_sys_free(v);
             return -1;
         }
-        v[k] = (uint16_t)ids[k];
+        if (itemsize == 4)
+            ((uint32_t *)v)[k] = (uint32_t)ids[k];
+        else
+            ((uint16_t *)v)[k] = (uint16_t)ids[k];
     }
-    int rc = tg_npy_save_uint(path, v, n, vocab <= 256 ? 1 : 2);
+    int rc = itemsize == 4 ? tg_npy_save_uint32(path, v, n) : tg_npy_save_uint(path, v, n, itemsize);
     tg_sys_free(v);
     if (rc != 0) rename_error("tokens_save");
     return rc;

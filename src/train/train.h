@@ -45,14 +45,18 @@ int tg_bytes_decode(const int *ids, size_t n, unsigned char *out);
 
 /* ---- token files -----------------------------------------------------------
  * A token file is a NumPy .npy file holding one 1-D array of token ids:
- * dtype uint8 ('|u1', vocabularies up to 256, the byte tokenizer) or
- * little-endian uint16 ('<u2', up to 65536, e.g. a BPE vocabulary), C order.
+ * dtype uint8 ('|u1', vocabularies up to 256, the byte tokenizer),
+ * little-endian uint16 ('<u2', up to 65536, e.g. GPT-2's BPE) or uint32
+ * ('<u4', up to TG_MAX_VOCAB ids, larger BPE vocabularies), C order.
  * numpy makes one with
  *     np.save("corpus.npy", np.frombuffer(open("corpus.txt", "rb").read(), np.uint8))
  * and reads one with np.load (the header is at most a few hundred bytes; the
  * data starts at a multiple of 64). */
-/* Writes ids[0..n) as uint8 when vocab <= 256, else uint16 (vocab <= 65536);
- * every id must be in [0, vocab). Atomic. Returns 0, or -1 with
+/* The largest vocabulary a token file may hold: ids below 2^24 (a BPE
+ * vocabulary's ids are at most that too, bpe.h). */
+#define TG_MAX_VOCAB (1 << 24)
+/* Writes ids[0..n) as uint8 when vocab <= 256, uint16 when vocab <= 65536,
+ * else uint32 (vocab <= TG_MAX_VOCAB); every id must be in [0, vocab). Atomic. Returns 0, or -1 with
  * "tokens_save: <path>: <reason>". */
 int tg_tokens_save(const char *path, const int *ids, int64_t n, int vocab);
 /* Byte-tokenizes the file text_path into the uint8 token file tokens_path.
@@ -76,8 +80,9 @@ int64_t tg_fortunes_corpus(const char *dir, const char *out_path);
 /* ---- token data: a memory-mapped token file and its sampler ----------------
  * tg_token_data_open maps a token file read-only (nothing is copied, so a
  * corpus larger than memory works) and validates it as untrusted input:
- * a regular file, a strict .npy header, a 1-D uint8 or uint16 array whose
- * data fills the rest of the file exactly. The first n_train tokens are for
+ * a regular file, a strict .npy header, a 1-D uint8, uint16 or uint32 array
+ * whose data fills the rest of the file exactly, every token below
+ * TG_MAX_VOCAB. The first n_train tokens are for
  * training, the rest (the last val_fraction, rounded down) for validation,
  * as nanoGPT's prepare.py splits 90/10.
  *
@@ -94,8 +99,8 @@ int64_t tg_fortunes_corpus(const char *dir, const char *out_path);
 typedef struct {
     const unsigned char *map; /* the whole file, mapped */
     size_t map_size;
-    const unsigned char *tokens; /* token k: tokens[k] (uint8) or tokens[2k] | tokens[2k+1] << 8 (uint16) */
-    int itemsize;                /* 1 or 2 */
+    const unsigned char *tokens; /* token k: the itemsize bytes at tokens + k * itemsize, little-endian */
+    int itemsize;                /* 1, 2 or 4 */
     int64_t n, n_train;          /* tokens in the file; [0, n_train) train, [n_train, n) validation */
     int vocab;                   /* largest token + 1 (scanned once at open) */
     tg_rng rng;                  /* the sampler's generator: counter = training windows drawn so far */

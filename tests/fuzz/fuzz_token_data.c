@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     } else {
         enum { B = 2, T = 3 };
         int x[B * T], y[B * T];
-        if (d->n <= 0 || d->n_train > d->n || d->vocab < 1 || d->vocab > 65536) abort();
+        if (d->n <= 0 || d->n_train > d->n || d->vocab < 1 || d->vocab > TG_MAX_VOCAB) abort();
         if (tg_token_data_batch(d, B, T, x, y) == 0)
             check_window(d, x, y, B * T);
         else if (d->n_train >= T + 1)
