@@ -42,7 +42,7 @@ static int lm_options(options *o, cli_opt *opts) {
     *o = (options){.steps = 1200, .batch = 32, .block = 64, .layers = 2, .heads = 4, .dim = 128, .warmup = 50};
     o->accum = 1, o->eval_every = 100, o->eval_batches = 8, o->seed = 1, o->tokens = 300, o->top_k = 40, o->lr = 2e-3;
     o->min_lr = 2e-4, o->weight_decay = 0.1, o->clip = 1.0, o->temperature = 0.8, o->out = "out/lm";
-    o->prompt = "The ", o->gelu = "tanh", o->pe = "learned";
+    o->prompt = "The ", o->gelu = "tanh", o->pe = "learned", o->tokenizer = "bytes";
     const cli_opt table[] = {
         {"data", CLI_STR, &o->data, "text file (or .npy token file) to train on; default: Debian's fortunes", 0, 0},
         {"out", CLI_STR, &o->out, "the run's folder: corpus, log, checkpoints, figures", 0, 0},
@@ -56,6 +56,7 @@ static int lm_options(options *o, cli_opt *opts) {
         {"dropout", CLI_REAL, &o->dropout, "dropout probability (embeddings, attention, residual branches)", 0, 0.9},
         {"gelu", CLI_STR, &o->gelu, "tanh (GPT-2) or erf (nanoGPT's nn.GELU)", 0, 0},
         {"pe", CLI_STR, &o->pe, "positions: learned (GPT-2's table), relative (Shaw), rope or alibi", 0, 0},
+        {"tokenizer", CLI_STR, &o->tokenizer, "bytes, gpt2, or a .tiktoken vocabulary (tgrad-tokenize train)", 0, 0},
         {"lr", CLI_REAL, &o->lr, "peak AdamW learning rate", 1e-8, 10},
         {"min-lr", CLI_REAL, &o->min_lr, "learning rate at the end of the cosine", 0, 10},
         {"warmup", CLI_INT, &o->warmup, "linear warm-up steps", 0, 1e7},
@@ -88,31 +89,31 @@ static int lm_options(options *o, cli_opt *opts) {
 }
 
 /* ---- sampling from a checkpoint (--sample, --logits) ------------------------ */
-static int generate(tg_decoder *m, const options *o) {
-    int n = (int)strlen(o->prompt ? o->prompt : "");
-    const char *prompt = n ? o->prompt : "\n"; /* "": one newline, as nanoGPT's start */
-    n = n ? n : 1;
-    int *ids = malloc(sizeof(int) * (size_t)(n + o->tokens + 1)), rc = ids ? 0 : -1;
-    if (ids) tg_bytes_encode((const unsigned char *)prompt, (size_t)n, ids);
-    if (rc == 0 &&
-        tg_decoder_generate(m, ids, n, o->tokens, (tg_real)o->temperature, o->top_k, (uint64_t)o->seed, ids + n) == 0) {
+static int generate(tg_decoder *m, const lm_tok *tok, const options *o) {
+    const char *prompt = *o->prompt ? o->prompt : "\n"; /* "": one newline, as nanoGPT's start */
+    int64_t n;
+    int *ids = lm_tok_encode(tok, (const unsigned char *)prompt, strlen(prompt), &n), rc = -1;
+    int *out = malloc(sizeof(int) * (size_t)(o->tokens + 1));
+    if (ids && out && n > 0 &&
+        tg_decoder_generate(m, ids, (int)n, o->tokens, (tg_real)o->temperature, o->top_k, (uint64_t)o->seed, out) ==
+            0) {
         printf("--- sample (temperature %g, top-k %d, seed %d) ---\n", o->temperature, o->top_k, o->seed);
-        for (int i = 0; i < n + o->tokens; i++) ids[i] < 256 ? putchar(ids[i]) : printf("<%d>", ids[i]);
+        lm_tok_print(tok, ids, (int)n);
+        lm_tok_print(tok, out, o->tokens);
         printf("\n---\n");
+        rc = 0;
     } else {
-        fprintf(stderr, "lm: %s\n", ids ? tg_last_error() : "out of memory for the sample");
-        rc = -1;
+        fprintf(stderr, "lm: %s\n", ids && out ? tg_last_error() : "out of memory for the sample");
     }
-    free(ids);
+    free(ids), free(out);
     return rc;
 }
 
 /* The logits of the prompt, [1, n, V], in eval mode, as .npy. */
-static int write_logits(tg_decoder *m, const options *o) {
-    int n = (int)strlen(o->prompt);
-    int *ids = malloc(sizeof(int) * (size_t)(n ? n : 1));
+static int write_logits(tg_decoder *m, const lm_tok *tok, const options *o) {
+    int64_t k;
+    int *ids = lm_tok_encode(tok, (const unsigned char *)o->prompt, strlen(o->prompt), &k), n = (int)k;
     if (!ids || !n) return free(ids), fprintf(stderr, "lm: --logits needs a non-empty --prompt\n"), -1;
-    tg_bytes_encode((const unsigned char *)o->prompt, (size_t)n, ids);
     tg_decoder_train(m, false);
     bool grad = tg_set_grad_enabled(false);
     tg_scope_begin();
@@ -130,11 +131,13 @@ static int write_logits(tg_decoder *m, const options *o) {
 
 static int sample_mode(const options *o) {
     lm_config c;
-    tg_decoder *m = lm_load(o->load, &c);
+    lm_tok tok;
+    tg_decoder *m = lm_load(o->load, &c, &tok);
     int rc = m ? 0 : -1;
     if (rc != 0) fprintf(stderr, "lm: %s\n", tg_last_error());
-    if (rc == 0 && o->logits) rc = write_logits(m, o);
-    if (rc == 0 && (o->sample || !o->logits)) rc = generate(m, o);
+    if (rc == 0 && o->logits) rc = write_logits(m, &tok, o);
+    if (rc == 0 && (o->sample || !o->logits)) rc = generate(m, &tok, o);
+    if (m) lm_tok_free(&tok);
     tg_decoder_free(m);
     tg_release_all();
     return rc == 0 ? 0 : 1;
@@ -151,6 +154,7 @@ typedef struct {
     tg_optim *opt;
     tg_rngs rngs;
     tg_run *run;
+    lm_tok tok;
     int *x, *y, n_eval;
     bool drew;
     const cli_opt *opts; /* the flags' table, for the settings a checkpoint records */
@@ -169,7 +173,7 @@ static int prepare_tokens(lm_run *r) {
     char *corpus = data ? NULL : tg_run_path(r->o.out, "fortunes.txt");
     int64_t k = data ? 0 : corpus ? tg_fortunes_corpus(NULL, corpus) : -1;
     if (k > 0) printf("corpus: %lld fortunes from %s -> %s\n", (long long)k, TG_FORTUNES_DIR, corpus);
-    int rc = k < 0 ? -1 : tg_tokens_from_text(data ? data : corpus, r->tokens_path);
+    int rc = k < 0 ? -1 : lm_tok_encode_file(&r->tok, data ? data : corpus, r->tokens_path);
     free(corpus);
     return rc;
 }
@@ -200,7 +204,10 @@ static int on_save(void *ctx, int64_t step) {
     char meta[1024];
     (void)step;
     model_meta(meta, sizeof meta, &r->c);
-    if (tg_decoder_save(r->m, r->model_path, meta) != 0) return -1;
+    char *all = lm_tok_meta(&r->tok, meta); /* the model and its tokenizer */
+    int rc = all ? tg_decoder_save(r->m, r->model_path, all) : -1;
+    free(all);
+    if (rc != 0) return -1;
     const float *train, *vs, *vl;
     int64_t n;
     int nv;
@@ -246,7 +253,7 @@ static int train_mode(lm_run *r) {
         tg_decoder_rngs(r->m, &r->rngs) || (p->init_from && lm_init_weights(r->m, &r->params, p->init_from) != 0) ||
         !(r->x = malloc(sizeof(int) * (size_t)B * T)) || !(r->y = malloc(sizeof(int) * (size_t)B * T)))
         return 1;
-    char *settings = lm_settings_json(p, r->opts, r->nopt, &r->c, r->d->n);
+    char *settings = lm_settings_json(p, r->opts, r->nopt, &r->c, &r->tok, r->d->n);
     tg_run_config rc = tg_run_defaults(p->out, p->steps);
     rc.accum = p->accum, rc.clip = p->clip, rc.eval_every = p->eval_every, rc.save_every = p->save_every;
     rc.patience = p->patience, rc.stop_after = p->stop_after, rc.resume = p->resume != NULL;
@@ -281,8 +288,13 @@ static int train_mode(lm_run *r) {
            "(val_loss %.4f at step %lld), %s (the model), %s/metrics.jsonl%s\n",
            p->out, (long long)step, p->out, p->out, best, (long long)best_step, r->model_path, p->out,
            r->drew ? ", lm_loss.png, lm_attention.png" : "");
-    if (generate(r->m, p) != 0) return 1;
-    printf("val_loss=%.4f nats/%s\n", val, r->c.vocab == TG_BYTE_VOCAB ? "byte" : "token");
+    if (generate(r->m, &r->tok, p) != 0) return 1;
+    if (!r->tok.bpe) {
+        printf("val_loss=%.4f nats/byte\n", val); /* (bits per byte: / ln 2) */
+    } else {
+        double bytes = lm_tok_bytes_per_token(&r->tok, r->d, r->n_eval, B, T, r->x, r->y);
+        printf("val_loss=%.4f nats/token (%.4f bits/byte, %.2f bytes a token)\n", val, val / log(2.0) / bytes, bytes);
+    }
     return 0;
 }
 
@@ -308,11 +320,13 @@ int main(int argc, char **argv) {
         snprintf(why, sizeof why, "--%s has no effect with --load (it samples; it does not train)", stray);
     /* A resumed run takes its settings from its checkpoint: the flags given
      * must agree with what cannot change, the others are applied and said. */
-    if (!why[0] && o->resume && lm_resume_settings(o, opts, nopt, &r.c, why, sizeof why) != 0 && !why[0]) {
+    if ((o->resume || o->init_from) && cli_given(opts, nopt, "tokenizer"))
+        snprintf(why, sizeof why, "--tokenizer: the run's tokenizer is the one its checkpoint carries");
+    if (!why[0] && o->resume && lm_resume_settings(o, opts, nopt, &r.c, &r.tok, why, sizeof why) != 0 && !why[0]) {
         fprintf(stderr, "lm: %s\n", tg_last_error());
         return 1;
     }
-    if (!why[0] && o->init_from && lm_init_settings(o, opts, nopt, &r.c, why, sizeof why) != 0 && !why[0]) {
+    if (!why[0] && o->init_from && lm_init_settings(o, opts, nopt, &r.c, &r.tok, why, sizeof why) != 0 && !why[0]) {
         fprintf(stderr, "lm: %s\n", tg_last_error());
         return 1;
     }
@@ -324,8 +338,12 @@ int main(int argc, char **argv) {
     if (o->load) return sample_mode(o);
     if (o->decay_steps == 0) o->decay_steps = o->steps;
     if (o->warmup > o->decay_steps) o->warmup = o->decay_steps; /* a run shorter than its warm-up warms up over all */
+    if (!o->resume && !o->init_from && lm_tok_open(&r.tok, o->tokenizer) != 0) {
+        fprintf(stderr, "lm: --tokenizer %s: %s\n", o->tokenizer, tg_last_error());
+        return 1;
+    }
     if (!o->resume && !o->init_from)
-        r.c = (lm_config){TG_BYTE_VOCAB, o->block, o->layers, o->heads, o->dim, true, o->gelu, o->pe};
+        r.c = (lm_config){lm_tok_vocab(&r.tok), o->block, o->layers, o->heads, o->dim, true, o->gelu, o->pe};
     if (o->ddp && tg_dist_init(&argc, &argv) != 0) {
         fprintf(stderr, "lm: --ddp: %s\n", tg_last_error());
         return 2;
@@ -345,6 +363,7 @@ int main(int argc, char **argv) {
     tg_decoder_free(r.m);
     tg_token_data_close(r.d);
     free(r.x), free(r.y), free(r.tokens_path), free(r.model_path);
+    lm_tok_free(&r.tok);
     tg_release_all();
     return rc;
 }

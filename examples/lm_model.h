@@ -15,6 +15,7 @@
 #define LM_MODEL_H
 
 #include "cli.h"
+#include "lm_tokenizer.h"
 #include "tgrad.h"
 
 /* Every dropout layer keeps its own generator, and a training state holds
@@ -43,7 +44,7 @@ static int lm_pe_kind(const char *name) {
 static void model_meta(char *buf, size_t cap, const lm_config *c) {
     snprintf(buf, cap,
              "{\"vocab_size\":\"%d\",\"block_size\":\"%d\",\"n_layer\":\"%d\",\"n_head\":\"%d\",\"n_embd\":\"%d\","
-             "\"bias\":\"%s\",\"gelu\":\"%s\",\"pe\":\"%s\",\"tokenizer\":\"bytes\"}",
+             "\"bias\":\"%s\",\"gelu\":\"%s\",\"pe\":\"%s\"}",
              c->vocab, c->block, c->layers, c->heads, c->dim, c->bias ? "true" : "false", c->gelu, c->pe);
 }
 
@@ -174,9 +175,10 @@ static const char *lm_file_kind(const char *path) {
  * (lm.safetensors, nanoGPT's names): sizes from the metadata, then the
  * weights (strict). NULL with the reason recorded; nothing is left
  * allocated then. */
-static tg_decoder *lm_load(const char *path, lm_config *c) {
+static tg_decoder *lm_load(const char *path, lm_config *c, lm_tok *tok) {
     char *file = tg_run_checkpoint_of(path), v[8];
     tg_safetensors st;
+    if (tok) *tok = (lm_tok){0};
     if (!file || tg_safetensors_open(file, &st) != 0) {
         if (file && access(file, R_OK) == 0)
             tg_set_error("%s is %s; --load takes a run folder, its train_state.safetensors, best.safetensors or "
@@ -187,6 +189,9 @@ static tg_decoder *lm_load(const char *path, lm_config *c) {
     }
     bool state = tg_safetensors_meta(&st, "tgrad_train_state", v, sizeof v) >= 0;
     int rc = config_from_file(&st, file, state ? "model." : "", c);
+    if (rc == 0 && tok && lm_tok_from_file(tok, &st, file) != 0) rc = -1;
+    if (rc == 0 && tok && lm_tok_vocab(tok) > c->vocab)
+        rc = -1, tg_set_error("%s: its tokenizer has %d tokens, its model %d", file, lm_tok_vocab(tok), c->vocab);
     tg_safetensors_close(&st);
     tg_rng rng = tg_rng_new(0);
     tg_decoder_config dc = rc == 0 ? decoder_config(c, 0) : (tg_decoder_config){0};
@@ -199,6 +204,7 @@ static tg_decoder *lm_load(const char *path, lm_config *c) {
     }
     tg_params_free(&p);
     free(file);
+    if (!m && tok) lm_tok_free(tok);
     return m;
 }
 

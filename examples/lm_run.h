@@ -21,7 +21,7 @@ typedef struct {
     int steps, decay_steps, batch, block, layers, heads, dim, warmup, accum, eval_every, eval_batches, save_every;
     int patience, seed, threads, stop_after, tokens, top_k;
     double lr, min_lr, weight_decay, clip, dropout, temperature;
-    const char *data, *out, *resume, *init_from, *load, *prompt, *gelu, *pe, *logits;
+    const char *data, *out, *resume, *init_from, *load, *prompt, *gelu, *pe, *logits, *tokenizer;
     bool sample, ddp;
 } options;
 
@@ -69,7 +69,7 @@ static int lm_json_escape(char *buf, size_t cap, const char *s) {
 
 /* The training state's settings: the model's (model_meta) and the run's
  * (LM_KEYS), malloc'd; NULL with the error recorded. */
-static char *lm_settings_json(const options *o, const cli_opt *opts, int nopt, const lm_config *c,
+static char *lm_settings_json(const options *o, const cli_opt *opts, int nopt, const lm_config *c, const lm_tok *tok,
                               int64_t data_tokens) {
     int k = 0;
     size_t cap = 2048 + 2 * (o->data ? strlen(o->data) : 0);
@@ -96,7 +96,10 @@ static char *lm_settings_json(const options *o, const cli_opt *opts, int nopt, c
         k += snprintf(buf + k, cap - (size_t)k, "\"");
     }
     snprintf(buf + k, cap - (size_t)k, "}");
-    return buf;
+    char *all = lm_tok_meta(tok, buf); /* and the vocabulary itself */
+    free(buf);
+    if (!all) tg_set_error("out of memory");
+    return all;
 }
 
 /* A flag given that contradicts the run: why names the flag and both. */
@@ -127,7 +130,8 @@ static int lm_check_shape(const cli_opt *opts, int nopt, const lm_config *c, con
 
 /* --resume: the run's folder, its settings into o. -1 with why set (a bad
  * flag: exit 2) or with the error recorded (a bad checkpoint: exit 1). */
-static int lm_resume_settings(options *o, const cli_opt *opts, int nopt, lm_config *c, char *why, size_t cap) {
+static int lm_resume_settings(options *o, const cli_opt *opts, int nopt, lm_config *c, lm_tok *tok, char *why,
+                              size_t cap) {
     static char *dir, *file, data[4096];
     struct stat sb;
     if (stat(o->resume, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* a file: its folder is the run */
@@ -159,6 +163,7 @@ static int lm_resume_settings(options *o, const cli_opt *opts, int nopt, lm_conf
     tg_safetensors st;
     if (!file || tg_safetensors_open(file, &st) != 0) return -1;
     int rc = config_from_file(&st, file, "model.", c);
+    if (rc == 0 && lm_tok_from_file(tok, &st, file) != 0) rc = -1;
     char v[4096], vw[64], msg[160];
     int file_steps = 0;
     if (rc == 0 && meta_value(&st, file, "data_tokens", v, sizeof v) == 0) {
@@ -210,13 +215,15 @@ static int lm_resume_settings(options *o, const cli_opt *opts, int nopt, lm_conf
 
 /* --init-from: the model's shape from the checkpoint (a run folder, a
  * training state or best, or an lm.safetensors), into c and o. */
-static int lm_init_settings(options *o, const cli_opt *opts, int nopt, lm_config *c, char *why, size_t cap) {
+static int lm_init_settings(options *o, const cli_opt *opts, int nopt, lm_config *c, lm_tok *tok, char *why,
+                            size_t cap) {
     char *file = tg_run_checkpoint_of(o->init_from);
     tg_safetensors st;
     if (!file || tg_safetensors_open(file, &st) != 0) return free(file), -1;
     char v[8];
     bool state = tg_safetensors_meta(&st, "tgrad_train_state", v, sizeof v) >= 0;
     int rc = config_from_file(&st, file, state ? "model." : "", c);
+    if (rc == 0) rc = lm_tok_from_file(tok, &st, file);
     tg_safetensors_close(&st);
     if (rc == 0) rc = lm_check_shape(opts, nopt, c, o->init_from, why, cap, o);
     free(file);

@@ -267,3 +267,28 @@ Test(lm_run, long_paths, .timeout = 120) {
     cr_expect_eq(lm("--resume %s/missing", dir), 1, "%s", out);
     cr_expect(strstr(out, "/missing") && strstr(out, "No such file"), "%s", out);
 }
+
+/* --tokenizer with a trained BPE: the text is encoded with it, the prompt
+ * too, the sample decoded, validation reported per token and in bits per
+ * byte; the checkpoint carries the vocabulary, so the model file alone
+ * samples anywhere; a resumed run keeps its tokenizer. */
+Test(lm_run, trained_bpe_end_to_end, .timeout = 120) {
+    cr_assert_eq(run_wrapped("", "tokenize",
+                             "train --vocab-size 400 '" TG_SRC_DIR "/tests/data/fortunes_excerpt.txt' -o v.tiktoken"),
+                 0, "%s", out);
+    cr_assert_eq(lm(TINY " --steps 4 --eval-every 2 --tokenizer v.tiktoken --out b"), 0, "%s", out);
+    double nats = 0, bpb = 0, per = 0;
+    const char *last = strstr(out, "val_loss=");
+    cr_assert_not_null(last, "%s", out);
+    cr_expect_eq(sscanf(last, "val_loss=%lf nats/token (%lf bits/byte, %lf bytes a token)", &nats, &bpb, &per), 3, "%s",
+                 last);
+    cr_expect(per > 1.2 && fabs(bpb - nats / log(2.0) / per) < 0.01 * bpb, "%g %g %g", nats, bpb, per);
+    cr_assert_eq(rename(path_in("b/lm.safetensors"), path_in("alone.safetensors")), 0);
+    cr_assert_eq(lm("--sample --load alone.safetensors --prompt 'The cat' --tokens 5"), 0, "%s", out);
+    cr_expect(strstr(out, "\nThe cat"), "the prompt round-trips through the BPE: %s", out);
+    cr_expect_eq(lm("--resume b --steps 6 --tokenizer bytes"), 2, "%s", out);
+    cr_assert_eq(lm("--resume b --steps 6"), 0, "%s", out);
+    cr_expect(strstr(out, "nats/token"), "%s", out);
+    cr_expect_eq(lm(TINY " --tokenizer missing.tiktoken --out c"), 1, "%s", out);
+    cr_expect(strstr(out, "missing.tiktoken"), "%s", out);
+}

@@ -53,6 +53,13 @@ tg_bpe *tg_bpe_load_gpt2(const char *encoder_json, const char *vocab_bpe);
  * `<|endoftext|>` with the id after the largest rank, as tiktoken's gpt2
  * encoding does. NULL with "bpe_load_tiktoken: <path>:<line>: <reason>". */
 tg_bpe *tg_bpe_load_tiktoken(const char *path);
+/* The same from the file's text in memory (size bytes; name for messages):
+ * a vocabulary kept inside a checkpoint's metadata. */
+tg_bpe *tg_bpe_parse_tiktoken(const unsigned char *text, size_t size, const char *name);
+/* b's ranks in tiktoken's rank format (what tg_bpe_save_tiktoken writes),
+ * NUL-terminated, malloc'd (free it); its length in *len. NULL with the
+ * error recorded. */
+char *tg_bpe_tiktoken_text(const tg_bpe *b, size_t *len);
 
 /* Writes b's ranks (not its special tokens: tiktoken takes those as an
  * argument) in tiktoken's rank format, atomically (io/file.h), so

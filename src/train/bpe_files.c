@@ -2,6 +2,7 @@
  * tiktoken's rank format. Every reader checks everything it relies on and
  * names the file and line of the first problem. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../io/file.h"
@@ -280,9 +281,20 @@ tg_bpe *tg_bpe_load_tiktoken(const char *path) {
         tg_set_error("bpe_load_tiktoken: NULL path");
         return NULL;
     }
-    unsigned char *buf, *raw = NULL;
+    unsigned char *buf;
     size_t size;
     if (tg_read_file(path, "bpe_load_tiktoken", &buf, &size) != 0) return NULL;
+    tg_bpe *b = tg_bpe_parse_tiktoken(buf, size, path);
+    tg_sys_free(buf);
+    return b;
+}
+
+tg_bpe *tg_bpe_parse_tiktoken(const unsigned char *buf, size_t size, const char *path) {
+    if (!buf || !path) {
+        tg_set_error("bpe_load_tiktoken: NULL %s", !buf ? "text" : "name");
+        return NULL;
+    }
+    unsigned char *raw = NULL;
     /* first pass: check each line, remember the largest rank */
     tg_bpe *b = NULL;
     long line = 1, max_rank = -1;
@@ -353,15 +365,45 @@ tg_bpe *tg_bpe_load_tiktoken(const char *path) {
     }
     if (bpe_add_special(b, TG_BPE_ENDOFTEXT) != 0) goto oom;
     tg_sys_free(raw);
-    tg_sys_free(buf);
     return b;
 oom:
     tg_set_error("bpe_load_tiktoken: %s: out of memory", path);
 fail:
     tg_bpe_free(b);
     tg_sys_free(raw);
-    tg_sys_free(buf);
     return NULL;
+}
+
+char *tg_bpe_tiktoken_text(const tg_bpe *b, size_t *len) {
+    if (!b || !len) {
+        tg_set_error("bpe_tiktoken_text: NULL %s", !b ? "vocabulary" : "length");
+        return NULL;
+    }
+    size_t cap = 1;
+    for (int id = 0; id < b->n_ranks; id++) cap += (b->tok[id].len + 2) / 3 * 4 + 16; /* base64, " <rank>\n" */
+    char *out = malloc(cap), line[32];
+    size_t n = 0;
+    for (int id = 0; out && id < b->n_ranks; id++) {
+        const bpe_span *t = &b->tok[id];
+        const unsigned char *s = b->bytes + t->off;
+        if (!t->len) continue;                     /* a gap: that id does not decode */
+        for (uint32_t i = 0; i < t->len; i += 3) { /* 3 bytes -> 4 characters */
+            uint32_t left = t->len - i, w = (uint32_t)s[i] << 16;
+            if (left > 1) w |= (uint32_t)s[i + 1] << 8;
+            if (left > 2) w |= s[i + 2];
+            out[n++] = b64[w >> 18], out[n++] = b64[w >> 12 & 63];
+            out[n++] = left > 1 ? b64[w >> 6 & 63] : '=', out[n++] = left > 2 ? b64[w & 63] : '=';
+        }
+        int k = snprintf(line, sizeof line, " %d\n", id);
+        memcpy(out + n, line, (size_t)k), n += (size_t)k;
+    }
+    if (!out) {
+        tg_set_error("bpe_tiktoken_text: out of memory");
+        return NULL;
+    }
+    out[n] = 0;
+    *len = n;
+    return out;
 }
 
 int tg_bpe_save_tiktoken(const tg_bpe *b, const char *path) {
@@ -369,28 +411,16 @@ int tg_bpe_save_tiktoken(const tg_bpe *b, const char *path) {
         tg_set_error("bpe_save_tiktoken: NULL %s", !b ? "vocabulary" : "path");
         return -1;
     }
+    size_t n;
+    char *text = tg_bpe_tiktoken_text(b, &n);
     tg_atomic_file af;
-    if (tg_atomic_begin(&af, path, "bpe_save_tiktoken") != 0) return -1;
-    int ok = 1;
-    char line[64];
-    for (int id = 0; id < b->n_ranks && ok; id++) {
-        const bpe_span *t = &b->tok[id];
-        const unsigned char *s = b->bytes + t->off;
-        for (uint32_t i = 0; i < t->len && ok; i += 3) { /* 3 bytes -> 4 characters */
-            uint32_t left = t->len - i, w = (uint32_t)s[i] << 16;
-            if (left > 1) w |= (uint32_t)s[i + 1] << 8;
-            if (left > 2) w |= s[i + 2];
-            char q[4] = {b64[w >> 18], b64[w >> 12 & 63], left > 1 ? b64[w >> 6 & 63] : '=',
-                         left > 2 ? b64[w & 63] : '='};
-            ok = fwrite(q, 1, 4, af.f) == 4;
-        }
-        int k = snprintf(line, sizeof line, " %d\n", id);
-        if (t->len) ok = ok && fwrite(line, 1, (size_t)k, af.f) == (size_t)k;
-    }
-    if (!ok) {
+    if (!text || tg_atomic_begin(&af, path, "bpe_save_tiktoken") != 0) return free(text), -1;
+    if (fwrite(text, 1, n, af.f) != n) {
         tg_set_error("bpe_save_tiktoken: %s: write failed", path);
         tg_atomic_abort(&af);
+        free(text);
         return -1;
     }
+    free(text);
     return tg_atomic_commit(&af, "bpe_save_tiktoken");
 }

@@ -14,7 +14,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     const char *path = input_path("lm.safetensors");
     write_input(path, data, size);
     lm_config c;
-    tg_decoder *m = lm_load(path, &c);
+    lm_tok tok;
+    tg_decoder *m = lm_load(path, &c, &tok);
+    if (m) lm_tok_free(&tok);
     if (m)
         tg_decoder_free(m);
     else if (!tg_last_error())
