@@ -56,8 +56,8 @@ Test(examples, reverse_trains_saves_and_loads, .timeout = 600) {
 
     /* Loads back and evaluates. */
     cr_expect_eq(run("reverse", "--load run/reverse_learned.safetensors --heldout 20"), 0, "%s", out);
-    cr_expect_eq(run("reverse", "--load run/reverse_learned.safetensors --dim 8"), 2, "--dim is the file's: %s", out);
     cr_expect(strstr(out, "learned PE): held-out token accuracy") != NULL, "%s", out);
+    cr_expect_eq(run("reverse", "--load run/reverse_learned.safetensors --dim 8"), 2, "--dim is the file's: %s", out);
 
     /* A truncated checkpoint is rejected with a message, not a crash. */
     char cmd[512];
