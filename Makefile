@@ -219,6 +219,7 @@ bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize
 	{ echo; /usr/bin/python3 bench/lm_torch_ref.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_torch_ref.py failed (or PyTorch is missing)"
 	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
 	{ echo; sh bench/tokenizer_bench.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/tokenizer_bench.sh failed"
+	{ echo; sh bench/lm_vocab.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_vocab.sh failed"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
 # the float library single-threaded), each run FUZZ_S seconds from its seed
