@@ -7,7 +7,11 @@
 #include "safetensors.h"
 
 int tg_checkpoint_save(const char *path, const tg_params *params, const char *metadata_json) {
-    if (tg_safetensors_save(path, params, metadata_json) == 0) return 0;
+    return tg_checkpoint_save_dtype(path, params, metadata_json, NULL);
+}
+
+int tg_checkpoint_save_dtype(const char *path, const tg_params *params, const char *metadata_json, const char *dtype) {
+    if (tg_safetensors_save_dtype(path, params, metadata_json, dtype) == 0) return 0;
     /* Same message, under this function's name. */
     char why[512];
     const char *e = tg_last_error(), *pre = "safetensors_save: ";
