@@ -182,6 +182,7 @@ bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/inspect
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
 	{ echo; /usr/bin/python3 bench/lm_torch_ref.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_torch_ref.py failed (or PyTorch is missing)"
 	{ echo; /usr/bin/python3 bench/bf16_roundtrip.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/bf16_roundtrip.py failed (or PyTorch is missing)"
+	{ echo; /usr/bin/python3 bench/bf16_loss_curves.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/bf16_loss_curves.py failed (or PyTorch is missing)"
 	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
