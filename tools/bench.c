@@ -761,12 +761,15 @@ static void measure_tgrad(env_info *e, row *r) {
     r->gflop = value_of(out, "gflop_per_step");
     r->rss = value_of(out, "rss_peak_mb");
     r->arena = value_of(out, "arena_step_mb");
-    double peak = value_of(out, "peak_gflops_per_core"); /* gemm children measure it too */
-    if (peak > e->peak) e->peak = peak;
-    if (!isnan(peak)) { /* and each width's */
+    /* gemm children measure the peak too: the FMA peak (and each width's),
+     * or in a bf16 row the bf16 dot-product peak instead */
+    double peak = value_of(out, "peak_gflops_per_core");
+    if (!isnan(peak) && r->bf16) {
+        g_peak_bf16 = fmax(g_peak_bf16, value_of(out, "peak_bf16"));
+    } else if (!isnan(peak)) {
+        if (peak > e->peak) e->peak = peak;
         g_peak256 = fmax(g_peak256, value_of(out, "peak256"));
         g_peak512 = fmax(g_peak512, value_of(out, "peak512"));
-        g_peak_bf16 = fmax(g_peak_bf16, value_of(out, "peak_bf16"));
     }
 }
 
