@@ -157,10 +157,10 @@ Test(mixed_precision, matmul_and_attention_close_to_fp32) {
 /* A GPT's loss and gradients under bf16: close to fp32, and the same bits
  * at 1 and 2 threads. */
 static double gpt_loss(tg_decoder *m, tg_precision prec, int threads, double *grad_sum) {
-    static const int tok[2 * 16] = {1, 4, 0, 9, 10, 3, 3, 7, 2, 5, 8, 8, 1, 0, 6, 2,
-                                    5, 5, 9, 1, 0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 0};
-    static const int tgt[2 * 16] = {4, 0, 9, 10, 3, 3, 7, 2, 5, 8, 8, 1, 0, 6, 2, 5,
-                                    5, 9, 1, 0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 0, 1};
+    static const int tok[2 * 16] = {1, 4, 0, 9, 10, 3, 3, 7, 2, 5,  8, 8, 1, 0, 6, 2,
+                                    5, 5, 9, 1, 0,  2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 0};
+    static const int tgt[2 * 16] = {4, 0, 9, 10, 3, 3, 7, 2, 5,  8, 8, 1, 0, 6, 2, 5,
+                                    5, 9, 1, 0,  2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 0, 1};
     int saved = tg_get_num_threads();
     tg_set_num_threads(threads);
     tg_precision prev = tg_set_precision(prec);
