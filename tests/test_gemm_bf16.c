@@ -65,7 +65,7 @@ static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real 
             for (int k = 0; k < K; k++) {
                 tg_real a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
                 tg_real b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
-                s16 += (double)tg__bf16_round((float)a) * tg__bf16_round((float)b);
+                s16 += (double)tg__bf16_round_daz((float)a) * tg__bf16_round_daz((float)b);
                 s32 += (double)a * b;
                 mag += fabs((double)a * b);
             }
@@ -138,6 +138,46 @@ Test(gemm_bf16, exact_on_bf16_integers) {
                           s);
             }
     }
+}
+
+/* A times the identity is A as the GEMM rounds it, exactly, on every path
+ * (one nonzero term per sum): the packers' rounding, hardware conversion or
+ * formula, over floats of every magnitude, subnormals (flushed to zero) and
+ * zeros, against tg__bf16_from_bits_daz. */
+Test(gemm_bf16, packing_rounds_like_the_scalar_formula) {
+    enum { M = 37, K = 40 };
+    static tg_real A[M * K], I[K * K], C[M * K];
+    for (int i = 0; i < M * K; i++) {
+        uint32_t x;
+        do {
+            lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+            x = (uint32_t)(lcg_state >> 32);
+            if (i % 5 == 0) x &= 0x807FFFFFu;                                          /* a subnormal or a zero */
+        } while ((x & 0x7F800000u) == 0x7F800000u || (x & 0x7F800000u) > 0x5E800000u); /* finite, no overflow */
+        A[i] = (tg_real)tg__bits_float(x);
+    }
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < K; j++) I[k * K + j] = k == j;
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++)
+        for (int t = 0; t < 2; t++) { /* A and A^T read: both packers */
+            int old = tg__isa_cap(cap);
+            if (t == 0)
+                tg_k_gemm_bf16(false, false, M, K, K, 1, A, K, I, K, 0, C, K);
+            else /* C = (A^T)^T I with A^T stored: the transposed packer */
+            {
+                static tg_real At[K * M];
+                for (int i = 0; i < M; i++)
+                    for (int k = 0; k < K; k++) At[k * M + i] = A[i * K + k];
+                tg_k_gemm_bf16(true, false, M, K, K, 1, At, M, I, K, 0, C, K);
+            }
+            tg__isa_cap(old);
+            for (int i = 0; i < M * K; i++) {
+                float want = tg__bf16_round_daz((float)A[i]);
+                cr_assert(C[i] == (tg_real)want, /* a zero's sign is lost in the sum (+0 + -0) */
+                          "cap %d t %d: A[%d] = %a packs to %a, want %a", cap, t, i, (double)A[i], (double)C[i],
+                          (double)want);
+            }
+        }
 }
 
 static void same_for_threads(bool ta, bool tb, int M, int N, int K) {

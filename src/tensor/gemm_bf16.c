@@ -4,9 +4,12 @@
  *
  *   C(i,j) = alpha * sum_k bf16(op(A)(i,k)) * bf16(op(B)(k,j)) + beta * C(i,j)
  *
- * bf16(x) rounds to nearest even (half.h); a product of two bf16 values is
- * exact in float (8 + 8 significant bits <= 24), so the only rounding after
- * the operands' is the float summation's, in k order within a KC block.
+ * bf16(x) rounds to nearest even and flushes float subnormals to zero
+ * (tg__bf16_from_bits_daz, half.h: what vcvtneps2bf16 does, so the AVX-512
+ * packers use the instruction and the portable ones the formula, with the
+ * same bits); a product of two bf16 values is exact in float (8 + 8
+ * significant bits <= 24), so the only rounding after the operands' is the
+ * float summation's, in k order within a KC block.
  *
  * The loops are gemm.c's (Goto / BLIS: B panels shared by the threads, A
  * blocks per thread, threads split rows of C, never K, so the result does not
@@ -60,6 +63,9 @@
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+/* An operand as the GEMM packs it (see the top of the file). */
+static inline uint16_t bf(float f) { return tg__bf16_from_bits_daz(tg__float_bits(f)); }
+
 /* ---- packing: round to bf16 and lay out in pairs ----------------------------
  * One MR-row micro-panel of op(A) (rows i0.., depth k0.., m <= MR rows, kc
  * deep): pair p of row r at dst[p*2*MR + 2r], zeros past m and past kc. */
@@ -74,7 +80,7 @@ TG_KERNEL_BODY void pack_a_panel_body(bool trans, int m, int kc, const tg_real *
         for (int k = 0; k < 2 * kp; k++) {
             float v = 0;
             if (k < kc) v = (float)(trans ? A[(size_t)(k0 + k) * lda + i0 + r] : A[(size_t)(i0 + r) * lda + k0 + k]);
-            dst[(k / 2) * 2 * MR + 2 * r + (k & 1)] = tg__bf16_from_float(v);
+            dst[(k / 2) * 2 * MR + 2 * r + (k & 1)] = bf(v);
         }
     }
 }
@@ -91,8 +97,8 @@ TG_KERNEL_BODY void pack_b_sliver_body(bool trans, int n, int kc, const tg_real 
             const tg_real *s1 = 2 * p + 1 < kc ? s0 + ldb : NULL;
             uint16_t *d = dst + (size_t)p * 2 * NR;
             for (int j = 0; j < n; j++) {
-                d[2 * j] = tg__bf16_from_float((float)s0[j]);
-                d[2 * j + 1] = s1 ? tg__bf16_from_float((float)s1[j]) : 0;
+                d[2 * j] = bf((float)s0[j]);
+                d[2 * j + 1] = s1 ? bf((float)s1[j]) : 0;
             }
             for (int j = 2 * n; j < 2 * NR; j++) d[j] = 0;
         }
@@ -101,8 +107,7 @@ TG_KERNEL_BODY void pack_b_sliver_body(bool trans, int n, int kc, const tg_real 
         for (int j = 0; j < NR; j++) {
             const tg_real *s = B + (size_t)(j0 + j) * ldb + k0;
             for (int k = 0; k < 2 * kp; k++)
-                dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] =
-                    j < n && k < kc ? tg__bf16_from_float((float)s[k]) : 0;
+                dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] = j < n && k < kc ? bf((float)s[k]) : 0;
         }
     }
 }
@@ -213,20 +218,13 @@ TG_AVX512_BF16 static void kernel_avx512_bf16(int kp, const uint16_t *a, const u
 #endif
 
 /* ---- AVX-512 packers (float only) ------------------------------------------
- * The same bits as the loops above (half.h's integer rounding, 16 lanes at
- * a time), laid out with whole-vector stores: the scalar loops' 16-bit
+ * The same bits as the loops above (rne16: the hardware conversion), laid
+ * out with whole-vector stores: the scalar loops' 16-bit
  * scattered stores took a third of a 512^3 product. */
 #if TG_X86 && defined(__GNUC__) && !defined(TG_DOUBLE)
-/* 16 floats -> 16 bf16, ties to even, NaN kept quiet (tg__bf16_from_bits). */
-TG_AVX512_BF16 static inline __m256i rne16(__m512 f) {
-    __m512i x = _mm512_castps_si512(f);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
-    __mmask16 nan =
-        _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(r);
-}
+/* 16 floats -> 16 bf16: vcvtneps2bf16, the bits of bf() (ties to even,
+ * NaN kept quiet, subnormals to zero) in one instruction instead of eight. */
+TG_AVX512_BF16 static inline __m256i rne16(__m512 f) { return (__m256i)_mm512_cvtneps_pbh(f); }
 
 /* In-register transpose of 8 x 8 32-bit words (gemm.c's TRANSPOSE8, on
  * integer vectors through casts: shuffles move bits, never change them). */
@@ -263,7 +261,7 @@ TG_AVX512_BF16 static void pack_a_fast(int m, int kc, const float *A, int lda, i
     }
     for (; k < kc + (kc & 1); k++)
         for (int r = 0; r < MR; r++)
-            dst[(size_t)(k / 2) * 2 * MR + 2 * r + (k & 1)] = r < m && k < kc ? tg__bf16_from_float(src[r][k]) : 0;
+            dst[(size_t)(k / 2) * 2 * MR + 2 * r + (k & 1)] = r < m && k < kc ? bf(src[r][k]) : 0;
 }
 
 /* pack_a_panel for a transposed A (op(A)(i,k) = A[k*lda + i], as in the
@@ -330,7 +328,7 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
         }
     for (; k < kc + (kc & 1); k++)
         for (int j = 0; j < NR; j++)
-            dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] = j < n && k < kc ? tg__bf16_from_float(src[j][k]) : 0;
+            dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] = j < n && k < kc ? bf(src[j][k]) : 0;
 }
 #define HAVE_FAST_PACK 1
 #endif
@@ -475,8 +473,8 @@ static void gemm_bf16_unpacked(bool ta, bool tb, int M, int N, int K, tg_real al
         for (int j = 0; j < N; j++) {
             float s = 0;
             for (int k = 0; k < K; k++)
-                s += tg__bf16_round((float)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k])) *
-                     tg__bf16_round((float)(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]));
+                s += tg__bf16_round_daz((float)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k])) *
+                     tg__bf16_round_daz((float)(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]));
             tg_real *cij = C + (size_t)i * ldc + j;
             *cij = beta == 0 ? alpha * (tg_real)s : alpha * (tg_real)s + beta * *cij;
         }

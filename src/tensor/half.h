@@ -8,10 +8,9 @@
  *             binary16): to 65504, subnormals down to 2^-24.
  *
  * float -> 16 bits rounds to nearest, ties to even, as PyTorch's
- * c10::BFloat16 / c10::Half conversions do; subnormals are kept (the
- * hardware's vcvtne2ps2bf16 would flush them, which is why the GEMM packs
- * with these integer formulas on every ISA: one rounding, one set of
- * results). A NaN stays a NaN: its top fraction bits are kept and the quiet
+ * c10::BFloat16 / c10::Half conversions do; subnormals are kept (the GEMM
+ * flushes them, as the hardware conversion does: tg__bf16_from_bits_daz).
+ * A NaN stays a NaN: its top fraction bits are kept and the quiet
  * bit set, so truncation can never turn it into an infinity. 16 bits ->
  * float is exact. */
 #ifndef TG_TENSOR_HALF_H
@@ -41,8 +40,19 @@ static inline uint16_t tg__bf16_from_bits(uint32_t x) {
 }
 static inline uint16_t tg__bf16_from_float(float f) { return tg__bf16_from_bits(tg__float_bits(f)); }
 static inline float tg__bf16_to_float(uint16_t h) { return tg__bits_float((uint32_t)h << 16); }
-/* f rounded to bf16 and back: what a bf16 product sees of an operand. */
 static inline float tg__bf16_round(float f) { return tg__bf16_to_float(tg__bf16_from_float(f)); }
+
+/* The bf16 GEMM's rounding (gemm_bf16.c): the same, except that a float
+ * subnormal (|f| < 2^-126) becomes a zero of its sign, which is what
+ * vcvtneps2bf16 does (Intel SDM: "input denormals are treated as zero";
+ * checked bit for bit on this CPU). Every path of the GEMM rounds this way,
+ * so they all multiply the same operands; files keep subnormals (above). */
+static inline uint16_t tg__bf16_from_bits_daz(uint32_t x) {
+    if ((x & 0x7F800000u) == 0) return (uint16_t)((x >> 16) & 0x8000u);
+    return tg__bf16_from_bits(x);
+}
+/* f as a bf16 product sees it: rounded as the GEMM packs, and back. */
+static inline float tg__bf16_round_daz(float f) { return tg__bf16_to_float(tg__bf16_from_bits_daz(tg__float_bits(f))); }
 
 /* float16 from float, ties to even. Normal results: the exponent rebiased
  * (127 -> 15: subtract 112 << 23) and the fraction rounded at bit 13 as for
