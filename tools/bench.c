@@ -954,7 +954,8 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
                "|\n|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++)
         if (rows[i].ok && strncmp(rows[i].workload, "gemm", 4) != 0) {
-            fprintf(f, "| %s | %d | %.0f | %.1f |", rows[i].workload, rows[i].threads, rows[i].rss, rows[i].arena);
+            fprintf(f, "| %s%s | %d | %.0f | %.1f |", rows[i].workload, rows[i].bf16 ? " bf16" : "", rows[i].threads,
+                    rows[i].rss, rows[i].arena);
             if (rows[i].torch_ok && rows[i].t_n == 1)
                 fprintf(f, " %.0f (nanoGPT) | - |\n", rows[i].t_rss[0]);
             else if (rows[i].torch_ok)
@@ -975,6 +976,26 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
                     : r->rss <= fmax(r->t_rss[0], r->t_rss[1]) ? "met against one variant only"
                                                                : "NOT met");
         }
+    /* The bf16 rows against their fp32 twins (issue 24's goals: gpt-small
+     * bf16 >= 1.6x tgrad fp32, >= 2x PyTorch autocast, peak RSS below it). */
+    bool bf16_title = false;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < n && rows[i].bf16 && rows[i].ok && is_gpt(rows[i].workload); k++)
+            if (!rows[k].bf16 && rows[k].ok && rows[k].threads == rows[i].threads &&
+                strcmp(rows[k].workload, rows[i].workload) == 0) {
+                if (!bf16_title)
+                    fprintf(f, "\n## bf16 products against float\n\n| workload | threads | tgrad fp32 / tgrad bf16 | "
+                               "PyTorch autocast bf16 / tgrad bf16 | peak RSS MB tgrad bf16 / autocast |\n"
+                               "|---|---|---|---|---|\n");
+                bf16_title = true;
+                const row *b = &rows[i];
+                char pt[32] = "n/a", mem[32] = "n/a";
+                if (b->torch_ok) {
+                    snprintf(pt, sizeof pt, "%.2fx", b->t_med[0] / b->med);
+                    snprintf(mem, sizeof mem, "%.0f / %.0f", b->rss, b->t_rss[0]);
+                }
+                fprintf(f, "| %s | %d | %.2fx | %s | %s |\n", b->workload, b->threads, rows[k].med / b->med, pt, mem);
+            }
     fprintf(f, "\n## Determinism\n\n`build/bin/bench --check-determinism`: %s\n", determinism);
     fprintf(f,
             "\n## Commands\n\n```sh\nmake bench     # sh tools/install-bench-deps.sh; build/bin/bench --markdown %s\n"
