@@ -159,8 +159,8 @@ else
 # ...after the float kernel tests: the GEMM packers and kernels, the
 # dropout-mask stores, the vector exp and the attention row kernels of the
 # float build exist only there.
-FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c \
-                  tests/progress.c
+FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_mixed_precision.c tests/test_dropout_mask.c \
+                  tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c tests/progress.c
 test: $(BUILD)/tests/float_kernels
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
@@ -211,12 +211,14 @@ clean:
 # training time; npm packages installed first).
 # Takes several minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
-bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize
+bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize $(BUILD)/bin/inspect
 	$(if $(filter 1,$(NO_DEPS)),,sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone")
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
 	{ echo; /usr/bin/python3 bench/lm_torch_ref.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_torch_ref.py failed (or PyTorch is missing)"
+	{ echo; /usr/bin/python3 bench/bf16_roundtrip.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/bf16_roundtrip.py failed (or PyTorch is missing)"
+	{ echo; /usr/bin/python3 bench/bf16_loss_curves.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/bf16_loss_curves.py failed (or PyTorch is missing)"
 	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
 	{ echo; sh bench/tokenizer_bench.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/tokenizer_bench.sh failed"
 	{ echo; sh bench/lm_vocab.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_vocab.sh failed"

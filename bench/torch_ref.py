@@ -392,7 +392,11 @@ def gpt_train(name, text, steps, init=None, on_loss=None):
     def step():
         x, y = batches[state["i"]]
         opt.zero_grad(set_to_none=True)
-        _, loss = model(x, y)
+        # --precision bf16: autocast as its documentation shows for training,
+        # around the forward and the loss; backward outside it follows the
+        # forward's dtypes; the weights and AdamW stay float32.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=PRECISION == "bf16"):
+            _, loss = model(x, y)
         loss.backward()
         opt.step()
         if on_loss:
@@ -410,6 +414,8 @@ def gpt_steps(name, steps, warmup, text_path, init):
 
 
 # ---- workloads -----------------------------------------------------------------
+
+PRECISION = "fp32"  # --precision
 
 MODELS = {
     "toy": dict(V=16, T=16, B=64, d=64, heads=4, ffn=128, L=2),
@@ -499,6 +505,8 @@ def attention_steps(T, variant, steps, warmup):
 def gemm_steps(n, steps, warmup):
     torch.manual_seed(1)
     A, B, C = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+    if PRECISION == "bf16":  # what autocast would run: a bf16 mm (oneDNN), bf16 result
+        A, B, C = A.bfloat16(), B.bfloat16(), C.bfloat16()
     return time_steps(lambda: torch.mm(A, B, out=C), steps, warmup)
 
 
@@ -525,10 +533,16 @@ def main():
                     help="attention implementation (ignored for gemm; the gpt workloads have one, nanogpt)")
     ap.add_argument("--text", default="tests/data/fortunes_excerpt.txt", help="gpt workloads: the training text")
     ap.add_argument("--init", default=None, help="gpt workloads: initial weights (a tgrad safetensors file)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: gpt workloads under torch.autocast(cpu, bfloat16), gemm on bf16 tensors")
     ap.add_argument("--steps", type=int, default=0, help="timed steps (0: the workload's default)")
     ap.add_argument("--warmup", type=int, default=-1, help="warm-up steps (-1: the workload's default)")
     a = ap.parse_args()
+    global PRECISION
+    PRECISION = a.precision
     w = a.workload
+    if PRECISION == "bf16" and not (w in GPTS or w.startswith("gemm-")):
+        ap.error("--precision bf16 is measured for the gpt and gemm workloads only")
     if not (w in MODELS or w in GPTS or (w.startswith(("attn-", "gemm-")) and w[5:].isdigit() and int(w[5:]) > 0)):
         ap.error(f"unknown workload '{w}'")
     torch.set_num_threads(a.threads)
@@ -538,7 +552,7 @@ def main():
         variants = ["-"] if w.startswith("gemm-") else (["d2l", "nn"] if a.variant == "both" else [a.variant])
     rss0 = rss_now_mb()
     best = None
-    print(f"torch={torch.__version__} threads={torch.get_num_threads()} "
+    print(f"torch={torch.__version__} threads={torch.get_num_threads()} precision={PRECISION} "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     for v in variants:
         times = run(w, v, a.steps, a.warmup, a.text, a.init)

@@ -218,6 +218,30 @@ Test(examples, bench_gpt_writes_init_and_losses, .timeout = 120) {
     cr_expect(strstr(out, "missing.txt") != NULL, "%s", out);
 }
 
+/* bench --precision (bf16 is refused by the double build, where the suite
+ * runs) and inspect --convert (a checkpoint rewritten as BF16, read back). */
+Test(examples, bench_precision_and_inspect_convert, .timeout = 120) {
+    cr_expect_eq(run("bench", "--workload gemm-64 --precision fp16"), 2, "%s", out);
+    cr_expect(strstr(out, "--precision") != NULL, "%s", out);
+    int rc = run("bench", "--workload gemm-64 --steps 2 --warmup 0 --precision bf16");
+    if (sizeof(tg_real) == 8) {
+        cr_expect_eq(rc, 1, "%s", out);
+        cr_expect(strstr(out, "double build") != NULL, "%s", out);
+    } else {
+        cr_expect_eq(rc, 0, "%s", out);
+        cr_expect(strstr(out, "precision=bf16") != NULL, "%s", out);
+    }
+    cr_assert_eq(run("bench", "--workload gpt-mini --steps 1 --warmup 0 --text '" TG_SRC_DIR
+                              "/tests/data/fortunes_excerpt.txt' --save-init init.safetensors"),
+                 0, "%s", out);
+    cr_expect_eq(run("inspect", "init.safetensors --convert half.safetensors --dtype BF16"), 0, "%s", out);
+    cr_expect(strstr(out, "wrote half.safetensors as BF16") != NULL, "%s", out);
+    cr_expect_eq(run("inspect", "half.safetensors"), 0, "%s", out);
+    cr_expect(strstr(out, "lm_head.weight                           BF16 (256,128)") != NULL, "%s", out);
+    cr_expect_eq(run("inspect", "init.safetensors --convert bad.safetensors --dtype I8"), 1, "%s", out);
+    cr_expect(strstr(out, "'I8'") != NULL && !file_exists("bad.safetensors"), "%s", out);
+}
+
 /* A tiny extrapolate run: one line per task and kind in the documented
  * form, a dash where the learned table cannot run, the five figures. */
 Test(examples, extrapolate_quick, .timeout = 600) {

@@ -4,6 +4,7 @@
  * corrupt JSON, an unknown dtype, a header length past the end,
  * inconsistent offsets) a rejection that names the problem. */
 #include "io_test_util.h"
+#include "tensor/half.h"
 
 TestSuite(safetensors, .fini = cleanup);
 
@@ -235,8 +236,8 @@ Test(safetensors, unsupported_dtype_rejected) {
     const int64_t ints[2] = {1, 2};
     write_st(in_dir("i64.safetensors"), "{\"w\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}", ints, 16);
     expect_load_fails(&m, in_dir("i64.safetensors"), "'I64'", "w:");
-    write_st(in_dir("f16.safetensors"), "{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", ints, 4);
-    expect_load_fails(&m, in_dir("f16.safetensors"), "'F16'", NULL);
+    write_st(in_dir("f8.safetensors"), "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", ints, 2);
+    expect_load_fails(&m, in_dir("f8.safetensors"), "'F8_E4M3'", NULL);
     tg_safetensors st;
     tg_clear_error();
     cr_assert_eq(tg_safetensors_open(in_dir("i64.safetensors"), &st), -1);
@@ -342,4 +343,152 @@ Test(safetensors, many_entries_are_checked_in_n_log_n, .timeout = 20) {
     write_many(path, 160000, false);
     cr_expect_eq(tg_safetensors_open(path, &st), -1);
     assert_error_has("more than 100000 tensors");
+}
+
+/* ---- BF16 and F16 ----------------------------------------------------------
+ * Saved with tg_safetensors_save_dtype: 2 bytes a value, rounded to nearest
+ * even (tensor/half.h), read back exactly into tg_real. */
+static uint16_t le16(const unsigned char *b) { return (uint16_t)(b[0] | b[1] << 8); }
+
+/* Saves w (one tensor) as dtype and returns the raw file; *data: its values. */
+static unsigned char *save_raw(tg_tensor *w, const char *dtype, const char *name, const unsigned char **data) {
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "w", w);
+    cr_assert_eq(tg_safetensors_save_dtype(in_dir(name), &p, NULL, dtype), 0, "%s", tg_last_error());
+    tg_params_free(&p);
+    size_t size;
+    unsigned char *b = read_all(in_dir(name), &size);
+    uint64_t n = le64(b);
+    cr_assert_eq(size, 8 + n + 2 * (size_t)w->size, "%s: 2 bytes a value", dtype);
+    char want[64];
+    snprintf(want, sizeof want, "\"dtype\":\"%s\"", dtype);
+    char *head = calloc((size_t)n + 1, 1);
+    memcpy(head, b + 8, (size_t)n);
+    cr_assert(strstr(head, want) != NULL, "header '%s' lacks %s", head, want);
+    free(head);
+    *data = b + 8 + n;
+    return b;
+}
+
+Test(safetensors, bf16_and_f16_round_trip) {
+    tmpdir();
+    tg_tensor *w = tensor(TG_SHAPE(3, 5), 0.25), *back = tensor(TG_SHAPE(3, 5), 0);
+    w->data[0] = (tg_real)1.00390625;    /* 1 + 2^-8: a bf16 tie, to even 1 */
+    w->data[1] = (tg_real)1.01171875;    /* 1 + 3 * 2^-8: a tie, up to 1 + 2^-6 */
+    w->data[2] = (tg_real)1.00048828125; /* 1 + 2^-11: an F16 tie, to even 1 */
+    w->data[3] = (tg_real)-65504;        /* the largest F16 */
+    w->data[4] = (tg_real)6e-8;          /* an F16 subnormal */
+    const char *dtypes[] = {"BF16", "F16"};
+    for (int d = 0; d < 2; d++) {
+        bool bf = d == 0;
+        const unsigned char *v;
+        unsigned char *raw = save_raw(w, dtypes[d], bf ? "bf16.safetensors" : "f16.safetensors", &v);
+        for (int i = 0; i < 15; i++) {
+            float f = (float)w->data[i];
+            cr_assert_eq(le16(v + 2 * i), bf ? tg__bf16_from_float(f) : tg__f16_from_float(f), "%s value %d", dtypes[d],
+                         i);
+        }
+        free(raw);
+        tg_params p;
+        tg_params_init(&p);
+        tg_params_add(&p, NULL, "w", back);
+        cr_assert_eq(tg_checkpoint_load(in_dir(bf ? "bf16.safetensors" : "f16.safetensors"), &p), 0, "%s",
+                     tg_last_error());
+        for (int i = 0; i < 15; i++) {
+            float f = (float)w->data[i];
+            tg_real want = bf ? tg__bf16_round(f) : tg__f16_to_float(tg__f16_from_float(f));
+            cr_assert_eq(back->data[i], want, "%s value %d: %g, want %g", dtypes[d], i, (double)back->data[i],
+                         (double)want);
+            cr_assert(fabs((double)back->data[i] - (double)w->data[i]) <=
+                          fabs((double)w->data[i]) * (bf ? 0x1p-8 : 0x1p-11) + (bf ? 0 : 0x1p-25),
+                      "%s value %d off by more than half an ulp", dtypes[d], i);
+        }
+        cr_assert_eq(back->data[0], bf ? 1 : (tg_real)1.00390625); /* F16 holds 1 + 2^-8 exactly */
+        cr_assert_eq(back->data[1], bf ? (tg_real)1.015625 : (tg_real)1.01171875);
+        cr_assert_eq(back->data[2], 1); /* both: a tie or below half an ulp, to 1 */
+        tg_params_free(&p);
+    }
+    tg_free(w);
+    tg_free(back);
+}
+
+Test(safetensors, bf16_and_f16_keep_inf_and_nan) {
+    tmpdir();
+    tg_tensor *w = tensor(TG_SHAPE(4), 0);
+    w->data[0] = (tg_real)INFINITY;
+    w->data[1] = (tg_real)-INFINITY;
+    w->data[2] = (tg_real)NAN;
+    w->data[3] = (tg_real)-0.0;
+    const char *dtypes[] = {"BF16", "F16"};
+    for (int d = 0; d < 2; d++) {
+        const unsigned char *v;
+        unsigned char *raw = save_raw(w, dtypes[d], "x.safetensors", &v);
+        free(raw);
+        tg_safetensors st;
+        cr_assert_eq(tg_safetensors_open(in_dir("x.safetensors"), &st), 0, "%s", tg_last_error());
+        cr_assert_str_eq(st.entries[0].dtype, dtypes[d]);
+        tg_real got[4];
+        cr_assert_eq(tg_safetensors_read(&st, 0, got), 0);
+        cr_assert(isinf(got[0]) && got[0] > 0 && isinf(got[1]) && got[1] < 0, "%s: infinities", dtypes[d]);
+        cr_assert(isnan(got[2]), "%s: NaN", dtypes[d]);
+        cr_assert(got[3] == 0 && signbit(got[3]), "%s: -0", dtypes[d]);
+        cr_assert_eq(tg_safetensors_nonfinite(&st, 0), 3);
+        tg_safetensors_close(&st);
+    }
+    tg_free(w);
+}
+
+/* A finite value past the dtype's range would become an infinity: refused,
+ * naming the tensor and the value, and the file left as it was. */
+Test(safetensors, overflow_to_inf_refused) {
+    tmpdir();
+    tg_tensor *w = tensor(TG_SHAPE(3), 0);
+    w->data[1] = (tg_real)70000;
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "w", w);
+    const char *path = in_dir("o.safetensors");
+    cr_assert_eq(tg_safetensors_save(path, &p, NULL), 0);
+    size_t before_size;
+    unsigned char *before = read_all(path, &before_size);
+    tg_clear_error();
+    cr_assert_eq(tg_safetensors_save_dtype(path, &p, NULL, "F16"), -1);
+    assert_error_has("overflows F16");
+    assert_error_has("w:");
+    assert_error_has("70000");
+    size_t after_size;
+    unsigned char *after = read_all(path, &after_size);
+    cr_assert(after_size == before_size && memcmp(before, after, before_size) == 0, "file changed");
+    cr_assert_eq(temp_files(), 0);
+    /* the same value is fine in BF16 (float's range), as is an unknown dtype not */
+    cr_assert_eq(tg_safetensors_save_dtype(path, &p, NULL, "BF16"), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_checkpoint_save_dtype(path, &p, NULL, "I8"), -1);
+    assert_error_has("checkpoint_save");
+    assert_error_has("'I8'");
+    free(before);
+    free(after);
+    tg_params_free(&p);
+    tg_free(w);
+}
+
+Test(safetensors, bf16_bad_sizes_rejected) {
+    tmpdir();
+    tg_tensor *w = tensor(TG_SHAPE(2), 0);
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "w", w);
+    model m = {.t = {w}, .p = p};
+    const uint16_t h[3] = {0x3F80, 0x4000, 0};
+    write_st(in_dir("b3.safetensors"), "{\"w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,3]}}", h, 3);
+    expect_load_fails(&m, in_dir("b3.safetensors"), "hold 3 bytes", "BF16 (2) needs 4");
+    write_st(in_dir("h8.safetensors"), "{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,6]}}", h, 6);
+    expect_load_fails(&m, in_dir("h8.safetensors"), "hold 6 bytes", "F16 (2) needs 4");
+    /* and a good one, written as Python's safetensors would: 1.0 and 2.0 */
+    write_st(in_dir("ok.safetensors"), "{\"w\": {\"dtype\": \"BF16\", \"shape\": [2], \"data_offsets\": [0, 4]}}", h,
+             4);
+    cr_assert_eq(tg_checkpoint_load(in_dir("ok.safetensors"), &p), 0, "%s", tg_last_error());
+    cr_assert(w->data[0] == 1 && w->data[1] == 2);
+    tg_params_free(&p);
+    tg_free(w);
 }

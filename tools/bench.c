@@ -130,6 +130,48 @@ FMA_PEAK_TRIAL(fma_peak_trial_512, "avx512f,avx2,fma", __m512, _mm512, 16)
  * at twice the 256-bit rate, or at the same rate. */
 static double g_peak256, g_peak512;
 
+/* The bf16 dot-product peak: 12 chains of vdpbf16ps (AVX-512 BF16), each
+ * instruction 32 bf16 multiply-adds into 16 float sums, 64 flops. The same
+ * register-only loop as the FMA probe; the bf16 GEMM's "of peak" is against
+ * it. NAN when the CPU has no AVX-512 BF16. */
+static double g_peak_bf16;
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static double bf16_peak_trial(double seconds) {
+    __m512 a[12];
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps(0.1f * (float)i);
+    __m512i x = _mm512_set1_epi16(0x3F80), y = _mm512_set1_epi16(0x3380); /* bf16 1.0, 6e-8 */
+    long iters = 0;
+    double t0 = now(), t;
+    do {
+        __asm__ volatile("" : "+v"(x), "+v"(y));
+        for (int r = 0; r < 100000; r++) {
+            a[0] = _mm512_dpbf16_ps(a[0], (__m512bh)x, (__m512bh)y);
+            a[1] = _mm512_dpbf16_ps(a[1], (__m512bh)x, (__m512bh)y);
+            a[2] = _mm512_dpbf16_ps(a[2], (__m512bh)x, (__m512bh)y);
+            a[3] = _mm512_dpbf16_ps(a[3], (__m512bh)x, (__m512bh)y);
+            a[4] = _mm512_dpbf16_ps(a[4], (__m512bh)x, (__m512bh)y);
+            a[5] = _mm512_dpbf16_ps(a[5], (__m512bh)x, (__m512bh)y);
+            a[6] = _mm512_dpbf16_ps(a[6], (__m512bh)x, (__m512bh)y);
+            a[7] = _mm512_dpbf16_ps(a[7], (__m512bh)x, (__m512bh)y);
+            a[8] = _mm512_dpbf16_ps(a[8], (__m512bh)x, (__m512bh)y);
+            a[9] = _mm512_dpbf16_ps(a[9], (__m512bh)x, (__m512bh)y);
+            a[10] = _mm512_dpbf16_ps(a[10], (__m512bh)x, (__m512bh)y);
+            a[11] = _mm512_dpbf16_ps(a[11], (__m512bh)x, (__m512bh)y);
+        }
+        iters += 100000;
+        t = now() - t0;
+    } while (t < seconds);
+    __m512 s = a[0];
+    for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
+    if (_mm512_reduce_add_ps(s) == 12345.0f) printf(" ");
+    return (double)iters * 12 * 64 / t * 1e-9;
+}
+static double bf16_peak_gflops(void) /* best of 10 short trials */
+{
+    if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw")) return NAN;
+    for (int i = 0; i < 10; i++) g_peak_bf16 = fmax(g_peak_bf16, bf16_peak_trial(0.05));
+    return g_peak_bf16;
+}
+
 static double fma_peak_gflops(void) /* best of 10 short trials: noise only slows */
 {
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return NAN;
@@ -141,13 +183,16 @@ static double fma_peak_gflops(void) /* best of 10 short trials: noise only slows
     return fmax(g_peak256, g_peak512);
 }
 static const char *kernel_isa(void) {
+    if (__builtin_cpu_supports("avx512bf16"))
+        return "AVX-512 (GEMM, elementwise, norm, exp), AVX-512 BF16 (the bf16 GEMM), AVX2 (attention rows, packing)";
     return __builtin_cpu_supports("avx512f") ? "AVX-512 (GEMM, elementwise, norm, exp), AVX2 (attention rows, packing)"
            : __builtin_cpu_supports("avx2")  ? "AVX2"
                                              : "portable C";
 }
 #else
-static double g_peak256, g_peak512;
+static double g_peak256, g_peak512, g_peak_bf16;
 static double fma_peak_gflops(void) { return NAN; }
+static double bf16_peak_gflops(void) { return NAN; }
 static const char *kernel_isa(void) { return "portable C"; }
 #endif
 
@@ -426,9 +471,14 @@ typedef struct {
     tg_tensor *A, *B, *C;
 } gemm_bench;
 
+/* --precision bf16: products in bfloat16 (tg_set_precision; the gemm-n
+ * workload calls tg_k_gemm_bf16), its peak the bf16 dot-product rate. */
+static bool g_bf16;
+
 static int gemm_step(void *ctx) {
     gemm_bench *g = ctx;
-    tg_k_gemm(false, false, g->n, g->n, g->n, 1, g->A->data, g->n, g->B->data, g->n, 0, g->C->data, g->n);
+    (g_bf16 ? tg_k_gemm_bf16 : tg_k_gemm)(false, false, g->n, g->n, g->n, 1, g->A->data, g->n, g->B->data, g->n, 0,
+                                          g->C->data, g->n);
     return 0;
 }
 
@@ -478,6 +528,14 @@ static int run_workload(const char *name, int threads, int steps, int warmup) {
     }
     default_steps(kind, size, &steps, &warmup);
     set_threads(threads);
+    if (g_bf16) {
+        tg_clear_error();
+        tg_set_precision(TG_PREC_BF16);
+        if (tg_get_precision() != TG_PREC_BF16) {
+            fprintf(stderr, "bench: --precision bf16: %s\n", tg_last_error());
+            return 1;
+        }
+    }
     double rss0 = rss_now_mb(), peak = NAN;
     timing t = {0};
     int rc;
@@ -489,7 +547,7 @@ static int run_workload(const char *name, int threads, int steps, int warmup) {
         rc = gpt_new(&g, s) == 0 ? time_workload(&w, steps, warmup, &t) : -1;
         gpt_free(&g);
     } else if (kind[0] == 'g') {
-        peak = fma_peak_gflops();
+        peak = g_bf16 ? bf16_peak_gflops() : fma_peak_gflops();
         gemm_bench g = {size, NULL, NULL, NULL};
         tg_rng rng = tg_rng_new(1);
         g.A = tg_randn(TG_SHAPE(size, size), &rng);
@@ -515,11 +573,12 @@ static int run_workload(const char *name, int threads, int steps, int warmup) {
         return 1;
     }
     double gflops = t.gflop / (t.med * 1e-3);
-    printf("workload=%s threads=%d steps=%d warmup=%d\n", name, threads, t.steps, warmup);
+    printf("workload=%s threads=%d steps=%d warmup=%d precision=%s\n", name, threads, t.steps, warmup,
+           g_bf16 ? "bf16" : "fp32");
     printf("min_ms=%.4f max_ms=%.4f gflop_per_step=%.4f gflops=%.2f\n", t.min, t.max, t.gflop, gflops);
     if (!isnan(peak))
-        printf("peak_gflops_per_core=%.2f peak_fraction=%.4f peak256=%.2f peak512=%.2f\n", peak,
-               gflops / (threads * peak), g_peak256, g_peak512);
+        printf("peak_gflops_per_core=%.2f peak_fraction=%.4f peak256=%.2f peak512=%.2f peak_bf16=%.2f\n", peak,
+               gflops / (threads * peak), g_peak256, g_peak512, g_peak_bf16);
     printf("arena_step_mb=%.2f rss_peak_mb=%.1f rss_added_mb=%.1f\n", t.arena_mb, rss_peak_mb(), rss_peak_mb() - rss0);
     printf("ms_per_step=%.4f\n", t.med);
     tg_release_all();
@@ -657,6 +716,7 @@ typedef struct {
 typedef struct {
     const char *workload;
     int threads;
+    bool bf16; /* --precision bf16 for tgrad, autocast bf16 (bf16 tensors for gemm) for PyTorch */
     bool ok;
     double med, min, max, gflop, rss, arena; /* tgrad */
     bool torch_ok;
@@ -667,6 +727,8 @@ typedef struct {
 static const char *ALL_WORKLOADS[] = {"toy",       "mid",       "gpt-mini",  "gpt-small", "attn-256",
                                       "attn-1024", "attn-2048", "attn-4096", "gemm-128",  "gemm-256",
                                       "gemm-512",  "gemm-1024", "gemm-2048"};
+/* Measured again with bf16 products (tg_set_precision; PyTorch with autocast). */
+static const char *BF16_WORKLOADS[] = {"gpt-mini", "gpt-small", "gemm-512", "gemm-1024", "gemm-2048"};
 static const char *VARIANTS[] = {"d2l", "nn"};
 static bool is_gpt(const char *workload) { return strncmp(workload, "gpt-", 4) == 0; }
 
@@ -689,6 +751,7 @@ static void measure_tgrad(env_info *e, row *r) {
     int n = 5;
     add_steps_args(e, r->workload, argv, &n, sb, wb);
     if (is_gpt(r->workload)) argv[n++] = "--text", argv[n++] = (char *)gpt_text;
+    if (r->bf16) argv[n++] = "--precision", argv[n++] = "bf16";
     argv[n] = NULL;
     r->ok = run_child(argv, NULL, out) == 0 && !isnan(value_of(out, "ms_per_step"));
     if (!r->ok) return;
@@ -698,9 +761,13 @@ static void measure_tgrad(env_info *e, row *r) {
     r->gflop = value_of(out, "gflop_per_step");
     r->rss = value_of(out, "rss_peak_mb");
     r->arena = value_of(out, "arena_step_mb");
-    double peak = value_of(out, "peak_gflops_per_core"); /* gemm children measure it too */
-    if (peak > e->peak) e->peak = peak;
-    if (!isnan(peak)) { /* and each width's */
+    /* gemm children measure the peak too: the FMA peak (and each width's),
+     * or in a bf16 row the bf16 dot-product peak instead */
+    double peak = value_of(out, "peak_gflops_per_core");
+    if (!isnan(peak) && r->bf16) {
+        g_peak_bf16 = fmax(g_peak_bf16, value_of(out, "peak_bf16"));
+    } else if (!isnan(peak)) {
+        if (peak > e->peak) e->peak = peak;
         g_peak256 = fmax(g_peak256, value_of(out, "peak256"));
         g_peak512 = fmax(g_peak512, value_of(out, "peak512"));
     }
@@ -726,6 +793,7 @@ static void measure_torch(env_info *e, row *r) {
         int n = 8;
         add_steps_args(e, r->workload, argv, &n, sb, wb);
         if (gpt) argv[n++] = "--text", argv[n++] = (char *)gpt_text;
+        if (r->bf16) argv[n++] = "--precision", argv[n++] = "bf16";
         argv[n] = NULL;
         if (run_child(argv, env, out) != 0 || isnan(value_of(out, "ms_per_step"))) {
             fprintf(stderr, "bench: PyTorch (%s %s) failed; going on with tgrad alone\n", e->python, e->script);
@@ -744,6 +812,8 @@ static void measure_torch(env_info *e, row *r) {
 
 /* One line of the table, in Markdown (readable on a terminal too). */
 static void print_row(FILE *f, const row *r, double peak) {
+    /* a bf16 row's share is of the bf16 dot-product peak (bf16_peak_gflops) */
+    if (r->bf16 && g_peak_bf16 > 0) peak = g_peak_bf16;
     char tg[64] = "failed", pt[96] = "n/a", ratio[16] = "n/a", tg_perf[32] = "n/a", pt_perf[32] = "n/a";
     char mem[48] = "n/a";
     int b = r->t_best;
@@ -770,8 +840,8 @@ static void print_row(FILE *f, const row *r, double peak) {
         size_t l = strlen(mem);
         snprintf(mem + l, sizeof mem - l, " / %.0f", r->t_rss[b]);
     }
-    fprintf(f, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", r->workload, r->threads, tg, pt, ratio, tg_perf, pt_perf,
-            mem);
+    fprintf(f, "| %s%s | %d | %s | %s | %s | %s | %s | %s |\n", r->workload, r->bf16 ? " bf16" : "", r->threads, tg, pt,
+            ratio, tg_perf, pt_perf, mem);
 }
 
 static void print_table(FILE *f, const row *rows, int n, double peak) {
@@ -787,7 +857,7 @@ static double geomean_ratio(const row *rows, int n, int threads, int *count) {
     double s = 0;
     *count = 0;
     for (int i = 0; i < n; i++)
-        if (rows[i].threads == threads && rows[i].ok && rows[i].torch_ok) {
+        if (rows[i].threads == threads && !rows[i].bf16 && rows[i].ok && rows[i].torch_ok) {
             s += log(rows[i].t_med[rows[i].t_best] / rows[i].med);
             ++*count;
         }
@@ -830,6 +900,12 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
             "- measured single-precision FMA peak per core, best of all measurements in the run: 256-bit FMAs "
             "%.1f GFLOP/s, 512-bit FMAs %s; \"of peak\" below is against the faster, %.1f GFLOP/s\n",
             g_peak256, wide, peak);
+    if (g_peak_bf16 > 0)
+        fprintf(f,
+                "- measured bf16 dot-product peak per core (vdpbf16ps, AVX-512 BF16: 32 multiply-adds into 16 float "
+                "sums per instruction), best of the run: %.1f GFLOP/s (%.2fx the FMA peak); \"of peak\" of a bf16 "
+                "row is against it\n",
+                g_peak_bf16, g_peak_bf16 / peak);
     fprintf(f, "- tgrad's kernels on this CPU (chosen at run time, src/tensor/simd.h): %s\n", kernel_isa());
     fprintf(f, "- tgrad: float, its own thread pool (src/tensor/parallel.c: idle threads spin a few "
                "microseconds, then sleep; no OpenMP runtime)\n");
@@ -852,6 +928,11 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
                "- attn-T: one multi-head self-attention layer (d 64, 4 heads, batch 1, dropout 0.1), forward + "
                "backward of sum(output).\n"
                "- gemm-n: C = A B, n x n float.\n"
+               "- `bf16` rows: tgrad with `--precision bf16` (tg_set_precision(TG_PREC_BF16): the products of "
+               "Linear, matmul and attention with bf16 operands and float sums, forward and backward; the rest, the "
+               "weights and AdamW in float; gemm-n runs tg_k_gemm_bf16), PyTorch with "
+               "`torch.autocast(\"cpu\", dtype=torch.bfloat16)` around the forward and loss (gemm-n: torch.mm of "
+               "bf16 tensors). Their \"of peak\" is against the bf16 dot-product peak.\n"
                "- PyTorch variants: `d2l` (d2l's MultiHeadAttention from nn.Linear) and `nn` "
                "(torch.nn.MultiheadAttention); the table uses the faster one and shows the other.\n"
                "- GFLOP/s counts GEMM flops only (3x the forward products for a training step); \"of peak\" is "
@@ -873,7 +954,8 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
                "|\n|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++)
         if (rows[i].ok && strncmp(rows[i].workload, "gemm", 4) != 0) {
-            fprintf(f, "| %s | %d | %.0f | %.1f |", rows[i].workload, rows[i].threads, rows[i].rss, rows[i].arena);
+            fprintf(f, "| %s%s | %d | %.0f | %.1f |", rows[i].workload, rows[i].bf16 ? " bf16" : "", rows[i].threads,
+                    rows[i].rss, rows[i].arena);
             if (rows[i].torch_ok && rows[i].t_n == 1)
                 fprintf(f, " %.0f (nanoGPT) | - |\n", rows[i].t_rss[0]);
             else if (rows[i].torch_ok)
@@ -894,6 +976,26 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
                     : r->rss <= fmax(r->t_rss[0], r->t_rss[1]) ? "met against one variant only"
                                                                : "NOT met");
         }
+    /* The bf16 rows against their fp32 twins (issue 24's goals: gpt-small
+     * bf16 >= 1.6x tgrad fp32, >= 2x PyTorch autocast, peak RSS below it). */
+    bool bf16_title = false;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < n && rows[i].bf16 && rows[i].ok && is_gpt(rows[i].workload); k++)
+            if (!rows[k].bf16 && rows[k].ok && rows[k].threads == rows[i].threads &&
+                strcmp(rows[k].workload, rows[i].workload) == 0) {
+                if (!bf16_title)
+                    fprintf(f, "\n## bf16 products against float\n\n| workload | threads | tgrad fp32 / tgrad bf16 | "
+                               "PyTorch autocast bf16 / tgrad bf16 | peak RSS MB tgrad bf16 / autocast |\n"
+                               "|---|---|---|---|---|\n");
+                bf16_title = true;
+                const row *b = &rows[i];
+                char pt[32] = "n/a", mem[32] = "n/a";
+                if (b->torch_ok) {
+                    snprintf(pt, sizeof pt, "%.2fx", b->t_med[0] / b->med);
+                    snprintf(mem, sizeof mem, "%.0f / %.0f", b->rss, b->t_rss[0]);
+                }
+                fprintf(f, "| %s | %d | %.2fx | %s | %s |\n", b->workload, b->threads, rows[k].med / b->med, pt, mem);
+            }
     fprintf(f, "\n## Determinism\n\n`build/bin/bench --check-determinism`: %s\n", determinism);
     fprintf(f,
             "\n## Commands\n\n```sh\nmake bench     # sh tools/install-bench-deps.sh; build/bin/bench --markdown %s\n"
@@ -923,21 +1025,26 @@ static int run_all(env_info *e, const char *markdown) {
     time_t t0 = time(NULL);
     strftime(started, sizeof started, "%Y-%m-%d %H:%M %Z", localtime(&t0));
     e->peak = fma_peak_gflops();
-    enum { NW = sizeof ALL_WORKLOADS / sizeof ALL_WORKLOADS[0] };
-    row rows[NW * 2];
+    enum { NW = sizeof ALL_WORKLOADS / sizeof ALL_WORKLOADS[0], NB = sizeof BF16_WORKLOADS / sizeof BF16_WORKLOADS[0] };
+    row rows[(NW + NB) * 2];
     int n = 0;
-    for (int w = 0; w < (int)NW; w++)
-        for (int th = 1; th <= 2 && selected(e->only, ALL_WORKLOADS[w]); th++, n++) {
-            rows[n] = (row){.workload = ALL_WORKLOADS[w], .threads = th};
-            fprintf(stderr, "bench: %-9s %d thread%s: tgrad", rows[n].workload, th, th > 1 ? "s" : " ");
+    for (int w = 0; w < (int)(NW + NB); w++)
+        for (int th = 1; th <= 2 && selected(e->only, w < (int)NW ? ALL_WORKLOADS[w] : BF16_WORKLOADS[w - NW]);
+             th++, n++) {
+            bool bf16 = w >= (int)NW;
+            rows[n] = (row){.workload = bf16 ? BF16_WORKLOADS[w - NW] : ALL_WORKLOADS[w], .threads = th, .bf16 = bf16};
+            fprintf(stderr, "bench: %-9s%s %d thread%s: tgrad", rows[n].workload, bf16 ? " bf16" : "", th,
+                    th > 1 ? "s" : " ");
             measure_tgrad(e, &rows[n]);
             fprintf(stderr, " %.2f ms, PyTorch", rows[n].med);
             measure_torch(e, &rows[n]);
             fprintf(stderr, " %.2f ms\n", rows[n].torch_ok ? rows[n].t_med[rows[n].t_best] : NAN);
         }
     double peak = fmax(e->peak, fma_peak_gflops());
+    bf16_peak_gflops();
     printf("FMA peak: %.1f GFLOP/s per core (single precision, best of all measurements; 256-bit %.1f, 512-bit %.1f)\n",
            peak, g_peak256, g_peak512);
+    if (g_peak_bf16 > 0) printf("bf16 dot-product peak (vdpbf16ps): %.1f GFLOP/s per core\n", g_peak_bf16);
     if (!e->torch) printf("note: PyTorch could not be run (%s %s): tgrad's numbers alone\n", e->python, e->script);
     char determinism[512];
     check_determinism(determinism, sizeof determinism);
@@ -956,7 +1063,7 @@ static int run_all(env_info *e, const char *markdown) {
 }
 
 int main(int argc, char **argv) {
-    const char *name = NULL, *markdown = NULL;
+    const char *name = NULL, *markdown = NULL, *precision = "fp32";
     int threads = 1, steps = 0, warmup = -1;
     bool determinism = false, no_torch = false;
     env_info e = {
@@ -965,6 +1072,7 @@ int main(int argc, char **argv) {
         {"workload", CLI_STR, &name, "run one workload (toy, mid, gpt-mini, gpt-small, attn-T, gemm-n), tgrad only", 0,
          0},
         {"threads", CLI_INT, &threads, "threads for --workload", 1, 1024},
+        {"precision", CLI_STR, &precision, "products for --workload: fp32, or bf16 (bfloat16, float sums)", 0, 0},
         {"steps", CLI_INT, &steps, "timed steps (0: the workload's default, >= 10)", 0, MAX_STEPS},
         {"warmup", CLI_INT, &warmup, "warm-up steps (-1: the workload's default)", -1, MAX_STEPS},
         {"markdown", CLI_STR, &markdown, "also write the full comparison to this file", 0, 0},
@@ -983,6 +1091,10 @@ int main(int argc, char **argv) {
                         "against PyTorch (run as a subprocess), as one table.";
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
     int size;
+    if (strcmp(precision, "fp32") != 0 && strcmp(precision, "bf16") != 0)
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--precision: fp32 or bf16, not '%s'",
+                               precision);
+    g_bf16 = strcmp(precision, "bf16") == 0;
     if (name && !parse_workload(name, &size)) {
         return cli_usage_error(argv[0], "[options]", about, opts, nopt, "unknown workload '%s'", name);
     }

@@ -1,5 +1,7 @@
 /* inspect: lists the tensors of a safetensors checkpoint (or one .npy file):
- * name, dtype, shape, and min / max / mean of the values. */
+ * name, dtype (F32, F64, BF16 or F16), shape, and min / max / mean of the
+ * values. With --convert OUT it also writes them all to OUT as --dtype
+ * (e.g. a float checkpoint as bfloat16, half the bytes, or back). */
 #include <math.h>
 #include "cli.h"
 #include "tgrad.h"
@@ -25,9 +27,13 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 int main(int argc, char **argv) {
-    const char *pos[1] = {NULL};
+    const char *pos[1] = {NULL}, *convert = NULL, *dtype = "BF16";
+    cli_opt opts[] = {
+        {"convert", CLI_STR, &convert, "also write every tensor of the safetensors file to this file", 0, 0},
+        {"dtype", CLI_STR, &dtype, "the dtype --convert writes: F32, F64, BF16 or F16", 0, 0},
+    };
     int n = cli_parse(argc, argv, "FILE.safetensors | FILE.npy",
-                      "Lists the tensors of a checkpoint: name, dtype, shape, min, max and mean.", NULL, 0, pos, 1);
+                      "Lists the tensors of a checkpoint: name, dtype, shape, min, max and mean.", opts, 2, pos, 1);
     if (n != 1) {
         fprintf(stderr, "%s: give one file\n", argv[0]);
         cli_usage(stderr, argv[0], "FILE.safetensors | FILE.npy", "", NULL, 0);
@@ -51,20 +57,33 @@ int main(int argc, char **argv) {
     }
     header();
     int64_t total = 0;
-    for (int i = 0; i < st.n; i++) {
+    tg_params out; /* for --convert: every tensor, in file order */
+    tg_params_init(&out);
+    int rc = 0;
+    for (int i = 0; i < st.n && rc == 0; i++) {
         const tg_st_entry *e = &st.entries[i];
-        tg_real *v = tg_sys_alloc(sizeof(tg_real) * (size_t)(e->numel ? e->numel : 1));
-        if (!v || tg_safetensors_read(&st, i, v) != 0) {
+        tg_tensor *t = tg_empty_persistent(e->ndim, e->shape);
+        if (!t || tg_safetensors_read(&st, i, t->data) != 0 ||
+            (convert && tg_params_add(&out, NULL, e->name, t) != 0)) {
             fprintf(stderr, "inspect: %s\n", tg_last_error());
-            tg_sys_free(v);
-            tg_safetensors_close(&st);
-            return 1;
+            tg_free(t);
+            rc = 1;
+            break;
         }
-        stats(e->name, e->dtype, e->ndim, e->shape, v, e->numel);
+        stats(e->name, e->dtype, e->ndim, e->shape, t->data, e->numel);
         total += e->numel;
-        tg_sys_free(v);
+        if (!convert) tg_free(t);
     }
-    printf("%d tensors, %lld values\n", st.n, (long long)total);
+    if (rc == 0) printf("%d tensors, %lld values\n", st.n, (long long)total);
+    if (rc == 0 && convert) {
+        if (tg_safetensors_save_dtype(convert, &out, NULL, dtype) != 0) {
+            fprintf(stderr, "inspect: %s\n", tg_last_error());
+            rc = 1;
+        } else
+            printf("wrote %s as %s\n", convert, dtype);
+    }
+    for (int i = 0; i < out.n; i++) tg_free(out.items[i].t);
+    tg_params_free(&out);
     tg_safetensors_close(&st);
-    return 0;
+    return rc;
 }

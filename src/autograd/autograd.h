@@ -43,6 +43,34 @@ int tg_backward_seed(tg_tensor *out, const tg_tensor *seed);
 int tg_backward_retain(tg_tensor *loss);
 int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed);
 
+/* ---- mixed precision ---------------------------------------------------------
+ * Like torch.autocast(dtype=torch.bfloat16): with TG_PREC_BF16 the products
+ * (tg_affine, i.e. Linear; tg_matmul; the block products of tg_attention
+ * and tg_attention_pos, both the fused and the stored paths) round their
+ * operands to bfloat16 and sum in float (tg_k_gemm_bf16), forward and
+ * backward; everything else stays float: softmax, layer norm, losses,
+ * reductions, elementwise ops, and the parameters, their gradients and the
+ * optimizer (float master weights). An op reads the setting once, when it
+ * runs forward, and its backward uses the same precision even if the
+ * setting changed in between, as autocast's backward follows the forward's
+ * dtypes. The setting is one process-wide value, like grad mode (set it from
+ * the thread that runs the model, between steps); it is read atomically.
+ *
+ * The double build refuses TG_PREC_BF16 (error recorded, setting kept at
+ * TG_PREC_FP32): it exists for gradient checks, whose central differences
+ * need the exact products bf16 would round away.
+ *
+ *     tg_precision prev = tg_set_precision(TG_PREC_BF16);
+ *     ... forward, backward ...
+ *     tg_set_precision(prev);                                              */
+typedef enum { TG_PREC_FP32 = 0, TG_PREC_BF16 = 1 } tg_precision;
+/* Sets the precision of the products that follow; returns the previous one. */
+tg_precision tg_set_precision(tg_precision p);
+tg_precision tg_get_precision(void);
+/* "fp32" or "bf16" (as the programs' --precision flag), -1 for anything else. */
+int tg_precision_parse(const char *name);
+const char *tg_precision_name(tg_precision p);
+
 /* Anomaly detection, like torch.autograd.detect_anomaly: while on, every
  * op checks its output, and every backward rule the gradients it produced,
  * for NaN and Inf. The first op that produces one is named, with the

@@ -22,6 +22,7 @@ struct tg_node {
     int depth;      /* ops on the longest chain from the leaves to out */
     uint32_t visit; /* backward pass that reached it */
     bool released;  /* a backward without retain_graph has used it */
+    bool bf16;      /* recorded under TG_PREC_BF16: the backward's products are bf16 too */
     tg_node *prev;  /* the node created before this one (the tape) */
 };
 
@@ -56,6 +57,14 @@ bool tg_grad_share(tg_tensor *t, const tg_tensor *g);
  * counter, which moves to c + size n. tg_dropout and tg_attention draw
  * their masks' indices only here. */
 uint64_t tg_dropout_take(tg_rng *rng, uint64_t n);
+/* The products of an op: C = alpha op(A) op(B) + beta C in float
+ * (tg_k_gemm), or with bf16 operands and float sums (tg_k_gemm_bf16) when
+ * bf16, which the op takes from tg_get_precision() in its forward (or from
+ * its node, n->bf16, in its backward) and passes down, so that every product
+ * of one op, on whichever thread, has one precision. */
+#define TG_GEMM(bf16, ...) ((bf16) ? tg_k_gemm_bf16 : tg_k_gemm)(__VA_ARGS__)
+/* True when the products of an op run now should be bf16. */
+static inline bool tg_prec_bf16(void) { return tg_get_precision() == TG_PREC_BF16; }
 
 /* Every op's descriptor, defined in its ops_<family>.c and listed in
  * tg_op_table (ops_table.c) in this order. */

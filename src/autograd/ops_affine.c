@@ -4,7 +4,9 @@
  * With x viewed as [N, in], the forward is one GEMM whose C starts as b in
  * every row (beta = 1): the bias costs no pass of its own (a GEMM
  * epilogue), nor a tensor for x W^T. Backward (as matmul and add):
- *   dx = dy W,   dW += dy^T x,   db += sum_rows dy */
+ *   dx = dy W,   dW += dy^T x,   db += sum_rows dy
+ * Under TG_PREC_BF16 (autograd.h) the three products are bf16 with float
+ * sums; the bias and its gradient stay float. */
 #include "op.h"
 
 #include <string.h>
@@ -15,9 +17,9 @@ static void affine_backward(tg_node *n) {
     int in = w->shape[1], out = w->shape[0], N = (int)(x->size / in);
     bool fresh;
     tg_tensor *g = tg_grad_begin(x, &fresh);
-    if (g) tg_k_gemm(false, false, N, in, out, 1, dy->data, out, w->data, in, fresh ? 0 : 1, g->data, in);
+    if (g) TG_GEMM(n->bf16, false, false, N, in, out, 1, dy->data, out, w->data, in, fresh ? 0 : 1, g->data, in);
     if ((g = tg_grad_begin(w, &fresh)))
-        tg_k_gemm(true, false, out, in, N, 1, dy->data, out, x->data, in, fresh ? 0 : 1, g->data, in);
+        TG_GEMM(n->bf16, true, false, out, in, N, 1, dy->data, out, x->data, in, fresh ? 0 : 1, g->data, in);
     if (b && (g = tg_grad_begin(b, &fresh))) tg_k_sum_to(dy, g, !fresh);
 }
 const tg_op tg_op_affine = {"affine", affine_backward};
@@ -38,7 +40,8 @@ tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b) {
     if (!y) return NULL;
     int64_t N = in ? x->size / in : 0;
     for (int64_t r = 0; b && r < N; r++) memcpy(y->data + r * out, b->data, sizeof(tg_real) * (size_t)out);
-    if (N > 0) tg_k_gemm(false, true, (int)N, out, in, 1, x->data, in, w->data, in, b ? 1 : 0, y->data, out);
+    if (N > 0)
+        TG_GEMM(tg_prec_bf16(), false, true, (int)N, out, in, 1, x->data, in, w->data, in, b ? 1 : 0, y->data, out);
     tg_node_record(&tg_op_affine, y, b ? 3 : 2, (tg_tensor *[]){x, w, b});
     return y;
 }

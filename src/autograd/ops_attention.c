@@ -83,6 +83,7 @@
 typedef struct {
     int B, Q, K, d, dv;
     tg_real scale;         /* 1 / sqrt(d), as tg_score_scaled_dot */
+    bool bf16;             /* block products in bf16 (tg_set_precision), forward and backward */
     bool dropout;          /* p > 0; the mask holds 1 / (1 - p) */
     tg_dropout_mask mask;  /* the same mask as tg_dropout (dropout_mask.h) */
     uint64_t first;        /* first counter index */
@@ -127,7 +128,7 @@ static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk
 
 /* S = scale q_blk k_blk^T, nq x nk, row stride BK. */
 static void scores_tile(const attention_state *pl, const tg_real *q, const tg_real *k, tg_real *S, int nq, int nk) {
-    tg_k_gemm(false, true, nq, nk, pl->d, pl->scale, q, pl->d, k, pl->d, 0, S, BK);
+    TG_GEMM(pl->bf16, false, true, nq, nk, pl->d, pl->scale, q, pl->d, k, pl->d, 0, S, BK);
 }
 
 /* ---- position terms ----------------------------------------------------------- */
@@ -140,7 +141,7 @@ static inline int bucket_of(const attention_state *pl, int64_t o) { return pl->b
 static void rowbias_block(const attention_state *pl, const tg_real *qblk, int b, int nq, tg_real *rb) {
     int R = pl->R;
     if (pl->relk)
-        tg_k_gemm(false, true, nq, R, pl->d, pl->scale, qblk, pl->d, pl->relk, pl->d, 0, rb, R);
+        TG_GEMM(pl->bf16, false, true, nq, R, pl->d, pl->scale, qblk, pl->d, pl->relk, pl->d, 0, rb, R);
     else
         memset(rb, 0, sizeof(tg_real) * (size_t)nq * R);
     if (pl->pbias) {
@@ -224,9 +225,9 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
             if (pl->relv) bucket_sum_row(pl, offset0(pl, k0, q0, i), s, NULL, n, wb + (size_t)i * pl->R);
         }
-        tg_k_gemm(false, false, nq, dv, nk, 1, S, BK, v + ((int64_t)b * K + k0) * dv, dv, 1, acc, dv);
+        TG_GEMM(pl->bf16, false, false, nq, dv, nk, 1, S, BK, v + ((int64_t)b * K + k0) * dv, dv, 1, acc, dv);
     }
-    if (pl->relv) tg_k_gemm(false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
+    if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
     for (int i = 0; i < nq; i++) {
         tg_real inv = 1 / l[i];
         for (int t = 0; t < dv; t++) out[(r0 + i) * dv + t] = acc[(size_t)i * dv + t] * inv;
@@ -251,7 +252,8 @@ static void pos_rows(const attn_bwd *w, int b, int q0, int nq, tg_real *rb, tg_r
     int64_t r0 = (int64_t)b * pl->Q + q0;
     if (pl->rowbias) rowbias_block(pl, w->q + r0 * pl->d, b, nq, rb);
     if (pl->relv)
-        tg_k_gemm(false, true, nq, pl->R, pl->dv, 1, w->dO + r0 * pl->dv, pl->dv, pl->relv, pl->dv, 0, dOa, pl->R);
+        TG_GEMM(pl->bf16, false, true, nq, pl->R, pl->dv, 1, w->dO + r0 * pl->dv, pl->dv, pl->relv, pl->dv, 0, dOa,
+                pl->R);
 }
 
 /* One tile, rows q0.. x keys k0.. of batch row b: P (recomputed from L) in
@@ -287,14 +289,14 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
             }
             pd = dP;
         }
-        tg_k_gemm(true, false, nk, dv, nq, 1, pd, BK, dOblk, dv, 1, dv_acc, dv);
+        TG_GEMM(pl->bf16, true, false, nk, dv, nq, 1, pd, BK, dOblk, dv, 1, dv_acc, dv);
     }
     if (gv_bucket) /* G' += P o Z/(1-p) summed per bucket */
         for (int i = 0; i < nq; i++)
             bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, pl->dropout ? zf + (size_t)i * BK : NULL, nk,
                            gv_bucket + (size_t)i * pl->R);
     /* dP = dO (v + a^V)^T o Z/(1-p);  dS = P o (dP - D) */
-    tg_k_gemm(false, true, nq, nk, dv, 1, dOblk, dv, vblk, dv, 0, dP, BK);
+    TG_GEMM(pl->bf16, false, true, nq, nk, dv, 1, dOblk, dv, vblk, dv, 0, dP, BK);
     if (pl->relv)
         for (int i = 0; i < nq; i++) {
             tg_real *dp = dP + (size_t)i * BK;
@@ -330,14 +332,16 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
         tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL);
-        if (gq) tg_k_gemm(false, false, nq, d, nk, pl->scale, P, BK, w->k + ((int64_t)b * K + k0) * d, d, 1, acc, d);
+        if (gq)
+            TG_GEMM(pl->bf16, false, false, nq, d, nk, pl->scale, P, BK, w->k + ((int64_t)b * K + k0) * d, d, 1, acc,
+                    d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
                 bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, NULL, nk, G + (size_t)i * R);
     }
     int64_t r0 = (int64_t)b * Q + q0, task = (int64_t)b * nqb + qb;
     if (gq) {
-        if (pl->relk) tg_k_gemm(false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
+        if (pl->relk) TG_GEMM(pl->bf16, false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
         tg_real *g = gq + r0 * d;
         for (int64_t i = 0; i < (int64_t)nq * d; i++) g[i] += acc[i];
     }
@@ -348,10 +352,10 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
             for (int r = 0; r < R; r++) pb[r] += G[(size_t)i * R + r];
     }
     if (w->part_relk)
-        tg_k_gemm(true, false, R, d, nq, pl->scale, G, R, w->q + r0 * d, d, 0, w->part_relk + task * R * d, d);
+        TG_GEMM(pl->bf16, true, false, R, d, nq, pl->scale, G, R, w->q + r0 * d, d, 0, w->part_relk + task * R * d, d);
     if (w->part_relv)
-        tg_k_gemm(true, false, R, pl->dv, nq, 1, Gv, R, w->dO + r0 * pl->dv, pl->dv, 0,
-                  w->part_relv + task * R * pl->dv, pl->dv);
+        TG_GEMM(pl->bf16, true, false, R, pl->dv, nq, 1, Gv, R, w->dO + r0 * pl->dv, pl->dv, 0,
+                w->part_relv + task * R * pl->dv, pl->dv);
 }
 
 /* dK and dV of key block (b, kb), over the query blocks that see it. */
@@ -368,7 +372,9 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
         int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
         if (pl->has_pos) pos_rows(w, b, q0, nq, rb, dOa);
         tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL);
-        if (gk) tg_k_gemm(true, false, nk, d, nq, pl->scale, P, BK, w->q + ((int64_t)b * Q + q0) * d, d, 1, acc_k, d);
+        if (gk)
+            TG_GEMM(pl->bf16, true, false, nk, d, nq, pl->scale, P, BK, w->q + ((int64_t)b * Q + q0) * d, d, 1, acc_k,
+                    d);
     }
     int64_t base = (int64_t)b * K + k0;
     if (gk)
@@ -602,6 +608,7 @@ tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask ma
     }
     pl->B = B, pl->Q = Q, pl->K = K, pl->d = d, pl->dv = dv;
     pl->scale = (tg_real)(1.0 / sqrt((double)d));
+    pl->bf16 = tg_prec_bf16();
     pl->dropout = dropout_p > 0;
     pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
     if (pl->dropout) {

@@ -14,8 +14,9 @@
 #include <string.h>
 
 static bool g_grad_enabled = true;
-static bool g_anomaly;              /* tg_set_detect_anomaly */
-static char g_anomaly_forward[256]; /* the first forward anomaly, for the next backward */
+static _Atomic int g_precision = TG_PREC_FP32; /* tg_set_precision */
+static bool g_anomaly;                         /* tg_set_detect_anomaly */
+static char g_anomaly_forward[256];            /* the first forward anomaly, for the next backward */
 static uint64_t g_seq;
 static uint32_t g_epoch; /* backward pass counter */
 
@@ -26,6 +27,32 @@ bool tg_set_grad_enabled(bool on) {
     g_grad_enabled = on;
     return prev;
 }
+
+tg_precision tg_get_precision(void) { return (tg_precision)g_precision; }
+
+tg_precision tg_set_precision(tg_precision p) {
+    tg_precision prev = (tg_precision)g_precision;
+    if (p != TG_PREC_FP32 && p != TG_PREC_BF16) {
+        tg_set_error("set_precision: unknown precision %d (TG_PREC_FP32 or TG_PREC_BF16)", (int)p);
+        return prev;
+    }
+#ifdef TG_DOUBLE
+    if (p == TG_PREC_BF16) { /* see autograd.h: gradient checks need exact products */
+        tg_set_error("set_precision: bf16 is refused in the double build (it exists for exact gradient checks)");
+        return prev;
+    }
+#endif
+    g_precision = (int)p;
+    return prev;
+}
+
+int tg_precision_parse(const char *name) {
+    if (name && strcmp(name, "fp32") == 0) return TG_PREC_FP32;
+    if (name && strcmp(name, "bf16") == 0) return TG_PREC_BF16;
+    return -1;
+}
+
+const char *tg_precision_name(tg_precision p) { return p == TG_PREC_BF16 ? "bf16" : "fp32"; }
 
 void tg_set_requires_grad(tg_tensor *t, bool on) {
     if (t) t->requires_grad = on;
@@ -100,6 +127,7 @@ tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *co
         if (in[i]->node && in[i]->node->depth >= n->depth) n->depth = in[i]->node->depth;
     }
     n->depth++;
+    n->bf16 = g_precision == TG_PREC_BF16; /* the backward's products follow the forward's */
     n->seq = ++g_seq;
     n->prev = tg__tape_head;
     tg__tape_head = n;

@@ -15,6 +15,10 @@ static const char *nonfinite_word(double x) {
 }
 
 int tg_checkpoint_save(const char *path, const tg_params *params, const char *metadata_json) {
+    return tg_checkpoint_save_dtype(path, params, metadata_json, NULL);
+}
+
+int tg_checkpoint_save_dtype(const char *path, const tg_params *params, const char *metadata_json, const char *dtype) {
     /* The load refuses a NaN or infinite value, so a file holding one could
      * never be read back: refused before any file is made, so that a run
      * whose last step diverged keeps its previous good checkpoint. */
@@ -25,7 +29,7 @@ int tg_checkpoint_save(const char *path, const tg_params *params, const char *me
                      params->items[i].name, nonfinite_word((double)params->items[i].t->data[k]), (long long)k);
         return -1;
     }
-    if (tg_safetensors_save(path, params, metadata_json) == 0) return 0;
+    if (tg_safetensors_save_dtype(path, params, metadata_json, dtype) == 0) return 0;
     tg__error_rename("safetensors_save", "checkpoint_save", path ? path : "failed"); /* under this function's name */
     return -1;
 }

@@ -20,8 +20,13 @@
  * at index 3; nothing written".
  * The same file as tg_safetensors_save writes (which checks no value). */
 int tg_checkpoint_save(const char *path, const tg_params *params, const char *metadata_json);
+/* The same stored as dtype "F32", "F64", "BF16" or "F16" (NULL: TG_REAL_DTYPE),
+ * as tg_safetensors_save_dtype: a bf16 checkpoint is half the bytes of F32,
+ * its values rounded to nearest even; loading converts back exactly. */
+int tg_checkpoint_save_dtype(const char *path, const tg_params *params, const char *metadata_json, const char *dtype);
 
-/* Loads values into every tensor of params (converting F32/F64 to tg_real).
+/* Loads values into every tensor of params (converting F32/F64/BF16/F16 to
+ * tg_real).
  * Strict, like PyTorch's load_state_dict(strict=True): the file must hold
  * exactly the names of params, each with the parameter's shape. Everything is
  * checked before the first value is copied (names, shapes, and that every

@@ -5,9 +5,11 @@
 
 #include "file.h"
 #include "json.h"
+#include "../tensor/half.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,9 +175,11 @@ static int index_names(tg_json *j, tg_safetensors *st) {
     return rc;
 }
 
+/* Bytes per value of the dtypes tgrad reads and writes; 0 for any other. */
 static size_t dtype_size(const char *dtype) {
     if (strcmp(dtype, "F32") == 0) return 4;
     if (strcmp(dtype, "F64") == 0) return 8;
+    if (strcmp(dtype, "BF16") == 0 || strcmp(dtype, "F16") == 0) return 2;
     return 0;
 }
 
@@ -195,7 +199,8 @@ static int check_entries(tg_json *j, tg_safetensors *st) {
     for (int i = 0; i < st->n; i++) {
         tg_st_entry *e = &st->entries[i];
         size_t es = dtype_size(e->dtype);
-        if (!es) return tg_json_fail(j, "%s: dtype '%s' is not supported (only F32 and F64)", e->name, e->dtype);
+        if (!es)
+            return tg_json_fail(j, "%s: dtype '%s' is not supported (only F32, F64, BF16 and F16)", e->name, e->dtype);
         uint64_t numel = 1;
         for (int k = 0; k < e->ndim; k++) {
             if (e->shape[k] && numel > (uint64_t)INT64_MAX / 8 / (uint64_t)e->shape[k])
@@ -321,23 +326,35 @@ static int check_metadata(const char *path, const char *meta) {
     return 0;
 }
 
-/* Little-endian bytes of n values, in chunks. */
-static int write_values(FILE *f, const tg_real *x, int64_t n) {
+/* Little-endian bytes of n values in dtype (es bytes each), in chunks. A
+ * value rounded to BF16 or F16 (half.h: to nearest even, NaN kept) that was
+ * finite must stay finite: F16 ends at 65504, so a larger weight would
+ * become an infinity that nothing downstream could tell from a diverged
+ * run. Returns 0; -1 on a write error; 1 when a value overflows, its index
+ * in *bad. */
+static int write_values(FILE *f, const tg_real *x, int64_t n, const char *dtype, int64_t *bad) {
     unsigned char buf[8 * 1024];
-    const int es = (int)sizeof(tg_real);
-    const int64_t chunk = (int64_t)(sizeof buf / sizeof(tg_real));
+    const int es = (int)dtype_size(dtype);
+    const bool bf16 = strcmp(dtype, "BF16") == 0, f16 = strcmp(dtype, "F16") == 0;
+    const int64_t chunk = (int64_t)(sizeof buf / (size_t)es);
     for (int64_t at = 0; at < n; at += chunk) {
         int64_t m = n - at < chunk ? n - at : chunk;
         for (int64_t k = 0; k < m; k++) {
             uint64_t u;
-            if (es == 4) {
-                float v = (float)x[at + k];
-                uint32_t w;
-                memcpy(&w, &v, 4);
-                u = w;
-            } else {
+            if (es == 8) {
                 double v = (double)x[at + k];
                 memcpy(&u, &v, 8);
+            } else if (es == 4) {
+                u = tg__float_bits((float)x[at + k]);
+            } else {
+                float v = (float)x[at + k];
+                uint16_t h = bf16 ? tg__bf16_from_float(v) : tg__f16_from_float(v);
+                bool inf = f16 ? (h & 0x7FFF) == 0x7C00 : (h & 0x7FFF) == 0x7F80;
+                if (inf && isfinite(x[at + k])) {
+                    *bad = at + k;
+                    return 1;
+                }
+                u = h;
             }
             for (int b = 0; b < es; b++) buf[k * es + b] = (unsigned char)(u >> (8 * b));
         }
@@ -347,10 +364,20 @@ static int write_values(FILE *f, const tg_real *x, int64_t n) {
 }
 
 int tg_safetensors_save(const char *path, const tg_params *params, const char *metadata_json) {
+    return tg_safetensors_save_dtype(path, params, metadata_json, NULL);
+}
+
+int tg_safetensors_save_dtype(const char *path, const tg_params *params, const char *metadata_json, const char *dtype) {
     if (!path || !params) {
         tg_set_error("safetensors_save: NULL %s", !path ? "path" : "params");
         return -1;
     }
+    if (!dtype) dtype = TG_REAL_DTYPE;
+    if (!dtype_size(dtype)) {
+        tg_set_error("safetensors_save: %s: dtype '%s' is not one of F32, F64, BF16, F16", path, dtype);
+        return -1;
+    }
+    const uint64_t es = dtype_size(dtype);
     for (int i = 0; i < params->n; i++) {
         const tg_param *p = &params->items[i];
         const char *why = bad_name(p->name);
@@ -384,12 +411,14 @@ int tg_safetensors_save(const char *path, const tg_params *params, const char *m
         if (i || metadata_json) sb_str(&h, ",");
         sb_str(&h, "\"");
         sb_str(&h, params->items[i].name);
-        sb_str(&h, "\":{\"dtype\":\"" TG_REAL_DTYPE "\",\"shape\":[");
+        sb_str(&h, "\":{\"dtype\":\"");
+        sb_str(&h, dtype);
+        sb_str(&h, "\",\"shape\":[");
         for (int k = 0; k < t->ndim; k++) {
             if (k) sb_str(&h, ",");
             sb_u64(&h, (uint64_t)t->shape[k]);
         }
-        uint64_t bytes = (uint64_t)t->size * sizeof(tg_real);
+        uint64_t bytes = (uint64_t)t->size * es;
         sb_str(&h, "],\"data_offsets\":[");
         sb_u64(&h, off);
         sb_str(&h, ",");
@@ -416,7 +445,16 @@ int tg_safetensors_save(const char *path, const tg_params *params, const char *m
     tg_sys_free(h.s);
     for (int i = 0; ok && i < params->n; i++) {
         const tg_tensor *t = params->items[i].t;
-        ok = write_values(af.f, t->data, t->size) == 0;
+        int64_t bad = 0;
+        int rc = write_values(af.f, t->data, t->size, dtype, &bad);
+        if (rc > 0) {
+            tg_set_error("safetensors_save: %s: %s: value %g at flat index %lld overflows %s (largest finite %g)", path,
+                         params->items[i].name, (double)t->data[bad], (long long)bad, dtype,
+                         strcmp(dtype, "F16") == 0 ? 65504.0 : 3.3895313892515355e38);
+            tg_atomic_abort(&af);
+            return -1;
+        }
+        ok = rc == 0;
     }
     if (!ok) {
         tg_set_error("safetensors_save: %s: write error: %s", path, strerror(errno));
@@ -518,6 +556,10 @@ int tg_safetensors_open(const char *path, tg_safetensors *st) {
  * on any host, and no unaligned loads. */
 static double value_at(const tg_safetensors *st, const tg_st_entry *e, int64_t k) {
     const unsigned char *b = st->data + e->begin;
+    if (e->dtype[0] == 'B' || strcmp(e->dtype, "F16") == 0) { /* BF16, F16: exact in float */
+        uint16_t h = (uint16_t)(b[2 * k] | b[2 * k + 1] << 8);
+        return e->dtype[0] == 'B' ? tg__bf16_to_float(h) : tg__f16_to_float(h);
+    }
     if (strcmp(e->dtype, "F32") == 0) {
         b += 4 * k;
         uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;

@@ -25,7 +25,7 @@
 /* ---- reading --------------------------------------------------------------- */
 typedef struct {
     char name[TG_PARAM_NAME_MAX];
-    char dtype[8]; /* "F32" or "F64" */
+    char dtype[8]; /* "F32", "F64", "BF16" or "F16" */
     int ndim;
     int shape[TG_MAX_DIMS];
     int64_t numel;
@@ -44,8 +44,9 @@ typedef struct {
     int *by_name; /* entry indices sorted by name (for find) */
 } tg_safetensors;
 
-/* Reads and validates the whole file. Only F32 and F64 tensors are accepted
- * (another dtype is an error naming it). Returns 0, or -1 with
+/* Reads and validates the whole file. F32, F64, BF16 (bfloat16) and F16
+ * (IEEE half) tensors are accepted, another dtype is an error naming it;
+ * tg_safetensors_read converts each to tg_real (16-bit values exactly). Returns 0, or -1 with
  * "safetensors_open: <path>: <reason>" recorded and st zeroed. */
 int tg_safetensors_open(const char *path, tg_safetensors *st);
 /* The same for a file already in memory: takes ownership of blob (from
@@ -69,5 +70,12 @@ void tg_safetensors_close(tg_safetensors *st);
  * Atomic (file.h): on failure path is left as it was and no temporary
  * remains. Returns 0, or -1 with "safetensors_save: <path>: <reason>". */
 int tg_safetensors_save(const char *path, const tg_params *params, const char *metadata_json);
+/* The same with every tensor stored as dtype: "F32", "F64", "BF16" or "F16"
+ * (NULL: TG_REAL_DTYPE). BF16 and F16 round to nearest even (NaN stays NaN,
+ * infinities stay infinite); a finite value too large for the dtype (F16:
+ * |x| >= 65520, BF16: past 3.39e38) is an error naming the tensor and the
+ * value, and the file is left as it was. A bf16 checkpoint is half the
+ * size and loads in PyTorch as torch.bfloat16 (bench/bf16_roundtrip.py). */
+int tg_safetensors_save_dtype(const char *path, const tg_params *params, const char *metadata_json, const char *dtype);
 
 #endif

@@ -3,7 +3,7 @@
 #include "simd.h"
 #include "tensor_internal.h"
 
-static int g_isa_cap = TG_ISA_AVX512;
+static int g_isa_cap = TG_ISA_AVX512_BF16;
 
 int tg__isa_cap(int level) {
     int old = g_isa_cap;
@@ -12,7 +12,10 @@ int tg__isa_cap(int level) {
 }
 
 tg_isa tg_isa_level(void) {
-    tg_isa cpu = tg_cpu_has_avx512() ? TG_ISA_AVX512 : tg_cpu_has_avx2() ? TG_ISA_AVX2 : TG_ISA_PORTABLE;
+    tg_isa cpu = tg_cpu_has_avx512_bf16() ? TG_ISA_AVX512_BF16
+                 : tg_cpu_has_avx512()    ? TG_ISA_AVX512
+                 : tg_cpu_has_avx2()      ? TG_ISA_AVX2
+                                          : TG_ISA_PORTABLE;
     return (int)cpu < g_isa_cap ? cpu : (tg_isa)g_isa_cap;
 }
 
@@ -32,6 +35,18 @@ bool tg_cpu_has_avx512(void) {
      * zmm state (XCR0), so a kernel that disabled it reports none. */
     static int cached = -1;
     if (cached < 0) cached = tg_cpu_has_avx2() && __builtin_cpu_supports("avx512f");
+    return cached;
+#else
+    return false;
+#endif
+}
+
+bool tg_cpu_has_avx512_bf16(void) {
+#if TG_X86
+    static int cached = -1;
+    if (cached < 0)
+        cached = tg_cpu_has_avx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512bf16");
     return cached;
 #else
     return false;

@@ -11,14 +11,19 @@
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define TG_X86 1
 #include <immintrin.h>
-#define TG_AVX2   __attribute__((target("avx2,fma")))
-#define TG_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define TG_AVX2        __attribute__((target("avx2,fma")))
+#define TG_AVX512      __attribute__((target("avx512f,avx2,fma")))
+/* vdpbf16ps and vcvtne2ps2bf16 (AVX-512 BF16) besides AVX-512F and BW. */
+#define TG_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 #else
 #define TG_X86 0
 #endif
 
-/* ISA levels a kernel is built for, narrowest first. */
-typedef enum { TG_ISA_PORTABLE = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2 } tg_isa;
+/* ISA levels a kernel is built for, narrowest first. TG_ISA_AVX512_BF16
+ * adds the bfloat16 dot product (vdpbf16ps) to AVX-512: only the bf16 GEMM
+ * (gemm_bf16.c) has a path for it; every other kernel runs its AVX-512 one
+ * there, so a kernel tests `level >= TG_ISA_AVX512`, never `==`. */
+typedef enum { TG_ISA_PORTABLE = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2, TG_ISA_AVX512_BF16 = 3 } tg_isa;
 /* The widest level the CPU has, capped by tg__isa_cap (tensor_internal.h):
  * every dispatching kernel asks this, so one switch selects a path in all. */
 tg_isa tg_isa_level(void);
@@ -46,6 +51,7 @@ tg_isa tg_isa_level(void);
     TG_AVX512_VEC static void name##_avx512 params { name##_body args; } \
     static void name params {                                            \
         switch (tg_isa_level()) {                                        \
+        case TG_ISA_AVX512_BF16:                                         \
         case TG_ISA_AVX512: name##_avx512 args; break;                   \
         case TG_ISA_AVX2: name##_avx2 args; break;                       \
         default: name##_body args;                                       \
@@ -61,5 +67,7 @@ bool tg_cpu_has_avx2(void);
 /* true when the CPU (and the OS, which must save the zmm registers) has
  * AVX-512F besides AVX2 and FMA. */
 bool tg_cpu_has_avx512(void);
+/* true when the CPU has AVX-512 BF16 (and AVX-512 BW, VL) besides the above. */
+bool tg_cpu_has_avx512_bf16(void);
 
 #endif

@@ -222,11 +222,17 @@ void tg_fprint(FILE *f, const tg_tensor *t);
 tg_real tg_item(const tg_tensor *t); /* first element (the value of a scalar) */
 
 /* ---- matrix product --------------------------------------------------------
- * The one raw kernel that is public (tools/bench.c times it); the others are
+ * The raw kernels that are public (tools/bench.c times them); the others are
  * internal (tensor/kernels.h). */
 /* C = alpha * op(A) op(B) + beta * C, row-major, op = transpose when trans_*.
  * A is M x K (K x M if trans_a), B is K x N (N x K if trans_b). */
 void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
                const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc);
+/* The same product with A and B rounded to bfloat16 (to nearest even) and
+ * the sums in float: the products of mixed precision (tg_set_precision).
+ * vdpbf16ps where the CPU has AVX-512 BF16, else a portable loop with the
+ * same results up to the order of the float sums (gemm_bf16.c). */
+void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                    const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc);
 
 #endif

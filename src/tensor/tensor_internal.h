@@ -31,7 +31,8 @@ void tg__on_release_all(void (*fn)(void));
 void tg__error_rename(const char *from, const char *to, const char *fallback);
 
 /* Test switch: the widest ISA the kernels may use (a tg_isa of simd.h:
- * 0 portable, 1 AVX2, 2 AVX-512, the default); the CPU still caps it.
+ * 0 portable, 1 AVX2, 2 AVX-512, 3 AVX-512 BF16, the default); the CPU
+ * still caps it.
  * Every dispatching kernel follows it, so a test runs each path this
  * machine has. Returns the previous setting. simd.c */
 int tg__isa_cap(int level);

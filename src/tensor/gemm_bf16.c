@@ -1,0 +1,541 @@
+/* tg_k_gemm_bf16: C = alpha * op(A) op(B) + beta * C with the products in
+ * bfloat16 and the sums in float, the product of mixed-precision training
+ * (tg_set_precision, autograd.h).
+ *
+ *   C(i,j) = alpha * sum_k bf16(op(A)(i,k)) * bf16(op(B)(k,j)) + beta * C(i,j)
+ *
+ * bf16(x) rounds to nearest even and flushes float subnormals to zero
+ * (tg__bf16_from_bits_daz, half.h: what vcvtneps2bf16 does, so the AVX-512
+ * packers use the instruction and the portable ones the formula, with the
+ * same bits); a product of two bf16 values is exact in float (8 + 8
+ * significant bits <= 24), so the only rounding after the operands' is the
+ * float summation's, in k order within a KC block.
+ *
+ * The loops are gemm.c's (Goto / BLIS: B panels shared by the threads, A
+ * blocks per thread, threads split rows of C, never K, so the result does not
+ * depend on the thread count), with the rounding done while packing: the
+ * packed operands are bf16, half the bytes of float, and every path below
+ * reads the same packed buffers.
+ *
+ * The pair layout is that of vdpbf16ps (AVX-512 BF16), which per 32-bit lane
+ * j multiplies a pair of bf16 from each source and adds both products to a
+ * float sum:
+ *     c[j] += a[2j+1] * b[2j+1];  c[j] += a[2j] * b[2j]   (Intel SDM, VDPBF16PS)
+ * So depth comes in pairs: a B sliver holds, for k-pair p and column j,
+ * (B(2p, j), B(2p+1, j)) at [p*2*NR + 2j], an A micro-panel (A(r, 2p),
+ * A(r, 2p+1)) at [p*2*MR + 2r]; an odd K ends with a zero. The micro-kernel
+ * broadcasts one row's pair (32 bits) and multiplies it by 16 columns' pairs
+ * in one instruction: 32 multiply-adds, twice a float FMA's 16.
+ *
+ * The portable kernel does the same two float multiply-adds per pair in the
+ * same order, in plain C built for each ISA (TG_ISA_DISPATCH); it gives the
+ * AVX-512 BF16 kernel's results up to float rounding of the sums (the
+ * instruction flushes subnormal sums to zero, which C does not), and is what
+ * a CPU without AVX-512 BF16 runs.
+ *
+ * Memory: packing buffers are thread-local and grown on demand, as in gemm.c
+ * (released by tg_release_all). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/half.h"
+#include "tensor/kernels.h"
+#include "tensor/parallel.h"
+#include "tensor/simd.h"
+#include "tensor/tensor_internal.h"
+
+/* A 6 x 32 tile of C in twelve 16-float accumulators, as gemm.c's AVX-512
+ * kernel; the block sizes are its own (KC in elements of K, rounded to
+ * pairs): a KC x 32 sliver of B in bf16 is 16 KB of the 32 KB L1, an
+ * MC x KC block of A 72 KB of L2. */
+#define MR 6
+#define NR 32
+#ifndef BF_MC
+#define BF_MC 144
+#endif
+#ifndef BF_KC
+#define BF_KC 512
+#endif
+#define BF_NC 4064 /* a multiple of NR */
+
+/* Below this many multiply-adds a product runs on one thread (gemm.c). */
+#define PARALLEL_MIN_WORK (64.0 * 64.0 * 64.0)
+
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+/* An operand as the GEMM packs it (see the top of the file). */
+static inline uint16_t bf(float f) { return tg__bf16_from_bits_daz(tg__float_bits(f)); }
+
+/* ---- packing: round to bf16 and lay out in pairs ----------------------------
+ * One MR-row micro-panel of op(A) (rows i0.., depth k0.., m <= MR rows, kc
+ * deep): pair p of row r at dst[p*2*MR + 2r], zeros past m and past kc. */
+TG_KERNEL_BODY void pack_a_panel_body(bool trans, int m, int kc, const tg_real *A, int lda, int i0, int k0,
+                                      uint16_t *dst) {
+    int kp = (kc + 1) / 2;
+    for (int r = 0; r < MR; r++) {
+        if (r >= m) {
+            for (int p = 0; p < kp; p++) dst[p * 2 * MR + 2 * r] = dst[p * 2 * MR + 2 * r + 1] = 0;
+            continue;
+        }
+        for (int k = 0; k < 2 * kp; k++) {
+            float v = 0;
+            if (k < kc) v = (float)(trans ? A[(size_t)(k0 + k) * lda + i0 + r] : A[(size_t)(i0 + r) * lda + k0 + k]);
+            dst[(k / 2) * 2 * MR + 2 * r + (k & 1)] = bf(v);
+        }
+    }
+}
+
+/* One NR-wide sliver of op(B) (columns j0.., n <= NR of them, depth k0..):
+ * pair p of column j at dst[p*2*NR + 2j], zeros past n and past kc. */
+TG_KERNEL_BODY void pack_b_sliver_body(bool trans, int n, int kc, const tg_real *B, int ldb, int k0, int j0,
+                                       uint16_t *dst) {
+    int kp = (kc + 1) / 2;
+    if (!trans) {
+        /* op(B)(k,j) = B[k*ldb + j]: two rows of B give one row of pairs */
+        for (int p = 0; p < kp; p++) {
+            const tg_real *s0 = B + (size_t)(k0 + 2 * p) * ldb + j0;
+            const tg_real *s1 = 2 * p + 1 < kc ? s0 + ldb : NULL;
+            uint16_t *d = dst + (size_t)p * 2 * NR;
+            for (int j = 0; j < n; j++) {
+                d[2 * j] = bf((float)s0[j]);
+                d[2 * j + 1] = s1 ? bf((float)s1[j]) : 0;
+            }
+            for (int j = 2 * n; j < 2 * NR; j++) d[j] = 0;
+        }
+    } else {
+        /* op(B)(k,j) = B[j*ldb + k]: column j of op(B) is a row of B */
+        for (int j = 0; j < NR; j++) {
+            const tg_real *s = B + (size_t)(j0 + j) * ldb + k0;
+            for (int k = 0; k < 2 * kp; k++)
+                dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] = j < n && k < kc ? bf((float)s[k]) : 0;
+        }
+    }
+}
+
+/* Stores a tile held as t[r*NR + j]: C = alpha * t + beta * C on the m x n
+ * corner (beta == 0 never reads C, which may hold NaN). */
+static void store_tile(const float *t, int m, int n, tg_real alpha, tg_real beta, tg_real *c, int ldc) {
+    for (int r = 0; r < m; r++) {
+        tg_real *cr = c + (size_t)r * ldc;
+        for (int j = 0; j < n; j++)
+            cr[j] = beta == 0 ? alpha * (tg_real)t[r * NR + j] : alpha * (tg_real)t[r * NR + j] + beta * cr[j];
+    }
+}
+
+/* ---- portable kernel: vdpbf16ps's arithmetic in C ---------------------------
+ * Per pair: the odd product, then the even one, each exact and added to
+ * the float sum (the order of the instruction's pseudo-code). */
+TG_KERNEL_BODY void kernel_portable_body(int kp, const uint16_t *restrict a, const uint16_t *restrict b, float *t) {
+    float acc[MR * NR] = {0};
+    for (int p = 0; p < kp; p++, a += 2 * MR, b += 2 * NR)
+        for (int r = 0; r < MR; r++) {
+            float a0 = tg__bf16_to_float(a[2 * r]), a1 = tg__bf16_to_float(a[2 * r + 1]);
+            for (int j = 0; j < NR; j++) {
+                float s = acc[r * NR + j] + a1 * tg__bf16_to_float(b[2 * j + 1]);
+                acc[r * NR + j] = s + a0 * tg__bf16_to_float(b[2 * j]);
+            }
+        }
+    for (int i = 0; i < MR * NR; i++) t[i] = acc[i];
+}
+TG_ISA_DISPATCH(kernel_portable, (int kp, const uint16_t *a, const uint16_t *b, float *t), (kp, a, b, t))
+TG_ISA_DISPATCH(pack_a_panel, (bool trans, int m, int kc, const tg_real *A, int lda, int i0, int k0, uint16_t *dst),
+                (trans, m, kc, A, lda, i0, k0, dst))
+TG_ISA_DISPATCH(pack_b_sliver, (bool trans, int n, int kc, const tg_real *B, int ldb, int k0, int j0, uint16_t *dst),
+                (trans, n, kc, B, ldb, k0, j0, dst))
+
+/* ---- AVX-512 BF16 kernel ------------------------------------------------------
+ * z<r><h>: row r, columns 16h..16h+15 of the tile. Per pair: two loads of B
+ * (32 bf16 each: 16 columns' pairs), per row one 32-bit broadcast of A's
+ * pair and two vdpbf16ps. */
+#if TG_X86 && defined(__GNUC__)
+#define BF_DP(r)                                                          \
+    do {                                                                  \
+        __m512i ar_ = _mm512_set1_epi32((int)a32[p * MR + (r)]);          \
+        z##r##0 = _mm512_dpbf16_ps(z##r##0, (__m512bh)ar_, (__m512bh)b0); \
+        z##r##1 = _mm512_dpbf16_ps(z##r##1, (__m512bh)ar_, (__m512bh)b1); \
+    } while (0)
+#define BF_STORE(r)                                                                \
+    do {                                                                           \
+        tg_real *cr_ = c + (size_t)(r)*ldc;                                        \
+        __m512 t0_ = _mm512_mul_ps(va, z##r##0), t1_ = _mm512_mul_ps(va, z##r##1); \
+        if (beta != 0) {                                                           \
+            t0_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_), t0_);                  \
+            t1_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_ + 16), t1_);             \
+        }                                                                          \
+        _mm512_storeu_ps(cr_, t0_);                                                \
+        _mm512_storeu_ps(cr_ + 16, t1_);                                           \
+    } while (0)
+#define BF_SPILL(r)                                 \
+    do {                                            \
+        _mm512_storeu_ps(t + (r)*NR, z##r##0);      \
+        _mm512_storeu_ps(t + (r)*NR + 16, z##r##1); \
+    } while (0)
+
+TG_AVX512_BF16 static void kernel_avx512_bf16(int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc,
+                                              tg_real alpha, tg_real beta, int m, int n) {
+    const uint32_t *a32 = (const uint32_t *)(const void *)a; /* a row's pair as one 32-bit word */
+    for (int r = 0; r < m; r++) {
+        __builtin_prefetch(c + (size_t)r * ldc, 1);
+        __builtin_prefetch(c + (size_t)r * ldc + NR - 1, 1);
+    }
+    __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps(), z11 = _mm512_setzero_ps();
+    __m512 z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps(), z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps();
+    __m512 z40 = _mm512_setzero_ps(), z41 = _mm512_setzero_ps(), z50 = _mm512_setzero_ps(), z51 = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int p = 0; p < kp; p++) {
+        __m512i b0 = _mm512_loadu_si512(b + (size_t)p * 2 * NR), b1 = _mm512_loadu_si512(b + (size_t)p * 2 * NR + 32);
+        BF_DP(0);
+        BF_DP(1);
+        BF_DP(2);
+        BF_DP(3);
+        BF_DP(4);
+        BF_DP(5);
+    }
+#ifndef TG_DOUBLE
+    if (m == MR && n == NR) {
+        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+        BF_STORE(0);
+        BF_STORE(1);
+        BF_STORE(2);
+        BF_STORE(3);
+        BF_STORE(4);
+        BF_STORE(5);
+        return;
+    }
+#endif
+    _Alignas(64) float t[MR * NR];
+    BF_SPILL(0);
+    BF_SPILL(1);
+    BF_SPILL(2);
+    BF_SPILL(3);
+    BF_SPILL(4);
+    BF_SPILL(5);
+    store_tile(t, m, n, alpha, beta, c, ldc);
+}
+#undef BF_DP
+#undef BF_STORE
+#undef BF_SPILL
+#endif
+
+/* ---- AVX-512 packers (float only) ------------------------------------------
+ * The same bits as the loops above (rne16: the hardware conversion), laid
+ * out with whole-vector stores: the scalar loops' 16-bit
+ * scattered stores took a third of a 512^3 product. */
+#if TG_X86 && defined(__GNUC__) && !defined(TG_DOUBLE)
+/* 16 floats -> 16 bf16: vcvtneps2bf16, the bits of bf() (ties to even,
+ * NaN kept quiet, subnormals to zero) in one instruction instead of eight. */
+TG_AVX512_BF16 static inline __m256i rne16(__m512 f) { return (__m256i)_mm512_cvtneps_pbh(f); }
+
+/* In-register transpose of 8 x 8 32-bit words (gemm.c's TRANSPOSE8, on
+ * integer vectors through casts: shuffles move bits, never change them). */
+TG_AVX512_BF16 static inline void transpose8(__m256i v[8]) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_castsi256_ps(v[i]);
+    for (int i = 0; i < 8; i += 2)
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_castps_si256(_mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+        v[i + 4] = _mm256_castps_si256(_mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+}
+
+/* pack_a_panel, A untransposed: 16 k of each row are 8 pair-words; the
+ * panel's rows (and 2 zero rows) transposed 8 x 8 give one 8-word store per
+ * pair, whose last 2 words the next pair overwrites (the last pair's land
+ * in the slack after the block). */
+TG_AVX512_BF16 static void pack_a_fast(int m, int kc, const float *A, int lda, int i0, int k0, uint16_t *dst) {
+    uint32_t *d = (uint32_t *)(void *)dst;
+    const float *src[MR];
+    for (int r = 0; r < MR; r++) src[r] = A + (size_t)(i0 + (r < m ? r : 0)) * lda + k0;
+    int k = 0;
+    for (; k + 16 <= kc; k += 16) {
+        __m256i v[8];
+        for (int r = 0; r < MR; r++) v[r] = r < m ? rne16(_mm512_loadu_ps(src[r] + k)) : _mm256_setzero_si256();
+        v[6] = v[7] = _mm256_setzero_si256();
+        transpose8(v);
+        for (int q = 0; q < 8; q++) _mm256_storeu_si256((__m256i *)(void *)(d + (size_t)(k / 2 + q) * MR), v[q]);
+    }
+    for (; k < kc + (kc & 1); k++)
+        for (int r = 0; r < MR; r++)
+            dst[(size_t)(k / 2) * 2 * MR + 2 * r + (k & 1)] = r < m && k < kc ? bf(src[r][k]) : 0;
+}
+
+/* pack_a_panel for a transposed A (op(A)(i,k) = A[k*lda + i], as in the
+ * weight gradient dY^T X), the whole mc-row block at once: per pair, rows k and k+1 of
+ * A hold the block's values side by side, so 16 rows' pair-words are one
+ * load of each, a shift and an or, as in pack_b_fast; they go to a row
+ * buffer, then 6 words to each panel (masked stores). Half the
+ * instructions per value of a panel-by-panel loop, which was 5% of a
+ * bf16 GPT step. */
+TG_AVX512_BF16 static void pack_at_block(int mc, int kc, const float *A, int lda, int i0, int k0, uint16_t *dst) {
+    _Alignas(64) uint32_t row[BF_MC + 16] = {0};
+    const int kp = (kc + 1) / 2;
+    uint32_t *d = (uint32_t *)(void *)dst;
+    for (int p = 0; p < kp; p++) {
+        const float *s0 = A + (size_t)(k0 + 2 * p) * lda + i0, *s1 = s0 + lda;
+        bool odd = 2 * p + 1 < kc;
+        for (int i = 0; i < mc; i += 16) {
+            __mmask16 mk = (__mmask16)(mc - i >= 16 ? 0xFFFF : (1u << (mc - i)) - 1);
+            __m512i e = _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s0 + i)));
+            __m512i o = odd ? _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s1 + i))) : _mm512_setzero_si512();
+            _mm512_store_si512(row + i, _mm512_or_si512(e, _mm512_slli_epi32(o, 16))); /* zero past mc */
+        }
+        for (int j = 0; j * MR < mc; j++)
+            _mm256_mask_storeu_epi32(d + ((size_t)j * kp + p) * MR, 0x3F,
+                                     _mm256_loadu_si256((const __m256i *)(row + j * MR)));
+    }
+}
+
+/* pack_b_sliver, B untransposed: rows 2p and 2p+1 of 16 columns give 16
+ * pair-words (even k in the low half) with one shift and or; masked loads
+ * past n (masked-off lanes are neither read nor faulted on). */
+TG_AVX512_BF16 static void pack_b_fast(int n, int kc, const float *B, int ldb, int k0, int j0, uint16_t *dst) {
+    __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+    __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
+    for (int p = 0; p < (kc + 1) / 2; p++) {
+        const float *s0 = B + (size_t)(k0 + 2 * p) * ldb + j0, *s1 = s0 + ldb;
+        bool odd = 2 * p + 1 < kc;
+        for (int h = 0; h < 2; h++) {
+            __mmask16 mk = h ? m1 : m0;
+            __m512i e = _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s0 + 16 * h)));
+            __m512i o =
+                odd ? _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s1 + 16 * h))) : _mm512_setzero_si512();
+            _mm512_storeu_si512(dst + (size_t)p * 2 * NR + 32 * h, _mm512_or_si512(e, _mm512_slli_epi32(o, 16)));
+        }
+    }
+}
+
+/* pack_b_sliver, B transposed (op(B)(k,j) = B[j*ldb + k], as in x W^T):
+ * 16 k of each of the sliver's rows are 8 pair-words; 8 rows at a time
+ * transposed 8 x 8, each pair's 8 columns are one store. */
+TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, int k0, int j0, uint16_t *dst) {
+    uint32_t *d = (uint32_t *)(void *)dst;
+    const float *src[NR];
+    for (int j = 0; j < NR; j++) src[j] = B + (size_t)(j0 + (j < n ? j : 0)) * ldb + k0;
+    int k = 0;
+    for (; k + 16 <= kc; k += 16)
+        for (int h = 0; h < NR / 8; h++) {
+            __m256i v[8];
+            for (int j = 0; j < 8; j++)
+                v[j] = h * 8 + j < n ? rne16(_mm512_loadu_ps(src[h * 8 + j] + k)) : _mm256_setzero_si256();
+            transpose8(v);
+            for (int q = 0; q < 8; q++)
+                _mm256_storeu_si256((__m256i *)(void *)(d + (size_t)(k / 2 + q) * NR + h * 8), v[q]);
+        }
+    for (; k < kc + (kc & 1); k++)
+        for (int j = 0; j < NR; j++)
+            dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] = j < n && k < kc ? bf(src[j][k]) : 0;
+}
+#define HAVE_FAST_PACK 1
+#endif
+
+/* The tile of one A micro-panel and one B sliver, kp pairs deep, on the
+ * widest path the ISA level allows. */
+static void tile(bool bf16, int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
+                 tg_real beta, int m, int n) {
+#if TG_X86 && defined(__GNUC__)
+    if (bf16) {
+        kernel_avx512_bf16(kp, a, b, c, ldc, alpha, beta, m, n);
+        return;
+    }
+#endif
+    (void)bf16;
+    _Alignas(64) float t[MR * NR];
+    kernel_portable(kp, a, b, t);
+    store_tile(t, m, n, alpha, beta, c, ldc);
+}
+
+/* ---- packing buffers: thread-local, grown on demand, never shrunk ---------- */
+static _Thread_local void *ws_raw;
+static _Thread_local uint16_t *ws_buf;
+static _Thread_local size_t ws_cap; /* elements */
+
+static void gemm_bf16_release(void);
+
+static uint16_t *workspace(size_t n) {
+    if (n > ws_cap) {
+        tg__on_release_all(gemm_bf16_release);
+        if (ws_raw) tg_sys_free(ws_raw);
+        ws_cap = 0;
+        ws_buf = NULL;
+        ws_raw = tg_sys_alloc(n * sizeof(uint16_t) + 64);
+        if (!ws_raw) return NULL;
+        ws_buf = (uint16_t *)(((uintptr_t)ws_raw + 63) & ~(uintptr_t)63);
+        ws_cap = n;
+    }
+    return ws_buf;
+}
+
+static void release_on_thread(void *ctx, int tid, int nth) {
+    (void)ctx, (void)tid, (void)nth;
+    if (ws_raw) tg_sys_free(ws_raw);
+    ws_raw = NULL;
+    ws_buf = NULL;
+    ws_cap = 0;
+}
+static void gemm_bf16_release(void) { tg_parallel_team(true, release_on_thread, NULL); }
+
+/* ---- blocked, packed, threaded path (gemm.c's, in bf16) --------------------- */
+typedef struct {
+    bool bf16, trans_a, trans_b;
+    int M, N, K, nt, lda, ldb, ldc, mc;
+    tg_real alpha, beta;
+    const tg_real *A, *B;
+    tg_real *C;
+    int jc, ncur, kb, pc, kcur; /* the panel of the current jobs */
+    uint16_t *ws;
+    size_t b_elems, a_elems;
+} ctx_t;
+
+/* Rows [*r0, *r1) of share tid among nth: a contiguous run of MR-row tiles. */
+static void thread_rows(int M, int tid, int nth, int *r0, int *r1) {
+    int tiles = (M + MR - 1) / MR;
+    *r0 = (int)((long long)tiles * tid / nth) * MR;
+    *r1 = (int)((long long)tiles * (tid + 1) / nth) * MR;
+    if (*r1 > M) *r1 = M;
+}
+
+static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const ctx_t *c = ctx;
+    size_t sliver = (size_t)(c->kcur + 1) / 2 * 2 * NR;
+    for (int64_t s = b; s < e; s++) {
+        int j0 = (int)s * NR, n = c->ncur - j0 < NR ? c->ncur - j0 : NR;
+        uint16_t *dst = c->ws + (size_t)s * sliver;
+#ifdef HAVE_FAST_PACK
+        if (c->bf16) {
+            (c->trans_b ? pack_bt_fast : pack_b_fast)(n, c->kcur, c->B, c->ldb, c->pc, c->jc + j0, dst);
+            continue;
+        }
+#endif
+        pack_b_sliver(c->trans_b, n, c->kcur, c->B, c->ldb, c->pc, c->jc + j0, dst);
+    }
+}
+
+/* Rows ic.. (mcur of them) of op(A), depth pc.., into micro-panels of
+ * panel elements each: the AVX-512 packers where they apply, else the loop. */
+static void pack_a_block(const ctx_t *c, int ic, int mcur, uint16_t *apack, size_t panel) {
+#ifdef HAVE_FAST_PACK
+    if (c->bf16 && c->trans_a) {
+        pack_at_block(mcur, c->kcur, c->A, c->lda, ic, c->pc, apack);
+        return;
+    }
+#endif
+    for (int ir = 0; ir < mcur; ir += MR) {
+        int m = mcur - ir < MR ? mcur - ir : MR;
+        uint16_t *dst = apack + (size_t)ir / MR * panel;
+#ifdef HAVE_FAST_PACK
+        if (c->bf16) {
+            pack_a_fast(m, c->kcur, c->A, c->lda, ic + ir, c->pc, dst);
+            continue;
+        }
+#endif
+        pack_a_panel(c->trans_a, m, c->kcur, c->A, c->lda, ic + ir, c->pc, dst);
+    }
+}
+
+/* Shares [b, e) of the rows times the packed panel of B; each packs its
+ * own blocks of A (pack_a_block). */
+static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
+    const ctx_t *c = ctx;
+    const int kp = (c->kcur + 1) / 2;
+    const size_t panel = (size_t)kp * 2 * MR, sliver = (size_t)kp * 2 * NR;
+    uint16_t *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
+    int row0, row1, unused;
+    thread_rows(c->M, (int)b, c->nt, &row0, &unused);
+    thread_rows(c->M, (int)e - 1, c->nt, &unused, &row1);
+    int slivers = (c->ncur + NR - 1) / NR;
+    tg_real beta_k = c->kb == 0 ? c->beta : 1;
+    for (int ic = row0; ic < row1; ic += c->mc) {
+        int mcur = row1 - ic < c->mc ? row1 - ic : c->mc;
+        pack_a_block(c, ic, mcur, apack, panel);
+        for (int s = 0; s < slivers; s++) {
+            int j0 = s * NR, n = c->ncur - j0 < NR ? c->ncur - j0 : NR;
+            for (int ir = 0; ir < mcur; ir += MR) {
+                int m = mcur - ir < MR ? mcur - ir : MR;
+                tile(c->bf16, kp, apack + (size_t)ir / MR * panel, c->ws + (size_t)s * sliver,
+                     c->C + (size_t)(ic + ir) * c->ldc + c->jc + j0, c->ldc, c->alpha, beta_k, m, n);
+            }
+        }
+    }
+}
+
+/* Scalar fallback when the packing buffers cannot be had: the same sums in
+ * the same order, slowly, so an out-of-memory machine still gets the
+ * product (and no crash). */
+static void gemm_bf16_unpacked(bool ta, bool tb, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                               const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float s = 0;
+            for (int k = 0; k < K; k++)
+                s += tg__bf16_round_daz((float)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k])) *
+                     tg__bf16_round_daz((float)(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]));
+            tg_real *cij = C + (size_t)i * ldc + j;
+            *cij = beta == 0 ? alpha * (tg_real)s : alpha * (tg_real)s + beta * *cij;
+        }
+}
+
+void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                    const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0) { /* nothing to multiply: C = beta * C, as tg_k_gemm */
+        tg_k_gemm(trans_a, trans_b, M, N, 0, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* K in near-equal blocks of at most KC, each an even number deep except
+     * the last (the split depends on K alone: thread-independent results). */
+    int kblocks = (K + BF_KC - 1) / BF_KC;
+    /* block ends are the even floor of K*kb/kblocks: a block is at most one
+     * deeper than ceil(K / kblocks), and its pairs one more */
+    int kc_max = (int)round_up((size_t)(K + kblocks - 1) / kblocks + 1, 2);
+    int nc = (int)round_up((size_t)(N < BF_NC ? N : BF_NC), NR);
+    int mc = (int)round_up((size_t)(M < BF_MC ? M : BF_MC), MR);
+    int nt = 1, tiles = (M + MR - 1) / MR;
+    if ((double)M * N * K > PARALLEL_MIN_WORK && !tg_in_parallel()) {
+        nt = tg_get_num_threads();
+        if (nt > tiles) nt = tiles;
+        if (nt < 1) nt = 1;
+    }
+    size_t b_elems = round_up((size_t)kc_max * nc, 32);
+    size_t a_elems = round_up((size_t)kc_max * mc + 16, 32); /* + 16: pack_a_fast's overhang */
+    uint16_t *ws = workspace(b_elems + (size_t)nt * a_elems);
+    if (!ws) {
+        gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    ctx_t c = {.bf16 = tg_isa_level() >= TG_ISA_AVX512_BF16,
+               .trans_a = trans_a,
+               .trans_b = trans_b,
+               .M = M,
+               .N = N,
+               .K = K,
+               .nt = nt,
+               .lda = lda,
+               .ldb = ldb,
+               .ldc = ldc,
+               .mc = mc,
+               .alpha = alpha,
+               .beta = beta,
+               .A = A,
+               .B = B,
+               .C = C,
+               .ws = ws,
+               .b_elems = b_elems,
+               .a_elems = a_elems};
+    for (c.jc = 0; c.jc < N; c.jc += nc) {
+        c.ncur = N - c.jc < nc ? N - c.jc : nc;
+        for (c.kb = 0; c.kb < kblocks; c.kb++) {
+            /* block boundaries on even k, so only the last block can be odd */
+            c.pc = (int)((long long)K * c.kb / kblocks) & ~1;
+            int end = c.kb + 1 == kblocks ? K : (int)((long long)K * (c.kb + 1) / kblocks) & ~1;
+            c.kcur = end - c.pc;
+            tg_parallel_for((c.ncur + NR - 1) / NR, nt > 1, pack_b_range, &c);
+            tg_parallel_for(nt, nt > 1, multiply_range, &c);
+        }
+    }
+}

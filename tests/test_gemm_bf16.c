@@ -1,0 +1,276 @@
+/* tg_k_gemm_bf16 and the 16-bit conversions of tensor/half.h.
+ *
+ * The product is checked at every ISA level this CPU has (tg__isa_cap: the
+ * portable loop built for the baseline, AVX2 and AVX-512, and vdpbf16ps)
+ * against two references:
+ *   - the scalar one: operands rounded to bf16, products summed in double;
+ *     the kernel may differ only by float summation, a few ulps of the sum
+ *     of |terms| (the forward error bound of a length-K dot product);
+ *   - the float product: bf16 rounds each operand by at most 2^-9 relative,
+ *     so a product by at most about 2^-8; the sum of |terms| times that
+ *     bounds the difference.
+ * Plus all transposes, odd K (the zero-padded last pair), padded leading
+ * dimensions, beta == 0 over NaN, K over several blocks, and bit-identical
+ * results for 1 and 2 threads. In the double build (the suite compiles
+ * every test file) the operands are rounded to float, then to bf16, and
+ * the float sums are stored as double: the same checks hold. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/half.h"
+#include "tensor/kernels.h"
+#include "tensor/simd.h"
+#include "tensor/tensor_internal.h" /* tg__isa_cap */
+
+static uint64_t lcg_state = 777;
+static tg_real rnd(void) {
+    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (tg_real)((double)(lcg_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static tg_real *rnd_buf(size_t n) {
+    tg_real *p = malloc((n ? n : 1) * sizeof *p);
+    cr_assert_not_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = rnd();
+    return p;
+}
+
+#define EPS_F 1.1920929e-07
+
+/* One product against both references; C's padding must stay untouched. */
+static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real beta, int pad, bool nan_c) {
+    int arows = ta ? K : M, acols = ta ? M : K, brows = tb ? N : K, bcols = tb ? K : N;
+    int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
+    if (lda < 1) lda = 1;
+    if (ldb < 1) ldb = 1;
+    tg_real *A = rnd_buf((size_t)arows * lda), *B = rnd_buf((size_t)brows * ldb), *C = rnd_buf((size_t)M * ldc);
+    if (nan_c)
+        for (size_t i = 0; i < (size_t)M * ldc; i++)
+            if (i % (size_t)ldc < (size_t)N) C[i] = NAN;
+    tg_real *C0 = malloc((size_t)M * ldc * sizeof *C0);
+    cr_assert_not_null(C0);
+    memcpy(C0, C, (size_t)M * ldc * sizeof *C);
+
+    tg_k_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < ldc; j++) {
+            tg_real got = C[(size_t)i * ldc + j];
+            if (j >= N) {
+                cr_assert(memcmp(&got, &C0[(size_t)i * ldc + j], sizeof got) == 0, "padding of C changed");
+                continue;
+            }
+            double s16 = 0, s32 = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                tg_real a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                tg_real b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                s16 += (double)tg__bf16_round_daz((float)a) * tg__bf16_round_daz((float)b);
+                s32 += (double)a * b;
+                mag += fabs((double)a * b);
+            }
+            double c0 = beta == 0 ? 0 : C0[(size_t)i * ldc + j];
+            double want16 = alpha * s16 + beta * c0, want32 = alpha * s32 + beta * c0;
+            double tol16 = 4 * EPS_F * ((K + 2) * fabs(alpha) * mag * 1.01 + fabs(beta * c0)) + 1e-30;
+            double tol32 = tol16 + 2 * 0x1p-8 * fabs(alpha) * mag * 1.01;
+            cr_assert(isfinite(got) && fabs(got - want16) <= tol16,
+                      "ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g: C(%d,%d) = %.9g, bf16 reference %.9g (tol %.3g)",
+                      ta, tb, M, N, K, (double)alpha, (double)beta, i, j, (double)got, want16, tol16);
+            cr_assert(fabs(got - want32) <= tol32,
+                      "ta=%d tb=%d M=%d N=%d K=%d: C(%d,%d) = %.9g, float product %.9g (tol %.3g)", ta, tb, M, N, K, i,
+                      j, (double)got, want32, tol32);
+        }
+    free(A);
+    free(B);
+    free(C);
+    free(C0);
+}
+
+static void cases(void) {
+    static const int s[][3] = {
+        {1, 1, 1},       {5, 7, 3},      {16, 16, 16},  {6, 32, 2}, {37, 33, 31},  {13, 11, 7},   {64, 64, 65},
+        {255, 257, 129}, {130, 70, 300}, {4, 4200, 60}, {9, 8, 1},  {600, 3, 257}, {7, 33, 1025}, {3, 50, 1100},
+    };
+    for (int t = 0; t < 4; t++)
+        for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+            check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], 1, 0, 0, false);
+            check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], (tg_real)-0.5, 2, 3, false);
+            check(t & 1, t & 2, s[i][0], s[i][1], s[i][2], 1, 0, 1, true);
+        }
+}
+
+/* Every level up to the CPU's: capping above what the CPU has runs the
+ * CPU's widest again, which is harmless. */
+Test(gemm_bf16, every_isa_level_against_references) {
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++) {
+        int old = tg__isa_cap(cap);
+        cases();
+        tg__isa_cap(old);
+    }
+}
+
+Test(gemm_bf16, k_zero_and_alpha_zero_scale_c) {
+    tg_real a[4] = {1, 2, 3, 4}, c[4] = {5, 6, 7, 8};
+    tg_k_gemm_bf16(false, false, 2, 2, 0, 1, a, 2, a, 2, (tg_real)0.5, c, 2);
+    cr_assert(c[0] == (tg_real)2.5 && c[3] == 4);
+    tg_k_gemm_bf16(false, false, 2, 2, 2, 0, a, 2, a, 2, 2, c, 2);
+    cr_assert(c[0] == 5 && c[3] == 8);
+    tg_k_gemm_bf16(false, false, 0, 2, 2, 1, a, 2, a, 2, 0, c, 2); /* M == 0: nothing */
+    cr_assert(c[0] == 5);
+}
+
+/* Operands exactly representable in bf16 with small integer products: every
+ * path, every summation order gives the exact integer result. */
+Test(gemm_bf16, exact_on_bf16_integers) {
+    enum { M = 20, N = 40, K = 33 };
+    tg_real A[M * K], B[K * N], C[M * N];
+    for (int i = 0; i < M * K; i++) A[i] = (tg_real)(i % 7 - 3);
+    for (int i = 0; i < K * N; i++) B[i] = (tg_real)(i % 5 - 2) * (tg_real)0.5;
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++) {
+        int old = tg__isa_cap(cap);
+        tg_k_gemm_bf16(false, false, M, N, K, 1, A, K, B, N, 0, C, N);
+        tg__isa_cap(old);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0;
+                for (int k = 0; k < K; k++) s += (double)A[i * K + k] * B[k * N + j];
+                cr_assert(C[i * N + j] == (tg_real)s, "cap %d: C(%d,%d) = %g, want %g", cap, i, j, (double)C[i * N + j],
+                          s);
+            }
+    }
+}
+
+/* A times the identity is A as the GEMM rounds it, exactly, on every path
+ * (one nonzero term per sum): the packers' rounding, hardware conversion or
+ * formula, over floats of every magnitude, subnormals (flushed to zero) and
+ * zeros, against tg__bf16_from_bits_daz. */
+Test(gemm_bf16, packing_rounds_like_the_scalar_formula) {
+    enum { M = 37, K = 40 };
+    static tg_real A[M * K], I[K * K], C[M * K];
+    for (int i = 0; i < M * K; i++) {
+        uint32_t x;
+        do {
+            lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+            x = (uint32_t)(lcg_state >> 32);
+            if (i % 5 == 0) x &= 0x807FFFFFu;                                          /* a subnormal or a zero */
+        } while ((x & 0x7F800000u) == 0x7F800000u || (x & 0x7F800000u) > 0x5E800000u); /* finite, no overflow */
+        A[i] = (tg_real)tg__bits_float(x);
+    }
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < K; j++) I[k * K + j] = k == j;
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++)
+        for (int t = 0; t < 2; t++) { /* A and A^T read: both packers */
+            int old = tg__isa_cap(cap);
+            if (t == 0)
+                tg_k_gemm_bf16(false, false, M, K, K, 1, A, K, I, K, 0, C, K);
+            else /* C = (A^T)^T I with A^T stored: the transposed packer */
+            {
+                static tg_real At[K * M];
+                for (int i = 0; i < M; i++)
+                    for (int k = 0; k < K; k++) At[k * M + i] = A[i * K + k];
+                tg_k_gemm_bf16(true, false, M, K, K, 1, At, M, I, K, 0, C, K);
+            }
+            tg__isa_cap(old);
+            for (int i = 0; i < M * K; i++) {
+                float want = tg__bf16_round_daz((float)A[i]);
+                cr_assert(C[i] == (tg_real)want, /* a zero's sign is lost in the sum (+0 + -0) */
+                          "cap %d t %d: A[%d] = %a packs to %a, want %a", cap, t, i, (double)A[i], (double)C[i],
+                          (double)want);
+            }
+        }
+}
+
+static void same_for_threads(bool ta, bool tb, int M, int N, int K) {
+    tg_real *A = rnd_buf((size_t)M * K), *B = rnd_buf((size_t)K * N);
+    tg_real *C1 = rnd_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof *C2);
+    cr_assert_not_null(C2);
+    memcpy(C2, C1, (size_t)M * N * sizeof *C1);
+    int lda = ta ? M : K, ldb = tb ? K : N, saved = tg_get_num_threads();
+    tg_set_num_threads(1);
+    tg_k_gemm_bf16(ta, tb, M, N, K, (tg_real)0.75, A, lda, B, ldb, (tg_real)0.5, C1, N);
+    tg_set_num_threads(2);
+    tg_k_gemm_bf16(ta, tb, M, N, K, (tg_real)0.75, A, lda, B, ldb, (tg_real)0.5, C2, N);
+    tg_set_num_threads(saved);
+    cr_assert(memcmp(C1, C2, (size_t)M * N * sizeof *C1) == 0, "ta=%d tb=%d %dx%dx%d differs between 1 and 2 threads",
+              ta, tb, M, N, K);
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+}
+
+Test(gemm_bf16, bit_identical_across_thread_counts) {
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++) {
+        int old = tg__isa_cap(cap);
+        for (int t = 0; t < 4; t++) {
+            same_for_threads(t & 1, t & 2, 300, 257, 129);
+            same_for_threads(t & 1, t & 2, 97, 700, 1030);
+            same_for_threads(t & 1, t & 2, 64, 64, 65);
+        }
+        tg__isa_cap(old);
+    }
+}
+
+/* ---- the conversions ------------------------------------------------------- */
+static uint32_t bits(float f) { return tg__float_bits(f); }
+
+Test(half, bf16_rounds_to_nearest_even) {
+    cr_assert_eq(tg__bf16_from_float(1.0f), 0x3F80);
+    /* 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to the even 1 */
+    cr_assert_eq(tg__bf16_from_float(1.0f + 0x1p-8f), 0x3F80);
+    /* 1 + 3*2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up */
+    cr_assert_eq(tg__bf16_from_float(1.0f + 3 * 0x1p-8f), 0x3F82);
+    cr_assert_eq(tg__bf16_from_float(1.0f + 0x1p-8f + 0x1p-20f), 0x3F81); /* past halfway: up */
+    cr_assert_eq(tg__bf16_from_float(-2.0f), 0xC000);
+    cr_assert_eq(tg__bf16_from_float(INFINITY), 0x7F80);
+    cr_assert_eq(tg__bf16_from_float(-INFINITY), 0xFF80);
+    cr_assert_eq(tg__bf16_from_float(3.4028235e38f), 0x7F80); /* FLT_MAX rounds up to inf */
+    cr_assert_eq(tg__bf16_from_float(0x1p-133f), 0x0001);     /* a subnormal is kept, not flushed */
+    cr_assert_eq(tg__bf16_from_float(-0.0f), 0x8000);
+    /* a NaN whose payload is only in the dropped bits stays a NaN */
+    uint16_t h = tg__bf16_from_bits(0x7F800001u);
+    cr_assert(isnan(tg__bf16_to_float(h)) && (h & 0x0040));
+    cr_assert(isnan(tg__bf16_to_float(tg__bf16_from_float(NAN))));
+    cr_assert_eq(bits(tg__bf16_to_float(0x3F81)), 0x3F810000u);
+}
+
+Test(half, f16_rounds_to_nearest_even) {
+    cr_assert_eq(tg__f16_from_float(1.0f), 0x3C00);
+    cr_assert_eq(tg__f16_from_float(1.0f + 0x1p-11f), 0x3C00);     /* tie, to even */
+    cr_assert_eq(tg__f16_from_float(1.0f + 3 * 0x1p-11f), 0x3C02); /* tie, up to even */
+    cr_assert_eq(tg__f16_from_float(65504.0f), 0x7BFF);
+    cr_assert_eq(tg__f16_from_float(65519.0f), 0x7BFF);
+    cr_assert_eq(tg__f16_from_float(65520.0f), 0x7C00); /* halfway past the largest: inf */
+    cr_assert_eq(tg__f16_from_float(-1e9f), 0xFC00);
+    cr_assert_eq(tg__f16_from_float(0x1p-14f), 0x0400);     /* smallest normal */
+    cr_assert_eq(tg__f16_from_float(0x1p-24f), 0x0001);     /* smallest subnormal */
+    cr_assert_eq(tg__f16_from_float(0x1p-25f), 0x0000);     /* tie with 0: even */
+    cr_assert_eq(tg__f16_from_float(0x1.8p-25f), 0x0001);   /* past the tie */
+    cr_assert_eq(tg__f16_from_float(3 * 0x1p-25f), 0x0002); /* 1.5 units: tie, to even 2 */
+    cr_assert_eq(tg__f16_from_float(0x1.ffcp-15f), 0x0400); /* rounds up into the normals */
+    cr_assert_eq(tg__f16_from_float(-0.0f), 0x8000);
+    cr_assert(isnan(tg__f16_to_float(tg__f16_from_float(NAN))));
+    cr_assert(isinf(tg__f16_to_float(0x7C00)) && tg__f16_to_float(0xFC00) < 0);
+    cr_assert(tg__f16_to_float(0x0001) == 0x1p-24f && tg__f16_to_float(0x8400) == -0x1p-14f);
+    /* every finite half round-trips through float exactly */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7C00) == 0x7C00) continue;
+        cr_assert_eq(tg__f16_from_float(tg__f16_to_float((uint16_t)h)), h, "half 0x%04x", h);
+    }
+}
+
+/* Against a reference rounding done in double: the nearest bf16 (ties to
+ * the even significand) over many random floats of all magnitudes. */
+Test(half, bf16_matches_double_reference) {
+    for (int i = 0; i < 200000; i++) {
+        lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t x = (uint32_t)(lcg_state >> 32);
+        if ((x & 0x7F800000u) == 0x7F800000u) continue; /* inf / NaN: tested above */
+        float f = tg__bits_float(x);
+        uint16_t lo = (uint16_t)(x >> 16), hi = (uint16_t)(lo + 1);
+        double dl = fabs((double)f - tg__bf16_to_float(lo)), dh = fabs((double)f - tg__bf16_to_float(hi));
+        if ((hi & 0x7FFF) == 0x7F80) continue; /* next to inf: FLT_MAX's case above */
+        uint16_t want = dl < dh ? lo : dh < dl ? hi : (lo & 1) ? hi : lo;
+        cr_assert_eq(tg__bf16_from_bits(x), want, "x = 0x%08x", x);
+    }
+}
