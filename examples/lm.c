@@ -42,7 +42,7 @@ static int lm_options(options *o, cli_opt *opts) {
     *o = (options){.steps = 1200, .batch = 32, .block = 64, .layers = 2, .heads = 4, .dim = 128, .warmup = 50};
     o->accum = 1, o->eval_every = 100, o->eval_batches = 8, o->seed = 1, o->tokens = 300, o->top_k = 40, o->lr = 2e-3;
     o->min_lr = 2e-4, o->weight_decay = 0.1, o->clip = 1.0, o->temperature = 0.8, o->out = "out/lm";
-    o->prompt = "The ", o->gelu = "tanh", o->pe = "learned", o->tokenizer = "bytes";
+    o->prompt = "The ", o->gelu = "tanh", o->pe = "learned", o->tokenizer = "bytes", o->precision = "fp32";
     const cli_opt table[] = {
         {"data", CLI_STR, &o->data, "text file (or .npy token file) to train on; default: Debian's fortunes", 0, 0},
         {"out", CLI_STR, &o->out, "the run's folder: corpus, log, checkpoints, figures", 0, 0},
@@ -57,6 +57,8 @@ static int lm_options(options *o, cli_opt *opts) {
         {"gelu", CLI_STR, &o->gelu, "tanh (GPT-2) or erf (nanoGPT's nn.GELU)", 0, 0},
         {"pe", CLI_STR, &o->pe, "positions: learned (GPT-2's table), relative (Shaw), rope or alibi", 0, 0},
         {"tokenizer", CLI_STR, &o->tokenizer, "bytes, gpt2, or a .tiktoken vocabulary (tgrad-tokenize train)", 0, 0},
+        {"precision", CLI_STR, &o->precision, "fp32, or bf16: products in bfloat16 with fp32 sums (torch.autocast)", 0,
+         0},
         {"lr", CLI_REAL, &o->lr, "peak AdamW learning rate", 1e-8, 10},
         {"min-lr", CLI_REAL, &o->min_lr, "learning rate at the end of the cosine", 0, 10},
         {"warmup", CLI_INT, &o->warmup, "linear warm-up steps", 0, 1e7},
@@ -313,8 +315,8 @@ int main(int argc, char **argv) {
     if (o->load && (o->resume || o->init_from || o->ddp))
         snprintf(why, sizeof why, "--load samples; --resume, --init-from and --ddp train");
     if (o->resume && o->init_from) snprintf(why, sizeof why, "--resume continues a run, --init-from starts one");
-    static const char *const sampling[] = {"load",  "sample", "prompt", "tokens",  "temperature",
-                                           "top-k", "logits", "seed",   "threads", NULL};
+    static const char *const sampling[] = {"load",   "sample", "prompt",  "tokens",    "temperature", "top-k",
+                                           "logits", "seed",   "threads", "precision", NULL};
     const char *stray = o->load ? cli_given_outside(opts, nopt, sampling) : NULL;
     if (!why[0] && stray)
         snprintf(why, sizeof why, "--%s has no effect with --load (it samples; it does not train)", stray);
@@ -331,6 +333,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (!why[0] && o->dim % o->heads != 0) snprintf(why, sizeof why, "--heads must divide --dim");
+    int prec = tg_precision_parse(o->precision); /* the products' precision, for the whole run */
+    if (!why[0] && prec >= 0) tg_set_precision((tg_precision)prec);
+    if (!why[0] && (prec < 0 || tg_get_precision() != (tg_precision)prec))
+        snprintf(why, sizeof why, "--precision %s: %s", o->precision,
+                 prec < 0          ? "fp32 or bf16"
+                 : tg_last_error() ? tg_last_error()
+                                   : "not available");
     if (!why[0] && o->stop_after > o->steps) snprintf(why, sizeof why, "--stop-after is past --steps");
     if (why[0]) return cli_usage_error(argv[0], SYNOPSIS, ABOUT, opts, nopt, "%s", why);
     if (o->threads > 0 && tg_set_num_threads(o->threads) < o->threads)

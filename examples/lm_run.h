@@ -21,7 +21,7 @@ typedef struct {
     int steps, decay_steps, batch, block, layers, heads, dim, warmup, accum, eval_every, eval_batches, save_every;
     int patience, seed, threads, stop_after, tokens, top_k;
     double lr, min_lr, weight_decay, clip, dropout, temperature;
-    const char *data, *out, *resume, *init_from, *load, *prompt, *gelu, *pe, *logits, *tokenizer;
+    const char *data, *out, *resume, *init_from, *load, *prompt, *gelu, *pe, *logits, *tokenizer, *precision;
     bool sample, ddp;
 } options;
 
@@ -37,7 +37,7 @@ static const lm_key LM_KEYS[] = {
     {"warmup", false, false},    {"weight-decay", false, false}, {"clip", false, false},
     {"accum", false, false},     {"dropout", false, false},      {"decay-steps", false, true},
     {"eval-every", false, true}, {"eval-batches", false, true},  {"save-every", false, true},
-    {"patience", false, true},
+    {"patience", false, true},   {"precision", false, true},
 };
 enum { LM_N_KEYS = sizeof LM_KEYS / sizeof LM_KEYS[0] };
 static int64_t lm_data_tokens; /* the tokens a resumed run trained on */
@@ -83,9 +83,10 @@ static char *lm_settings_json(const options *o, const cli_opt *opts, int nopt, c
         char v[64];
         k += snprintf(buf + k, cap - (size_t)k, ",\"%s\":\"", opt->name);
         if (opt->kind == CLI_STR) {
-            if (lm_json_escape(buf, cap - 3, o->data ? o->data : "") != 0) {
+            const char *sv = *(const char **)opt->dst;
+            if (lm_json_escape(buf, cap - 3, sv ? sv : "") != 0) {
                 free(buf);
-                tg_set_error("--data '%s' cannot be recorded in the checkpoint (a control character)", o->data);
+                tg_set_error("--%s '%s' cannot be recorded in the checkpoint (a control character)", opt->name, sv);
                 return NULL;
             }
             k = (int)strlen(buf);
@@ -132,7 +133,7 @@ static int lm_check_shape(const cli_opt *opts, int nopt, const lm_config *c, con
  * flag: exit 2) or with the error recorded (a bad checkpoint: exit 1). */
 static int lm_resume_settings(options *o, const cli_opt *opts, int nopt, lm_config *c, lm_tok *tok, char *why,
                               size_t cap) {
-    static char *dir, *file, data[4096];
+    static char *dir, *file, strs[LM_N_KEYS][4096]; /* the file's string values the options point to */
     struct stat sb;
     if (stat(o->resume, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* a file: its folder is the run */
         char *copy = strdup(o->resume);
@@ -199,7 +200,7 @@ static int lm_resume_settings(options *o, const cli_opt *opts, int nopt, lm_conf
         lm_opt_text(&file_opt, vw, sizeof vw);
         const char *run = opt->kind == CLI_STR ? v : vw;
         if (!cli_given(opts, nopt, opt->name)) {
-            if (opt->kind == CLI_STR) snprintf(data, sizeof data, "%s", v), sv = data;
+            if (opt->kind == CLI_STR) snprintf(strs[i], sizeof strs[i], "%s", v), sv = strs[i];
             if (opt->kind == CLI_STR) *(const char **)opt->dst = sv[0] ? sv : NULL;
             if (opt->kind == CLI_INT) *(int *)opt->dst = iv;
             if (opt->kind == CLI_REAL) *(double *)opt->dst = dv;

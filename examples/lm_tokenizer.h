@@ -107,8 +107,9 @@ static int lm_tok_encode_file(const lm_tok *t, const char *text_path, const char
     int *ids = lm_tok_encode(t, text, n, &count);
     tg_sys_free(text);
     int rc = ids ? tg_tokens_save(tokens_path, ids, count, lm_tok_vocab(t)) : -1;
-    if (ids) printf("tokenized %s: %zu bytes -> %lld tokens (%.2f bytes a token)\n", text_path, n, (long long)count,
-                    (double)n / (double)(count ? count : 1));
+    if (ids)
+        printf("tokenized %s: %zu bytes -> %lld tokens (%.2f bytes a token)\n", text_path, n, (long long)count,
+               (double)n / (double)(count ? count : 1));
     free(ids);
     return rc;
 }

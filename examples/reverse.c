@@ -295,7 +295,14 @@ int main(int argc, char **argv) {
             fprintf(stderr, "reverse: --threads %d capped at %d (the CPUs available)\n", o.threads, got);
     }
     tg_set_detect_anomaly(o.detect_anomaly);
-    static const char *const evaluating[] = {"load", "heldout", "seed", "threads", "detect-anomaly", NULL};
+    int prec = tg_precision_parse(o.precision); /* the products' precision, for every variant */
+    if (prec >= 0) tg_set_precision((tg_precision)prec);
+    if (prec < 0 || tg_get_precision() != (tg_precision)prec)
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--precision %s: %s", o.precision,
+                               prec < 0          ? "fp32 or bf16"
+                               : tg_last_error() ? tg_last_error()
+                                                 : "not available");
+    static const char *const evaluating[] = {"load", "heldout", "seed", "threads", "detect-anomaly", "precision", NULL};
     const char *stray = o.load ? cli_given_outside(opts, nopt, evaluating) : NULL;
     if (stray)
         return cli_usage_error(argv[0], "[options]", about, opts, nopt,

@@ -17,7 +17,7 @@ typedef struct {
     int steps, seq_len, vocab, batch, dim, heads, ffn, layers, eval_every, heldout, threads, seed;
     bool detect_anomaly, ddp;
     double lr, dropout, emb_std, pe_std;
-    const char *task, *pe, *out, *load, *emb_init;
+    const char *task, *pe, *out, *load, *emb_init, *precision;
 } options;
 
 typedef struct { /* the model: encoder + output layer */
@@ -34,7 +34,7 @@ enum { REVERSE_MAX_OPTS = 24 };
 static int reverse_options(options *o, cli_opt *opts) {
     *o = (options){.steps = 1000, .seq_len = 16, .vocab = 16, .batch = 64, .dim = 64, .heads = 4, .ffn = 128};
     o->layers = 2, o->eval_every = 50, o->heldout = 1000, o->seed = 1, o->lr = 1e-3, o->dropout = 0.1;
-    o->task = "reverse", o->pe = "all", o->out = "out", o->emb_init = "unit";
+    o->task = "reverse", o->pe = "all", o->out = "out", o->emb_init = "unit", o->precision = "fp32";
     const cli_opt table[] = {
         {"steps", CLI_INT, &o->steps, "training steps per variant", 1, 1e7},
         {"task", CLI_STR, &o->task, "reverse, or sort", 0, 0},
@@ -59,6 +59,8 @@ static int reverse_options(options *o, cli_opt *opts) {
         {"threads", CLI_INT, &o->threads, "threads (0: the default, all CPUs available)", 0, 1024},
         {"out", CLI_STR, &o->out, "directory for figures and checkpoints", 0, 0},
         {"load", CLI_STR, &o->load, "evaluate this checkpoint instead of training", 0, 0},
+        {"precision", CLI_STR, &o->precision, "fp32, or bf16: products in bfloat16 with fp32 sums (torch.autocast)", 0,
+         0},
         {"detect-anomaly", CLI_FLAG, &o->detect_anomaly,
          "name the first op whose output or gradient goes NaN or Inf (slower)", 0, 0},
         {"ddp", CLI_FLAG, &o->ddp,

@@ -292,3 +292,15 @@ Test(lm_run, trained_bpe_end_to_end, .timeout = 120) {
     cr_expect_eq(lm(TINY " --tokenizer missing.tiktoken --out c"), 1, "%s", out);
     cr_expect(strstr(out, "missing.tiktoken"), "%s", out);
 }
+
+/* --precision: bf16 products are the float build's; the double build (the
+ * one the suite runs, for exact gradient checks) refuses them by name. */
+Test(lm_run, precision_flag, .timeout = 60) {
+    cr_expect_eq(lm(TINY " --steps 1 --precision fp16 --out p"), 2, "%s", out);
+    cr_expect(strstr(out, "--precision fp16: fp32 or bf16"), "%s", out);
+    if (sizeof(tg_real) == 8) {
+        cr_expect_eq(lm(TINY " --steps 1 --precision bf16 --out p"), 2, "%s", out);
+        cr_expect(strstr(out, "double build"), "%s", out);
+    }
+    cr_expect_eq(lm(TINY " --steps 1 --eval-every 1 --precision fp32 --out p"), 0, "%s", out);
+}
