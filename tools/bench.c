@@ -90,41 +90,6 @@ static void set_threads(int n) { tg_set_num_threads(n); }
 /* ---- the core's FMA peak ------------------------------------------------- */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
-/* 12 independent chains of FMAs: enough to cover latency x pipes. One trial
- * per vector width (V: the vector type, P: the intrinsics' prefix, LANES
- * floats a vector); some cores run 512-bit FMAs at twice the 256-bit rate,
- * others at the same rate, so both are measured and the better one counts. */
-#define FMA_PEAK_TRIAL(NAME, TARGET, V, P, LANES)                                                          \
-    __attribute__((target(TARGET))) static double NAME(double seconds) {                                   \
-        V a0 = P##_set1_ps(0.0f), a1 = P##_set1_ps(0.1f), a2 = P##_set1_ps(0.2f);                          \
-        V a3 = P##_set1_ps(0.3f), a4 = P##_set1_ps(0.4f), a5 = P##_set1_ps(0.5f);                          \
-        V a6 = P##_set1_ps(0.6f), a7 = P##_set1_ps(0.7f), a8 = P##_set1_ps(0.8f);                          \
-        V a9 = P##_set1_ps(0.9f), a10 = P##_set1_ps(1.0f), a11 = P##_set1_ps(1.1f);                        \
-        V x = P##_set1_ps(0.999999f), y = P##_set1_ps(1e-7f);                                              \
-        long iters = 0;                                                                                    \
-        double t0 = now(), t;                                                                              \
-        do {                                                                                               \
-            __asm__ volatile("" : "+v"(x), "+v"(y)); /* keeps the loop from being folded */                \
-            for (int r = 0; r < 100000; r++) {                                                             \
-                a0 = P##_fmadd_ps(a0, x, y), a1 = P##_fmadd_ps(a1, x, y), a2 = P##_fmadd_ps(a2, x, y);     \
-                a3 = P##_fmadd_ps(a3, x, y), a4 = P##_fmadd_ps(a4, x, y), a5 = P##_fmadd_ps(a5, x, y);     \
-                a6 = P##_fmadd_ps(a6, x, y), a7 = P##_fmadd_ps(a7, x, y), a8 = P##_fmadd_ps(a8, x, y);     \
-                a9 = P##_fmadd_ps(a9, x, y), a10 = P##_fmadd_ps(a10, x, y), a11 = P##_fmadd_ps(a11, x, y); \
-            }                                                                                              \
-            iters += 100000;                                                                               \
-            t = now() - t0;                                                                                \
-        } while (t < seconds);                                                                             \
-        V s = P##_add_ps(P##_add_ps(P##_add_ps(a0, a1), P##_add_ps(a2, a3)),                               \
-                         P##_add_ps(P##_add_ps(a4, a5), P##_add_ps(a6, a7)));                              \
-        s = P##_add_ps(s, P##_add_ps(P##_add_ps(a8, a9), P##_add_ps(a10, a11)));                           \
-        float v[LANES];                                                                                    \
-        P##_storeu_ps(v, s);                                                                               \
-        if (v[0] == 12345.0f) printf(" ");                                                                 \
-        return (double)iters * 12 * LANES * 2 / t * 1e-9;                                                  \
-    }
-FMA_PEAK_TRIAL(fma_peak_trial_256, "avx2,fma", __m256, _mm256, 8)
-FMA_PEAK_TRIAL(fma_peak_trial_512, "avx512f,avx2,fma", __m512, _mm512, 16)
-
 /* The best of each width measured in this process (0: not measured or no
  * such unit), reported apart: the issue of a core whose 512-bit FMAs run
  * at twice the 256-bit rate, or at the same rate. */
@@ -172,15 +137,13 @@ static double bf16_peak_gflops(void) /* best of 10 short trials */
     return g_peak_bf16;
 }
 
-static double fma_peak_gflops(void) /* best of 10 short trials: noise only slows */
-{
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return NAN;
-    bool wide = __builtin_cpu_supports("avx512f");
-    for (int i = 0; i < 10; i++) {
-        g_peak256 = fmax(g_peak256, fma_peak_trial_256(0.05));
-        if (wide) g_peak512 = fmax(g_peak512, fma_peak_trial_512(0.05));
-    }
-    return fmax(g_peak256, g_peak512);
+/* The library's probe (tensor.h: tg_fma_peak_measure, 10 trials of 50 ms
+ * at each width); the best of each width seen in this process is kept. */
+static double fma_peak_gflops(void) {
+    tg_fma_peak p = tg_fma_peak_measure(1.0);
+    if (!isnan(p.gflops256)) g_peak256 = fmax(g_peak256, p.gflops256);
+    if (!isnan(p.gflops512)) g_peak512 = fmax(g_peak512, p.gflops512);
+    return p.gflops;
 }
 static const char *kernel_isa(void) {
     if (__builtin_cpu_supports("avx512bf16"))
