@@ -174,7 +174,7 @@ demo: programs
 	@echo "Pictures (open them in any image viewer):"; ls -1 out/*.png | sed 's/^/  /'
 
 # Public headers only, listed: the internal ones stay in the tree.
-PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h \
+PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/report.h \
                   src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h src/dist/dist.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
@@ -248,3 +248,8 @@ format:
 format-check:
 	@$(if $(filter 1,$(NO_DEPS)),,sh tools/install-deps.sh clang-format)
 	clang-format --dry-run --Werror $(C_FILES)
+
+# The run report's page: its CSS and JavaScript (src/viz/report/) embedded
+# as C strings; the generated file is committed, so a build needs only sh.
+src/viz/report_assets.c: src/viz/report/report.css src/viz/report/report.js tools/embed_report.sh
+	sh tools/embed_report.sh

@@ -9,6 +9,7 @@
 #include "nn/decoder.h"
 #include "train/train.h"
 #include "train/run.h"
+#include "train/report.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/npy.h"
