@@ -448,7 +448,7 @@ int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, con
     if (!r || !title || !xlabel || !ylabel || !x || !names || !ys || n < 1 || n_series < 1)
         return tg_set_error("report: table: NULL argument or no rows (%d) or series (%d)", n, n_series), -1;
     sbuf b = {0};
-    sb_str(&b, "{\"title\": "), sb_jstr(&b, title, strlen(title));
+    sb_str(&b, "[{\"title\": "), sb_jstr(&b, title, strlen(title));
     sb_str(&b, ", \"xlabel\": "), sb_jstr(&b, xlabel, strlen(xlabel));
     sb_str(&b, ", \"ylabel\": "), sb_jstr(&b, ylabel, strlen(ylabel));
     sb_str(&b, ", \"x\": [");
@@ -460,7 +460,18 @@ int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, con
         for (int i = 0; i < n; i++) sb_str(&b, i ? "," : ""), sb_num(&b, ys[(size_t)s * n + i]);
         sb_str(&b, "]}");
     }
-    sb_str(&b, "]}");
+    sb_str(&b, "]}]");
+    /* The part is a list: a later table joins the earlier ones. */
+    int i = 0;
+    while (i < r->n && strcmp(r->name[i], "table") != 0) i++;
+    size_t had = i < r->n ? strlen(r->json[i]) : 0;
+    if (had > 1 && !b.oom) {
+        sbuf all = {0};
+        sb_put(&all, r->json[i], had - 1); /* without its ']' */
+        sb_str(&all, ",\n"), sb_str(&all, b.p + 1);
+        free(b.p);
+        b = all;
+    }
     return sb_finish(&b, r, "table");
 }
 
@@ -470,5 +481,23 @@ int tg_report_write(const tg_report *r, const char *path, const char *title) {
     for (int i = 0; i < r->n; i++) parts[i] = (tg_viz_report_part){r->name[i], r->json[i]};
     if (tg_viz_report(path, title, parts, r->n) != 0)
         return tg_set_error("report: %s", tg_viz_last_error() ? tg_viz_last_error() : "writing the page failed"), -1;
+    return 0;
+}
+
+int tg_report_write_run(const char *dir, const char *title) {
+    tg_report *rep = tg_report_new();
+    char *path = dir ? tg_run_path(dir, "report.html") : NULL;
+    int rc = rep && path ? tg_report_add_run(rep, dir) : -1;
+    if (rc == 0) rc = tg_report_add_samples(rep, dir, 0);
+    if (rc == 0) rc = tg_report_write(rep, path, title ? title : dir);
+    tg_report_free(rep);
+    free(path);
+    return rc;
+}
+
+int tg_report_on_save(void *run, int64_t step) {
+    (void)step;
+    const char *dir = tg_run_dir(run);
+    if (tg_report_write_run(dir, dir) != 0) fprintf(stderr, "report: %s\n", tg_last_error());
     return 0;
 }

@@ -19,6 +19,7 @@
 #define TG_TRAIN_REPORT_H
 
 #include "../nn/decoder.h"
+#include "run.h"
 #include "train.h"
 
 typedef struct tg_report tg_report;
@@ -47,11 +48,20 @@ int tg_report_add_samples(tg_report *r, const char *dir, int64_t max_step);
 /* Appends a sample to DIR/samples.jsonl (text of n bytes; bytes that are
  * not printable ASCII or newline/tab as \xNN text). */
 int tg_report_append_sample(const char *dir, int64_t step, const char *text, size_t n);
-/* "table": rows x[0..n) against n_series columns (ys[s * n + i]; NaN:
- * null, shown "–"), drawn as a table and a chart. */
+/* "table", a list: one more table of rows x[0..n) against n_series
+ * columns (ys[s * n + i]; NaN: null, shown "–"), drawn as a table and a
+ * chart. */
 int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, const char *ylabel, const double *x, int n,
                         const char *const *names, const double *ys, int n_series);
 /* Writes the page (tg_viz_report, atomically). */
 int tg_report_write(const tg_report *r, const char *path, const char *title);
+/* The page of a run folder alone (settings, curves, samples if any) as
+ * DIR/report.html: what a program with nothing more to show writes from
+ * its tg_run_on_save callback. */
+int tg_report_write_run(const char *dir, const char *title);
+/* A tg_run_on_save callback (ctx: the tg_run) writing tg_report_write_run
+ * of the run's folder; a page that cannot be written is said on stderr and
+ * the run goes on (returns 0). */
+int tg_report_on_save(void *run, int64_t step);
 
 #endif

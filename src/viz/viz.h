@@ -124,7 +124,7 @@ void tg_viz_series_color(int i, unsigned char rgb[3]);
  *               "w": [L*H arrays (layer-major) of T rows: the weights of query i over keys 0..]}
  *   positions  [{"kind": "heatmap", "title", "xlabel", "ylabel", "rows", "cols", "data": [..]}
  *               | {"kind": "lines", "title", "xlabel", "ylabel", "x": [..], "series": [{"name", "y"}]}]
- *   table      {"title", "xlabel", "ylabel", "x": [..], "series": [{"name", "y": [.. or null]}]}
+ *   table      [{"title", "xlabel", "ylabel", "x": [..], "series": [{"name", "y": [.. or null]}]}, ..]
  *   samples    [{"step": s, "text": "..."}]
  * Parts with other names are embedded and ignored by the page. The JSON is
  * not validated here (the page says when it cannot parse it). */

@@ -6,7 +6,7 @@
  *   attention  {tokens: [text], layers, heads, pe, w}    w[l * heads + h][i]:
  *              the weights of query i over keys 0.. (a row; missing = 0)
  *   positions  [{kind: "heatmap", rows, cols, data, ...} | {kind: "lines", x, series, ...}]
- *   table      {title, xlabel, ylabel, x, series: [{name, y}]}   a table and its chart
+ *   table      [{title, xlabel, ylabel, x, series: [{name, y}]}]  tables and their charts
  *   samples    [{step, text}]
  * Everything is keyboard-usable: charts take the arrow keys, tokens take
  * Tab and the arrow keys, every control is a native <select> or <input>. */
@@ -311,8 +311,8 @@ function drawPositions(P) {
   }
 }
 
-function drawTable(Tb) {
-  const s = section("table", Tb.title);
+function drawTable(Tb, k) {
+  const s = section("table" + (k ? k + 1 : ""), Tb.title);
   const tbl = el("table", {}), head = el("tr", {}, el("th", {text: Tb.xlabel}));
   Tb.series.forEach((q) => head.append(el("th", {text: q.name})));
   tbl.append(head);
@@ -337,7 +337,7 @@ const nav = el("nav", {class: "nav"});
 app.append(nav);
 if (D.settings) drawSettings(D.settings);
 if (D.metrics) drawMetrics(D.metrics);
-if (D.table) drawTable(D.table);
+if (D.table) (Array.isArray(D.table) ? D.table : [D.table]).forEach(drawTable);
 if (D.attention) drawAttention(D.attention);
 if (D.positions && D.positions.length) drawPositions(D.positions);
 if (D.samples && D.samples.length) drawSamples(D.samples);
