@@ -88,6 +88,8 @@ $(BUILD)/bin/%: examples/%.c $(wildcard examples/*.h) $(A)
 $(BUILD)/bin/%: tools/%.c tools/cli.h $(A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(A) $(LDFLAGS) $(LDLIBS)
+# tgrad-report rebuilds lm's model with lm's own code (examples/lm_model.h).
+$(BUILD)/bin/report: examples/lm_model.h examples/lm_report.h examples/cli.h
 
 # `make deps` installs the Debian packages tgrad uses when they are missing
 # (tools/install-deps.sh says which; with MPI=1, and for make bench's
@@ -179,17 +181,17 @@ PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autogr
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
 BINDIR := $(DESTDIR)$(PREFIX)/bin
-install: lib $(BUILD)/bin/inspect $(BUILD)/bin/heatmap
+install: lib $(BUILD)/bin/inspect $(BUILD)/bin/heatmap $(BUILD)/bin/report
 	mkdir -p $(LIBDIR)/pkgconfig $(INCDIR) $(BINDIR)
 	cp -P $(A) $(SO) $(SO).0 $(SO).$(VERSION) $(LIBDIR)/
 	for h in $(PUBLIC_HEADERS:src/%=%); do mkdir -p $(INCDIR)/$$(dirname $$h); cp src/$$h $(INCDIR)/$$h; done
-	for t in inspect heatmap; do cp $(BUILD)/bin/$$t $(BINDIR)/$(NAME)-$$t; done
+	for t in inspect heatmap report; do cp $(BUILD)/bin/$$t $(BINDIR)/$(NAME)-$$t; done
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@NAME@|$(NAME)|g' -e 's|@CFLAGS@|$(if $(filter 1,$(DOUBLE)),-DTG_DOUBLE)|' \
 	    -e 's|@LIBS@|$(if $(filter 1,$(OMP)),-pthread)|' tools/tgrad.pc.in > $(LIBDIR)/pkgconfig/$(NAME).pc
 # The headers are shared by both flavours: removed with the last one.
 uninstall:
 	rm -f $(LIBDIR)/lib$(NAME).a $(LIBDIR)/lib$(NAME).so $(LIBDIR)/lib$(NAME).so.0 $(LIBDIR)/lib$(NAME).so.$(VERSION) \
-	      $(LIBDIR)/pkgconfig/$(NAME).pc $(BINDIR)/$(NAME)-inspect $(BINDIR)/$(NAME)-heatmap
+	      $(LIBDIR)/pkgconfig/$(NAME).pc $(BINDIR)/$(NAME)-inspect $(BINDIR)/$(NAME)-heatmap $(BINDIR)/$(NAME)-report
 	[ -e $(LIBDIR)/pkgconfig/tgrad.pc ] || [ -e $(LIBDIR)/pkgconfig/tgrad-double.pc ] || rm -rf $(INCDIR)
 
 clean:

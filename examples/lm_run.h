@@ -317,7 +317,7 @@ static int lm_report(const options *o, tg_decoder *m, const tg_token_data *d, in
         rc = tg_decoder_generate(m, ids, n, n_new, (tg_real)o->temperature, o->top_k, (uint64_t)o->seed, ids + n);
     for (int i = 0; rc == 0 && i < n + n_new; i++) text[i] = (char)ids[i];
     if (rc == 0) rc = tg_report_append_sample(o->out, step, text, (size_t)(n + n_new));
-    if (rc == 0) rc = lm_write_report(o->out, m, d, o->batch, x, y, step);
+    if (rc == 0) rc = lm_write_report(o->out, NULL, m, d, o->batch, x, y, step);
     if (rc != 0) fprintf(stderr, "lm: report: %s\n", tg_last_error() ? tg_last_error() : "out of memory");
     free(ids), free(text);
     return rc;
