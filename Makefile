@@ -100,6 +100,7 @@ NO_DEPS ?= 0
 FIRST_DEPS := $(if $(filter 1,$(NO_DEPS)),,$(if $(filter test demo bench,$(MAKECMDGOALS)),deps))
 deps:
 	@sh tools/install-deps.sh
+	@$(if $(filter test,$(MAKECMDGOALS)),sh tools/install-browser-deps.sh)
 	@$(if $(filter 1,$(MPI))$(filter bench,$(MAKECMDGOALS)),sh tools/install-deps.sh libopenmpi-dev openmpi-bin)
 
 # A header from a Debian package that is not installed: one line naming the
@@ -148,7 +149,7 @@ else ifeq ($(MPI),1)
 # MPI=1: the suite as without MPI, then the distributed tests
 # (tests/dist_test.sh: 2 ranks under mpirun, the float and double programs).
 test: programs
-	@$(MAKE) --no-print-directory MPI=0 DIST_NOTE=0 test
+	@$(MAKE) --no-print-directory MPI=0 DIST_NOTE=0 REPORT_TEST=0 test
 	@$(MAKE) --no-print-directory DOUBLE=1 programs
 	sh tests/dist_test.sh $(BUILD) $(subst build/mpi,build/mpi-double,$(BUILD))
 else
@@ -157,9 +158,14 @@ else
 # float build exist only there.
 FLOAT_TEST_SRC := tests/test_gemm.c tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c \
                   tests/progress.c
-test: $(BUILD)/tests/float_kernels
+# ...and last the run report in headless Chromium (tests/report_browser.sh;
+# skipped, saying why, when Chromium or puppeteer-core is missing; not
+# under the sanitizers, nor again for MPI=1).
+REPORT_TEST ?= $(if $(filter 1,$(SANITIZE)),0,1)
+test: $(BUILD)/tests/float_kernels $(if $(filter 1,$(REPORT_TEST)),$(BUILD)/bin/lm $(BUILD)/bin/report)
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
+	@$(if $(filter 1,$(REPORT_TEST)),sh tests/report_browser.sh $(BUILD))
 	@$(if $(filter 0,$(DIST_NOTE)),,echo "skipped distributed tests: build with make test MPI=1")
 $(BUILD)/tests/float_kernels: $(FLOAT_TEST_SRC) $(A)
 	@mkdir -p $(dir $@)

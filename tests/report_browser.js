@@ -109,7 +109,7 @@ function check(ok, what) {
     check(errors.length === 0, `still no console errors after interaction (${errors.join(" | ") || "none"})`);
 
     if (shots) {
-      await page.hover(`#att-text .tok[data-i="${T - 1}"]`);
+      await page.hover(`#att-text .tok[data-i="${Math.max(0, T - 4)}"]`);
       const att = await page.$("#attention");
       await att.screenshot({path: `${shots}_attention.png`});
       await page.select("#att-layer", "0");
