@@ -22,6 +22,8 @@ static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
     int B = 32, seed = 1;
     if (tg_safetensors_meta(st, "batch", v, sizeof v) > 0) B = atoi(v);
     if (tg_safetensors_meta(st, "seed", v, sizeof v) > 0) seed = atoi(v);
+    int64_t step = 0; /* the samples up to the checkpoint's step, as the curves */
+    if (tg_safetensors_meta(st, "step", v, sizeof v) > 0) step = strtoll(v, NULL, 10);
     long n = tg_safetensors_meta(st, "data", data, sizeof data);
     bool npy = n > 4 && n < (long)sizeof data && strcmp(data + n - 4, ".npy") == 0;
     char *tokens = npy ? strdup(data) : tg_run_path(dir, "tokens.npy");
@@ -33,7 +35,7 @@ static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
     if (d && tg_token_data_val_batches(d, B, T) < 1) B = 1;
     int *x = malloc(sizeof(int) * (size_t)B * (T ? T : 1)), *y = malloc(sizeof(int) * (size_t)B * (T ? T : 1));
     int rc = d && x && y ? 0 : -1;
-    if (rc == 0) rc = lm_write_report(dir, out, m, d, B, x, y, 0);
+    if (rc == 0) rc = lm_write_report(dir, out, m, d, B, x, y, step);
     free(x), free(y), free(tokens);
     tg_token_data_close(d);
     tg_decoder_free(m);
