@@ -88,6 +88,8 @@ $(BUILD)/bin/%: examples/%.c $(wildcard examples/*.h) $(A)
 $(BUILD)/bin/%: tools/%.c tools/cli.h $(A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(A) $(LDFLAGS) $(LDLIBS)
+# tgrad-report rebuilds lm's model with lm's own code (examples/lm_model.h).
+$(BUILD)/bin/report: examples/lm_model.h examples/lm_report.h examples/cli.h
 
 # `make deps` installs the Debian packages tgrad uses when they are missing
 # (tools/install-deps.sh says which; with MPI=1, and for make bench's
@@ -98,6 +100,7 @@ NO_DEPS ?= 0
 FIRST_DEPS := $(if $(filter 1,$(NO_DEPS)),,$(if $(filter test demo bench,$(MAKECMDGOALS)),deps))
 deps:
 	@sh tools/install-deps.sh
+	@$(if $(filter test,$(MAKECMDGOALS)),sh tools/install-browser-deps.sh)
 	@$(if $(filter 1,$(MPI))$(filter bench,$(MAKECMDGOALS)),sh tools/install-deps.sh libopenmpi-dev openmpi-bin)
 
 # A header from a Debian package that is not installed: one line naming the
@@ -152,7 +155,7 @@ else ifeq ($(MPI),1)
 # MPI=1: the suite as without MPI, then the distributed tests
 # (tests/dist_test.sh: 2 ranks under mpirun, the float and double programs).
 test: programs
-	@$(MAKE) --no-print-directory MPI=0 DIST_NOTE=0 test
+	@$(MAKE) --no-print-directory MPI=0 DIST_NOTE=0 REPORT_TEST=0 test
 	@$(MAKE) --no-print-directory DOUBLE=1 programs
 	sh tests/dist_test.sh $(BUILD) $(subst build/mpi,build/mpi-double,$(BUILD))
 else
@@ -161,9 +164,14 @@ else
 # float build exist only there.
 FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_mixed_precision.c tests/test_dropout_mask.c \
                   tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c tests/progress.c
-test: $(BUILD)/tests/float_kernels
+# ...and last the run report in headless Chromium (tests/report_browser.sh;
+# skipped, saying why, when Chromium or puppeteer-core is missing; not
+# under the sanitizers, nor again for MPI=1).
+REPORT_TEST ?= $(if $(filter 1,$(SANITIZE)),0,1)
+test: $(BUILD)/tests/float_kernels $(if $(filter 1,$(REPORT_TEST)),$(BUILD)/bin/lm $(BUILD)/bin/report)
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
+	@$(if $(filter 1,$(REPORT_TEST)),sh tests/report_browser.sh $(BUILD))
 	@$(if $(filter 0,$(DIST_NOTE)),,echo "skipped distributed tests: build with make test MPI=1")
 $(BUILD)/tests/float_kernels: $(FLOAT_TEST_SRC) $(A)
 	@mkdir -p $(dir $@)
@@ -180,12 +188,12 @@ demo: programs
 	@echo "Pictures (open them in any image viewer):"; ls -1 out/*.png | sed 's/^/  /'
 
 # Public headers only, listed: the internal ones stay in the tree.
-PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/bpe.h \
+PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/bpe.h src/train/report.h \
                   src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h src/dist/dist.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
 BINDIR := $(DESTDIR)$(PREFIX)/bin
-INSTALLED_TOOLS := inspect heatmap tokenize
+INSTALLED_TOOLS := inspect heatmap tokenize report
 install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
 	mkdir -p $(LIBDIR)/pkgconfig $(INCDIR) $(BINDIR)
 	cp -P $(A) $(SO) $(SO).0 $(SO).$(VERSION) $(LIBDIR)/
@@ -261,3 +269,8 @@ format:
 format-check:
 	@$(if $(filter 1,$(NO_DEPS)),,sh tools/install-deps.sh clang-format)
 	clang-format --dry-run --Werror $(C_FILES)
+
+# The run report's page: its CSS and JavaScript (src/viz/report/) embedded
+# as C strings; the generated file is committed, so a build needs only sh.
+src/viz/report_assets.c: src/viz/report/report.css src/viz/report/report.js tools/embed_report.sh
+	sh tools/embed_report.sh

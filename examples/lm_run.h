@@ -16,6 +16,7 @@
 #include <math.h>
 #include "attention_figure.h"
 #include "lm_model.h"
+#include "lm_report.h"
 
 typedef struct {
     int steps, decay_steps, batch, block, layers, heads, dim, warmup, accum, eval_every, eval_batches, save_every;
@@ -301,6 +302,32 @@ static int lm_draw_attention(const char *out, tg_decoder *m, const tg_token_data
     tg_decoder_record_attention(m, false);
     tg_decoder_train(m, true);
     free(path);
+    return rc;
+}
+
+/* After each checkpoint: a short sample into the run's samples.jsonl (a
+ * few bytes past a window, so that it costs little: each step past the
+ * block is a whole forward, src/nn/decoder.h), then report.html. */
+static int lm_report(const options *o, tg_decoder *m, const tg_token_data *d, int *x, int *y, int64_t step) {
+    static bool started; /* a new run in an old folder starts its samples afresh */
+    if (!started && !o->resume) {
+        char *old = tg_run_path(o->out, "samples.jsonl");
+        if (old) remove(old);
+        free(old);
+    }
+    started = true;
+    int n = o->prompt[0] ? (int)strlen(o->prompt) : 1, n_new = o->tokens < 160 ? o->tokens : 160;
+    int *ids = malloc(sizeof(int) * (size_t)(n + n_new + 1));
+    char *text = malloc((size_t)(n + n_new + 1));
+    int rc = ids && text ? 0 : -1;
+    if (rc == 0) tg_bytes_encode((const unsigned char *)(o->prompt[0] ? o->prompt : "\n"), (size_t)n, ids);
+    if (rc == 0)
+        rc = tg_decoder_generate(m, ids, n, n_new, (tg_real)o->temperature, o->top_k, (uint64_t)o->seed, ids + n);
+    for (int i = 0; rc == 0 && i < n + n_new; i++) text[i] = (char)ids[i];
+    if (rc == 0) rc = tg_report_append_sample(o->out, step, text, (size_t)(n + n_new));
+    if (rc == 0) rc = lm_write_report(o->out, NULL, m, d, o->batch, x, y, step);
+    if (rc != 0) fprintf(stderr, "lm: report: %s\n", tg_last_error() ? tg_last_error() : "out of memory");
+    free(ids), free(text);
     return rc;
 }
 

@@ -136,8 +136,15 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     tg_run_config c = tg_run_defaults(dir, o->steps);
     c.eval_every = o->eval_every, c.tokens_per_step = (double)B * T;
     c.max_loss = 100 * log((double)o->vocab); /* a uniform guess costs ln V */
+    char settings[512];                       /* recorded with each checkpoint, shown by the run's report.html */
+    snprintf(settings, sizeof settings,
+             "{\"task\":\"%s\",\"pe\":\"%s\",\"steps\":\"%d\",\"batch\":\"%d\",\"seq_len\":\"%d\",\"vocab\":\"%d\","
+             "\"dim\":\"%d\",\"heads\":\"%d\",\"layers\":\"%d\",\"lr\":\"%g\",\"dropout\":\"%g\",\"seed\":\"%d\"}",
+             o->task, pe, o->steps, B, T, o->vocab, o->dim, o->heads, o->layers, o->lr, o->dropout, o->seed);
+    c.settings = settings;
     tg_run *run = tg_run_open(&c, &m->params, opt, &rngs);
     if (!run) goto done;
+    tg_run_on_save(run, tg_report_on_save, run); /* the run's report.html: curves and settings */
     printf("[%s] training in %s/\n", pe, dir);
     fflush(stdout);
     double t0 = now();

@@ -32,7 +32,14 @@ static inline tg_run *toy_run_open(const toy_run_config *c, const tg_params *par
     tg_run_config rc = tg_run_defaults(dir, c->steps);
     rc.schedule = tg_lr_constant(c->lr), rc.clip = c->clip, rc.eval_every = c->eval_every;
     rc.max_loss = c->max_loss, rc.tokens_per_step = c->tokens_per_step;
+    char settings[512]; /* recorded with each checkpoint, shown by the run's report.html */
+    snprintf(settings, sizeof settings,
+             "{\"program\":\"%s\",\"variant\":\"%s\",\"steps\":\"%d\",\"eval_every\":\"%d\",\"lr\":\"%g\","
+             "\"clip\":\"%g\"}",
+             c->prog, c->name, c->steps, c->eval_every, c->lr, c->clip);
+    rc.settings = settings;
     tg_run *run = dir && opt ? tg_run_open(&rc, params, opt, rngs) : NULL;
+    if (run) tg_run_on_save(run, tg_report_on_save, run); /* the run's report.html */
     if (run)
         fprintf(stderr, "%s: training %s in %s\n", c->prog, c->name, dir);
     else

@@ -10,6 +10,7 @@
 #include "train/train.h"
 #include "train/run.h"
 #include "train/bpe.h"
+#include "train/report.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/npy.h"

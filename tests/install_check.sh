@@ -37,6 +37,7 @@ readelf -d "$P/lib/libtgrad.so" | grep -q 'SONAME.*libtgrad\.so\.0' || fail "lib
 "$P/bin/tgrad-inspect" --help > /dev/null || fail "tgrad-inspect --help"
 "$P/bin/tgrad-heatmap" --help > /dev/null || fail "tgrad-heatmap --help"
 "$P/bin/tgrad-tokenize" --help > /dev/null || fail "tgrad-tokenize --help"
+"$P/bin/tgrad-report" --help > /dev/null || fail "tgrad-report --help"
 
 # Public headers: exactly those reachable from tgrad.h through #include "...".
 (cd "$src/src" && todo="tgrad.h" seen="" &&

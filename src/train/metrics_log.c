@@ -196,3 +196,28 @@ tg_metrics_log *tg_metrics_log_resume(const char *path, int64_t step, tg_metrics
     *lines = out, *n = k;
     return log;
 }
+
+int tg_metrics_log_read(const char *path, tg_metrics **lines, int64_t *n) {
+    if (!path || !lines || !n) return tg_set_error("metrics_log_read: NULL argument"), -1;
+    *lines = NULL, *n = 0;
+    unsigned char *buf;
+    size_t size;
+    if (tg_read_file(path, "metrics_log_read", &buf, &size) != 0) return -1;
+    int64_t cap = 1;
+    for (size_t i = 0; i < size; i++) cap += buf[i] == '\n';
+    tg_metrics *out = tg_sys_alloc(sizeof(tg_metrics) * (size_t)cap);
+    if (!out) {
+        tg_sys_free(buf);
+        return tg_set_error("metrics_log_read: %s: out of memory for %lld lines", path, (long long)cap), -1;
+    }
+    const char *p = (const char *)buf, *end = p + size;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) break; /* a line still being written */
+        if (parse_line(p, (size_t)(nl - p), &out[*n]) == 0) (*n)++;
+        p = nl + 1;
+    }
+    tg_sys_free(buf);
+    *lines = out;
+    return 0;
+}

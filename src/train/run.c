@@ -392,6 +392,8 @@ fail:
     return NULL;
 }
 
+const char *tg_run_dir(const tg_run *r) { return r ? r->dir : NULL; }
+
 void tg_run_on_save(tg_run *r, int (*fn)(void *ctx, int64_t step), void *ctx) {
     if (r) r->on_save = fn, r->on_save_ctx = ctx;
 }

@@ -117,6 +117,7 @@ void tg_run_history(const tg_run *run, const float **train, int64_t *n_train, co
                     const float **val_loss, int *n_val);
 double tg_run_best_val(const tg_run *run, int64_t *step); /* NaN (and step 0) before any evaluation */
 bool tg_run_is_lead(const tg_run *run);                   /* this process writes the files (rank 0) */
+const char *tg_run_dir(const tg_run *run);                /* the run's folder (a copy of the config's dir) */
 /* Creates dir and its missing parents (mkdir -p). 0, or -1 with the error
  * recorded. */
 int tg_run_mkdir(const char *dir);

@@ -240,6 +240,11 @@ tg_metrics_log *tg_metrics_log_resume(const char *path, int64_t step, tg_metrics
 int tg_metrics_log_write(tg_metrics_log *log, const tg_metrics *m);
 /* Closes; 0, or -1 when a write failed late. NULL is a no-op (0). */
 int tg_metrics_log_close(tg_metrics_log *log);
+/* Reads a log (of a running or finished run) without changing it: every
+ * line that reads back whole, in file order (a line being written, or
+ * broken, is skipped), into *lines (tg_sys_free them), their count to *n.
+ * 0, or -1 with the error recorded (the file cannot be read). */
+int tg_metrics_log_read(const char *path, tg_metrics **lines, int64_t *n);
 
 /* ---- training state: checkpoint and bit-identical resume ---------------------
  * One safetensors file holding everything a run needs to continue as if it

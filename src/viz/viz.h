@@ -115,4 +115,28 @@ int tg_viz_lineplot(const char *png_path, const tg_series *series, int n_series,
 /* The colour given to series i (cycles through 10 colours). */
 void tg_viz_series_color(int i, unsigned char rgb[3]);
 
+/* ---- the run report: one self-contained HTML page ----------------------- */
+/* A named part of the page's data: json is its JSON text, as the page's
+ * script (src/viz/report/report.js) reads it:
+ *   settings   {"name": "value", ...}
+ *   metrics    {"step": [..], "loss": [..], "lr": [..], "val_step": [..], "val_loss": [..]}
+ *   attention  {"tokens": ["text", ..], "layers": L, "heads": H, "pe": "kind",
+ *               "w": [L*H arrays (layer-major) of T rows: the weights of query i over keys 0..]}
+ *   positions  [{"kind": "heatmap", "title", "xlabel", "ylabel", "rows", "cols", "data": [..]}
+ *               | {"kind": "lines", "title", "xlabel", "ylabel", "x": [..], "series": [{"name", "y"}]}]
+ *   table      [{"title", "xlabel", "ylabel", "x": [..], "series": [{"name", "y": [.. or null]}]}, ..]
+ *   samples    [{"step": s, "text": "..."}]
+ * Parts with other names are embedded and ignored by the page. The JSON is
+ * not validated here (the page says when it cannot parse it). */
+typedef struct {
+    const char *name; /* a lower-case identifier */
+    const char *json;
+} tg_viz_report_part;
+
+/* Writes the page to html_path (atomically): the title, the parts' data
+ * and the page's own CSS and JavaScript, all in one file that a browser
+ * opens from file:// with no network (its Content-Security-Policy forbids
+ * any fetch). A section is drawn for each part present. */
+int tg_viz_report(const char *html_path, const char *title, const tg_viz_report_part *parts, int n_parts);
+
 #endif

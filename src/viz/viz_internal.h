@@ -8,6 +8,8 @@
  *   heatmap.c   heatmaps and grids of heatmaps with colour bars
  *   lineplot.c  line plots with a legend
  *   stb_impl.c  the one place the stb implementations are compiled
+ *   report.c    the run report's HTML page; report_assets.c holds its CSS
+ *               and JavaScript (generated from report/ by tools/embed_report.sh)
  */
 #ifndef TG_VIZ_INTERNAL_H
 #define TG_VIZ_INTERNAL_H
@@ -59,6 +61,10 @@ int viz_canvas_write_png(const viz_canvas *c, const char *path, const char *fn);
  * return NULL / -1 with the message set through viz_error. */
 FILE *viz_atomic_open(const char *path, char **tmp, const char *fn);
 int viz_atomic_close(FILE *f, char *tmp, const char *path, int failed, const char *fn);
+
+/* report_assets.c: the page's CSS and JavaScript, one string per line, NULL-terminated. */
+extern const char *const viz_report_css[];
+extern const char *const viz_report_js[];
 
 /* ---- text ---------------------------------------------------------------- */
 typedef struct viz_font viz_font;

@@ -1,0 +1,131 @@
+// The run report in a real browser (tests/report_browser.sh runs it):
+// headless Chromium from Debian, driven through CDP by puppeteer-core,
+// opens report.html from file:// and checks what a reader would:
+//   1. no console error, no page error, no request leaves the page (offline);
+//   2. every section is there with data (settings rows, curve paths, the
+//      lr chart, one token per window position, L x H small multiples, the
+//      positions heatmap, samples);
+//   3. hovering a token shades every token with the recorded weights of the
+//      chosen layer and head (the JSON the page embeds, which
+//      tg_report_add_decoder wrote from tg_decoder_attention_weights), for
+//      two tokens and after choosing another layer and head; the weights
+//      of a row sum to 1 and are 0 past the query (causal);
+//   4. the log-scale toggle redraws the loss axis; the chart's hover
+//      read-out names the step.
+// Then saves screenshots. Usage: node report_browser.js REPORT.html SHOT_PREFIX
+"use strict";
+const path = require("path");
+const fs = require("fs");
+const puppeteer = require(process.env.PUPPETEER_DIR ? path.resolve(process.env.PUPPETEER_DIR, "puppeteer-core")
+                                                    : "puppeteer-core");
+
+const [report, shots] = process.argv.slice(2);
+let failures = 0;
+function check(ok, what) {
+  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
+  if (!ok) failures++;
+}
+
+(async () => {
+  const profile = fs.mkdtempSync(path.join(require("os").tmpdir(), "tgrad-chromium-"));
+  const browser = await puppeteer.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           `--user-data-dir=${profile}`],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.setViewport({width: 1100, height: 900});
+    const errors = [], requests = [];
+    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("data:")) requests.push(r.url()); });
+    await page.goto("file://" + path.resolve(report), {waitUntil: "load"});
+    check(errors.length === 0, `no console errors (${errors.join(" | ") || "none"})`);
+    check(requests.length === 0, `no network requests (${requests.join(" ") || "none"})`);
+
+    const D = await page.evaluate(() => JSON.parse(document.getElementById("tg-data").textContent));
+    const L = D.attention.layers, H = D.attention.heads, T = D.attention.tokens.length;
+    const counts = await page.evaluate(() => ({
+      settings: document.querySelectorAll("#settings .settings div").length,
+      curves: [...document.querySelectorAll("#curves svg.chart")].map((s) => s.querySelectorAll("path").length),
+      tokens: document.querySelectorAll("#att-text .tok").length,
+      minis: document.querySelectorAll("#attention canvas.mini").length,
+      heat: document.querySelectorAll("#positions canvas.heat, #positions svg.chart").length,
+      samples: document.querySelectorAll("#samples pre.sample").length,
+      nav: document.querySelectorAll("nav a").length,
+    }));
+    check(counts.settings > 5, `settings: ${counts.settings} rows`);
+    check(counts.curves.length === 2 && counts.curves[0] >= 2 && counts.curves[1] >= 1,
+          `curves: loss chart with train and validation lines, lr chart below (${JSON.stringify(counts.curves)})`);
+    check(D.metrics.step.length > 10 && D.metrics.val_step.length >= 2, `metrics: ${D.metrics.step.length} steps, ${D.metrics.val_step.length} evaluations`);
+    check(counts.tokens === T && T > 8, `attention text: ${counts.tokens} tokens (window of ${T})`);
+    check(counts.minis === L * H, `all heads: ${counts.minis} small multiples (${L} layers x ${H} heads)`);
+    check(counts.heat >= 1, `positions: ${counts.heat} figure(s)`);
+    check(counts.samples >= 1, `samples: ${counts.samples}`);
+    check(counts.nav >= 5, `navigation: ${counts.nav} sections`);
+
+    /* Hover: the shading follows the recorded weights. */
+    async function hoverAndCompare(i, l, h) {
+      await page.select("#att-layer", String(l));
+      await page.select("#att-head", String(h));
+      await page.hover(`#att-text .tok[data-i="${i}"]`);
+      const shown = await page.evaluate(() => [...document.querySelectorAll("#att-text .tok")].map((s) => +s.dataset.w));
+      const row = D.attention.w[l * H + h][i];
+      let worst = 0, sum = 0, beyond = 0;
+      for (let j = 0; j < T; j++) {
+        const want = j < row.length ? row[j] : 0;
+        worst = Math.max(worst, Math.abs(shown[j] - want));
+        if (j > i) beyond = Math.max(beyond, shown[j]);
+      }
+      for (const w of row) sum += w;
+      const q = await page.$eval("#att-text .tok.query", (s) => +s.dataset.i);
+      check(q === i && worst === 0, `hover token ${i}, layer ${l + 1} head ${h + 1}: the ${T} shaded weights are the recorded row (max diff ${worst})`);
+      check(Math.abs(sum - 1) < 0.01 * (i + 1) && beyond === 0, `  row sums to ${sum.toFixed(3)}, zero past the query (causal)`);
+      const top = await page.$eval("#att-top", (e) => e.textContent);
+      check(top.includes(`query ${i} `), `  read-out names query ${i}: "${top.slice(0, 70)}..."`);
+      return shown;
+    }
+    const a = await hoverAndCompare(Math.floor(T / 2), 0, 0);
+    const b = await hoverAndCompare(T - 1, L - 1, H - 1);
+    check(a.join() !== b.join(), "hovering another token (another layer/head) changes the highlighted weights");
+    const bg = await page.$eval(`#att-text .tok[data-i="0"]`, (s) => s.style.background);
+    check(bg.startsWith("rgb"), `token 0 is shaded (${bg})`);
+
+    /* Curves: hover read-out and the log toggle. */
+    const chart = await page.$("#curves svg.chart");
+    await chart.hover(); /* scrolls it into view, the pointer at its centre */
+    const box = await chart.boundingBox();
+    await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2);
+    const readout = await page.$eval("#curves .readout", (e) => e.textContent);
+    check(/^step \d+: train loss/.test(readout), `loss read-out: "${readout}"`);
+    const before = await page.$eval("#curves svg.chart", (s) => s.innerHTML.length);
+    await page.click("#logscale");
+    const label = await page.$eval("#curves svg.chart", (s) => s.textContent);
+    check(label.includes("(log scale)") && before > 0, "log-scale toggle redraws the loss axis");
+    await page.click("#logscale");
+    check(errors.length === 0, `still no console errors after interaction (${errors.join(" | ") || "none"})`);
+
+    if (shots) {
+      await page.hover(`#att-text .tok[data-i="${Math.max(0, T - 4)}"]`);
+      const att = await page.$("#attention");
+      await att.screenshot({path: `${shots}_attention.png`});
+      await page.select("#att-layer", "0");
+      await page.select("#att-head", "0");
+      const cur = await page.$("#curves");
+      await chart.hover();
+      const box2 = await chart.boundingBox();
+      await page.mouse.move(box2.x + box2.width * 0.7, box2.y + box2.height / 2);
+      await cur.screenshot({path: `${shots}_curves.png`});
+      await page.screenshot({path: `${shots}_page.png`, fullPage: true});
+      console.log(`screenshots: ${shots}_attention.png ${shots}_curves.png ${shots}_page.png`);
+    }
+  } finally {
+    await browser.close();
+    fs.rmSync(profile, {recursive: true, force: true});
+  }
+  console.log(failures ? `report_browser: ${failures} check(s) failed` : "report_browser: all checks passed");
+  process.exit(failures ? 1 : 0);
+})().catch((e) => { console.error("report_browser:", e); process.exit(1); });

@@ -1,0 +1,37 @@
+#!/bin/sh
+# The run report in a real browser (`make test` runs it): a short lm run
+# writes report.html; tgrad-report must rebuild the same page from the run
+# folder alone; then tests/report_browser.js opens it in headless Chromium
+# (Debian's /usr/bin/chromium, through node's puppeteer-core installed in
+# build/npm by tools/install-browser-deps.sh) and checks it, saving
+# screenshots to SHOTS_attention.png, SHOTS_curves.png, SHOTS_page.png.
+#   sh tests/report_browser.sh [BUILD [SHOTS]]    (default: build, BUILD/report_test/report)
+# The README's screenshots: sh tests/report_browser.sh build docs/report (after a default
+# lm run: REPORT=out/lm/report.html). Without Chromium, node or puppeteer-core it says so
+# and skips (exit 0), unless REPORT_BROWSER_REQUIRED=1 (CI), where that fails.
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${1:-build}
+DIR=$BUILD/report_test
+SHOTS=${2:-$DIR/report}
+PUPPETEER_DIR=$(pwd)/build/npm/node_modules
+skip() {
+    echo "report_browser: SKIPPED: $1 (tools/install-browser-deps.sh installs it; make test runs it unless NO_DEPS=1)"
+    [ "${REPORT_BROWSER_REQUIRED:-0}" = 1 ] && exit 1
+    exit 0
+}
+[ -x "${CHROMIUM:-/usr/bin/chromium}" ] || skip "no Chromium at ${CHROMIUM:-/usr/bin/chromium}"
+command -v node > /dev/null 2>&1 || skip "no node"
+[ -d "$PUPPETEER_DIR/puppeteer-core" ] || skip "no puppeteer-core in build/npm"
+mkdir -p "$DIR" || exit 1
+if [ -z "$REPORT" ]; then
+    rm -rf "$DIR/lm"
+    echo "report_browser: a short lm run ($DIR/lm)"
+    "$BUILD/bin/lm" --steps 60 --eval-every 20 --tokens 60 --out "$DIR/lm" > "$DIR/lm.log" 2>&1 ||
+        { tail -20 "$DIR/lm.log"; echo "report_browser: FAILED: lm"; exit 1; }
+    REPORT=$DIR/lm/report.html
+    "$BUILD/bin/report" "$DIR/lm" --out "$DIR/rebuilt.html" > /dev/null || { echo "report_browser: FAILED: tgrad-report"; exit 1; }
+    cmp -s "$REPORT" "$DIR/rebuilt.html" || { echo "report_browser: FAILED: tgrad-report's page differs from lm's"; exit 1; }
+    echo "ok   tgrad-report rebuilds lm's page byte for byte from the run folder"
+fi
+echo "report_browser: $REPORT ($(wc -c < "$REPORT") bytes)"
+PUPPETEER_DIR=$PUPPETEER_DIR timeout 300 node tests/report_browser.js "$REPORT" "$SHOTS"

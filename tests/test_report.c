@@ -1,0 +1,122 @@
+/* The run report: the page writer (src/viz/report.c) and the data it is
+ * given (src/train/report.c). The page in a real browser is
+ * tests/report_browser.sh's. */
+#include "io_test_util.h"
+#include "test_util.h"
+
+TestSuite(report, .fini = cleanup);
+
+static char *page_of(const char *path) {
+    size_t n;
+    unsigned char *b = read_all(path, &n);
+    char *s = realloc(b, n + 1);
+    cr_assert_not_null(s);
+    s[n] = 0;
+    return s;
+}
+
+static int count(const char *s, const char *what) {
+    int k = 0;
+    for (const char *p = s; (p = strstr(p, what)); p++) k++;
+    return k;
+}
+
+Test(report, viz_page_is_self_contained_and_escapes_the_data) {
+    tmpdir();
+    tg_viz_report_part parts[] = {{"settings", "{\"note\": \"</script><script>alert(1)</script>\"}"},
+                                  {"samples", "[{\"step\": 1, \"text\": \"<!-- x\"}]"}};
+    cr_assert_eq(tg_viz_report(in_dir("r.html"), "a <b> & \"c\"", parts, 2), 0, "%s", tg_viz_last_error());
+    char *s = page_of(in_dir("r.html"));
+    cr_expect(strstr(s, "<title>a &lt;b&gt; &amp; &quot;c&quot;</title>"));
+    cr_expect_eq(count(s, "</script>"), 2, "only the page's own two script blocks end"); /* data, code */
+    cr_expect(strstr(s, "\\u003c/script>\\u003cscript>alert(1)"));
+    cr_expect(strstr(s, "Content-Security-Policy") && strstr(s, "default-src 'none'"));
+    /* The one URL is SVG's namespace name, which is never fetched. */
+    cr_expect(!strstr(s, "src=") && !strstr(s, "<link") &&
+                  count(s, "http://") == count(s, "http://www.w3.org/2000/svg") && !strstr(s, "https://"),
+              "nothing is loaded from elsewhere");
+    cr_expect(strstr(s, "function drawAttention") && strstr(s, ".tok.query"), "the page's script and style inline");
+    free(s);
+}
+
+Test(report, viz_refuses_bad_parts_naming_the_function) {
+    tmpdir();
+    tg_viz_report_part bad[] = {{"Bad-Name", "{}"}};
+    cr_expect_eq(tg_viz_report(in_dir("r.html"), "t", bad, 1), -1);
+    cr_expect(strstr(tg_viz_last_error(), "tg_viz_report") && strstr(tg_viz_last_error(), "Bad-Name"));
+    tg_viz_report_part empty[] = {{"settings", "  "}};
+    cr_expect_eq(tg_viz_report(in_dir("r.html"), "t", empty, 1), -1);
+    cr_expect_eq(access(in_dir("r.html"), F_OK), -1, "nothing written");
+}
+
+Test(report, curves_from_the_metrics_log) {
+    tmpdir();
+    FILE *f = fopen(in_dir("metrics.jsonl"), "w");
+    fputs("{\"step\": 1, \"lr\": 0.001, \"loss\": 3.5, \"val_loss\": null, \"tokens_per_s\": 10, \"grad_norm\": 1}\n"
+          "{\"step\": 2, \"lr\": 0.002, \"loss\": 3.25, \"val_loss\": 3.4, \"tokens_per_s\": 10, \"grad_norm\": 1}\n"
+          "not json\n"
+          "{\"step\": 3, \"lr\": 0.002, \"loss\": 3, \"val_loss\": null, \"tokens_per_s\": 10, \"grad_norm\": 1}\n"
+          "{\"step\": 4, \"lr\": 0.0",
+          f); /* a broken line, and one still being written */
+    fclose(f);
+    tg_report *r = tg_report_new();
+    cr_assert_eq(tg_report_add_run(r, g_dir), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_report_write(r, in_dir("report.html"), "run"), 0, "%s", tg_last_error());
+    tg_report_free(r);
+    char *s = page_of(in_dir("report.html"));
+    cr_expect(strstr(s, "\"metrics\": {\"step\": [1,2,3], \"loss\": [3.5,3.25,3], \"lr\": [0.001,0.002,0.002], "
+                        "\"val_step\": [2], \"val_loss\": [3.4]}"),
+              "%s", strstr(s, "\"metrics\""));
+    cr_expect(!strstr(s, "\n\"settings\": "), "no checkpoint: no settings");
+    free(s);
+}
+
+Test(report, decoder_attention_over_text_and_positions) {
+    tmpdir();
+    tg_rng rng = tg_rng_new(3);
+    tg_decoder_config c = tg_decoder_config_default(256, 8, 2, 2, 8);
+    tg_decoder *m = tg_decoder_new(&c, &rng);
+    TG_REQUIRE(m);
+    int tokens[8];
+    tg_bytes_encode((const unsigned char *)"ab\"c\n\x01<d", 8, tokens);
+    tg_report *r = tg_report_new();
+    cr_assert_eq(tg_report_add_decoder(r, m, tokens, 8, NULL), 0, "%s", tg_last_error());
+    cr_expect(m->training, "the model's mode is restored");
+    cr_expect(tg_set_grad_enabled(true), "grad mode is restored");
+    cr_assert_eq(tg_report_write(r, in_dir("report.html"), "lm"), 0, "%s", tg_last_error());
+    char *s = page_of(in_dir("report.html"));
+    cr_expect(strstr(s, "\"attention\": {\"layers\": 2, \"heads\": 2, \"pe\": \"learned\", "
+                        "\"tokens\": [\"a\",\"b\",\"\\\"\",\"c\",\"\\u000a\",\"\\\\x01\",\"\\u003c\",\"d\"]"),
+              "%.200s", strstr(s, "\"attention\""));
+    cr_expect(strstr(s, "\"w\": [[[1],[0."), "row 0 attends to itself only (causal)");
+    cr_expect(strstr(s, "Learned absolute positions: transformer.wpe.weight [8, 8]"));
+    free(s);
+    int bad[2] = {0, 300};
+    cr_expect_eq(tg_report_add_decoder(r, m, bad, 2, NULL), -1);
+    cr_expect(error_has("report", "outside the vocabulary"));
+    tg_report_free(r);
+    tg_decoder_free(m);
+}
+
+Test(report, samples_of_a_resumed_run_and_tables) {
+    tmpdir();
+    cr_assert_eq(tg_report_append_sample(g_dir, 10, "first", 5), 0);
+    cr_assert_eq(tg_report_append_sample(g_dir, 20, "lost", 4), 0); /* after the checkpoint of a killed run */
+    cr_assert_eq(tg_report_append_sample(g_dir, 20, "re\x01sumed", 8), 0);
+    tg_report *r = tg_report_new();
+    cr_assert_eq(tg_report_add_samples(r, g_dir, 0), 0);
+    double x[2] = {16, 32}, y[4] = {100, 50, NAN, 25};
+    const char *names[2] = {"fixed", "rope"};
+    cr_assert_eq(tg_report_add_table(r, "shift", "length", "accuracy", x, 2, names, y, 2), 0);
+    cr_assert_eq(tg_report_add_table(r, "reverse", "length", "accuracy", x, 2, names, y, 1), 0);
+    cr_assert_eq(tg_report_write(r, in_dir("report.html"), "toy"), 0);
+    tg_report_free(r);
+    char *s = page_of(in_dir("report.html"));
+    cr_expect(
+        strstr(s, "\"samples\": [{\"step\": 10, \"text\": \"first\"},\n{\"step\": 20, \"text\": \"re\\\\x01sumed\"}]"),
+        "%.120s", strstr(s, "\"samples\""));
+    cr_expect(!strstr(s, "lost"));
+    cr_expect(strstr(s, "\"table\": [{\"title\": \"shift\"") && strstr(s, "\"y\": [null,25]") &&
+              strstr(s, "{\"title\": \"reverse\""));
+    free(s);
+}

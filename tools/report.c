@@ -1,0 +1,85 @@
+/* tgrad-report DIR: rebuilds DIR/report.html from a run folder alone.
+ *
+ *   settings and curves   DIR/train_state.safetensors's metadata, DIR/metrics.jsonl
+ *   samples               DIR/samples.jsonl (lm writes one at each evaluation)
+ *   lm's attention        the decoder rebuilt from the checkpoint (examples/lm_model.h,
+ *                         the code lm itself runs) over the first validation window
+ *                         of its token file: DIR/tokens.npy, or --data's .npy
+ *
+ * A run of lm is told by its checkpoint's metadata (nanoGPT's n_layer and
+ * tgrad's tokenizer); any other run gets the settings and curves. */
+#include "../examples/lm_model.h"
+#include "../examples/lm_report.h"
+
+static const char *const ABOUT =
+    "Rebuilds DIR/report.html, the run's self-contained page, from the run folder: settings and\n"
+    "curves from its checkpoint and metrics.jsonl, the samples, and for an lm run the attention of\n"
+    "every layer and head over the first validation window and the positional encoding in use.";
+
+/* An lm run: the model from the checkpoint, the window from its token file. */
+static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
+    char data[4096] = "", v[32];
+    int B = 32, seed = 1;
+    if (tg_safetensors_meta(st, "batch", v, sizeof v) > 0) B = atoi(v);
+    if (tg_safetensors_meta(st, "seed", v, sizeof v) > 0) seed = atoi(v);
+    int64_t step = 0; /* the samples up to the checkpoint's step, as the curves */
+    if (tg_safetensors_meta(st, "step", v, sizeof v) > 0) step = strtoll(v, NULL, 10);
+    long n = tg_safetensors_meta(st, "data", data, sizeof data);
+    bool npy = n > 4 && n < (long)sizeof data && strcmp(data + n - 4, ".npy") == 0;
+    char *tokens = npy ? strdup(data) : tg_run_path(dir, "tokens.npy");
+    lm_config c;
+    tg_decoder *m = lm_load(dir, &c);
+    tg_token_data *d = m && tokens ? tg_token_data_open(tokens, 0.1, (uint64_t)seed) : NULL;
+    int T = m ? m->cfg.block_size : 0;
+    if (B < 1 || B > 4096) B = 1;
+    if (d && tg_token_data_val_batches(d, B, T) < 1) B = 1;
+    int *x = malloc(sizeof(int) * (size_t)B * (T ? T : 1)), *y = malloc(sizeof(int) * (size_t)B * (T ? T : 1));
+    int rc = d && x && y ? 0 : -1;
+    if (rc == 0) rc = lm_write_report(dir, out, m, d, B, x, y, step);
+    free(x), free(y), free(tokens);
+    tg_token_data_close(d);
+    tg_decoder_free(m);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    const char *out = NULL, *pos[1] = {NULL};
+    cli_opt opts[] = {{"out", CLI_STR, &out, "write the page here instead of DIR/report.html", 0, 0}};
+    int n = cli_parse(argc, argv, "DIR", ABOUT, opts, 1, pos, 1);
+    if (n != 1) return cli_usage_error(argv[0], "DIR", ABOUT, opts, 1, "give one run folder");
+    const char *dir = pos[0];
+    (void)model_meta; /* lm_model.h's writer: lm's, not needed to read */
+    char *state = tg_run_path(dir, "train_state.safetensors");
+    tg_safetensors st;
+    if (!state || tg_safetensors_open(state, &st) != 0) {
+        fprintf(stderr, "tgrad-report: %s: not a run folder (%s)\n", dir, tg_last_error());
+        free(state);
+        return 1;
+    }
+    free(state);
+    char v[16];
+    bool lm =
+        tg_safetensors_meta(&st, "n_layer", v, sizeof v) > 0 && tg_safetensors_meta(&st, "tokenizer", v, sizeof v) > 0;
+    int rc;
+    if (lm) {
+        rc = lm_page(dir, out, &st);
+    } else {
+        char *page = out ? NULL : tg_run_path(dir, "report.html");
+        tg_report *rep = tg_report_new();
+        rc = rep && (out || page) ? tg_report_add_run(rep, dir) : -1;
+        if (rc == 0) rc = tg_report_add_samples(rep, dir, 0);
+        if (rc == 0) rc = tg_report_write(rep, out ? out : page, dir);
+        tg_report_free(rep);
+        free(page);
+    }
+    tg_safetensors_close(&st);
+    if (rc != 0) {
+        fprintf(stderr, "tgrad-report: %s\n", tg_last_error() ? tg_last_error() : "out of memory");
+        return 1;
+    }
+    char *page = out ? NULL : tg_run_path(dir, "report.html");
+    printf("wrote %s\n", out ? out : page);
+    free(page);
+    tg_release_all();
+    return 0;
+}
