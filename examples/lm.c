@@ -215,8 +215,8 @@ static int on_save(void *ctx, int64_t step) {
     tg_run_history(r->run, &train, &n, &vs, &vl, &nv);
     r->drew = lm_draw_losses(r->o.out, r->o.data, &r->c, train, n, vs, vl, nv) == 0 &&
               lm_draw_attention(r->o.out, r->m, r->d, r->o.batch, r->x, r->y) == 0;
-    lm_report(&r->o, r->m, r->d, r->x, r->y, step); /* report.html (and a sample) */
-    return 0;                                       /* a figure that cannot be drawn is said, and the run goes on */
+    lm_report(&r->o, r->m, &r->tok, r->d, r->x, r->y, step); /* report.html (and a sample) */
+    return 0; /* a figure that cannot be drawn is said, and the run goes on */
 }
 
 static void print_setup(const lm_run *r, int64_t step) {

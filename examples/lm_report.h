@@ -7,14 +7,14 @@
 #ifndef LM_REPORT_H
 #define LM_REPORT_H
 
-#include "tgrad.h"
+#include "lm_tokenizer.h"
 
 /* Writes page (NULL: DIR/report.html) for the model m of the run in dir at step (0: the
  * checkpoint's), its attention over validation window 0 of d (B windows of
  * m's block size: x and y hold B * T ints). 0, or -1 with the error
  * recorded. */
-static int lm_write_report(const char *dir, const char *page, tg_decoder *m, const tg_token_data *d, int B, int *x,
-                           int *y, int64_t step) {
+static int lm_write_report(const char *dir, const char *page, tg_decoder *m, const lm_tok *tok, const tg_token_data *d,
+                           int B, int *x, int *y, int64_t step) {
     const tg_decoder_config *c = &m->cfg;
     static const char *const pe[] = {"learned", "relative", "rope", "alibi"};
     char title[200];
@@ -24,7 +24,19 @@ static int lm_write_report(const char *dir, const char *page, tg_decoder *m, con
     char *path = page ? strdup(page) : tg_run_path(dir, "report.html");
     int rc = rep && path && tg_token_data_val_batch(d, 0, B, c->block_size, x, y) == 0 ? 0 : -1;
     if (rc == 0) rc = tg_report_add_run(rep, dir);
-    if (rc == 0) rc = tg_report_add_decoder(rep, m, x, c->block_size, NULL); /* bytes */
+    /* A BPE's tokens as their text (bytes: NULL, the report writes them itself). */
+    int V = tok && tok->bpe ? lm_tok_vocab(tok) : 0;
+    char **text = V ? calloc((size_t)V, sizeof *text) : NULL;
+    for (int id = 0; text && id < V; id++) {
+        size_t len = 0;
+        const unsigned char *b = tg_bpe_token(tok->bpe, id, &len);
+        if ((text[id] = malloc(len + 1)))
+            memcpy(text[id], b ? (const char *)b : "", b ? len : 0), text[id][b ? len : 0] = 0;
+    }
+    if (rc == 0 && V && !text) rc = -1;
+    if (rc == 0) rc = tg_report_add_decoder(rep, m, x, c->block_size, (const char *const *)text);
+    for (int id = 0; text && id < V; id++) free(text[id]);
+    free(text);
     if (rc == 0) rc = tg_report_add_samples(rep, dir, step);
     if (rc == 0) rc = tg_report_write(rep, path, title);
     tg_report_free(rep);

@@ -308,7 +308,8 @@ static int lm_draw_attention(const char *out, tg_decoder *m, const tg_token_data
 /* After each checkpoint: a short sample into the run's samples.jsonl (a
  * few bytes past a window, so that it costs little: each step past the
  * block is a whole forward, src/nn/decoder.h), then report.html. */
-static int lm_report(const options *o, tg_decoder *m, const tg_token_data *d, int *x, int *y, int64_t step) {
+static int lm_report(const options *o, tg_decoder *m, const lm_tok *tok, const tg_token_data *d, int *x, int *y,
+                     int64_t step) {
     static bool started; /* a new run in an old folder starts its samples afresh */
     if (!started && !o->resume) {
         char *old = tg_run_path(o->out, "samples.jsonl");
@@ -316,18 +317,26 @@ static int lm_report(const options *o, tg_decoder *m, const tg_token_data *d, in
         free(old);
     }
     started = true;
-    int n = o->prompt[0] ? (int)strlen(o->prompt) : 1, n_new = o->tokens < 160 ? o->tokens : 160;
-    int *ids = malloc(sizeof(int) * (size_t)(n + n_new + 1));
-    char *text = malloc((size_t)(n + n_new + 1));
-    int rc = ids && text ? 0 : -1;
-    if (rc == 0) tg_bytes_encode((const unsigned char *)(o->prompt[0] ? o->prompt : "\n"), (size_t)n, ids);
+    const char *prompt = o->prompt[0] ? o->prompt : "\n";
+    int64_t n;
+    int n_new = o->tokens < 160 ? o->tokens : 160,
+        *p = lm_tok_encode(tok, (const unsigned char *)prompt, strlen(prompt), &n);
+    int *ids = p ? malloc(sizeof(int) * (size_t)(n + n_new + 1)) : NULL;
+    int rc = ids && n > 0 ? 0 : -1;
+    if (rc == 0) memcpy(ids, p, sizeof(int) * (size_t)n);
     if (rc == 0)
-        rc = tg_decoder_generate(m, ids, n, n_new, (tg_real)o->temperature, o->top_k, (uint64_t)o->seed, ids + n);
-    for (int i = 0; rc == 0 && i < n + n_new; i++) text[i] = (char)ids[i];
-    if (rc == 0) rc = tg_report_append_sample(o->out, step, text, (size_t)(n + n_new));
-    if (rc == 0) rc = lm_write_report(o->out, NULL, m, d, o->batch, x, y, step);
+        rc = tg_decoder_generate(m, ids, (int)n, n_new, (tg_real)o->temperature, o->top_k, (uint64_t)o->seed, ids + n);
+    /* the sample as text: its bytes, or the BPE's decoding */
+    size_t len = (size_t)(n + n_new);
+    int64_t bytes = rc == 0 && tok->bpe ? tg_bpe_decoded_size(tok->bpe, ids, len) : (int64_t)len;
+    char *text = rc == 0 && bytes >= 0 ? malloc((size_t)bytes + 1) : NULL;
+    if (rc == 0 && !text) rc = -1;
+    if (rc == 0 && tok->bpe) rc = tg_bpe_decode(tok->bpe, ids, len, (unsigned char *)text, (size_t)bytes) < 0 ? -1 : 0;
+    for (size_t i = 0; rc == 0 && !tok->bpe && i < len; i++) text[i] = (char)ids[i];
+    if (rc == 0) rc = tg_report_append_sample(o->out, step, text, (size_t)bytes);
+    if (rc == 0) rc = lm_write_report(o->out, NULL, m, tok, d, o->batch, x, y, step);
     if (rc != 0) fprintf(stderr, "lm: report: %s\n", tg_last_error() ? tg_last_error() : "out of memory");
-    free(ids), free(text);
+    free(p), free(ids), free(text);
     return rc;
 }
 

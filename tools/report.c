@@ -28,14 +28,16 @@ static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
     bool npy = n > 4 && n < (long)sizeof data && strcmp(data + n - 4, ".npy") == 0;
     char *tokens = npy ? strdup(data) : tg_run_path(dir, "tokens.npy");
     lm_config c;
-    tg_decoder *m = lm_load(dir, &c);
+    lm_tok tok;
+    tg_decoder *m = lm_load(dir, &c, &tok);
     tg_token_data *d = m && tokens ? tg_token_data_open(tokens, 0.1, (uint64_t)seed) : NULL;
     int T = m ? m->cfg.block_size : 0;
     if (B < 1 || B > 4096) B = 1;
     if (d && tg_token_data_val_batches(d, B, T) < 1) B = 1;
     int *x = malloc(sizeof(int) * (size_t)B * (T ? T : 1)), *y = malloc(sizeof(int) * (size_t)B * (T ? T : 1));
     int rc = d && x && y ? 0 : -1;
-    if (rc == 0) rc = lm_write_report(dir, out, m, d, B, x, y, step);
+    if (rc == 0) rc = lm_write_report(dir, out, m, &tok, d, B, x, y, step);
+    if (m) lm_tok_free(&tok);
     free(x), free(y), free(tokens);
     tg_token_data_close(d);
     tg_decoder_free(m);
