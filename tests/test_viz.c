@@ -359,6 +359,94 @@ Test(viz, lineplot_draws_each_series_in_its_colour) {
     cr_expect_eq(tg_viz_lineplot(p, one, 2, NULL), 0, "%s", tg_viz_last_error());
 }
 
+/* The legend's frame in a line plot: the rows holding a run of at least 40
+ * pixels of its edge colour (#cccccc), which nothing else draws that long. */
+static int find_legend(const image *im, int *x0, int *y0, int *x1, int *y1) {
+    int found = 0;
+    for (int y = 0; y < im->h; y++) {
+        int run = 0;
+        for (int x = 0; x < im->w; x++) {
+            const unsigned char *p = pixel(im, x, y);
+            run = p[0] == 0xcc && p[1] == 0xcc && p[2] == 0xcc ? run + 1 : 0;
+            if (run != 40) continue;
+            int xs = x - 39, xe = x;
+            while (xe + 1 < im->w && pixel(im, xe + 1, y)[0] == 0xcc && pixel(im, xe + 1, y)[1] == 0xcc) xe++;
+            if (!found) {
+                *x0 = xs;
+                *x1 = xe;
+                *y0 = y;
+            }
+            *y1 = y;
+            found = 1;
+        }
+    }
+    return found;
+}
+
+/* Pixels of some colour (data lines, in any tab10 colour but grey): axes,
+ * grid, text and the legend's frame are all grey. */
+static int colourful(const unsigned char *p) {
+    int mx = p[0], mn = p[0];
+    for (int k = 1; k < 3; k++) {
+        if (p[k] > mx) mx = p[k];
+        if (p[k] < mn) mn = p[k];
+    }
+    return mx - mn > 24;
+}
+
+/* Draws the series with their labels and without (so no legend), finds the
+ * legend's box in the first and checks that the second has no data pixel
+ * there: the legend hides nothing. Returns the first figure's width. */
+static int expect_legend_hides_nothing(const char *what, const tg_series *series, int n) {
+    tg_series bare[4];
+    cr_assert_leq(n, 4);
+    for (int k = 0; k < n; k++) {
+        bare[k] = series[k];
+        bare[k].label = NULL;
+    }
+    const char *pl = path_in_tmp("legend.png"), *pb = path_in_tmp("bare.png");
+    cr_assert_eq(tg_viz_lineplot(pl, series, n, NULL), 0, "%s", tg_viz_last_error());
+    cr_assert_eq(tg_viz_lineplot(pb, bare, n, NULL), 0, "%s", tg_viz_last_error());
+    image with = load(pl), without = load(pb);
+    cr_expect_eq(without.w, 640);
+    cr_expect_eq(without.h, 420);
+    int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+    cr_assert(find_legend(&with, &x0, &y0, &x1, &y1), "%s: no legend frame found", what);
+    cr_expect_gt(y1 - y0, 15, "%s: legend frame %d..%d x %d..%d", what, x0, x1, y0, y1);
+    int hidden = 0;
+    for (int y = y0; y <= y1 && y < without.h; y++)
+        for (int x = x0; x <= x1 && x < without.w; x++) hidden += colourful(pixel(&without, x, y));
+    cr_expect_eq(hidden, 0, "%s: the legend at x %d..%d, y %d..%d covers %d data pixels", what, x0, x1, y0, y1, hidden);
+    int w = with.w;
+    stbi_image_free(with.px);
+    stbi_image_free(without.px);
+    return w;
+}
+
+Test(viz, lineplot_legend_never_covers_data) {
+    /* Points fill the top-right corner, where the legend usually goes, and a
+     * flat line runs along the bottom: the legend goes top left, inside. */
+    enum { N = 60 };
+    float x[N], dense[N], flat[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)i / (N - 1);
+        dense[i] = x[i] < 0.5f ? 0.5f : (i % 2 ? 1.0f : 0.75f);
+        flat[i] = 0.0f;
+    }
+    tg_series corner[2] = {{"dense top right", x, dense, N}, {"flat bottom", x, flat, N}};
+    cr_expect_eq(expect_legend_hides_nothing("top right filled", corner, 2), 640, "the legend fits inside");
+    /* Two diagonals: their ends sit in all four corners. */
+    float ends[2] = {0.0f, 1.0f}, up[2] = {0.0f, 1.0f}, down[2] = {1.0f, 0.0f};
+    tg_series cross[2] = {{"up", ends, up, 2}, {"down", ends, down, 2}};
+    cr_expect_gt(expect_legend_hides_nothing("diagonals", cross, 2), 640, "the canvas grows for the legend");
+    /* An octagon whose sides cut every corner with no point in any: only
+     * the line segments are in the way. */
+    float ox[9] = {0.15f, 0.85f, 1.0f, 1.0f, 0.85f, 0.15f, 0.0f, 0.0f, 0.15f};
+    float oy[9] = {0.0f, 0.0f, 0.15f, 0.85f, 1.0f, 1.0f, 0.85f, 0.15f, 0.0f};
+    tg_series oct[1] = {{"oct", ox, oy, 9}};
+    cr_expect_gt(expect_legend_hides_nothing("octagon", oct, 1), 640, "the canvas grows for the legend");
+}
+
 /* ---- errors and atomic writes -------------------------------------------- */
 
 static void expect_error(int rc, const char *must_contain, const char *must_contain2) {

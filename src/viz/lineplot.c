@@ -87,42 +87,100 @@ typedef struct {
 static float to_px_x(const axes *a, double x) { return (float)(a->x + (x - a->x0) / (a->x1 - a->x0) * a->w); }
 static float to_px_y(const axes *a, double y) { return (float)(a->y + a->h - (y - a->y0) / (a->y1 - a->y0) * a->h); }
 
-/* The legend goes in whichever corner of the plot hides the fewest points. */
-static void place_legend(const axes *a, const tg_series *series, int n_series, int log_y, int lw, int lh, int *lx,
-                         int *ly) {
-    int inset = 8;
-    int cx[4] = {a->x + a->w - inset - lw, a->x + inset, a->x + a->w - inset - lw, a->x + inset};
-    int cy[4] = {a->y + inset, a->y + inset, a->y + a->h - inset - lh, a->y + a->h - inset - lh};
-    long best = -1;
-    for (int c = 0; c < 4; c++) {
-        long hidden = 0;
-        for (int k = 0; k < n_series; k++)
-            for (int i = 0; i < series[k].n; i++) {
-                double y = y_of(series[k].y[i], log_y), x = x_of(&series[k], i);
-                if (!isfinite(x) || isnan(y)) continue;
-                float px = to_px_x(a, x), py = to_px_y(a, y);
-                if (px >= cx[c] - 4 && px <= cx[c] + lw + 4 && py >= cy[c] - 4 && py <= cy[c] + lh + 4) hidden++;
-            }
-        if (best < 0 || hidden < best) {
-            best = hidden;
-            *lx = cx[c];
-            *ly = cy[c];
+/* Whether the segment (ax, ay)-(bx, by) (a point if both ends are equal)
+ * meets the box [x0, x1] x [y0, y1]: Liang-Barsky clipping. */
+static int segment_meets_box(float ax, float ay, float bx, float by, float x0, float y0, float x1, float y1) {
+    double t0 = 0.0, t1 = 1.0, dx = (double)bx - ax, dy = (double)by - ay;
+    double p[4] = {-dx, dx, -dy, dy}, q[4] = {ax - (double)x0, x1 - (double)ax, ay - (double)y0, y1 - (double)ay};
+    for (int k = 0; k < 4; k++) {
+        if (p[k] == 0.0) {
+            if (q[k] < 0.0) return 0;
+            continue;
+        }
+        double t = q[k] / p[k];
+        if (p[k] < 0.0) {
+            if (t > t1) return 0;
+            if (t > t0) t0 = t;
+        } else {
+            if (t < t0) return 0;
+            if (t < t1) t1 = t;
         }
     }
+    return 1;
 }
 
-static int draw_legend(viz_canvas *c, viz_font *f, const axes *a, const tg_series *series, int n_series, int log_y) {
-    int rows = 0, tw = 0, row_h = viz_text_height(f, LEGEND_PX) + 4;
+/* Whether any plotted point or line segment comes within a line's width
+ * (plus a little air) of the box at (lx, ly), lw x lh pixels. */
+static int box_covers_data(const axes *a, const tg_series *series, int n_series, int log_y, int lx, int ly, int lw,
+                           int lh) {
+    float pad = LINE_W * 0.5f + 3.0f;
+    float x0 = (float)lx - pad, y0 = (float)ly - pad, x1 = (float)(lx + lw) + pad, y1 = (float)(ly + lh) + pad;
+    for (int k = 0; k < n_series; k++) {
+        int have_prev = 0;
+        float qx = 0.0f, qy = 0.0f;
+        for (int i = 0; i < series[k].n; i++) {
+            double y = y_of(series[k].y[i], log_y), x = x_of(&series[k], i);
+            if (!isfinite(x) || isnan(y)) {
+                have_prev = 0;
+                continue;
+            }
+            float px = to_px_x(a, x), py = to_px_y(a, y);
+            /* The segment from the previous point, or the point itself. */
+            if (segment_meets_box(have_prev ? qx : px, have_prev ? qy : py, px, py, x0, y0, x1, y1)) return 1;
+            qx = px;
+            qy = py;
+            have_prev = 1;
+        }
+    }
+    return 0;
+}
+
+/* The legend's size for the labelled series, or 0 rows if none is. */
+static void legend_size(viz_font *f, const tg_series *series, int n_series, int *rows, int *lw, int *lh, int *row_h) {
+    int tw = 0;
+    *rows = 0;
+    *row_h = viz_text_height(f, LEGEND_PX) + 4;
     for (int k = 0; k < n_series; k++)
         if (nonempty(series[k].label)) {
             int w = viz_text_width(f, series[k].label, LEGEND_PX);
             if (w > tw) tw = w;
-            rows++;
+            (*rows)++;
         }
-    if (!rows) return 0;
-    int lw = 2 * LEGEND_PAD + LEGEND_SAMPLE + GAP + tw, lh = 2 * LEGEND_PAD + rows * row_h - 4;
-    int lx = 0, ly = 0;
-    place_legend(a, series, n_series, log_y, lw, lh, &lx, &ly);
+    *lw = 2 * LEGEND_PAD + LEGEND_SAMPLE + GAP + tw;
+    *lh = 2 * LEGEND_PAD + *rows * *row_h - 4;
+}
+
+/* The legend never covers data: it goes in the first corner of the plot
+ * (top right, top left, bottom right, bottom left) where it hides no point
+ * and no line, else outside the plot area, to the right of it (or below the
+ * figure if it is taller than the plot), growing the canvas *cw x *ch. */
+static void place_legend(const axes *a, const tg_series *series, int n_series, int log_y, int lw, int lh, int *lx,
+                         int *ly, int *cw, int *ch) {
+    int inset = 8;
+    int cx[4] = {a->x + a->w - inset - lw, a->x + inset, a->x + a->w - inset - lw, a->x + inset};
+    int cy[4] = {a->y + inset, a->y + inset, a->y + a->h - inset - lh, a->y + a->h - inset - lh};
+    if (lw + 2 * inset <= a->w && lh + 2 * inset <= a->h)
+        for (int c = 0; c < 4; c++)
+            if (!box_covers_data(a, series, n_series, log_y, cx[c], cy[c], lw, lh)) {
+                *lx = cx[c];
+                *ly = cy[c];
+                return;
+            }
+    if (lh <= a->h) {
+        *lx = a->x + a->w + MARGIN;
+        *ly = a->y;
+        if (*lx + lw + MARGIN > *cw) *cw = *lx + lw + MARGIN;
+        return;
+    }
+    *lx = a->x + (a->w - lw) / 2;
+    if (*lx < MARGIN) *lx = MARGIN;
+    *ly = *ch - MARGIN + GAP;
+    *ch = *ly + lh + MARGIN;
+    if (*lx + lw + MARGIN > *cw) *cw = *lx + lw + MARGIN;
+}
+
+static int draw_legend(viz_canvas *c, viz_font *f, const tg_series *series, int n_series, int lx, int ly, int lw,
+                       int lh, int row_h) {
     viz_fill_rect(c, lx, ly, lx + lw, ly + lh, WHITE);
     viz_frame_rect(c, lx, ly, lw, lh, LEGEND_EDGE);
     int y = ly + LEGEND_PAD;
@@ -140,8 +198,10 @@ static int draw_legend(viz_canvas *c, viz_font *f, const axes *a, const tg_serie
     return 0;
 }
 
-static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_series, const tg_plot_opts *o,
-                     const char *fn) {
+/* Lays out the w x h figure, places the legend (which may grow the canvas),
+ * then creates the canvas *c and draws into it. */
+static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_series, const tg_plot_opts *o, int w,
+                     int h, const char *fn) {
     int log_y = o->log_y != 0;
     /* Data range over every plottable point. */
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
@@ -164,7 +224,7 @@ static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_
 
     int tick_h = viz_text_height(f, TICK_PX), label_h = viz_text_height(f, LABEL_PX);
     int top = MARGIN + (nonempty(o->title) ? viz_text_height(f, TITLE_PX) + GAP + 2 : 0);
-    int bottom = c->h - MARGIN - TICK_LEN - TICK_GAP - tick_h - (nonempty(o->xlabel) ? GAP + label_h : 0);
+    int bottom = h - MARGIN - TICK_LEN - TICK_GAP - tick_h - (nonempty(o->xlabel) ? GAP + label_h : 0);
     int plot_h = bottom - top;
 
     /* y ticks first: their widest number decides the left margin. */
@@ -183,14 +243,19 @@ static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_
         if (w > ytick_w) ytick_w = w;
     }
     int left = MARGIN + ytick_w + TICK_GAP + TICK_LEN + (nonempty(o->ylabel) ? label_h + GAP : 0);
-    int right = c->w - MARGIN - 10; /* room for half the last x number */
+    int right = w - MARGIN - 10; /* room for half the last x number */
     if (right - left < MIN_PLOT || plot_h < MIN_PLOT)
-        return viz_error("%s: image %d x %d leaves a plot area of %d x %d, under %d x %d", fn, c->w, c->h, right - left,
+        return viz_error("%s: image %d x %d leaves a plot area of %d x %d, under %d x %d", fn, w, h, right - left,
                          plot_h, MIN_PLOT, MIN_PLOT);
     a.x = left;
     a.y = top;
     a.w = right - left;
     a.h = plot_h;
+
+    int rows, lw, lh, row_h, lx = 0, ly = 0, cw = w, ch = h;
+    legend_size(f, series, n_series, &rows, &lw, &lh, &row_h);
+    if (rows) place_legend(&a, series, n_series, log_y, lw, lh, &lx, &ly, &cw, &ch);
+    if (viz_canvas_init(c, cw, ch, WHITE, fn)) return -1;
 
     double xt[VIZ_MAX_TICKS], xstep;
     int nx = viz_nice_ticks(a.x0, a.x1, a.w / 90 + 1, xt, &xstep);
@@ -234,7 +299,7 @@ static int draw_plot(viz_canvas *c, viz_font *f, const tg_series *series, int n_
         if (viz_draw_text(c, f, ylab[k], TICK_PX, a.x - 1 - TICK_LEN - TICK_GAP, y, VIZ_END, VIZ_CENTER, 0, INK))
             return -1;
     }
-    if (draw_legend(c, f, &a, series, n_series, log_y)) return -1;
+    if (rows && draw_legend(c, f, series, n_series, lx, ly, lw, lh, row_h)) return -1;
     if (nonempty(o->title) &&
         viz_draw_text(c, f, o->title, TITLE_PX, a.x + a.w / 2, MARGIN, VIZ_CENTER, VIZ_START, 0, INK))
         return -1;
@@ -258,8 +323,7 @@ int tg_viz_lineplot(const char *png_path, const tg_series *series, int n_series,
     viz_font *f = viz_font_open();
     if (!f) return viz_error("%s: out of memory opening the font", fn);
     viz_canvas c = {0, 0, NULL};
-    int rc = viz_canvas_init(&c, w, h, WHITE, fn);
-    if (!rc) rc = draw_plot(&c, f, series, n_series, o, fn);
+    int rc = draw_plot(&c, f, series, n_series, o, w, h, fn);
     if (!rc) rc = viz_canvas_write_png(&c, png_path, fn);
     viz_canvas_free(&c);
     viz_font_close(f);

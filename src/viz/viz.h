@@ -109,7 +109,11 @@ typedef struct {
 } tg_plot_opts;
 
 /* Several series as lines in distinct colours (matplotlib's tab10 order),
- * with axes, grid, tick numbers, axis labels, title and a legend. */
+ * with axes, grid, tick numbers, axis labels, title and a legend. The
+ * legend never covers data: it goes in the first corner of the plot area
+ * where it hides no point or line, else outside it, on the right (or below
+ * when taller than the plot area), and then the image is wider (or taller)
+ * than width x height by the legend's size. */
 int tg_viz_lineplot(const char *png_path, const tg_series *series, int n_series, const tg_plot_opts *o);
 
 /* The colour given to series i (cycles through 10 colours). */
