@@ -7,24 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_test_util.h"
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h" /* tg__isa_cap: the kernels a machine without AVX-512 or AVX2
                                      * runs are tested too */
 
-/* Deterministic values in [-1, 1) from a small LCG, so a failure repeats. */
-static uint64_t lcg_state = 12345;
-static tg_real rnd(void) {
-    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (tg_real)((double)(lcg_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static tg_real *rnd_buf(size_t n) {
-    tg_real *p = malloc((n ? n : 1) * sizeof *p);
-    cr_assert_not_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = rnd();
-    return p;
-}
+static uint64_t lcg_state = 12345; /* gemm_test_util.h */
+static tg_real *rnd_buf(size_t n) { return lcg_buf(&lcg_state, n); }
 
 /* Tolerance for one element: a few ulps of the sum of |terms|, the classic
  * forward error bound of a dot product of length K. */
@@ -37,21 +27,10 @@ static tg_real *rnd_buf(size_t n) {
 /* Runs one gemm with the given shapes and padding, compares each element
  * with a long-double naive loop and checks the padding of C is untouched. */
 static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real beta, int pad, bool nan_c) {
-    int arows = ta ? K : M, acols = ta ? M : K;
-    int brows = tb ? N : K, bcols = tb ? K : N;
-    int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
-    if (lda < 1) lda = 1;
-    if (ldb < 1) ldb = 1;
-    if (ldc < 1) ldc = 1;
-    tg_real *A = rnd_buf((size_t)arows * lda);
-    tg_real *B = rnd_buf((size_t)brows * ldb);
-    tg_real *C = rnd_buf((size_t)M * ldc);
-    if (nan_c)
-        for (size_t i = 0; i < (size_t)M * ldc; i++)
-            if (i % (size_t)ldc < (size_t)N) C[i] = NAN;
-    tg_real *C0 = malloc(((size_t)M * ldc + 1) * sizeof *C0);
-    cr_assert_not_null(C0);
-    memcpy(C0, C, (size_t)M * ldc * sizeof *C);
+    gemm_operands o = gemm_operands_new(&lcg_state, ta, tb, M, N, K, pad, nan_c);
+    const int lda = o.lda, ldb = o.ldb, ldc = o.ldc;
+    const tg_real *A = o.A, *B = o.B, *C0 = o.C0;
+    tg_real *C = o.C;
 
     tg_k_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 
@@ -80,10 +59,7 @@ static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real 
                       ta, tb, M, N, K, (double)alpha, (double)beta, pad, i, j, (double)got, want, tol);
         }
     }
-    free(A);
-    free(B);
-    free(C);
-    free(C0);
+    gemm_operands_free(&o);
 }
 
 /* One case in all four transpose combinations of A and B. */

@@ -20,37 +20,22 @@
 #include <string.h>
 
 #include "tensor/half.h"
+#include "gemm_test_util.h"
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h" /* tg__isa_cap */
 
-static uint64_t lcg_state = 777;
-static tg_real rnd(void) {
-    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (tg_real)((double)(lcg_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-static tg_real *rnd_buf(size_t n) {
-    tg_real *p = malloc((n ? n : 1) * sizeof *p);
-    cr_assert_not_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = rnd();
-    return p;
-}
+static uint64_t lcg_state = 777; /* gemm_test_util.h */
+static tg_real *rnd_buf(size_t n) { return lcg_buf(&lcg_state, n); }
 
 #define EPS_F 1.1920929e-07
 
 /* One product against both references; C's padding must stay untouched. */
 static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real beta, int pad, bool nan_c) {
-    int arows = ta ? K : M, acols = ta ? M : K, brows = tb ? N : K, bcols = tb ? K : N;
-    int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
-    if (lda < 1) lda = 1;
-    if (ldb < 1) ldb = 1;
-    tg_real *A = rnd_buf((size_t)arows * lda), *B = rnd_buf((size_t)brows * ldb), *C = rnd_buf((size_t)M * ldc);
-    if (nan_c)
-        for (size_t i = 0; i < (size_t)M * ldc; i++)
-            if (i % (size_t)ldc < (size_t)N) C[i] = NAN;
-    tg_real *C0 = malloc((size_t)M * ldc * sizeof *C0);
-    cr_assert_not_null(C0);
-    memcpy(C0, C, (size_t)M * ldc * sizeof *C);
+    gemm_operands o = gemm_operands_new(&lcg_state, ta, tb, M, N, K, pad, nan_c);
+    const int lda = o.lda, ldb = o.ldb, ldc = o.ldc;
+    const tg_real *A = o.A, *B = o.B, *C0 = o.C0;
+    tg_real *C = o.C;
 
     tg_k_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 
@@ -80,10 +65,7 @@ static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real 
                       "ta=%d tb=%d M=%d N=%d K=%d: C(%d,%d) = %.9g, float product %.9g (tol %.3g)", ta, tb, M, N, K, i,
                       j, (double)got, want32, tol32);
         }
-    free(A);
-    free(B);
-    free(C);
-    free(C0);
+    gemm_operands_free(&o);
 }
 
 static void cases(void) {
@@ -150,8 +132,7 @@ Test(gemm_bf16, packing_rounds_like_the_scalar_formula) {
     for (int i = 0; i < M * K; i++) {
         uint32_t x;
         do {
-            lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
-            x = (uint32_t)(lcg_state >> 32);
+            x = (uint32_t)(lcg_next(&lcg_state) >> 32);
             if (i % 5 == 0) x &= 0x807FFFFFu;                                          /* a subnormal or a zero */
         } while ((x & 0x7F800000u) == 0x7F800000u || (x & 0x7F800000u) > 0x5E800000u); /* finite, no overflow */
         A[i] = (tg_real)tg__bits_float(x);
@@ -263,8 +244,7 @@ Test(half, f16_rounds_to_nearest_even) {
  * the even significand) over many random floats of all magnitudes. */
 Test(half, bf16_matches_double_reference) {
     for (int i = 0; i < 200000; i++) {
-        lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
-        uint32_t x = (uint32_t)(lcg_state >> 32);
+        uint32_t x = (uint32_t)(lcg_next(&lcg_state) >> 32);
         if ((x & 0x7F800000u) == 0x7F800000u) continue; /* inf / NaN: tested above */
         float f = tg__bits_float(x);
         uint16_t lo = (uint16_t)(x >> 16), hi = (uint16_t)(lo + 1);
