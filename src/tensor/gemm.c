@@ -262,20 +262,15 @@ typedef __m256 vreal;
     } while (0)
 
 /* Writes the 6 x NR accumulators to t (row-major, NR per row). */
-#define ACC_SPILL(t)                           \
-    do {                                       \
-        V_STORE((t) + 0 * AVX_NR, c00);        \
-        V_STORE((t) + 0 * AVX_NR + VLEN, c01); \
-        V_STORE((t) + 1 * AVX_NR, c10);        \
-        V_STORE((t) + 1 * AVX_NR + VLEN, c11); \
-        V_STORE((t) + 2 * AVX_NR, c20);        \
-        V_STORE((t) + 2 * AVX_NR + VLEN, c21); \
-        V_STORE((t) + 3 * AVX_NR, c30);        \
-        V_STORE((t) + 3 * AVX_NR + VLEN, c31); \
-        V_STORE((t) + 4 * AVX_NR, c40);        \
-        V_STORE((t) + 4 * AVX_NR + VLEN, c41); \
-        V_STORE((t) + 5 * AVX_NR, c50);        \
-        V_STORE((t) + 5 * AVX_NR + VLEN, c51); \
+#define ROW_SPILL(r)                              \
+    do {                                          \
+        V_STORE(t_ + (r)*AVX_NR, c##r##0);        \
+        V_STORE(t_ + (r)*AVX_NR + VLEN, c##r##1); \
+    } while (0)
+#define ACC_SPILL(t)           \
+    do {                       \
+        tg_real *t_ = (t);     \
+        GEMM_ROWS6(ROW_SPILL); \
     } while (0)
 
 /* Full-tile store, row r: C = alpha*acc (+ beta*C). */
@@ -309,10 +304,7 @@ typedef __m256 vreal;
 TG_AVX2 static void kernel_avx2(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc, tg_real alpha,
                                 tg_real beta, int m, int n) {
     /* Fetch the C tile now so its cache misses overlap the k loop. */
-    for (int r = 0; r < m; r++) {
-        __builtin_prefetch(c + (size_t)r * ldc, 1);
-        __builtin_prefetch(c + (size_t)r * ldc + AVX_NR - 1, 1);
-    }
+    GEMM_PREFETCH_TILE(c, ldc, m, AVX_NR);
     ACC_DECL;
     int k = 0;
     /* Unrolled by 4: fewer loop branches, and the loads of the next step
@@ -540,13 +532,8 @@ TG_AVX512 static inline __attribute__((always_inline)) void z_tile(int kc, const
                                                                    float beta, int m, int n) {
     const float *a0 = a, *a1 = a + (m > 1 ? a_rs : 0), *a2 = a + (m > 2 ? 2 * a_rs : 0);
     const float *a3 = a + (m > 3 ? 3 * a_rs : 0), *a4 = a + (m > 4 ? 4 * a_rs : 0), *a5 = a + (m > 5 ? 5 * a_rs : 0);
-    for (int r = 0; r < m; r++) {
-        __builtin_prefetch(c + (size_t)r * ldc, 1);
-        __builtin_prefetch(c + (size_t)r * ldc + Z_NR - 1, 1);
-    }
-    __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps(), z11 = _mm512_setzero_ps();
-    __m512 z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps(), z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps();
-    __m512 z40 = _mm512_setzero_ps(), z41 = _mm512_setzero_ps(), z50 = _mm512_setzero_ps(), z51 = _mm512_setzero_ps();
+    GEMM_PREFETCH_TILE(c, ldc, m, Z_NR);
+    GEMM_Z_ACCUMULATORS;
     size_t off = 0;
 #pragma GCC unroll 4
     for (int k = 0; k < kc; k++, off += a_ks, b += Z_NR) {

@@ -154,13 +154,8 @@ TG_ISA_DISPATCH(pack_b_sliver, (bool trans, int n, int kc, const tg_real *B, int
 TG_AVX512_BF16 static void kernel_avx512_bf16(int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc,
                                               tg_real alpha, tg_real beta, int m, int n) {
     const uint32_t *a32 = (const uint32_t *)(const void *)a; /* a row's pair as one 32-bit word */
-    for (int r = 0; r < m; r++) {
-        __builtin_prefetch(c + (size_t)r * ldc, 1);
-        __builtin_prefetch(c + (size_t)r * ldc + NR - 1, 1);
-    }
-    __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps(), z11 = _mm512_setzero_ps();
-    __m512 z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps(), z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps();
-    __m512 z40 = _mm512_setzero_ps(), z41 = _mm512_setzero_ps(), z50 = _mm512_setzero_ps(), z51 = _mm512_setzero_ps();
+    GEMM_PREFETCH_TILE(c, ldc, m, NR);
+    GEMM_Z_ACCUMULATORS;
 #pragma GCC unroll 4
     for (int p = 0; p < kp; p++) {
         __m512i b0 = _mm512_loadu_si512(b + (size_t)p * 2 * NR), b1 = _mm512_loadu_si512(b + (size_t)p * 2 * NR + 32);

@@ -59,6 +59,21 @@ void *tg__gemm_workspace(size_t bytes);
         op(5);         \
     } while (0)
 
+/* Fetches the m rows of an nr-wide tile of C now, so that their cache misses
+ * overlap the k loop. */
+#define GEMM_PREFETCH_TILE(c, ldc, m, nr)                         \
+    for (int r_ = 0; r_ < (m); r_++) {                            \
+        __builtin_prefetch((c) + (size_t)r_ * (ldc), 1);          \
+        __builtin_prefetch((c) + (size_t)r_ * (ldc) + (nr)-1, 1); \
+    }
+
+/* The AVX-512 tile's twelve accumulators z00 .. z51 (row r in z<r>0,
+ * z<r>1), declared and zero. */
+#define GEMM_Z_ACCUMULATORS                                                                                            \
+    __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps(), z11 = _mm512_setzero_ps(); \
+    __m512 z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps(), z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps(); \
+    __m512 z40 = _mm512_setzero_ps(), z41 = _mm512_setzero_ps(), z50 = _mm512_setzero_ps(), z51 = _mm512_setzero_ps()
+
 /* AVX-512, row r of a 6 x 32 float tile held in z<r>0, z<r>1.
  * GEMM_ROWS6(GEMM_Z_STORE): C = alpha * tile + beta * C, with va, vb alpha
  * and beta broadcast, c and ldc the tile's corner in C (beta == 0 never
