@@ -260,6 +260,8 @@ typedef __m256 vreal;
         c##r##0 = V_FMA(ar_, b0, c##r##0); \
         c##r##1 = V_FMA(ar_, b1, c##r##1); \
     } while (0)
+/* ROW_FMA for row r of the direct kernel (row pointer a<r>, depth offset o). */
+#define ROW_FMA_AT(r) ROW_FMA(r, a##r + o)
 
 /* Writes the 6 x NR accumulators to t (row-major, NR per row). */
 #define ROW_SPILL(r)                              \
@@ -354,12 +356,7 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
         for (int k = 0; k < K; k++, b += ldb) {
             ptrdiff_t o = k * acs;
             vreal b0 = V_LOAD(b), b1 = V_LOAD(b + VLEN);
-            ROW_FMA(0, a0 + o);
-            ROW_FMA(1, a1 + o);
-            ROW_FMA(2, a2 + o);
-            ROW_FMA(3, a3 + o);
-            ROW_FMA(4, a4 + o);
-            ROW_FMA(5, a5 + o);
+            GEMM_ROWS6(ROW_FMA_AT);
         }
     } else {
         /* maskload never touches memory in masked-off lanes, so reading a
@@ -368,12 +365,7 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
         for (int k = 0; k < K; k++, b += ldb) {
             ptrdiff_t o = k * acs;
             vreal b0 = V_MASKLOAD(b, m0), b1 = V_MASKLOAD(b + VLEN, m1);
-            ROW_FMA(0, a0 + o);
-            ROW_FMA(1, a1 + o);
-            ROW_FMA(2, a2 + o);
-            ROW_FMA(3, a3 + o);
-            ROW_FMA(4, a4 + o);
-            ROW_FMA(5, a5 + o);
+            GEMM_ROWS6(ROW_FMA_AT);
         }
     }
     TILE_STORE();
@@ -538,12 +530,7 @@ TG_AVX512 static inline __attribute__((always_inline)) void z_tile(int kc, const
 #pragma GCC unroll 4
     for (int k = 0; k < kc; k++, off += a_ks, b += Z_NR) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        Z_FMA(0);
-        Z_FMA(1);
-        Z_FMA(2);
-        Z_FMA(3);
-        Z_FMA(4);
-        Z_FMA(5);
+        GEMM_ROWS6(Z_FMA);
     }
     if (m == Z_MR && n == Z_NR) {
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);

@@ -159,12 +159,7 @@ TG_AVX512_BF16 static void kernel_avx512_bf16(int kp, const uint16_t *a, const u
 #pragma GCC unroll 4
     for (int p = 0; p < kp; p++) {
         __m512i b0 = _mm512_loadu_si512(b + (size_t)p * 2 * NR), b1 = _mm512_loadu_si512(b + (size_t)p * 2 * NR + 32);
-        BF_DP(0);
-        BF_DP(1);
-        BF_DP(2);
-        BF_DP(3);
-        BF_DP(4);
-        BF_DP(5);
+        GEMM_ROWS6(BF_DP);
     }
 #ifndef TG_DOUBLE
     if (m == MR && n == NR) {
