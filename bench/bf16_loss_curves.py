@@ -18,7 +18,6 @@ run (the issue's accuracy goal, here on gpt-mini).
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -27,18 +26,8 @@ import torch
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_ref  # noqa: E402
+from bench_util import ROOT, TEXT, run  # noqa: E402
 from torch_ref import gpt_train  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TEXT = os.path.join(ROOT, "tests", "data", "fortunes_excerpt.txt")
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        sys.exit(f"bf16_loss_curves: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}")
-    return p.stdout
-
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -20,10 +20,7 @@ Run by `make bench` (appended to BENCHMARKS.md), never by `make test`.
 Exits 1 on any difference.
 """
 import argparse
-import json
 import os
-import struct
-import subprocess
 import sys
 import tempfile
 
@@ -31,53 +28,9 @@ import torch
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import INTS, TEXT, ROOT, run  # noqa: E402
+from bench_util import load_safetensors as load, save_safetensors as save  # noqa: E402
 from torch_ref import GPT, GPTConfig  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TEXT = os.path.join(ROOT, "tests", "data", "fortunes_excerpt.txt")
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "BF16": torch.bfloat16, "F16": torch.float16}
-NAMES = {v: k for k, v in DTYPES.items()}
-INTS = {2: torch.int16, 4: torch.int32, 8: torch.int64}  # to compare bits
-
-
-def load(path):
-    """A safetensors file as {name: tensor} (the format of src/io/safetensors.h), dtypes kept."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name != "__metadata__":
-            a, b = info["data_offsets"]
-            t = torch.frombuffer(bytearray(data[a:b]), dtype=DTYPES[info["dtype"]]) if b > a else \
-                torch.empty(0, dtype=DTYPES[info["dtype"]])
-            out[name] = t.reshape(info["shape"])
-    return out
-
-
-def save(tensors, path):
-    """{name: tensor} as a safetensors file, each in its own dtype (the bytes through an integer view:
-    numpy has no bfloat16)."""
-    header, offset, blobs = {}, 0, []
-    for name, t in tensors.items():
-        t = t.detach().contiguous().cpu()
-        b = t.view(INTS[t.element_size()]).numpy().tobytes()
-        header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        offset += len(b)
-        blobs.append(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        sys.exit(f"bf16_roundtrip: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}")
-    return p.stdout
-
 
 def bits_differ(a, b):
     """How many elements of a and b differ in their bits (any NaN equals any NaN)."""

@@ -22,7 +22,6 @@ Exits 1 when the logits differ by more than 1e-4 or the curves by more than 1e-2
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -31,18 +30,10 @@ import torch
 
 sys.dont_write_bytecode = True                      # no bench/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_ref import GPT, GPTConfig, gpt_train, load_file, safetensors_metadata, save_file  # noqa: E402
+from bench_util import ROOT, TEXT, run, safetensors_metadata  # noqa: E402
+from torch_ref import GPT, GPTConfig, gpt_train, load_file, save_file  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TEXT = os.path.join(ROOT, "tests", "data", "fortunes_excerpt.txt")
 PROMPT = "A fortune is a short saying; "     # < 64 bytes: fits both models' block
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        sys.exit(f"gpt_interop: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}")
-    return p.stdout
 
 
 def config_of(path):

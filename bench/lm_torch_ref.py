@@ -51,7 +51,8 @@ import torch
 
 sys.dont_write_bytecode = True                      # no bench/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_ref import GPT, GPTConfig, load_file, safetensors_metadata  # noqa: E402
+from bench_util import safetensors_metadata  # noqa: E402
+from torch_ref import GPT, GPTConfig, load_file  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VAL_FRACTION = 0.1          # lm.c: tg_token_data_open(path, 0.1, seed)

@@ -26,12 +26,10 @@ process (so peak RSS is per variant) and sets the thread environment
 Prints key=value lines; the last line is ms_per_step=<median>.
 """
 import argparse
-import json
 import math
 import os
 import resource
 import statistics
-import struct
 import sys
 import time
 from dataclasses import dataclass
@@ -305,50 +303,12 @@ class GPT(nn.Module):
 
 
 # ---- safetensors: the package if installed, else the format read by hand ------
-# Debian 12 packages no python3-safetensors; the format is 8 bytes of header
-# length (little-endian), a JSON header (name -> dtype, shape, data_offsets;
-# "__metadata__" -> strings) and the raw little-endian data.
 try:
     from safetensors.torch import load_file, save_file
 except ImportError:
-    _DTYPES = {"F32": torch.float32, "F64": torch.float64}
-
-    def load_file(path):
-        with open(path, "rb") as f:
-            n = struct.unpack("<Q", f.read(8))[0]
-            header = json.loads(f.read(n))
-            data = f.read()
-        out = {}
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            a, b = info["data_offsets"]
-            t = torch.frombuffer(bytearray(data[a:b]), dtype=_DTYPES[info["dtype"]])
-            out[name] = t.reshape(info["shape"])
-        return out
-
-    def save_file(tensors, path, metadata=None):
-        header, offset, blobs = {}, 0, []
-        if metadata:
-            header["__metadata__"] = metadata
-        for name, t in tensors.items():
-            t = t.detach().contiguous().cpu()
-            b = t.numpy().tobytes()
-            header[name] = {"dtype": {torch.float32: "F32", torch.float64: "F64"}[t.dtype],
-                            "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-            offset += len(b)
-            blobs.append(b)
-        h = json.dumps(header).encode()
-        h += b" " * (-len(h) % 8)
-        with open(path, "wb") as f:
-            f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def safetensors_metadata(path):
-    """The "__metadata__" strings of a safetensors file ({} when it has none)."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        return json.loads(f.read(n)).get("__metadata__", {})
+    sys.dont_write_bytecode = True  # no bench/__pycache__ in the tree
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_util import load_safetensors as load_file, save_safetensors as save_file  # noqa: E402,F401
 
 
 GPTS = {

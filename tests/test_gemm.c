@@ -7,24 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_test_util.h"
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h" /* tg__isa_cap: the kernels a machine without AVX-512 or AVX2
                                      * runs are tested too */
 
-/* Deterministic values in [-1, 1) from a small LCG, so a failure repeats. */
-static uint64_t lcg_state = 12345;
-static tg_real rnd(void) {
-    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (tg_real)((double)(lcg_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static tg_real *rnd_buf(size_t n) {
-    tg_real *p = malloc((n ? n : 1) * sizeof *p);
-    cr_assert_not_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = rnd();
-    return p;
-}
+static uint64_t lcg_state = 12345; /* gemm_test_util.h */
 
 /* Tolerance for one element: a few ulps of the sum of |terms|, the classic
  * forward error bound of a dot product of length K. */
@@ -37,32 +26,12 @@ static tg_real *rnd_buf(size_t n) {
 /* Runs one gemm with the given shapes and padding, compares each element
  * with a long-double naive loop and checks the padding of C is untouched. */
 static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real beta, int pad, bool nan_c) {
-    int arows = ta ? K : M, acols = ta ? M : K;
-    int brows = tb ? N : K, bcols = tb ? K : N;
-    int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
-    if (lda < 1) lda = 1;
-    if (ldb < 1) ldb = 1;
-    if (ldc < 1) ldc = 1;
-    tg_real *A = rnd_buf((size_t)arows * lda);
-    tg_real *B = rnd_buf((size_t)brows * ldb);
-    tg_real *C = rnd_buf((size_t)M * ldc);
-    if (nan_c)
-        for (size_t i = 0; i < (size_t)M * ldc; i++)
-            if (i % (size_t)ldc < (size_t)N) C[i] = NAN;
-    tg_real *C0 = malloc(((size_t)M * ldc + 1) * sizeof *C0);
-    cr_assert_not_null(C0);
-    memcpy(C0, C, (size_t)M * ldc * sizeof *C);
-
-    tg_k_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-
+    gemm_operands o = gemm_random_product(&lcg_state, tg_k_gemm, ta, tb, M, N, K, alpha, beta, pad, nan_c);
+    const int lda = o.lda, ldb = o.ldb, ldc = o.ldc;
+    const tg_real *A = o.A, *B = o.B, *C0 = o.C0;
     for (int i = 0; i < M; i++) {
-        for (int j = 0; j < ldc; j++) {
-            tg_real got = C[(size_t)i * ldc + j];
-            if (j >= N) {
-                cr_assert(memcmp(&got, &C0[(size_t)i * ldc + j], sizeof got) == 0, "padding of C changed at (%d,%d)", i,
-                          j);
-                continue;
-            }
+        for (int j = 0; j < N; j++) {
+            tg_real got = o.C[(size_t)i * ldc + j];
             long double s = 0, mag = 0;
             for (int k = 0; k < K; k++) {
                 long double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
@@ -80,10 +49,7 @@ static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real 
                       ta, tb, M, N, K, (double)alpha, (double)beta, pad, i, j, (double)got, want, tol);
         }
     }
-    free(A);
-    free(B);
-    free(C);
-    free(C0);
+    gemm_operands_free(&o);
 }
 
 /* One case in all four transpose combinations of A and B. */
@@ -185,25 +151,9 @@ Test(gemm, padded_leading_dimensions) {
     check_all_transposes(130, 70, 260, 1, 0, 7, false);
 }
 
-/* Same inputs, 1 thread then 2 threads: every byte of C must agree. */
+/* Same inputs, 1 thread then 2 threads: every byte of C must agree (gemm_test_util.h). */
 static void same_for_threads(bool ta, bool tb, int M, int N, int K) {
-    tg_real *A = rnd_buf((size_t)M * K), *B = rnd_buf((size_t)K * N);
-    tg_real *C1 = rnd_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof *C2);
-    cr_assert_not_null(C2);
-    memcpy(C2, C1, (size_t)M * N * sizeof *C1);
-    int lda = ta ? M : K, ldb = tb ? K : N;
-    int saved = tg_get_num_threads();
-    tg_set_num_threads(1);
-    tg_k_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, 0.5, C1, N);
-    tg_set_num_threads(2);
-    tg_k_gemm(ta, tb, M, N, K, 0.75, A, lda, B, ldb, 0.5, C2, N);
-    tg_set_num_threads(saved);
-    cr_assert(memcmp(C1, C2, (size_t)M * N * sizeof *C1) == 0, "ta=%d tb=%d %dx%dx%d differs between 1 and 2 threads",
-              ta, tb, M, N, K);
-    free(A);
-    free(B);
-    free(C1);
-    free(C2);
+    gemm_same_for_threads(&lcg_state, tg_k_gemm, ta, tb, M, N, K);
 }
 
 static void same_for_threads_all(void) {

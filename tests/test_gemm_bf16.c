@@ -20,47 +20,23 @@
 #include <string.h>
 
 #include "tensor/half.h"
+#include "gemm_test_util.h"
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h" /* tg__isa_cap */
 
-static uint64_t lcg_state = 777;
-static tg_real rnd(void) {
-    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (tg_real)((double)(lcg_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-static tg_real *rnd_buf(size_t n) {
-    tg_real *p = malloc((n ? n : 1) * sizeof *p);
-    cr_assert_not_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = rnd();
-    return p;
-}
+static uint64_t lcg_state = 777; /* gemm_test_util.h */
 
 #define EPS_F 1.1920929e-07
 
 /* One product against both references; C's padding must stay untouched. */
 static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real beta, int pad, bool nan_c) {
-    int arows = ta ? K : M, acols = ta ? M : K, brows = tb ? N : K, bcols = tb ? K : N;
-    int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
-    if (lda < 1) lda = 1;
-    if (ldb < 1) ldb = 1;
-    tg_real *A = rnd_buf((size_t)arows * lda), *B = rnd_buf((size_t)brows * ldb), *C = rnd_buf((size_t)M * ldc);
-    if (nan_c)
-        for (size_t i = 0; i < (size_t)M * ldc; i++)
-            if (i % (size_t)ldc < (size_t)N) C[i] = NAN;
-    tg_real *C0 = malloc((size_t)M * ldc * sizeof *C0);
-    cr_assert_not_null(C0);
-    memcpy(C0, C, (size_t)M * ldc * sizeof *C);
-
-    tg_k_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-
+    gemm_operands o = gemm_random_product(&lcg_state, tg_k_gemm_bf16, ta, tb, M, N, K, alpha, beta, pad, nan_c);
+    const int lda = o.lda, ldb = o.ldb, ldc = o.ldc;
+    const tg_real *A = o.A, *B = o.B, *C0 = o.C0;
     for (int i = 0; i < M; i++)
-        for (int j = 0; j < ldc; j++) {
-            tg_real got = C[(size_t)i * ldc + j];
-            if (j >= N) {
-                cr_assert(memcmp(&got, &C0[(size_t)i * ldc + j], sizeof got) == 0, "padding of C changed");
-                continue;
-            }
+        for (int j = 0; j < N; j++) {
+            tg_real got = o.C[(size_t)i * ldc + j];
             double s16 = 0, s32 = 0, mag = 0;
             for (int k = 0; k < K; k++) {
                 tg_real a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
@@ -80,10 +56,7 @@ static void check(bool ta, bool tb, int M, int N, int K, tg_real alpha, tg_real 
                       "ta=%d tb=%d M=%d N=%d K=%d: C(%d,%d) = %.9g, float product %.9g (tol %.3g)", ta, tb, M, N, K, i,
                       j, (double)got, want32, tol32);
         }
-    free(A);
-    free(B);
-    free(C);
-    free(C0);
+    gemm_operands_free(&o);
 }
 
 static void cases(void) {
@@ -150,8 +123,7 @@ Test(gemm_bf16, packing_rounds_like_the_scalar_formula) {
     for (int i = 0; i < M * K; i++) {
         uint32_t x;
         do {
-            lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
-            x = (uint32_t)(lcg_state >> 32);
+            x = (uint32_t)(lcg_next(&lcg_state) >> 32);
             if (i % 5 == 0) x &= 0x807FFFFFu;                                          /* a subnormal or a zero */
         } while ((x & 0x7F800000u) == 0x7F800000u || (x & 0x7F800000u) > 0x5E800000u); /* finite, no overflow */
         A[i] = (tg_real)tg__bits_float(x);
@@ -181,22 +153,7 @@ Test(gemm_bf16, packing_rounds_like_the_scalar_formula) {
 }
 
 static void same_for_threads(bool ta, bool tb, int M, int N, int K) {
-    tg_real *A = rnd_buf((size_t)M * K), *B = rnd_buf((size_t)K * N);
-    tg_real *C1 = rnd_buf((size_t)M * N), *C2 = malloc((size_t)M * N * sizeof *C2);
-    cr_assert_not_null(C2);
-    memcpy(C2, C1, (size_t)M * N * sizeof *C1);
-    int lda = ta ? M : K, ldb = tb ? K : N, saved = tg_get_num_threads();
-    tg_set_num_threads(1);
-    tg_k_gemm_bf16(ta, tb, M, N, K, (tg_real)0.75, A, lda, B, ldb, (tg_real)0.5, C1, N);
-    tg_set_num_threads(2);
-    tg_k_gemm_bf16(ta, tb, M, N, K, (tg_real)0.75, A, lda, B, ldb, (tg_real)0.5, C2, N);
-    tg_set_num_threads(saved);
-    cr_assert(memcmp(C1, C2, (size_t)M * N * sizeof *C1) == 0, "ta=%d tb=%d %dx%dx%d differs between 1 and 2 threads",
-              ta, tb, M, N, K);
-    free(A);
-    free(B);
-    free(C1);
-    free(C2);
+    gemm_same_for_threads(&lcg_state, tg_k_gemm_bf16, ta, tb, M, N, K);
 }
 
 Test(gemm_bf16, bit_identical_across_thread_counts) {
@@ -263,8 +220,7 @@ Test(half, f16_rounds_to_nearest_even) {
  * the even significand) over many random floats of all magnitudes. */
 Test(half, bf16_matches_double_reference) {
     for (int i = 0; i < 200000; i++) {
-        lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
-        uint32_t x = (uint32_t)(lcg_state >> 32);
+        uint32_t x = (uint32_t)(lcg_next(&lcg_state) >> 32);
         if ((x & 0x7F800000u) == 0x7F800000u) continue; /* inf / NaN: tested above */
         float f = tg__bits_float(x);
         uint16_t lo = (uint16_t)(x >> 16), hi = (uint16_t)(lo + 1);

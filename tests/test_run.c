@@ -58,6 +58,16 @@ static tg_run_config quiet_config(int64_t steps, int eval_every) {
     return c;
 }
 
+/* A fresh model (reg_new) and a quiet run of it: steps, evaluated every
+ * eval_every. */
+static tg_run *reg_run(reg *r, int64_t steps, int eval_every) {
+    reg_new(r);
+    tg_run_config c = quiet_config(steps, eval_every);
+    tg_run *run = tg_run_open(&c, &r->params, r->opt, &r->rngs);
+    TG_REQUIRE(run);
+    return run;
+}
+
 static unsigned char *read_all(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f, "%s", path);
@@ -117,10 +127,7 @@ Test(run, best_checkpoint_and_patience) {
  * the last evaluation stays byte for byte, the exit status is 1. */
 Test(run, nonfinite_last_step_keeps_the_last_good_save) {
     reg r;
-    reg_new(&r);
-    tg_run_config c = quiet_config(4, 2);
-    tg_run *run = tg_run_open(&c, &r.params, r.opt, &r.rngs);
-    TG_REQUIRE(run);
+    tg_run *run = reg_run(&r, 4, 2);
     char path[128];
     snprintf(path, sizeof path, "%s/train_state.safetensors", dir);
     unsigned char *good = NULL;
@@ -143,10 +150,7 @@ Test(run, nonfinite_last_step_keeps_the_last_good_save) {
 /* A loss that is not finite stops the run before the optimizer step. */
 Test(run, diverged_loss_stops_with_the_last_save) {
     reg r;
-    reg_new(&r);
-    tg_run_config c = quiet_config(10, 2);
-    tg_run *run = tg_run_open(&c, &r.params, r.opt, &r.rngs);
-    TG_REQUIRE(run);
+    tg_run *run = reg_run(&r, 10, 2);
     while (tg_run_next(run)) {
         if (tg_run_steps_done(run) == 3) r.x->data[0] = (tg_real)INFINITY;
         cr_assert_eq(reg_backward(&r, run), 0);

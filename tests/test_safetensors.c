@@ -8,12 +8,18 @@
 
 TestSuite(safetensors, .fini = cleanup);
 
+/* A parameter list holding t alone, named "w". */
+static tg_params only_w(tg_tensor *t) {
+    tg_params p;
+    tg_params_init(&p);
+    tg_params_add(&p, NULL, "w", t);
+    return p;
+}
+
 Test(safetensors, exact_layout) {
     tmpdir();
     tg_tensor *w = tensor(TG_SHAPE(2, 3), 0.5);
-    tg_params p;
-    tg_params_init(&p);
-    tg_params_add(&p, NULL, "w", w);
+    tg_params p = only_w(w);
     const char *path = in_dir("w.safetensors");
     cr_assert_eq(tg_checkpoint_save(path, &p, NULL), 0);
 
@@ -132,9 +138,7 @@ Test(safetensors, metadata_checked_and_escaped) {
 Test(safetensors, f32_file_with_python_style_header) {
     tmpdir();
     tg_tensor *w = tensor(TG_SHAPE(2, 2), 0), *b = tensor(TG_SHAPE(3), 0);
-    tg_params p;
-    tg_params_init(&p);
-    tg_params_add(&p, NULL, "w", w);
+    tg_params p = only_w(w);
     tg_params_add(&p, NULL, "b", b);
     const float fw[4] = {0.5f, -1.25f, 3.0e-3f, 1e30f}, fb[3] = {7.0f, -0.1f, 2.5f};
     unsigned char data[28];
@@ -229,9 +233,7 @@ Test(safetensors, corrupt_json_rejected) {
 Test(safetensors, unsupported_dtype_rejected) {
     tmpdir();
     tg_tensor *w = tensor(TG_SHAPE(2), 0);
-    tg_params p;
-    tg_params_init(&p);
-    tg_params_add(&p, NULL, "w", w);
+    tg_params p = only_w(w);
     model m = {.t = {w}, .p = p};
     const int64_t ints[2] = {1, 2};
     write_st(in_dir("i64.safetensors"), "{\"w\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}", ints, 16);
@@ -352,9 +354,7 @@ static uint16_t le16(const unsigned char *b) { return (uint16_t)(b[0] | b[1] << 
 
 /* Saves w (one tensor) as dtype and returns the raw file; *data: its values. */
 static unsigned char *save_raw(tg_tensor *w, const char *dtype, const char *name, const unsigned char **data) {
-    tg_params p;
-    tg_params_init(&p);
-    tg_params_add(&p, NULL, "w", w);
+    tg_params p = only_w(w);
     cr_assert_eq(tg_safetensors_save_dtype(in_dir(name), &p, NULL, dtype), 0, "%s", tg_last_error());
     tg_params_free(&p);
     size_t size;
@@ -390,9 +390,7 @@ Test(safetensors, bf16_and_f16_round_trip) {
                          i);
         }
         free(raw);
-        tg_params p;
-        tg_params_init(&p);
-        tg_params_add(&p, NULL, "w", back);
+        tg_params p = only_w(back);
         cr_assert_eq(tg_checkpoint_load(in_dir(bf ? "bf16.safetensors" : "f16.safetensors"), &p), 0, "%s",
                      tg_last_error());
         for (int i = 0; i < 15; i++) {
@@ -445,9 +443,7 @@ Test(safetensors, overflow_to_inf_refused) {
     tmpdir();
     tg_tensor *w = tensor(TG_SHAPE(3), 0);
     w->data[1] = (tg_real)70000;
-    tg_params p;
-    tg_params_init(&p);
-    tg_params_add(&p, NULL, "w", w);
+    tg_params p = only_w(w);
     const char *path = in_dir("o.safetensors");
     cr_assert_eq(tg_safetensors_save(path, &p, NULL), 0);
     size_t before_size;
@@ -475,9 +471,7 @@ Test(safetensors, overflow_to_inf_refused) {
 Test(safetensors, bf16_bad_sizes_rejected) {
     tmpdir();
     tg_tensor *w = tensor(TG_SHAPE(2), 0);
-    tg_params p;
-    tg_params_init(&p);
-    tg_params_add(&p, NULL, "w", w);
+    tg_params p = only_w(w);
     model m = {.t = {w}, .p = p};
     const uint16_t h[3] = {0x3F80, 0x4000, 0};
     write_st(in_dir("b3.safetensors"), "{\"w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,3]}}", h, 3);

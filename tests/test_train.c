@@ -679,6 +679,12 @@ static void good_state_at_3(run *r, char *good) {
     cr_assert_eq(tg_train_state_save(good, &r->p, r->opt, 3, r->rngs, 2), 0, "%s", tg_last_error());
 }
 
+/* good_state_at_3, and the file's bytes (n of them, the caller frees). */
+static unsigned char *good_state_bytes(run *r, char *good, size_t *n) {
+    good_state_at_3(r, good);
+    return read_all(good, n);
+}
+
 /* A save of r at step to path must fail with a message holding
  * "train_state_save: <path>: <what>; nothing written" and leave path as it
  * was: holding the bytes old[0..n) (old NULL: no file). */
@@ -703,9 +709,8 @@ static void expect_save_refused(run *r, const char *path, int64_t step, const ch
 Test(train_state, save_refuses_non_finite) {
     run r;
     char good[256];
-    good_state_at_3(&r, good);
     size_t n;
-    unsigned char *old = read_all(good, &n);
+    unsigned char *old = good_state_bytes(&r, good, &n);
     /* Model parameters and optimizer moments (emb.weight, head.weight,
      * head.bias in list order). */
     struct {
@@ -741,9 +746,8 @@ Test(train_state, save_refuses_non_finite) {
 Test(train_state, save_refuses_unloadable_optimizer_state) {
     run r;
     char good[256];
-    good_state_at_3(&r, good);
     size_t n;
-    unsigned char *old = read_all(good, &n);
+    unsigned char *old = good_state_bytes(&r, good, &n);
     expect_save_refused(&r, good, 4, "'optim.step' is 3; expected 4, the run's step", old, n);
     expect_save_refused(&r, good, 2, "'optim.step' is 3; expected 2, the run's step", old, n);
     r.opt->step->data[0] = (tg_real)2.5;

@@ -42,6 +42,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tensor/gemm_common.h"
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor_internal.h"
@@ -75,9 +76,6 @@
 #define PORT_KC 256
 #define PORT_NC 4096
 
-/* Below this many multiply-adds a product runs on one thread: starting the
- * team costs more than it saves. */
-#define PARALLEL_MIN_WORK (64.0 * 64.0 * 64.0)
 /* Up to this many multiply-adds (and with K small enough for the stack
  * sliver below), the direct kernel runs without packing: the operands fit
  * in L2, so packing would cost more than the cache misses it saves
@@ -95,8 +93,6 @@
  * per panel (N <= 512), and packs it for wider products (multiply_range). */
 #define A_IN_PLACE_MAX_SLIVERS 16
 #define PORT_DIRECT_MAX_WORK   (24.0 * 24.0 * 24.0)
-
-static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 /* ---- C = beta * C (beta == 0 writes zeros without reading C) ------------- */
 static void scale_c(int M, int N, tg_real beta, tg_real *C, int ldc) {
@@ -264,22 +260,19 @@ typedef __m256 vreal;
         c##r##0 = V_FMA(ar_, b0, c##r##0); \
         c##r##1 = V_FMA(ar_, b1, c##r##1); \
     } while (0)
+/* ROW_FMA for row r of the direct kernel (row pointer a<r>, depth offset o). */
+#define ROW_FMA_AT(r) ROW_FMA(r, a##r + o)
 
 /* Writes the 6 x NR accumulators to t (row-major, NR per row). */
-#define ACC_SPILL(t)                           \
-    do {                                       \
-        V_STORE((t) + 0 * AVX_NR, c00);        \
-        V_STORE((t) + 0 * AVX_NR + VLEN, c01); \
-        V_STORE((t) + 1 * AVX_NR, c10);        \
-        V_STORE((t) + 1 * AVX_NR + VLEN, c11); \
-        V_STORE((t) + 2 * AVX_NR, c20);        \
-        V_STORE((t) + 2 * AVX_NR + VLEN, c21); \
-        V_STORE((t) + 3 * AVX_NR, c30);        \
-        V_STORE((t) + 3 * AVX_NR + VLEN, c31); \
-        V_STORE((t) + 4 * AVX_NR, c40);        \
-        V_STORE((t) + 4 * AVX_NR + VLEN, c41); \
-        V_STORE((t) + 5 * AVX_NR, c50);        \
-        V_STORE((t) + 5 * AVX_NR + VLEN, c51); \
+#define ROW_SPILL(r)                              \
+    do {                                          \
+        V_STORE(t_ + (r)*AVX_NR, c##r##0);        \
+        V_STORE(t_ + (r)*AVX_NR + VLEN, c##r##1); \
+    } while (0)
+#define ACC_SPILL(t)           \
+    do {                       \
+        tg_real *t_ = (t);     \
+        GEMM_ROWS6(ROW_SPILL); \
     } while (0)
 
 /* Full-tile store, row r: C = alpha*acc (+ beta*C). */
@@ -300,12 +293,7 @@ typedef __m256 vreal;
     do {                                                      \
         if (m == AVX_MR && n == AVX_NR) {                     \
             vreal va = V_SET1(alpha), vb = V_SET1(beta);      \
-            ROW_STORE(0);                                     \
-            ROW_STORE(1);                                     \
-            ROW_STORE(2);                                     \
-            ROW_STORE(3);                                     \
-            ROW_STORE(4);                                     \
-            ROW_STORE(5);                                     \
+            GEMM_ROWS6(ROW_STORE);                            \
         } else {                                              \
             _Alignas(64) tg_real t[AVX_MR * AVX_NR];          \
             ACC_SPILL(t);                                     \
@@ -318,10 +306,7 @@ typedef __m256 vreal;
 TG_AVX2 static void kernel_avx2(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc, tg_real alpha,
                                 tg_real beta, int m, int n) {
     /* Fetch the C tile now so its cache misses overlap the k loop. */
-    for (int r = 0; r < m; r++) {
-        __builtin_prefetch(c + (size_t)r * ldc, 1);
-        __builtin_prefetch(c + (size_t)r * ldc + AVX_NR - 1, 1);
-    }
+    GEMM_PREFETCH_TILE(c, ldc, m, AVX_NR);
     ACC_DECL;
     int k = 0;
     /* Unrolled by 4: fewer loop branches, and the loads of the next step
@@ -371,12 +356,7 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
         for (int k = 0; k < K; k++, b += ldb) {
             ptrdiff_t o = k * acs;
             vreal b0 = V_LOAD(b), b1 = V_LOAD(b + VLEN);
-            ROW_FMA(0, a0 + o);
-            ROW_FMA(1, a1 + o);
-            ROW_FMA(2, a2 + o);
-            ROW_FMA(3, a3 + o);
-            ROW_FMA(4, a4 + o);
-            ROW_FMA(5, a5 + o);
+            GEMM_ROWS6(ROW_FMA_AT);
         }
     } else {
         /* maskload never touches memory in masked-off lanes, so reading a
@@ -385,12 +365,7 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
         for (int k = 0; k < K; k++, b += ldb) {
             ptrdiff_t o = k * acs;
             vreal b0 = V_MASKLOAD(b, m0), b1 = V_MASKLOAD(b + VLEN, m1);
-            ROW_FMA(0, a0 + o);
-            ROW_FMA(1, a1 + o);
-            ROW_FMA(2, a2 + o);
-            ROW_FMA(3, a3 + o);
-            ROW_FMA(4, a4 + o);
-            ROW_FMA(5, a5 + o);
+            GEMM_ROWS6(ROW_FMA_AT);
         }
     }
     TILE_STORE();
@@ -539,22 +514,6 @@ static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int 
         z##r##0 = _mm512_fmadd_ps(ar_, b0, z##r##0); \
         z##r##1 = _mm512_fmadd_ps(ar_, b1, z##r##1); \
     } while (0)
-#define Z_STORE(r)                                                                 \
-    do {                                                                           \
-        float *cr_ = c + (size_t)(r)*ldc;                                          \
-        __m512 t0_ = _mm512_mul_ps(va, z##r##0), t1_ = _mm512_mul_ps(va, z##r##1); \
-        if (beta != 0) {                                                           \
-            t0_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_), t0_);                  \
-            t1_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_ + 16), t1_);             \
-        }                                                                          \
-        _mm512_storeu_ps(cr_, t0_);                                                \
-        _mm512_storeu_ps(cr_ + 16, t1_);                                           \
-    } while (0)
-#define Z_SPILL(r)                                    \
-    do {                                              \
-        _mm512_storeu_ps(t + (r)*Z_NR, z##r##0);      \
-        _mm512_storeu_ps(t + (r)*Z_NR + 16, z##r##1); \
-    } while (0)
 
 /* The 6 x 32 tile with A read in place: row r, depth k at
  * a[r*a_rs + k*a_ks], rows past m reading row 0 (their results are not
@@ -565,40 +524,20 @@ TG_AVX512 static inline __attribute__((always_inline)) void z_tile(int kc, const
                                                                    float beta, int m, int n) {
     const float *a0 = a, *a1 = a + (m > 1 ? a_rs : 0), *a2 = a + (m > 2 ? 2 * a_rs : 0);
     const float *a3 = a + (m > 3 ? 3 * a_rs : 0), *a4 = a + (m > 4 ? 4 * a_rs : 0), *a5 = a + (m > 5 ? 5 * a_rs : 0);
-    for (int r = 0; r < m; r++) {
-        __builtin_prefetch(c + (size_t)r * ldc, 1);
-        __builtin_prefetch(c + (size_t)r * ldc + Z_NR - 1, 1);
-    }
-    __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps(), z11 = _mm512_setzero_ps();
-    __m512 z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps(), z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps();
-    __m512 z40 = _mm512_setzero_ps(), z41 = _mm512_setzero_ps(), z50 = _mm512_setzero_ps(), z51 = _mm512_setzero_ps();
+    GEMM_PREFETCH_TILE(c, ldc, m, Z_NR);
+    GEMM_Z_ACCUMULATORS;
     size_t off = 0;
 #pragma GCC unroll 4
     for (int k = 0; k < kc; k++, off += a_ks, b += Z_NR) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        Z_FMA(0);
-        Z_FMA(1);
-        Z_FMA(2);
-        Z_FMA(3);
-        Z_FMA(4);
-        Z_FMA(5);
+        GEMM_ROWS6(Z_FMA);
     }
     if (m == Z_MR && n == Z_NR) {
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-        Z_STORE(0);
-        Z_STORE(1);
-        Z_STORE(2);
-        Z_STORE(3);
-        Z_STORE(4);
-        Z_STORE(5);
+        GEMM_ROWS6(GEMM_Z_STORE);
     } else {
         _Alignas(64) float t[Z_MR * Z_NR];
-        Z_SPILL(0);
-        Z_SPILL(1);
-        Z_SPILL(2);
-        Z_SPILL(3);
-        Z_SPILL(4);
-        Z_SPILL(5);
+        GEMM_ROWS6(GEMM_Z_SPILL);
         store_tile(t, Z_NR, m, n, alpha, beta, c, ldc);
     }
 }
@@ -612,8 +551,6 @@ TG_AVX512 static void kernel_avx512_a(int kc, const float *a, size_t a_rs, size_
     z_tile(kc, a, a_rs, a_ks, b, c, ldc, alpha, beta, m, n);
 }
 #undef Z_FMA
-#undef Z_STORE
-#undef Z_SPILL
 
 /* pack_b_sliver for an untransposed float B and the 32-wide sliver: each k
  * row is two 16-wide loads, masked past n (masked-off lanes are neither
@@ -661,23 +598,24 @@ static bool have_avx512(void) {
 #endif
 }
 
-/* ---- packing buffers: thread-local, grown on demand, never shrunk ---------- */
+/* ---- packing buffers: thread-local, grown on demand, never shrunk ----------
+ * tg__gemm_workspace (gemm_common.h): gemm_bf16.c packs into the same one. */
 static _Thread_local void *ws_raw;
-static _Thread_local tg_real *ws_buf;
-static _Thread_local size_t ws_cap; /* elements */
+static _Thread_local void *ws_buf;
+static _Thread_local size_t ws_cap; /* bytes */
 
 static void gemm_release(void);
 
-static tg_real *workspace(size_t n) {
-    if (n > ws_cap) {
+void *tg__gemm_workspace(size_t bytes) {
+    if (bytes > ws_cap) {
         tg__on_release_all(gemm_release);
         if (ws_raw) tg_sys_free(ws_raw);
         ws_cap = 0;
         ws_buf = NULL;
-        ws_raw = tg_sys_alloc(n * sizeof(tg_real) + 64);
+        ws_raw = tg_sys_alloc(bytes + 64);
         if (!ws_raw) return NULL;
-        ws_buf = (tg_real *)(((uintptr_t)ws_raw + 63) & ~(uintptr_t)63);
-        ws_cap = n;
+        ws_buf = (void *)(((uintptr_t)ws_raw + 63) & ~(uintptr_t)63);
+        ws_cap = bytes;
     }
     return ws_buf;
 }
@@ -695,29 +633,6 @@ static void release_on_thread(void *ctx, int tid, int nth) {
  * worker has some when it ran a product of a batch, tg_k_gemm called from a
  * parallel loop). */
 static void gemm_release(void) { tg_parallel_team(true, release_on_thread, NULL); }
-
-/* Threads for a product: one below PARALLEL_MIN_WORK or inside a parallel
- * region (a batched caller already splits the work), else up to one per
- * MR-row tile. */
-static int team_size(int M, int N, int K, int mr) {
-    int nt = 1;
-    int tiles = (M + mr - 1) / mr;
-    if ((double)M * N * K > PARALLEL_MIN_WORK && !tg_in_parallel()) {
-        nt = tg_get_num_threads();
-        if (nt > tiles) nt = tiles;
-        if (nt < 1) nt = 1;
-    }
-    return nt;
-}
-
-/* Rows [*r0, *r1) of thread tid among nth: a contiguous run of mr-row tiles,
- * as even as the tile count allows. */
-static void thread_rows(int M, int mr, int tid, int nth, int *r0, int *r1) {
-    int tiles = (M + mr - 1) / mr;
-    *r0 = (int)((long long)tiles * tid / nth) * mr;
-    *r1 = (int)((long long)tiles * (tid + 1) / nth) * mr;
-    if (*r1 > M) *r1 = M;
-}
 
 static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, int N, int K, tg_real alpha,
                         const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
@@ -873,7 +788,7 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
     int nt = team_size(M, N, K, mr);
     size_t b_elems = round_up((size_t)kc_max * nc, 16);
     size_t a_elems = round_up((size_t)kc_max * mc + 8, 16); /* + 8: pack_a_avx2's overhang */
-    tg_real *ws = workspace(b_elems + (size_t)nt * a_elems);
+    tg_real *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(tg_real));
     if (!ws) { /* out of memory: slow but correct, and no crash */
         direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;

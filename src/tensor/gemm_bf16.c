@@ -33,11 +33,12 @@
  * instruction flushes subnormal sums to zero, which C does not), and is what
  * a CPU without AVX-512 BF16 runs.
  *
- * Memory: packing buffers are thread-local and grown on demand, as in gemm.c
- * (released by tg_release_all). */
+ * Memory: the packing buffers are gemm.c's (tg__gemm_workspace: thread-local,
+ * grown on demand, released by tg_release_all). */
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tensor/gemm_common.h"
 #include "tensor/half.h"
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
@@ -57,11 +58,6 @@
 #define BF_KC 512
 #endif
 #define BF_NC 4064 /* a multiple of NR */
-
-/* Below this many multiply-adds a product runs on one thread (gemm.c). */
-#define PARALLEL_MIN_WORK (64.0 * 64.0 * 64.0)
-
-static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 /* An operand as the GEMM packs it (see the top of the file). */
 static inline uint16_t bf(float f) { return tg__bf16_from_bits_daz(tg__float_bits(f)); }
@@ -154,67 +150,29 @@ TG_ISA_DISPATCH(pack_b_sliver, (bool trans, int n, int kc, const tg_real *B, int
         z##r##0 = _mm512_dpbf16_ps(z##r##0, (__m512bh)ar_, (__m512bh)b0); \
         z##r##1 = _mm512_dpbf16_ps(z##r##1, (__m512bh)ar_, (__m512bh)b1); \
     } while (0)
-#define BF_STORE(r)                                                                \
-    do {                                                                           \
-        tg_real *cr_ = c + (size_t)(r)*ldc;                                        \
-        __m512 t0_ = _mm512_mul_ps(va, z##r##0), t1_ = _mm512_mul_ps(va, z##r##1); \
-        if (beta != 0) {                                                           \
-            t0_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_), t0_);                  \
-            t1_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_ + 16), t1_);             \
-        }                                                                          \
-        _mm512_storeu_ps(cr_, t0_);                                                \
-        _mm512_storeu_ps(cr_ + 16, t1_);                                           \
-    } while (0)
-#define BF_SPILL(r)                                 \
-    do {                                            \
-        _mm512_storeu_ps(t + (r)*NR, z##r##0);      \
-        _mm512_storeu_ps(t + (r)*NR + 16, z##r##1); \
-    } while (0)
 
 TG_AVX512_BF16 static void kernel_avx512_bf16(int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc,
                                               tg_real alpha, tg_real beta, int m, int n) {
     const uint32_t *a32 = (const uint32_t *)(const void *)a; /* a row's pair as one 32-bit word */
-    for (int r = 0; r < m; r++) {
-        __builtin_prefetch(c + (size_t)r * ldc, 1);
-        __builtin_prefetch(c + (size_t)r * ldc + NR - 1, 1);
-    }
-    __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps(), z11 = _mm512_setzero_ps();
-    __m512 z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps(), z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps();
-    __m512 z40 = _mm512_setzero_ps(), z41 = _mm512_setzero_ps(), z50 = _mm512_setzero_ps(), z51 = _mm512_setzero_ps();
+    GEMM_PREFETCH_TILE(c, ldc, m, NR);
+    GEMM_Z_ACCUMULATORS;
 #pragma GCC unroll 4
     for (int p = 0; p < kp; p++) {
         __m512i b0 = _mm512_loadu_si512(b + (size_t)p * 2 * NR), b1 = _mm512_loadu_si512(b + (size_t)p * 2 * NR + 32);
-        BF_DP(0);
-        BF_DP(1);
-        BF_DP(2);
-        BF_DP(3);
-        BF_DP(4);
-        BF_DP(5);
+        GEMM_ROWS6(BF_DP);
     }
 #ifndef TG_DOUBLE
     if (m == MR && n == NR) {
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-        BF_STORE(0);
-        BF_STORE(1);
-        BF_STORE(2);
-        BF_STORE(3);
-        BF_STORE(4);
-        BF_STORE(5);
+        GEMM_ROWS6(GEMM_Z_STORE);
         return;
     }
 #endif
     _Alignas(64) float t[MR * NR];
-    BF_SPILL(0);
-    BF_SPILL(1);
-    BF_SPILL(2);
-    BF_SPILL(3);
-    BF_SPILL(4);
-    BF_SPILL(5);
+    GEMM_ROWS6(GEMM_Z_SPILL);
     store_tile(t, m, n, alpha, beta, c, ldc);
 }
 #undef BF_DP
-#undef BF_STORE
-#undef BF_SPILL
 #endif
 
 /* ---- AVX-512 packers (float only) ------------------------------------------
@@ -349,36 +307,6 @@ static void tile(bool bf16, int kp, const uint16_t *a, const uint16_t *b, tg_rea
     store_tile(t, m, n, alpha, beta, c, ldc);
 }
 
-/* ---- packing buffers: thread-local, grown on demand, never shrunk ---------- */
-static _Thread_local void *ws_raw;
-static _Thread_local uint16_t *ws_buf;
-static _Thread_local size_t ws_cap; /* elements */
-
-static void gemm_bf16_release(void);
-
-static uint16_t *workspace(size_t n) {
-    if (n > ws_cap) {
-        tg__on_release_all(gemm_bf16_release);
-        if (ws_raw) tg_sys_free(ws_raw);
-        ws_cap = 0;
-        ws_buf = NULL;
-        ws_raw = tg_sys_alloc(n * sizeof(uint16_t) + 64);
-        if (!ws_raw) return NULL;
-        ws_buf = (uint16_t *)(((uintptr_t)ws_raw + 63) & ~(uintptr_t)63);
-        ws_cap = n;
-    }
-    return ws_buf;
-}
-
-static void release_on_thread(void *ctx, int tid, int nth) {
-    (void)ctx, (void)tid, (void)nth;
-    if (ws_raw) tg_sys_free(ws_raw);
-    ws_raw = NULL;
-    ws_buf = NULL;
-    ws_cap = 0;
-}
-static void gemm_bf16_release(void) { tg_parallel_team(true, release_on_thread, NULL); }
-
 /* ---- blocked, packed, threaded path (gemm.c's, in bf16) --------------------- */
 typedef struct {
     bool bf16, trans_a, trans_b;
@@ -390,14 +318,6 @@ typedef struct {
     uint16_t *ws;
     size_t b_elems, a_elems;
 } ctx_t;
-
-/* Rows [*r0, *r1) of share tid among nth: a contiguous run of MR-row tiles. */
-static void thread_rows(int M, int tid, int nth, int *r0, int *r1) {
-    int tiles = (M + MR - 1) / MR;
-    *r0 = (int)((long long)tiles * tid / nth) * MR;
-    *r1 = (int)((long long)tiles * (tid + 1) / nth) * MR;
-    if (*r1 > M) *r1 = M;
-}
 
 static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
     (void)tid;
@@ -446,8 +366,8 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     const size_t panel = (size_t)kp * 2 * MR, sliver = (size_t)kp * 2 * NR;
     uint16_t *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
     int row0, row1, unused;
-    thread_rows(c->M, (int)b, c->nt, &row0, &unused);
-    thread_rows(c->M, (int)e - 1, c->nt, &unused, &row1);
+    thread_rows(c->M, MR, (int)b, c->nt, &row0, &unused);
+    thread_rows(c->M, MR, (int)e - 1, c->nt, &unused, &row1);
     int slivers = (c->ncur + NR - 1) / NR;
     tg_real beta_k = c->kb == 0 ? c->beta : 1;
     for (int ic = row0; ic < row1; ic += c->mc) {
@@ -495,15 +415,10 @@ void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alp
     int kc_max = (int)round_up((size_t)(K + kblocks - 1) / kblocks + 1, 2);
     int nc = (int)round_up((size_t)(N < BF_NC ? N : BF_NC), NR);
     int mc = (int)round_up((size_t)(M < BF_MC ? M : BF_MC), MR);
-    int nt = 1, tiles = (M + MR - 1) / MR;
-    if ((double)M * N * K > PARALLEL_MIN_WORK && !tg_in_parallel()) {
-        nt = tg_get_num_threads();
-        if (nt > tiles) nt = tiles;
-        if (nt < 1) nt = 1;
-    }
+    int nt = team_size(M, N, K, MR);
     size_t b_elems = round_up((size_t)kc_max * nc, 32);
     size_t a_elems = round_up((size_t)kc_max * mc + 16, 32); /* + 16: pack_a_fast's overhang */
-    uint16_t *ws = workspace(b_elems + (size_t)nt * a_elems);
+    uint16_t *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(uint16_t));
     if (!ws) {
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;

@@ -1,0 +1,99 @@
+/* Internal: the pieces the float GEMM (gemm.c) and the bf16 GEMM
+ * (gemm_bf16.c) share: how a product is split among threads, their
+ * thread-local packing buffers, and the AVX-512 kernels' store of a 6 x 32
+ * tile. One copy here so that both products split and store alike. */
+#ifndef TG_GEMM_COMMON_H
+#define TG_GEMM_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/parallel.h"
+#include "tensor/tensor.h"
+#include "tensor/tensor_internal.h"
+
+/* Below this many multiply-adds a product runs on one thread: starting the
+ * team costs more than it saves. */
+#define PARALLEL_MIN_WORK (64.0 * 64.0 * 64.0)
+
+static inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+/* Threads for a product: one below PARALLEL_MIN_WORK or inside a parallel
+ * region (a batched caller already splits the work), else up to one per
+ * mr-row tile. */
+static inline int team_size(int M, int N, int K, int mr) {
+    int nt = 1;
+    int tiles = (M + mr - 1) / mr;
+    if ((double)M * N * K > PARALLEL_MIN_WORK && !tg_in_parallel()) {
+        nt = tg_get_num_threads();
+        if (nt > tiles) nt = tiles;
+        if (nt < 1) nt = 1;
+    }
+    return nt;
+}
+
+/* Rows [*r0, *r1) of thread tid among nth: a contiguous run of mr-row tiles,
+ * as even as the tile count allows. */
+static inline void thread_rows(int M, int mr, int tid, int nth, int *r0, int *r1) {
+    int tiles = (M + mr - 1) / mr;
+    *r0 = (int)((long long)tiles * tid / nth) * mr;
+    *r1 = (int)((long long)tiles * (tid + 1) / nth) * mr;
+    if (*r1 > M) *r1 = M;
+}
+
+/* The calling thread's packing buffer (gemm.c), at least `bytes`, 64-byte
+ * aligned: thread-local, grown on demand, never shrunk, freed by
+ * tg_release_all; NULL when out of memory. One buffer serves both products
+ * (neither runs inside the other). */
+void *tg__gemm_workspace(size_t bytes);
+
+/* ---- the 6-row tiles of the AVX2 and AVX-512 kernels -----------------------
+ * GEMM_ROWS6(op): op(0); ... op(5); one statement per row of the tile. */
+#define GEMM_ROWS6(op) \
+    do {               \
+        op(0);         \
+        op(1);         \
+        op(2);         \
+        op(3);         \
+        op(4);         \
+        op(5);         \
+    } while (0)
+
+/* Fetches the m rows of an nr-wide tile of C now, so that their cache misses
+ * overlap the k loop. */
+#define GEMM_PREFETCH_TILE(c, ldc, m, nr)                         \
+    for (int r_ = 0; r_ < (m); r_++) {                            \
+        __builtin_prefetch((c) + (size_t)r_ * (ldc), 1);          \
+        __builtin_prefetch((c) + (size_t)r_ * (ldc) + (nr)-1, 1); \
+    }
+
+/* The AVX-512 tile's twelve accumulators z00 .. z51 (row r in z<r>0,
+ * z<r>1), declared and zero. */
+#define GEMM_Z_ACCUMULATORS                                                                                            \
+    __m512 z00 = _mm512_setzero_ps(), z01 = _mm512_setzero_ps(), z10 = _mm512_setzero_ps(), z11 = _mm512_setzero_ps(); \
+    __m512 z20 = _mm512_setzero_ps(), z21 = _mm512_setzero_ps(), z30 = _mm512_setzero_ps(), z31 = _mm512_setzero_ps(); \
+    __m512 z40 = _mm512_setzero_ps(), z41 = _mm512_setzero_ps(), z50 = _mm512_setzero_ps(), z51 = _mm512_setzero_ps()
+
+/* AVX-512, row r of a 6 x 32 float tile held in z<r>0, z<r>1.
+ * GEMM_ROWS6(GEMM_Z_STORE): C = alpha * tile + beta * C, with va, vb alpha
+ * and beta broadcast, c and ldc the tile's corner in C (beta == 0 never
+ * reads C). GEMM_ROWS6(GEMM_Z_SPILL): the tile to float t[6 * 32], for
+ * store_tile. */
+#define GEMM_Z_STORE(r)                                                            \
+    do {                                                                           \
+        float *cr_ = c + (size_t)(r)*ldc;                                          \
+        __m512 t0_ = _mm512_mul_ps(va, z##r##0), t1_ = _mm512_mul_ps(va, z##r##1); \
+        if (beta != 0) {                                                           \
+            t0_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_), t0_);                  \
+            t1_ = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr_ + 16), t1_);             \
+        }                                                                          \
+        _mm512_storeu_ps(cr_, t0_);                                                \
+        _mm512_storeu_ps(cr_ + 16, t1_);                                           \
+    } while (0)
+#define GEMM_Z_SPILL(r)                             \
+    do {                                            \
+        _mm512_storeu_ps(t + (r)*32, z##r##0);      \
+        _mm512_storeu_ps(t + (r)*32 + 16, z##r##1); \
+    } while (0)
+
+#endif

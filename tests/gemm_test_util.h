@@ -1,0 +1,99 @@
+/* Helpers shared by the GEMM tests (test_gemm.c, test_gemm_bf16.c): a
+ * repeatable random stream and one product on random operands. */
+#ifndef TG_GEMM_TEST_UTIL_H
+#define TG_GEMM_TEST_UTIL_H
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+
+/* Deterministic values from a small LCG, so a failure repeats; each test
+ * file seeds its own state. lcg_next steps it, lcg_uniform is in [-1, 1). */
+static inline uint64_t lcg_next(uint64_t *state) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return *state;
+}
+static inline tg_real lcg_uniform(uint64_t *state) {
+    return (tg_real)((double)(lcg_next(state) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static inline tg_real *lcg_buf(uint64_t *state, size_t n) {
+    tg_real *p = malloc((n ? n : 1) * sizeof *p);
+    cr_assert_not_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = lcg_uniform(state);
+    return p;
+}
+
+/* tg_k_gemm and tg_k_gemm_bf16. */
+typedef void (*gemm_fn)(bool ta, bool tb, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                        const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc);
+
+/* One product C = alpha * op(A) op(B) + beta * C by gemm, M x N x K, on
+ * random operands (A, B, then C) with leading dimensions padded by pad;
+ * with nan_c, C's M x N corner holds NaN. C0 is C before the product; C's
+ * padding (columns N..ldc) must be untouched. */
+typedef struct {
+    int lda, ldb, ldc;
+    tg_real *A, *B, *C, *C0;
+} gemm_operands;
+
+static inline gemm_operands gemm_random_product(uint64_t *state, gemm_fn gemm, bool ta, bool tb, int M, int N, int K,
+                                                tg_real alpha, tg_real beta, int pad, bool nan_c) {
+    int arows = ta ? K : M, acols = ta ? M : K;
+    int brows = tb ? N : K, bcols = tb ? K : N;
+    gemm_operands o = {.lda = acols + pad, .ldb = bcols + pad, .ldc = N + pad};
+    if (o.lda < 1) o.lda = 1;
+    if (o.ldb < 1) o.ldb = 1;
+    if (o.ldc < 1) o.ldc = 1;
+    o.A = lcg_buf(state, (size_t)arows * o.lda);
+    o.B = lcg_buf(state, (size_t)brows * o.ldb);
+    o.C = lcg_buf(state, (size_t)M * o.ldc);
+    if (nan_c)
+        for (size_t i = 0; i < (size_t)M * o.ldc; i++)
+            if (i % (size_t)o.ldc < (size_t)N) o.C[i] = NAN;
+    o.C0 = malloc(((size_t)M * o.ldc + 1) * sizeof *o.C0);
+    cr_assert_not_null(o.C0);
+    memcpy(o.C0, o.C, (size_t)M * o.ldc * sizeof *o.C);
+
+    gemm(ta, tb, M, N, K, alpha, o.A, o.lda, o.B, o.ldb, beta, o.C, o.ldc);
+
+    for (int i = 0; i < M; i++)
+        for (int j = N; j < o.ldc; j++) {
+            size_t at = (size_t)i * o.ldc + j;
+            cr_assert(memcmp(&o.C[at], &o.C0[at], sizeof *o.C) == 0, "padding of C changed at (%d,%d)", i, j);
+        }
+    return o;
+}
+
+static inline void gemm_operands_free(gemm_operands *o) {
+    free(o->A);
+    free(o->B);
+    free(o->C);
+    free(o->C0);
+}
+
+/* Same random inputs through gemm on 1 thread, then on 2: every byte of C
+ * must agree. */
+static inline void gemm_same_for_threads(uint64_t *state, gemm_fn gemm, bool ta, bool tb, int M, int N, int K) {
+    tg_real *A = lcg_buf(state, (size_t)M * K), *B = lcg_buf(state, (size_t)K * N);
+    tg_real *C1 = lcg_buf(state, (size_t)M * N), *C2 = malloc((size_t)M * N * sizeof *C2);
+    cr_assert_not_null(C2);
+    memcpy(C2, C1, (size_t)M * N * sizeof *C1);
+    int lda = ta ? M : K, ldb = tb ? K : N, saved = tg_get_num_threads();
+    tg_set_num_threads(1);
+    gemm(ta, tb, M, N, K, (tg_real)0.75, A, lda, B, ldb, (tg_real)0.5, C1, N);
+    tg_set_num_threads(2);
+    gemm(ta, tb, M, N, K, (tg_real)0.75, A, lda, B, ldb, (tg_real)0.5, C2, N);
+    tg_set_num_threads(saved);
+    cr_assert(memcmp(C1, C2, (size_t)M * N * sizeof *C1) == 0, "ta=%d tb=%d %dx%dx%d differs between 1 and 2 threads",
+              ta, tb, M, N, K);
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+}
+
+#endif
