@@ -273,45 +273,6 @@ static int draw_accuracy(const options *o, int task, double acc[N_KINDS][N_LENS]
     return toy_plot_rows("extrapolate", o->out, file, &po, names, xs, acc[0], N_KINDS, N_LENS, 100, true);
 }
 
-/* OUT/extrapolate/report.html: the accuracy tables and charts (each
- * variant's run folder has its own page with its curves). */
-static int write_report(const options *o, double acc[2][N_KINDS][N_LENS], bool ran[2][N_KINDS], const int *lens) {
-    char *base = tg_run_path(o->out, "extrapolate"), *path = base ? tg_run_path(base, "report.html") : NULL, s[512];
-    tg_report *rep = tg_report_new();
-    int rc = rep && path ? 0 : -1;
-    snprintf(s, sizeof s,
-             "{\"train_len\":\"%d\",\"steps\":\"%d\",\"batch\":\"%d\",\"vocab\":\"%d\",\"dim\":\"%d\","
-             "\"heads\":\"%d\",\"layers\":\"%d\",\"lr\":\"%g\",\"seed\":\"%d\"}",
-             o->train_len, o->steps, o->batch, o->vocab, o->dim, o->heads, o->layers, o->lr, o->seed);
-    if (rc == 0) rc = tg_report_add(rep, "settings", s);
-    bool any = false;
-    for (int task = 0; rc == 0 && task < 2; task++) {
-        const char *names[N_KINDS];
-        double xs[N_LENS], ys[N_KINDS * N_LENS];
-        int n = 0;
-        for (int i = 0; i < N_LENS; i++) xs[i] = lens[i];
-        for (int v = 0; v < N_KINDS; v++) {
-            if (!ran[task][v]) continue;
-            names[n] = kinds[v];
-            for (int i = 0; i < N_LENS; i++) ys[n * N_LENS + i] = 100 * acc[task][v][i];
-            n++;
-        }
-        char title[128];
-        snprintf(title, sizeof title, "%s task: held-out token accuracy (%%) by test length, trained on %d",
-                 tasks[task], o->train_len);
-        if (n)
-            rc = tg_report_add_table(rep, title, "test sequence length", "held-out token accuracy (%)", xs, N_LENS,
-                                     names, ys, n);
-        any |= n > 0;
-    }
-    if (rc == 0 && any) rc = tg_report_write(rep, path, "extrapolate: positions against sequence length");
-    if (rc == 0 && any) printf("  wrote %s\n", path);
-    if (rc != 0) fprintf(stderr, "extrapolate: %s\n", tg_last_error());
-    tg_report_free(rep);
-    free(base), free(path);
-    return rc;
-}
-
 int main(int argc, char **argv) {
     options o = {.steps = 1500, .train_len = 16, .vocab = 16, .batch = 32, .dim = 32, .heads = 4, .ffn = 64};
     o.layers = 2, o.clip = 8, o.heldout = 200, o.eval_every = 250, o.seed = 1, o.lr = 3e-3, o.task = "all",
@@ -419,7 +380,13 @@ int main(int argc, char **argv) {
             if (ran[task][v] && why[task][v][0]) printf("  (-: %s: %s)\n", kinds[v], why[task][v]);
         rc |= draw_accuracy(&o, task, acc[task], ran[task], lens) != 0;
     }
-    rc |= write_report(&o, acc, ran, lens) != 0;
+    char settings[512];
+    snprintf(settings, sizeof settings,
+             "{\"train_len\":\"%d\",\"steps\":\"%d\",\"batch\":\"%d\",\"vocab\":\"%d\",\"dim\":\"%d\","
+             "\"heads\":\"%d\",\"layers\":\"%d\",\"lr\":\"%g\",\"seed\":\"%d\"}",
+             o.train_len, o.steps, o.batch, o.vocab, o.dim, o.heads, o.layers, o.lr, o.seed);
+    rc |= toy_report_tables("extrapolate", o.out, "extrapolate: positions against sequence length", settings, tasks, 2,
+                            kinds, N_KINDS, lens, N_LENS, acc[0][0], ran[0], o.train_len) != 0;
     printf("\n%d runs in %.0f s\n", run, toy_now() - t_start);
     tg_release_all();
     return status ? status : rc;

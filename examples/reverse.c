@@ -29,9 +29,9 @@
  * numbers); rank 0 alone prints and writes the files, while the others
  * wait for it at a barrier (which has no deadline for them). */
 #include <math.h>
-#include <time.h>
 #include "attention_figure.h"
 #include "reverse_model.h"
+#include "toy_run.h"
 
 typedef struct { /* what one training run reports */
     const char *name;
@@ -39,12 +39,6 @@ typedef struct { /* what one training run reports */
     int first_99; /* first step with held-out token accuracy >= 99%, or -1 */
     double token_acc, seq_acc, seconds;
 } result;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* A batch of random sequences and their targets (reversed, or sorted). */
 static void make_batch(const options *o, tg_rng *rng, int n, int *tokens, int *targets) {
@@ -147,7 +141,7 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     tg_run_on_save(run, tg_report_on_save, run); /* the run's report.html: curves and settings */
     printf("[%s] training in %s/\n", pe, dir);
     fflush(stdout);
-    double t0 = now();
+    double t0 = toy_now();
     while (tg_run_next(run)) {
         make_batch(o, &data, B, x, y); /* the global batch on every rank, of which this slice: */
         tg_scope_begin();
@@ -161,7 +155,7 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
             if (tg_run_eval(run, loss) != 0) break;
         }
     }
-    r->seconds = now() - t0;
+    r->seconds = toy_now() - t0;
     const float *train, *vs, *vl;
     int64_t n;
     int nv;

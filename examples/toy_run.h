@@ -96,4 +96,42 @@ static inline int toy_plot_rows(const char *prog, const char *out, const char *f
     return rc;
 }
 
+/* OUT/PROG/report.html: one table and chart per task of held-out token
+ * accuracy (%) against test length, for the kinds that ran; acc is
+ * [n_tasks][n_kinds][n_lens], ran [n_tasks][n_kinds]; each run's folder has
+ * its own page with its curves. 0, or -1 with the error printed. */
+static inline int toy_report_tables(const char *prog, const char *out, const char *title, const char *settings,
+                                    const char *const *tasks, int n_tasks, const char *const *kinds, int n_kinds,
+                                    const int *lens, int n_lens, const double *acc, const bool *ran, int train_len) {
+    char *base = tg_run_path(out, prog), *path = base ? tg_run_path(base, "report.html") : NULL;
+    const char **names = malloc(sizeof(char *) * (size_t)n_kinds);
+    double *xs = malloc(sizeof(double) * (size_t)n_lens), *ys = malloc(sizeof(double) * (size_t)n_kinds * n_lens);
+    tg_report *rep = tg_report_new();
+    int rc = rep && path && names && xs && ys ? tg_report_add(rep, "settings", settings) : -1;
+    bool any = false;
+    for (int i = 0; xs && i < n_lens; i++) xs[i] = lens[i];
+    for (int t = 0; rc == 0 && t < n_tasks; t++) {
+        int n = 0;
+        for (int v = 0; v < n_kinds; v++) {
+            if (!ran[t * n_kinds + v]) continue;
+            names[n] = kinds[v];
+            for (int i = 0; i < n_lens; i++) ys[n * n_lens + i] = 100 * acc[((size_t)t * n_kinds + v) * n_lens + i];
+            n++;
+        }
+        char head[128];
+        snprintf(head, sizeof head, "%s task: held-out token accuracy (%%) by test length, trained on %d", tasks[t],
+                 train_len);
+        if (n)
+            rc = tg_report_add_table(rep, head, "test sequence length", "held-out token accuracy (%)", xs, n_lens,
+                                     names, ys, n);
+        any |= n > 0;
+    }
+    if (rc == 0 && any) rc = tg_report_write(rep, path, title);
+    if (rc == 0 && any) printf("  wrote %s\n", path);
+    if (rc != 0) fprintf(stderr, "%s: %s\n", prog, tg_last_error() ? tg_last_error() : "out of memory");
+    tg_report_free(rep);
+    free(base), free(path), free(names), free(xs), free(ys);
+    return rc;
+}
+
 #endif
