@@ -21,6 +21,17 @@ NAMES = {v: k for k, v in DTYPES.items()}
 INTS = {2: torch.int16, 4: torch.int32, 8: torch.int64}  # a tensor's bits (numpy has no bfloat16)
 
 
+def programs(build, *names):
+    """The paths of tgrad's programs in a build directory (build/bin/NAME)."""
+    return tuple(os.path.join(ROOT, build, "bin", n) for n in names)
+
+
+def section(title, what):
+    """Opens a BENCHMARKS.md section: its heading, what it measures, and a code block the caller closes."""
+    print(f"## {title}\n")
+    print(f"{what}\n\n```")
+
+
 def run(cmd):
     """The output (stdout and stderr) of cmd; exits, naming the script, when cmd fails."""
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -28,7 +28,7 @@ import torch
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import INTS, TEXT, ROOT, run  # noqa: E402
+from bench_util import INTS, TEXT, programs, run, section  # noqa: E402
 from bench_util import load_safetensors as load, save_safetensors as save  # noqa: E402
 from torch_ref import GPT, GPTConfig  # noqa: E402
 
@@ -45,11 +45,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build", help="tgrad's build directory (build/bin/bench, build/bin/inspect)")
     a = ap.parse_args()
-    bench, inspect = (os.path.join(ROOT, a.build, "bin", p) for p in ("bench", "inspect"))
+    bench, inspect = programs(a.build, "bench", "inspect")
     ok = True
-    print(f"## bf16 and f16 checkpoints: tgrad and PyTorch {torch.__version__}\n")
-    print("`/usr/bin/python3 bench/bf16_roundtrip.py`: safetensors files with BF16 and F16 tensors written by one "
-          "and read by the other, compared bit for bit.\n\n```")
+    section(f"bf16 and f16 checkpoints: tgrad and PyTorch {torch.__version__}",
+            "`/usr/bin/python3 bench/bf16_roundtrip.py`: safetensors files with BF16 and F16 tensors written by one "
+            "and read by the other, compared bit for bit.")
     with tempfile.TemporaryDirectory() as work:
         # 1. tgrad -> PyTorch
         init = os.path.join(work, "init.safetensors")

@@ -30,7 +30,7 @@ import torch
 
 sys.dont_write_bytecode = True                      # no bench/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import ROOT, TEXT, run, safetensors_metadata  # noqa: E402
+from bench_util import TEXT, programs, run, safetensors_metadata, section  # noqa: E402
 from torch_ref import GPT, GPTConfig, gpt_train, load_file, save_file  # noqa: E402
 
 PROMPT = "A fortune is a short saying; "     # < 64 bytes: fits both models' block
@@ -56,11 +56,11 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    lm, bench = (os.path.join(ROOT, a.build, "bin", p) for p in ("lm", "bench"))
+    lm, bench = programs(a.build, "lm", "bench")
     ok = True
-    print(f"## GPT: tgrad and PyTorch (nanoGPT's model.py, torch {torch.__version__})\n")
-    print("`/usr/bin/python3 bench/gpt_interop.py`: checkpoints both ways and the loss curves from the same "
-          "weights on the same batches (float32).\n\n```")
+    section(f"GPT: tgrad and PyTorch (nanoGPT's model.py, torch {torch.__version__})",
+            "`/usr/bin/python3 bench/gpt_interop.py`: checkpoints both ways and the loss curves from the same "
+            "weights on the same batches (float32).")
     with tempfile.TemporaryDirectory() as work:
         # 1. tgrad -> PyTorch
         out = os.path.join(work, "lm")

@@ -69,7 +69,8 @@ uint32_t bpe_hash(const unsigned char *s, size_t len);
 
 /* The generated tables (unicode_tables.c). */
 extern const char bpe_unicode_version[];
-extern const uint32_t bpe_letter_ranges[][2], bpe_number_ranges[][2];
-extern const int bpe_letter_ranges_count, bpe_number_ranges_count;
+enum { BPE_LETTER = 1, BPE_NUMBER = 2 }; /* the class column of bpe_class_ranges */
+extern const uint32_t bpe_class_ranges[][3];
+extern const int bpe_class_ranges_count;
 
 #endif

@@ -37,16 +37,18 @@ static const uint8_t ascii_class[128] = {
     ['y'] = C_LETTER, ['z'] = C_LETTER,
 };
 
-static int in_ranges(uint32_t cp, const uint32_t r[][2], int n) {
-    int lo = 0, hi = n - 1;
+/* The class column of the generated range holding cp (BPE_LETTER or
+ * BPE_NUMBER), 0 when none does: a binary search of the sorted ranges. */
+static uint32_t range_class(uint32_t cp) {
+    int lo = 0, hi = bpe_class_ranges_count - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (cp < r[mid][0])
+        if (cp < bpe_class_ranges[mid][0])
             hi = mid - 1;
-        else if (cp > r[mid][1])
+        else if (cp > bpe_class_ranges[mid][1])
             lo = mid + 1;
         else
-            return 1;
+            return bpe_class_ranges[mid][2];
     }
     return 0;
 }
@@ -58,9 +60,11 @@ static int cp_class(uint32_t cp) {
     if (cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
         cp == 0x202F || cp == 0x205F || cp == 0x3000)
         return C_SPACE;
-    if (in_ranges(cp, bpe_letter_ranges, bpe_letter_ranges_count)) return C_LETTER;
-    if (in_ranges(cp, bpe_number_ranges, bpe_number_ranges_count)) return C_NUMBER;
-    return C_OTHER;
+    switch (range_class(cp)) {
+    case BPE_LETTER: return C_LETTER;
+    case BPE_NUMBER: return C_NUMBER;
+    default: return C_OTHER;
+    }
 }
 
 static inline int cont(const unsigned char *t, size_t n, size_t i) { return i < n && (t[i] & 0xC0) == 0x80; }

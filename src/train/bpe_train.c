@@ -65,18 +65,27 @@ static uint32_t key_hash(uint64_t k) {
     return (uint32_t)(k >> 32);
 }
 
-static int rehash_pairs(trainer *t) {
-    size_t size = (t->pair_mask + 1) * 2;
+static size_t pair_hash_at(const trainer *t, size_t p) { return key_hash(t->pairs[p].key); }
+static size_t word_hash_at(const trainer *t, size_t w) {
+    return bpe_hash(t->text + t->words[w].text_off, t->words[w].text_len);
+}
+
+/* Doubles an open-addressing index (entry + 1 per slot, 0 empty: the pair
+ * and word tables) and puts entries 0..n-1 back by hash_at; -1 when out
+ * of memory (the old table kept). */
+static int index_grow(const trainer *t, uint32_t **table, size_t *mask, size_t n,
+                      size_t (*hash_at)(const trainer *, size_t)) {
+    size_t size = (*mask + 1) * 2;
     uint32_t *tab = tg_sys_calloc(size, sizeof *tab);
     if (!tab) return -1;
-    for (size_t p = 0; p < t->n_pairs; p++) {
-        size_t i = key_hash(t->pairs[p].key) & (size - 1);
+    for (size_t e = 0; e < n; e++) {
+        size_t i = hash_at(t, e) & (size - 1);
         while (tab[i]) i = (i + 1) & (size - 1);
-        tab[i] = (uint32_t)(p + 1);
+        tab[i] = (uint32_t)(e + 1);
     }
-    tg_sys_free(t->pair_table);
-    t->pair_table = tab;
-    t->pair_mask = size - 1;
+    tg_sys_free(*table);
+    *table = tab;
+    *mask = size - 1;
     return 0;
 }
 
@@ -88,7 +97,8 @@ static long pair_find(trainer *t, uint64_t key) {
     if (bpe_grow((void **)&t->pairs, &t->pairs_cap, t->n_pairs + 1, sizeof *t->pairs) != 0) return -1;
     t->pairs[t->n_pairs] = (pair){key, 0, NULL, 0, 0, -1};
     t->pair_table[i] = (uint32_t)(++t->n_pairs);
-    if (2 * t->n_pairs > t->pair_mask && rehash_pairs(t) != 0) return -1;
+    if (2 * t->n_pairs > t->pair_mask && index_grow(t, &t->pair_table, &t->pair_mask, t->n_pairs, pair_hash_at) != 0)
+        return -1;
     return (long)t->n_pairs - 1;
 }
 
@@ -152,19 +162,7 @@ static int add_word(trainer *t, uint32_t off, uint32_t len) {
     t->words[t->n_words] = (word){off, len, (uint32_t)t->n_syms, len, 1, -1};
     for (uint32_t k = 0; k < len; k++) t->syms[t->n_syms++] = s[k];
     t->word_table[i] = (uint32_t)(++t->n_words);
-    if (2 * t->n_words > t->word_mask) { /* grow the table */
-        size_t size = (t->word_mask + 1) * 2;
-        uint32_t *tab = tg_sys_calloc(size, sizeof *tab);
-        if (!tab) return -1;
-        for (size_t w = 0; w < t->n_words; w++) {
-            size_t j = bpe_hash(t->text + t->words[w].text_off, t->words[w].text_len) & (size - 1);
-            while (tab[j]) j = (j + 1) & (size - 1);
-            tab[j] = (uint32_t)(w + 1);
-        }
-        tg_sys_free(t->word_table);
-        t->word_table = tab;
-        t->word_mask = size - 1;
-    }
+    if (2 * t->n_words > t->word_mask) return index_grow(t, &t->word_table, &t->word_mask, t->n_words, word_hash_at);
     return 0;
 }
 
