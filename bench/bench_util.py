@@ -6,11 +6,13 @@ The safetensors format (src/io/safetensors.h): 8 bytes of header length
 (little-endian), a JSON header (name -> dtype, shape, data_offsets;
 "__metadata__" -> strings) and the raw little-endian data.
 """
+import contextlib
 import json
 import os
 import struct
 import subprocess
 import sys
+import tempfile
 
 import torch
 
@@ -26,10 +28,15 @@ def programs(build, *names):
     return tuple(os.path.join(ROOT, build, "bin", n) for n in names)
 
 
+@contextlib.contextmanager
 def section(title, what):
-    """Opens a BENCHMARKS.md section: its heading, what it measures, and a code block the caller closes."""
+    """A BENCHMARKS.md section: its heading, what it measures, then a code block
+    around the body, which gets a temporary directory to work in."""
     print(f"## {title}\n")
     print(f"{what}\n\n```")
+    with tempfile.TemporaryDirectory() as work:
+        yield work
+    print("```")
 
 
 def run(cmd):

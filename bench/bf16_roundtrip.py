@@ -22,7 +22,6 @@ Exits 1 on any difference.
 import argparse
 import os
 import sys
-import tempfile
 
 import torch
 
@@ -47,10 +46,10 @@ def main():
     a = ap.parse_args()
     bench, inspect = programs(a.build, "bench", "inspect")
     ok = True
-    section(f"bf16 and f16 checkpoints: tgrad and PyTorch {torch.__version__}",
+    with section(
+            f"bf16 and f16 checkpoints: tgrad and PyTorch {torch.__version__}",
             "`/usr/bin/python3 bench/bf16_roundtrip.py`: safetensors files with BF16 and F16 tensors written by one "
-            "and read by the other, compared bit for bit.")
-    with tempfile.TemporaryDirectory() as work:
+            "and read by the other, compared bit for bit.") as work:
         # 1. tgrad -> PyTorch
         init = os.path.join(work, "init.safetensors")
         run([bench, "--workload", "gpt-mini", "--steps", "1", "--warmup", "0", "--text", TEXT, "--save-init", init])
@@ -85,7 +84,7 @@ def main():
             ok &= bad == 0 and got.keys() == sd.keys() and shown == len(sd)
             print(f"PyTorch -> tgrad, {dt}: {len(sd)} tensors ({shown} listed as {dt} by inspect), {n} values incl. "
                   f"+-inf, NaN, -0, subnormals; {bad} differ from PyTorch's .float() after tgrad's read")
-    print("```\n")
+    print()
     print("bit-identical both ways" if ok else "**MISMATCH**")
     sys.exit(0 if ok else 1)
 

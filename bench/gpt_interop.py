@@ -23,7 +23,6 @@ Exits 1 when the logits differ by more than 1e-4 or the curves by more than 1e-2
 import argparse
 import os
 import sys
-import tempfile
 
 import numpy as np
 import torch
@@ -58,10 +57,10 @@ def main():
     torch.set_num_threads(a.threads)
     lm, bench = programs(a.build, "lm", "bench")
     ok = True
-    section(f"GPT: tgrad and PyTorch (nanoGPT's model.py, torch {torch.__version__})",
+    with section(
+            f"GPT: tgrad and PyTorch (nanoGPT's model.py, torch {torch.__version__})",
             "`/usr/bin/python3 bench/gpt_interop.py`: checkpoints both ways and the loss curves from the same "
-            "weights on the same batches (float32).")
-    with tempfile.TemporaryDirectory() as work:
+            "weights on the same batches (float32).") as work:
         # 1. tgrad -> PyTorch
         out = os.path.join(work, "lm")
         run([lm, "--data", TEXT, "--out", out, "--steps", "60", "--batch", "8", "--block", "64", "--layers", "2",
@@ -109,7 +108,6 @@ def main():
         diff = max(abs(x - y) for x, y in zip(tg, pt))
         ok &= len(tg) == len(pt) == a.steps and diff <= 1e-2
         print(f"max |difference| over {a.steps} steps: {diff:.2e} (loss {tg[0]:.4f} -> {tg[-1]:.4f})")
-    print("```")
     print(f"\n{'PASS' if ok else 'FAIL'}: logits agree to 1e-4 both ways and the loss curves to 1e-2")
     return 0 if ok else 1
 
