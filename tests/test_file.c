@@ -131,3 +131,18 @@ Test(file, a_fifo_or_a_directory_is_refused_without_blocking, .timeout = 10) {
     cr_expect_eq(tg_read_file(g_dir, "read", &b, &n), -1);
     assert_error_has("not a regular file");
 }
+
+/* A NULL path is an error naming the caller, for every reader. */
+Test(file, a_null_path_is_refused_by_every_reader) {
+    unsigned char *b;
+    const unsigned char *cb;
+    size_t n;
+    cr_expect_eq(tg_read_file(NULL, "read", &b, &n), -1);
+    assert_error_has("read: NULL path");
+    cr_expect_eq(tg_map_file(NULL, "map", &cb, &n), -1);
+    assert_error_has("map: NULL path");
+    cr_expect_null(tg_npy_load(NULL));
+    assert_error_has("npy_load: NULL path");
+    cr_expect_null(tg_bpe_load_tiktoken(NULL));
+    assert_error_has("bpe_load_tiktoken: NULL path");
+}

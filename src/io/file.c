@@ -12,10 +12,14 @@
 #include <unistd.h>
 
 /* A read-only descriptor of path, which must be a regular file (its stat in
- * *sb), or -1 with the error recorded. O_NONBLOCK: opening a FIFO with no
+ * *sb), or -1 with the error recorded ("<op>: NULL path" for NULL). O_NONBLOCK: opening a FIFO with no
  * writer would otherwise block for ever; it changes nothing for a regular
  * file. */
 static int open_regular(const char *path, const char *op, struct stat *sb) {
+    if (!path) {
+        tg_set_error("%s: NULL path", op);
+        return -1;
+    }
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         tg_set_error("%s: %s: %s", op, path, strerror(errno));

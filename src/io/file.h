@@ -33,7 +33,8 @@ int tg_atomic_commit(tg_atomic_file *af, const char *op);
 /* Closes and removes the temporary file. */
 void tg_atomic_abort(tg_atomic_file *af);
 /* Reads a whole regular file into a tg_sys_alloc'd buffer (free with
- * tg_sys_free). Returns 0, or -1 with "<op>: <path>: <reason>". */
+ * tg_sys_free). Returns 0, or -1 with "<op>: <path>: <reason>" ("<op>:
+ * NULL path" for a NULL path). */
 int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *size);
 /* Maps a whole regular file read-only (mmap, MAP_PRIVATE), with the same
  * checks as tg_read_file, for files too large to copy (token corpora). An

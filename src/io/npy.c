@@ -312,10 +312,6 @@ int tg_npy_parse_header(const unsigned char *b, size_t size, const char *name, t
 
 /* ---- load ----------------------------------------------------------------- */
 tg_tensor *tg_npy_load(const char *path) {
-    if (!path) {
-        tg_set_error("npy_load: NULL path");
-        return NULL;
-    }
     unsigned char *b;
     size_t size;
     if (tg_read_file(path, "npy_load", &b, &size) != 0) return NULL;

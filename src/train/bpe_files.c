@@ -278,10 +278,6 @@ static long b64_decode(const unsigned char *s, size_t len, unsigned char *out) {
 }
 
 tg_bpe *tg_bpe_load_tiktoken(const char *path) {
-    if (!path) {
-        tg_set_error("bpe_load_tiktoken: NULL path");
-        return NULL;
-    }
     unsigned char *buf;
     size_t size;
     if (tg_read_file(path, "bpe_load_tiktoken", &buf, &size) != 0) return NULL;
