@@ -277,15 +277,6 @@ static long b64_decode(const unsigned char *s, size_t len, unsigned char *out) {
     return k;
 }
 
-tg_bpe *tg_bpe_load_tiktoken(const char *path) {
-    unsigned char *buf;
-    size_t size;
-    if (tg_read_file(path, "bpe_load_tiktoken", &buf, &size) != 0) return NULL;
-    tg_bpe *b = tg_bpe_parse_tiktoken(buf, size, path);
-    tg_sys_free(buf);
-    return b;
-}
-
 tg_bpe *tg_bpe_parse_tiktoken(const unsigned char *buf, size_t size, const char *path) {
     if (!buf || !path) {
         tg_set_error("bpe_load_tiktoken: NULL %s", !buf ? "text" : "name");
@@ -369,6 +360,15 @@ fail:
     tg_bpe_free(b);
     tg_sys_free(raw);
     return NULL;
+}
+
+tg_bpe *tg_bpe_load_tiktoken(const char *path) {
+    unsigned char *buf;
+    size_t size;
+    if (tg_read_file(path, "bpe_load_tiktoken", &buf, &size) != 0) return NULL;
+    tg_bpe *b = tg_bpe_parse_tiktoken(buf, size, path);
+    tg_sys_free(buf);
+    return b;
 }
 
 char *tg_bpe_tiktoken_text(const tg_bpe *b, size_t *len) {
