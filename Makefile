@@ -168,7 +168,7 @@ FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_mixed_prec
 # skipped, saying why, when Chromium or puppeteer-core is missing; not
 # under the sanitizers, nor again for MPI=1).
 REPORT_TEST ?= $(if $(filter 1,$(SANITIZE)),0,1)
-test: $(BUILD)/tests/float_kernels $(if $(filter 1,$(REPORT_TEST)),$(BUILD)/bin/lm $(BUILD)/bin/report)
+test: $(BUILD)/tests/float_kernels $(if $(filter 1,$(REPORT_TEST)),$(BUILD)/bin/lm $(BUILD)/bin/report $(BUILD)/bin/reverse $(BUILD)/bin/extrapolate)
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
 	@$(if $(filter 1,$(REPORT_TEST)),sh tests/report_browser.sh $(BUILD))

@@ -326,7 +326,8 @@ int main(int argc, char **argv) {
            o.train_len, lens[0], lens[1], lens[2], lens[3], o.vocab, o.dim, o.heads, o.layers, o.steps, o.batch, o.lr,
            o.clip);
     double t_start = toy_now();
-    int run = 0, rc = 0, status = 0; /* rc: a figure failed; status: a run's exit status */
+    int run = 0, rc = 0, status = 0;   /* rc: a figure failed; status: a run's exit status */
+    tg_report *page = tg_report_new(); /* OUT/extrapolate/report.html: positions, then the tables */
     double acc[2][N_KINDS][N_LENS];
     bool ran[2][N_KINDS] = {{false}};
     char why[2][N_KINDS][256];
@@ -355,6 +356,11 @@ int main(int argc, char **argv) {
             if (task == 0 && kind_pe[v] == TG_PE_RELATIVE) rc |= draw_relative(&m, &o) != 0;
             if (task == 0 && kind_pe[v] == TG_PE_ALIBI) rc |= draw_alibi(&m, &o) != 0;
             if (task == 0 && kind_pe[v] == TG_PE_ROPE) rc |= draw_rope(&m, &o) != 0;
+            /* The page shows what each kind uses, over the longest test length (a learned table has only the
+             * training length's rows). */
+            if (task == 0 && page &&
+                tg_report_add_positions(page, m.encoder, kind_pe[v] == TG_PE_LEARNED ? o.train_len : lens[N_LENS - 1]))
+                rc |= 1, fprintf(stderr, "extrapolate: report: %s\n", tg_last_error());
             model_free(&m);
         }
     }
@@ -385,8 +391,9 @@ int main(int argc, char **argv) {
              "{\"train_len\":\"%d\",\"steps\":\"%d\",\"batch\":\"%d\",\"vocab\":\"%d\",\"dim\":\"%d\","
              "\"heads\":\"%d\",\"layers\":\"%d\",\"lr\":\"%g\",\"seed\":\"%d\"}",
              o.train_len, o.steps, o.batch, o.vocab, o.dim, o.heads, o.layers, o.lr, o.seed);
-    rc |= toy_report_tables("extrapolate", o.out, "extrapolate: positions against sequence length", settings, tasks, 2,
-                            kinds, N_KINDS, lens, N_LENS, acc[0][0], ran[0], o.train_len) != 0;
+    rc |= toy_report_tables(page, "extrapolate", o.out, "extrapolate: positions against sequence length", settings,
+                            tasks, 2, kinds, N_KINDS, lens, N_LENS, acc[0][0], ran[0], o.train_len) != 0;
+    tg_report_free(page);
     printf("\n%d runs in %.0f s\n", run, toy_now() - t_start);
     tg_release_all();
     return status ? status : rc;

@@ -30,7 +30,7 @@
  * wait for it at a barrier (which has no deadline for them). */
 #include <math.h>
 #include "attention_figure.h"
-#include "reverse_model.h"
+#include "reverse_report.h"
 #include "toy_run.h"
 
 typedef struct { /* what one training run reports */
@@ -108,6 +108,23 @@ static int save_model(model *m, const options *o, const char *pe, const char *pa
     return tg_checkpoint_save(path, &m->params, meta);
 }
 
+typedef struct { /* what the run's report.html shows */
+    tg_run *run;
+    model *m;
+    const options *o;
+    const char *pe;
+} report_ctx;
+
+/* After each checkpoint (rank 0): the run's page; one that cannot be
+ * written is said on stderr and the run goes on. */
+static int write_report(void *ctx, int64_t step) {
+    (void)step;
+    const report_ctx *p = ctx;
+    if (reverse_write_report(tg_run_dir(p->run), NULL, p->m, p->o, p->pe) != 0)
+        fprintf(stderr, "reverse: report: %s\n", tg_last_error());
+    return 0;
+}
+
 /* One variant is one run (src/train/run.h) in <out>/<task>_<pe>/: its
  * metrics log, checkpoints at every held-out check and the best one; the
  * run shows progress and stops a diverged loss. --ddp: every rank makes
@@ -130,15 +147,20 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     tg_run_config c = tg_run_defaults(dir, o->steps);
     c.eval_every = o->eval_every, c.tokens_per_step = (double)B * T;
     c.max_loss = 100 * log((double)o->vocab); /* a uniform guess costs ln V */
-    char settings[512];                       /* recorded with each checkpoint, shown by the run's report.html */
+    /* Recorded with each checkpoint: the run's report.html shows them, and
+     * they are the model's metadata, so --load and tgrad-report rebuild it
+     * from the run folder's checkpoints (reverse_model.h). */
+    char settings[512];
     snprintf(settings, sizeof settings,
              "{\"task\":\"%s\",\"pe\":\"%s\",\"steps\":\"%d\",\"batch\":\"%d\",\"seq_len\":\"%d\",\"vocab\":\"%d\","
-             "\"dim\":\"%d\",\"heads\":\"%d\",\"layers\":\"%d\",\"lr\":\"%g\",\"dropout\":\"%g\",\"seed\":\"%d\"}",
-             o->task, pe, o->steps, B, T, o->vocab, o->dim, o->heads, o->layers, o->lr, o->dropout, o->seed);
+             "\"dim\":\"%d\",\"heads\":\"%d\",\"ffn\":\"%d\",\"layers\":\"%d\",\"lr\":\"%g\",\"dropout\":\"%g\","
+             "\"seed\":\"%d\"}",
+             o->task, pe, o->steps, B, T, o->vocab, o->dim, o->heads, o->ffn, o->layers, o->lr, o->dropout, o->seed);
     c.settings = settings;
     tg_run *run = tg_run_open(&c, &m->params, opt, &rngs);
     if (!run) goto done;
-    tg_run_on_save(run, tg_report_on_save, run); /* the run's report.html: curves and settings */
+    report_ctx page = {run, m, o, pe};
+    tg_run_on_save(run, write_report, &page); /* the run's report.html, after each checkpoint */
     printf("[%s] training in %s/\n", pe, dir);
     fflush(stdout);
     double t0 = toy_now();

@@ -121,7 +121,7 @@ static void model_free(model *m) {
 }
 
 /* Checks that tensor name exists with shape (rows, cols). */
-static int expect_shape(const tg_safetensors *st, const char *path, const char *name, int rows, int cols) {
+static int reverse_expect_shape(const tg_safetensors *st, const char *path, const char *name, int rows, int cols) {
     int i = tg_safetensors_find(st, name);
     if (i < 0) {
         tg_set_error("%s: no tensor '%s'", path, name);
@@ -135,6 +135,12 @@ static int expect_shape(const tg_safetensors *st, const char *path, const char *
         return -1;
     }
     return 0;
+}
+
+/* "model." in a run's checkpoint (train_state, best: the model beside the
+ * optimizer, src/train/run.h), "" in the model file reverse saves. */
+static const char *reverse_prefix(const tg_safetensors *st) {
+    return tg_safetensors_find(st, "model.encoder.embedding.weight") >= 0 ? "model." : "";
 }
 
 /* Reads the model's configuration from the checkpoint at path into o and
@@ -184,40 +190,49 @@ static int reverse_config_from_checkpoint(const char *path, options *o, const cl
             *pe = kind;
         }
     }
-    /* The sizes against the tensors, before anything is allocated for them. */
+    /* The sizes against the tensors, before anything is allocated for them
+     * (a run's checkpoint names them model.*). */
+    const char *pre = reverse_prefix(&st);
     char name[TG_PARAM_NAME_MAX];
-    if (rc == 0) rc = expect_shape(&st, path, "encoder.embedding.weight", o->vocab, o->dim);
-    if (rc == 0) rc = expect_shape(&st, path, "head.weight", o->vocab, o->dim);
+    snprintf(name, sizeof name, "%sencoder.embedding.weight", pre);
+    if (rc == 0) rc = reverse_expect_shape(&st, path, name, o->vocab, o->dim);
+    snprintf(name, sizeof name, "%shead.weight", pre);
+    if (rc == 0) rc = reverse_expect_shape(&st, path, name, o->vocab, o->dim);
     if (rc == 0) {
-        snprintf(name, sizeof name, "encoder.blocks.%d.ffn.dense1.weight", o->layers - 1);
-        rc = expect_shape(&st, path, name, o->ffn, o->dim);
+        snprintf(name, sizeof name, "%sencoder.blocks.%d.ffn.dense1.weight", pre, o->layers - 1);
+        rc = reverse_expect_shape(&st, path, name, o->ffn, o->dim);
     }
     if (rc == 0) {
-        snprintf(name, sizeof name, "encoder.blocks.%d.attention.W_q.weight", o->layers);
+        snprintf(name, sizeof name, "%sencoder.blocks.%d.attention.W_q.weight", pre, o->layers);
         if (tg_safetensors_find(&st, name) >= 0) {
             tg_set_error("%s: the file has more blocks than the metadata's layers %d", path, o->layers);
             rc = -1;
         }
     }
+    snprintf(name, sizeof name, "%sencoder.pos_encoding.P", pre);
     if (rc == 0 && pe_kind(*pe) == TG_PE_LEARNED)
-        rc = expect_shape(&st, path, "encoder.pos_encoding.P", REVERSE_MAX_LEN(o->seq_len), o->dim);
+        rc = reverse_expect_shape(&st, path, name, REVERSE_MAX_LEN(o->seq_len), o->dim);
     tg_safetensors_close(&st);
     return rc;
 }
 
-/* --load's model: configuration from the file, then its weights (strict:
- * names and shapes must match; on failure nothing is left allocated). */
+/* --load's model: configuration from the file (reverse's model file, or a
+ * run's train_state or best checkpoint), then its weights (strict: names
+ * and shapes must match; on failure nothing is left allocated). */
 static int reverse_load(const char *path, options *o, const cli_opt *opts, int nopt, model *m, const char **pe) {
     if (reverse_config_from_checkpoint(path, o, opts, nopt, pe) != 0) return -1;
     if (model_new(m, o, *pe, 0) != 0) {
         model_free(m);
         return -1;
     }
-    if (tg_checkpoint_load(path, &m->params) != 0) {
-        model_free(m);
-        return -1;
+    tg_safetensors st;
+    int rc = tg_safetensors_open(path, &st);
+    if (rc == 0) {
+        rc = tg_checkpoint_load_prefix(&st, path, &m->params, *reverse_prefix(&st) ? "model" : NULL);
+        tg_safetensors_close(&st);
     }
-    return 0;
+    if (rc != 0) model_free(m);
+    return rc;
 }
 
 #endif

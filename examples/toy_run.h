@@ -96,17 +96,18 @@ static inline int toy_plot_rows(const char *prog, const char *out, const char *f
     return rc;
 }
 
-/* OUT/PROG/report.html: one table and chart per task of held-out token
- * accuracy (%) against test length, for the kinds that ran; acc is
- * [n_tasks][n_kinds][n_lens], ran [n_tasks][n_kinds]; each run's folder has
- * its own page with its curves. 0, or -1 with the error printed. */
-static inline int toy_report_tables(const char *prog, const char *out, const char *title, const char *settings,
-                                    const char *const *tasks, int n_tasks, const char *const *kinds, int n_kinds,
-                                    const int *lens, int n_lens, const double *acc, const bool *ran, int train_len) {
+/* OUT/PROG/report.html: what rep holds already (the models' positions),
+ * then one table and chart per task of held-out token accuracy (%) against
+ * test length, for the kinds that ran; acc is [n_tasks][n_kinds][n_lens],
+ * ran [n_tasks][n_kinds]; each run's folder has its own page with its
+ * curves. 0, or -1 with the error printed. */
+static inline int toy_report_tables(tg_report *rep, const char *prog, const char *out, const char *title,
+                                    const char *settings, const char *const *tasks, int n_tasks,
+                                    const char *const *kinds, int n_kinds, const int *lens, int n_lens,
+                                    const double *acc, const bool *ran, int train_len) {
     char *base = tg_run_path(out, prog), *path = base ? tg_run_path(base, "report.html") : NULL;
     const char **names = malloc(sizeof(char *) * (size_t)n_kinds);
     double *xs = malloc(sizeof(double) * (size_t)n_lens), *ys = malloc(sizeof(double) * (size_t)n_kinds * n_lens);
-    tg_report *rep = tg_report_new();
     int rc = rep && path && names && xs && ys ? tg_report_add(rep, "settings", settings) : -1;
     bool any = false;
     for (int i = 0; xs && i < n_lens; i++) xs[i] = lens[i];
@@ -129,7 +130,6 @@ static inline int toy_report_tables(const char *prog, const char *out, const cha
     if (rc == 0 && any) rc = tg_report_write(rep, path, title);
     if (rc == 0 && any) printf("  wrote %s\n", path);
     if (rc != 0) fprintf(stderr, "%s: %s\n", prog, tg_last_error() ? tg_last_error() : "out of memory");
-    tg_report_free(rep);
     free(base), free(path), free(names), free(xs), free(ys);
     return rc;
 }

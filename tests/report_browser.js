@@ -12,18 +12,89 @@
 //      of a row sum to 1 and are 0 past the query (causal);
 //   4. the log-scale toggle redraws the loss axis; the chart's hover
 //      read-out names the step.
-// Then saves screenshots. Usage: node report_browser.js REPORT.html SHOT_PREFIX
+// Then saves screenshots. Then each further page (reverse's run, extrapolate's
+// summary): no console error or request, every position plot of the data
+// drawn and titled with its kind, a heatmap cell's hover read-out equal to
+// the embedded value, and, where there is an encoder's attention, hovering a
+// token shades the recorded row (which sums to 1).
+// Usage: node report_browser.js REPORT.html SHOT_PREFIX [PAGE.html ...]
 "use strict";
 const path = require("path");
 const fs = require("fs");
 const puppeteer = require(process.env.PUPPETEER_DIR ? path.resolve(process.env.PUPPETEER_DIR, "puppeteer-core")
                                                     : "puppeteer-core");
 
-const [report, shots] = process.argv.slice(2);
+const [report, shots, ...others] = process.argv.slice(2);
 let failures = 0;
 function check(ok, what) {
   console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
   if (!ok) failures++;
+}
+
+/* Hover token i with layer l and head h chosen: the shading follows the
+ * recorded weights; a row sums to 1 and, causal, is 0 past the query. */
+async function hoverAndCompare(page, D, i, l, h, causal) {
+  const H = D.attention.heads, T = D.attention.tokens.length;
+  await page.select("#att-layer", String(l));
+  await page.select("#att-head", String(h));
+  await page.hover(`#att-text .tok[data-i="${i}"]`);
+  const shown = await page.evaluate(() => [...document.querySelectorAll("#att-text .tok")].map((s) => +s.dataset.w));
+  const row = D.attention.w[l * H + h][i];
+  let worst = 0, sum = 0, beyond = 0;
+  for (let j = 0; j < T; j++) {
+    const want = j < row.length ? row[j] : 0;
+    worst = Math.max(worst, Math.abs(shown[j] - want));
+    if (j > i) beyond = Math.max(beyond, shown[j]);
+  }
+  for (const w of row) sum += w;
+  const q = await page.$eval("#att-text .tok.query", (s) => +s.dataset.i);
+  check(q === i && worst === 0, `hover token ${i}, layer ${l + 1} head ${h + 1}: the ${T} shaded weights are the recorded row (max diff ${worst})`);
+  check(Math.abs(sum - 1) < 0.01 * (causal ? i + 1 : T) && (!causal || beyond === 0),
+        `  row sums to ${sum.toFixed(3)}${causal ? ", zero past the query (causal)" : ""}`);
+  const top = await page.$eval("#att-top", (e) => e.textContent);
+  check(top.includes(`query ${i} `), `  read-out names query ${i}: "${top.slice(0, 70)}..."`);
+  return shown;
+}
+
+/* A page with positions (and maybe an encoder's attention): see the top. */
+async function checkPositionsPage(browser, file) {
+  const page = await browser.newPage();
+  await page.setViewport({width: 1100, height: 900});
+  const errors = [], requests = [];
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("data:")) requests.push(r.url()); });
+  await page.goto("file://" + path.resolve(file), {waitUntil: "load"});
+  console.log(`-- ${file}`);
+  check(errors.length === 0 && requests.length === 0, `no console errors, no network requests (${errors.concat(requests).join(" | ") || "none"})`);
+  const D = await page.evaluate(() => JSON.parse(document.getElementById("tg-data").textContent));
+  const P = D.positions || [];
+  const drawn = await page.evaluate(() => document.querySelectorAll("#positions canvas.heat, #positions svg.chart").length);
+  const titles = await page.evaluate(() => [...document.querySelectorAll("#positions h3")].map((e) => e.textContent));
+  check(P.length >= 1 && drawn === P.length, `positions: ${drawn} plots drawn for ${P.length} in the data`);
+  const kinds = /Fixed sinusoidal|Learned absolute|Relative positions|RoPE|ALiBi/;
+  check(titles.length === P.length && titles.every((t) => kinds.test(t)), `every plot's title names its kind (${titles.map((t) => t.split(":")[0]).join("; ")})`);
+  const heats = await page.$$("#positions canvas.heat");
+  for (let k = 0, h = 0; k < P.length; k++) {
+    if (P[k].kind !== "heatmap") continue;
+    const p = P[k], c = heats[h++];
+    await c.hover();
+    const box = await c.boundingBox();
+    const i = p.rows - 1, j = Math.floor(p.cols / 2);
+    await page.mouse.move(box.x + (j + 0.5) * box.width / p.cols, box.y + (i + 0.5) * box.height / p.rows);
+    const shown = await page.evaluate((el) => el.nextElementSibling.nextElementSibling.textContent, c);
+    const want = await page.evaluate((v) => fmt(v), p.data[i * p.cols + j]);
+    check(shown.endsWith(`: ${want}`), `  heatmap "${p.title.slice(0, 40)}...": cell (${i}, ${j}) reads "${shown}", the embedded ${want}`);
+  }
+  if (D.attention) {
+    const T = D.attention.tokens.length, L = D.attention.layers, H = D.attention.heads;
+    const tokens = await page.evaluate(() => document.querySelectorAll("#att-text .tok").length);
+    check(tokens === T, `attention: ${tokens} tokens`);
+    await hoverAndCompare(page, D, 0, 0, 0, false);
+    await hoverAndCompare(page, D, T - 1, L - 1, H - 1, false);
+  }
+  check(errors.length === 0, `still no console errors after interaction (${errors.join(" | ") || "none"})`);
+  await page.close();
 }
 
 (async () => {
@@ -67,29 +138,8 @@ function check(ok, what) {
     check(counts.samples >= 1, `samples: ${counts.samples}`);
     check(counts.nav >= 5, `navigation: ${counts.nav} sections`);
 
-    /* Hover: the shading follows the recorded weights. */
-    async function hoverAndCompare(i, l, h) {
-      await page.select("#att-layer", String(l));
-      await page.select("#att-head", String(h));
-      await page.hover(`#att-text .tok[data-i="${i}"]`);
-      const shown = await page.evaluate(() => [...document.querySelectorAll("#att-text .tok")].map((s) => +s.dataset.w));
-      const row = D.attention.w[l * H + h][i];
-      let worst = 0, sum = 0, beyond = 0;
-      for (let j = 0; j < T; j++) {
-        const want = j < row.length ? row[j] : 0;
-        worst = Math.max(worst, Math.abs(shown[j] - want));
-        if (j > i) beyond = Math.max(beyond, shown[j]);
-      }
-      for (const w of row) sum += w;
-      const q = await page.$eval("#att-text .tok.query", (s) => +s.dataset.i);
-      check(q === i && worst === 0, `hover token ${i}, layer ${l + 1} head ${h + 1}: the ${T} shaded weights are the recorded row (max diff ${worst})`);
-      check(Math.abs(sum - 1) < 0.01 * (i + 1) && beyond === 0, `  row sums to ${sum.toFixed(3)}, zero past the query (causal)`);
-      const top = await page.$eval("#att-top", (e) => e.textContent);
-      check(top.includes(`query ${i} `), `  read-out names query ${i}: "${top.slice(0, 70)}..."`);
-      return shown;
-    }
-    const a = await hoverAndCompare(Math.floor(T / 2), 0, 0);
-    const b = await hoverAndCompare(T - 1, L - 1, H - 1);
+    const a = await hoverAndCompare(page, D, Math.floor(T / 2), 0, 0, true);
+    const b = await hoverAndCompare(page, D, T - 1, L - 1, H - 1, true);
     check(a.join() !== b.join(), "hovering another token (another layer/head) changes the highlighted weights");
     const bg = await page.$eval(`#att-text .tok[data-i="0"]`, (s) => s.style.background);
     check(bg.startsWith("rgb"), `token 0 is shaded (${bg})`);
@@ -122,6 +172,7 @@ function check(ok, what) {
       await page.screenshot({path: `${shots}_page.png`, fullPage: true});
       console.log(`screenshots: ${shots}_attention.png ${shots}_curves.png ${shots}_page.png`);
     }
+    for (const f of others) await checkPositionsPage(browser, f);
   } finally {
     await browser.close();
     fs.rmSync(profile, {recursive: true, force: true});

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The run report in a real browser (`make test` runs it): a short lm run
 # writes report.html; tgrad-report must rebuild the same page from the run
-# folder alone; then tests/report_browser.js opens it in headless Chromium
+# folder alone (and reverse's); then tests/report_browser.js opens it, a
+# reverse run's page and extrapolate's summary in headless Chromium
 # (Debian's /usr/bin/chromium, through node's puppeteer-core installed in
 # build/npm by tools/install-browser-deps.sh) and checks it, saving
 # screenshots to SHOTS_attention.png, SHOTS_curves.png, SHOTS_page.png.
@@ -33,5 +34,18 @@ if [ -z "$REPORT" ]; then
     cmp -s "$REPORT" "$DIR/rebuilt.html" || { echo "report_browser: FAILED: tgrad-report's page differs from lm's"; exit 1; }
     echo "ok   tgrad-report rebuilds lm's page byte for byte from the run folder"
 fi
+# The encoder's pages: a short reverse run with the learned table (its page
+# shows it beside the fixed one), rebuilt by tgrad-report too, and
+# extrapolate's summary with the positions of every kind.
+rm -rf "$DIR/toy"
+"$BUILD/bin/reverse" --pe learned --steps 40 --eval-every 20 --heldout 20 --out "$DIR/toy" > "$DIR/reverse.log" 2>&1 ||
+    { tail -20 "$DIR/reverse.log"; echo "report_browser: FAILED: reverse"; exit 1; }
+"$BUILD/bin/report" "$DIR/toy/reverse_learned" --out "$DIR/reverse_rebuilt.html" > /dev/null &&
+    cmp -s "$DIR/toy/reverse_learned/report.html" "$DIR/reverse_rebuilt.html" ||
+    { echo "report_browser: FAILED: tgrad-report's page differs from reverse's"; exit 1; }
+echo "ok   tgrad-report rebuilds reverse's page byte for byte from the run folder"
+"$BUILD/bin/extrapolate" --task shift --steps 20 --eval-every 10 --heldout 10 --out "$DIR/toy" > "$DIR/extrapolate.log" 2>&1 ||
+    { tail -20 "$DIR/extrapolate.log"; echo "report_browser: FAILED: extrapolate"; exit 1; }
 echo "report_browser: $REPORT ($(wc -c < "$REPORT") bytes)"
-PUPPETEER_DIR=$PUPPETEER_DIR timeout 300 node tests/report_browser.js "$REPORT" "$SHOTS"
+PUPPETEER_DIR=$PUPPETEER_DIR timeout 300 node tests/report_browser.js "$REPORT" "$SHOTS" \
+    "$DIR/toy/reverse_learned/report.html" "$DIR/toy/extrapolate/report.html"

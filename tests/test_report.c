@@ -85,11 +85,12 @@ Test(report, decoder_attention_over_text_and_positions) {
     cr_expect(tg_set_grad_enabled(true), "grad mode is restored");
     cr_assert_eq(tg_report_write(r, in_dir("report.html"), "lm"), 0, "%s", tg_last_error());
     char *s = page_of(in_dir("report.html"));
-    cr_expect(strstr(s, "\"attention\": {\"layers\": 2, \"heads\": 2, \"pe\": \"learned\", "
+    cr_expect(strstr(s, "\"attention\": {\"title\": \"Attention over one validation window (learned positions)\", "
+                        "\"layers\": 2, \"heads\": 2, \"pe\": \"learned\", "
                         "\"tokens\": [\"a\",\"b\",\"\\\"\",\"c\",\"\\u000a\",\"\\\\x01\",\"\\u003c\",\"d\"]"),
               "%.200s", strstr(s, "\"attention\""));
     cr_expect(strstr(s, "\"w\": [[[1],[0."), "row 0 attends to itself only (causal)");
-    cr_expect(strstr(s, "Learned absolute positions: transformer.wpe.weight [8, 8]"));
+    cr_expect(strstr(s, "Learned absolute positions: transformer.wpe.weight[:8] [8, 8]"));
     free(s);
     int bad[2] = {0, 300};
     cr_expect_eq(tg_report_add_decoder(r, m, bad, 2, NULL), -1);
@@ -119,4 +120,56 @@ Test(report, samples_of_a_resumed_run_and_tables) {
     cr_expect(strstr(s, "\"table\": [{\"title\": \"shift\"") && strstr(s, "\"y\": [null,25]") &&
               strstr(s, "{\"title\": \"reverse\""));
     free(s);
+}
+
+/* The encoder's page: attention over a sequence of numbered tokens, and the
+ * positions of every kind, appended model after model (extrapolate's page
+ * holds them all). The fixed table's plot holds the sinusoids themselves. */
+Test(report, encoder_attention_and_the_positions_of_every_kind) {
+    tmpdir();
+    tg_rng rng = tg_rng_new(4);
+    static const char *const names[] = {"0 ", "1 ", "2 ", "3 ", "4 ", "5 "};
+    int tokens[5] = {3, 1, 4, 1, 5};
+    tg_report *r = tg_report_new();
+    tg_encoder *ms[6];
+    for (int k = 0; k < 6; k++) { /* TG_PE_FIXED .. TG_PE_ALIBI */
+        tg_encoder_config c = {.vocab_size = 6,
+                               .num_hiddens = 8,
+                               .ffn_hiddens = 8,
+                               .num_heads = 2,
+                               .num_layers = 2,
+                               .max_len = 10,
+                               .pe = (tg_pe_kind)k};
+        ms[k] = tg_encoder_new(&c, &rng);
+        TG_REQUIRE(ms[k]);
+    }
+    cr_assert_eq(tg_report_add_encoder(r, ms[0], tokens, 5, names), 0, "%s", tg_last_error());
+    cr_expect(ms[0]->blocks[0]->attention->attention->dropout->training, "the model's mode is restored");
+    for (int k = 1; k < 6; k++) cr_assert_eq(tg_report_add_positions(r, ms[k], 5), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_report_write(r, in_dir("report.html"), "reverse"), 0, "%s", tg_last_error());
+    char *s = page_of(in_dir("report.html"));
+    cr_expect(strstr(s, "\"title\": \"Attention over one held-out sequence (fixed positions)\", \"layers\": 2, "
+                        "\"heads\": 2, \"pe\": \"fixed\", \"tokens\": [\"3 \",\"1 \",\"4 \",\"1 \",\"5 \"]"),
+              "%.200s", strstr(s, "\"attention\""));
+    cr_expect(!strstr(s, "\"w\": [[[1],"), "an encoder's rows are not causal");
+    /* fixed: P[1, 0] = sin(1), P[1, 1] = cos(1), as %.3g */
+    const char *fixed = strstr(s, "Fixed sinusoidal positions: P[:5] [5, 8]");
+    cr_assert(fixed);
+    cr_expect(strstr(fixed, "\"data\": [0,1,0,1,0,1,0,1,0.841,0.54,"), "%.120s", strstr(fixed, "\"data\""));
+    cr_expect(strstr(s, "Learned absolute positions: pos_encoding.P[:5] [5, 8]"));
+    cr_expect(strstr(s, "Fixed sinusoidal positions: P[:5] [5, 8], beside the learned table"));
+    cr_expect(strstr(s, "Relative positions (Shaw et al.): layer 1's relative_k [33, 4]"));
+    cr_expect(strstr(s, "RoPE positions: q.k of two equal vectors"));
+    cr_expect(strstr(s, "ALiBi positions: the bias -m_h (i - j)"));
+    cr_expect_eq(count(s, "\"kind\": \"heatmap\""), 4, "fixed, learned + fixed beside it, relative; none adds none");
+    free(s);
+    int bad[2] = {0, 6};
+    cr_expect_eq(tg_report_add_encoder(r, ms[0], bad, 2, names), -1);
+    cr_expect(error_has("report: encoder attention", "outside the vocabulary"));
+    cr_expect_eq(tg_report_add_encoder(r, ms[0], tokens, 11, names), -1);
+    cr_expect(error_has("report: encoder attention", "T 11 outside 1..10"));
+    cr_expect_eq(tg_report_add_positions(r, ms[1], 11), -1);
+    cr_expect(error_has("report: positions", "T 11"));
+    tg_report_free(r);
+    for (int k = 0; k < 6; k++) tg_encoder_free(ms[k]);
 }

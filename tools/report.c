@@ -5,11 +5,15 @@
  *   lm's attention        the decoder rebuilt from the checkpoint (examples/lm_model.h,
  *                         the code lm itself runs) over the first validation window
  *                         of its token file: DIR/tokens.npy, or --data's .npy
+ *   reverse's attention   the encoder rebuilt from the checkpoint (examples/reverse_model.h)
+ *                         over the first held-out sequence, and its positions
  *
  * A run of lm is told by its checkpoint's metadata (nanoGPT's n_layer and
- * tgrad's tokenizer); any other run gets the settings and curves. */
+ * tgrad's tokenizer), a run of reverse by its task (reverse or sort) and
+ * ffn; any other run gets the settings and curves. */
 #include "../examples/lm_model.h"
 #include "../examples/lm_report.h"
+#include "../examples/reverse_report.h"
 
 static const char *const ABOUT =
     "Rebuilds DIR/report.html, the run's self-contained page, from the run folder: settings and\n"
@@ -44,6 +48,33 @@ static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
     return rc;
 }
 
+/* A reverse run: the model from the checkpoint, by reverse's own rules. */
+static int reverse_page(const char *dir, const char *out, const char *state) {
+    options o;
+    cli_opt opts[REVERSE_MAX_OPTS];
+    int nopt = reverse_options(&o, opts);
+    model m = {0};
+    const char *pe;
+    if (reverse_load(state, &o, opts, nopt, &m, &pe) != 0) return -1;
+    /* The held-out set comes from the run's seed, by the flag's rules. */
+    const cli_opt *seed = NULL;
+    for (int i = 0; i < nopt; i++)
+        if (strcmp(opts[i].name, "seed") == 0) seed = &opts[i];
+    char v[32], why[128];
+    tg_safetensors st;
+    int rc = tg_safetensors_open(state, &st);
+    if (rc == 0) {
+        if (tg_safetensors_meta(&st, "seed", v, sizeof v) > 0 && !cli_set(seed, v, why, sizeof why)) {
+            tg_set_error("%s: metadata 'seed': %s", state, why);
+            rc = -1;
+        }
+        tg_safetensors_close(&st);
+    }
+    if (rc == 0) rc = reverse_write_report(dir, out, &m, &o, pe);
+    model_free(&m);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *out = NULL, *pos[1] = {NULL};
     cli_opt opts[] = {{"out", CLI_STR, &out, "write the page here instead of DIR/report.html", 0, 0}};
@@ -62,9 +93,16 @@ int main(int argc, char **argv) {
     char v[16];
     bool lm =
         tg_safetensors_meta(&st, "n_layer", v, sizeof v) > 0 && tg_safetensors_meta(&st, "tokenizer", v, sizeof v) > 0;
+    bool reverse = tg_safetensors_meta(&st, "ffn", v, sizeof v) > 0 &&
+                   tg_safetensors_meta(&st, "task", v, sizeof v) > 0 &&
+                   (strcmp(v, "reverse") == 0 || strcmp(v, "sort") == 0);
     int rc;
     if (lm) {
         rc = lm_page(dir, out, &st);
+    } else if (reverse) {
+        char *state = tg_run_path(dir, "train_state.safetensors");
+        rc = state ? reverse_page(dir, out, state) : -1;
+        free(state);
     } else {
         char *page = out ? NULL : tg_run_path(dir, "report.html");
         tg_report *rep = tg_report_new();

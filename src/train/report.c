@@ -8,6 +8,7 @@
 #include "../io/safetensors.h"
 #include "../viz/viz.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,6 +85,25 @@ static int sb_finish(sbuf *b, tg_report *r, const char *name) {
     int rc = b->oom ? (tg_set_error("report: %s: out of memory", name), -1) : tg_report_add(r, name, b->p);
     free(b->p);
     return rc;
+}
+
+/* sb_finish for a part that is a list (b holds "[...]"): its items join
+ * those of a part already there under name, after them. */
+static int sb_finish_list(sbuf *b, tg_report *r, const char *name) {
+    int i = 0;
+    while (i < r->n && strcmp(r->name[i], name) != 0) i++;
+    size_t had = i < r->n ? strlen(r->json[i]) : 0;
+    if (had > 2 && !b->oom && strcmp(b->p, "[]") != 0) {
+        sbuf all = {0};
+        sb_put(&all, r->json[i], had - 1); /* without its ']' */
+        sb_str(&all, ",\n"), sb_str(&all, b->p + 1);
+        free(b->p);
+        *b = all;
+    } else if (had > 2 && !b->oom) { /* nothing to add */
+        free(b->p);
+        return 0;
+    }
+    return sb_finish(b, r, name);
 }
 
 tg_report *tg_report_new(void) {
@@ -264,79 +284,108 @@ static void sb_lines(sbuf *b, const char *title, const char *ylabel, const doubl
     sb_str(b, "]}");
 }
 
-static int add_positions(tg_report *r, const tg_decoder *m) {
-    const tg_decoder_config *c = &m->cfg;
-    int T = c->block_size, dh = c->n_embd / c->n_head;
-    sbuf b = {0};
-    char title[160];
-    sb_str(&b, "[");
-    if (c->pos == TG_DEC_POS_LEARNED) {
-        snprintf(title, sizeof title, "Learned absolute positions: transformer.wpe.weight [%d, %d]", T, c->n_embd);
-        sb_heatmap(&b, title, "dimension", "position", m->wpe->weight->data, T, c->n_embd);
-    } else if (c->pos == TG_DEC_POS_RELATIVE) {
-        const tg_tensor *k = m->h[0]->relative_k;
+/* What a model's positions are, for the "positions" part, whatever the
+ * model (decoder, encoder): the kind's name and what that kind uses. */
+typedef struct {
+    const char *kind;            /* fixed, learned, none, relative, rope, alibi */
+    const char *table_name;      /* fixed, learned: the table's name */
+    const tg_tensor *table;      /* fixed, learned: P [>= T, d], rows 0..T-1 shown */
+    const tg_tensor *relative_k; /* relative: the first layer's [2 clip + 1, d_head] */
+    const tg_real *alibi;        /* alibi: the heads' slopes */
+    int T, heads, head_dim;
+    bool beside_fixed; /* learned: the fixed sinusoidal table beside it (the chapter's comparison) */
+} pos_view;
+
+/* The plots of v's positions, as items of a JSON list (none for "none"). */
+static int sb_positions(sbuf *b, const pos_view *v) {
+    int T = v->T;
+    char title[200];
+    if (strcmp(v->kind, "fixed") == 0 || strcmp(v->kind, "learned") == 0) {
+        int d = v->table->shape[1];
+        bool fixed = strcmp(v->kind, "fixed") == 0;
+        if (fixed)
+            snprintf(title, sizeof title,
+                     "Fixed sinusoidal positions: P[:%d] [%d, %d], P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = "
+                     "cos(i / 10000^(2j/d))",
+                     T, T, d);
+        else
+            snprintf(title, sizeof title, "Learned absolute positions: %s[:%d] [%d, %d]", v->table_name, T, T, d);
+        sb_heatmap(b, title, "encoding dimension", "position", v->table->data, T, d);
+        if (!fixed && v->beside_fixed) {
+            tg_rng rng = tg_rng_new(0);
+            tg_posenc *pe = tg_posenc_new(d, 0, T, &rng);
+            if (!pe) return -1;
+            snprintf(title, sizeof title, "Fixed sinusoidal positions: P[:%d] [%d, %d], beside the learned table", T, T,
+                     d);
+            sb_str(b, ",\n");
+            sb_heatmap(b, title, "encoding dimension", "position", pe->P->data, T, d);
+            tg_posenc_free(pe);
+        }
+    } else if (strcmp(v->kind, "relative") == 0) {
+        const tg_tensor *k = v->relative_k;
         int clip = (k->shape[0] - 1) / 2;
         snprintf(title, sizeof title,
                  "Relative positions (Shaw et al.): layer 1's relative_k [%d, %d], rows: offsets -%d..%d", k->shape[0],
                  k->shape[1], clip, clip);
-        sb_heatmap(&b, title, "dimension", "offset + clip", k->data, k->shape[0], k->shape[1]);
-    } else {
-        int nl = c->pos == TG_DEC_POS_ALIBI ? c->n_head : 1;
+        sb_heatmap(b, title, "dimension", "offset + clip", k->data, k->shape[0], k->shape[1]);
+    } else if (strcmp(v->kind, "alibi") == 0 || strcmp(v->kind, "rope") == 0) {
+        bool alibi = strcmp(v->kind, "alibi") == 0;
+        int nl = alibi ? v->heads : 1, dh = v->head_dim;
         double *y = malloc(sizeof(double) * (size_t)T * (size_t)nl);
-        if (!y) return free(b.p), tg_set_error("report: positions: out of memory"), -1;
+        if (!y) return tg_set_error("report: positions: out of memory"), -1;
         for (int s = 0; s < nl; s++)
             for (int o = 0; o < T; o++) {
-                double v = 0; /* ALiBi: -m_h (i - j); RoPE: mean of cos(o theta_k), theta_k = 10000^(-2k/d) */
-                if (c->pos == TG_DEC_POS_ALIBI) v = -(double)m->alibi[s] * o;
-                for (int k = 0; c->pos == TG_DEC_POS_ROPE && k < dh / 2; k++)
-                    v += cos(o * pow(10000.0, -2.0 * k / dh)) / (dh / 2);
-                y[s * T + o] = v;
+                double val = 0; /* ALiBi: -m_h (i - j); RoPE: mean of cos(o theta_k), theta_k = 10000^(-2k/d) */
+                if (alibi) val = -(double)v->alibi[s] * o;
+                for (int k = 0; !alibi && k < dh / 2; k++) val += cos(o * pow(10000.0, -2.0 * k / dh)) / (dh / 2);
+                y[s * T + o] = val;
             }
-        if (c->pos == TG_DEC_POS_ALIBI)
-            sb_lines(&b, "ALiBi positions: the bias -m_h (i - j) added to each head's scores", "bias", y, T, nl,
+        if (alibi)
+            sb_lines(b, "ALiBi positions: the bias -m_h (i - j) added to each head's scores", "bias", y, T, nl,
                      "head %d");
         else
-            sb_lines(&b, "RoPE positions: q.k of two equal vectors against their offset (mean cos)", "score", y, T, 1,
+            sb_lines(b, "RoPE positions: q.k of two equal vectors against their offset (mean cos)", "score", y, T, 1,
                      "rope, d_head");
         free(y);
+    } else {
+        return 1; /* none: nothing drawn */
     }
-    sb_str(&b, "]");
-    return sb_finish(&b, r, "positions");
+    return 0;
 }
 
-int tg_report_add_decoder(tg_report *r, tg_decoder *m, const int *tokens, int T, const char *const *token_text) {
-    if (!r || !m || !tokens || T < 1 || T > m->cfg.block_size)
-        return tg_set_error("report: decoder attention: NULL argument or T %d outside 1..%d", T,
-                            m ? m->cfg.block_size : 0),
-               -1;
-    for (int i = 0; i < T; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size || (!token_text && tokens[i] > 255))
-            return tg_set_error("report: decoder attention: token %d at %d is outside the vocabulary", tokens[i], i),
-                   -1;
-    int L = m->cfg.n_layer, H = m->cfg.n_head;
-    bool training = m->training, grad = tg_set_grad_enabled(false);
-    tg_decoder_train(m, false);
-    tg_decoder_record_attention(m, true);
-    tg_scope_begin();
+/* Appends v's plots to the "positions" part. */
+static int add_positions(tg_report *r, const pos_view *v) {
     sbuf b = {0};
-    int rc = tg_decoder_forward(m, tokens, 1, T) ? 0 : -1;
-    static const char *const pe[] = {"learned", "relative", "rope", "alibi"};
-    sb_fmt(&b, "{\"layers\": %d, \"heads\": %d, \"pe\": \"%s\", \"tokens\": [", L, H, pe[m->cfg.pos]);
+    sb_str(&b, "[");
+    int rc = sb_positions(&b, v);
+    sb_str(&b, "]");
+    if (rc < 0) return free(b.p), -1;
+    return sb_finish_list(&b, r, "positions");
+}
+
+/* "attention": every layer's and head's weights over tokens[0..T) of the
+ * forward just run, read by weights(model, layer, head) ([1, T, T]); a row
+ * is written up to its last non-zero weight (causal: i + 1). */
+static int add_attention(tg_report *r, const char *what, const char *pe, int L, int H, const int *tokens, int T,
+                         const char *const *token_text, const tg_tensor *(*weights)(const void *, int, int),
+                         const void *m) {
+    sbuf b = {0};
+    sb_fmt(&b,
+           "{\"title\": \"Attention over %s (%s positions)\", \"layers\": %d, \"heads\": %d, \"pe\": \"%s\", "
+           "\"tokens\": [",
+           what, pe, L, H, pe);
     for (int i = 0; i < T; i++) {
         if (i) sb_str(&b, ",");
         sb_token(&b, tokens[i], token_text);
     }
     sb_str(&b, "], \"w\": [");
-    for (int l = 0; rc == 0 && l < L; l++)
-        for (int h = 0; rc == 0 && h < H; h++) {
-            const tg_tensor *w = tg_decoder_attention_weights(m, l, h); /* [1, T, T] */
-            if (!w) {
-                rc = -1;
-                break;
-            }
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            const tg_tensor *w = weights(m, l, h); /* [1, T, T] */
+            if (!w) return free(b.p), -1;
             sb_str(&b, l + h ? ",\n[" : "[");
             for (int i = 0; i < T; i++) {
-                int len = T; /* the row up to its last non-zero weight (causal: i + 1) */
+                int len = T;
                 while (len > 1 && w->data[(int64_t)i * T + len - 1] == 0) len--;
                 sb_str(&b, i ? ",[" : "[");
                 for (int j = 0; j < len; j++) {
@@ -348,13 +397,102 @@ int tg_report_add_decoder(tg_report *r, tg_decoder *m, const int *tokens, int T,
             sb_str(&b, "]");
         }
     sb_str(&b, "]}");
+    return sb_finish(&b, r, "attention");
+}
+
+static const char *const DECODER_POS_NAMES[] = {"learned", "relative", "rope", "alibi"};
+
+static pos_view decoder_positions(const tg_decoder *m) {
+    const tg_decoder_config *c = &m->cfg;
+    return (pos_view){.kind = DECODER_POS_NAMES[c->pos],
+                      .table_name = "transformer.wpe.weight",
+                      .table = m->wpe ? m->wpe->weight : NULL,
+                      .relative_k = m->h[0]->relative_k,
+                      .alibi = m->alibi,
+                      .T = c->block_size,
+                      .heads = c->n_head,
+                      .head_dim = c->n_embd / c->n_head};
+}
+
+static const char *const ENCODER_POS_NAMES[] = {"fixed", "learned", "none", "relative", "rope", "alibi"};
+
+static pos_view encoder_positions(const tg_encoder *m, int T) {
+    const tg_encoder_config *c = &m->cfg;
+    const tg_mha *a = m->blocks[0]->attention;
+    return (pos_view){.kind = ENCODER_POS_NAMES[c->pe],
+                      .table_name = "pos_encoding.P",
+                      .table = m->pos_encoding ? m->pos_encoding->P : NULL,
+                      .relative_k = a->relative_k,
+                      .alibi = a->alibi,
+                      .T = T,
+                      .heads = c->num_heads,
+                      .head_dim = c->num_hiddens / c->num_heads,
+                      .beside_fixed = true};
+}
+
+/* The window of a model's attention part: T in 1..max_T, every token in
+ * the vocabulary (bytes when there is no token_text). 0, or -1 with the
+ * error recorded. */
+static int check_window(const char *model, bool given, const int *tokens, int T, int max_T, int vocab,
+                        const char *const *token_text) {
+    if (!given || !tokens || T < 1 || T > max_T)
+        return tg_set_error("report: %s attention: NULL argument or T %d outside 1..%d", model, T, max_T), -1;
+    for (int i = 0; i < T; i++)
+        if (tokens[i] < 0 || tokens[i] >= vocab || (!token_text && tokens[i] > 255))
+            return tg_set_error("report: %s attention: token %d at %d is outside the vocabulary", model, tokens[i], i),
+                   -1;
+    return 0;
+}
+
+static const tg_tensor *decoder_weights(const void *m, int l, int h) { return tg_decoder_attention_weights(m, l, h); }
+
+int tg_report_add_decoder(tg_report *r, tg_decoder *m, const int *tokens, int T, const char *const *token_text) {
+    if (check_window("decoder", r && m, tokens, T, m ? m->cfg.block_size : 0, m ? m->cfg.vocab_size : 0, token_text) !=
+        0)
+        return -1;
+    int L = m->cfg.n_layer, H = m->cfg.n_head;
+    bool training = m->training, grad = tg_set_grad_enabled(false);
+    tg_decoder_train(m, false);
+    tg_decoder_record_attention(m, true);
+    tg_scope_begin();
+    int rc = tg_decoder_forward(m, tokens, 1, T) ? 0 : -1;
+    if (rc == 0)
+        rc = add_attention(r, "one validation window", DECODER_POS_NAMES[m->cfg.pos], L, H, tokens, T, token_text,
+                           decoder_weights, m);
     tg_scope_end();
     tg_decoder_record_attention(m, false);
     tg_decoder_train(m, training);
     tg_set_grad_enabled(grad);
-    if (rc != 0) return free(b.p), -1;
-    if (sb_finish(&b, r, "attention") != 0) return -1;
-    return add_positions(r, m);
+    if (rc != 0) return -1;
+    pos_view v = decoder_positions(m);
+    return add_positions(r, &v);
+}
+
+static const tg_tensor *encoder_weights(const void *m, int l, int h) { return tg_encoder_attention_weights(m, l, h); }
+
+int tg_report_add_encoder(tg_report *r, tg_encoder *m, const int *tokens, int T, const char *const *token_text) {
+    int max_T = m && m->pos_encoding ? m->cfg.max_len : INT_MAX; /* a table's rows; any T without one */
+    if (check_window("encoder", r && m, tokens, T, max_T, m ? m->cfg.vocab_size : 0, token_text) != 0) return -1;
+    bool training = m->blocks[0]->attention->attention->dropout->training, grad = tg_set_grad_enabled(false);
+    tg_encoder_train(m, false);
+    tg_encoder_record_attention(m, true);
+    tg_scope_begin();
+    int rc = tg_encoder_forward(m, tokens, 1, T, (tg_mask){0}) ? 0 : -1;
+    if (rc == 0)
+        rc = add_attention(r, "one held-out sequence", ENCODER_POS_NAMES[m->cfg.pe], m->cfg.num_layers,
+                           m->cfg.num_heads, tokens, T, token_text, encoder_weights, m);
+    tg_scope_end();
+    tg_encoder_record_attention(m, false);
+    tg_encoder_train(m, training);
+    tg_set_grad_enabled(grad);
+    return rc != 0 ? -1 : tg_report_add_positions(r, m, T);
+}
+
+int tg_report_add_positions(tg_report *r, const tg_encoder *m, int T) {
+    if (!r || !m || T < 1 || (m->pos_encoding && T > m->cfg.max_len))
+        return tg_set_error("report: positions: NULL argument or T %d outside 1..%d", T, m ? m->cfg.max_len : 0), -1;
+    pos_view v = encoder_positions(m, T);
+    return add_positions(r, &v);
 }
 
 /* ---- samples ---- */
@@ -461,18 +599,7 @@ int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, con
         sb_str(&b, "]}");
     }
     sb_str(&b, "]}]");
-    /* The part is a list: a later table joins the earlier ones. */
-    int i = 0;
-    while (i < r->n && strcmp(r->name[i], "table") != 0) i++;
-    size_t had = i < r->n ? strlen(r->json[i]) : 0;
-    if (had > 1 && !b.oom) {
-        sbuf all = {0};
-        sb_put(&all, r->json[i], had - 1); /* without its ']' */
-        sb_str(&all, ",\n"), sb_str(&all, b.p + 1);
-        free(b.p);
-        b = all;
-    }
-    return sb_finish(&b, r, "table");
+    return sb_finish_list(&b, r, "table");
 }
 
 int tg_report_write(const tg_report *r, const char *path, const char *title) {

@@ -42,6 +42,19 @@ int tg_report_add_run(tg_report *r, const char *dir);
  * biases against offset per head; RoPE's score q.k of equal vectors
  * against offset). Weights are kept to 3 decimals (the page shows 3). */
 int tg_report_add_decoder(tg_report *r, tg_decoder *m, const int *tokens, int T, const char *const *token_text);
+/* The same for an encoder (tg_encoder, nn.h) over one sequence
+ * tokens[0..T) (T at most the positional table's max_len when it has one):
+ * "attention" with every layer and head, then its positions appended to
+ * "positions" (tg_report_add_positions). token_text as above (a toy task's
+ * ids: names such as "12"). The model's mode and grad mode are restored. */
+int tg_report_add_encoder(tg_report *r, tg_encoder *m, const int *tokens, int T, const char *const *token_text);
+/* Appends what m's position kind uses over positions 0..T-1 to the
+ * "positions" part, each plot titled with the kind: the fixed sinusoidal
+ * table (d2l's heatmap); the learned table with the fixed one beside it;
+ * the first layer's relative_k; ALiBi's biases against offset per head;
+ * RoPE's score against offset; nothing for none. Called for several
+ * models, the page shows them all (extrapolate: one per kind). */
+int tg_report_add_positions(tg_report *r, const tg_encoder *m, int T);
 /* "samples": the lines {"step": s, "text": "..."} of DIR/samples.jsonl with
  * step <= max_step (0: all), the last one of each step. None: no part. */
 int tg_report_add_samples(tg_report *r, const char *dir, int64_t max_step);

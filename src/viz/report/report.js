@@ -3,7 +3,7 @@
  * part of the data is optional; a section is drawn for each part present:
  *   settings   {name: "value"}                          the run's settings
  *   metrics    {step, loss, lr, val_step, val_loss}      arrays of numbers
- *   attention  {tokens: [text], layers, heads, pe, w}    w[l * heads + h][i]:
+ *   attention  {title, tokens: [text], layers, heads, pe, w}    w[l * heads + h][i]:
  *              the weights of query i over keys 0.. (a row; missing = 0)
  *   positions  [{kind: "heatmap", rows, cols, data, ...} | {kind: "lines", x, series, ...}]
  *   table      [{title, xlabel, ylabel, x, series: [{name, y}]}]  tables and their charts
@@ -231,7 +231,7 @@ function tokenNode(t) {
 function show(t) { return t === "\n" ? "↵" : t === " " ? "␣" : t; }
 
 function drawAttention(A) {
-  const s = section("attention", `Attention over one validation window (${A.pe} positions)`);
+  const s = section("attention", A.title || `Attention over one validation window (${A.pe} positions)`);
   s.append(el("p", {class: "sub", text: "Hover, tap or focus (Tab, then ←/→) a token: the tokens it attends to are shaded by their weight in the chosen layer and head, the strongest listed below. Click a small multiple to choose its layer and head."}));
   const L = A.layers, H = A.heads, T = A.tokens.length;
   const lsel = el("select", {id: "att-layer", "aria-label": "layer"}), hsel = el("select", {id: "att-head", "aria-label": "head"});
