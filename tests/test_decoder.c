@@ -586,6 +586,9 @@ Test(decoder, argmax_and_sample) {
     tg_clear_error();
     cr_expect_eq(tg_sample(x, -1, 0, &rng, s), -1);
     cr_expect(error_has("sample", "temperature -1"), "%s", tg_last_error());
+    cr_expect_eq(tg_sample(x, INFINITY, 0, &rng, s), -1); /* would draw masked (-inf) tokens */
+    cr_expect(error_has("sample", "finite"), "%s", tg_last_error());
+    cr_expect_eq(tg_sample(x, NAN, 0, &rng, s), -1);
     cr_expect_eq(tg_sample(x, 1, 0, NULL, s), -1);
     cr_expect(error_has("sample", "rng"), "%s", tg_last_error());
     cr_expect_eq(tg_argmax(NULL, s), -1);

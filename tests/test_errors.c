@@ -116,6 +116,10 @@ Test(errors, creation_and_softmax) {
     tg_scope_end();
     cr_expect(error_has("softmax", "(2,0)"));
     cr_expect_null(tg_arange(0, 1, 0));
+    cr_expect_null(tg_arange(0, NAN, 1)); /* was an empty tensor */
+    cr_expect(error_has("arange", "must be finite"), "%s", tg_last_error());
+    cr_expect_null(tg_arange(-INFINITY, 0, 1));
+    cr_expect_null(tg_arange(0, 1, NAN));
     cr_expect_null(tg_view(t23, TG_SHAPE(5)));
 }
 

@@ -190,6 +190,16 @@ Test(optim, clip_grad_norm) {
     cr_expect(fabs(after - 6.5) < 1e-6, "clipped norm %g", after);
     norm = tg_clip_grad_norm(&p, 6.5);
     cr_expect(fabs(norm - after) < 1e-12, "the returned norm is the current one");
+    /* inf measures only; a max_norm that keeps nothing is refused, the
+     * gradients untouched (it scaled them by -1/norm or NaN). */
+    tg_real kept = a->grad->data[0];
+    cr_expect(fabs(tg_clip_grad_norm(&p, INFINITY) - 6.5) < 1e-5 && a->grad->data[0] == kept, "inf measures only");
+    for (int k = 0; k < 3; k++) {
+        tg_real bad = k == 0 ? -1 : k == 1 ? 0 : NAN;
+        cr_expect_eq(tg_clip_grad_norm(&p, bad), -1);
+        cr_expect(error_has("clip_grad_norm", "must be positive"), "%s", tg_last_error());
+        cr_expect_eq(a->grad->data[0], kept);
+    }
     tg_params_free(&p);
     tg_free(a);
     tg_free(b);

@@ -141,6 +141,11 @@ Test(posenc, errors_name_the_lengths) {
     cr_expect_null(tg_posenc_new(4, (tg_real)1.5, 10, NULL));
     cr_expect(error_has("posenc", "dropout"), "%s", tg_last_error());
     cr_expect_null(tg_posenc_learned_new(4, 0, 10, NULL));
+    tg_rng rng = tg_rng_new(1);
+    cr_expect_null(tg_posenc_learned_new(4, 0, -1, &rng)); /* was a table of d2l's 1000 rows */
+    cr_expect(error_has("posenc_learned", "max_len -1"), "%s", tg_last_error());
+    cr_expect_null(tg_posenc_new(4, 0, -5, NULL));
+    cr_expect(error_has("posenc", "max_len -5"), "%s", tg_last_error());
     tg_posenc_free(NULL);
 }
 

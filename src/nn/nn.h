@@ -190,7 +190,7 @@ typedef struct {
     tg_dropout_layer *dropout;
 } tg_posenc;
 /* Both as d2l's PositionalEncoding(num_hiddens, dropout, max_len); max_len 0
- * means d2l's 1000. */
+ * means d2l's 1000, a negative one is an error. */
 tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng); /* fixed */
 tg_posenc *tg_posenc_learned_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng);
 tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X);

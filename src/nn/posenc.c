@@ -27,7 +27,11 @@
 /* Shared checks of both constructors; fills m except P. */
 static tg_posenc *posenc_alloc(const char *op, int num_hiddens, tg_real dropout, int max_len, bool learned,
                                tg_rng *rng) {
-    if (max_len <= 0) max_len = POSENC_DEFAULT_MAX_LEN; /* 0: d2l's default max_len=1000 */
+    if (max_len < 0) {
+        tg_set_error("%s: max_len %d must be positive (or 0: d2l's default 1000)", op, max_len);
+        return NULL;
+    }
+    if (max_len == 0) max_len = POSENC_DEFAULT_MAX_LEN; /* d2l's default max_len=1000 */
     if (num_hiddens <= 0) {
         tg_set_error("%s: num_hiddens %d must be positive", op, num_hiddens);
         return NULL;

@@ -52,8 +52,8 @@ int tg_sample(const tg_tensor *x, tg_real temperature, int top_k, tg_rng *rng, i
     int64_t rows;
     int n;
     if (!rows_of("sample", x, out, &rows, &n)) return -1;
-    if (!(temperature >= 0)) {
-        tg_set_error("sample: temperature %g must be 0 (greedy) or positive", (double)temperature);
+    if (!(temperature >= 0) || isinf((double)temperature)) { /* inf would make every logit, -inf too, equal */
+        tg_set_error("sample: temperature %g must be 0 (greedy) or positive and finite", (double)temperature);
         return -1;
     }
     if (temperature == 0) return tg_argmax(x, out);

@@ -4,6 +4,7 @@
 
 const int TG_FLAVOUR = 1; /* see tensor.h: the flavour guard */
 
+#include <math.h>
 #include <string.h>
 
 int64_t tg_numel(int ndim, const int *shape) {
@@ -106,6 +107,10 @@ tg_tensor *tg_zeros_like(const tg_tensor *t) {
 }
 
 tg_tensor *tg_arange(tg_real start, tg_real stop, tg_real step) {
+    if (!isfinite((double)start) || !isfinite((double)stop) || !isfinite((double)step)) {
+        tg_set_error("arange: start %g, stop %g and step %g must be finite", (double)start, (double)stop, (double)step);
+        return NULL;
+    }
     if (step == 0 || (stop - start) / step > (tg_real)1e9) {
         tg_set_error("arange: bad step %g for [%g, %g)", (double)step, (double)start, (double)stop);
         return NULL;

@@ -230,6 +230,11 @@ int tg_optim_set_lr(tg_optim *o, tg_real lr) {
  * multiplied by max_norm / (norm + 1e-6) when that factor is below 1. */
 tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm) {
     if (!p) return 0;
+    if (!(max_norm > 0)) { /* NaN or <= 0: nothing could be kept */
+        tg_set_error("clip_grad_norm: max_norm %g must be positive (inf: no clipping, the norm only)",
+                     (double)max_norm);
+        return -1;
+    }
     double sq = 0;
     for (int i = 0; i < p->n; i++) {
         const tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;

@@ -184,7 +184,9 @@ void tg_optim_zero_grad(tg_optim *o);
 int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix); /* 0, or -1 */
 void tg_optim_free(tg_optim *o);
 /* Scales all gradients so their global L2 norm is at most max_norm; returns
- * the norm before clipping (torch.nn.utils.clip_grad_norm_). */
+ * the norm before clipping (torch.nn.utils.clip_grad_norm_). max_norm inf
+ * only measures; NaN or <= 0 is refused: -1, gradients untouched, the
+ * error recorded. */
 tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm);
 
 /* ---- optimizer: parameter groups and the learning rate ----------------------
