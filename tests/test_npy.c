@@ -149,3 +149,34 @@ Test(npy, bad_files_rejected) {
     assert_error_has("No such file");
     cr_assert_eq(tg_npy_save("/nonexistent-tg-dir/x.npy", &(tg_tensor){0}), -1);
 }
+
+/* An empty array is valid whatever its other sizes (numpy saves
+ * np.zeros((0, 2**31 - 1, 2**31 - 1))); one the tensors cannot hold is
+ * refused with the tensors' own reason, not "cannot allocate". */
+Test(npy, empty_arrays_load_and_the_real_reason_is_kept) {
+    tmpdir();
+    const char *path = in_dir("empty.npy");
+    static const struct {
+        const char *shape;
+        int ndim, dims[4];
+    } ok[] = {{"(0, 2147483647, 2147483647)", 3, {0, 2147483647, 2147483647}},
+              {"(2147483647, 2147483647, 0)", 3, {2147483647, 2147483647, 0}},
+              {"(0,)", 1, {0}}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        char dict[128];
+        snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }", ok[i].shape);
+        write_npy(path, 1, dict, NULL, 0);
+        tg_tensor *t = tg_npy_load(path);
+        cr_assert_not_null(t, "%s: %s", ok[i].shape, tg_last_error());
+        cr_expect_eq(t->ndim, ok[i].ndim);
+        cr_expect_eq(t->size, 0);
+        for (int k = 0; k < t->ndim; k++) cr_expect_eq(t->shape[k], ok[i].dims[k], "%s", ok[i].shape);
+        tg_free(t);
+    }
+    write_npy(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 2147483647, 2147483647, 2147483647), }",
+              NULL, 0);
+    tg_clear_error();
+    cr_expect_null(tg_npy_load(path));
+    assert_error_has("npy_load");
+    assert_error_has("too large (more than 2^62 elements beside its size 0)");
+}

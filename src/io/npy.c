@@ -342,9 +342,11 @@ tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path) {
         else
             fail(&c, "dtype '%s' is not supported (only '<f4' and '<f8')", d);
     }
-    if (!c.why[0]) {
+    for (int k = 0; k < h.ndim; k++)
+        if (h.dims[k] == 0) numel = 0; /* empty, whatever the other sizes (the tensor checks those) */
+    if (!c.why[0] && numel) {
         for (int k = 0; k < h.ndim; k++) {
-            if (h.dims[k] && numel > INT64_MAX / 8 / h.dims[k]) {
+            if (numel > INT64_MAX / 8 / h.dims[k]) {
                 fail(&c, "shape too large");
                 break;
             }
@@ -364,7 +366,7 @@ tg_tensor *tg_npy_parse(const unsigned char *b, size_t size, const char *path) {
         int shape[TG_MAX_DIMS] = {0};
         for (int k = 0; k < h.ndim; k++) shape[k] = (int)h.dims[k];
         t = tg_empty_persistent(h.ndim, shape);
-        if (!t) fail(&c, "cannot allocate the tensor");
+        if (!t) fail(&c, "%s", tg_last_error() ? tg_last_error() : "cannot allocate the tensor"); /* the reason */
     }
     if (c.why[0]) {
         tg_set_error("npy_load: %s: %s", path, c.why);

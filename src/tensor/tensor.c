@@ -31,17 +31,24 @@ static bool valid_shape(const char *fn, int ndim, const int *shape) {
         return false;
     }
     /* Checked before multiplying: three int sizes overflow int64. Zeros are
-     * skipped, because strides multiply the other sizes all the same. */
-    const int64_t max_numel = (int64_t)1 << 40;
-    int64_t n = 1;
+     * skipped, because loops multiply the other sizes all the same: their
+     * product is at most 2^40 (the elements of a tensor), or 2^62 for an
+     * empty one (a size 0: numpy's (0, 2^31 - 1, 2^31 - 1) is valid), so a
+     * product of some of the sizes never overflows int64. */
+    int max_log2 = 40;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             tg_set_error("%s: negative size in shape %s", fn, tg_shape_str(buf, ndim, shape));
             return false;
         }
+        if (shape[i] == 0) max_log2 = 62;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
         if (shape[i] == 0) continue;
-        if (n > max_numel / shape[i]) {
-            tg_set_error("%s: shape %s is too large (more than 2^40 elements)", fn, tg_shape_str(buf, ndim, shape));
+        if (n > ((int64_t)1 << max_log2) / shape[i]) {
+            tg_set_error("%s: shape %s is too large (more than 2^%d elements%s)", fn, tg_shape_str(buf, ndim, shape),
+                         max_log2, max_log2 == 62 ? " beside its size 0" : "");
             return false;
         }
         n *= shape[i];
