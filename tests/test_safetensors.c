@@ -113,6 +113,13 @@ Test(safetensors, metadata_checked_and_escaped) {
     cr_assert_str_eq(v, "a \"q\" \xc3\xa9\n");
     cr_assert_eq(tg_safetensors_meta(&st, "k", v, sizeof v), 0);
     tg_safetensors_close(&st);
+    /* A key given twice: the last value, as Python's json.loads (it was the first). */
+    cr_assert_eq(tg_checkpoint_save(path, &m.p, "{\"step\": \"1\", \"lr\": \"3\", \"step\": \"20\"}"), 0);
+    cr_assert_eq(tg_safetensors_open(path, &st), 0);
+    cr_expect_eq(tg_safetensors_meta(&st, "step", v, sizeof v), 2);
+    cr_expect_str_eq(v, "20");
+    cr_expect_eq(tg_safetensors_meta(&st, "lr", v, sizeof v), 1);
+    tg_safetensors_close(&st);
 
     static const char *const bad[] = {
         "{\"epoch\": 3}", /* values must be strings */

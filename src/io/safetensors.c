@@ -609,12 +609,12 @@ long tg_safetensors_meta(const tg_safetensors *st, const char *key, char *out, s
         size_t l, vl;
         tg_json_string(&j, k, klen + 2, &l);
         tg_json_expect(&j, ':');
-        if (l == klen && strcmp(k, key) == 0) {
+        if (l == klen && strcmp(k, key) == 0) { /* a later one wins, as in Python's json and Rust's serde map */
             tg_json_string(&j, out, cap, &vl);
             found = (long)vl;
-            break;
+        } else {
+            tg_json_string(&j, NULL, 0, NULL);
         }
-        tg_json_string(&j, NULL, 0, NULL);
         tg_json_skip_ws(&j);
         if (j.p < j.end && *j.p == ',') j.p++;
         tg_json_skip_ws(&j);

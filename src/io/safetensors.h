@@ -56,10 +56,12 @@ int tg_safetensors_parse(unsigned char *blob, size_t size, const char *name, tg_
 int tg_safetensors_find(const tg_safetensors *st, const char *name);
 /* Copies tensor i, converted to tg_real, into out (entries[i].numel values). */
 int tg_safetensors_read(const tg_safetensors *st, int i, tg_real *out);
-/* Copies the unescaped metadata value of key into out (NUL-terminated,
- * truncated to cap); returns its full length, or -1 when absent. */
 /* How many values of tensor i are NaN or infinite. */
 int64_t tg_safetensors_nonfinite(const tg_safetensors *st, int i);
+/* Copies the unescaped metadata value of key into out (NUL-terminated,
+ * truncated to cap); returns its full length, or -1 when absent. A key
+ * given twice has its last value, as Python's json and the safetensors
+ * package read it. */
 long tg_safetensors_meta(const tg_safetensors *st, const char *key, char *out, size_t cap);
 void tg_safetensors_close(tg_safetensors *st);
 
