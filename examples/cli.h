@@ -1,10 +1,12 @@
-/* Command-line flags for the example programs (the tools have their own,
- * tools/cli.h): "--name value" or "--name=value", --help, and usage + exit 2
- * on anything unknown or malformed. Header-only: each program includes it once. */
+/* Command-line flags for every program (the examples, and the tools through
+ * tools/cli.h): "--name value" or "--name=value", --help, positional
+ * arguments, and usage + exit 2 on anything unknown or malformed. Numbers
+ * are decimal only ("12", "-3", "2.5e-4"): no hex, no blanks, no inf or nan,
+ * which strtod alone would take. Usage shows each flag's default, the value
+ * before the command line. Header-only: each program includes it once. */
 #ifndef TG_CLI_H
 #define TG_CLI_H
 
-#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -13,6 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "tensor/number.h"
 
 typedef enum { CLI_INT, CLI_REAL, CLI_STR, CLI_FLAG } cli_kind;
 typedef struct {
@@ -23,15 +27,26 @@ typedef struct {
     double min, max; /* accepted range for numbers (min < max) */
 } cli_opt;
 
+enum { CLI_MAX_OPTS = 64 };
+/* " (default ...)" of each option as it was before cli_parse set any, so
+ * that usage after a bad value still shows the defaults. */
+static char cli_default_at[CLI_MAX_OPTS][80];
+static bool cli_defaults_kept;
+
+static void cli_default_text(const cli_opt *o, char *def, size_t cap) {
+    def[0] = 0;
+    if (o->kind == CLI_INT) snprintf(def, cap, " (default %d)", *(int *)o->dst);
+    if (o->kind == CLI_REAL) snprintf(def, cap, " (default %g)", *(double *)o->dst);
+    if (o->kind == CLI_STR && *(const char **)o->dst) snprintf(def, cap, " (default %s)", *(const char **)o->dst);
+}
+
 static void cli_usage(FILE *f, const char *prog, const char *synopsis, const char *about, const cli_opt *o, int n) {
     fprintf(f, "usage: %s %s\n\n%s\n\noptions:\n", prog, synopsis, about);
     for (int i = 0; i < n; i++) {
-        char def[64] = "";
-        if (o[i].kind == CLI_INT) snprintf(def, sizeof def, " (default %d)", *(int *)o[i].dst);
-        if (o[i].kind == CLI_REAL) snprintf(def, sizeof def, " (default %g)", *(double *)o[i].dst);
-        if (o[i].kind == CLI_STR && *(const char **)o[i].dst)
-            snprintf(def, sizeof def, " (default %s)", *(const char **)o[i].dst);
-        fprintf(f, "  --%-14s %s%s\n", o[i].name, o[i].help, def);
+        char now[80];
+        cli_default_text(&o[i], now, sizeof now);
+        fprintf(f, "  --%-14s %s%s\n", o[i].name, o[i].help,
+                cli_defaults_kept && i < CLI_MAX_OPTS ? cli_default_at[i] : now);
     }
     fprintf(f, "  --%-14s %s\n", "help", "print this help and exit");
 }
@@ -55,19 +70,20 @@ cli_usage_error(const char *prog, const char *synopsis, const char *about, const
 }
 
 /* Stores val in opt's destination by the flag's rules: the whole string is
- * the number, an integer for CLI_INT, inside [min, max] when min < max.
- * Returns false with the reason in why. Also used for values read from a
- * file (checkpoint metadata), so that they obey the same ranges. */
+ * a decimal number (tg_parse_real, tg_parse_int64: no blanks, hex, inf or
+ * nan), an int for CLI_INT, inside [min, max] when min < max. Returns false
+ * with the reason in why. Also used for values read from a file
+ * (checkpoint metadata), so that they obey the same ranges. */
 static bool cli_set(const cli_opt *opt, const char *val, char *why, size_t cap) {
     if (opt->kind == CLI_STR) {
         *(const char **)opt->dst = val;
         return true;
     }
-    char *end;
-    errno = 0;
-    double v = strtod(val, &end);
-    bool ok = *val && !*end && errno == 0 && v == v;
-    if (opt->kind == CLI_INT) ok = ok && v == (double)(long)v && v >= INT_MIN && v <= INT_MAX;
+    double v = 0;
+    int64_t k = 0;
+    bool ok = opt->kind == CLI_INT ? tg_parse_int64(val, &k) == 0 && k >= INT_MIN && k <= INT_MAX
+                                   : tg_parse_real(val, &v) == 0;
+    if (opt->kind == CLI_INT) v = (double)k;
     if (ok && opt->min < opt->max) ok = v >= opt->min && v <= opt->max;
     if (!ok) {
         int k = snprintf(why, cap, "'%s' is not a valid %s", val, opt->kind == CLI_INT ? "integer" : "number");
@@ -84,7 +100,6 @@ static bool cli_set(const cli_opt *opt, const char *val, char *why, size_t cap) 
 
 /* Which options the command line gave (by index in the table), for a
  * program that must tell a flag given from its default (a resumed run). */
-enum { CLI_MAX_OPTS = 64 };
 static bool cli_given_at[CLI_MAX_OPTS];
 static inline bool cli_given(const cli_opt *o, int n, const char *name) {
     for (int i = 0; i < n && i < CLI_MAX_OPTS; i++)
@@ -108,6 +123,9 @@ static inline const char *cli_given_outside(const cli_opt *o, int n, const char 
  * max_pos). Prints usage and exits 0 on --help, 2 on a bad flag. */
 static int cli_parse(int argc, char **argv, const char *synopsis, const char *about, const cli_opt *o, int n,
                      const char **pos, int max_pos) {
+    for (int i = 0; i < n && i < CLI_MAX_OPTS; i++)
+        cli_default_text(&o[i], cli_default_at[i], sizeof cli_default_at[i]);
+    cli_defaults_kept = true;
     int npos = 0;
     for (int a = 1; a < argc; a++) {
         const char *arg = argv[a];

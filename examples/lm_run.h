@@ -169,9 +169,9 @@ static int lm_resume_settings(options *o, const cli_opt *opts, int nopt, lm_conf
     char v[4096], vw[64], msg[160];
     int file_steps = 0;
     if (rc == 0 && meta_value(&st, file, "data_tokens", v, sizeof v) == 0) {
-        char *end;
-        lm_data_tokens = strtoll(v, &end, 10);
-        if (*end || lm_data_tokens < 1) rc = -1, tg_set_error("%s: metadata 'data_tokens' is '%s'", file, v);
+        int64_t n = 0;
+        if (tg_parse_int64(v, &n) != 0 || n < 1) rc = -1, tg_set_error("%s: metadata 'data_tokens' is '%s'", file, v);
+        lm_data_tokens = n;
     } else {
         rc = -1;
     }

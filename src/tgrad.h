@@ -3,6 +3,7 @@
 #ifndef TGRAD_H
 #define TGRAD_H
 #include "tensor/tensor.h"
+#include "tensor/number.h"
 #include "autograd/autograd.h"
 #include "tensor/params.h"
 #include "nn/nn.h"

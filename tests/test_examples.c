@@ -325,6 +325,27 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
         cr_expect(strstr(out, "usage:") != NULL, "%s: usage on a bad flag", progs[i]);
     }
     cr_expect_eq(run("reverse", "--steps abc"), 2);
+    /* Numbers are decimal and nothing else (strtod took all of these), in the examples and the tools alike. */
+    static const char *const not_numbers[] = {"--steps 0x10", "--steps ' 5'", "--steps 1e3",      "--lr inf",
+                                              "--lr nan",     "--lr 0x1p-10", "--dropout ' 0.1'", "--lr 1e"};
+    for (size_t i = 0; i < sizeof not_numbers / sizeof *not_numbers; i++) {
+        cr_expect_eq(run("reverse", not_numbers[i]), 2, "reverse %s", not_numbers[i]);
+        cr_expect(strstr(out, "is not a valid"), "reverse %s: %s", not_numbers[i], out);
+    }
+    cr_expect_eq(run("bench", "--steps 0x10"), 2);
+    /* Flags a mode would ignore are refused. */
+    cr_expect_eq(run("bench", "--workload toy --markdown /nonexistent/x.md"), 2);
+    cr_expect(strstr(out, "--markdown is for the full comparison"), "%s", out);
+    cr_expect_eq(run("bench", "--workload gemm-64 --only toy"), 2);
+    cr_expect_eq(run("bench", "--check-determinism --python /bin/false"), 2);
+    cr_expect_eq(run("heatmap", "x.npy --tensor w"), 2);
+    cr_expect(strstr(out, "--tensor names a tensor of a safetensors file"), "%s", out);
+    cr_expect_eq(run("heatmap", "x.npy --index ' 3'"), 2);
+    /* After a bad value, usage shows the defaults, not the values parsed so far. */
+    cr_expect_eq(run("reverse", "--dim 8 --steps x"), 2);
+    cr_expect(strstr(out, "model width d (default 64)"), "%s", out);
+    cr_expect_eq(run("lm", "--steps 7 --lr x"), 2);
+    cr_expect(!strstr(out, "(default 7)"), "%s", out);
     cr_expect_eq(run("reverse", "--pe sometimes"), 2);
     cr_expect_eq(run("reverse", "--dim 30 --heads 4"), 2);
     cr_expect_eq(run("positional_encoding", "--dim -1"), 2);

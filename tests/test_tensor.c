@@ -133,3 +133,31 @@ Test(tensor, print_like_pytorch) {
     tg_free(a);
     tg_free(big);
 }
+
+/* Flags, environment variables and metadata are read as decimal numbers
+ * and nothing else (strtod took blanks, hex, inf and nan). */
+Test(tensor, strict_decimal_numbers) {
+    static const struct {
+        const char *s;
+        double v;
+    } reals[] = {{"12", 12}, {"-3", -3}, {"+7", 7}, {"2.5e-4", 2.5e-4}, {".5", 0.5}, {"5.", 5}, {"1E3", 1000}};
+    for (size_t i = 0; i < sizeof reals / sizeof *reals; i++) {
+        double v = -1;
+        cr_expect_eq(tg_parse_real(reals[i].s, &v), 0, "%s", reals[i].s);
+        cr_expect_eq(v, reals[i].v, "%s", reals[i].s);
+    }
+    static const char *const not_reals[] = {"",    " 5", "5 ", "0x10", "inf",   "-inf",
+                                            "nan", "1e", "e5", ".",    "1e400", "1,5"};
+    for (size_t i = 0; i < sizeof not_reals / sizeof *not_reals; i++) {
+        double v = 42;
+        cr_expect_eq(tg_parse_real(not_reals[i], &v), -1, "'%s' taken", not_reals[i]);
+        cr_expect_eq(v, 42, "untouched on failure");
+    }
+    cr_expect_eq(tg_parse_real(NULL, &(double){0}), -1);
+    int64_t k = 0;
+    cr_expect_eq(tg_parse_int64("-9223372036854775808", &k), 0);
+    cr_expect_eq(k, INT64_MIN);
+    static const char *const not_ints[] = {"1.5", "1e3", "0x10", " 3", "3 ", "9223372036854775808", "", "+"};
+    for (size_t i = 0; i < sizeof not_ints / sizeof *not_ints; i++)
+        cr_expect_eq(tg_parse_int64(not_ints[i], &k), -1, "'%s' taken", not_ints[i]);
+}

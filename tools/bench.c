@@ -1073,6 +1073,13 @@ int main(int argc, char **argv) {
         }
         p += len + (p[len] == ',');
     }
+    /* The full comparison's flags mean nothing to one workload or the
+     * determinism check: refused rather than ignored. */
+    static const char *const comparison[] = {"markdown", "only", "no-torch", "python", "torch-script"};
+    for (size_t k = 0; (name || determinism) && k < sizeof comparison / sizeof *comparison; k++)
+        if (cli_given(opts, nopt, comparison[k]))
+            return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--%s is for the full comparison, not %s",
+                                   comparison[k], name ? "--workload" : "--check-determinism");
     if (determinism) {
         char verdict[512];
         int rc = check_determinism(verdict, sizeof verdict);

@@ -49,6 +49,9 @@ int main(int argc, char **argv) {
     tg_tensor *t = NULL;
     tg_safetensors st;
     bool have_st = false;
+    if (ends_with(pos[0], ".npy") && tensor)
+        return cli_usage_error(argv[0], synopsis, about, opts, nopt,
+                               "--tensor names a tensor of a safetensors file; %s holds one array", pos[0]);
     if (ends_with(pos[0], ".npy")) {
         t = tg_npy_load(pos[0]);
         if (!t) {

@@ -23,11 +23,14 @@ static const char *const ABOUT =
 /* An lm run: the model from the checkpoint, the window from its token file. */
 static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
     char data[4096] = "", v[32];
-    int B = 32, seed = 1;
-    if (tg_safetensors_meta(st, "batch", v, sizeof v) > 0) B = atoi(v);
-    if (tg_safetensors_meta(st, "seed", v, sizeof v) > 0) seed = atoi(v);
-    int64_t step = 0; /* the samples up to the checkpoint's step, as the curves */
-    if (tg_safetensors_meta(st, "step", v, sizeof v) > 0) step = strtoll(v, NULL, 10);
+    int64_t B = 32, seed = 1, step = 0; /* step: the samples up to the checkpoint's, as the curves */
+    if (tg_safetensors_meta(st, "batch", v, sizeof v) > 0 && tg_parse_int64(v, &B) != 0) B = 0;
+    if (tg_safetensors_meta(st, "seed", v, sizeof v) > 0 && tg_parse_int64(v, &seed) != 0) seed = -1;
+    if (tg_safetensors_meta(st, "step", v, sizeof v) > 0 && tg_parse_int64(v, &step) != 0) step = -1;
+    if (seed < 0 || step < 0) {
+        tg_set_error("%s: metadata 'seed' or 'step' is not a whole number", dir);
+        return -1;
+    }
     long n = tg_safetensors_meta(st, "data", data, sizeof data);
     bool npy = n > 4 && n < (long)sizeof data && strcmp(data + n - 4, ".npy") == 0;
     char *tokens = npy ? strdup(data) : tg_run_path(dir, "tokens.npy");
@@ -37,10 +40,10 @@ static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
     tg_token_data *d = m && tokens ? tg_token_data_open(tokens, 0.1, (uint64_t)seed) : NULL;
     int T = m ? m->cfg.block_size : 0;
     if (B < 1 || B > 4096) B = 1;
-    if (d && tg_token_data_val_batches(d, B, T) < 1) B = 1;
+    if (d && tg_token_data_val_batches(d, (int)B, T) < 1) B = 1;
     int *x = malloc(sizeof(int) * (size_t)B * (T ? T : 1)), *y = malloc(sizeof(int) * (size_t)B * (T ? T : 1));
     int rc = d && x && y ? 0 : -1;
-    if (rc == 0) rc = lm_write_report(dir, out, m, &tok, d, B, x, y, step);
+    if (rc == 0) rc = lm_write_report(dir, out, m, &tok, d, (int)B, x, y, step);
     if (m) lm_tok_free(&tok);
     free(x), free(y), free(tokens);
     tg_token_data_close(d);

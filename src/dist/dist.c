@@ -3,6 +3,7 @@
  * Without TG_MPI (make without MPI=1) the same functions are the
  * single-process stubs: rank 0 of 1, nothing to reduce. */
 #include "dist.h"
+#include "../tensor/number.h"
 #include "../autograd/op.h" /* tg_grad_of: a parameter without a gradient gets a zero one */
 
 #include <errno.h>
@@ -296,8 +297,8 @@ static void maybe_fail(long call) {
  * the test of a long save under a short TG_DIST_TIMEOUT_S. */
 static void maybe_slow_lead(void) {
     const char *s = getenv("TG_DIST_SLOW_LEAD_S");
-    double v = s ? atof(s) : 0;
-    if (g_rank != 0 || !(v > 0)) return;
+    double v = 0;
+    if (g_rank != 0 || !s || tg_parse_real(s, &v) != 0 || !(v > 0)) return;
     fprintf(stderr, "tgrad dist: rank 0: TG_DIST_SLOW_LEAD_S: %g s of single-rank work before the barrier\n", v);
     nanosleep(&(struct timespec){(time_t)v, (long)((v - (double)(time_t)v) * 1e9)}, NULL);
 }
@@ -311,9 +312,8 @@ int tg_dist_init(int *argc, char ***argv) {
     }
     const char *t = getenv("TG_DIST_TIMEOUT_S");
     if (t && *t) {
-        char *end;
-        double v = strtod(t, &end);
-        if (*end || !(v > 0)) {
+        double v = 0;
+        if (tg_parse_real(t, &v) != 0 || !(v > 0)) {
             tg_set_error("dist_init: TG_DIST_TIMEOUT_S is '%s'; expected seconds > 0", t);
             return -1;
         }

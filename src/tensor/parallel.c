@@ -17,6 +17,7 @@
  * so how the work is split never changes a result. A parallel call made
  * from inside a parallel job runs serially on the calling thread. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include "number.h"
 #include "parallel.h"
 #include "tensor.h"
 
@@ -152,11 +153,10 @@ static int default_threads(bool *fixed) {
     const char *names[] = {"TG_NUM_THREADS", "OMP_NUM_THREADS"};
     for (int i = 0; i < 2; i++) {
         const char *v = getenv(names[i]);
-        char *end;
-        long n = v ? strtol(v, &end, 10) : 0;
-        if (v && end != v && n > 0) {
+        int64_t n = 0;
+        if (v && tg_parse_int64(v, &n) == 0 && n > 0) {
             *fixed = true;
-            return clamp_threads(n);
+            return clamp_threads((long)n);
         }
     }
     *fixed = false;

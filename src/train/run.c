@@ -4,6 +4,7 @@
  * the metrics log, progress, evaluations, checkpoints (periodic, best, on a
  * signal, at the end), early stopping, resume and extension. */
 #include "run.h"
+#include "../tensor/number.h"
 
 #include <errno.h>
 #include <math.h>
@@ -277,19 +278,15 @@ static int check_config(const tg_run_config *c) {
 static int read_run_meta(tg_run *r) {
     tg_safetensors st;
     if (tg_safetensors_open(r->state_path, &st) != 0) return -1;
-    char v[64], *end;
-    if (tg_safetensors_meta(&st, "run.best_val_loss", v, sizeof v) > 0) {
-        r->best = strtod(v, &end);
-        if (*end || !(isnan(r->best) || r->best >= 0)) r->best = NAN;
-    }
-    if (tg_safetensors_meta(&st, "run.best_step", v, sizeof v) > 0) {
-        long long s = strtoll(v, &end, 10);
-        r->best_step = !*end && s >= 0 && s <= r->step ? s : 0;
-    }
-    if (tg_safetensors_meta(&st, "run.evals_since_best", v, sizeof v) > 0) {
-        long k = strtol(v, &end, 10);
-        r->evals_since_best = !*end && k >= 0 && k < 1000000000 ? (int)k : 0;
-    }
+    char v[64];
+    double best;
+    int64_t s, k;
+    if (tg_safetensors_meta(&st, "run.best_val_loss", v, sizeof v) > 0)
+        r->best = tg_parse_real(v, &best) == 0 && best >= 0 ? best : NAN; /* "nan": none yet */
+    if (tg_safetensors_meta(&st, "run.best_step", v, sizeof v) > 0)
+        r->best_step = tg_parse_int64(v, &s) == 0 && s >= 0 && s <= r->step ? s : 0;
+    if (tg_safetensors_meta(&st, "run.evals_since_best", v, sizeof v) > 0)
+        r->evals_since_best = tg_parse_int64(v, &k) == 0 && k >= 0 && k < 1000000000 ? (int)k : 0;
     tg_safetensors_close(&st);
     return 0;
 }
