@@ -194,3 +194,42 @@ Test(parallel, the_default_count_yields_to_other_programs) {
     tg__parallel_fake_load(saved);
     tg_set_num_threads(0);
 }
+
+/* Changing the thread count from one thread while another runs ops: the
+ * change waits for the running job and applies to the next (it stopped the
+ * workers under a running job, whose caller then waited for ever: 5 of 5
+ * runs hung). The ops' results do not change. */
+static _Atomic int g_stop_changes;
+static void *change_threads(void *arg) {
+    (void)arg;
+    for (int i = 0; !atomic_load(&g_stop_changes); i++) tg_set_num_threads(1 + i % 2);
+    return NULL;
+}
+
+Test(parallel, the_thread_count_changes_while_another_thread_runs_ops, .timeout = 60) {
+    tg_set_num_threads(2);
+    tg_rng rng = tg_rng_new(5);
+    tg_tensor *a = tg_randn(TG_SHAPE(160, 160), &rng), *q = tg_randn(TG_SHAPE(4, 80, 16), &rng);
+    tg_scope_begin();
+    tg_tensor *want = tg_matmul(a, a), *want_att = tg_attention(q, q, q, (tg_mask){0}, 0, NULL);
+    TG_REQUIRE(want);
+    TG_REQUIRE(want_att);
+    pthread_t changer;
+    atomic_store(&g_stop_changes, 0);
+    cr_assert_eq(pthread_create(&changer, NULL, change_threads, NULL), 0);
+    double worst = 0;
+    for (int it = 0; it < 300; it++) {
+        tg_tensor *got = tg_matmul(a, a), *att = tg_attention(q, q, q, (tg_mask){0}, 0, NULL);
+        TG_REQUIRE(got);
+        TG_REQUIRE(att);
+        for (int64_t k = 0; k < got->size; k++) worst = fmax(worst, fabs((double)(got->data[k] - want->data[k])));
+        for (int64_t k = 0; k < att->size; k++) worst = fmax(worst, fabs((double)(att->data[k] - want_att->data[k])));
+    }
+    atomic_store(&g_stop_changes, 1);
+    pthread_join(changer, NULL);
+    tg_scope_end();
+    cr_expect_eq(worst, 0, "results depend on the thread count: %g", worst);
+    tg_free(a);
+    tg_free(q);
+    tg_set_num_threads(0);
+}

@@ -428,7 +428,8 @@ static void attention_backward(tg_node *n) {
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
     tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
     size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + (pl->has_pos ? 4 * (size_t)BQ * R : 0);
-    tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)tg_get_num_threads()) : NULL;
+    int nth = tg_get_num_threads(); /* the tasks run on at most these: the scratch is theirs */
+    tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth) : NULL;
     if (!scratch) return;
     int64_t ntasks = (int64_t)B * nblocks(Q, BQ);
     attn_bwd w = {pl, n->in[0]->data, n->in[1]->data, n->in[2]->data, dO, pl->lse, D, NULL, NULL, NULL};
@@ -453,7 +454,7 @@ static void attention_backward(tg_node *n) {
      * one tensor: the passes do not overlap in time). */
     if (gq || gpos) {
         int nqb = nblocks(Q, BQ), tasks = B * nqb;
-        tg_parallel_tasks(tasks, big && tasks > 1, backward_dq_tasks, &c);
+        tg_parallel_tasks_at_most(tasks, big && tasks > 1 ? nth : 1, backward_dq_tasks, &c);
     }
     /* The tables' partials, summed in task order (deterministic). */
     for (int64_t t = 0; t < ntasks; t++) {
@@ -468,7 +469,7 @@ static void attention_backward(tg_node *n) {
     }
     if (gk || gv) {
         int nkb = nblocks(K, BK), tasks = B * nkb;
-        tg_parallel_tasks(tasks, big && tasks > 1, backward_dkv_tasks, &c);
+        tg_parallel_tasks_at_most(tasks, big && tasks > 1 ? nth : 1, backward_dkv_tasks, &c);
     }
 }
 const tg_op tg_op_attention = {"attention", attention_backward};
@@ -620,7 +621,8 @@ tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask ma
     tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
     if (!scratch) return NULL;
     forward_ctx c = {pl, q->data, k->data, v->data, out->data, lse->data, scratch, per_thread, nqb};
-    tg_parallel_tasks(nqblocks, nqblocks > 1 && (double)rows * K * (d + dv) > 65536, forward_tasks, &c);
+    tg_parallel_tasks_at_most(nqblocks, nqblocks > 1 && (double)rows * K * (d + dv) > 65536 ? nth : 1, forward_tasks,
+                              &c);
     tg_node *n = tg_node_record(&tg_op_attention, out, n_in, in);
     if (n) n->state = pl;
     return out;

@@ -86,10 +86,18 @@ static struct {
     _Atomic int stop;
     _Atomic int waiters; /* threads asleep on `done` (end of job, barrier) */
     pthread_mutex_t mu;
+    /* One caller at a time: a job from a caller's thread holds it from start
+     * to end, and so does a change of the thread count, which would
+     * otherwise stop the workers under a running job (that caller then
+     * waited for ever). Jobs from several threads take turns. */
+    pthread_mutex_t run_mu;
     pthread_cond_t wake; /* workers: a new job */
     pthread_cond_t done; /* a job's end or a barrier's release */
     job job;
-} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER,
+          .run_mu = PTHREAD_MUTEX_INITIALIZER,
+          .wake = PTHREAD_COND_INITIALIZER,
+          .done = PTHREAD_COND_INITIALIZER};
 
 /* Waits until *v != avoid: spins SPIN_ROUNDS, then sleeps on pool.done.
  * With more threads than free cores (two programs on two cores) a waiter
@@ -233,20 +241,31 @@ static void stop_workers(void) {
     atomic_store(&pool.stop, 0);
 }
 
-int tg_get_num_threads(void) {
+/* The thread count, decided on first use (run_mu held, or inside a job). */
+static int threads_wanted(void) {
     if (!pool.nthreads) pool.nthreads = default_threads(&pool.fixed);
     return pool.nthreads;
 }
 
+int tg_get_num_threads(void) {
+    if (t_in_job) return threads_wanted(); /* the job's caller holds run_mu: the count cannot change */
+    pthread_mutex_lock(&pool.run_mu);
+    int n = threads_wanted();
+    pthread_mutex_unlock(&pool.run_mu);
+    return n;
+}
+
 int tg_set_num_threads(int n) {
-    if (t_in_job) return tg_get_num_threads(); /* not from inside a job */
+    if (t_in_job) return threads_wanted(); /* not from inside a job */
     bool fixed = true;
     int want = n <= 0 ? default_threads(&fixed) : clamp_threads(n);
+    pthread_mutex_lock(&pool.run_mu); /* after the running job, if any */
     pool.fixed = fixed;
     if (want != pool.nthreads) {
         stop_workers();
         pool.nthreads = want;
     }
+    pthread_mutex_unlock(&pool.run_mu);
     return want;
 }
 
@@ -327,6 +346,7 @@ static void after_fork_in_child(void) {
     atomic_store(&pool.sleepers, 0);
     atomic_store(&pool.stop, 0);
     pthread_mutex_init(&pool.mu, NULL);
+    pthread_mutex_init(&pool.run_mu, NULL);
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.done, NULL);
     atomic_store(&pool.waiters, 0);
@@ -347,10 +367,18 @@ static bool start_workers(void) {
     return pool.started > 0;
 }
 
-static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_t n) {
-    int nth = tg_get_num_threads();
-    if (kind != TEAM && !t_in_job) nth = threads_for_load(nth); /* a team needs all its threads */
-    if (t_in_job || nth < 2 || (kind != TEAM && n < 2) || (pool.started < nth - 1 && !start_workers())) {
+/* The job on up to the pool's threads, and at most cap (0: no cap). */
+static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_t n, int cap) {
+    if (t_in_job) { /* nested: serial, on this thread */
+        run_serial(kind, fn, team, ctx, n);
+        return;
+    }
+    pthread_mutex_lock(&pool.run_mu);
+    int nth = threads_wanted();
+    if (kind != TEAM) nth = threads_for_load(nth); /* a team needs all its threads */
+    if (cap > 0 && nth > cap) nth = cap;
+    if (nth < 2 || (kind != TEAM && n < 2) || (pool.started < nth - 1 && !start_workers())) {
+        pthread_mutex_unlock(&pool.run_mu);
         run_serial(kind, fn, team, ctx, n);
         return;
     }
@@ -380,25 +408,33 @@ static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_
         for (int share; (share = claim_share(gen)) >= 0;) run_share(j, share);
     t_in_job = false;
     for (int d; (d = atomic_load(&j->done)) < j->nshares;) wait_while_eq(&j->done, d);
+    pthread_mutex_unlock(&pool.run_mu);
 }
 
 void tg_parallel_for(int64_t n, bool parallel, tg_range_fn fn, void *ctx) {
     if (parallel)
-        run_job(STATIC_RANGES, fn, NULL, ctx, n);
+        run_job(STATIC_RANGES, fn, NULL, ctx, n, 0);
     else
         run_serial(STATIC_RANGES, fn, NULL, ctx, n);
 }
 
 void tg_parallel_tasks(int64_t n, bool parallel, tg_range_fn fn, void *ctx) {
     if (parallel)
-        run_job(TASKS, fn, NULL, ctx, n);
+        run_job(TASKS, fn, NULL, ctx, n, 0);
+    else
+        run_serial(TASKS, fn, NULL, ctx, n);
+}
+
+void tg_parallel_tasks_at_most(int64_t n, int threads, tg_range_fn fn, void *ctx) {
+    if (threads > 1)
+        run_job(TASKS, fn, NULL, ctx, n, threads);
     else
         run_serial(TASKS, fn, NULL, ctx, n);
 }
 
 void tg_parallel_team(bool parallel, tg_team_fn fn, void *ctx) {
     if (parallel)
-        run_job(TEAM, NULL, fn, ctx, 0);
+        run_job(TEAM, NULL, fn, ctx, 0, 0);
     else
         run_serial(TEAM, NULL, fn, ctx, 0);
 }

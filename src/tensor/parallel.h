@@ -23,6 +23,10 @@ void tg_parallel_for(int64_t n, bool parallel, tg_range_fn fn, void *ctx);
 /* Tasks 0..n-1 handed out one at a time (schedule(dynamic, 1)); fn gets
  * ranges [i, i+1), or [0, n) when run serially. */
 void tg_parallel_tasks(int64_t n, bool parallel, tg_range_fn fn, void *ctx);
+/* The same on at most `threads` threads (tid < threads): for a caller that
+ * sized per-thread buffers by tg_get_num_threads() before the job, which
+ * another thread's tg_set_num_threads may raise meanwhile. */
+void tg_parallel_tasks_at_most(int64_t n, int threads, tg_range_fn fn, void *ctx);
 /* fn on every thread of the pool (an OpenMP parallel region); inside it,
  * tg_parallel_barrier() waits for all of them. */
 void tg_parallel_team(bool parallel, tg_team_fn fn, void *ctx);

@@ -58,7 +58,15 @@ __attribute__((used)) static const int *const tg_flavour_ref_ = &TG_FLAVOUR;
  * tg_set_num_threads(n) (n <= 0: the default) caps n at the CPUs available,
  * as more threads than cores only slow the work down, keeps an explicit n
  * whatever the load, and returns the number in use. Results never depend on
- * the thread count. */
+ * the thread count.
+ *
+ * Thread safety. tg_set_num_threads and tg_get_num_threads may be called
+ * from any thread at any time: a change waits for the parallel job running
+ * (if any) and applies to the next one. Everything else (ops, scopes and
+ * the arena, grad mode, precision, the last error, a module or an RNG) is
+ * process-wide state for one calling thread at a time: a program that
+ * calls tgrad from several threads serialises those calls itself. The
+ * library's own threads are its business (parallel jobs take turns). */
 int tg_set_num_threads(int n);
 
 /* The single-precision FMA peak of one core in GFLOP/s, measured: the best
