@@ -275,7 +275,11 @@ static int train_mode(lm_run *r) {
             /* --ddp: this rank's Bl windows of the B every rank draws. */
             tg_token_data_batch_shard(r->d, B, T, rank, size, r->x, r->y);
             tg_scope_begin();
-            int bad = tg_run_backward(r->run, tg_decoder_loss(r->m, r->x, r->y, Bl, T));
+            /* Micro-batches: their summed losses over all their targets (run.h: exact with ignored targets). */
+            int64_t n = 0;
+            tg_tensor *sum = p->accum > 1 ? tg_decoder_loss_sum(r->m, r->x, r->y, Bl, T, &n) : NULL;
+            int bad = p->accum > 1 ? tg_run_backward_sum(r->run, sum, n)
+                                   : tg_run_backward(r->run, tg_decoder_loss(r->m, r->x, r->y, Bl, T));
             tg_scope_end();
             if (bad) break;
         }

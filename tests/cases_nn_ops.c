@@ -65,7 +65,9 @@ static tg_tensor *f_cross_entropy(tg_tensor *const *in, int n, void *ctx) {
     case 1: return tg_cross_entropy(in[0], tgt4, mask4, TG_IGNORE_INDEX);
     case 2: return tg_cross_entropy(in[0], tgt4_ignore, NULL, TG_IGNORE_INDEX);
     case 3: return tg_cross_entropy(in[0], tgt6, NULL, TG_IGNORE_INDEX);
-    default: return tg_cross_entropy(tg_mul_scalar(in[0], 4), tgt6, mask6, 3); /* ignore_index 3 */
+    case 4: return tg_cross_entropy(tg_mul_scalar(in[0], 4), tgt6, mask6, 3); /* ignore_index 3 */
+    case 5: return tg_cross_entropy_sum(in[0], tgt4_ignore, NULL, TG_IGNORE_INDEX, NULL);
+    default: return tg_cross_entropy_sum(tg_mul_scalar(in[0], 4), tgt6, mask6, 3, NULL);
     }
 }
 
@@ -108,6 +110,8 @@ const gc_case gc_cases_nn_ops[] = {
     C1A("cross_entropy", "(4,5) two rows ignored", cross_entropy, 2, 0, 2, 4, 5),
     C1A("cross_entropy", "(2,3,4)", cross_entropy, 3, 0, 3, 2, 3, 4),
     C1A("cross_entropy", "4x (2,3,4) mask, ignore 3", cross_entropy, 4, 0, 3, 2, 3, 4),
+    C1A("cross_entropy", "sum: (4,5) two rows ignored", cross_entropy, 5, 0, 2, 4, 5),
+    C1A("cross_entropy", "sum: 4x (2,3,4) mask, ignore 3", cross_entropy, 6, 0, 3, 2, 3, 4),
 };
 const int gc_cases_nn_ops_count = (int)(sizeof gc_cases_nn_ops / sizeof gc_cases_nn_ops[0]);
 /* clang-format on */

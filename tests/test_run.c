@@ -226,3 +226,81 @@ Test(run, resume_errors_name_the_run) {
     cr_expect_eq(tg_run_close(run), 0);
     reg_free(&r);
 }
+
+/* Accumulation over micro-batches whose targets are ignored unevenly (1 of
+ * 6, then 4 of 6): with the summed losses (tg_run_backward_sum) the step's
+ * gradient and loss are one batch of the 7 counted targets, exactly; the
+ * mean of the two means (tg_run_backward) weighs the 2 targets of the second
+ * micro-batch as much as the 5 of the first, and differs. */
+static const int ce_targets[12] = {
+    0, 2, TG_IGNORE_INDEX, 1, 1, 0, TG_IGNORE_INDEX, 2, TG_IGNORE_INDEX, TG_IGNORE_INDEX, 0, TG_IGNORE_INDEX};
+
+/* The run's gradient of the linear layer after one step of 2 micro-batches
+ * (sums: the exact form), and its logged loss. */
+static void accumulated(bool sums, tg_real *grad, float *loss) {
+    tg_rng init = tg_rng_new(3);
+    tg_linear *lin = tg_linear_new(4, 3, true, &init);
+    tg_tensor *x = tg_randn(TG_SHAPE(12, 4), &init);
+    tg_params p;
+    tg_params_init(&p);
+    cr_assert_eq(tg_linear_params(lin, &p, "lin"), 0);
+    tg_optim_config oc = tg_sgd_config(0, 0, 0); /* lr 0: the weights stay, the gradient is read after the step */
+    tg_optim *opt = tg_optim_new(&oc, &p);
+    tg_rngs rngs = {0};
+    tg_run_config c = quiet_config(1, 1);
+    c.accum = 2;
+    tg_run *run = tg_run_open(&c, &p, opt, &rngs);
+    TG_REQUIRE(run);
+    cr_assert(tg_run_next(run));
+    for (int k = 0; k < 2; k++) {
+        tg_scope_begin();
+        tg_tensor *logits = tg_linear_forward(lin, tg_slice(x, 0, 6 * k, 6 * k + 6));
+        int64_t n = 0; /* the count is written by the loss, before the call that reads it */
+        tg_tensor *sum = sums ? tg_cross_entropy_sum(logits, ce_targets + 6 * k, NULL, TG_IGNORE_INDEX, &n) : NULL;
+        int rc = sums ? tg_run_backward_sum(run, sum, n)
+                      : tg_run_backward(run, tg_cross_entropy(logits, ce_targets + 6 * k, NULL, TG_IGNORE_INDEX));
+        cr_assert_eq(rc, 0, "%s", tg_last_error());
+        tg_scope_end();
+    }
+    cr_assert_eq(tg_run_step(run), 0, "%s", tg_last_error());
+    memcpy(grad, lin->weight->grad->data, sizeof(tg_real) * 12);
+    const float *train, *vs, *vl;
+    int64_t n;
+    int nv;
+    tg_run_history(run, &train, &n, &vs, &vl, &nv);
+    *loss = train[0];
+    tg_run_close(run);
+    tg_optim_free(opt);
+    tg_params_free(&p);
+    tg_linear_free(lin);
+    tg_free(x);
+}
+
+Test(run, accumulation_of_sums_is_one_batch_with_uneven_ignored_targets) {
+    /* One batch of all 12 rows, 7 counted. */
+    tg_rng init = tg_rng_new(3);
+    tg_linear *lin = tg_linear_new(4, 3, true, &init);
+    tg_tensor *x = tg_randn(TG_SHAPE(12, 4), &init);
+    tg_scope_begin();
+    tg_tensor *loss = tg_cross_entropy(tg_linear_forward(lin, x), ce_targets, NULL, TG_IGNORE_INDEX);
+    cr_assert_eq(tg_backward(loss), 0);
+    double want_loss = tg_item(loss);
+    tg_scope_end();
+    tg_real want[12], exact[12], means[12];
+    memcpy(want, lin->weight->grad->data, sizeof want);
+    float exact_loss, means_loss;
+    accumulated(true, exact, &exact_loss);
+    accumulated(false, means, &means_loss);
+    double err = 0, off = 0, norm = 0;
+    for (int i = 0; i < 12; i++) {
+        err = fmax(err, fabs((double)(exact[i] - want[i])));
+        off = fmax(off, fabs((double)(means[i] - want[i])));
+        norm = fmax(norm, fabs((double)want[i]));
+    }
+    cr_expect(err < 1e-12 * norm, "sums: max |difference| %g from one batch", err);
+    cr_expect(off > 0.05 * norm, "means differ from one batch when the counts differ (%g)", off / norm);
+    cr_expect(fabs(exact_loss - want_loss) < 1e-6 * want_loss, "the step's loss %g, one batch's %g", exact_loss,
+              want_loss);
+    tg_linear_free(lin);
+    tg_free(x);
+}

@@ -305,6 +305,12 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_rea
  * ignore_index, or whose mask entry is 0 (mask may be NULL), do not count;
  * the mean is over the rows that do (0 if none). Returns shape (). */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index);
+/* The same summed over the counted rows (PyTorch's reduction='sum'), their
+ * number in *counted (may be NULL): the pieces of a mean over several
+ * micro-batches, sum of sums / sum of counts, which tg_run_backward_sum
+ * takes (exact gradient accumulation with ignored targets). */
+tg_tensor *tg_cross_entropy_sum(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index,
+                                int64_t *counted);
 #define TG_IGNORE_INDEX (-100) /* PyTorch's default ignore_index */
 
 /* ---- gradient checking -----------------------------------------------------

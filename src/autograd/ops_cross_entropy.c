@@ -1,10 +1,12 @@
-/* Mean cross-entropy of logits x [..., V] (viewed as [N, V]) against integer
+/* Cross-entropy of logits x [..., V] (viewed as [N, V]) against integer
  * targets t, through a fused, max-subtracted log-softmax:
  *   lse_r  = m_r + log sum_j exp(x_rj - m_r),   m_r = max_j x_rj
- *   loss   = (1/n) sum_{r counted} (lse_r - x_{r,t_r}),   n = number of counted rows
- * A row counts unless t_r == ignore_index or mask[r] == 0; loss = 0 if none does.
- * Backward, with softmax(x_r)_j = exp(x_rj - lse_r):
- *   dx_rj = g (softmax(x_r)_j - [j == t_r]) / n   on counted rows,  0 on the others. */
+ *   loss   = (1/D) sum_{r counted} (lse_r - x_{r,t_r})
+ * with D = n, the number of counted rows, for the mean (tg_cross_entropy;
+ * loss = 0 if none counts), or D = 1 for the sum (tg_cross_entropy_sum,
+ * PyTorch's reduction='sum'). A row counts unless t_r == ignore_index or
+ * mask[r] == 0. Backward, with softmax(x_r)_j = exp(x_rj - lse_r):
+ *   dx_rj = g (softmax(x_r)_j - [j == t_r]) / D   on counted rows,  0 on the others. */
 #include "op.h"
 
 #include <math.h>
@@ -14,6 +16,7 @@ typedef struct {
     int *target;     /* N targets, -1 for rows that do not count */
     tg_real *lse;    /* N log-sum-exps */
     int64_t counted; /* n */
+    int64_t divisor; /* D: n for the mean, 1 for the sum */
 } cross_entropy_state;
 
 /* dx_j = scale (softmax(x)_j - [j = target]), softmax from the saved lse */
@@ -32,7 +35,7 @@ static void cross_entropy_backward(tg_node *n) {
     if (!gx || s->counted == 0) return;
     const tg_tensor *x = n->in[0];
     int64_t V = x->shape[x->ndim - 1], N = x->size / V;
-    tg_real scale = n->out->grad->data[0] / (tg_real)s->counted;
+    tg_real scale = n->out->grad->data[0] / (tg_real)s->divisor;
     tg_parallel_rows(N, x->size > TG_PAR_MIN, backward_row,
                      &(tg_rows_ctx){.x = x, .gx = gx, .state = s, .scale = scale, .n = V});
 }
@@ -48,7 +51,10 @@ static void forward_row(const tg_rows_ctx *c, int64_t r) {
     c->scratch[r] = s->target[r] >= 0 ? s->lse[r] - xr[s->target[r]] : 0;
 }
 
-tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index) {
+/* The mean (mean true) or the sum over the counted rows, their number in
+ * *counted when not NULL. */
+static tg_tensor *cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index, bool mean,
+                                int64_t *counted_out) {
     char b[64];
     if (tg_any_null("cross_entropy", 1, (const tg_tensor *const[]){logits})) return NULL;
     if (logits->ndim == 0 || logits->shape[logits->ndim - 1] == 0) {
@@ -80,13 +86,23 @@ tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real
         tgt[r] = counts ? targets[r] : -1;
         counted += counts;
     }
-    *s = (cross_entropy_state){tgt, lse, counted};
+    *s = (cross_entropy_state){tgt, lse, counted, mean ? counted : 1};
     tg_parallel_rows(N, logits->size > TG_PAR_MIN, forward_row,
                      &(tg_rows_ctx){.x = logits, .state = s, .scratch = row_loss, .n = V});
     double total = 0; /* in row order: the same for any thread count */
     for (int64_t r = 0; r < N; r++) total += (double)row_loss[r];
-    y->data[0] = counted ? (tg_real)(total / (double)counted) : 0;
+    y->data[0] = !mean ? (tg_real)total : counted ? (tg_real)(total / (double)counted) : 0;
     tg_node *n = tg_node_record(&tg_op_cross_entropy, y, 1, &logits);
     if (n) n->state = s;
+    if (counted_out) *counted_out = counted;
     return y;
+}
+
+tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index) {
+    return cross_entropy(logits, targets, mask, ignore_index, true, NULL);
+}
+
+tg_tensor *tg_cross_entropy_sum(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index,
+                                int64_t *counted) {
+    return cross_entropy(logits, targets, mask, ignore_index, false, counted);
 }

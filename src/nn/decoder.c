@@ -319,13 +319,22 @@ tg_tensor *tg_decoder_forward(tg_decoder *m, const int *tokens, int B, int T) {
     return model_forward(m, tokens, B, T, 0, NULL, false);
 }
 
-tg_tensor *tg_decoder_loss(tg_decoder *m, const int *tokens, const int *targets, int B, int T) {
-    if (!check_tokens("decoder_loss", m, tokens, B, T, 0)) return NULL;
+/* The logits of a loss, or NULL with the error recorded. */
+static tg_tensor *loss_logits(const char *op, tg_decoder *m, const int *tokens, const int *targets, int B, int T) {
+    if (!check_tokens(op, m, tokens, B, T, 0)) return NULL;
     if (!targets) {
-        tg_set_error("decoder_loss: NULL targets");
+        tg_set_error("%s: NULL targets", op);
         return NULL;
     }
-    return tg_cross_entropy(model_forward(m, tokens, B, T, 0, NULL, false), targets, NULL, -1);
+    return model_forward(m, tokens, B, T, 0, NULL, false);
+}
+
+tg_tensor *tg_decoder_loss(tg_decoder *m, const int *tokens, const int *targets, int B, int T) {
+    return tg_cross_entropy(loss_logits("decoder_loss", m, tokens, targets, B, T), targets, NULL, -1);
+}
+
+tg_tensor *tg_decoder_loss_sum(tg_decoder *m, const int *tokens, const int *targets, int B, int T, int64_t *counted) {
+    return tg_cross_entropy_sum(loss_logits("decoder_loss_sum", m, tokens, targets, B, T), targets, NULL, -1, counted);
 }
 
 /* ---- parameters, checkpoints ---------------------------------------------------- */

@@ -117,6 +117,9 @@ tg_tensor *tg_decoder_hidden(tg_decoder *m, const int *tokens, int B, int T);
 /* Mean cross-entropy of the logits against targets [B, T]; a target of -1
  * is ignored, as nanoGPT's ignore_index=-1. Returns shape (). */
 tg_tensor *tg_decoder_loss(tg_decoder *m, const int *tokens, const int *targets, int B, int T);
+/* The same summed over the counted targets, their number in *counted (may
+ * be NULL): for tg_run_backward_sum, exact accumulation (run.h). */
+tg_tensor *tg_decoder_loss_sum(tg_decoder *m, const int *tokens, const int *targets, int B, int T, int64_t *counted);
 /* The parameters, each tensor once (the tied head is transformer.wte.weight),
  * in nanoGPT's named_parameters() order. 0, or -1 with the error recorded. */
 int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix);

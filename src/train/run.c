@@ -35,6 +35,8 @@ struct tg_run {
     int signo;
     int64_t step, first, saved; /* steps done; at open; at the last checkpoint */
     int micro;                  /* micro-batches of this step so far */
+    int sum_form;               /* this step's micro-batches: -1 none yet, 0 means (tg_run_backward), 1 sums */
+    double count_acc;           /* sums: the counted targets so far */
     double loss_acc, lr, t_step, t_open, step_s_sum;
     tg_metrics line; /* this step's log line, written when its evaluation (or the next step) comes */
     bool line_pending, eval_due;
@@ -419,21 +421,42 @@ bool tg_run_next(tg_run *r) {
     r->lr = keep ? (double)r->opt->cfg.lr : tg_lr_at(s, r->step);
     if (isnan(r->lr) || tg_optim_set_lr(r->opt, (tg_real)r->lr) != 0) return fail(r, NULL);
     tg_optim_zero_grad(r->opt);
-    r->micro = 0, r->loss_acc = 0, r->eval_due = false;
+    r->micro = 0, r->loss_acc = 0, r->eval_due = false, r->sum_form = -1, r->count_acc = 0;
     r->t_step = now_s();
     return true;
 }
 
-int tg_run_backward(tg_run *r, tg_tensor *loss) {
+/* One micro-batch's backward of loss times scale (1: as it is); its value
+ * (times value_scale) joins the step's loss. */
+static int micro_backward(tg_run *r, tg_tensor *loss, int sum_form, double scale) {
     if (!r || r->state != RUN_GOING) return -1;
     if (!loss) return fail(r, NULL), -1;
-    int A = r->cfg.accum;
-    r->loss_acc += (double)tg_item(loss) / A;
+    if (r->sum_form >= 0 && r->sum_form != sum_form)
+        return fail(r, "run: step %lld mixes tg_run_backward and tg_run_backward_sum", (long long)r->step + 1), -1;
+    r->sum_form = sum_form;
+    r->loss_acc += (double)tg_item(loss) * scale;
     /* The last micro-batch's backward starts the gradient all-reduce. */
-    if (r->grads && r->micro == A - 1 && tg_dist_grads_arm(r->grads) != 0) return fail(r, NULL), -1;
-    if (tg_backward(A > 1 ? tg_mul_scalar(loss, (tg_real)(1.0 / A)) : loss) != 0) return fail(r, NULL), -1;
+    if (r->grads && r->micro == r->cfg.accum - 1 && tg_dist_grads_arm(r->grads) != 0) return fail(r, NULL), -1;
+    if (tg_backward(scale != 1 ? tg_mul_scalar(loss, (tg_real)scale) : loss) != 0) return fail(r, NULL), -1;
     r->micro++;
     return 0;
+}
+
+int tg_run_backward(tg_run *r, tg_tensor *loss) { return micro_backward(r, loss, 0, r ? 1.0 / r->cfg.accum : 1); }
+
+int tg_run_backward_sum(tg_run *r, tg_tensor *loss_sum, int64_t counted) {
+    if (r && r->state == RUN_GOING && counted < 0)
+        return fail(r, "run: tg_run_backward_sum: %lld counted targets", (long long)counted), -1;
+    if (r) r->count_acc += (double)counted;
+    return micro_backward(r, loss_sum, 1, 1);
+}
+
+/* Every gradient times s. */
+static void scale_grads(const tg_params *p, double s) {
+    for (int i = 0; i < p->n; i++) {
+        tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;
+        for (int64_t k = 0; g && k < g->size; k++) g->data[k] = (tg_real)(g->data[k] * s);
+    }
 }
 
 int tg_run_step(tg_run *r) {
@@ -443,10 +466,14 @@ int tg_run_step(tg_run *r) {
                -1;
     /* Every rank's average gradient and loss (the mean of the shards'
      * means), and whether any rank was signalled. */
-    double v[2] = {r->loss_acc, g_signal ? (double)g_signal : 0};
-    if (r->grads && (tg_dist_allreduce_grads(r->grads) != 0 || tg_dist_allreduce_sum(v, 2) != 0))
+    double v[3] = {r->loss_acc, g_signal ? (double)g_signal : 0, r->count_acc};
+    if (r->grads && (tg_dist_allreduce_grads(r->grads) != 0 || tg_dist_allreduce_sum(v, 3) != 0))
         return fail(r, NULL), -1;
     double loss = v[0] / tg_dist_size();
+    if (r->sum_form == 1) { /* sums: the gradient and loss of one batch of all the counted targets */
+        loss = v[2] > 0 ? v[0] / v[2] : 0;
+        if (v[2] > 0) scale_grads(r->params, tg_dist_size() / v[2]); /* the all-reduce averaged the ranks' sums */
+    }
     if (tg_dist_active() && v[1] > 0) r->signo = g_signal ? g_signal : SIGTERM;
     if (!isfinite(loss) || (r->cfg.max_loss > 0 && loss > r->cfg.max_loss))
         return fail(r,

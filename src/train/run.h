@@ -85,10 +85,21 @@ tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim 
  * else sets the step's learning rate and zeroes the gradients. */
 bool tg_run_next(tg_run *run);
 /* One micro-batch: backward of loss / accum (the gradients add up), its
- * value kept for the step's loss. Under data parallelism the last
+ * value kept for the step's loss: the mean of the micro-batches' mean
+ * losses (nanoGPT's accumulation; tg_run_backward_sum below is exact when
+ * micro-batches count different numbers of targets). Under data parallelism the last
  * micro-batch's backward starts the gradient all-reduce. NULL loss (an op
  * failed) fails the run. 0, or -1 (the run has failed). */
 int tg_run_backward(tg_run *run, tg_tensor *loss);
+/* The exact form: loss_sum is a micro-batch's loss summed over its counted
+ * targets (tg_cross_entropy_sum), counted their number. At tg_run_step the
+ * gradient and the step's loss are divided by the counted targets of all
+ * micro-batches (and ranks): the same as one batch holding them all, also
+ * when ignored targets (padding, -1) are spread unevenly. tg_run_backward's
+ * mean of the micro-batches' means (nanoGPT's) weighs each micro-batch
+ * alike, which differs from that when their counts differ. One step uses
+ * one form. 0, or -1 (the run has failed). */
+int tg_run_backward_sum(tg_run *run, tg_tensor *loss_sum, int64_t counted);
 /* Ends the step: averages gradients and loss over the ranks, stops the run
  * on a non-finite (or above max_loss) loss, clips, takes the optimizer
  * step, logs the step and shows progress. 0, or -1 (the run has failed). */

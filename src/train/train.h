@@ -210,9 +210,14 @@ int tg_optim_set_lr(tg_optim *o, tg_real lr);
  * passes until tg_optim_zero_grad, as in PyTorch. For one step over k
  * micro-batches, zero the gradients, then for each micro-batch backward its
  * mean loss times 1/k (tg_mul_scalar(loss, 1.0 / k)), each in its own scope,
- * then step: the gradient is then the mean over all k micro-batches, the
- * same (up to rounding) as one batch k times as large with a mean loss
- * (tests/test_train.c checks it). Clip after the last micro-batch. */
+ * then step: the gradient is then the mean of the k micro-batches' mean
+ * gradients (nanoGPT's way), the same (up to rounding) as one batch k times
+ * as large when every micro-batch counts the same number of targets
+ * (tests/test_train.c checks it). When ignored targets (-1, padding) make
+ * the counts differ, that weighs a target of a short micro-batch more: for
+ * exactly one big batch, backward each micro-batch's summed loss
+ * (tg_cross_entropy_sum) and divide the gradients by the total count, as
+ * tg_run_backward_sum does (run.h). Clip after the last micro-batch. */
 
 /* ---- metrics log: one JSON object per line ----------------------------------
  *   {"step": 10, "lr": 0.0006, "loss": 2.5, "val_loss": null, "tokens_per_s": 51234.5, "grad_norm": 0.83}
