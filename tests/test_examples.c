@@ -306,6 +306,11 @@ Test(examples, tokenize_trains_encodes_and_decodes_back) {
     cr_assert_eq(run("tokenize", "decode --vocab v.tiktoken t.npy -o back.txt"), 0, "%s", out);
     snprintf(args, sizeof args, "cmp '%s' '%s/back.txt'", text, tmp);
     cr_expect_eq(system(args), 0, "decode(encode(text)) differs from the text");
+    /* inspect reads the token file (uint16 here) and the vocabulary. */
+    cr_assert_eq(run("inspect", "t.npy"), 0, "%s", out);
+    cr_expect(strstr(out, "t.npy: token file,") && strstr(out, "(uint16)"), "%s", out);
+    cr_assert_eq(run("inspect", "v.tiktoken"), 0, "%s", out);
+    cr_expect(strstr(out, "v.tiktoken: BPE vocabulary, 400 ids"), "%s", out);
     cr_expect_eq(run("tokenize", "encode --vocab missing.tiktoken x.txt -o t.npy"), 1);
     cr_expect(strstr(out, "bpe_load_tiktoken: missing.tiktoken") != NULL, "%s", out);
     cr_expect_eq(run("tokenize", "train --vocab-size 10 x.txt -o v"), 2, "%s", out);
@@ -313,6 +318,27 @@ Test(examples, tokenize_trains_encodes_and_decodes_back) {
     cr_expect_eq(run("tokenize", "frobnicate"), 2, "%s", out);
     cr_expect_eq(run("tokenize", "encode --help"), 0, "%s", out);
     cr_expect(strstr(out, "--vocab") != NULL, "%s", out);
+}
+
+/* tgrad-inspect shows every file an lm run writes: the checkpoint's tensors
+ * and metadata, the uint8 token file, the metrics log and the samples. */
+Test(examples, inspect_reads_every_file_of_a_run, .timeout = 120) {
+    cr_assert_eq(run("lm", LM_TINY " --out ins"), 0, "%s", out);
+    cr_assert_eq(run("inspect", "ins/lm.safetensors"), 0, "%s", out);
+    cr_expect(strstr(out, "transformer.wte.weight") && strstr(out, "metadata:\n") && strstr(out, "  n_layer = 2\n") &&
+                  strstr(out, "  tokenizer = bytes\n"),
+              "%s", out);
+    cr_assert_eq(run("inspect", "ins/train_state.safetensors"), 0, "%s", out);
+    cr_expect(strstr(out, "  step = 20\n") && strstr(out, "optim."), "%s", out);
+    cr_assert_eq(run("inspect", "ins/tokens.npy"), 0, "%s", out);
+    cr_expect(strstr(out, "ins/tokens.npy: token file,") && strstr(out, "(uint8)"), "%s", out);
+    cr_assert_eq(run("inspect", "ins/metrics.jsonl"), 0, "%s", out);
+    cr_expect(strstr(out, "metrics log, 20 lines, steps 1..20") && strstr(out, "2 evaluations, best val_loss"), "%s",
+              out);
+    cr_assert_eq(run("inspect", "ins/samples.jsonl"), 0, "%s", out);
+    cr_expect(strstr(out, "ins/samples.jsonl: 2 lines; the last: {\"step\": 20"), "%s", out);
+    cr_expect_eq(run("inspect", "ins/metrics.jsonl --convert x.safetensors"), 2, "%s", out);
+    cr_expect_eq(run("inspect", "missing.npy"), 1, "%s", out);
 }
 
 Test(examples, every_program_has_help_and_rejects_bad_flags) {

@@ -1,7 +1,13 @@
-/* inspect: lists the tensors of a safetensors checkpoint (or one .npy file):
- * name, dtype (F32, F64, BF16 or F16), shape, and min / max / mean of the
- * values. With --convert OUT it also writes them all to OUT as --dtype
- * (e.g. a float checkpoint as bfloat16, half the bytes, or back). */
+/* inspect: shows any file tgrad writes.
+ *   .safetensors  every tensor (name, dtype F32/F64/BF16/F16, shape, min,
+ *                 max, mean), then the metadata, key by key (long values cut)
+ *   .npy          an array as one such row; a token file (uint8, uint16 or
+ *                 uint32, as lm and tgrad-tokenize write) as its count and ids
+ *   .tiktoken     a BPE vocabulary: its size and special tokens
+ *   metrics.jsonl a run's log: its steps, losses and best validation loss
+ *   other .jsonl  (samples.jsonl) its lines, the last one shown
+ * With --convert OUT a checkpoint is also written to OUT as --dtype (e.g. a
+ * float checkpoint as bfloat16, half the bytes, or back). */
 #include <math.h>
 #include "cli.h"
 #include "tgrad.h"
@@ -26,29 +32,117 @@ static bool ends_with(const char *s, const char *suffix) {
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+/* The metadata of a checkpoint, key = value, a value past 100 bytes cut
+ * (lm's checkpoints carry their whole vocabulary). */
+static void metadata(const tg_safetensors *st) {
+    char key[256], val[104];
+    for (int i = 0; tg_safetensors_meta_key(st, i, key, sizeof key) >= 0; i++) {
+        if (i == 0) printf("metadata:\n");
+        long n = tg_safetensors_meta(st, key, val, sizeof val);
+        for (char *c = val; *c; c++)
+            if (*c == '\n' || *c == '\t') *c = ' ';
+        if (n >= (long)sizeof val)
+            printf("  %s = %.96s... (%ld bytes)\n", key, val, n);
+        else
+            printf("  %s = %s\n", key, val);
+    }
+}
+
+/* A .npy of tokens (uint8, uint16, uint32): what tg_token_data reads. */
+static int tokens(const char *path) {
+    tg_token_data *d = tg_token_data_open(path, 0, 0);
+    if (!d) return -1;
+    printf("%s: token file, %lld tokens of %d bytes (uint%d), ids 0..%d (vocab %d)\n", path, (long long)d->n,
+           d->itemsize, 8 * d->itemsize, d->vocab - 1, d->vocab);
+    tg_token_data_close(d);
+    return 0;
+}
+
+/* A run's metrics.jsonl: steps, first and last training loss, the
+ * evaluations and the best of them. */
+static int metrics(const char *path) {
+    tg_metrics *m = NULL;
+    int64_t n = 0, evals = 0, best = -1;
+    if (tg_metrics_log_read(path, &m, &n) != 0) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(m[i].val_loss)) {
+            evals++;
+            if (best < 0 || m[i].val_loss < m[best].val_loss) best = i;
+        }
+    printf("%s: metrics log, %lld lines", path, (long long)n);
+    if (n)
+        printf(", steps %lld..%lld, loss %.4g -> %.4g, lr %.3g at the last", (long long)m[0].step,
+               (long long)m[n - 1].step, m[0].loss, m[n - 1].loss, m[n - 1].lr);
+    if (best >= 0)
+        printf("; %lld evaluations, best val_loss %.4f at step %lld", (long long)evals, m[best].val_loss,
+               (long long)m[best].step);
+    printf("\n");
+    tg_sys_free(m);
+    return 0;
+}
+
+/* Any other JSON-lines file (samples.jsonl): its lines, the last shown. */
+static int lines(const char *path) {
+    unsigned char *b;
+    size_t size, count = 0, last = 0;
+    if (tg_read_file(path, "inspect", &b, &size) != 0) return -1;
+    for (size_t i = 0; i < size; i++)
+        if (b[i] == '\n') {
+            count++;
+            if (i + 1 < size) last = i + 1;
+        }
+    printf("%s: %zu lines; the last: %.*s%s\n", path, count, (int)(size - last > 200 ? 200 : size - last),
+           (const char *)b + last, size - last > 200 ? "..." : "");
+    tg_sys_free(b);
+    return 0;
+}
+
+/* A BPE vocabulary in tiktoken's rank format. */
+static int vocabulary(const char *path) {
+    tg_bpe *b = tg_bpe_load_tiktoken(path);
+    if (!b) return -1;
+    printf("%s: BPE vocabulary, %d ids; <|endoftext|> is %d\n", path, tg_bpe_vocab_size(b),
+           tg_bpe_special_id(b, "<|endoftext|>"));
+    tg_bpe_free(b);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *pos[1] = {NULL}, *convert = NULL, *dtype = "BF16";
+    const char *synopsis = "FILE (.safetensors, .npy, .tiktoken, .jsonl)";
     cli_opt opts[] = {
         {"convert", CLI_STR, &convert, "also write every tensor of the safetensors file to this file", 0, 0},
         {"dtype", CLI_STR, &dtype, "the dtype --convert writes: F32, F64, BF16 or F16", 0, 0},
     };
-    int n = cli_parse(argc, argv, "FILE.safetensors | FILE.npy",
-                      "Lists the tensors of a checkpoint: name, dtype, shape, min, max and mean.", opts, 2, pos, 1);
-    if (n != 1) {
-        fprintf(stderr, "%s: give one file\n", argv[0]);
-        cli_usage(stderr, argv[0], "FILE.safetensors | FILE.npy", "", NULL, 0);
-        return 2;
-    }
+    const char *about = "Shows a file tgrad writes: a checkpoint's tensors (name, dtype, shape, min, max, mean) and\n"
+                        "metadata, an array or a token file, a vocabulary, a run's metrics or samples.";
+    int n = cli_parse(argc, argv, synopsis, about, opts, 2, pos, 1);
+    if (n != 1) return cli_usage_error(argv[0], synopsis, about, opts, 2, "give one file");
+    bool st_file = !ends_with(pos[0], ".npy") && !ends_with(pos[0], ".tiktoken") && !ends_with(pos[0], ".jsonl");
+    if (convert && !st_file)
+        return cli_usage_error(argv[0], synopsis, about, opts, 2, "--convert writes a safetensors file's tensors");
+    int rc = 0;
     if (ends_with(pos[0], ".npy")) {
         tg_tensor *t = tg_npy_load(pos[0]);
-        if (!t) {
-            fprintf(stderr, "inspect: %s\n", tg_last_error());
-            return 1;
+        if (t) {
+            header();
+            stats(pos[0], TG_REAL_DTYPE, t->ndim, t->shape, t->data, t->size);
+            tg_free(t);
+        } else {
+            char why[512]; /* not a float array: a token file, else the array's own reason */
+            snprintf(why, sizeof why, "%s", tg_last_error());
+            if (tokens(pos[0]) != 0) rc = (tg_set_error("%s", why), -1);
         }
-        header();
-        stats(pos[0], TG_REAL_DTYPE, t->ndim, t->shape, t->data, t->size);
-        tg_free(t);
-        return 0;
+    } else if (ends_with(pos[0], ".tiktoken")) {
+        rc = vocabulary(pos[0]);
+    } else if (ends_with(pos[0], "metrics.jsonl")) {
+        rc = metrics(pos[0]);
+    } else if (ends_with(pos[0], ".jsonl")) {
+        rc = lines(pos[0]);
+    }
+    if (!st_file) {
+        if (rc != 0) fprintf(stderr, "inspect: %s\n", tg_last_error());
+        return rc != 0;
     }
     tg_safetensors st;
     if (tg_safetensors_open(pos[0], &st) != 0) {
@@ -59,7 +153,6 @@ int main(int argc, char **argv) {
     int64_t total = 0;
     tg_params out; /* for --convert: every tensor, in file order */
     tg_params_init(&out);
-    int rc = 0;
     for (int i = 0; i < st.n && rc == 0; i++) {
         const tg_st_entry *e = &st.entries[i];
         tg_tensor *t = tg_empty_persistent(e->ndim, e->shape);
@@ -75,6 +168,7 @@ int main(int argc, char **argv) {
         if (!convert) tg_free(t);
     }
     if (rc == 0) printf("%d tensors, %lld values\n", st.n, (long long)total);
+    if (rc == 0) metadata(&st);
     if (rc == 0 && convert) {
         if (tg_safetensors_save_dtype(convert, &out, NULL, dtype) != 0) {
             fprintf(stderr, "inspect: %s\n", tg_last_error());

@@ -593,6 +593,28 @@ int64_t tg_safetensors_nonfinite(const tg_safetensors *st, int i) {
     return bad;
 }
 
+long tg_safetensors_meta_key(const tg_safetensors *st, int i, char *key, size_t cap) {
+    if (!st || !st->metadata || i < 0 || !key || cap == 0) return -1;
+    tg_json j = {0};
+    j.start = j.p = st->metadata;
+    j.end = st->metadata + st->metadata_len;
+    /* The object was validated at open, so the walk cannot fail. */
+    tg_json_expect(&j, '{');
+    tg_json_skip_ws(&j);
+    for (int k = 0; j.p < j.end && *j.p != '}'; k++) {
+        size_t l;
+        tg_json_string(&j, key, cap, &l);
+        if (k == i) return (long)l;
+        tg_json_expect(&j, ':');
+        tg_json_string(&j, NULL, 0, NULL);
+        tg_json_skip_ws(&j);
+        if (j.p < j.end && *j.p == ',') j.p++;
+        tg_json_skip_ws(&j);
+    }
+    key[0] = 0;
+    return -1;
+}
+
 long tg_safetensors_meta(const tg_safetensors *st, const char *key, char *out, size_t cap) {
     if (!st || !key || !st->metadata) return -1;
     tg_json j = {0};

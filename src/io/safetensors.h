@@ -63,6 +63,10 @@ int64_t tg_safetensors_nonfinite(const tg_safetensors *st, int i);
  * given twice has its last value, as Python's json and the safetensors
  * package read it. */
 long tg_safetensors_meta(const tg_safetensors *st, const char *key, char *out, size_t cap);
+/* The i-th metadata key in file order (i from 0) into key (NUL-terminated,
+ * truncated to cap); returns its full length, or -1 past the last. With
+ * tg_safetensors_meta, lists the metadata (tgrad-inspect). */
+long tg_safetensors_meta_key(const tg_safetensors *st, int i, char *key, size_t cap);
 void tg_safetensors_close(tg_safetensors *st);
 
 /* ---- writing --------------------------------------------------------------- */
