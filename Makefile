@@ -193,6 +193,7 @@ PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/number.h src/tensor
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
 BINDIR := $(DESTDIR)$(PREFIX)/bin
+CMAKEDIR := $(LIBDIR)/cmake/tgrad
 INSTALLED_TOOLS := inspect heatmap tokenize report
 install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
 	mkdir -p $(LIBDIR)/pkgconfig $(INCDIR) $(BINDIR)
@@ -201,11 +202,19 @@ install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
 	for t in $(INSTALLED_TOOLS); do cp $(BUILD)/bin/$$t $(BINDIR)/$(NAME)-$$t; done
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@NAME@|$(NAME)|g' -e 's|@CFLAGS@|$(if $(filter 1,$(DOUBLE)),-DTG_DOUBLE)|' \
 	    -e 's|@LIBS@|$(if $(filter 1,$(OMP)),-pthread)|' tools/tgrad.pc.in > $(LIBDIR)/pkgconfig/$(NAME).pc
-# The headers are shared by both flavours: removed with the last one.
+	mkdir -p $(CMAKEDIR)
+	cp tools/cmake/tgradConfig.cmake $(CMAKEDIR)/
+	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@MAJOR@|$(word 1,$(subst ., ,$(VERSION)))|' \
+	    -e 's|@MINOR@|$(word 2,$(subst ., ,$(VERSION)))|' tools/cmake/tgradConfigVersion.cmake.in > $(CMAKEDIR)/tgradConfigVersion.cmake
+	sed -e 's|@NAME@|$(NAME)|g' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEFINES@|$(if $(filter 1,$(DOUBLE)),TG_DOUBLE)|g' \
+	    -e 's|@THREADS@|$(if $(filter 1,$(OMP)),find_dependency(Threads))|' \
+	    -e 's|@LINK@|$(if $(filter 1,$(OMP)),Threads::Threads)|g' tools/cmake/tgrad-targets.cmake.in > $(CMAKEDIR)/$(NAME)-targets.cmake
+# The headers and the CMake package's config are shared by both flavours:
+# removed with the last one.
 uninstall:
 	rm -f $(LIBDIR)/lib$(NAME).a $(LIBDIR)/lib$(NAME).so $(LIBDIR)/lib$(NAME).so.0 $(LIBDIR)/lib$(NAME).so.$(VERSION) \
-	      $(LIBDIR)/pkgconfig/$(NAME).pc $(INSTALLED_TOOLS:%=$(BINDIR)/$(NAME)-%)
-	[ -e $(LIBDIR)/pkgconfig/tgrad.pc ] || [ -e $(LIBDIR)/pkgconfig/tgrad-double.pc ] || rm -rf $(INCDIR)
+	      $(LIBDIR)/pkgconfig/$(NAME).pc $(INSTALLED_TOOLS:%=$(BINDIR)/$(NAME)-%) $(CMAKEDIR)/$(NAME)-targets.cmake
+	[ -e $(LIBDIR)/pkgconfig/tgrad.pc ] || [ -e $(LIBDIR)/pkgconfig/tgrad-double.pc ] || rm -rf $(INCDIR) $(CMAKEDIR)
 
 clean:
 	rm -rf build out

@@ -8,6 +8,9 @@
 #   - the double flavour installs beside the float one and works too;
 #   - float headers with the double library fail to link, naming the flavour;
 #   - a program that compiles its own stb_image_write links with libtgrad;
+#   - the README's CMakeLists.txt finds the package (find_package(tgrad 0.2))
+#     and builds against tgrad::tgrad, and tgrad::tgrad-double computes in
+#     double; a newer version asked for is refused;
 #   - `make uninstall` of both flavours leaves no file behind.
 # Usage: install_check.sh SRC_DIR WORK_DIR   (called by tests/test_install.c)
 set -eu
@@ -83,6 +86,31 @@ cc -std=c11 own_stb.c $(pkg-config --cflags --libs tgrad) -o own_stb 2> own_stb.
     fail "own stb + libtgrad.so: see $work/own_stb.txt"
 cc -std=c11 own_stb.c $(pkg-config --cflags tgrad) "$P/lib/libtgrad.a" -lm -pthread -o own_stb_static 2> own_stb_static.txt &&
     ./own_stb_static || fail "own stb + libtgrad.a: see $work/own_stb_static.txt"
+
+# The CMake package: the README's CMakeLists.txt, against both flavours (the
+# double one computes in double: sizeof(tg_real) is 8).
+awk '/^```cmake$/{on=1; next} /^```$/{on=0} on' "$src/README.md" > cmake_lists.txt
+grep -q 'find_package(tgrad' cmake_lists.txt || fail "README: no CMakeLists.txt with find_package(tgrad)"
+mkdir -p cm cmd
+cp prog.c cm/ && cp cmake_lists.txt cm/CMakeLists.txt
+(cmake -S cm -B cm/b -DCMAKE_PREFIX_PATH="$P" && cmake --build cm/b) > cmake.log 2>&1 || fail "CMake consumer: see $work/cmake.log"
+cm/b/prog > cm_out.txt && grep -q '^tensor(' cm_out.txt || fail "CMake consumer program: see $work/cm_out.txt"
+cat > cmd/prog.c <<'PROG'
+#include <stdio.h>
+#include <tgrad.h>
+int main(void) {
+    tg_tensor *x = tg_from_array(TG_SHAPE(2), (tg_real[]){1, 2});
+    printf("%zu %g\n", sizeof(tg_real), x ? (double)tg_item(tg_sum_all(x)) : -1.0);
+    tg_free(x);
+    return 0;
+}
+PROG
+sed 's/tgrad::tgrad)/tgrad::tgrad-double)/' cmake_lists.txt > cmd/CMakeLists.txt
+(cmake -S cmd -B cmd/b -DCMAKE_PREFIX_PATH="$P" && cmake --build cmd/b) > cmake-double.log 2>&1 ||
+    fail "CMake consumer of tgrad::tgrad-double: see $work/cmake-double.log"
+[ "$(cmd/b/prog)" = "8 3" ] || fail "tgrad::tgrad-double: '$(cmd/b/prog)', expected '8 3' (double, 1 + 2)"
+sed 's/tgrad 0.2 REQUIRED/tgrad 0.3 REQUIRED/' cmake_lists.txt > cm/CMakeLists.txt
+cmake -S cm -B cm/b3 -DCMAKE_PREFIX_PATH="$P" > cmake3.log 2>&1 && fail "find_package(tgrad 0.3) accepted 0.2"
 
 for d in 0 1; do
     (cd "$src" && BUILD="$work/build$([ $d = 1 ] && echo -double)" DOUBLE=$d make -s uninstall PREFIX="$P") > /dev/null 2>&1 ||

@@ -6,7 +6,7 @@
 # runs off. Uses sudo when not root. With no arguments, the packages tgrad
 # needs (docs/DESIGN.md, "Dependencies"):
 #   libcriterion-dev  tests        libstb-dev         PNG writing/reading
-#   fonts-dejavu-core figure text  pkg-config         the install test
+#   fonts-dejavu-core figure text  pkg-config, cmake  the install test
 #   valgrind          the leak test of the programs (tests/test_hostile.c)
 #   fortunes          English text, the language model's default corpus
 #                     (/usr/share/games/fortunes; pulls in fortunes-min)
@@ -15,7 +15,7 @@
 # fuzz-deps, for make fuzz: clang libclang-rt-14-dev libstb-dev; format and
 # format-check: clang-format).
 set -e
-PKGS="${*:-libcriterion-dev libstb-dev fonts-dejavu-core pkg-config valgrind fortunes}"
+PKGS="${*:-libcriterion-dev libstb-dev fonts-dejavu-core pkg-config cmake valgrind fortunes}"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
