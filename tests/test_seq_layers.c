@@ -17,6 +17,21 @@ static tg_tensor *input(int ndim, const int *shape, tg_rng *rng) {
 static tg_tensor *conv_f(tg_tensor *const *in, int n, void *ctx) { return tg_conv1d_forward(ctx, in[n - 1]); }
 static tg_tensor *rnn_f(tg_tensor *const *in, int n, void *ctx) { return tg_rnn_forward(ctx, in[n - 1]); }
 static tg_tensor *gru_f(tg_tensor *const *in, int n, void *ctx) { return tg_gru_forward(ctx, in[n - 1]); }
+/* With a state: the inputs end with x, h0; ctx's module and which output. */
+typedef struct {
+    tg_rnn *m;
+    bool gru;
+    int out; /* 0: the output sequence, 1: h_n, 2: both, summed with weights */
+} state_case;
+static tg_tensor *state_f(tg_tensor *const *in, int n, void *ctx) {
+    const state_case *c = ctx;
+    tg_tensor *h_n = NULL;
+    tg_tensor *y = c->gru ? tg_gru_forward_state(c->m, in[n - 2], in[n - 1], &h_n)
+                          : tg_rnn_forward_state(c->m, in[n - 2], in[n - 1], &h_n);
+    if (c->out == 0) return y;
+    if (c->out == 1) return h_n;
+    return tg_add(tg_sum_all(tg_mul(y, y)), tg_sum_all(tg_mul_scalar(h_n, 3)));
+}
 
 static void check(tg_fn f, void *m, tg_params *p, tg_tensor *x, const char *what) {
     tg_tensor *in[40];
@@ -77,6 +92,53 @@ Test(seq_layers, rnn_and_gru_gradcheck) {
     tg_free(x);
     tg_rnn_free(r);
     tg_gru_free(g);
+}
+
+/* torch's (output, h_n) = rnn(x, h0): gradients through h0 and from h_n,
+ * for both layers of both modules (every parameter, x and h0 checked). */
+Test(seq_layers, rnn_and_gru_state_gradcheck) {
+    for (int gru = 0; gru <= 1; gru++) {
+        tg_rng rng = tg_rng_new(30 + gru);
+        tg_rnn *m = gru ? tg_gru_new(3, 4, 2, &rng) : tg_rnn_new(3, 4, 2, &rng);
+        TG_REQUIRE(m);
+        tg_params p;
+        tg_params_init(&p);
+        cr_assert_eq(gru ? tg_gru_params(m, &p, "") : tg_rnn_params(m, &p, ""), 0);
+        tg_tensor *x = input(TG_SHAPE(2, 5, 3), &rng), *h0 = input(TG_SHAPE(2, 2, 4), &rng);
+        tg_params_add(&p, NULL, "x", x); /* check() adds its last input after these: h0 */
+        for (int out = 0; out <= 2; out++) {
+            state_case c = {m, gru, out};
+            char what[64];
+            snprintf(what, sizeof what, "%s h0 -> %s", gru ? "gru" : "rnn",
+                     out == 0   ? "output"
+                     : out == 1 ? "h_n"
+                                : "both");
+            check(state_f, &c, &p, h0, what);
+        }
+        /* h_n is the last step of the last layer's output; no h0 is a zero one. */
+        tg_scope_begin();
+        tg_tensor *h_n = NULL, *z = tg_zeros(TG_SHAPE(2, 2, 4));
+        tg_tensor *y = gru ? tg_gru_forward_state(m, x, NULL, &h_n) : tg_rnn_forward_state(m, x, NULL, &h_n);
+        tg_tensor *y0 = gru ? tg_gru_forward_state(m, x, z, NULL) : tg_rnn_forward_state(m, x, z, NULL);
+        TG_REQUIRE(y);
+        TG_REQUIRE(y0);
+        TG_REQUIRE(h_n);
+        cr_expect(h_n->ndim == 3 && h_n->shape[0] == 2 && h_n->shape[1] == 2 && h_n->shape[2] == 4);
+        for (int b = 0; b < 2; b++)
+            for (int k = 0; k < 4; k++)
+                cr_expect_eq(h_n->data[(1 * 2 + b) * 4 + k], y->data[(b * 5 + 4) * 4 + k], "h_n[1] = y[:, -1]");
+        for (int64_t i = 0; i < y->size; i++) cr_expect_eq(y->data[i], y0->data[i], "NULL h0 is a zero one");
+        tg_clear_error();
+        cr_expect_null(tg_rnn_forward_state(gru ? NULL : m, x, tg_zeros(TG_SHAPE(1, 2, 4)), &h_n));
+        cr_expect(gru || strstr(tg_last_error(), "h0 (1,2,4), expected [layers, B, H] = (2,2,4)"), "%s",
+                  tg_last_error());
+        cr_expect_null(h_n, "no h_n on an error");
+        tg_scope_end();
+        tg_params_free(&p);
+        tg_free(x);
+        tg_free(h0);
+        gru ? tg_gru_free(m) : tg_rnn_free(m);
+    }
 }
 
 Test(seq_layers, conv1d_by_hand) {

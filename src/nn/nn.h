@@ -284,7 +284,7 @@ tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target); /* mean of squares *
  * x.transpose(1, 2); stride 1, 'same' zero padding (left (k-1)*dil/2
  * rounded down, right the rest, as torch's padding='same'), dilation dil.
  * RNN (Elman, tanh) and GRU as torch.nn.RNN / torch.nn.GRU with
- * batch_first=True and a zero initial state: weight_ih_l{L} [G*H, in_L],
+ * batch_first=True: weight_ih_l{L} [G*H, in_L],
  * weight_hh_l{L} [G*H, H], bias_ih_l{L}, bias_hh_l{L} [G*H], G = 1 (RNN)
  * or 3 (GRU, gates r, z, n in torch's order). The forward returns the
  * last layer's outputs at every step; backward runs through time over the
@@ -307,11 +307,17 @@ typedef struct {
 } tg_rnn;
 typedef tg_rnn tg_gru;
 tg_rnn *tg_rnn_new(int input_size, int hidden_size, int num_layers, tg_rng *rng);
-tg_tensor *tg_rnn_forward(tg_rnn *m, tg_tensor *x);
+tg_tensor *tg_rnn_forward(tg_rnn *m, tg_tensor *x); /* h0 zero, h_n not returned */
+/* torch's (output, h_n) = rnn(x, h0): h0 [num_layers, B, H] or NULL (zero),
+ * and, when h_n is not NULL, the last step's state of every layer in *h_n
+ * [num_layers, B, H] (in the current scope, like the output). Gradients
+ * flow into h0 and from h_n. NULL with an error naming the shapes. */
+tg_tensor *tg_rnn_forward_state(tg_rnn *m, tg_tensor *x, tg_tensor *h0, tg_tensor **h_n);
 int tg_rnn_params(tg_rnn *m, tg_params *p, const char *prefix);
 void tg_rnn_free(tg_rnn *m);
 tg_gru *tg_gru_new(int input_size, int hidden_size, int num_layers, tg_rng *rng);
 tg_tensor *tg_gru_forward(tg_gru *m, tg_tensor *x);
+tg_tensor *tg_gru_forward_state(tg_gru *m, tg_tensor *x, tg_tensor *h0, tg_tensor **h_n); /* as the RNN's */
 int tg_gru_params(tg_gru *m, tg_params *p, const char *prefix);
 void tg_gru_free(tg_gru *m);
 /* Concatenates n tensors (any n >= 1) along axis, as a tree of tg_concat. */

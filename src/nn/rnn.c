@@ -1,5 +1,6 @@
 /* Recurrent layers, as torch.nn.RNN (Elman, tanh) and torch.nn.GRU with
- * batch_first=True and a zero initial state.
+ * batch_first=True: (output, h_n) = rnn(x, h0), h0 and h_n [layers, B, H]
+ * (h0 zero when not given).
  *
  * RNN:  h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)
  * GRU (torch's gate order r, z, n in the rows of W_ih and W_hh):
@@ -83,8 +84,17 @@ static tg_tensor *step(tg_tensor *seq, int t) {
     return tg_reshape(s, TG_SHAPE(seq->shape[0], seq->shape[2]));
 }
 
-static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_tensor *x) {
-    char b[64];
+/* A zero [B, H] state in the arena. */
+static tg_tensor *zero_state(int B, int H) {
+    tg_tensor *h = tg_empty_arena(TG_SHAPE(B, H));
+    if (h) memset(h->data, 0, (size_t)h->size * sizeof(tg_real));
+    return h;
+}
+
+static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_tensor *x, tg_tensor *h0,
+                                    tg_tensor **h_n) {
+    char b[64], b0[64];
+    if (h_n) *h_n = NULL;
     if (!tg_module_input(op, m, x)) return NULL;
     if (m->gates != gates) {
         tg_set_error("%s: module was not made by tg_%s_new", op, op);
@@ -94,9 +104,14 @@ static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_ten
         tg_set_error("%s: input %s, expected [B, n, %d] with n >= 1", op, tg_tshape(b, x), m->input_size);
         return NULL;
     }
-    int B = x->shape[0], n = x->shape[1], H = m->hidden_size;
-    tg_tensor **hs = tg_arena_alloc((size_t)n * sizeof *hs);
-    if (!hs) return NULL;
+    int B = x->shape[0], n = x->shape[1], H = m->hidden_size, L = m->num_layers;
+    if (h0 && (h0->ndim != 3 || h0->shape[0] != L || h0->shape[1] != B || h0->shape[2] != H)) {
+        tg_set_error("%s: h0 %s, expected [layers, B, H] = (%d,%d,%d) for input %s", op, tg_tshape(b0, h0), L, B, H,
+                     tg_tshape(b, x));
+        return NULL;
+    }
+    tg_tensor **hs = tg_arena_alloc((size_t)n * sizeof *hs), **last = tg_arena_alloc((size_t)L * sizeof *last);
+    if (!hs || !last) return NULL;
     tg_tensor *seq = x;
     for (int l = 0; l < m->num_layers; l++) {
         /* All steps' input projections in one GEMM: [B, n, G*H]. */
@@ -108,9 +123,8 @@ static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_ten
             gi_z = tg_slice(gi, 2, H, 2 * H);
             gi_n = tg_slice(gi, 2, 2 * H, 3 * H);
         }
-        tg_tensor *h = tg_empty_arena(TG_SHAPE(B, H));
+        tg_tensor *h = h0 ? tg_reshape(tg_slice(h0, 0, l, l + 1), TG_SHAPE(B, H)) : zero_state(B, H);
         if (!h) return NULL;
-        memset(h->data, 0, (size_t)h->size * sizeof(tg_real));
         for (int t = 0; t < n; t++) {
             tg_tensor *gh = tg_add(tg_matmul_t(h, m->w_hh[l], false, true), m->b_hh[l]); /* [B, G*H] */
             if (gates == 1) {
@@ -124,14 +138,22 @@ static tg_tensor *recurrent_forward(const char *op, int gates, tg_rnn *m, tg_ten
             if (!h) return NULL;
             hs[t] = tg_reshape(h, TG_SHAPE(B, 1, H));
         }
+        last[l] = tg_reshape(h, TG_SHAPE(1, B, H));
         seq = tg_concat_many(n, hs, 1); /* [B, n, H] */
         if (!seq) return NULL;
     }
+    if (h_n && !(*h_n = tg_concat_many(L, last, 0))) return NULL; /* [L, B, H] */
     return seq;
 }
 
-tg_tensor *tg_rnn_forward(tg_rnn *m, tg_tensor *x) { return recurrent_forward("rnn", 1, m, x); }
-tg_tensor *tg_gru_forward(tg_gru *m, tg_tensor *x) { return recurrent_forward("gru", 3, m, x); }
+tg_tensor *tg_rnn_forward(tg_rnn *m, tg_tensor *x) { return recurrent_forward("rnn", 1, m, x, NULL, NULL); }
+tg_tensor *tg_gru_forward(tg_gru *m, tg_tensor *x) { return recurrent_forward("gru", 3, m, x, NULL, NULL); }
+tg_tensor *tg_rnn_forward_state(tg_rnn *m, tg_tensor *x, tg_tensor *h0, tg_tensor **h_n) {
+    return recurrent_forward("rnn", 1, m, x, h0, h_n);
+}
+tg_tensor *tg_gru_forward_state(tg_gru *m, tg_tensor *x, tg_tensor *h0, tg_tensor **h_n) {
+    return recurrent_forward("gru", 3, m, x, h0, h_n);
+}
 
 static int recurrent_params(const char *op, tg_rnn *m, tg_params *p, const char *prefix) {
     if (!m || !p) {
