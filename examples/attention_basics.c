@@ -15,26 +15,16 @@ static void show(const char *label, const tg_tensor *t) {
     tg_print(t);
 }
 
-static float *to_float(const tg_tensor *t) {
-    float *f = malloc(sizeof(float) * (size_t)t->size);
-    for (int64_t i = 0; i < t->size; i++) f[i] = (float)t->data[i];
-    return f;
-}
-
 /* Draws softmax and sparsemax weights side by side. */
-static int draw_pair(const char *path, const char *title, const tg_tensor *soft, const tg_tensor *sparse, int rows,
-                     int cols, const char *xlabel, const char *ylabel) {
-    float *a = to_float(soft), *b = to_float(sparse);
-    const float *mats[2] = {a, b};
+static int draw_pair(const char *path, const char *title, const tg_tensor *soft, const tg_tensor *sparse,
+                     const char *xlabel, const char *ylabel) {
     const char *titles[2] = {"softmax", "sparsemax"};
     tg_heatmap_opts ho = {.title = title, .xlabel = xlabel, .ylabel = ylabel, .cmap = TG_CMAP_BLUES, .shared_scale = 1};
-    int rc = tg_viz_heatmap_grid(path, 1, 2, mats, rows, cols, titles, &ho);
+    int rc = tg_figure_heatmap_grid(path, 1, 2, (const tg_tensor *const[]){soft, sparse}, titles, &ho);
     if (rc != 0)
-        fprintf(stderr, "attention_basics: %s\n", tg_viz_last_error());
+        fprintf(stderr, "attention_basics: %s\n", tg_last_error());
     else
         printf("wrote %s\n", path);
-    free(a);
-    free(b);
     return rc != 0;
 }
 
@@ -68,7 +58,7 @@ int main(int argc, char **argv) {
     show("sparsemax weights: exactly one-hot", Wsp);
     show("output with sparsemax: exactly Q", tg_matmul(tg_reshape(Wsp, TG_SHAPE(1, 3)), K));
     snprintf(path, sizeof path, "%s/attention_example1.png", out);
-    rc |= draw_pair(path, "Example 1: one query, three keys", W, Wsp, 1, 3, "Key", "Query");
+    rc |= draw_pair(path, "Example 1: one query, three keys", W, Wsp, "Key", "Query");
 
     /* ---- 2. Self-attention over "I have a pen" ---- */
     printf("\n== Example 2: self-attention over \"I have a pen\" (Q = K = V)\n");
@@ -85,8 +75,7 @@ int main(int argc, char **argv) {
     tg_tensor *W2sp = tg_sparsemax(D, (tg_mask){0});
     show("sparsemax(Q K^T): unrelated words get exactly zero weight", W2sp);
     snprintf(path, sizeof path, "%s/attention_example2.png", out);
-    rc |= draw_pair(path, "Example 2: \"I have a pen\" (0 I, 1 have, 2 a, 3 pen)", W2, W2sp, 4, 4, "Key word",
-                    "Query word");
+    rc |= draw_pair(path, "Example 2: \"I have a pen\" (0 I, 1 have, 2 a, 3 pen)", W2, W2sp, "Key word", "Query word");
 
     /* ---- 3. d2l's multi-head attention ---- */
     printf("\n== d2l: multi-head attention\n");

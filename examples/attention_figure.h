@@ -12,23 +12,13 @@
  * [1, T, T] (tg_encoder_attention_weights, tg_decoder_attention_weights).
  * Returns 0, or -1 with the reason printed after "prog: ". */
 static int draw_attention_grid(const char *prog, const char *path, const char *title, const void *model,
-                               tg_tensor *(*weights)(const void *, int, int), int L, int H, int T) {
-    float *w = malloc(sizeof(float) * (size_t)L * H * T * T);
-    const float **mats = malloc(sizeof(float *) * (size_t)L * H);
+                               tg_tensor *(*weights)(const void *, int, int), int L, int H) {
+    const tg_tensor **heads = malloc(sizeof(tg_tensor *) * (size_t)L * H);
     char(*titles)[32] = malloc(sizeof(char[32]) * (size_t)H);
     const char **tp = malloc(sizeof(char *) * (size_t)H);
-    int rc = w && mats && titles && tp ? 0 : -1;
-    for (int l = 0; rc == 0 && l < L; l++)
-        for (int h = 0; rc == 0 && h < H; h++) {
-            const tg_tensor *aw = weights(model, l, h); /* [1, T, T] */
-            if (!aw) {
-                fprintf(stderr, "%s: %s\n", prog, tg_last_error());
-                rc = -1;
-                break;
-            }
-            mats[l * H + h] = w + ((int64_t)l * H + h) * T * T;
-            for (int i = 0; i < T * T; i++) w[((int64_t)l * H + h) * T * T + i] = (float)aw->data[i];
-        }
+    int rc = heads && titles && tp ? 0 : (tg_set_error("out of memory"), -1);
+    for (int k = 0; rc == 0 && k < L * H; k++)
+        if (!(heads[k] = weights(model, k / H, k % H))) rc = -1;
     for (int h = 0; rc == 0 && h < H; h++) {
         snprintf(titles[h], 32, "Head %d", h + 1);
         tp[h] = titles[h];
@@ -38,12 +28,9 @@ static int draw_attention_grid(const char *prog, const char *path, const char *t
                           .ylabel = "Query positions",
                           .cmap = TG_CMAP_BLUES,
                           .shared_scale = 1};
-    if (rc == 0 && tg_viz_heatmap_grid(path, L, H, mats, T, T, tp, &ho) != 0) {
-        fprintf(stderr, "%s: %s\n", prog, tg_viz_last_error());
-        rc = -1;
-    }
-    free(w);
-    free(mats);
+    if (rc == 0) rc = tg_figure_heatmap_grid(path, L, H, heads, tp, &ho);
+    if (rc != 0) fprintf(stderr, "%s: %s\n", prog, tg_last_error());
+    free(heads);
     free(titles);
     free(tp);
     return rc;

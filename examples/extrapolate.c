@@ -170,10 +170,6 @@ static int wrote(int rc, const char *path) { return toy_wrote("extrapolate", rc,
 /* Shaw's learned a^K and a^V of the first block, rows = offsets -C..C. */
 static int draw_relative(model *m, const options *o) {
     const tg_mha *a = m->encoder->blocks[0]->attention;
-    int R = (int)a->relative_k->shape[0], hd = (int)a->relative_k->shape[1];
-    float *k = malloc(sizeof(float) * (size_t)R * hd), *v = malloc(sizeof(float) * (size_t)R * hd);
-    for (int i = 0; i < R * hd; i++) k[i] = (float)a->relative_k->data[i], v[i] = (float)a->relative_v->data[i];
-    const float *mats[2] = {k, v};
     const char *titles[2] = {"relative_k (a^K)", "relative_v (a^V)"};
     char path[4200], ylabel[64];
     snprintf(path, sizeof path, "%s/extrapolate_relative.png", o->out);
@@ -182,10 +178,9 @@ static int draw_relative(model *m, const options *o) {
                           .xlabel = "head dimension",
                           .ylabel = ylabel,
                           .cmap = TG_CMAP_RDBU};
-    int rc = wrote(tg_viz_heatmap_grid(path, 1, 2, mats, R, hd, titles, &ho), path);
-    free(k);
-    free(v);
-    return rc;
+    return wrote(
+        tg_figure_heatmap_grid(path, 1, 2, (const tg_tensor *const[]){a->relative_k, a->relative_v}, titles, &ho),
+        path);
 }
 
 /* ALiBi's bias -m_h |i - j| of every head at the training length. */

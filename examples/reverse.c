@@ -213,7 +213,7 @@ static int draw_attention(model *m, const options *o, const int *tokens, const c
              pe_kind(pe) == TG_PE_NONE ? "no positional encoding" : pe, pe_kind(pe) == TG_PE_NONE ? "" : " PE",
              o->layers);
     int rc = logits_of(m, tokens, 1, T) ? 0 : -1;
-    if (rc == 0) rc = draw_attention_grid("reverse", path, title, m->encoder, encoder_weights, o->layers, o->heads, T);
+    if (rc == 0) rc = draw_attention_grid("reverse", path, title, m->encoder, encoder_weights, o->layers, o->heads);
     if (rc == 0) printf("  wrote %s\n", path);
     tg_scope_end();
     tg_set_grad_enabled(grad);
@@ -227,12 +227,8 @@ static int draw_tables(model *learned, const options *o) {
     int T = o->seq_len, d = o->dim;
     tg_rng rng = tg_rng_new(0);
     tg_posenc *fixed = tg_posenc_new(d, 0, T, &rng);
-    float *a = malloc(sizeof(float) * (size_t)T * d), *b = malloc(sizeof(float) * (size_t)T * d);
-    for (int i = 0; i < T * d; i++) {
-        a[i] = (float)learned->encoder->pos_encoding->P->data[i];
-        b[i] = (float)fixed->P->data[i];
-    }
-    const float *mats[2] = {a, b};
+    tg_scope_begin();
+    const tg_tensor *mats[2] = {tg_slice(learned->encoder->pos_encoding->P, 0, 0, T), fixed ? fixed->P : NULL};
     const char *titles[2] = {"learned P[:T]", "fixed sinusoidal P[:T]"};
     char path[4200];
     snprintf(path, sizeof path, "%s/%s_pe_tables.png", o->out, o->task);
@@ -241,13 +237,12 @@ static int draw_tables(model *learned, const options *o) {
                           .ylabel = "Position",
                           .cmap = TG_CMAP_RDBU,
                           .shared_scale = 0};
-    int rc = tg_viz_heatmap_grid(path, 1, 2, mats, T, d, titles, &ho);
+    int rc = tg_figure_heatmap_grid(path, 1, 2, mats, titles, &ho);
     if (rc != 0)
-        fprintf(stderr, "reverse: %s\n", tg_viz_last_error());
+        fprintf(stderr, "reverse: %s\n", tg_last_error());
     else
         printf("  wrote %s\n", path);
-    free(a);
-    free(b);
+    tg_scope_end();
     tg_posenc_free(fixed);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include "train/run.h"
 #include "train/bpe.h"
 #include "train/report.h"
+#include "train/figure.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/npy.h"
