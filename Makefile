@@ -126,27 +126,45 @@ $(BUILD)/obj/%.o: %.c $(HEADERS) | $(FIRST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# Both libraries export tg_* symbols only, so the stb implementations and
-# viz helpers inside cannot clash with a user's own: the static one is a
-# single object with every other symbol made local, the shared one has a
-# version script. The shared one has a SONAME and the usual symlinks.
-$(A): $(LIB_OBJ)
+# Both libraries export exactly what the public headers declare
+# ($(BUILD)/exports.txt, from tools/exports.sh), so kernels, op internals,
+# test hooks, the stb implementations and viz helpers inside cannot clash
+# with a user's own nor be linked to: the static one is a single object with
+# every other symbol made local, the shared one has a version script made
+# from the same list. The shared one has a SONAME and the usual symlinks.
+# The programs link the public library like any user; the tests link
+# $(INTERNAL), every object as it is (they call kernels and test hooks;
+# nothing of it is installed).
+EXPORTS := $(BUILD)/exports.txt
+INTERNAL := $(BUILD)/libtgrad-internal.a
+$(EXPORTS): $(HEADERS) tools/exports.sh | $(FIRST_DEPS)
+	@mkdir -p $(dir $@)
+	sh tools/exports.sh '$(CC)' '$(CFLAGS)' > $@.tmp && mv $@.tmp $@
+$(BUILD)/$(NAME).map: $(EXPORTS)
+	{ echo '/* made from $(EXPORTS) */ {'; echo '  global:'; \
+	  sed 's/.*/    &;/' $<; echo '  local: *;'; echo '};'; } > $@
+
+$(A): $(LIB_OBJ) $(EXPORTS)
 	@rm -f $@
-	$(LD) -r -o $(BUILD)/$(NAME).o $^
-	objcopy --wildcard --keep-global-symbol='tg_*' $(BUILD)/$(NAME).o
+	$(LD) -r -o $(BUILD)/$(NAME).o $(LIB_OBJ)
+	objcopy --keep-global-symbols=$(EXPORTS) $(BUILD)/$(NAME).o
 	ar rcs $@ $(BUILD)/$(NAME).o
 
-$(SO): $(LIB_OBJ) tools/tgrad.map
-	$(CC) -shared -Wl,-soname,lib$(NAME).so.0 -Wl,--version-script=tools/tgrad.map $(LDFLAGS) \
+$(SO): $(LIB_OBJ) $(BUILD)/$(NAME).map
+	$(CC) -shared -Wl,-soname,lib$(NAME).so.0 -Wl,--version-script=$(BUILD)/$(NAME).map $(LDFLAGS) \
 	    -o $@.$(VERSION) $(LIB_OBJ) $(LDLIBS)
 	ln -sf lib$(NAME).so.$(VERSION) $@.0 && ln -sf lib$(NAME).so.$(VERSION) $@
+
+$(INTERNAL): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
 # The test suite always runs in double precision, where a gradient check
 # can use tight tolerances.
 ifeq ($(DOUBLE),1)
-$(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(A)
+$(BUILD)/tests/run: $(TEST_SRC) $(wildcard tests/*.h) $(A) $(SO) $(INTERNAL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -DTG_LIB='"$(A)"' -DTG_LDFLAGS='"$(LDFLAGS)"' -o $@ $(TEST_SRC) $(A) $(LDFLAGS) -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -DTG_SRC_DIR='"$(CURDIR)"' -DTG_BUILD_DIR='"$(BUILD)"' -DTG_LIB='"$(A)"' -DTG_LDFLAGS='"$(LDFLAGS)"' -o $@ $(TEST_SRC) $(INTERNAL) $(LDFLAGS) -lcriterion $(LDLIBS)
 # The examples and tools are built too: tests/test_examples.c runs each briefly.
 test-build: $(BUILD)/tests/run programs
 test: test-build tokenizer-deps
@@ -173,9 +191,9 @@ test: $(BUILD)/tests/float_kernels $(if $(filter 1,$(REPORT_TEST)),$(BUILD)/bin/
 	@$(MAKE) --no-print-directory DOUBLE=1 test
 	@$(if $(filter 1,$(REPORT_TEST)),sh tests/report_browser.sh $(BUILD))
 	@$(if $(filter 0,$(DIST_NOTE)),,echo "skipped distributed tests: build with make test MPI=1")
-$(BUILD)/tests/float_kernels: $(FLOAT_TEST_SRC) $(A)
+$(BUILD)/tests/float_kernels: $(FLOAT_TEST_SRC) $(INTERNAL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(FLOAT_TEST_SRC) $(A) $(LDFLAGS) -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(FLOAT_TEST_SRC) $(INTERNAL) $(LDFLAGS) -lcriterion $(LDLIBS)
 endif
 
 # The main job: train the reversal model three ways and draw what it learned.

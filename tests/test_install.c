@@ -42,3 +42,28 @@ Test(install, readme_programs_compile_and_run, .timeout = 300) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
 }
+
+/* The libraries export exactly what the public headers declare: no
+ * kernel, op internal or test hook (tg__*) can be linked to, and nothing
+ * declared is missing (tools/exports.sh lists the declarations). */
+Test(install, exported_symbols_are_exactly_the_declared_ones, .timeout = 120) {
+    char dir[] = "/tmp/tgrad-exports-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    const char *so = sizeof(tg_real) == 8 ? "libtgrad-double.so" : "libtgrad.so";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && sh tools/exports.sh cc '-std=c11 -D_POSIX_C_SOURCE=200809L -Isrc %s' > '%s/declared' && "
+             "nm -D --defined-only '%s/%s' | awk '{print $3}' | sort -u > '%s/shared' && "
+             "nm -g --defined-only '%s' | awk 'NF == 3 {print $3}' | sort -u > '%s/static' && "
+             "diff '%s/declared' '%s/shared' > '%s/shared.diff' && diff '%s/declared' '%s/static' > '%s/static.diff'",
+             TG_SRC_DIR, sizeof(tg_real) == 8 ? "-DTG_DOUBLE" : "", dir, TG_BUILD_DIR, so, dir, TG_LIB, dir, dir, dir,
+             dir, dir, dir, dir);
+    int rc = system(cmd);
+    snprintf(cmd, sizeof cmd, "cat '%s/shared.diff' '%s/static.diff' 2> /dev/null | head -20", dir, dir);
+    if (rc != 0) cr_expect_eq(system(cmd), 0);
+    cr_assert_eq(rc, 0, "the exported set differs from the declared one (< declared only, > exported only): %s", dir);
+    snprintf(cmd, sizeof cmd, "test $(wc -l < '%s/declared') -gt 300 && ! grep -q '^tg__' '%s/shared'", dir, dir);
+    cr_expect_eq(system(cmd), 0, "fewer than 300 declarations, or a test hook exported");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}

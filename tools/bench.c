@@ -145,18 +145,21 @@ static double fma_peak_gflops(void) {
     if (!isnan(p.gflops512)) g_peak512 = fmax(g_peak512, p.gflops512);
     return p.gflops;
 }
+/* The library's level (tg_isa_name: the CPU's, capped by TG_ISA) and what runs at it. */
 static const char *kernel_isa(void) {
-    if (__builtin_cpu_supports("avx512bf16"))
-        return "AVX-512 (GEMM, elementwise, norm, exp), AVX-512 BF16 (the bf16 GEMM), AVX2 (attention rows, packing)";
-    return __builtin_cpu_supports("avx512f") ? "AVX-512 (GEMM, elementwise, norm, exp), AVX2 (attention rows, packing)"
-           : __builtin_cpu_supports("avx2")  ? "AVX2"
-                                             : "portable C";
+    const char *isa = tg_isa_name();
+    if (strcmp(isa, "avx512_bf16") == 0)
+        return "avx512_bf16: AVX-512 (GEMM, elementwise, norm, exp), AVX-512 BF16 (the bf16 GEMM), AVX2 (attention "
+               "rows, packing)";
+    return strcmp(isa, "avx512") == 0 ? "avx512: AVX-512 (GEMM, elementwise, norm, exp), AVX2 (attention rows, packing)"
+           : strcmp(isa, "avx2") == 0 ? "avx2: AVX2 and FMA"
+                                      : "portable: plain C loops";
 }
 #else
 static double g_peak256, g_peak512, g_peak_bf16;
 static double fma_peak_gflops(void) { return NAN; }
 static double bf16_peak_gflops(void) { return NAN; }
-static const char *kernel_isa(void) { return "portable C"; }
+static const char *kernel_isa(void) { return "portable: plain C loops"; }
 #endif
 
 /* ---- timing loop ---------------------------------------------------------------
@@ -536,8 +539,8 @@ static int run_workload(const char *name, int threads, int steps, int warmup) {
         return 1;
     }
     double gflops = t.gflop / (t.med * 1e-3);
-    printf("workload=%s threads=%d steps=%d warmup=%d precision=%s\n", name, threads, t.steps, warmup,
-           g_bf16 ? "bf16" : "fp32");
+    printf("workload=%s threads=%d steps=%d warmup=%d precision=%s isa=%s\n", name, threads, t.steps, warmup,
+           g_bf16 ? "bf16" : "fp32", tg_isa_name());
     printf("min_ms=%.4f max_ms=%.4f gflop_per_step=%.4f gflops=%.2f\n", t.min, t.max, t.gflop, gflops);
     if (!isnan(peak))
         printf("peak_gflops_per_core=%.2f peak_fraction=%.4f peak256=%.2f peak512=%.2f peak_bf16=%.2f\n", peak,

@@ -1,23 +1,56 @@
-/* tg_cpu_has_avx2, tg_cpu_has_avx512, tg_isa_level (simd.h) and the test
- * switch tg__isa_cap (tensor_internal.h). */
+/* tg_cpu_has_avx2, tg_cpu_has_avx512, tg_isa_level (simd.h), tg_isa_name
+ * (tensor.h), the TG_ISA environment variable and the test switch
+ * tg__isa_cap (tensor_internal.h). */
 #include "simd.h"
+#include "tensor.h"
 #include "tensor_internal.h"
 
-static int g_isa_cap = TG_ISA_AVX512_BF16;
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const ISA_NAMES[] = {"portable", "avx2", "avx512", "avx512_bf16"};
+
+/* TG_ISA=portable|avx2|avx512|avx512_bf16 caps every kernel's instruction
+ * set, as ATEN_CPU_CAPABILITY does PyTorch's: read once, at the first
+ * kernel; an unknown value is said on stderr and ignored, one above the
+ * CPU's is capped at the CPU's (said too). -1: not read yet. */
+static int g_isa_cap = -1;
+
+static tg_isa cpu_level(void) {
+    return tg_cpu_has_avx512_bf16() ? TG_ISA_AVX512_BF16
+           : tg_cpu_has_avx512()    ? TG_ISA_AVX512
+           : tg_cpu_has_avx2()      ? TG_ISA_AVX2
+                                    : TG_ISA_PORTABLE;
+}
+
+static int env_cap(void) {
+    const char *v = getenv("TG_ISA");
+    if (!v || !*v) return TG_ISA_AVX512_BF16;
+    for (int k = 0; k <= TG_ISA_AVX512_BF16; k++)
+        if (strcmp(v, ISA_NAMES[k]) == 0) {
+            if (k > (int)cpu_level())
+                fprintf(stderr, "tgrad: TG_ISA=%s: this CPU has %s at most; using %s\n", v, ISA_NAMES[cpu_level()],
+                        ISA_NAMES[cpu_level()]);
+            return k;
+        }
+    fprintf(stderr, "tgrad: TG_ISA=%s is not portable, avx2, avx512 or avx512_bf16; ignored\n", v);
+    return TG_ISA_AVX512_BF16;
+}
 
 int tg__isa_cap(int level) {
-    int old = g_isa_cap;
+    int old = g_isa_cap < 0 ? env_cap() : g_isa_cap;
     g_isa_cap = level;
     return old;
 }
 
 tg_isa tg_isa_level(void) {
-    tg_isa cpu = tg_cpu_has_avx512_bf16() ? TG_ISA_AVX512_BF16
-                 : tg_cpu_has_avx512()    ? TG_ISA_AVX512
-                 : tg_cpu_has_avx2()      ? TG_ISA_AVX2
-                                          : TG_ISA_PORTABLE;
+    if (g_isa_cap < 0) g_isa_cap = env_cap(); /* benign race: every thread reads the same */
+    tg_isa cpu = cpu_level();
     return (int)cpu < g_isa_cap ? cpu : (tg_isa)g_isa_cap;
 }
+
+const char *tg_isa_name(void) { return ISA_NAMES[tg_isa_level()]; }
 
 bool tg_cpu_has_avx2(void) {
 #if TG_X86

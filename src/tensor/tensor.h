@@ -80,6 +80,13 @@ typedef struct {
 } tg_fma_peak;
 tg_fma_peak tg_fma_peak_measure(double seconds);
 int tg_get_num_threads(void);
+/* The instruction set the kernels use: "portable", "avx2", "avx512" or
+ * "avx512_bf16" (AVX-512 with the bfloat16 dot product), the widest the CPU
+ * has, capped by the environment variable TG_ISA (one of those names, read
+ * at the first kernel, as PyTorch's ATEN_CPU_CAPABILITY): TG_ISA=portable
+ * runs the plain C loops everywhere. Results are the same at every level up
+ * to float summation order. */
+const char *tg_isa_name(void);
 
 #define TG_MAX_DIMS 6
 
