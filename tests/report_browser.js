@@ -56,8 +56,9 @@ async function hoverAndCompare(page, D, i, l, h, causal) {
   return shown;
 }
 
-/* A page with positions (and maybe an encoder's attention): see the top. */
-async function checkPositionsPage(browser, file) {
+/* A page opened from file://, with the console errors, page errors and
+ * requests that leave the page collected as they come. */
+async function openPage(browser, file) {
   const page = await browser.newPage();
   await page.setViewport({width: 1100, height: 900});
   const errors = [], requests = [];
@@ -65,6 +66,12 @@ async function checkPositionsPage(browser, file) {
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("data:")) requests.push(r.url()); });
   await page.goto("file://" + path.resolve(file), {waitUntil: "load"});
+  return {page, errors, requests};
+}
+
+/* A page with positions (and maybe an encoder's attention): see the top. */
+async function checkPositionsPage(browser, file) {
+  const {page, errors, requests} = await openPage(browser, file);
   console.log(`-- ${file}`);
   check(errors.length === 0 && requests.length === 0, `no console errors, no network requests (${errors.concat(requests).join(" | ") || "none"})`);
   const D = await page.evaluate(() => JSON.parse(document.getElementById("tg-data").textContent));
@@ -107,13 +114,7 @@ async function checkPositionsPage(browser, file) {
            `--user-data-dir=${profile}`],
   });
   try {
-    const page = await browser.newPage();
-    await page.setViewport({width: 1100, height: 900});
-    const errors = [], requests = [];
-    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-    page.on("pageerror", (e) => errors.push(String(e)));
-    page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("data:")) requests.push(r.url()); });
-    await page.goto("file://" + path.resolve(report), {waitUntil: "load"});
+    const {page, errors, requests} = await openPage(browser, report);
     check(errors.length === 0, `no console errors (${errors.join(" | ") || "none"})`);
     check(requests.length === 0, `no network requests (${requests.join(" ") || "none"})`);
 
