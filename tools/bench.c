@@ -88,53 +88,18 @@ static double rss_now_mb(void) {
 static void set_threads(int n) { tg_set_num_threads(n); }
 
 /* ---- the core's FMA peak ------------------------------------------------- */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
 /* The best of each width measured in this process (0: not measured or no
  * such unit), reported apart: the issue of a core whose 512-bit FMAs run
  * at twice the 256-bit rate, or at the same rate. */
 static double g_peak256, g_peak512;
 
-/* The bf16 dot-product peak: 12 chains of vdpbf16ps (AVX-512 BF16), each
- * instruction 32 bf16 multiply-adds into 16 float sums, 64 flops. The same
- * register-only loop as the FMA probe; the bf16 GEMM's "of peak" is against
- * it. NAN when the CPU has no AVX-512 BF16. */
+/* The bf16 dot-product peak (tensor.h: tg_bf16_peak_measure, 10 trials of
+ * 50 ms); the bf16 GEMM's "of peak" is against it. */
 static double g_peak_bf16;
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) static double bf16_peak_trial(double seconds) {
-    __m512 a[12];
-    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps(0.1f * (float)i);
-    __m512i x = _mm512_set1_epi16(0x3F80), y = _mm512_set1_epi16(0x3380); /* bf16 1.0, 6e-8 */
-    long iters = 0;
-    double t0 = now(), t;
-    do {
-        __asm__ volatile("" : "+v"(x), "+v"(y));
-        for (int r = 0; r < 100000; r++) {
-            a[0] = _mm512_dpbf16_ps(a[0], (__m512bh)x, (__m512bh)y);
-            a[1] = _mm512_dpbf16_ps(a[1], (__m512bh)x, (__m512bh)y);
-            a[2] = _mm512_dpbf16_ps(a[2], (__m512bh)x, (__m512bh)y);
-            a[3] = _mm512_dpbf16_ps(a[3], (__m512bh)x, (__m512bh)y);
-            a[4] = _mm512_dpbf16_ps(a[4], (__m512bh)x, (__m512bh)y);
-            a[5] = _mm512_dpbf16_ps(a[5], (__m512bh)x, (__m512bh)y);
-            a[6] = _mm512_dpbf16_ps(a[6], (__m512bh)x, (__m512bh)y);
-            a[7] = _mm512_dpbf16_ps(a[7], (__m512bh)x, (__m512bh)y);
-            a[8] = _mm512_dpbf16_ps(a[8], (__m512bh)x, (__m512bh)y);
-            a[9] = _mm512_dpbf16_ps(a[9], (__m512bh)x, (__m512bh)y);
-            a[10] = _mm512_dpbf16_ps(a[10], (__m512bh)x, (__m512bh)y);
-            a[11] = _mm512_dpbf16_ps(a[11], (__m512bh)x, (__m512bh)y);
-        }
-        iters += 100000;
-        t = now() - t0;
-    } while (t < seconds);
-    __m512 s = a[0];
-    for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
-    if (_mm512_reduce_add_ps(s) == 12345.0f) printf(" ");
-    return (double)iters * 12 * 64 / t * 1e-9;
-}
-static double bf16_peak_gflops(void) /* best of 10 short trials */
-{
-    if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw")) return NAN;
-    for (int i = 0; i < 10; i++) g_peak_bf16 = fmax(g_peak_bf16, bf16_peak_trial(0.05));
-    return g_peak_bf16;
+static double bf16_peak_gflops(void) {
+    double p = tg_bf16_peak_measure(0.5);
+    if (!isnan(p)) g_peak_bf16 = fmax(g_peak_bf16, p);
+    return p;
 }
 
 /* The library's probe (tensor.h: tg_fma_peak_measure, 10 trials of 50 ms
@@ -155,12 +120,6 @@ static const char *kernel_isa(void) {
            : strcmp(isa, "avx2") == 0 ? "avx2: AVX2 and FMA"
                                       : "portable: plain C loops";
 }
-#else
-static double g_peak256, g_peak512, g_peak_bf16;
-static double fma_peak_gflops(void) { return NAN; }
-static double bf16_peak_gflops(void) { return NAN; }
-static const char *kernel_isa(void) { return "portable: plain C loops"; }
-#endif
 
 /* ---- timing loop ---------------------------------------------------------------
  * A workload is a context with an untimed prepare (make the next batch) and a

@@ -66,10 +66,53 @@ tg_fma_peak tg_fma_peak_measure(double seconds) {
     p.gflops = fmax(g_peak[0], g_peak[1]);
     return p;
 }
+
+/* The bf16 dot product: 12 chains of vdpbf16ps (AVX-512 BF16), each
+ * instruction 32 bf16 multiply-adds into 16 float sums, 64 flops. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static double bf16_trial(double seconds) {
+    __m512 a0 = _mm512_set1_ps(0.0f), a1 = _mm512_set1_ps(0.1f), a2 = _mm512_set1_ps(0.2f), a3 = _mm512_set1_ps(0.3f);
+    __m512 a4 = _mm512_set1_ps(0.4f), a5 = _mm512_set1_ps(0.5f), a6 = _mm512_set1_ps(0.6f), a7 = _mm512_set1_ps(0.7f);
+    __m512 a8 = _mm512_set1_ps(0.8f), a9 = _mm512_set1_ps(0.9f), a10 = _mm512_set1_ps(1.0f), a11 = _mm512_set1_ps(1.1f);
+    __m512i xi = _mm512_set1_epi16(0x3F80), yi = _mm512_set1_epi16(0x3380); /* bf16 1.0, 6e-8 */
+    long iters = 0;
+    double t0 = now_s(), t;
+    do {
+        __asm__ volatile("" : "+v"(xi), "+v"(yi)); /* keeps the loop from being folded */
+        __m512bh x = (__m512bh)xi, y = (__m512bh)yi;
+        for (int r = 0; r < 10000; r++) {
+            a0 = _mm512_dpbf16_ps(a0, x, y), a1 = _mm512_dpbf16_ps(a1, x, y), a2 = _mm512_dpbf16_ps(a2, x, y);
+            a3 = _mm512_dpbf16_ps(a3, x, y), a4 = _mm512_dpbf16_ps(a4, x, y), a5 = _mm512_dpbf16_ps(a5, x, y);
+            a6 = _mm512_dpbf16_ps(a6, x, y), a7 = _mm512_dpbf16_ps(a7, x, y), a8 = _mm512_dpbf16_ps(a8, x, y);
+            a9 = _mm512_dpbf16_ps(a9, x, y), a10 = _mm512_dpbf16_ps(a10, x, y), a11 = _mm512_dpbf16_ps(a11, x, y);
+        }
+        iters += 10000;
+        t = now_s() - t0;
+    } while (t < seconds);
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    float v[16];
+    _mm512_storeu_ps(v, s);
+    __asm__ volatile("" : : "r"(v) : "memory"); /* the sums are used */
+    return (double)iters * 12 * 64 / t * 1e-9;
+}
+
+static double g_peak_bf16; /* the best seen in this process */
+
+double tg_bf16_peak_measure(double seconds) {
+    if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw")) return NAN;
+    double trial = seconds > 0 ? seconds / 10 : 0.001;
+    for (int i = 0; i < 10; i++) g_peak_bf16 = fmax(g_peak_bf16, bf16_trial(trial));
+    return g_peak_bf16;
+}
 #else
 tg_fma_peak tg_fma_peak_measure(double seconds) {
     (void)seconds;
     (void)now_s;
     return (tg_fma_peak){NAN, NAN, NAN};
+}
+double tg_bf16_peak_measure(double seconds) {
+    (void)seconds;
+    return NAN;
 }
 #endif

@@ -79,6 +79,12 @@ typedef struct {
     double gflops, gflops256, gflops512;
 } tg_fma_peak;
 tg_fma_peak tg_fma_peak_measure(double seconds);
+/* The bfloat16 dot-product peak of one core in GFLOP/s (vdpbf16ps: 32
+ * multiply-adds into 16 float sums an instruction), measured the same way
+ * (the best of 10 trials, about `seconds` in all; the best seen in the
+ * process is kept): what the bf16 GEMM's share is of. NaN where the CPU
+ * has no AVX-512 BF16. */
+double tg_bf16_peak_measure(double seconds);
 int tg_get_num_threads(void);
 /* The instruction set the kernels use: "portable", "avx2", "avx512" or
  * "avx512_bf16" (AVX-512 with the bfloat16 dot product), the widest the CPU
