@@ -669,9 +669,8 @@ typedef struct {
 static void direct_range(void *ctx, int64_t b, int64_t e, int tid) {
     (void)tid;
     const gemm_ctx *c = ctx;
-    int r0, r1, unused;
-    thread_rows(c->M, c->mr, (int)b, c->nt, &r0, &unused);
-    thread_rows(c->M, c->mr, (int)e - 1, c->nt, &unused, &r1);
+    int r0, r1;
+    block_rows(c->M, c->mr, b, e, c->nt, &r0, &r1);
     direct_rows(c->avx2, c->trans_a, c->trans_b, r0, r1, c->N, c->K, c->alpha, c->A, c->lda, c->B, c->ldb, c->beta,
                 c->C, c->ldc);
 }
@@ -743,9 +742,8 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     const gemm_ctx *c = ctx;
     const int mr = c->isa->mr, nr = c->isa->nr, mc = c->mc, kcur = c->kcur;
     tg_real *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
-    int row0, row1, unused;
-    thread_rows(c->M, mr, (int)b, c->nt, &row0, &unused);
-    thread_rows(c->M, mr, (int)e - 1, c->nt, &unused, &row1);
+    int row0, row1;
+    block_rows(c->M, mr, b, e, c->nt, &row0, &row1);
     int slivers = (c->ncur + nr - 1) / nr;
     tg_real beta_k = c->kb == 0 ? c->beta : 1;
     /* A read in place (op(A)(i, k) at A[i*lda + k], or A[k*lda + i]

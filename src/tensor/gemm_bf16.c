@@ -365,9 +365,8 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     const int kp = (c->kcur + 1) / 2;
     const size_t panel = (size_t)kp * 2 * MR, sliver = (size_t)kp * 2 * NR;
     uint16_t *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
-    int row0, row1, unused;
-    thread_rows(c->M, MR, (int)b, c->nt, &row0, &unused);
-    thread_rows(c->M, MR, (int)e - 1, c->nt, &unused, &row1);
+    int row0, row1;
+    block_rows(c->M, MR, b, e, c->nt, &row0, &row1);
     int slivers = (c->ncur + NR - 1) / NR;
     tg_real beta_k = c->kb == 0 ? c->beta : 1;
     for (int ic = row0; ic < row1; ic += c->mc) {

@@ -41,6 +41,14 @@ static inline void thread_rows(int M, int mr, int tid, int nth, int *r0, int *r1
     if (*r1 > M) *r1 = M;
 }
 
+/* Rows [*r0, *r1) of the row blocks [b, e) of nth threads' shares (a range
+ * of tg_parallel_for over the shares). */
+static inline void block_rows(int M, int mr, int64_t b, int64_t e, int nth, int *r0, int *r1) {
+    int unused;
+    thread_rows(M, mr, (int)b, nth, r0, &unused);
+    thread_rows(M, mr, (int)e - 1, nth, &unused, r1);
+}
+
 /* The calling thread's packing buffer (gemm.c), at least `bytes`, 64-byte
  * aligned: thread-local, grown on demand, never shrunk, freed by
  * tg_release_all; NULL when out of memory. One buffer serves both products
