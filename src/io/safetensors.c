@@ -2,6 +2,7 @@
  * header's JSON through the strict reader of json.c, the checks the
  * reference implementation makes, and a writer whose files it accepts. */
 #include "safetensors.h"
+#include "strbuf.h"
 
 #include "file.h"
 #include "json.h"
@@ -246,39 +247,11 @@ static int check_entries(tg_json *j, tg_safetensors *st) {
     return rc;
 }
 
-/* ---- a growable string for the header -------------------------------------- */
-typedef struct {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *ns = tg_sys_alloc(cap);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        if (b->n) memcpy(ns, b->s, b->n);
-        tg_sys_free(b->s);
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-
-static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_u64(strbuf *b, uint64_t v) {
+/* ---- the header's text: a growing string (strbuf.h) ---- */
+static void sb_u64(tg_strbuf *b, uint64_t v) {
     char t[24];
     snprintf(t, sizeof t, "%llu", (unsigned long long)v);
-    sb_str(b, t);
+    tg_strbuf_str(b, t);
 }
 
 /* ---- writing -------------------------------------------------------------- */
@@ -399,50 +372,50 @@ int tg_safetensors_save_dtype(const char *path, const tg_params *params, const c
 
     /* Header: compact JSON like the reference writer, padded with spaces
      * so the data section starts 8-byte aligned. */
-    strbuf h = {0};
+    tg_strbuf h = {0};
     uint64_t off = 0;
-    sb_str(&h, "{");
+    tg_strbuf_str(&h, "{");
     if (metadata_json) {
-        sb_str(&h, "\"__metadata__\":");
-        sb_str(&h, metadata_json);
+        tg_strbuf_str(&h, "\"__metadata__\":");
+        tg_strbuf_str(&h, metadata_json);
     }
     for (int i = 0; i < params->n; i++) {
         const tg_tensor *t = params->items[i].t;
-        if (i || metadata_json) sb_str(&h, ",");
-        sb_str(&h, "\"");
-        sb_str(&h, params->items[i].name);
-        sb_str(&h, "\":{\"dtype\":\"");
-        sb_str(&h, dtype);
-        sb_str(&h, "\",\"shape\":[");
+        if (i || metadata_json) tg_strbuf_str(&h, ",");
+        tg_strbuf_str(&h, "\"");
+        tg_strbuf_str(&h, params->items[i].name);
+        tg_strbuf_str(&h, "\":{\"dtype\":\"");
+        tg_strbuf_str(&h, dtype);
+        tg_strbuf_str(&h, "\",\"shape\":[");
         for (int k = 0; k < t->ndim; k++) {
-            if (k) sb_str(&h, ",");
+            if (k) tg_strbuf_str(&h, ",");
             sb_u64(&h, (uint64_t)t->shape[k]);
         }
         uint64_t bytes = (uint64_t)t->size * es;
-        sb_str(&h, "],\"data_offsets\":[");
+        tg_strbuf_str(&h, "],\"data_offsets\":[");
         sb_u64(&h, off);
-        sb_str(&h, ",");
+        tg_strbuf_str(&h, ",");
         sb_u64(&h, off + bytes);
-        sb_str(&h, "]}");
+        tg_strbuf_str(&h, "]}");
         off += bytes;
     }
-    sb_str(&h, "}");
-    while (!h.oom && h.n % 8) sb_str(&h, " ");
+    tg_strbuf_str(&h, "}");
+    while (!h.oom && h.n % 8) tg_strbuf_str(&h, " ");
     if (h.oom) {
-        tg_sys_free(h.s);
+        free(h.p);
         tg_set_error("safetensors_save: %s: out of memory", path);
         return -1;
     }
 
     tg_atomic_file af;
     if (tg_atomic_begin(&af, path, "safetensors_save") != 0) {
-        tg_sys_free(h.s);
+        free(h.p);
         return -1;
     }
     unsigned char len[8];
     for (int k = 0; k < 8; k++) len[k] = (unsigned char)((uint64_t)h.n >> (8 * k));
-    int ok = fwrite(len, 1, 8, af.f) == 8 && fwrite(h.s, 1, h.n, af.f) == h.n;
-    tg_sys_free(h.s);
+    int ok = fwrite(len, 1, 8, af.f) == 8 && fwrite(h.p, 1, h.n, af.f) == h.n;
+    free(h.p);
     for (int i = 0; ok && i < params->n; i++) {
         const tg_tensor *t = params->items[i].t;
         int64_t bad = 0;

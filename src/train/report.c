@@ -6,6 +6,7 @@
 #include "../io/file.h"
 #include "../io/json.h"
 #include "../io/safetensors.h"
+#include "../io/strbuf.h"
 #include "../viz/viz.h"
 
 #include <limits.h>
@@ -22,63 +23,29 @@ struct tg_report {
     int n;
 };
 
-/* ---- a growing string: an allocation failure is kept and said once ---- */
-typedef struct {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
+/* ---- JSON text: a growing string (io/strbuf.h) ---- */
+typedef tg_strbuf sbuf;
 
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_fmt(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_fmt(sbuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k > 0) sb_put(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
 /* A number as JSON (NaN and infinities: null, which JSON has instead). */
 static void sb_num(sbuf *b, double v) {
     if (isfinite(v))
-        sb_fmt(b, "%.6g", v);
+        tg_strbuf_fmt(b, "%.6g", v);
     else
-        sb_str(b, "null");
+        tg_strbuf_str(b, "null");
 }
 /* A JSON string of s[0..n): quote, backslash and control characters escaped. */
 static void sb_jstr(sbuf *b, const char *s, size_t n) {
-    sb_put(b, "\"", 1);
+    tg_strbuf_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\')
-            sb_fmt(b, "\\%c", c);
+            tg_strbuf_fmt(b, "\\%c", c);
         else if (c < 0x20)
-            sb_fmt(b, "\\u%04x", c);
+            tg_strbuf_fmt(b, "\\u%04x", c);
         else
-            sb_put(b, (const char *)&s[i], 1);
+            tg_strbuf_put(b, (const char *)&s[i], 1);
     }
-    sb_put(b, "\"", 1);
+    tg_strbuf_put(b, "\"", 1);
 }
 /* Takes b's text as part name of r (or records the failure). */
 static int sb_finish(sbuf *b, tg_report *r, const char *name) {
@@ -95,8 +62,8 @@ static int sb_finish_list(sbuf *b, tg_report *r, const char *name) {
     size_t had = i < r->n ? strlen(r->json[i]) : 0;
     if (had > 2 && !b->oom && strcmp(b->p, "[]") != 0) {
         sbuf all = {0};
-        sb_put(&all, r->json[i], had - 1); /* without its ']' */
-        sb_str(&all, ",\n"), sb_str(&all, b->p + 1);
+        tg_strbuf_put(&all, r->json[i], had - 1); /* without its ']' */
+        tg_strbuf_str(&all, ",\n"), tg_strbuf_str(&all, b->p + 1);
         free(b->p);
         *b = all;
     } else if (had > 2 && !b->oom) { /* nothing to add */
@@ -163,15 +130,15 @@ static int add_settings(tg_report *r, const char *dir, int64_t *step) {
                    strncmp(key, "rng.", 4) == 0;
         if (strcmp(key, "step") == 0) *step = strtoll(v, NULL, 10);
         if (!own && klen < sizeof key && vlen < sizeof v) {
-            sb_str(&b, first ? "{" : ", ");
-            sb_jstr(&b, key, klen), sb_str(&b, ": "), sb_jstr(&b, v, vlen);
+            tg_strbuf_str(&b, first ? "{" : ", ");
+            sb_jstr(&b, key, klen), tg_strbuf_str(&b, ": "), sb_jstr(&b, v, vlen);
             first = 0;
         }
         more = tg_json_next(&j, '}');
     }
     tg_safetensors_close(&st);
     if (first) return free(b.p), 0;
-    sb_str(&b, "}");
+    tg_strbuf_str(&b, "}");
     return sb_finish(&b, r, "settings");
 }
 
@@ -196,32 +163,32 @@ int tg_report_add_run(tg_report *r, const char *dir) {
     }
     sbuf b = {0};
     const char *keys[3] = {"step", "loss", "lr"};
-    sb_str(&b, "{");
+    tg_strbuf_str(&b, "{");
     for (int f = 0; f < 3; f++) {
-        sb_fmt(&b, "%s\"%s\": [", f ? ", " : "", keys[f]);
+        tg_strbuf_fmt(&b, "%s\"%s\": [", f ? ", " : "", keys[f]);
         for (int64_t i = 0; i < k; i++) {
-            if (i) sb_str(&b, ",");
+            if (i) tg_strbuf_str(&b, ",");
             if (f == 0)
-                sb_fmt(&b, "%lld", (long long)m[i].step);
+                tg_strbuf_fmt(&b, "%lld", (long long)m[i].step);
             else
                 sb_num(&b, f == 1 ? m[i].loss : m[i].lr);
         }
-        sb_str(&b, "]");
+        tg_strbuf_str(&b, "]");
     }
     for (int f = 0; f < 2; f++) {
-        sb_fmt(&b, ", \"%s\": [", f ? "val_loss" : "val_step");
+        tg_strbuf_fmt(&b, ", \"%s\": [", f ? "val_loss" : "val_step");
         int c = 0;
         for (int64_t i = 0; i < k; i++) {
             if (!isfinite(m[i].val_loss)) continue;
-            if (c++) sb_str(&b, ",");
+            if (c++) tg_strbuf_str(&b, ",");
             if (f == 0)
-                sb_fmt(&b, "%lld", (long long)m[i].step);
+                tg_strbuf_fmt(&b, "%lld", (long long)m[i].step);
             else
                 sb_num(&b, m[i].val_loss);
         }
-        sb_str(&b, "]");
+        tg_strbuf_str(&b, "]");
     }
-    sb_str(&b, "}");
+    tg_strbuf_str(&b, "}");
     tg_sys_free(m);
     return sb_finish(&b, r, "metrics");
 }
@@ -232,14 +199,14 @@ int tg_report_add_run(tg_report *r, const char *dir) {
 static void sb_weight(sbuf *b, double w) {
     long k = lround(w * 1000);
     if (k <= 0)
-        sb_str(b, "0");
+        tg_strbuf_str(b, "0");
     else if (k >= 1000)
-        sb_str(b, "1");
+        tg_strbuf_str(b, "1");
     else {
         char t[8];
         snprintf(t, sizeof t, "%03ld", k);
         for (int e = 2; e > 0 && t[e] == '0'; e--) t[e] = 0;
-        sb_fmt(b, "0.%s", t);
+        tg_strbuf_fmt(b, "0.%s", t);
     }
 }
 
@@ -257,31 +224,31 @@ static void sb_token(sbuf *b, int id, const char *const *token_text) {
 
 static void sb_heatmap(sbuf *b, const char *title, const char *xlabel, const char *ylabel, const tg_real *d, int rows,
                        int cols) {
-    sb_str(b, "{\"kind\": \"heatmap\", \"title\": "), sb_jstr(b, title, strlen(title));
-    sb_fmt(b, ", \"xlabel\": \"%s\", \"ylabel\": \"%s\", \"rows\": %d, \"cols\": %d, \"data\": [", xlabel, ylabel, rows,
-           cols);
+    tg_strbuf_str(b, "{\"kind\": \"heatmap\", \"title\": "), sb_jstr(b, title, strlen(title));
+    tg_strbuf_fmt(b, ", \"xlabel\": \"%s\", \"ylabel\": \"%s\", \"rows\": %d, \"cols\": %d, \"data\": [", xlabel,
+                  ylabel, rows, cols);
     for (int i = 0; i < rows * cols; i++) {
-        if (i) sb_str(b, ",");
-        sb_fmt(b, "%.3g", (double)d[i]);
+        if (i) tg_strbuf_str(b, ",");
+        tg_strbuf_fmt(b, "%.3g", (double)d[i]);
     }
-    sb_str(b, "]}");
+    tg_strbuf_str(b, "]}");
 }
 
 /* Lines y[s * n + i] over offsets 0..n-1, one per series. */
 static void sb_lines(sbuf *b, const char *title, const char *ylabel, const double *y, int n, int n_series,
                      const char *name_fmt) {
-    sb_str(b, "{\"kind\": \"lines\", \"title\": "), sb_jstr(b, title, strlen(title));
-    sb_fmt(b, ", \"xlabel\": \"offset i - j (query i, key j)\", \"ylabel\": \"%s\", \"x\": [", ylabel);
-    for (int i = 0; i < n; i++) sb_fmt(b, "%s%d", i ? "," : "", i);
-    sb_str(b, "], \"series\": [");
+    tg_strbuf_str(b, "{\"kind\": \"lines\", \"title\": "), sb_jstr(b, title, strlen(title));
+    tg_strbuf_fmt(b, ", \"xlabel\": \"offset i - j (query i, key j)\", \"ylabel\": \"%s\", \"x\": [", ylabel);
+    for (int i = 0; i < n; i++) tg_strbuf_fmt(b, "%s%d", i ? "," : "", i);
+    tg_strbuf_str(b, "], \"series\": [");
     for (int s = 0; s < n_series; s++) {
-        sb_fmt(b, "%s{\"name\": \"", s ? ", " : "");
-        sb_fmt(b, name_fmt, s + 1);
-        sb_str(b, "\", \"y\": [");
-        for (int i = 0; i < n; i++) sb_fmt(b, "%s%.4g", i ? "," : "", y[s * n + i]);
-        sb_str(b, "]}");
+        tg_strbuf_fmt(b, "%s{\"name\": \"", s ? ", " : "");
+        tg_strbuf_fmt(b, name_fmt, s + 1);
+        tg_strbuf_str(b, "\", \"y\": [");
+        for (int i = 0; i < n; i++) tg_strbuf_fmt(b, "%s%.4g", i ? "," : "", y[s * n + i]);
+        tg_strbuf_str(b, "]}");
     }
-    sb_str(b, "]}");
+    tg_strbuf_str(b, "]}");
 }
 
 /* What a model's positions are, for the "positions" part, whatever the
@@ -317,7 +284,7 @@ static int sb_positions(sbuf *b, const pos_view *v) {
             if (!pe) return -1;
             snprintf(title, sizeof title, "Fixed sinusoidal positions: P[:%d] [%d, %d], beside the learned table", T, T,
                      d);
-            sb_str(b, ",\n");
+            tg_strbuf_str(b, ",\n");
             sb_heatmap(b, title, "encoding dimension", "position", pe->P->data, T, d);
             tg_posenc_free(pe);
         }
@@ -356,9 +323,9 @@ static int sb_positions(sbuf *b, const pos_view *v) {
 /* Appends v's plots to the "positions" part. */
 static int add_positions(tg_report *r, const pos_view *v) {
     sbuf b = {0};
-    sb_str(&b, "[");
+    tg_strbuf_str(&b, "[");
     int rc = sb_positions(&b, v);
-    sb_str(&b, "]");
+    tg_strbuf_str(&b, "]");
     if (rc < 0) return free(b.p), -1;
     return sb_finish_list(&b, r, "positions");
 }
@@ -370,33 +337,33 @@ static int add_attention(tg_report *r, const char *what, const char *pe, int L, 
                          const char *const *token_text, const tg_tensor *(*weights)(const void *, int, int),
                          const void *m) {
     sbuf b = {0};
-    sb_fmt(&b,
-           "{\"title\": \"Attention over %s (%s positions)\", \"layers\": %d, \"heads\": %d, \"pe\": \"%s\", "
-           "\"tokens\": [",
-           what, pe, L, H, pe);
+    tg_strbuf_fmt(&b,
+                  "{\"title\": \"Attention over %s (%s positions)\", \"layers\": %d, \"heads\": %d, \"pe\": \"%s\", "
+                  "\"tokens\": [",
+                  what, pe, L, H, pe);
     for (int i = 0; i < T; i++) {
-        if (i) sb_str(&b, ",");
+        if (i) tg_strbuf_str(&b, ",");
         sb_token(&b, tokens[i], token_text);
     }
-    sb_str(&b, "], \"w\": [");
+    tg_strbuf_str(&b, "], \"w\": [");
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++) {
             const tg_tensor *w = weights(m, l, h); /* [1, T, T] */
             if (!w) return free(b.p), -1;
-            sb_str(&b, l + h ? ",\n[" : "[");
+            tg_strbuf_str(&b, l + h ? ",\n[" : "[");
             for (int i = 0; i < T; i++) {
                 int len = T;
                 while (len > 1 && w->data[(int64_t)i * T + len - 1] == 0) len--;
-                sb_str(&b, i ? ",[" : "[");
+                tg_strbuf_str(&b, i ? ",[" : "[");
                 for (int j = 0; j < len; j++) {
-                    if (j) sb_str(&b, ",");
+                    if (j) tg_strbuf_str(&b, ",");
                     sb_weight(&b, (double)w->data[(int64_t)i * T + j]);
                 }
-                sb_str(&b, "]");
+                tg_strbuf_str(&b, "]");
             }
-            sb_str(&b, "]");
+            tg_strbuf_str(&b, "]");
         }
-    sb_str(&b, "]}");
+    tg_strbuf_str(&b, "]}");
     return sb_finish(&b, r, "attention");
 }
 
@@ -501,17 +468,17 @@ int tg_report_append_sample(const char *dir, int64_t step, const char *text, siz
     char *path = dir && text ? tg_run_path(dir, "samples.jsonl") : NULL;
     if (!path) return tg_set_error("report: sample: NULL folder or text"), -1;
     sbuf b = {0};
-    sb_fmt(&b, "{\"step\": %lld, \"text\": ", (long long)step);
+    tg_strbuf_fmt(&b, "{\"step\": %lld, \"text\": ", (long long)step);
     sbuf t = {0};
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)text[i];
         if ((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t')
-            sb_put(&t, (const char *)&text[i], 1);
+            tg_strbuf_put(&t, (const char *)&text[i], 1);
         else
-            sb_fmt(&t, "\\x%02x", c);
+            tg_strbuf_fmt(&t, "\\x%02x", c);
     }
     sb_jstr(&b, t.p ? t.p : "", t.n);
-    sb_str(&b, "}\n");
+    tg_strbuf_str(&b, "}\n");
     free(t.p);
     FILE *f = b.oom || t.oom ? NULL : fopen(path, "a");
     int rc = f && fwrite(b.p, 1, b.n, f) == b.n ? 0 : -1;
@@ -563,12 +530,12 @@ int tg_report_add_samples(tg_report *r, const char *dir, int64_t max_step) {
         p = nl + 1;
     }
     sbuf b = {0};
-    sb_str(&b, "[");
+    tg_strbuf_str(&b, "[");
     for (size_t i = 0; ls && i < k; i++) {
-        if (i) sb_str(&b, ",\n");
-        sb_put(&b, ls[i].p, ls[i].n);
+        if (i) tg_strbuf_str(&b, ",\n");
+        tg_strbuf_put(&b, ls[i].p, ls[i].n);
     }
-    sb_str(&b, "]");
+    tg_strbuf_str(&b, "]");
     int rc = !ls ? (tg_set_error("report: samples: out of memory"), -1) : 0;
     if (rc == 0 && k > 0)
         rc = sb_finish(&b, r, "samples");
@@ -586,19 +553,19 @@ int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, con
     if (!r || !title || !xlabel || !ylabel || !x || !names || !ys || n < 1 || n_series < 1)
         return tg_set_error("report: table: NULL argument or no rows (%d) or series (%d)", n, n_series), -1;
     sbuf b = {0};
-    sb_str(&b, "[{\"title\": "), sb_jstr(&b, title, strlen(title));
-    sb_str(&b, ", \"xlabel\": "), sb_jstr(&b, xlabel, strlen(xlabel));
-    sb_str(&b, ", \"ylabel\": "), sb_jstr(&b, ylabel, strlen(ylabel));
-    sb_str(&b, ", \"x\": [");
-    for (int i = 0; i < n; i++) sb_str(&b, i ? "," : ""), sb_num(&b, x[i]);
-    sb_str(&b, "], \"series\": [");
+    tg_strbuf_str(&b, "[{\"title\": "), sb_jstr(&b, title, strlen(title));
+    tg_strbuf_str(&b, ", \"xlabel\": "), sb_jstr(&b, xlabel, strlen(xlabel));
+    tg_strbuf_str(&b, ", \"ylabel\": "), sb_jstr(&b, ylabel, strlen(ylabel));
+    tg_strbuf_str(&b, ", \"x\": [");
+    for (int i = 0; i < n; i++) tg_strbuf_str(&b, i ? "," : ""), sb_num(&b, x[i]);
+    tg_strbuf_str(&b, "], \"series\": [");
     for (int s = 0; s < n_series; s++) {
-        sb_str(&b, s ? ", {\"name\": " : "{\"name\": "), sb_jstr(&b, names[s], strlen(names[s]));
-        sb_str(&b, ", \"y\": [");
-        for (int i = 0; i < n; i++) sb_str(&b, i ? "," : ""), sb_num(&b, ys[(size_t)s * n + i]);
-        sb_str(&b, "]}");
+        tg_strbuf_str(&b, s ? ", {\"name\": " : "{\"name\": "), sb_jstr(&b, names[s], strlen(names[s]));
+        tg_strbuf_str(&b, ", \"y\": [");
+        for (int i = 0; i < n; i++) tg_strbuf_str(&b, i ? "," : ""), sb_num(&b, ys[(size_t)s * n + i]);
+        tg_strbuf_str(&b, "]}");
     }
-    sb_str(&b, "]}]");
+    tg_strbuf_str(&b, "]}]");
     return sb_finish_list(&b, r, "table");
 }
 
