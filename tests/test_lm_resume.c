@@ -106,13 +106,9 @@ Test(lm_resume, stopped_and_resumed_equals_straight) {
     /* The extra keys read back beside the format's. */
     tg_safetensors st;
     cr_assert_eq(tg_safetensors_open(path, &st), 0);
-    char v[64];
-    cr_expect_eq(tg_safetensors_meta(&st, "n_layer", v, sizeof v), 1);
-    cr_expect_str_eq(v, "2");
-    cr_expect_gt(tg_safetensors_meta(&st, "data", v, sizeof v), 0);
-    cr_expect_str_eq(v, "fortunes \"excerpt\"");
-    cr_expect_gt(tg_safetensors_meta(&st, "step", v, sizeof v), 0);
-    cr_expect_str_eq(v, "3");
+    expect_meta_is(&st, "n_layer", "2");
+    expect_meta_is(&st, "data", "fortunes \"excerpt\"");
+    expect_meta_is(&st, "step", "3");
     tg_safetensors_close(&st);
 
     run_new(&c); /* a fresh process, in effect: new model, optimizer and generators */

@@ -90,4 +90,12 @@ static inline tg_encoder_config tiny_encoder(int vocab, int dim, int ffn, int he
                                .pe = TG_PE_FIXED};
 }
 
+/* Metadata key of an open checkpoint reads exactly want. */
+static inline void expect_meta_is(const tg_safetensors *st, const char *key, const char *want) {
+    char v[256] = "";
+    long n = tg_safetensors_meta(st, key, v, sizeof v);
+    cr_expect(n == (long)strlen(want) && strcmp(v, want) == 0, "metadata %s is '%s' (%ld bytes), not '%s'", key, v, n,
+              want);
+}
+
 #endif
