@@ -67,19 +67,23 @@ uint64_t tg_dropout_take(tg_rng *rng, uint64_t n);
 static inline bool tg_prec_bf16(void) { return tg_get_precision() == TG_PREC_BF16; }
 
 /* Every op's descriptor, defined in its ops_<family>.c and listed in
- * tg_op_table (ops_table.c) in this order. */
+ * tg_op_table (ops_table.c) in this order: X(name, family) where family
+ * names the file (ops_<family>.c), and for the unary ops the rows of
+ * TG_UNARY_OPS (tensor/kernels.h) as they are, X(name, KIND, ...): a new
+ * unary row is an op of the table, whose gradient checks the test then
+ * demands (tests/test_gradcheck.c). Consumers take X(name, ...). */
 /* clang-format off: a table, aligned by column */
 #define TG_OPS(X)                                                                                                    \
-    /* ops_unary.c */ X(neg) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) X(gelu_tanh) X(pow_scalar)     \
-        X(add_scalar) X(mul_scalar) /* ops_binary.c */ X(add) X(sub) X(mul) X(div) /* ops_reduce.c */ X(sum) X(mean) \
-            X(max) /* ops_matmul.c */ X(matmul) /* ops_softmax.c */ X(softmax)                                       \
-                X(log_softmax) /* ops_shape.c */ X(reshape) X(permute) X(slice) X(concat)                            \
-                    X(gather_rows) /* fused ops used by src/nn, one file each (ops_<name>.c) */                      \
-        X(dropout) X(masked_softmax) X(sparsemax) X(layer_norm) X(cross_entropy) X(attention) X(rel_gather)          \
-            X(rel_scatter) X(rope) X(affine)
+    TG_UNARY_OPS(X)                                                                                                  \
+    X(add, binary) X(sub, binary) X(mul, binary) X(div, binary)                                                      \
+    X(sum, reduce) X(mean, reduce) X(max, reduce) X(matmul, matmul) X(softmax, softmax) X(log_softmax, softmax)      \
+    X(reshape, shape) X(permute, shape) X(slice, shape) X(concat, shape) X(gather_rows, shape)                       \
+    X(dropout, dropout) X(masked_softmax, masked_softmax) X(sparsemax, sparsemax) X(layer_norm, layer_norm)          \
+    X(cross_entropy, cross_entropy) X(attention, attention) X(rel_gather, relative) X(rel_scatter, relative)         \
+    X(rope, rope) X(affine, affine)
 /* clang-format on */
 
-#define TG_OP_DECLARE(name) extern const tg_op tg_op_##name;
+#define TG_OP_DECLARE(name, ...) extern const tg_op tg_op_##name;
 TG_OPS(TG_OP_DECLARE)
 #undef TG_OP_DECLARE
 

@@ -17,9 +17,10 @@
  * pow's exponent); the derivative in g = dy, x, y = f(x) and p, branch-free
  * so that its loop vectorises. arity is ARG0 for tg_<name>(a), ARG1 for
  * tg_<name>(a, p). tg_k_unary and tg_k_unary_backward (kernels_elementwise.c)
- * expand the two columns, autograd/ops_unary.c the op and its public function:
- * a new unary op is a row here, its declaration in autograd.h, an entry in
- * TG_OPS (autograd/op.h) and its gradient-check cases. Float libm through
+ * expand the two columns, autograd/ops_unary.c the op and its public function,
+ * autograd/op.h's TG_OPS lists it in tg_op_table: a new unary op is a row
+ * here, its declaration in autograd.h, and its gradient-check cases (two at
+ * least, tests/cases_ops.c: the test fails without them). Float libm through
  * TG_M: plain exp would widen to double and run 2x slower. */
 /* GELU, GPT-2's tanh approximation (Hendrycks & Gimpel, 2016):
  *   u = sqrt(2/pi) (x + 0.044715 x^3),   y = x/2 (1 + tanh u) = x s,
