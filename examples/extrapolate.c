@@ -30,9 +30,9 @@
 #define N_LENS  4
 #define N_KINDS 6
 #define SHIFT   3
-static const char *const kinds[N_KINDS] = {"fixed", "learned", "none", "relative", "rope", "alibi"};
-static const tg_pe_kind kind_pe[N_KINDS] = {TG_PE_FIXED,    TG_PE_LEARNED, TG_PE_NONE,
-                                            TG_PE_RELATIVE, TG_PE_ROPE,    TG_PE_ALIBI};
+/* The position kinds, every one of the library's (tg_pe_kind order), by
+ * their library names (set at the start of main). */
+static const char *kinds[N_KINDS];
 static const char *const tasks[2] = {"shift", "reverse"};
 
 typedef struct {
@@ -68,8 +68,8 @@ static int model_new(model *m, const options *o, int kind) {
                              .ffn_hiddens = o->ffn,
                              .num_heads = o->heads,
                              .num_layers = o->layers,
-                             .max_len = kind_pe[kind] == TG_PE_LEARNED ? o->train_len : 1000,
-                             .pe = kind_pe[kind],
+                             .max_len = (tg_pe_kind)kind == TG_PE_LEARNED ? o->train_len : 1000,
+                             .pe = (tg_pe_kind)kind,
                              .relative_clip = o->clip};
     m->encoder = tg_encoder_new(&cfg, &rng);
     m->head = m->encoder ? tg_linear_new(o->dim, o->vocab, true, &rng) : NULL;
@@ -297,6 +297,7 @@ int main(int argc, char **argv) {
                         "tests it on lengths 16 to 128, on a task of offsets (shift) and one of absolute position\n"
                         "(reverse).";
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
+    for (int v = 0; v < N_KINDS; v++) kinds[v] = tg_pe_kind_name((tg_pe_kind)v);
     int task_sel = strcmp(o.task, "all") == 0       ? -1
                    : strcmp(o.task, "shift") == 0   ? 0
                    : strcmp(o.task, "reverse") == 0 ? 1
@@ -304,7 +305,8 @@ int main(int argc, char **argv) {
     int kind_sel = strcmp(o.pe, "all") == 0 ? -1 : -2;
     for (int v = 0; v < N_KINDS; v++)
         if (strcmp(o.pe, kinds[v]) == 0) kind_sel = v;
-    bool rope_ok = (o.dim / (o.heads ? o.heads : 1)) % 2 == 0 || (kind_sel >= 0 && kind_sel != 4);
+    bool rope_ok =
+        (kind_sel >= 0 && kind_sel != TG_PE_ROPE) || tg_pe_check("extrapolate", TG_PE_ROPE, o.dim / o.heads) == 0;
     if (task_sel == -2 || kind_sel == -2 || o.dim % o.heads != 0 || !rope_ok) {
         return cli_usage_error(argv[0], "[options]", about, opts, nopt,
                                "bad --task or --pe value, --heads does not divide --dim, or an odd head size for rope");
@@ -348,13 +350,14 @@ int main(int argc, char **argv) {
             }
             printf("\n");
             fflush(stdout);
-            if (task == 0 && kind_pe[v] == TG_PE_RELATIVE) rc |= draw_relative(&m, &o) != 0;
-            if (task == 0 && kind_pe[v] == TG_PE_ALIBI) rc |= draw_alibi(&m, &o) != 0;
-            if (task == 0 && kind_pe[v] == TG_PE_ROPE) rc |= draw_rope(&m, &o) != 0;
+            if (task == 0 && (tg_pe_kind)v == TG_PE_RELATIVE) rc |= draw_relative(&m, &o) != 0;
+            if (task == 0 && (tg_pe_kind)v == TG_PE_ALIBI) rc |= draw_alibi(&m, &o) != 0;
+            if (task == 0 && (tg_pe_kind)v == TG_PE_ROPE) rc |= draw_rope(&m, &o) != 0;
             /* The page shows what each kind uses, over the longest test length (a learned table has only the
              * training length's rows). */
             if (task == 0 && page &&
-                tg_report_add_positions(page, m.encoder, kind_pe[v] == TG_PE_LEARNED ? o.train_len : lens[N_LENS - 1]))
+                tg_report_add_positions(page, m.encoder,
+                                        (tg_pe_kind)v == TG_PE_LEARNED ? o.train_len : lens[N_LENS - 1]))
                 rc |= 1, fprintf(stderr, "extrapolate: report: %s\n", tg_last_error());
             model_free(&m);
         }

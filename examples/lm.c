@@ -55,7 +55,7 @@ static int lm_options(options *o, cli_opt *opts) {
         {"dim", CLI_INT, &o->dim, "model width n_embd", 1, 8192},
         {"dropout", CLI_REAL, &o->dropout, "dropout probability (embeddings, attention, residual branches)", 0, 0.9},
         {"gelu", CLI_STR, &o->gelu, "tanh (GPT-2) or erf (nanoGPT's nn.GELU)", 0, 0},
-        {"pe", CLI_STR, &o->pe, "positions: learned (GPT-2's table), relative (Shaw), rope or alibi", 0, 0},
+        {"pe", CLI_STR, &o->pe, "positions: learned (GPT-2's table), none, relative (Shaw), rope or alibi", 0, 0},
         {"tokenizer", CLI_STR, &o->tokenizer, "bytes, gpt2, or a .tiktoken vocabulary (tgrad-tokenize train)", 0, 0},
         {"precision", CLI_STR, &o->precision, "fp32, or bf16: products in bfloat16 with fp32 sums (torch.autocast)", 0,
          0},
@@ -314,7 +314,7 @@ int main(int argc, char **argv) {
     char why[32768] = "";
     if (strcmp(o->gelu, "tanh") != 0 && strcmp(o->gelu, "erf") != 0)
         snprintf(why, sizeof why, "--gelu must be tanh or erf");
-    if (lm_pe_kind(o->pe) < 0) snprintf(why, sizeof why, "--pe must be learned, relative, rope or alibi");
+    if (lm_pe_kind(o->pe) < 0) snprintf(why, sizeof why, "--pe must be learned, none, relative, rope or alibi");
     if ((o->sample || o->logits) && !o->load) snprintf(why, sizeof why, "--sample and --logits need --load CKPT");
     if (o->load && (o->resume || o->init_from || o->ddp))
         snprintf(why, sizeof why, "--load samples; --resume, --init-from and --ddp train");

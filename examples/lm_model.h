@@ -26,16 +26,14 @@ typedef struct {
     int vocab, block, layers, heads, dim;
     bool bias;
     const char *gelu; /* "tanh" or "erf" */
-    const char *pe;   /* LM_PE_NAMES */
+    const char *pe;   /* tg_pe_kind_name's: the decoder's kinds (all but fixed) */
 } lm_config;
 
-/* The decoder's position kinds by name, in tg_decoder_pos order. */
-static const char *const LM_PE_NAMES[] = {"learned", "relative", "rope", "alibi"};
-
-/* The index of name in LM_PE_NAMES, or -1. */
+/* The decoder's position kind of name (tg_pe_kind_name's spelling; the
+ * fixed table is the encoder's alone), or -1. */
 static int lm_pe_kind(const char *name) {
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, LM_PE_NAMES[i]) == 0) return i;
+    for (int k = 0; tg_pe_kind_name((tg_pe_kind)k); k++)
+        if (k != TG_PE_FIXED && strcmp(name, tg_pe_kind_name((tg_pe_kind)k)) == 0) return k;
     return -1;
 }
 
@@ -118,14 +116,14 @@ static int config_from_file(const tg_safetensors *st, const char *path, const ch
         tg_set_error("%s: metadata 'gelu' is '%s'; expected tanh or erf", path, v);
         return -1;
     }
-    c->pe = LM_PE_NAMES[0];
+    c->pe = tg_pe_kind_name(TG_PE_LEARNED);
     if (tg_safetensors_meta(st, "pe", v, sizeof v) >= 0) { /* absent: nanoGPT's learned table */
         int kind = lm_pe_kind(v);
         if (kind < 0) {
-            tg_set_error("%s: metadata 'pe' is '%.20s'; expected learned, relative, rope or alibi", path, v);
+            tg_set_error("%s: metadata 'pe' is '%.20s'; expected learned, none, relative, rope or alibi", path, v);
             return -1;
         }
-        c->pe = LM_PE_NAMES[kind];
+        c->pe = tg_pe_kind_name((tg_pe_kind)kind);
     }
     if (c->dim % c->heads != 0) {
         tg_set_error("%s: metadata: n_head %d does not divide n_embd %d", path, c->heads, c->dim);
@@ -136,7 +134,7 @@ static int config_from_file(const tg_safetensors *st, const char *path, const ch
     snprintf(name, sizeof name, "%stransformer.wte.weight", prefix);
     const char *wte = tg_safetensors_find(st, name) >= 0 ? "transformer.wte.weight" : "lm_head.weight";
     if (expect_shape(st, path, prefix, wte, c->vocab, c->dim)) return -1;
-    if (lm_pe_kind(c->pe) == TG_DEC_POS_LEARNED &&
+    if (lm_pe_kind(c->pe) == TG_PE_LEARNED &&
         expect_shape(st, path, prefix, "transformer.wpe.weight", c->block, c->dim))
         return -1;
     char blk[64];
@@ -153,7 +151,7 @@ static tg_decoder_config decoder_config(const lm_config *c, double dropout) {
     tg_decoder_config dc = tg_decoder_config_default(c->vocab, c->block, c->layers, c->heads, c->dim);
     dc.bias = c->bias;
     dc.gelu = strcmp(c->gelu, "erf") == 0 ? TG_DEC_GELU_ERF : TG_DEC_GELU_TANH;
-    dc.pos = (tg_decoder_pos)lm_pe_kind(c->pe);
+    dc.pos = (tg_pe_kind)lm_pe_kind(c->pe);
     dc.dropout = (tg_real)dropout;
     return dc;
 }

@@ -16,10 +16,9 @@
 static int lm_write_report(const char *dir, const char *page, tg_decoder *m, const lm_tok *tok, const tg_token_data *d,
                            int B, int *x, int *y, int64_t step) {
     const tg_decoder_config *c = &m->cfg;
-    static const char *const pe[] = {"learned", "relative", "rope", "alibi"};
     char title[200];
     snprintf(title, sizeof title, "lm: GPT, %d layers, %d heads, d %d, T %d, %s positions", c->n_layer, c->n_head,
-             c->n_embd, c->block_size, pe[c->pos]);
+             c->n_embd, c->block_size, tg_pe_kind_name(c->pos));
     tg_report *rep = tg_report_new();
     char *path = page ? strdup(page) : tg_run_path(dir, "report.html");
     int rc = rep && path && tg_token_data_val_batch(d, 0, B, c->block_size, x, y) == 0 ? 0 : -1;

@@ -294,7 +294,7 @@ static int lm_draw_attention(const char *out, tg_decoder *m, const tg_token_data
     tg_scope_begin();
     char *path = tg_run_path(out, "lm_attention.png"), title[128];
     snprintf(title, sizeof title, "Causal attention weights (%s positions), one validation window (rows: layers 1..%d)",
-             LM_PE_NAMES[m->cfg.pos], L);
+             tg_pe_kind_name(m->cfg.pos), L);
     int rc = path && tg_decoder_forward(m, x, 1, T) ? 0 : -1;
     if (rc == 0) rc = draw_attention_grid("lm", path, title, m, decoder_weights, L, m->cfg.n_head);
     tg_scope_end();

@@ -72,21 +72,16 @@ static int reverse_options(options *o, cli_opt *opts) {
     return n;
 }
 
-/* The --pe names, in tg_pe_kind order. */
-static const char *const reverse_pe_names[] = {"fixed", "learned", "none", "relative", "rope", "alibi"};
-#define REVERSE_N_PE 6
-
-/* The name's literal from reverse_pe_names, or NULL for an unknown one. */
+/* The library's spelling of the --pe name (tg_pe_kind_name: a string that
+ * outlives the flag), or NULL for an unknown one. */
 static const char *pe_name(const char *name) {
-    for (int i = 0; i < REVERSE_N_PE; i++)
-        if (strcmp(name, reverse_pe_names[i]) == 0) return reverse_pe_names[i];
-    return NULL;
+    tg_pe_kind k;
+    return tg_pe_kind_parse(name, &k) == 0 ? tg_pe_kind_name(k) : NULL;
 }
 
 static tg_pe_kind pe_kind(const char *name) {
-    for (int i = 0; i < REVERSE_N_PE; i++)
-        if (strcmp(name, reverse_pe_names[i]) == 0) return (tg_pe_kind)i;
-    return TG_PE_NONE;
+    tg_pe_kind k;
+    return tg_pe_kind_parse(name, &k) == 0 ? k : TG_PE_NONE;
 }
 
 /* On failure the caller still frees m with model_free. */

@@ -618,7 +618,7 @@ Test(decoder, errors) {
     EXPECT_REFUSED(vocab_size, 0, "decoder", "vocab_size 0");
     EXPECT_REFUSED(n_layer, 0, "n_layer 0", "positive");
     EXPECT_REFUSED(dropout, 1.5, "decoder", "dropout");
-    EXPECT_REFUSED(pos, (tg_decoder_pos)7, "position kind 7", NULL);
+    EXPECT_REFUSED(pos, (tg_pe_kind)7, "position kind 7", NULL);
     EXPECT_REFUSED(gelu, (tg_decoder_gelu)5, "gelu kind 5", NULL);
 #undef EXPECT_REFUSED
     cr_expect_null(tg_decoder_new(NULL, &rng));

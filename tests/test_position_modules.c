@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const tg_pe_kind enc_kinds[] = {TG_PE_RELATIVE, TG_PE_ROPE, TG_PE_ALIBI};
-static const tg_decoder_pos dec_kinds[] = {TG_DEC_POS_RELATIVE, TG_DEC_POS_ROPE, TG_DEC_POS_ALIBI};
+static const tg_pe_kind dec_kinds[] = {TG_PE_RELATIVE, TG_PE_ROPE, TG_PE_ALIBI};
 static const char *const kind_names[] = {"relative", "rope", "alibi"};
 
 /* The gradient check of f w.r.t. every tensor of p, for position kind v of
@@ -138,7 +138,7 @@ Test(position_modules, mha_set_position_errors) {
 
 /* ---- decoder ---------------------------------------------------------------- */
 
-static tg_decoder *decoder(tg_decoder_pos pos, int block, uint64_t seed) {
+static tg_decoder *decoder(tg_pe_kind pos, int block, uint64_t seed) {
     tg_decoder_config cfg = tg_decoder_config_default(11, block, 2, 2, 8);
     cfg.pos = pos;
     cfg.relative_clip = 3;
@@ -172,7 +172,7 @@ Test(position_modules, decoder_gradcheck_every_kind) {
         cr_assert_eq(tg_decoder_params(m, &p, NULL), 0);
         cr_expect_null(tg_params_get(&p, "transformer.wpe.weight"));
         tg_tensor *rk = tg_params_get(&p, "transformer.h.1.attn.relative_k");
-        cr_expect_eq(rk != NULL, dec_kinds[v] == TG_DEC_POS_RELATIVE);
+        cr_expect_eq(rk != NULL, dec_kinds[v] == TG_PE_RELATIVE);
         if (rk) cr_expect(rk->shape[0] == 7 && rk->shape[1] == 4);
         gradcheck_params(dec_fn, m, &p, "decoder pos", v);
         tg_params_free(&p);
@@ -224,7 +224,7 @@ Test(position_modules, decoder_cache_and_paths_agree) {
 Test(position_modules, decoder_config_errors) {
     tg_rng rng = tg_rng_new(1);
     tg_decoder_config cfg = tg_decoder_config_default(11, 8, 1, 2, 6); /* head size 3 */
-    cfg.pos = TG_DEC_POS_ROPE;
+    cfg.pos = TG_PE_ROPE;
     tg_clear_error();
     cr_expect_null(tg_decoder_new(&cfg, &rng));
     cr_expect(error_has("decoder", "odd"));
@@ -233,7 +233,47 @@ Test(position_modules, decoder_config_errors) {
     cr_expect_null(tg_decoder_new(&cfg, &rng));
     cr_expect(error_has("decoder", "relative_clip -1"));
     cfg.relative_clip = 0;
-    cfg.pos = (tg_decoder_pos)7;
+    cfg.pos = (tg_pe_kind)7;
     cr_expect_null(tg_decoder_new(&cfg, &rng));
     cr_expect(error_has("decoder", "unknown position"));
+}
+
+/* One enum for every module: its names and parsing in the library, the
+ * RoPE check once, the decoder's kinds (all but the fixed table; none is a
+ * causal decoder with no position at all). */
+Test(position_modules, one_kind_enum_named_and_checked_by_the_library) {
+    static const char *const names[] = {"fixed", "learned", "none", "relative", "rope", "alibi"};
+    for (int k = 0; k < 6; k++) {
+        cr_expect_str_eq(tg_pe_kind_name((tg_pe_kind)k), names[k]);
+        tg_pe_kind got = TG_PE_FIXED;
+        cr_expect_eq(tg_pe_kind_parse(names[k], &got), 0);
+        cr_expect_eq((int)got, k);
+    }
+    cr_expect_null(tg_pe_kind_name((tg_pe_kind)6));
+    tg_pe_kind got;
+    tg_clear_error();
+    cr_expect_eq(tg_pe_kind_parse("sinusoidal", &got), -1);
+    cr_expect(error_has("'sinusoidal'", "fixed, learned, none, relative, rope or alibi"), "%s", tg_last_error());
+    cr_expect_eq(tg_pe_check("x", TG_PE_ROPE, 4), 0);
+    cr_expect_eq(tg_pe_check("x", TG_PE_ROPE, 3), -1);
+    cr_expect(error_has("x: RoPE", "head size 3 is odd"), "%s", tg_last_error());
+    cr_expect_eq(tg_pe_check("x", (tg_pe_kind)9, 4), -1);
+    /* The decoder: none trains (no wpe, no term), fixed is refused. */
+    tg_rng rng = tg_rng_new(2);
+    tg_decoder_config c = tg_decoder_config_default(16, 8, 1, 2, 8);
+    c.pos = TG_PE_NONE;
+    tg_decoder *m = tg_decoder_new(&c, &rng);
+    TG_REQUIRE(m);
+    cr_expect_null(m->wpe);
+    int tok[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    tg_scope_begin();
+    TG_REQUIRE(tg_decoder_loss(m, tok, tok, 1, 8));
+    tg_scope_end();
+    tg_decoder_free(m);
+    c.pos = TG_PE_FIXED;
+    cr_expect_null(tg_decoder_new(&c, &rng));
+    cr_expect(error_has("decoder: position kind fixed", NULL), "%s", tg_last_error());
+    c.pos = TG_PE_ROPE, c.n_head = 8; /* head size 1 */
+    cr_expect_null(tg_decoder_new(&c, &rng));
+    cr_expect(error_has("decoder: RoPE", "odd"), "%s", tg_last_error());
 }

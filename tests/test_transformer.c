@@ -304,7 +304,7 @@ Test(transformer, encoder_config_errors) {
     EXPECT_BAD(bad.num_layers = -1, "num_layers");
     EXPECT_BAD(bad.max_len = -1, "max_len");
     EXPECT_BAD(bad.embedding_std = -1, "embedding_std");
-    EXPECT_BAD(bad.pe = (tg_pe_kind)7, "positional encoding");
+    EXPECT_BAD(bad.pe = (tg_pe_kind)7, "unknown position kind 7");
 #undef EXPECT_BAD
     tg_clear_error();
     cr_expect_null(tg_encoder_new(NULL, &rng));

@@ -32,7 +32,7 @@ tg_decoder_config tg_decoder_config_default(int vocab_size, int block_size, int 
                                .n_embd = n_embd,
                                .dropout = 0,
                                .bias = true,
-                               .pos = TG_DEC_POS_LEARNED,
+                               .pos = TG_PE_LEARNED,
                                .gelu = TG_DEC_GELU_TANH};
 }
 
@@ -86,7 +86,7 @@ static tg_decoder_block *block_new(const tg_decoder_config *c, tg_rng *rng) {
               (b->ln_2 = layernorm_new(d, c->bias)) && (b->c_fc = linear_new(d, 4 * d, c->bias, INIT_STD, rng)) &&
               (b->mlp_proj = linear_new(4 * d, d, c->bias, resid_std, rng)) &&
               (b->mlp_drop = tg_dropout_new(c->dropout, rng));
-    if (ok && c->pos == TG_DEC_POS_RELATIVE) { /* GPT-2's init std, as the other tables */
+    if (ok && c->pos == TG_PE_RELATIVE) { /* GPT-2's init std, as the other tables */
         int R = 2 * (c->relative_clip ? c->relative_clip : 16) + 1, hd = d / c->n_head;
         ok = (b->relative_k = tg_module_param(TG_SHAPE(R, hd), TG_INIT_NORMAL, (tg_real)INIT_STD, rng)) &&
              (b->relative_v = tg_module_param(TG_SHAPE(R, hd), TG_INIT_NORMAL, (tg_real)INIT_STD, rng));
@@ -112,17 +112,13 @@ static bool check_config(const tg_decoder_config *c) {
         tg_set_error("decoder: n_embd %d with vocab_size %d is too large", c->n_embd, c->vocab_size);
         return false;
     }
-    if (c->pos != TG_DEC_POS_LEARNED && c->pos != TG_DEC_POS_RELATIVE && c->pos != TG_DEC_POS_ROPE &&
-        c->pos != TG_DEC_POS_ALIBI) {
-        tg_set_error("decoder: unknown position kind %d", (int)c->pos);
+    if (tg_pe_check("decoder", c->pos, c->n_embd / c->n_head) != 0) return false;
+    if (c->pos == TG_PE_FIXED) { /* GPT's positions are learned, or inside attention */
+        tg_set_error("decoder: position kind fixed: learned, none, relative, rope or alibi");
         return false;
     }
     if (c->relative_clip < 0 || c->relative_clip > 4096) {
         tg_set_error("decoder: relative_clip %d must be in [0, 4096] (0: 16)", c->relative_clip);
-        return false;
-    }
-    if (c->pos == TG_DEC_POS_ROPE && (c->n_embd / c->n_head) % 2 != 0) {
-        tg_set_error("decoder: RoPE rotates pairs of features: head size %d is odd", c->n_embd / c->n_head);
         return false;
     }
     if (c->gelu != TG_DEC_GELU_TANH && c->gelu != TG_DEC_GELU_ERF) {
@@ -143,11 +139,11 @@ tg_decoder *tg_decoder_new(const tg_decoder_config *cfg, tg_rng *rng) {
     m->cfg = *cfg;
     m->training = true;
     int d = cfg->n_embd;
-    bool learned = cfg->pos == TG_DEC_POS_LEARNED;
+    bool learned = cfg->pos == TG_PE_LEARNED;
     bool ok = (m->wte = tg_embedding_new(cfg->vocab_size, d, (tg_real)INIT_STD, rng)) &&
               (!learned || (m->wpe = tg_embedding_new(cfg->block_size, d, (tg_real)INIT_STD, rng))) &&
               (m->drop = tg_dropout_new(cfg->dropout, rng));
-    if (ok && cfg->pos == TG_DEC_POS_ALIBI) {
+    if (ok && cfg->pos == TG_PE_ALIBI) {
         ok = (m->alibi = tg_sys_alloc(sizeof(tg_real) * (size_t)cfg->n_head)) != NULL;
         if (ok)
             tg_alibi_slopes(cfg->n_head, m->alibi);
@@ -214,14 +210,14 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
     if (!q || !k || !v) return NULL;
     int start = cache ? cache->start : 0; /* position of the first new token */
     tg_attn_pos pos = {.heads = h, .q_offset = start}, *pp = NULL;
-    if (m->cfg.pos == TG_DEC_POS_ROPE) { /* rotated before caching: a cached key keeps its position */
+    if (m->cfg.pos == TG_PE_ROPE) { /* rotated before caching: a cached key keeps its position */
         q = tg_rope(q, start, 10000, m->cfg.rope_half);
         k = tg_rope(k, start, 10000, m->cfg.rope_half);
         if (!q || !k) return NULL;
-    } else if (m->cfg.pos == TG_DEC_POS_ALIBI) {
+    } else if (m->cfg.pos == TG_PE_ALIBI) {
         pos.alibi = m->alibi;
         pp = &pos;
-    } else if (m->cfg.pos == TG_DEC_POS_RELATIVE) {
+    } else if (m->cfg.pos == TG_PE_RELATIVE) {
         pos.clip = m->cfg.relative_clip ? m->cfg.relative_clip : 16;
         pos.rel_k = b->relative_k;
         pos.rel_v = b->relative_v;

@@ -55,14 +55,16 @@
 
 #include "nn.h"
 
-/* Position information: GPT-2's learned absolute table wpe (LEARNED), or a
- * term inside every attention and no wpe (see tg_mha_set_position, nn.h):
+/* Position information, the kinds of every attention module (tg_pe_kind,
+ * nn.h): GPT-2's learned absolute table wpe (TG_PE_LEARNED), or a term
+ * inside every attention and no wpe (see tg_mha_set_position, nn.h):
  * RELATIVE, Shaw et al.'s transformer.h.<i>.attn.relative_k and
  * .relative_v [2 relative_clip + 1, n_embd / n_head]; ROPE, q and k rotated
  * by their positions (base 10000, rope_half: the NeoX pairing); ALIBI,
- * -m_h (i - j) on the causal scores. With a KV cache the new queries sit at
- * positions len.., so all three continue a cached sequence exactly. */
-typedef enum { TG_DEC_POS_LEARNED = 0, TG_DEC_POS_RELATIVE, TG_DEC_POS_ROPE, TG_DEC_POS_ALIBI } tg_decoder_pos;
+ * -m_h (i - j) on the causal scores; or NONE, no position at all (the
+ * causal mask alone tells order). FIXED is refused. With a KV cache the new
+ * queries sit at positions len.., so all of them continue a cached
+ * sequence exactly. */
 typedef enum { TG_DEC_GELU_TANH = 0, TG_DEC_GELU_ERF } tg_decoder_gelu;
 
 typedef struct {
@@ -71,7 +73,7 @@ typedef struct {
     int n_layer, n_head, n_embd;
     tg_real dropout; /* nanoGPT's: embeddings, attention weights, residual branches */
     bool bias;       /* biases in the Linears and LayerNorms (nanoGPT's default true) */
-    tg_decoder_pos pos;
+    tg_pe_kind pos;
     tg_decoder_gelu gelu;
     int relative_clip; /* RELATIVE: offsets clipped to [-clip, clip]; 0 means 16 */
     bool rope_half;    /* ROPE: pairs (i, i + d/2) as GPT-NeoX/LLaMA code, not (2i, 2i+1) */
@@ -87,13 +89,13 @@ typedef struct {
     tg_dot_attention *attn;             /* scaled dot-product, attention-weight dropout */
     tg_dropout_layer *resid_drop;       /* attn.resid_dropout */
     tg_dropout_layer *mlp_drop;         /* mlp.dropout */
-    tg_tensor *relative_k, *relative_v; /* TG_DEC_POS_RELATIVE only, else NULL */
+    tg_tensor *relative_k, *relative_v; /* TG_PE_RELATIVE only, else NULL */
 } tg_decoder_block;
 
 typedef struct {
     tg_decoder_config cfg;
     tg_embedding *wte, *wpe; /* wte->weight is also the LM head; wpe NULL unless pos is LEARNED */
-    tg_real *alibi;          /* TG_DEC_POS_ALIBI: the heads' slopes */
+    tg_real *alibi;          /* TG_PE_ALIBI: the heads' slopes */
     tg_dropout_layer *drop;
     tg_decoder_block **h;
     tg_layernorm *ln_f;

@@ -111,6 +111,7 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
 int tg_mha_set_position(tg_mha *m, tg_pe_kind pe, int clip, bool rope_half, tg_rng *rng) {
     if (!tg_module_present("mha", "set_position", m)) return -1;
     int h = m->num_heads, hd = m->num_hiddens / h;
+    if (tg_pe_check("mha_set_position", pe, hd) != 0) return -1;
     if (m->pe == TG_PE_RELATIVE || m->pe == TG_PE_ROPE || m->pe == TG_PE_ALIBI) {
         tg_set_error("mha_set_position: the module has a position term already");
         return -1;
@@ -139,14 +140,7 @@ int tg_mha_set_position(tg_mha *m, tg_pe_kind pe, int clip, bool rope_half, tg_r
         }
         tg_alibi_slopes(h, m->alibi);
     } else if (pe == TG_PE_ROPE) {
-        if (hd % 2 != 0) {
-            tg_set_error("mha_set_position: RoPE rotates pairs of features: head size %d is odd", hd);
-            return -1;
-        }
         m->rope_half = rope_half;
-    } else if (pe != TG_PE_FIXED && pe != TG_PE_LEARNED && pe != TG_PE_NONE) {
-        tg_set_error("mha_set_position: unknown position kind %d", (int)pe);
-        return -1;
     }
     m->pe = pe;
     return 0;

@@ -138,6 +138,18 @@ void tg_additive_attention_free(tg_additive_attention *m);
  * rotation of q and k; ALIBI: Press et al. 2022's linear bias), which sees
  * offsets only and so runs on sequences of any length. */
 typedef enum { TG_PE_FIXED, TG_PE_LEARNED, TG_PE_NONE, TG_PE_RELATIVE, TG_PE_ROPE, TG_PE_ALIBI } tg_pe_kind;
+/* One enum for every attention module: the encoder takes all six, MHA's
+ * position term the three inside attention, the decoder (decoder.h) all
+ * but the fixed table. Their names, as the programs' flags and the
+ * checkpoints' metadata spell them: "fixed", "learned", "none",
+ * "relative", "rope", "alibi"; NULL for a value outside the enum. */
+const char *tg_pe_kind_name(tg_pe_kind kind);
+/* The kind named name into *out: 0, or -1 with an error listing the names. */
+int tg_pe_kind_parse(const char *name, tg_pe_kind *out);
+/* The checks every module makes of its kind, once: a kind of the enum, and
+ * for RoPE an even head size (it rotates pairs of features). 0, or -1 with
+ * "<op>: ..." recorded. */
+int tg_pe_check(const char *op, tg_pe_kind kind, int head_dim);
 typedef struct {
     int num_heads, num_hiddens;
     tg_linear *W_q, *W_k, *W_v, *W_o;

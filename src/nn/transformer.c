@@ -170,11 +170,7 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
         return NULL;
     }
     if (!check_block("encoder", c.num_hiddens, c.ffn_hiddens, c.num_heads, c.dropout)) return NULL;
-    if (c.pe != TG_PE_FIXED && c.pe != TG_PE_LEARNED && c.pe != TG_PE_NONE && c.pe != TG_PE_RELATIVE &&
-        c.pe != TG_PE_ROPE && c.pe != TG_PE_ALIBI) {
-        tg_set_error("encoder: unknown positional encoding kind %d", (int)c.pe);
-        return NULL;
-    }
+    if (tg_pe_check("encoder", c.pe, c.num_hiddens / c.num_heads) != 0) return NULL;
     if (!(c.embedding_std >= 0) || !(c.learned_pe_std >= 0)) {
         tg_set_error("encoder: embedding_std %g and learned_pe_std %g must not be negative", (double)c.embedding_std,
                      (double)c.learned_pe_std);
@@ -182,10 +178,6 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
     }
     if (c.max_len == 0) c.max_len = 1000; /* d2l's default */
     if (c.relative_clip == 0) c.relative_clip = 16;
-    if (c.pe == TG_PE_ROPE && (c.num_hiddens / c.num_heads) % 2 != 0) {
-        tg_set_error("encoder: RoPE rotates pairs of features: head size %d is odd", c.num_hiddens / c.num_heads);
-        return NULL;
-    }
     /* The embedding is scaled by sqrt(d) before the positional encoding is
      * added. With PyTorch's default N(0, 1) init the scaled embedding has
      * entries of size sqrt(d) against sinusoids of size 1, and the

@@ -367,11 +367,9 @@ static int add_attention(tg_report *r, const char *what, const char *pe, int L, 
     return sb_finish(&b, r, "attention");
 }
 
-static const char *const DECODER_POS_NAMES[] = {"learned", "relative", "rope", "alibi"};
-
 static pos_view decoder_positions(const tg_decoder *m) {
     const tg_decoder_config *c = &m->cfg;
-    return (pos_view){.kind = DECODER_POS_NAMES[c->pos],
+    return (pos_view){.kind = tg_pe_kind_name(c->pos),
                       .table_name = "transformer.wpe.weight",
                       .table = m->wpe ? m->wpe->weight : NULL,
                       .relative_k = m->h[0]->relative_k,
@@ -381,12 +379,10 @@ static pos_view decoder_positions(const tg_decoder *m) {
                       .head_dim = c->n_embd / c->n_head};
 }
 
-static const char *const ENCODER_POS_NAMES[] = {"fixed", "learned", "none", "relative", "rope", "alibi"};
-
 static pos_view encoder_positions(const tg_encoder *m, int T) {
     const tg_encoder_config *c = &m->cfg;
     const tg_mha *a = m->blocks[0]->attention;
-    return (pos_view){.kind = ENCODER_POS_NAMES[c->pe],
+    return (pos_view){.kind = tg_pe_kind_name(c->pe),
                       .table_name = "pos_encoding.P",
                       .table = m->pos_encoding ? m->pos_encoding->P : NULL,
                       .relative_k = a->relative_k,
@@ -424,7 +420,7 @@ int tg_report_add_decoder(tg_report *r, tg_decoder *m, const int *tokens, int T,
     tg_scope_begin();
     int rc = tg_decoder_forward(m, tokens, 1, T) ? 0 : -1;
     if (rc == 0)
-        rc = add_attention(r, "one validation window", DECODER_POS_NAMES[m->cfg.pos], L, H, tokens, T, token_text,
+        rc = add_attention(r, "one validation window", tg_pe_kind_name(m->cfg.pos), L, H, tokens, T, token_text,
                            decoder_weights, m);
     tg_scope_end();
     tg_decoder_record_attention(m, false);
@@ -446,8 +442,8 @@ int tg_report_add_encoder(tg_report *r, tg_encoder *m, const int *tokens, int T,
     tg_scope_begin();
     int rc = tg_encoder_forward(m, tokens, 1, T, (tg_mask){0}) ? 0 : -1;
     if (rc == 0)
-        rc = add_attention(r, "one held-out sequence", ENCODER_POS_NAMES[m->cfg.pe], m->cfg.num_layers,
-                           m->cfg.num_heads, tokens, T, token_text, encoder_weights, m);
+        rc = add_attention(r, "one held-out sequence", tg_pe_kind_name(m->cfg.pe), m->cfg.num_layers, m->cfg.num_heads,
+                           tokens, T, token_text, encoder_weights, m);
     tg_scope_end();
     tg_encoder_record_attention(m, false);
     tg_encoder_train(m, training);
