@@ -32,7 +32,8 @@ static tg_tensor *f_attention(tg_tensor *const *in, int n, void *ctx) {
 }
 
 /* q (B,Q,d), k (B,K,d), v (B,K,dv) */
-/* clang-format off: macros and case tables, aligned by hand */
+/* Left as written by hand (clang-format off): macros and case tables, aligned by hand. */
+/* clang-format off */
 #define ATT(what, mask, p10, B, Q, K, d, dv)                                                                        \
     {                                                                                                               \
         "attention", what, f_attention, 3, {3, 3, 3}, {{B, Q, d}, {B, K, d}, {B, K, dv}}, {mask, p10, 17}, 0, { 0 } \

@@ -3,7 +3,8 @@
  * per op. Lengths and targets are static arrays; the case's arg[] picks them. */
 #include "gradcheck_cases.h"
 
-/* clang-format off: macros and case tables, aligned by hand */
+/* Left as written by hand (clang-format off): macros and case tables, aligned by hand. */
+/* clang-format off */
 #define UNUSED \
     (void)n;   \
     (void)ctx

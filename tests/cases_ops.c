@@ -2,7 +2,8 @@
  * with broadcasting and size-1 dimensions. */
 #include "gradcheck_cases.h"
 
-/* clang-format off: macros and case tables, aligned by hand */
+/* Left as written by hand (clang-format off): macros and case tables, aligned by hand. */
+/* clang-format off */
 #define UNUSED \
     (void)n;   \
     (void)ctx

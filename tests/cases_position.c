@@ -89,7 +89,8 @@ static tg_tensor *f_rope(tg_tensor *const *in, int n, void *ctx) {
     return tg_mul(y, in[0]);
 }
 
-/* clang-format off: macros and case tables, aligned by hand */
+/* Left as written by hand (clang-format off): macros and case tables, aligned by hand. */
+/* clang-format off */
 #define R_(c) (2 * (c) + 1)
 /* q (B,Q,d), k (B,K,d), v (B,K,dv), and the tables of `terms` */
 #define POS(op, fn, what, mask, p10, terms, H, clip, qoff, B, Q, K, d, dv, ntab, t0r, t0c, t1r, t1c, t2r, t2c) \

@@ -72,7 +72,8 @@ static inline bool tg_prec_bf16(void) { return tg_get_precision() == TG_PREC_BF1
  * TG_UNARY_OPS (tensor/kernels.h) as they are, X(name, KIND, ...): a new
  * unary row is an op of the table, whose gradient checks the test then
  * demands (tests/test_gradcheck.c). Consumers take X(name, ...). */
-/* clang-format off: a table, aligned by column */
+/* Left as written by hand (clang-format off): a table, aligned by column. */
+/* clang-format off */
 #define TG_OPS(X)                                                                                                    \
     TG_UNARY_OPS(X)                                                                                                  \
     X(add, binary) X(sub, binary) X(mul, binary) X(div, binary)                                                      \

@@ -73,7 +73,8 @@ static inline tg_real tg_k_gelu_tanh_dx(tg_real x) {
     tg_real s = tg_k_gelu_tanh_s(x);
     return s + x * s * (1 - s) * (tg_real)1.5957691216057308 * (1 + (tg_real)(3 * 0.044715) * x * x);
 }
-/* clang-format off: a table, aligned by column */
+/* Left as written by hand (clang-format off): a table, aligned by column. */
+/* clang-format off */
 #define TG_UNARY_OPS(X)                                                                                            \
     X(neg, NEG, -v, -g, ARG0)                                                                                      \
     X(exp, EXP, TG_M(exp)(v), g *y, ARG0) /* d e^x = e^x */                                                        \
