@@ -1,4 +1,5 @@
-/* tgrad: tensors, reverse-mode autograd and the self-attention modules of
+/** @file
+ * tgrad: tensors, reverse-mode autograd and the self-attention modules of
  * d2l, in C. Include this one header. */
 #ifndef TGRAD_H
 #define TGRAD_H

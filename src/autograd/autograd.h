@@ -1,4 +1,5 @@
-/* tgrad autograd layer: differentiable ops, the tape, backward(), gradcheck.
+/** @file
+ * tgrad autograd layer: differentiable ops, the tape, backward(), gradcheck.
  *
  * Define-by-run like PyTorch: an op records a node only when grad mode is on
  * and one of its inputs requires grad. tg_backward() walks the recorded nodes
@@ -13,7 +14,7 @@
 
 #include "../tensor/tensor.h"
 
-/* ---- ops: one descriptor per op, all listed in tg_op_table ---------------
+/** ops: one descriptor per op, all listed in tg_op_table
  * What an op writer needs beyond this (the node, recording, gradient
  * buffers) is internal: autograd/op.h. */
 typedef void (*tg_backward_fn)(tg_node *node);
@@ -22,28 +23,28 @@ typedef struct {
     tg_backward_fn backward;
 } tg_op;
 
-#define TG_NODE_MAX_INPUTS 6 /* most inputs an op takes (tg_attention_pos: q, k, v, three tables) */
-/* NULL-terminated list of every differentiable op; tests/test_gradcheck.c
+#define TG_NODE_MAX_INPUTS 6 /**< most inputs an op takes (tg_attention_pos: q, k, v, three tables) */
+/** NULL-terminated list of every differentiable op; tests/test_gradcheck.c
  * walks it so that an op without a gradient check fails the suite. */
 extern const tg_op *const tg_op_table[];
 const tg_op *tg_op_find(const char *name);
 
-/* ---- grad mode and backward ---------------------------------------------- */
+/** grad mode and backward */
 void tg_set_requires_grad(tg_tensor *t, bool on);
 bool tg_grad_enabled(void);
-bool tg_set_grad_enabled(bool on); /* returns the previous mode */
-/* d(loss)/d(t) for every t that requires grad, accumulated into t->grad.
+bool tg_set_grad_enabled(bool on); /**< returns the previous mode */
+/** d(loss)/d(t) for every t that requires grad, accumulated into t->grad.
  * loss must have one element. Returns 0, or -1 with an error recorded. */
 int tg_backward(tg_tensor *loss);
-/* Same with an explicit seed gradient of out's shape (vector-Jacobian product). */
+/** Same with an explicit seed gradient of out's shape (vector-Jacobian product). */
 int tg_backward_seed(tg_tensor *out, const tg_tensor *seed);
-/* A graph serves one backward pass, as in PyTorch: a second tg_backward
+/** A graph serves one backward pass, as in PyTorch: a second tg_backward
  * through the same nodes is an error (it would add the gradients again).
  * These keep the graph for another pass (PyTorch's retain_graph=True). */
 int tg_backward_retain(tg_tensor *loss);
 int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed);
 
-/* ---- mixed precision ---------------------------------------------------------
+/** mixed precision
  * Like torch.autocast(dtype=torch.bfloat16): with TG_PREC_BF16 the products
  * (tg_affine, i.e. Linear; tg_matmul; the block products of tg_attention
  * and tg_attention_pos, both the fused and the stored paths) round their
@@ -64,14 +65,14 @@ int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed);
  *     ... forward, backward ...
  *     tg_set_precision(prev);                                              */
 typedef enum { TG_PREC_FP32 = 0, TG_PREC_BF16 = 1 } tg_precision;
-/* Sets the precision of the products that follow; returns the previous one. */
+/** Sets the precision of the products that follow; returns the previous one. */
 tg_precision tg_set_precision(tg_precision p);
 tg_precision tg_get_precision(void);
-/* "fp32" or "bf16" (as the programs' --precision flag), -1 for anything else. */
+/** "fp32" or "bf16" (as the programs' --precision flag), -1 for anything else. */
 int tg_precision_parse(const char *name);
 const char *tg_precision_name(tg_precision p);
 
-/* Anomaly detection, like torch.autograd.detect_anomaly: while on, every
+/** Anomaly detection, like torch.autograd.detect_anomaly: while on, every
  * op checks its output, and every backward rule the gradients it produced,
  * for NaN and Inf. The first op that produces one is named, with the
  * shapes: forward ("detect_anomaly: forward of exp gave a non-finite
@@ -80,12 +81,12 @@ const char *tg_precision_name(tg_precision p);
  * there. Costs a pass over every output; off by default. */
 void tg_set_detect_anomaly(bool on);
 bool tg_detect_anomaly(void);
-/* The number of recorded ops on the longest chain from the leaves to t:
+/** The number of recorded ops on the longest chain from the leaves to t:
  * the sequential steps its computation needs (0 for a leaf). */
 int tg_graph_depth(const tg_tensor *t);
-/* Sets t->grad to zero (if it exists). */
+/** Sets t->grad to zero (if it exists). */
 void tg_zero_grad(tg_tensor *t);
-/* Gradient-ready hook, for overlapping communication with backward
+/** Gradient-ready hook, for overlapping communication with backward
  * (src/dist/): while set, each backward pass calls fn(i, ctx) once for each
  * leaves[i] as soon as its gradient can receive nothing more in that pass,
  * i.e. right after the backward rule of the last node that takes it as an
@@ -98,11 +99,11 @@ typedef void (*tg_grad_ready_fn)(int i, void *ctx);
 int tg_set_grad_ready_hook(tg_tensor *const *leaves, int n, tg_grad_ready_fn fn, void *ctx);
 
 /* ---- checking inputs ------------------------------------------------------ */
-/* True if any of n inputs is NULL; then records "<op>: NULL input" (keeping an
+/** True if any of n inputs is NULL; then records "<op>: NULL input" (keeping an
  * earlier message). */
 bool tg_any_null(const char *op, int n, const tg_tensor *const *in);
 
-/* ---- elementwise ---------------------------------------------------------- */
+/** elementwise */
 tg_tensor *tg_neg(tg_tensor *a);
 tg_tensor *tg_exp(tg_tensor *a);
 tg_tensor *tg_log(tg_tensor *a);
@@ -110,47 +111,47 @@ tg_tensor *tg_sqrt(tg_tensor *a);
 tg_tensor *tg_tanh(tg_tensor *a);
 tg_tensor *tg_sigmoid(tg_tensor *a);
 tg_tensor *tg_relu(tg_tensor *a);
-tg_tensor *tg_gelu(tg_tensor *a); /* exact erf form, as torch's default */
-/* GPT-2's tanh form, torch's gelu(approximate='tanh'):
+tg_tensor *tg_gelu(tg_tensor *a); /**< exact erf form, as torch's default */
+/** GPT-2's tanh form, torch's gelu(approximate='tanh'):
  * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 tg_tensor *tg_gelu_tanh(tg_tensor *a);
 tg_tensor *tg_pow_scalar(tg_tensor *a, tg_real p);
-tg_tensor *tg_add(tg_tensor *a, tg_tensor *b); /* NumPy broadcasting */
+tg_tensor *tg_add(tg_tensor *a, tg_tensor *b); /**< NumPy broadcasting */
 tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_div(tg_tensor *a, tg_tensor *b);
 tg_tensor *tg_add_scalar(tg_tensor *a, tg_real s);
 tg_tensor *tg_mul_scalar(tg_tensor *a, tg_real s);
 
-/* ---- reductions (axis may be negative, counted from the end) ------------- */
+/** reductions (axis may be negative, counted from the end) */
 tg_tensor *tg_sum(tg_tensor *a, int axis, bool keepdim);
 tg_tensor *tg_mean(tg_tensor *a, int axis, bool keepdim);
-tg_tensor *tg_max(tg_tensor *a, int axis, bool keepdim); /* gradient to the first maximum */
-tg_tensor *tg_sum_all(tg_tensor *a);                     /* shape () : ndim 0, one element */
+tg_tensor *tg_max(tg_tensor *a, int axis, bool keepdim); /**< gradient to the first maximum */
+tg_tensor *tg_sum_all(tg_tensor *a);                     /**< shape () : ndim 0, one element */
 tg_tensor *tg_mean_all(tg_tensor *a);
 tg_tensor *tg_max_all(tg_tensor *a);
 
 /* ---- linear algebra ------------------------------------------------------- */
-/* a @ b for 2-D @ 2-D, 3-D @ 3-D (batched, same batch) and 3-D @ 2-D (b shared). */
+/** a @ b for 2-D @ 2-D, 3-D @ 3-D (batched, same batch) and 3-D @ 2-D (b shared). */
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
-/* Same with a or b transposed in its last two axes, without a copy (Q K^T). */
+/** Same with a or b transposed in its last two axes, without a copy (Q K^T). */
 tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
-/* x w^T + b over the last axis of x (torch's nn.functional.linear):
+/** x w^T + b over the last axis of x (torch's nn.functional.linear):
  * x [..., in], w [out, in], b [out] or NULL -> [..., out]. One GEMM that
  * starts from the bias (ops_affine.c). */
 tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b);
 
-/* ---- softmax along the last axis ------------------------------------------ */
+/** softmax along the last axis */
 tg_tensor *tg_softmax(tg_tensor *a);
 tg_tensor *tg_log_softmax(tg_tensor *a);
 
-/* ---- shape ---------------------------------------------------------------- */
-tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape);  /* one -1 allowed; no copy */
-tg_tensor *tg_transpose(tg_tensor *a, int axis0, int axis1);      /* copy */
-tg_tensor *tg_permute(tg_tensor *a, const int *perm);             /* copy; perm has a->ndim entries */
-tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop); /* [start, stop) */
-tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis);      /* n <= TG_NODE_MAX_INPUTS */
-/* Rows of a 2-D table [V, d] picked by ids (shape ndim/shape): result [..., d].
+/** shape */
+tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape);  /**< one -1 allowed; no copy */
+tg_tensor *tg_transpose(tg_tensor *a, int axis0, int axis1);      /**< copy */
+tg_tensor *tg_permute(tg_tensor *a, const int *perm);             /**< copy; perm has a->ndim entries */
+tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop); /**< [start, stop) */
+tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis);      /**< n <= TG_NODE_MAX_INPUTS */
+/** Rows of a 2-D table [V, d] picked by ids (shape ndim/shape): result [..., d].
  * ids are copied; an id outside [0, V) is an error. */
 tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int *shape);
 
@@ -158,14 +159,14 @@ tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int 
  * Each is one op with its own backward (and gradcheck) because composing it
  * from the ops above would be slower or numerically worse. */
 
-/* Inverted dropout: each element is kept with probability 1-p and scaled by
+/** Inverted dropout: each element is kept with probability 1-p and scaled by
  * 1/(1-p), so the expectation is unchanged. Element i's keep bit is a hash
  * of (seed, stream, first + i), first = tg_rng_take(rng, n) in one process
  * (dropout_mask.h; with a shard, below): the mask is regenerated in
  * backward, never stored. p = 0 returns x itself (and draws nothing);
  * p = 1 returns zeros. */
 tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng);
-/* Data-parallel dropout. Under data parallelism (src/dist/) each of `size`
+/** Data-parallel dropout. Under data parallelism (src/dist/) each of `size`
  * ranks runs the forward on its slice of the global batch, rank r holding
  * rows [r Bl, r Bl + Bl) of B = size Bl. With the shard (rank, size) set,
  * every mask draw of n elements (tg_dropout, tg_attention's dropout) from a
@@ -187,13 +188,13 @@ tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng);
  * Returns 0, or -1 with "dropout_set_shard: ..." recorded unless
  * size >= 1 and 0 <= rank < size. */
 int tg_dropout_set_shard(int rank, int size);
-void tg_dropout_get_shard(int *rank, int *size); /* either may be NULL */
-/* The one dropout-probability check: p in [0, 1], as torch.nn.Dropout (p = 1
+void tg_dropout_get_shard(int *rank, int *size); /**< either may be NULL */
+/** The one dropout-probability check: p in [0, 1], as torch.nn.Dropout (p = 1
  * drops everything and gives zeros). Returns false with "who: dropout
  * p = <p> is outside [0, 1]" recorded otherwise (also for NaN). */
 bool tg_check_dropout(const char *who, tg_real p);
 
-/* Which keys each query may see, for attention over x of shape [B, Q, K]:
+/** Which keys each query may see, for attention over x of shape [B, Q, K]:
  *   lens == NULL            every key;
  *   lens_ndim == 1: lens[b]        keys 0..lens[b]-1 for every query of row b;
  *   lens_ndim == 2: lens[b*Q + q]  keys 0..lens[b*Q+q]-1 for query q;
@@ -202,19 +203,19 @@ bool tg_check_dropout(const char *who, tg_real p);
  * with no visible key comes out uniform (never NaN). */
 typedef struct {
     const int *lens;
-    int lens_ndim; /* 0 (no lengths), 1 or 2 */
+    int lens_ndim; /**< 0 (no lengths), 1 or 2 */
     bool causal;
 } tg_mask;
 
-/* softmax over the last axis of x [B, Q, K] with the mask; masked entries
+/** softmax over the last axis of x [B, Q, K] with the mask; masked entries
  * get zero gradient. */
 tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask);
-/* sparsemax (Martins & Astudillo, 2016): the Euclidean projection of each
+/** sparsemax (Martins & Astudillo, 2016): the Euclidean projection of each
  * row onto the probability simplex, with the same masking; exact backward
  * dx = g - mean(g over the support), zero off the support. */
 tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
 
-/* Scaled dot-product attention, fused (ops_attention.c):
+/** Scaled dot-product attention, fused (ops_attention.c):
  *   out = dropout(masked_softmax(q k^T / sqrt(d), mask)) v,
  * q [B, Q, d], k [B, K, d], v [B, K, dv] -> out [B, Q, dv], the same values
  * as the stored path tg_masked_softmax + tg_dropout + tg_matmul (up to
@@ -228,7 +229,7 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
  * rng may be NULL when dropout_p is 0 or 1. */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng);
 
-/* Position terms of attention scores, functions of (head, offset) computed
+/** Position terms of attention scores, functions of (head, offset) computed
  * on the fly (ops_attention.c), never a [Q, K] table. Rows of q, k, v are
  * (batch, head) pairs, row b of q being head b % heads (mha.c folds heads
  * into the batch so). Query i sits at position i + q_offset (a KV cache's
@@ -253,28 +254,28 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
  * Masked scores stay -1e6 (the bias is not added to them). bias, rel_k and
  * rel_v receive gradients when they require grad; the slopes are constants. */
 typedef struct {
-    int heads;            /* 0 means 1 */
-    int q_offset;         /* position of query 0 */
-    const tg_real *alibi; /* [heads] or NULL */
-    int clip;             /* offsets clipped to [-clip, clip] for the tables */
-    tg_tensor *bias;      /* [heads, R] or NULL */
-    tg_tensor *rel_k;     /* [R, d] or NULL */
-    tg_tensor *rel_v;     /* [R, dv] or NULL */
-    int t5_buckets;       /* > 0: T5's buckets instead of clipping (R = t5_buckets) */
-    int t5_max_distance;  /* T5's max_distance (128 in T5) */
-    bool t5_one_sided;    /* T5's bidirectional=False (a causal decoder) */
+    int heads;            /**< 0 means 1 */
+    int q_offset;         /**< position of query 0 */
+    const tg_real *alibi; /**< [heads] or NULL */
+    int clip;             /**< offsets clipped to [-clip, clip] for the tables */
+    tg_tensor *bias;      /**< [heads, R] or NULL */
+    tg_tensor *rel_k;     /**< [R, d] or NULL */
+    tg_tensor *rel_v;     /**< [R, dv] or NULL */
+    int t5_buckets;       /**< > 0: T5's buckets instead of clipping (R = t5_buckets) */
+    int t5_max_distance;  /**< T5's max_distance (128 in T5) */
+    bool t5_one_sided;    /**< T5's bidirectional=False (a causal decoder) */
 } tg_attn_pos;
-/* tg_attention with the position terms of pos (NULL: none, tg_attention
+/** tg_attention with the position terms of pos (NULL: none, tg_attention
  * itself). Memory stays O(B Q (d + R)). */
 tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng,
                             const tg_attn_pos *pos);
-/* ALiBi's slopes for h heads (Press et al. 2022): m_k = 2^(-8k/h), k = 1..h,
+/** ALiBi's slopes for h heads (Press et al. 2022): m_k = 2^(-8k/h), k = 1..h,
  * when h is a power of two; otherwise, the paper's rule, the slopes of the
  * largest power of two n < h followed by every other slope of 2n (the odd
  * k) until there are h. Returns 0, or -1 for h < 1. */
 int tg_alibi_slopes(int heads, tg_real *out);
 
-/* The stored path's relative-position ops (ops_relative.c), with the
+/** The stored path's relative-position ops (ops_relative.c), with the
  * buckets r(i, j) of pos (its clip or T5 fields and q_offset; the tables
  * are not read):
  * gather: x [N, Qx, R] (Qx = Q, or 1 shared by all queries) -> [N, Q, K],
@@ -286,7 +287,7 @@ int tg_alibi_slopes(int heads, tg_real *out);
 tg_tensor *tg_rel_gather(tg_tensor *x, int Q, int K, const tg_attn_pos *pos);
 tg_tensor *tg_rel_scatter(tg_tensor *w, const tg_attn_pos *pos);
 
-/* Rotary position embedding (RoPE, Su et al. 2021) of x [N, T, d] (d even),
+/** Rotary position embedding (RoPE, Su et al. 2021) of x [N, T, d] (d even),
  * row t at position t + offset: each pair (a, b) of features is rotated by
  * the angle theta = (t + offset) base^(-2i/d),
  *   y_a = x_a cos theta - x_b sin theta,  y_b = x_a sin theta + x_b cos theta,
@@ -295,25 +296,25 @@ tg_tensor *tg_rel_scatter(tg_tensor *w, const tg_attn_pos *pos);
  * permuted features). Backward: the inverse rotation of the gradient. */
 tg_tensor *tg_rope(tg_tensor *x, int offset, tg_real base, bool half);
 
-/* Layer normalisation over the last axis, biased variance, as PyTorch:
+/** Layer normalisation over the last axis, biased variance, as PyTorch:
  *   y = (x - mean) / sqrt(var + eps) * gamma + beta.
  * gamma and beta ([d]) may both be NULL (no affine). */
 tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps);
 
-/* Mean cross-entropy of logits [..., V] against integer targets (one per
+/** Mean cross-entropy of logits [..., V] against integer targets (one per
  * row), computed through a fused log-softmax. Rows whose target equals
  * ignore_index, or whose mask entry is 0 (mask may be NULL), do not count;
  * the mean is over the rows that do (0 if none). Returns shape (). */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index);
-/* The same summed over the counted rows (PyTorch's reduction='sum'), their
+/** The same summed over the counted rows (PyTorch's reduction='sum'), their
  * number in *counted (may be NULL): the pieces of a mean over several
  * micro-batches, sum of sums / sum of counts, which tg_run_backward_sum
  * takes (exact gradient accumulation with ignored targets). */
 tg_tensor *tg_cross_entropy_sum(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index,
                                 int64_t *counted);
-#define TG_IGNORE_INDEX (-100) /* PyTorch's default ignore_index */
+#define TG_IGNORE_INDEX (-100) /**< PyTorch's default ignore_index */
 
-/* ---- gradient checking -----------------------------------------------------
+/** gradient checking
  * Compares the analytic gradient of f with central finite differences, for
  * every input that requires grad. f may return any shape: the scalar checked
  * is sum(f(x) * R) with R a fixed random tensor, so every output element
@@ -321,12 +322,12 @@ tg_tensor *tg_cross_entropy_sum(tg_tensor *logits, const int *targets, const tg_
 typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, int n, void *ctx);
 typedef struct {
     double max_abs_err;
-    double max_rel_err; /* |analytic - numeric| / max(|analytic|, |numeric|, 1e-2) */
+    double max_rel_err; /**< |analytic - numeric| / max(|analytic|, |numeric|, 1e-2) */
     int worst_input;
     int64_t worst_index;
-    int64_t checked; /* number of gradient entries compared */
+    int64_t checked; /**< number of gradient entries compared */
 } tg_gradcheck_result;
-/* Returns true when max_rel_err <= tol. eps is the finite-difference step. */
+/** Returns true when max_rel_err <= tol. eps is the finite-difference step. */
 bool tg_gradcheck(tg_fn f, tg_tensor *const *inputs, int n, void *ctx, double eps, double tol,
                   tg_gradcheck_result *res);
 

@@ -1,4 +1,5 @@
-/* Data-parallel training over MPI (optional: make MPI=1, Debian's Open MPI).
+/** @file
+ * Data-parallel training over MPI (optional: make MPI=1, Debian's Open MPI).
  *
  * N copies of the program (mpirun -np N), one per rank, each hold the whole
  * model. Every step each rank computes the gradients of its own shard of
@@ -62,16 +63,16 @@
 #include <stddef.h>
 #include "../tensor/params.h"
 
-/* True when this library was built with MPI=1. */
+/** True when this library was built with MPI=1. */
 bool tg_dist_available(void);
-/* MPI_Init (argc, argv may be NULL). Returns 0, or -1 with the error
+/** MPI_Init (argc, argv may be NULL). Returns 0, or -1 with the error
  * recorded (always so without MPI=1). Call once. */
 int tg_dist_init(int *argc, char ***argv);
-/* True between a successful tg_dist_init and tg_dist_finalize. */
+/** True between a successful tg_dist_init and tg_dist_finalize. */
 bool tg_dist_active(void);
-int tg_dist_rank(void); /* 0 when not active */
-int tg_dist_size(void); /* 1 when not active */
-/* Waits for every rank: the end of a single-rank phase, where rank 0 alone
+int tg_dist_rank(void); /**< 0 when not active */
+int tg_dist_size(void); /**< 1 when not active */
+/** Waits for every rank: the end of a single-rank phase, where rank 0 alone
  * writes files, samples or evaluates while the others wait here. Such work
  * may take any time (a large checkpoint on a slow disk), so only rank 0,
  * which arrives last, waits under the collectives' deadline (for ranks that
@@ -94,47 +95,47 @@ int tg_dist_size(void); /* 1 when not active */
  * barrier (a long save), TG_DIST_FAULT=R:barrier:exit|hang makes rank R
  * exit or hang there. 0, or -1 with the error recorded. */
 int tg_dist_barrier(void);
-/* Copies every tensor of p from rank 0 to the others (the same list on
+/** Copies every tensor of p from rank 0 to the others (the same list on
  * every rank: same names, same shapes). 0, or -1 with the error recorded. */
 int tg_dist_broadcast_params(const tg_params *p);
-/* v[i] = sum over ranks of v[i], added in rank order (0, 1, ..., N-1), so
+/** v[i] = sum over ranks of v[i], added in rank order (0, 1, ..., N-1), so
  * every rank gets the same bits. For losses and counters, not gradients. */
 int tg_dist_allreduce_sum(double *v, int n);
-/* MPI_Finalize. Returns 0 (also when not active). */
+/** MPI_Finalize. Returns 0 (also when not active). */
 int tg_dist_finalize(void);
-/* Ends every rank of the run with exit code code (MPI_Abort); exit(code)
+/** Ends every rank of the run with exit code code (MPI_Abort); exit(code)
  * when not active. For after a failed collective. */
 void tg_dist_abort(int code);
 
-/* ---- gradient averaging ------------------------------------------------- */
+/** gradient averaging */
 typedef struct tg_dist_grads tg_dist_grads;
-#define TG_DIST_BUCKET_BYTES ((size_t)4 << 20) /* 4 MiB, the default (bucket_bytes 0) */
-/* The bucket layout for the parameter list p (which must outlive it): a
+#define TG_DIST_BUCKET_BYTES ((size_t)4 << 20) /**< 4 MiB, the default (bucket_bytes 0) */
+/** The bucket layout for the parameter list p (which must outlive it): a
  * parameter is never split, a bucket is closed once it holds bucket_bytes
  * or more. NULL with the error recorded on bad input. */
 tg_dist_grads *tg_dist_grads_new(const tg_params *p, size_t bucket_bytes);
-int tg_dist_grads_buckets(const tg_dist_grads *g); /* the number of buckets (0 for NULL) */
-/* The next tg_backward starts each bucket's reduction as soon as its
+int tg_dist_grads_buckets(const tg_dist_grads *g); /**< the number of buckets (0 for NULL) */
+/** The next tg_backward starts each bucket's reduction as soon as its
  * gradients are final. Call just before the last backward of a step (after
  * the other micro-batches' when accumulating). Without it (or with
  * TG_DIST_NO_OVERLAP=1 in the environment) tg_dist_allreduce_grads does the
  * whole reduction itself, after backward. 0, or -1 with the error recorded. */
 int tg_dist_grads_arm(tg_dist_grads *g);
-/* Averages every parameter's gradient over the ranks: starts the buckets
+/** Averages every parameter's gradient over the ranks: starts the buckets
  * not started yet, waits for all, divides by N and writes the averages back
  * into the .grad tensors (a parameter without one gets one). Not active:
  * nothing changes. 0, or -1 with the error recorded. */
 int tg_dist_allreduce_grads(tg_dist_grads *g);
 typedef struct {
-    long calls;         /* tg_dist_allreduce_grads calls */
-    double bytes;       /* gradient bytes reduced per call */
-    double wait_s;      /* total time blocked in tg_dist_allreduce_grads */
-    long buckets_early; /* buckets started during a backward, over all calls */
-    long buckets_late;  /* buckets started by tg_dist_allreduce_grads itself */
+    long calls;         /**< tg_dist_allreduce_grads calls */
+    double bytes;       /**< gradient bytes reduced per call */
+    double wait_s;      /**< total time blocked in tg_dist_allreduce_grads */
+    long buckets_early; /**< buckets started during a backward, over all calls */
+    long buckets_late;  /**< buckets started by tg_dist_allreduce_grads itself */
 } tg_dist_stats;
-/* Overlap: wait_s with tg_dist_grads_arm against wait_s with
+/** Overlap: wait_s with tg_dist_grads_arm against wait_s with
  * TG_DIST_NO_OVERLAP=1 (the whole reduction after backward). */
 tg_dist_stats tg_dist_grads_stats(const tg_dist_grads *g);
-void tg_dist_grads_free(tg_dist_grads *g); /* NULL is a no-op */
+void tg_dist_grads_free(tg_dist_grads *g); /**< NULL is a no-op */
 
 #endif

@@ -1,4 +1,5 @@
-/* Files: whole-file reads and atomic replacement (internal to src/io and
+/** @file
+ * Files: whole-file reads and atomic replacement (internal to src/io and
  * the programs; declared in the public tgrad.h for tools that write their
  * own reports).
  *
@@ -21,22 +22,22 @@
 #include "../tensor/tensor.h"
 
 typedef struct {
-    FILE *f;   /* write here */
-    char *tmp; /* the temporary's name */
+    FILE *f;   /**< write here */
+    char *tmp; /**< the temporary's name */
     const char *path;
 } tg_atomic_file;
-/* Creates the temporary; returns 0, or -1 with "<op>: <path>: <reason>". */
+/** Creates the temporary; returns 0, or -1 with "<op>: <path>: <reason>". */
 int tg_atomic_begin(tg_atomic_file *af, const char *path, const char *op);
-/* Flushes, fsyncs and renames over path; on failure removes the temporary.
+/** Flushes, fsyncs and renames over path; on failure removes the temporary.
  * Either way af is finished. Returns 0 or -1 (message recorded). */
 int tg_atomic_commit(tg_atomic_file *af, const char *op);
-/* Closes and removes the temporary file. */
+/** Closes and removes the temporary file. */
 void tg_atomic_abort(tg_atomic_file *af);
-/* Reads a whole regular file into a tg_sys_alloc'd buffer (free with
+/** Reads a whole regular file into a tg_sys_alloc'd buffer (free with
  * tg_sys_free). Returns 0, or -1 with "<op>: <path>: <reason>" ("<op>:
  * NULL path" for a NULL path). */
 int tg_read_file(const char *path, const char *op, unsigned char **buf, size_t *size);
-/* Maps a whole regular file read-only (mmap, MAP_PRIVATE), with the same
+/** Maps a whole regular file read-only (mmap, MAP_PRIVATE), with the same
  * checks as tg_read_file, for files too large to copy (token corpora). An
  * empty file maps to a non-NULL pointer of size 0. Returns 0, or -1 with
  * "<op>: <path>: <reason>"; undo with tg_unmap_file(*buf, *size). */

@@ -1,4 +1,5 @@
-/* The safetensors format, the one Hugging Face uses, so that a tgrad model
+/** @file
+ * The safetensors format, the one Hugging Face uses, so that a tgrad model
  * opens in Python with safetensors.numpy.load_file() and back:
  *
  *   8 bytes   N, the header length, unsigned little-endian
@@ -18,65 +19,65 @@
 
 #include "../tensor/params.h"
 
-/* A header holding more entries than this is rejected: checkpoints of
+/** A header holding more entries than this is rejected: checkpoints of
  * real models hold thousands, and each entry costs a few hundred bytes. */
 #define TG_ST_MAX_ENTRIES 100000
 
-/* ---- reading --------------------------------------------------------------- */
+/** reading */
 typedef struct {
     char name[TG_PARAM_NAME_MAX];
-    char dtype[8]; /* "F32", "F64", "BF16" or "F16" */
+    char dtype[8]; /**< "F32", "F64", "BF16" or "F16" */
     int ndim;
     int shape[TG_MAX_DIMS];
     int64_t numel;
-    uint64_t begin, end; /* byte offsets into the data section */
+    uint64_t begin, end; /**< byte offsets into the data section */
 } tg_st_entry;
 
 typedef struct {
-    tg_st_entry *entries; /* in header order */
+    tg_st_entry *entries; /**< in header order */
     int n;
-    unsigned char *blob; /* the whole file */
+    unsigned char *blob; /**< the whole file */
     size_t blob_size;
-    const unsigned char *data; /* the data section, inside blob */
+    const unsigned char *data; /**< the data section, inside blob */
     size_t data_size;
-    const char *metadata; /* the "__metadata__" object's JSON text inside blob, or NULL */
+    const char *metadata; /**< the "__metadata__" object's JSON text inside blob, or NULL */
     size_t metadata_len;
-    int *by_name; /* entry indices sorted by name (for find) */
+    int *by_name; /**< entry indices sorted by name (for find) */
 } tg_safetensors;
 
-/* Reads and validates the whole file. F32, F64, BF16 (bfloat16) and F16
+/** Reads and validates the whole file. F32, F64, BF16 (bfloat16) and F16
  * (IEEE half) tensors are accepted, another dtype is an error naming it;
  * tg_safetensors_read converts each to tg_real (16-bit values exactly). Returns 0, or -1 with
  * "safetensors_open: <path>: <reason>" recorded and st zeroed. */
 int tg_safetensors_open(const char *path, tg_safetensors *st);
-/* The same for a file already in memory: takes ownership of blob (from
+/** The same for a file already in memory: takes ownership of blob (from
  * tg_sys_alloc; freed by close, or here on failure); name is for messages. */
 int tg_safetensors_parse(unsigned char *blob, size_t size, const char *name, tg_safetensors *st);
-/* Index of the tensor called name, or -1 (a binary search). */
+/** Index of the tensor called name, or -1 (a binary search). */
 int tg_safetensors_find(const tg_safetensors *st, const char *name);
-/* Copies tensor i, converted to tg_real, into out (entries[i].numel values). */
+/** Copies tensor i, converted to tg_real, into out (entries[i].numel values). */
 int tg_safetensors_read(const tg_safetensors *st, int i, tg_real *out);
-/* How many values of tensor i are NaN or infinite. */
+/** How many values of tensor i are NaN or infinite. */
 int64_t tg_safetensors_nonfinite(const tg_safetensors *st, int i);
-/* Copies the unescaped metadata value of key into out (NUL-terminated,
+/** Copies the unescaped metadata value of key into out (NUL-terminated,
  * truncated to cap); returns its full length, or -1 when absent. A key
  * given twice has its last value, as Python's json and the safetensors
  * package read it. */
 long tg_safetensors_meta(const tg_safetensors *st, const char *key, char *out, size_t cap);
-/* The i-th metadata key in file order (i from 0) into key (NUL-terminated,
+/** The i-th metadata key in file order (i from 0) into key (NUL-terminated,
  * truncated to cap); returns its full length, or -1 past the last. With
  * tg_safetensors_meta, lists the metadata (tgrad-inspect). */
 long tg_safetensors_meta_key(const tg_safetensors *st, int i, char *key, size_t cap);
 void tg_safetensors_close(tg_safetensors *st);
 
 /* ---- writing --------------------------------------------------------------- */
-/* Writes every tensor of params, in list order, with dtype TG_REAL_DTYPE
+/** Writes every tensor of params, in list order, with dtype TG_REAL_DTYPE
  * ("F32", or "F64" in a double build). metadata_json is NULL or a JSON object
  * of string values, e.g. "{\"epoch\": \"3\"}", stored as "__metadata__".
  * Atomic (file.h): on failure path is left as it was and no temporary
  * remains. Returns 0, or -1 with "safetensors_save: <path>: <reason>". */
 int tg_safetensors_save(const char *path, const tg_params *params, const char *metadata_json);
-/* The same with every tensor stored as dtype: "F32", "F64", "BF16" or "F16"
+/** The same with every tensor stored as dtype: "F32", "F64", "BF16" or "F16"
  * (NULL: TG_REAL_DTYPE). BF16 and F16 round to nearest even (NaN stays NaN,
  * infinities stay infinite); a finite value too large for the dtype (F16:
  * |x| >= 65520, BF16: past 3.39e38) is an error naming the tensor and the

