@@ -155,9 +155,21 @@ $(SO): $(LIB_OBJ) $(BUILD)/$(NAME).map
 	    -o $@.$(VERSION) $(LIB_OBJ) $(LDLIBS)
 	ln -sf lib$(NAME).so.$(VERSION) $@.0 && ln -sf lib$(NAME).so.$(VERSION) $@
 
-$(INTERNAL): $(LIB_OBJ)
+# Test hooks (a fake machine load in parallel.c, a failing or slow rank in
+# dist.c) are compiled only into $(INTERNAL) and the programs the tests
+# build from it: those files again, with -DTG_TEST_HOOKS.
+HOOK_SRC := src/tensor/parallel.c src/dist/dist.c
+HOOK_OBJ := $(HOOK_SRC:%.c=$(BUILD)/obj-hooks/%.o)
+$(BUILD)/obj-hooks/%.o: %.c $(HEADERS) | $(FIRST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DTG_TEST_HOOKS -c $< -o $@
+$(INTERNAL): $(filter-out $(HOOK_SRC:%.c=$(BUILD)/obj/%.o),$(LIB_OBJ)) $(HOOK_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+# lm with the hooks, for the distributed tests of a rank that fails.
+$(BUILD)/tests/lm-hooks: examples/lm.c $(wildcard examples/*.h) $(INTERNAL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(INTERNAL) $(LDFLAGS) $(LDLIBS)
 
 # The test suite always runs in double precision, where a gradient check
 # can use tight tolerances.
@@ -172,7 +184,7 @@ test: test-build tokenizer-deps
 else ifeq ($(MPI),1)
 # MPI=1: the suite as without MPI, then the distributed tests
 # (tests/dist_test.sh: 2 ranks under mpirun, the float and double programs).
-test: programs
+test: programs $(BUILD)/tests/lm-hooks
 	@$(MAKE) --no-print-directory MPI=0 DIST_NOTE=0 REPORT_TEST=0 test
 	@$(MAKE) --no-print-directory DOUBLE=1 programs
 	sh tests/dist_test.sh $(BUILD) $(subst build/mpi,build/mpi-double,$(BUILD))
@@ -190,6 +202,7 @@ test: $(BUILD)/tests/float_kernels $(if $(filter 1,$(REPORT_TEST)),$(BUILD)/bin/
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
 	@$(if $(filter 1,$(REPORT_TEST)),sh tests/report_browser.sh $(BUILD))
+	@$(if $(filter 1,$(SANITIZE)),,$(MAKE) --no-print-directory docs)
 	@$(if $(filter 0,$(DIST_NOTE)),,echo "skipped distributed tests: build with make test MPI=1")
 $(BUILD)/tests/float_kernels: $(FLOAT_TEST_SRC) $(INTERNAL)
 	@mkdir -p $(dir $@)
@@ -227,12 +240,33 @@ install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
 	sed -e 's|@NAME@|$(NAME)|g' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEFINES@|$(if $(filter 1,$(DOUBLE)),TG_DOUBLE)|g' \
 	    -e 's|@THREADS@|$(if $(filter 1,$(OMP)),find_dependency(Threads))|' \
 	    -e 's|@LINK@|$(if $(filter 1,$(OMP)),Threads::Threads)|g' tools/cmake/tgrad-targets.cmake.in > $(CMAKEDIR)/$(NAME)-targets.cmake
+	if command -v doxygen >/dev/null; then $(MAKE) --no-print-directory NO_DEPS=1 DOCS_STRICT=NO docs && mkdir -p $(DOCDIR) \
+	    && rm -rf $(DOCDIR)/html && cp -r $(DOCS_DIR)/html $(DOCDIR)/; \
+	else echo "install: the API reference is left out (no doxygen; make docs installs it)"; fi
 # The headers and the CMake package's config are shared by both flavours:
 # removed with the last one.
 uninstall:
 	rm -f $(LIBDIR)/lib$(NAME).a $(LIBDIR)/lib$(NAME).so $(LIBDIR)/lib$(NAME).so.0 $(LIBDIR)/lib$(NAME).so.$(VERSION) \
 	      $(LIBDIR)/pkgconfig/$(NAME).pc $(INSTALLED_TOOLS:%=$(BINDIR)/$(NAME)-%) $(CMAKEDIR)/$(NAME)-targets.cmake
-	[ -e $(LIBDIR)/pkgconfig/tgrad.pc ] || [ -e $(LIBDIR)/pkgconfig/tgrad-double.pc ] || rm -rf $(INCDIR) $(CMAKEDIR)
+	[ -e $(LIBDIR)/pkgconfig/tgrad.pc ] || [ -e $(LIBDIR)/pkgconfig/tgrad-double.pc ] || rm -rf $(INCDIR) $(CMAKEDIR) $(DESTDIR)$(PREFIX)/share/doc/tgrad
+
+# `make docs`: the API reference of the installed headers, rendered by
+# Doxygen (Debian's, installed when missing, not with NO_DEPS=1) into
+# $(BUILD)/docs/html. Anything undocumented, or markup Doxygen cannot read, is
+# a warning, and a warning fails it (docs/Doxyfile); `make test` runs it, and
+# `make install` installs the pages when Doxygen is there (with
+# DOCS_STRICT=NO: a warning does not stop an install).
+DOCS_DIR := $(BUILD)/docs
+DOCDIR := $(DESTDIR)$(PREFIX)/share/doc/tgrad
+DOCS_STRICT ?= FAIL_ON_WARNINGS
+.PHONY: docs
+docs:
+	@$(if $(filter 1,$(NO_DEPS)),,sh tools/install-deps.sh doxygen)
+	@rm -rf $(DOCS_DIR) && mkdir -p $(DOCS_DIR)
+	@TG_DOCS_STRICT=$(DOCS_STRICT) TG_DOCS_OUT=$(DOCS_DIR) TG_DOCS_INPUT="docs/mainpage.md $(PUBLIC_HEADERS)" \
+	    doxygen docs/Doxyfile || { cat $(DOCS_DIR)/warnings.log; echo "make docs: Doxygen warnings above"; exit 1; }
+	@[ "$(DOCS_STRICT)" = NO ] || [ ! -s $(DOCS_DIR)/warnings.log ] || { cat $(DOCS_DIR)/warnings.log; exit 1; }
+	@echo "API reference: $(DOCS_DIR)/html/index.html"
 
 clean:
 	rm -rf build out

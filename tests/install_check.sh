@@ -3,6 +3,8 @@
 #   - `make install PREFIX=$HOME/.local`, then the README's compile-and-run
 #     line builds its first program with pkg-config and runs it without
 #     LD_LIBRARY_PATH (the .pc file's rpath);
+#   - the API reference is installed (when Doxygen is there, as make test
+#     installs it);
 #   - only the public headers are installed (those tgrad.h reaches), the
 #     shared library has a SONAME, the tools are there under tgrad- names;
 #   - the double flavour installs beside the float one and works too;
@@ -37,6 +39,9 @@ grep -q '^tensor(' out.txt || fail "README program printed no tensor: see $work/
 
 P="$HOME/.local"
 readelf -d "$P/lib/libtgrad.so" | grep -q 'SONAME.*libtgrad\.so\.0' || fail "libtgrad.so has no SONAME libtgrad.so.0"
+if command -v doxygen > /dev/null; then
+    [ -f "$P/share/doc/tgrad/html/index.html" ] || fail "make install: no API reference in $P/share/doc/tgrad/html"
+fi
 "$P/bin/tgrad-inspect" --help > /dev/null || fail "tgrad-inspect --help"
 "$P/bin/tgrad-heatmap" --help > /dev/null || fail "tgrad-heatmap --help"
 "$P/bin/tgrad-tokenize" --help > /dev/null || fail "tgrad-tokenize --help"

@@ -10,12 +10,13 @@
 #   valgrind          the leak test of the programs (tests/test_hostile.c)
 #   fortunes          English text, the language model's default corpus
 #                     (/usr/share/games/fortunes; pulls in fortunes-min)
+#   doxygen           the API reference (make docs, run by make test)
 # With arguments, those packages instead (tools/install-bench-deps.sh; the
 # Makefile's deps with MPI=1 and for make bench: libopenmpi-dev openmpi-bin;
 # fuzz-deps, for make fuzz: clang libclang-rt-14-dev libstb-dev; format and
-# format-check: clang-format).
+# format-check: clang-format; docs: doxygen).
 set -e
-PKGS="${*:-libcriterion-dev libstb-dev fonts-dejavu-core pkg-config cmake valgrind fortunes}"
+PKGS="${*:-libcriterion-dev libstb-dev fonts-dejavu-core pkg-config cmake valgrind fortunes doxygen}"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
