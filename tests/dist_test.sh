@@ -137,7 +137,7 @@ rank_failure() {
     b=$1 fault=$2 want=$3 what=$4
     log="$OUT/fault-$(echo "$fault" | tr ':' '-').log"
     start=$(date +%s)
-    env ${5:-} TG_DIST_TIMEOUT_S=3 TG_DIST_FAULT=$fault timeout 120 mpirun -np 2 --oversubscribe "$b/bin/lm" --ddp \
+    env ${5:-} TG_DIST_TIMEOUT_S=3 TG_DIST_FAULT=$fault timeout 120 mpirun -np 2 --oversubscribe "$b/tests/lm-hooks" --ddp \
         --steps 50 --threads 1 --tokens 10 --out "$OUT/fault" > "$log" 2>&1
     rc=$?
     secs=$(($(date +%s) - start))
@@ -157,7 +157,7 @@ rank_failure() {
 slow_lead() {
     b=$1
     start=$(date +%s)
-    TG_DIST_TIMEOUT_S=2 TG_DIST_SLOW_LEAD_S=4 $MPIRUN "$b/bin/lm" --ddp --steps 5 --threads 1 --tokens 10 \
+    TG_DIST_TIMEOUT_S=2 TG_DIST_SLOW_LEAD_S=4 $MPIRUN "$b/tests/lm-hooks" --ddp --steps 5 --threads 1 --tokens 10 \
         --out "$OUT/slow" > "$OUT/slow.log" 2>&1
     rc=$?
     secs=$(($(date +%s) - start))

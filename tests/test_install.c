@@ -44,8 +44,9 @@ Test(install, readme_programs_compile_and_run, .timeout = 300) {
 }
 
 /* The libraries export exactly what the public headers declare: no
- * kernel, op internal or test hook (tg__*) can be linked to, and nothing
- * declared is missing (tools/exports.sh lists the declarations). */
+ * kernel or op internal (tg__*) can be linked to, no test hook is inside,
+ * and nothing declared is missing (tools/exports.sh lists the
+ * declarations). */
 Test(install, exported_symbols_are_exactly_the_declared_ones, .timeout = 120) {
     char dir[] = "/tmp/tgrad-exports-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
@@ -64,6 +65,13 @@ Test(install, exported_symbols_are_exactly_the_declared_ones, .timeout = 120) {
     cr_assert_eq(rc, 0, "the exported set differs from the declared one (< declared only, > exported only): %s", dir);
     snprintf(cmd, sizeof cmd, "test $(wc -l < '%s/declared') -gt 300 && ! grep -q '^tg__' '%s/shared'", dir, dir);
     cr_expect_eq(system(cmd), 0, "fewer than 300 declarations, or a test hook exported");
+    /* Test hooks are not even inside (compiled only with TG_TEST_HOOKS into
+     * the tests' library): no fake-load switch, no fault variable. */
+    snprintf(cmd, sizeof cmd,
+             "! nm '%s' | grep -q tg__parallel_fake_load && ! grep -q -a -e TG_DIST_FAULT -e TG_DIST_SLOW_LEAD '%s' && "
+             "nm '%s/libtgrad-internal.a' | grep -q 'T tg__parallel_fake_load'",
+             TG_LIB, TG_LIB, TG_BUILD_DIR);
+    cr_expect_eq(system(cmd), 0, "a test hook is compiled into %s (or missing from the tests' library)", TG_LIB);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
 }

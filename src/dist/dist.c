@@ -275,6 +275,10 @@ static int wait_for_lead(MPI_Request *req, const char *what) {
     }
 }
 
+/* Test hooks, compiled into test builds only (Makefile: -DTG_TEST_HOOKS for
+ * the library the tests link and the lm that tests/dist_test.sh runs); the
+ * installed library has neither and ignores these variables. */
+#ifdef TG_TEST_HOOKS
 /* TG_DIST_FAULT=R:K:exit (or hang): rank R exits (or stops answering) at
  * its K-th tg_dist_allreduce_grads, or with K "barrier" on entering a
  * barrier (rank 0: as if it died in its single-rank work), for the tests
@@ -302,6 +306,10 @@ static void maybe_slow_lead(void) {
     fprintf(stderr, "tgrad dist: rank 0: TG_DIST_SLOW_LEAD_S: %g s of single-rank work before the barrier\n", v);
     nanosleep(&(struct timespec){(time_t)v, (long)((v - (double)(time_t)v) * 1e9)}, NULL);
 }
+#else
+static void maybe_fail(long call) { (void)call; }
+static void maybe_slow_lead(void) {}
+#endif
 
 int tg_dist_init(int *argc, char ***argv) {
     int inited = 0;

@@ -181,13 +181,19 @@ static int default_threads(bool *fixed) {
  * cores left (at least 1). A count set explicitly is never adapted. Results
  * do not depend on the thread count, so this changes speed only. */
 #define LOAD_CHECK_NS 10000000LL
-static int g_fake_others = -1; /* tg__parallel_fake_load: -1 = read the machine */
+#ifdef TG_TEST_HOOKS
+/* Test builds only (the library the tests link, Makefile's $(INTERNAL)):
+ * tg__parallel_fake_load pretends `others` threads of other programs run. */
+static int g_fake_others = -1; /* -1: read the machine */
 
 int tg__parallel_fake_load(int others) {
     int old = g_fake_others;
     g_fake_others = others;
     return old;
 }
+#else
+#define g_fake_others (-1)
+#endif
 
 /* Runnable threads on the machine now, or -1 when it cannot be read. */
 static int machine_runnable(void) {

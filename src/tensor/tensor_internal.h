@@ -38,7 +38,8 @@ void tg__error_rename(const char *from, const char *to, const char *fallback);
 int tg__isa_cap(int level);
 /* Pretend that many other threads are runnable on the machine (-1: read
  * /proc/loadavg again), for the default thread count's adaptation; returns
- * the previous setting. parallel.c */
+ * the previous setting. A test hook: only in the library the tests link
+ * (built with TG_TEST_HOOKS). parallel.c */
 int tg__parallel_fake_load(int others);
 
 #endif
