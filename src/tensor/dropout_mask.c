@@ -73,20 +73,15 @@ TG_AVX2 static void run_avx2(const tg_dropout_mask *m, uint32_t key, uint32_t lo
 #endif
 
 void tg_dropout_mask_row(const tg_dropout_mask *m, uint64_t index, int64_t n, tg_real *row) {
-#if TG_X86
-    bool avx2 = tg_isa_level() >= TG_ISA_AVX2; /* tests cap it to compare the loops */
-#endif
+    /* tests cap the level to compare the loops */
+    void (*run)(const tg_dropout_mask *, uint32_t, uint32_t, int64_t, tg_real *) =
+        TG_PICK(TG_X86, run_portable, run_avx2, run_avx2);
     while (n > 0) {
         /* A row may cross a multiple of 2^32 (where the key changes): split it there. */
         uint32_t hi = (uint32_t)(index >> 32), lo = (uint32_t)index;
         int64_t left = (int64_t)(0x100000000ull - lo), len = n < left ? n : left;
         uint32_t key = key32(m, hi);
-#if TG_X86
-        if (avx2)
-            run_avx2(m, key, lo, len, row);
-        else
-#endif
-            run_portable(m, key, lo, len, row);
+        run(m, key, lo, len, row);
         index += (uint64_t)len;
         row += len;
         n -= len;

@@ -577,26 +577,24 @@ typedef struct {
     kernel_fn kernel;
     int mr, nr, mc, kc, nc;
     kernel_a_fn kernel_a; /* NULL: A is packed */
+    double direct_max;    /* products of at most this many multiply-adds take the direct loops */
 } gemm_isa;
 
-static const gemm_isa isa_portable = {kernel_portable, PORT_MR, PORT_NR, PORT_MC, PORT_KC, PORT_NC, NULL};
+/* One row per ISA (clang-format off: it would give each field a line). */
+/* clang-format off */
+static const gemm_isa isa_portable = {kernel_portable, PORT_MR, PORT_NR, PORT_MC, PORT_KC, PORT_NC, NULL,
+                                      PORT_DIRECT_MAX_WORK};
+/* clang-format on */
 #if TG_X86
-static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, AVX_NC, NULL};
+static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, AVX_NC, NULL, DIRECT_MAX_WORK};
 #endif
-#if TG_X86 && !defined(TG_DOUBLE)
-static const gemm_isa isa_avx512 = {kernel_avx512, Z_MR, Z_NR, Z_MC, Z_KC, Z_NC, kernel_avx512_a};
-#endif
-
-/* The kernels follow tg_isa_level() (simd.h), which tests cap to run the
- * paths the CPU would not pick. The AVX-512 kernel exists for float only. */
-static bool have_avx2(void) { return tg_isa_level() >= TG_ISA_AVX2; }
-static bool have_avx512(void) {
-#ifdef TG_DOUBLE
-    return false;
+/* The AVX-512 kernel exists for float only: the double build runs AVX2's. */
+#if TG_SIMD_F32
+static const gemm_isa isa_avx512 = {kernel_avx512, Z_MR, Z_NR, Z_MC, Z_KC, Z_NC, kernel_avx512_a, Z_DIRECT_MAX_WORK};
+#define ISA_AVX512 (&isa_avx512)
 #else
-    return tg_isa_level() >= TG_ISA_AVX512;
+#define ISA_AVX512 (&isa_avx2)
 #endif
-}
 
 /* ---- packing buffers: thread-local, grown on demand, never shrunk ----------
  * tg__gemm_workspace (gemm_common.h): gemm_bf16.c packs into the same one. */
@@ -811,29 +809,17 @@ void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, c
         scale_c(M, N, beta, C, ldc);
         return;
     }
-    bool avx2 = have_avx2();
-    double work = (double)M * N * K;
+    /* The kernels follow tg_isa_level() (simd.h, TG_PICK), which tests cap
+     * to run the paths the CPU would not pick. */
+    const gemm_isa *isa = TG_PICK(TG_X86, &isa_portable, &isa_avx2, ISA_AVX512);
+    bool avx2 = isa != &isa_portable; /* the direct loops: AVX2 or portable */
     /* Without AVX2 only tiny products with B untransposed take the direct
      * loops: at -O2 GCC leaves them scalar (a loop needing a remainder is
      * not vectorised, a float dot product never is), while the packed
      * path's fixed-size kernel is vectorised. */
-    double direct_max = have_avx512() ? Z_DIRECT_MAX_WORK : avx2 ? DIRECT_MAX_WORK : PORT_DIRECT_MAX_WORK;
-    if (work <= direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b)) {
+    if ((double)M * N * K <= isa->direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b)) {
         gemm_direct(avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-#if TG_X86 && !defined(TG_DOUBLE)
-    if (have_avx512()) {
-        gemm_blocked(&isa_avx512, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-#endif
-#if TG_X86
-    if (avx2) {
-        gemm_blocked(&isa_avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-#endif
-    (void)avx2;
-    gemm_blocked(&isa_portable, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_blocked(isa, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -52,26 +52,11 @@ TG_AVX2 static void ds_avx2(tg_real *p, const tg_real *dp, const tg_real *z, tg_
 #endif
 
 tg_real tg_k_max_row(const tg_real *s, int n, tg_real m) {
-#if ATT_VEC_ROWS
-    if (tg_isa_level() >= TG_ISA_AVX2) return row_max_avx2(s, n, m);
-#endif
-    return row_max_portable(s, n, m);
+    return TG_PICK(ATT_VEC_ROWS, row_max_portable, row_max_avx2, row_max_avx2)(s, n, m);
 }
 void tg_k_mul_row(tg_real *a, const tg_real *b, int n) {
-#if ATT_VEC_ROWS
-    if (tg_isa_level() >= TG_ISA_AVX2) {
-        mul_avx2(a, b, n);
-        return;
-    }
-#endif
-    mul_portable(a, b, n);
+    TG_PICK(ATT_VEC_ROWS, mul_portable, mul_avx2, mul_avx2)(a, b, n);
 }
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-#if ATT_VEC_ROWS
-    if (tg_isa_level() >= TG_ISA_AVX2) {
-        ds_avx2(p, dp, z, D, n);
-        return;
-    }
-#endif
-    ds_portable(p, dp, z, D, n);
+    TG_PICK(ATT_VEC_ROWS, ds_portable, ds_avx2, ds_avx2)(p, dp, z, D, n);
 }

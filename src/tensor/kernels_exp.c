@@ -12,11 +12,7 @@
 #include "simd.h"
 
 /* The hand-written AVX2 and AVX-512 paths: x86, float build (each chosen at run time). */
-#if TG_X86 && !defined(TG_DOUBLE)
-#define EXP_SIMD 1
-#else
-#define EXP_SIMD 0
-#endif
+#define EXP_SIMD TG_SIMD_F32
 
 static tg_real exp_shift_portable(tg_real *s, int64_t n, tg_real shift) {
     tg_real sum = 0;
@@ -107,16 +103,12 @@ TG_AVX2 static void add_scaled_exp_avx2(tg_real *d, const tg_real *x, int64_t n,
 }
 #endif
 
-#if EXP_SIMD /* name_avx2 where the CPU (and the test cap) allow, else name_portable */
-#define PICK(name) (tg_isa_level() >= TG_ISA_AVX2 ? name##_avx2 : name##_portable)
-#else
-#define PICK(name) name##_portable
-#endif
-tg_real tg_k_sum_exp(const tg_real *x, int64_t n, tg_real shift) { return PICK(sum_exp)(x, n, shift); }
-void tg_k_add_scaled_exp(tg_real *d, const tg_real *x, int64_t n, tg_real shift, tg_real scale) {
-    PICK(add_scaled_exp)(d, x, n, shift, scale);
+tg_real tg_k_sum_exp(const tg_real *x, int64_t n, tg_real shift) {
+    return TG_PICK(EXP_SIMD, sum_exp_portable, sum_exp_avx2, sum_exp_avx2)(x, n, shift);
 }
-#undef PICK
+void tg_k_add_scaled_exp(tg_real *d, const tg_real *x, int64_t n, tg_real shift, tg_real scale) {
+    TG_PICK(EXP_SIMD, add_scaled_exp_portable, add_scaled_exp_avx2, add_scaled_exp_avx2)(d, x, n, shift, scale);
+}
 
 #if EXP_SIMD
 /* exp8 16 lanes wide, and a softmax row's exp and sum with it, the sum in
@@ -143,10 +135,9 @@ TG_AVX512 static tg_real exp_shift_avx512(tg_real *s, int64_t n, tg_real shift) 
 }
 #endif
 
-tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift) {
 #if EXP_SIMD
-    if (tg_isa_level() >= TG_ISA_AVX512) return exp_shift_avx512(s, n, shift);
-    if (tg_isa_level() >= TG_ISA_AVX2) return exp_sum_avx2(s, s, n, shift);
+static tg_real exp_shift_avx2(tg_real *s, int64_t n, tg_real shift) { return exp_sum_avx2(s, s, n, shift); }
 #endif
-    return exp_shift_portable(s, n, shift);
+tg_real tg_k_exp_shift(tg_real *s, int64_t n, tg_real shift) {
+    return TG_PICK(EXP_SIMD, exp_shift_portable, exp_shift_avx2, exp_shift_avx512)(s, n, shift);
 }

@@ -18,6 +18,13 @@
 #else
 #define TG_X86 0
 #endif
+/* 1 where the hand-written float paths (intrinsics on float vectors) are
+ * built: x86, float build. */
+#if TG_X86 && !defined(TG_DOUBLE)
+#define TG_SIMD_F32 1
+#else
+#define TG_SIMD_F32 0
+#endif
 
 /* ISA levels a kernel is built for, narrowest first. TG_ISA_AVX512_BF16
  * adds the bfloat16 dot product (vdpbf16ps) to AVX-512: only the bf16 GEMM
@@ -28,15 +35,31 @@ typedef enum { TG_ISA_PORTABLE = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2, TG_ISA_A
  * every dispatching kernel asks this, so one switch selects a path in all. */
 tg_isa tg_isa_level(void);
 
+/* The one way a kernel chooses its path: TG_PICK(on, portable, avx2, avx512)
+ * is the widest of the three that tg_isa_level() allows (a kernel without
+ * an AVX-512 path names its AVX2 one twice; the AVX-512 BF16 level runs the
+ * AVX-512 one), when `on` is 1; when `on` is 0 (a build without those
+ * paths: not x86, or the double build for the hand-written float ones) it
+ * is `portable`, and the other names need not exist. `on` must expand to a
+ * literal 0 or 1: TG_X86 or TG_SIMD_F32. The three may be functions (called
+ * as TG_PICK(...)(args)) or anything else of one type, a table of block
+ * sizes say. The one exception is the bf16 GEMM's vdpbf16ps kernel, the
+ * only path of the AVX-512 BF16 level (gemm_bf16.c). */
+#define TG_PICK(on, portable, avx2, avx512)  TG_PICK_(on, portable, avx2, avx512)
+#define TG_PICK_(on, portable, avx2, avx512) TG_PICK_##on(portable, avx2, avx512)
+#define TG_PICK_0(portable, avx2, avx512)    (portable)
+#define TG_PICK_1(portable, avx2, avx512) \
+    (tg_isa_level() >= TG_ISA_AVX512 ? (avx512) : tg_isa_level() >= TG_ISA_AVX2 ? (avx2) : (portable))
+
 /* One loop body, built once per ISA. The compiler vectorises a plain loop
  * at the width of the ISA its function is compiled for; the library is
  * compiled for the baseline (SSE2 on x86-64), so a loop written once runs
  * 4 floats wide unless it is compiled again for AVX2 (8) and AVX-512 (16).
  * TG_ISA_DISPATCH(name, params, args) expects
  *     TG_KERNEL_BODY void name##_body params { ... }
- * and defines name##_avx2 and name##_avx512 (the body inlined into a
- * function compiled for that ISA) and `static void name params`, which runs
- * the widest one tg_isa_level() allows. Results are the same at every
+ * and defines name##_portable, name##_avx2 and name##_avx512 (the body
+ * inlined into a function compiled for that ISA) and `static void name
+ * params`, which runs the one TG_PICK chooses. Results are the same at every
  * width for elementwise loops (no FMA contraction under -std=c11); a
  * reduction may round differently. Example: kernels_elementwise.c. */
 #define TG_KERNEL_BODY static inline __attribute__((always_inline))
@@ -47,16 +70,10 @@ tg_isa tg_isa_level(void);
 #define TG_AVX512_VEC __attribute__((target("avx512f,avx2,fma,prefer-vector-width=512")))
 #endif
 #define TG_ISA_DISPATCH(name, params, args)                              \
+    static void name##_portable params { name##_body args; }             \
     TG_AVX2 static void name##_avx2 params { name##_body args; }         \
     TG_AVX512_VEC static void name##_avx512 params { name##_body args; } \
-    static void name params {                                            \
-        switch (tg_isa_level()) {                                        \
-        case TG_ISA_AVX512_BF16:                                         \
-        case TG_ISA_AVX512: name##_avx512 args; break;                   \
-        case TG_ISA_AVX2: name##_avx2 args; break;                       \
-        default: name##_body args;                                       \
-        }                                                                \
-    }
+    static void name params { TG_PICK(1, name##_portable, name##_avx2, name##_avx512) args; }
 #else
 #define TG_ISA_DISPATCH(name, params, args) \
     static void name params { name##_body args; }
