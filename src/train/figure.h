@@ -3,9 +3,9 @@
  * which take float arrays so that viz stands alone, drawn straight from
  * tensors of either precision, so a program never copies values by hand.
  *
- *   tg_figure_heatmap("P.png", pe->P, &(tg_heatmap_opts){.title = "P"});
- *   tg_tensor *w = tg_encoder_attention_weights(enc, 0, 1);   // [1, T, T]
- *   tg_figure_heatmap("layer1_head2.png", w, &opts);
+ *     tg_figure_heatmap("P.png", pe->P, &(tg_heatmap_opts){.title = "P"});
+ *     tg_tensor *w = tg_encoder_attention_weights(enc, 0, 1);   // [1, T, T]
+ *     tg_figure_heatmap("layer1_head2.png", w, &opts);
  *
  * A tensor drawn as a matrix is 2-D, or has leading sizes of 1 (a head of
  * recorded attention over one sequence, [1, T, T]): its last two axes are

@@ -5,12 +5,12 @@
  * temporary beside the target, then rename; no output name is followed
  * through a symlink):
  *
- *   DIR/train_state.safetensors  the checkpoint: model, optimizer, step,
- *                                every random generator and the program's
- *                                settings, in ONE file, so model and state
- *                                can never be out of step (train.h's format)
- *   DIR/best.safetensors         the same at the best validation loss so far
- *   DIR/metrics.jsonl            one JSON object per step, appended
+ *     DIR/train_state.safetensors  the checkpoint: model, optimizer, step,
+ *                                  every random generator and the program's
+ *                                  settings, in ONE file, so model and state
+ *                                  can never be out of step (train.h's format)
+ *     DIR/best.safetensors         the same at the best validation loss so far
+ *     DIR/metrics.jsonl            one JSON object per step, appended
  *
  * A checkpoint is written at every evaluation (or every save_every steps),
  * on SIGINT and SIGTERM (then the run stops cleanly), and at the end. A run
@@ -24,21 +24,21 @@
  *
  * The loop (nanoGPT's train.py, with the bookkeeping inside tg_run_*):
  *
- *   tg_run_config rc = tg_run_defaults("out/my_run", 5000);
- *   rc.schedule = tg_lr_warmup_cosine(6e-4, 6e-5, 100, 5000);
- *   rc.eval_every = 250, rc.patience = 4, rc.resume = resume;
- *   tg_run *run = tg_run_open(&rc, &params, opt, &rngs);
- *   while (tg_run_next(run)) {                 // learning rate set, gradients zeroed
- *       for (int k = 0; k < rc.accum; k++) {   // micro-batches
- *           tg_token_data_batch(d, B, T, x, y);
- *           tg_scope_begin();
- *           tg_run_backward(run, tg_cross_entropy(model(x), y, NULL, -1));
- *           tg_scope_end();
- *       }
- *       tg_run_step(run);                      // clip, optimizer step, log, progress
- *       if (tg_run_eval_due(run)) tg_run_eval(run, validation_loss());
- *   }
- *   return tg_run_close(run);                  // last checkpoint; the exit status
+ *     tg_run_config rc = tg_run_defaults("out/my_run", 5000);
+ *     rc.schedule = tg_lr_warmup_cosine(6e-4, 6e-5, 100, 5000);
+ *     rc.eval_every = 250, rc.patience = 4, rc.resume = resume;
+ *     tg_run *run = tg_run_open(&rc, &params, opt, &rngs);
+ *     while (tg_run_next(run)) {                 // learning rate set, gradients zeroed
+ *         for (int k = 0; k < rc.accum; k++) {   // micro-batches
+ *             tg_token_data_batch(d, B, T, x, y);
+ *             tg_scope_begin();
+ *             tg_run_backward(run, tg_cross_entropy(model(x), y, NULL, -1));
+ *             tg_scope_end();
+ *         }
+ *         tg_run_step(run);                      // clip, optimizer step, log, progress
+ *         if (tg_run_eval_due(run)) tg_run_eval(run, validation_loss());
+ *     }
+ *     return tg_run_close(run);                  // last checkpoint; the exit status
  *
  * Under data parallelism (src/dist/, tg_dist_init before tg_run_open) the
  * run starts every rank from rank 0's weights, averages the gradients
@@ -50,6 +50,8 @@
 
 #include "train.h"
 
+/** What a run does: get one from tg_run_defaults, change fields, pass it to
+ * tg_run_open (which copies it, and copies dir and settings). */
 typedef struct {
     const char *dir;         /**< the run's folder (created with its parents) */
     int64_t steps;           /**< the run ends after this step */
@@ -68,18 +70,24 @@ typedef struct {
     bool quiet;              /**< no progress on stderr */
 } tg_run_config;
 
-/** Defaults: accum 1, the optimizer's learning rate at every step, no
- * clipping, an evaluation every 100 steps and a checkpoint at each, no
- * patience, progress on stderr. */
+/** Defaults for a run of steps steps in dir: accum 1, the optimizer's
+ * learning rate at every step, no clipping, an evaluation every 100 steps
+ * and a checkpoint at each, no patience, no stop_after or max_loss, no
+ * settings, a new run (not resume), progress on stderr. */
 tg_run_config tg_run_defaults(const char *dir, int64_t steps);
 
+/** A training run in progress (opaque): made by tg_run_open, ended and
+ * freed by tg_run_close. For one thread. */
 typedef struct tg_run tg_run;
 
 /** Opens the run: creates DIR, and with cfg->resume loads the checkpoint
  * into params, opt and rngs (all or nothing) and cuts the metrics log back
  * to its step; otherwise starts a new log (a run already in DIR is
  * replaced, and said so). params, opt and rngs stay the caller's and must
- * outlive the run. NULL with the error recorded ("run: <dir>: ..."). */
+ * outlive the run. Catches SIGINT and SIGTERM until tg_run_close (a second
+ * one takes the default action). Under data parallelism it also broadcasts
+ * rank 0's weights. NULL with the error recorded ("run: <dir>: ...", e.g.
+ * a bad config field, or resuming a run already at steps). */
 tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim *opt, const tg_rngs *rngs);
 /** Starts the next step: false when the run is over (all steps done, early
  * stop, --stop-after, a signal, or a failure: tg_run_close tells which);
@@ -90,7 +98,8 @@ bool tg_run_next(tg_run *run);
  * losses (nanoGPT's accumulation; tg_run_backward_sum below is exact when
  * micro-batches count different numbers of targets). Under data parallelism the last
  * micro-batch's backward starts the gradient all-reduce. NULL loss (an op
- * failed) fails the run. 0, or -1 (the run has failed). */
+ * failed) fails the run, as does mixing it with tg_run_backward_sum in one
+ * step. 0, or -1 (the run has failed; the error is recorded). */
 int tg_run_backward(tg_run *run, tg_tensor *loss);
 /** The exact form: loss_sum is a micro-batch's loss summed over its counted
  * targets (tg_cross_entropy_sum), counted their number. At tg_run_step the
@@ -103,7 +112,9 @@ int tg_run_backward(tg_run *run, tg_tensor *loss);
 int tg_run_backward_sum(tg_run *run, tg_tensor *loss_sum, int64_t counted);
 /** Ends the step: averages gradients and loss over the ranks, stops the run
  * on a non-finite (or above max_loss) loss, clips, takes the optimizer
- * step, logs the step and shows progress. 0, or -1 (the run has failed). */
+ * step, logs the step and shows progress; writes a checkpoint when
+ * save_every says so and no evaluation is due. 0, or -1 (the run has failed,
+ * e.g. fewer or more than accum micro-batches). */
 int tg_run_step(tg_run *run);
 /** True after tg_run_step when this step has an evaluation: every
  * eval_every steps, the last step and the step the run stops at. */
@@ -111,33 +122,41 @@ bool tg_run_eval_due(const tg_run *run);
 /** Records the validation loss of this step: a permanent progress line, the
  * metrics line, a checkpoint when one is due, best.safetensors when it is
  * the best so far, patience, and a warning when validation loss rises while
- * training loss falls. 0, or -1 (the run has failed). */
+ * training loss falls. A NaN val_loss fails the run. 0, or -1 (the run has
+ * failed). */
 int tg_run_eval(tg_run *run, double val_loss);
 /** Writes the last checkpoint (when steps were taken since the last one and
  * the run did not fail), closes the log and frees the run (params, opt and
- * rngs stay). Returns the process exit status: 0 when the run finished,
- * stopped early (patience) or at stop_after; 1 when it failed (the error
- * is printed); 128 + the signal when a signal stopped it. */
+ * rngs stay) and restores the signal handlers. Returns the process exit
+ * status: 0 when the run finished, stopped early (patience), at stop_after
+ * or because the caller left the loop; 1 when it failed (the error is
+ * printed on stderr), also when run is NULL or the log cannot be closed;
+ * 128 + the signal when a signal stopped it. */
 int tg_run_close(tg_run *run);
 
-/** what the program shows and draws */
-int64_t tg_run_steps_done(const tg_run *run); /**< the optimizer steps taken so far, over all sessions */
+/* ---- what the program shows and draws ---------------------------------------- */
+/** The optimizer steps taken so far, over all sessions (0 for NULL). */
+int64_t tg_run_steps_done(const tg_run *run);
 /** The training loss of every step so far (index step - 1; NaN for a step
  * whose log line was lost) and the evaluations (step, loss): pointers into
- * the run, valid until the next call on it. */
+ * the run, valid until the next call on it; run must not be NULL. */
 void tg_run_history(const tg_run *run, const float **train, int64_t *n_train, const float **val_step,
                     const float **val_loss, int *n_val);
-double tg_run_best_val(const tg_run *run, int64_t *step); /**< NaN (and step 0) before any evaluation */
-bool tg_run_is_lead(const tg_run *run);                   /**< this process writes the files (rank 0) */
-const char *tg_run_dir(const tg_run *run);                /**< the run's folder (a copy of the config's dir) */
+/** The best validation loss so far (also from before a resume), its step in
+ * *step (step may be NULL); NaN (and step 0) before any evaluation. */
+double tg_run_best_val(const tg_run *run, int64_t *step);
+bool tg_run_is_lead(const tg_run *run);    /**< true when this process writes the files (rank 0) */
+const char *tg_run_dir(const tg_run *run); /**< the run's folder (the run's copy of the config's dir; NULL for NULL) */
 /** Creates dir and its missing parents (mkdir -p). 0, or -1 with the error
  * recorded. */
 int tg_run_mkdir(const char *dir);
-/** DIR/name, malloc'd (free it): paths of any length the system accepts. */
+/** DIR/name, malloc'd (free it): paths of any length the system accepts.
+ * NULL when out of memory (no error recorded). */
 char *tg_run_path(const char *dir, const char *name);
 /** Registers a function called on rank 0 after each checkpoint (also the
  * last), to write the program's own files (figures, a model export) into
- * the run: it returns 0, or -1 to fail the run. */
+ * the run: it returns 0, or -1 to fail the run. fn is called with (ctx, the
+ * step); fn NULL removes it. */
 void tg_run_on_save(tg_run *run, int (*fn)(void *ctx, int64_t step), void *ctx);
 
 /* ---- starting from another run (nanoGPT's init_from) ----------------------- */
@@ -146,8 +165,9 @@ void tg_run_on_save(tg_run *run, int (*fn)(void *ctx, int64_t step), void *ctx);
  * ("model.<name>"), or a plain checkpoint ("<name>"); strict, all or
  * nothing. 0, or -1 with "init_from: <path>: ..." recorded. */
 int tg_run_init_from(const char *path, const tg_params *params);
-/** The checkpoint file of a run folder or the file itself: DIR/
- * train_state.safetensors when path is a directory, else path (malloc'd). */
+/** The checkpoint file of a run folder or the file itself:
+ * DIR/train_state.safetensors when path is a directory, else a copy of path;
+ * malloc'd (free it), NULL when out of memory. */
 char *tg_run_checkpoint_of(const char *path);
 
 #endif
