@@ -226,6 +226,8 @@ INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
 BINDIR := $(DESTDIR)$(PREFIX)/bin
 CMAKEDIR := $(LIBDIR)/cmake/tgrad
 INSTALLED_TOOLS := inspect heatmap tokenize report
+# The API reference is built and copied on two lines: make -n runs a line
+# that names $(MAKE) (so the docs line, with -n passed down), never the copy.
 install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
 	mkdir -p $(LIBDIR)/pkgconfig $(INCDIR) $(BINDIR)
 	cp -P $(A) $(SO) $(SO).0 $(SO).$(VERSION) $(LIBDIR)/
@@ -240,9 +242,9 @@ install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
 	sed -e 's|@NAME@|$(NAME)|g' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEFINES@|$(if $(filter 1,$(DOUBLE)),TG_DOUBLE)|g' \
 	    -e 's|@THREADS@|$(if $(filter 1,$(OMP)),find_dependency(Threads))|' \
 	    -e 's|@LINK@|$(if $(filter 1,$(OMP)),Threads::Threads)|g' tools/cmake/tgrad-targets.cmake.in > $(CMAKEDIR)/$(NAME)-targets.cmake
-	if command -v doxygen >/dev/null; then $(MAKE) --no-print-directory NO_DEPS=1 DOCS_STRICT=NO docs && mkdir -p $(DOCDIR) \
-	    && rm -rf $(DOCDIR)/html && cp -r $(DOCS_DIR)/html $(DOCDIR)/; \
+	if command -v doxygen >/dev/null; then $(MAKE) --no-print-directory NO_DEPS=1 DOCS_STRICT=NO docs; \
 	else echo "install: the API reference is left out (no doxygen; make docs installs it)"; fi
+	if command -v doxygen >/dev/null; then mkdir -p $(DOCDIR) && rm -rf $(DOCDIR)/html && cp -r $(DOCS_DIR)/html $(DOCDIR)/; fi
 # The headers and the CMake package's config are shared by both flavours:
 # removed with the last one.
 uninstall:

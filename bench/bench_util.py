@@ -6,6 +6,7 @@ The safetensors format (src/io/safetensors.h): 8 bytes of header length
 (little-endian), a JSON header (name -> dtype, shape, data_offsets;
 "__metadata__" -> strings) and the raw little-endian data.
 """
+import argparse
 import contextlib
 import json
 import os
@@ -26,6 +27,21 @@ INTS = {2: torch.int16, 4: torch.int32, 8: torch.int64}  # a tensor's bits (nump
 def programs(build, *names):
     """The paths of tgrad's programs in a build directory (build/bin/NAME)."""
     return tuple(os.path.join(ROOT, build, "bin", n) for n in names)
+
+
+def script_args(doc, names, *flags):
+    """A bench script's flags: --build (where the programs `names` are), then
+    each of `flags` as (name, type, default, help); with --threads among
+    them, torch runs on that many. The parsed flags and the programs' paths."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--build", default="build",
+                    help="tgrad's build directory (" + ", ".join("build/bin/" + n for n in names) + ")")
+    for name, typ, default, what in flags:
+        ap.add_argument(name, type=typ, default=default, help=what)
+    a = ap.parse_args()
+    if "threads" in vars(a):
+        torch.set_num_threads(a.threads)
+    return a, programs(a.build, *names)
 
 
 @contextlib.contextmanager

@@ -16,7 +16,6 @@ table is the record).
 Exits 1 when tgrad's bf16 run ends more than 0.03 nats/byte from its fp32
 run (the issue's accuracy goal, here on gpt-mini).
 """
-import argparse
 import os
 import sys
 import tempfile
@@ -26,19 +25,14 @@ import torch
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_ref  # noqa: E402
-from bench_util import ROOT, TEXT, run  # noqa: E402
+from bench_util import ROOT, TEXT, run, script_args  # noqa: E402
 from torch_ref import gpt_train  # noqa: E402
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--every", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--png", default=os.path.join("docs", "bf16_loss_curves.png"))
-    a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    bench = os.path.join(ROOT, a.build, "bin", "bench")
+    a, (bench,) = script_args(__doc__, ("bench",), ("--steps", int, 300, "training steps of each run"),
+                              ("--every", int, 30, "print the losses every this many steps"),
+                              ("--threads", int, 1, "threads of both"),
+                              ("--png", str, os.path.join("docs", "bf16_loss_curves.png"), "the figure"))
     curves = {}
     with tempfile.TemporaryDirectory() as work:
         init = os.path.join(work, "init.safetensors")

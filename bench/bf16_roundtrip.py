@@ -19,7 +19,6 @@ Run by `make bench` (appended to BENCHMARKS.md), never by `make test`.
 
 Exits 1 on any difference.
 """
-import argparse
 import os
 import sys
 
@@ -27,7 +26,7 @@ import torch
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import INTS, TEXT, programs, run, section  # noqa: E402
+from bench_util import INTS, TEXT, run, script_args, section  # noqa: E402
 from bench_util import load_safetensors as load, save_safetensors as save  # noqa: E402
 from torch_ref import GPT, GPTConfig  # noqa: E402
 
@@ -41,10 +40,7 @@ def bits_differ(a, b):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build", help="tgrad's build directory (build/bin/bench, build/bin/inspect)")
-    a = ap.parse_args()
-    bench, inspect = programs(a.build, "bench", "inspect")
+    _, (bench, inspect) = script_args(__doc__, ("bench", "inspect"))
     ok = True
     with section(
             f"bf16 and f16 checkpoints: tgrad and PyTorch {torch.__version__}",

@@ -20,7 +20,6 @@ Run by `make bench` (appended to BENCHMARKS.md). Three checks, float32:
 
 Exits 1 when the logits differ by more than 1e-4 or the curves by more than 1e-2.
 """
-import argparse
 import os
 import sys
 
@@ -29,7 +28,7 @@ import torch
 
 sys.dont_write_bytecode = True                      # no bench/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import TEXT, programs, run, safetensors_metadata, section  # noqa: E402
+from bench_util import TEXT, run, safetensors_metadata, script_args, section  # noqa: E402
 from torch_ref import GPT, GPTConfig, gpt_train, load_file, save_file  # noqa: E402
 
 PROMPT = "A fortune is a short saying; "     # < 64 bytes: fits both models' block
@@ -49,13 +48,9 @@ def torch_logits(model, prompt):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build", help="tgrad's build directory (build/bin/lm, build/bin/bench)")
-    ap.add_argument("--steps", type=int, default=100, help="training steps of the loss-curve comparison")
-    ap.add_argument("--threads", type=int, default=1)
-    a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    lm, bench = programs(a.build, "lm", "bench")
+    a, (lm, bench) = script_args(__doc__, ("lm", "bench"),
+                                 ("--steps", int, 100, "training steps of the loss-curve comparison"),
+                                 ("--threads", int, 1, "threads of both"))
     ok = True
     with section(
             f"GPT: tgrad and PyTorch (nanoGPT's model.py, torch {torch.__version__})",

@@ -169,7 +169,7 @@ static int wrote(int rc, const char *path) { return toy_wrote("extrapolate", rc,
 
 /* Shaw's learned a^K and a^V of the first block, rows = offsets -C..C. */
 static int draw_relative(model *m, const options *o) {
-    const tg_mha *a = m->encoder->blocks[0]->attention;
+    const tg_position *a = &m->encoder->blocks[0]->attention->pos;
     const char *titles[2] = {"relative_k (a^K)", "relative_v (a^V)"};
     char path[4200], ylabel[64];
     snprintf(path, sizeof path, "%s/extrapolate_relative.png", o->out);
@@ -185,8 +185,8 @@ static int draw_relative(model *m, const options *o) {
 
 /* ALiBi's bias -m_h |i - j| of every head at the training length. */
 static int draw_alibi(model *m, const options *o) {
-    const tg_mha *a = m->encoder->blocks[0]->attention;
-    int h = a->num_heads, T = o->train_len;
+    const tg_position *a = &m->encoder->blocks[0]->attention->pos;
+    int h = m->encoder->blocks[0]->attention->num_heads, T = o->train_len;
     float *all = malloc(sizeof(float) * (size_t)h * T * T);
     const float **mats = malloc(sizeof *mats * (size_t)h);
     char(*titles)[48] = malloc(sizeof *titles * (size_t)h);

@@ -67,8 +67,7 @@ static void block_free(tg_decoder_block *b) {
     tg_linear_free(b->c_fc);
     tg_linear_free(b->mlp_proj);
     tg_dropout_free(b->mlp_drop);
-    tg_free(b->relative_k);
-    tg_free(b->relative_v);
+    tg_position_free(&b->pos);
     tg_sys_free(b);
 }
 
@@ -86,11 +85,10 @@ static tg_decoder_block *block_new(const tg_decoder_config *c, tg_rng *rng) {
               (b->ln_2 = layernorm_new(d, c->bias)) && (b->c_fc = linear_new(d, 4 * d, c->bias, INIT_STD, rng)) &&
               (b->mlp_proj = linear_new(4 * d, d, c->bias, resid_std, rng)) &&
               (b->mlp_drop = tg_dropout_new(c->dropout, rng));
-    if (ok && c->pos == TG_PE_RELATIVE) { /* GPT-2's init std, as the other tables */
-        int R = 2 * (c->relative_clip ? c->relative_clip : 16) + 1, hd = d / c->n_head;
-        ok = (b->relative_k = tg_module_param(TG_SHAPE(R, hd), TG_INIT_NORMAL, (tg_real)INIT_STD, rng)) &&
-             (b->relative_v = tg_module_param(TG_SHAPE(R, hd), TG_INIT_NORMAL, (tg_real)INIT_STD, rng));
-    }
+    /* The block's position term (relative tables at GPT-2's init std, as
+     * the other tables; ALiBi's slopes; RoPE's pairing; none otherwise). */
+    ok = ok && tg_position_init(&b->pos, "decoder", c->pos, c->n_head, d / c->n_head,
+                                c->relative_clip ? c->relative_clip : 16, c->rope_half, (tg_real)INIT_STD, rng) == 0;
     if (!ok) {
         block_free(b);
         return NULL;
@@ -143,13 +141,6 @@ tg_decoder *tg_decoder_new(const tg_decoder_config *cfg, tg_rng *rng) {
     bool ok = (m->wte = tg_embedding_new(cfg->vocab_size, d, (tg_real)INIT_STD, rng)) &&
               (!learned || (m->wpe = tg_embedding_new(cfg->block_size, d, (tg_real)INIT_STD, rng))) &&
               (m->drop = tg_dropout_new(cfg->dropout, rng));
-    if (ok && cfg->pos == TG_PE_ALIBI) {
-        ok = (m->alibi = tg_sys_alloc(sizeof(tg_real) * (size_t)cfg->n_head)) != NULL;
-        if (ok)
-            tg_alibi_slopes(cfg->n_head, m->alibi);
-        else
-            tg_set_error("decoder: out of memory");
-    }
     if (ok) {
         m->h = tg_sys_calloc((size_t)cfg->n_layer, sizeof *m->h);
         if (!m->h) tg_set_error("decoder: out of memory");
@@ -168,7 +159,6 @@ void tg_decoder_free(tg_decoder *m) {
     if (!m) return;
     tg_embedding_free(m->wte);
     tg_embedding_free(m->wpe);
-    tg_sys_free(m->alibi);
     tg_dropout_free(m->drop);
     if (m->h)
         for (int i = 0; i < m->cfg.n_layer; i++) block_free(m->h[i]);
@@ -209,20 +199,9 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
     tg_tensor *v = tg_reshape(tg_slice(qkv, 0, 2, 3), TG_SHAPE(B * h, T, hd));
     if (!q || !k || !v) return NULL;
     int start = cache ? cache->start : 0; /* position of the first new token */
-    tg_attn_pos pos = {.heads = h, .q_offset = start}, *pp = NULL;
-    if (m->cfg.pos == TG_PE_ROPE) { /* rotated before caching: a cached key keeps its position */
-        q = tg_rope(q, start, 10000, m->cfg.rope_half);
-        k = tg_rope(k, start, 10000, m->cfg.rope_half);
-        if (!q || !k) return NULL;
-    } else if (m->cfg.pos == TG_PE_ALIBI) {
-        pos.alibi = m->alibi;
-        pp = &pos;
-    } else if (m->cfg.pos == TG_PE_RELATIVE) {
-        pos.clip = m->cfg.relative_clip ? m->cfg.relative_clip : 16;
-        pos.rel_k = b->relative_k;
-        pos.rel_v = b->relative_v;
-        pp = &pos;
-    }
+    tg_attn_pos terms;                    /* RoPE rotates before caching: a cached key keeps its position */
+    const tg_attn_pos *pp = tg_position_apply(&b->pos, h, start, &q, &k, &terms);
+    if (!q || !k) return NULL;
     tg_mask mask = {.causal = true};
     if (cache) {
         cache_write(cache->k, k, cache->start);
@@ -348,7 +327,7 @@ static int layernorm_params(tg_layernorm *ln, bool bias, tg_params *p, const cha
 }
 
 int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix) {
-    char tr[TG_PARAM_NAME_MAX], b[TG_PARAM_NAME_MAX], blk[TG_PARAM_NAME_MAX], index[16];
+    char tr[TG_PARAM_NAME_MAX], b[TG_PARAM_NAME_MAX], blk[TG_PARAM_NAME_MAX], a[TG_PARAM_NAME_MAX], index[16];
     if (!tg_module_present("decoder", "params", m)) return -1;
     bool bias = m->cfg.bias;
     if (tg_param_name(tr, prefix, "transformer")) return -1;
@@ -360,8 +339,7 @@ int tg_decoder_params(tg_decoder *m, tg_params *p, const char *prefix) {
         snprintf(index, sizeof index, "%d", i);
         if (tg_param_name(blk, b, index) || layernorm_params(k->ln_1, bias, p, blk, "ln_1") ||
             linear_params(k->c_attn, p, blk, "attn.c_attn") || linear_params(k->attn_proj, p, blk, "attn.c_proj") ||
-            (k->relative_k && (tg_params_add(p, blk, "attn.relative_k", k->relative_k) ||
-                               tg_params_add(p, blk, "attn.relative_v", k->relative_v))) ||
+            tg_param_name(a, blk, "attn") || tg_position_params(&k->pos, p, a) ||
             layernorm_params(k->ln_2, bias, p, blk, "ln_2") || linear_params(k->c_fc, p, blk, "mlp.c_fc") ||
             linear_params(k->mlp_proj, p, blk, "mlp.c_proj"))
             return -1;

@@ -85,18 +85,17 @@ tg_decoder_config tg_decoder_config_default(int vocab_size, int block_size, int 
 
 typedef struct {
     tg_layernorm *ln_1, *ln_2;
-    tg_linear *c_attn, *attn_proj;      /**< attn.c_attn [3d, d], attn.c_proj [d, d] */
-    tg_linear *c_fc, *mlp_proj;         /**< mlp.c_fc [4d, d], mlp.c_proj [d, 4d] */
-    tg_dot_attention *attn;             /**< scaled dot-product, attention-weight dropout */
-    tg_dropout_layer *resid_drop;       /**< attn.resid_dropout */
-    tg_dropout_layer *mlp_drop;         /**< mlp.dropout */
-    tg_tensor *relative_k, *relative_v; /**< TG_PE_RELATIVE only, else NULL */
+    tg_linear *c_attn, *attn_proj; /**< attn.c_attn [3d, d], attn.c_proj [d, d] */
+    tg_linear *c_fc, *mlp_proj;    /**< mlp.c_fc [4d, d], mlp.c_proj [d, 4d] */
+    tg_dot_attention *attn;        /**< scaled dot-product, attention-weight dropout */
+    tg_dropout_layer *resid_drop;  /**< attn.resid_dropout */
+    tg_dropout_layer *mlp_drop;    /**< mlp.dropout */
+    tg_position pos;               /**< attn's position term: RELATIVE's tables, ALIBI's slopes, ROPE */
 } tg_decoder_block;
 
 typedef struct {
     tg_decoder_config cfg;
     tg_embedding *wte, *wpe; /**< wte->weight is also the LM head; wpe NULL unless pos is LEARNED */
-    tg_real *alibi;          /**< TG_PE_ALIBI: the heads' slopes */
     tg_dropout_layer *drop;
     tg_decoder_block **h;
     tg_layernorm *ln_f;

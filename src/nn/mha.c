@@ -91,19 +91,8 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
                        sizeof(int) * (size_t)per_row);
         hm.lens = lens;
     }
-    tg_attn_pos pos = {.heads = h, .clip = m->clip};
-    const tg_attn_pos *pp = NULL;
-    if (m->pe == TG_PE_RELATIVE) {
-        pos.rel_k = m->relative_k;
-        pos.rel_v = m->relative_v;
-        pp = &pos;
-    } else if (m->pe == TG_PE_ALIBI) {
-        pos.alibi = m->alibi;
-        pp = &pos;
-    } else if (m->pe == TG_PE_ROPE) { /* positions 0.. of queries and keys */
-        q = tg_rope(q, 0, 10000, m->rope_half);
-        k = tg_rope(k, 0, 10000, m->rope_half);
-    }
+    tg_attn_pos terms; /* queries and keys at positions 0.. */
+    const tg_attn_pos *pp = tg_position_apply(&m->pos, h, 0, &q, &k, &terms);
     tg_tensor *out = tg_dot_attention_forward_pos(m->attention, q, k, v, hm, pp);
     return tg_linear_forward(m->W_o, transpose_output(out, h));
 }
@@ -111,49 +100,21 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
 int tg_mha_set_position(tg_mha *m, tg_pe_kind pe, int clip, bool rope_half, tg_rng *rng) {
     if (!tg_module_present("mha", "set_position", m)) return -1;
     int h = m->num_heads, hd = m->num_hiddens / h;
-    if (tg_pe_check("mha_set_position", pe, hd) != 0) return -1;
-    if (m->pe == TG_PE_RELATIVE || m->pe == TG_PE_ROPE || m->pe == TG_PE_ALIBI) {
+    if (tg_pe_in_attention(m->pos.kind)) {
         tg_set_error("mha_set_position: the module has a position term already");
         return -1;
     }
-    if (pe == TG_PE_RELATIVE) {
-        if (clip < 1 || clip > 4096 || !rng) {
-            tg_set_error("mha_set_position: relative clip %d must be in [1, 4096]%s", clip, rng ? "" : ", NULL rng");
-            return -1;
-        }
-        /* N(0, 1/hd): a^K . q has the size of k . q, whose rows (W_k x) have
-         * entries of about that variance at init. */
-        tg_real std = (tg_real)(1.0 / sqrt((double)hd));
-        m->relative_k = tg_module_param(TG_SHAPE(2 * clip + 1, hd), TG_INIT_NORMAL, std, rng);
-        m->relative_v = m->relative_k ? tg_module_param(TG_SHAPE(2 * clip + 1, hd), TG_INIT_NORMAL, std, rng) : NULL;
-        if (!m->relative_v) {
-            tg_free(m->relative_k);
-            m->relative_k = NULL;
-            return -1;
-        }
-        m->clip = clip;
-    } else if (pe == TG_PE_ALIBI) {
-        m->alibi = tg_sys_alloc(sizeof(tg_real) * (size_t)h);
-        if (!m->alibi) {
-            tg_set_error("mha_set_position: out of memory");
-            return -1;
-        }
-        tg_alibi_slopes(h, m->alibi);
-    } else if (pe == TG_PE_ROPE) {
-        m->rope_half = rope_half;
-    }
-    m->pe = pe;
-    return 0;
+    /* N(0, 1/hd): a^K . q has the size of k . q, whose rows (W_k x) have
+     * entries of about that variance at init. */
+    return tg_position_init(&m->pos, "mha_set_position", pe, h, hd, clip, rope_half, (tg_real)(1.0 / sqrt((double)hd)),
+                            rng);
 }
 
 int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix) {
     if (!tg_module_present("mha", "params", m)) return -1;
     const char *names[] = {"W_q", "W_k", "W_v", "W_o"};
     if (tg_linears_params(4, names, (tg_linear *[]){m->W_q, m->W_k, m->W_v, m->W_o}, p, prefix)) return -1;
-    if (m->relative_k && (tg_params_add(p, prefix, "relative_k", m->relative_k) ||
-                          tg_params_add(p, prefix, "relative_v", m->relative_v)))
-        return -1;
-    return 0;
+    return tg_position_params(&m->pos, p, prefix);
 }
 
 void tg_mha_train(tg_mha *m, bool on) { tg_dot_attention_train(m ? m->attention : NULL, on); }
@@ -182,8 +143,6 @@ void tg_mha_free(tg_mha *m) {
     if (!m) return;
     tg_dot_attention_free(m->attention);
     tg_linears_free(4, (tg_linear *[]){m->W_q, m->W_k, m->W_v, m->W_o});
-    tg_free(m->relative_k);
-    tg_free(m->relative_v);
-    tg_sys_free(m->alibi);
+    tg_position_free(&m->pos);
     tg_sys_free(m);
 }

@@ -37,4 +37,25 @@ tg_tensor *tg_module_head_weights(const tg_tensor *w, int h, int head);
 int tg_linears_params(int n, const char *const *names, tg_linear *const *lin, tg_params *p, const char *prefix);
 void tg_linears_free(int n, tg_linear *const *lin);
 
+/* The position term of one attention layer (tg_position, nn.h; defined in
+ * position.c), shared by MHA and the decoder's blocks.
+ * _in_attention: kind lives inside attention (RELATIVE, ROPE, ALIBI).
+ * _init: *pos set up for `heads` heads of head_dim features (checked by
+ * tg_pe_check; RELATIVE's two tables [2 clip + 1, head_dim] drawn N(0,
+ * std^2) from rng, clip in [1, 4096]; ALIBI's slopes; ROPE's pairing; the
+ * others nothing); 0, or -1 with "<op>: ..." recorded and *pos untouched.
+ * _apply: for a forward whose first query sits at position `offset`,
+ * rotates *q and *k in place (ROPE; NULL on failure, with the error
+ * recorded) or fills *terms and returns it for the attention op (RELATIVE,
+ * ALIBI); NULL when the attention op needs no terms.
+ * _params: the tables as "<prefix>.relative_k", "<prefix>.relative_v".
+ * _free: frees what _init allocated and leaves none. */
+bool tg_pe_in_attention(tg_pe_kind kind);
+int tg_position_init(tg_position *pos, const char *op, tg_pe_kind kind, int heads, int head_dim, int clip,
+                     bool rope_half, tg_real std, tg_rng *rng);
+const tg_attn_pos *tg_position_apply(const tg_position *pos, int heads, int offset, tg_tensor **q, tg_tensor **k,
+                                     tg_attn_pos *terms);
+int tg_position_params(const tg_position *pos, tg_params *p, const char *prefix);
+void tg_position_free(tg_position *pos);
+
 #endif

@@ -151,17 +151,23 @@ int tg_pe_kind_parse(const char *name, tg_pe_kind *out);
  * for RoPE an even head size (it rotates pairs of features). 0, or -1 with
  * "<op>: ..." recorded. */
 int tg_pe_check(const char *op, tg_pe_kind kind, int head_dim);
+/** The position term inside one attention layer, one object for MHA and
+ * the decoder's blocks: set up, applied to q and k (or handed to the
+ * attention op as a tg_attn_pos) and freed in one place (src/nn/position.c).
+ * kind is TG_PE_RELATIVE, TG_PE_ROPE or TG_PE_ALIBI; any other value means
+ * none (a new module). The fields are read-only for users. */
+typedef struct {
+    tg_pe_kind kind;
+    int clip;                           /**< RELATIVE: offsets clipped to [-clip, clip] */
+    tg_tensor *relative_k, *relative_v; /**< RELATIVE: [2 clip + 1, head size] each, shared by the heads */
+    tg_real *alibi;                     /**< ALIBI: the heads' slopes (tg_alibi_slopes) */
+    bool rope_half;                     /**< ROPE: GPT-NeoX's pairing (i, i + d/2) instead of the paper's */
+} tg_position;
 typedef struct {
     int num_heads, num_hiddens;
     tg_linear *W_q, *W_k, *W_v, *W_o;
     tg_dot_attention *attention;
-    /** Position term (tg_mha_set_position): TG_PE_RELATIVE, TG_PE_ROPE or
-     * TG_PE_ALIBI; any other value means none (a new module). */
-    tg_pe_kind pe;
-    int clip;                           /**< RELATIVE: offsets clipped to [-clip, clip] */
-    tg_tensor *relative_k, *relative_v; /**< RELATIVE: [2 clip + 1, H/h] each, shared by the heads */
-    tg_real *alibi;                     /**< ALIBI: the heads' slopes (tg_alibi_slopes) */
-    bool rope_half;                     /**< ROPE: GPT-NeoX's pairing (i, i + d/2) instead of the paper's */
+    tg_position pos; /**< the position term (tg_mha_set_position); none for a new module */
 } tg_mha;
 tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads, tg_real dropout,
                    bool bias, tg_rng *rng);

@@ -1,5 +1,7 @@
 /* Position kinds (nn.h, tg_pe_kind): their names, parsing, and the checks
- * every attention module (encoder, decoder, MHA) makes of them, once. */
+ * every attention module (encoder, decoder, MHA) makes of them, once; and
+ * the position term inside one attention layer (tg_position), set up,
+ * applied and freed here for MHA and the decoder's blocks alike. */
 #include "module.h"
 
 #include <string.h>
@@ -19,6 +21,8 @@ int tg_pe_kind_parse(const char *name, tg_pe_kind *out) {
     return -1;
 }
 
+bool tg_pe_in_attention(tg_pe_kind kind) { return kind == TG_PE_RELATIVE || kind == TG_PE_ROPE || kind == TG_PE_ALIBI; }
+
 int tg_pe_check(const char *op, tg_pe_kind kind, int head_dim) {
     if (!tg_pe_kind_name(kind)) {
         tg_set_error("%s: unknown position kind %d", op, (int)kind);
@@ -29,4 +33,73 @@ int tg_pe_check(const char *op, tg_pe_kind kind, int head_dim) {
         return -1;
     }
     return 0;
+}
+
+/* ---- the position term of one attention layer -------------------------- */
+
+int tg_position_init(tg_position *pos, const char *op, tg_pe_kind kind, int heads, int head_dim, int clip,
+                     bool rope_half, tg_real std, tg_rng *rng) {
+    if (!pos) {
+        tg_set_error("%s: NULL position", op);
+        return -1;
+    }
+    if (tg_pe_check(op, kind, head_dim) != 0) return -1;
+    tg_position t = {.kind = kind}; /* *pos changes only on success */
+    if (kind == TG_PE_RELATIVE) {
+        if (clip < 1 || clip > 4096 || !rng) {
+            tg_set_error("%s: relative clip %d must be in [1, 4096]%s", op, clip, rng ? "" : ", NULL rng");
+            return -1;
+        }
+        /* Shaw et al.'s tables a^K and a^V, one row per clipped offset. */
+        t.relative_k = tg_module_param(TG_SHAPE(2 * clip + 1, head_dim), TG_INIT_NORMAL, std, rng);
+        t.relative_v =
+            t.relative_k ? tg_module_param(TG_SHAPE(2 * clip + 1, head_dim), TG_INIT_NORMAL, std, rng) : NULL;
+        t.clip = clip;
+        if (!t.relative_v) {
+            tg_position_free(&t);
+            return -1;
+        }
+    } else if (kind == TG_PE_ALIBI) {
+        t.alibi = tg_sys_alloc(sizeof(tg_real) * (size_t)(heads > 0 ? heads : 1));
+        if (!t.alibi || tg_alibi_slopes(heads, t.alibi) != 0) {
+            tg_set_error("%s: %s", op, t.alibi ? "ALiBi needs at least one head" : "out of memory");
+            tg_position_free(&t);
+            return -1;
+        }
+    } else if (kind == TG_PE_ROPE) {
+        t.rope_half = rope_half;
+    }
+    *pos = t;
+    return 0;
+}
+
+const tg_attn_pos *tg_position_apply(const tg_position *pos, int heads, int offset, tg_tensor **q, tg_tensor **k,
+                                     tg_attn_pos *terms) {
+    *terms = (tg_attn_pos){.heads = heads, .q_offset = offset, .clip = pos->clip};
+    switch (pos->kind) {
+    case TG_PE_RELATIVE:
+        terms->rel_k = pos->relative_k;
+        terms->rel_v = pos->relative_v;
+        return terms;
+    case TG_PE_ALIBI: terms->alibi = pos->alibi; return terms;
+    case TG_PE_ROPE: /* rotated at their positions offset..; a cached key keeps its rotation */
+        *q = tg_rope(*q, offset, 10000, pos->rope_half);
+        *k = tg_rope(*k, offset, 10000, pos->rope_half);
+        return NULL;
+    default: return NULL;
+    }
+}
+
+int tg_position_params(const tg_position *pos, tg_params *p, const char *prefix) {
+    if (!pos->relative_k) return 0;
+    if (tg_params_add(p, prefix, "relative_k", pos->relative_k)) return -1;
+    return tg_params_add(p, prefix, "relative_v", pos->relative_v);
+}
+
+void tg_position_free(tg_position *pos) {
+    if (!pos) return;
+    tg_free(pos->relative_k);
+    tg_free(pos->relative_v);
+    tg_sys_free(pos->alibi);
+    *pos = (tg_position){.kind = TG_PE_NONE};
 }

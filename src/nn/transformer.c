@@ -212,7 +212,7 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
         ok = (m->blocks[i] =
                   tg_encoder_block_new(c.num_hiddens, c.ffn_hiddens, c.num_heads, c.dropout, c.use_bias, rng)) != NULL;
         /* The attention kinds: positions inside each block's attention. */
-        if (ok && (c.pe == TG_PE_RELATIVE || c.pe == TG_PE_ROPE || c.pe == TG_PE_ALIBI))
+        if (ok && tg_pe_in_attention(c.pe))
             ok = tg_mha_set_position(m->blocks[i]->attention, c.pe, c.relative_clip, false, rng) == 0;
     }
     if (!ok) {
