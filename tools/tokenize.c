@@ -25,6 +25,16 @@ static int fail(const char *what) {
     return 1;
 }
 
+/* A subcommand's command line: exactly npos positional arguments (into pos)
+ * and every string flag of req (a NULL-ended list) given. 0, or usage with
+ * `need` and cli_usage_error's exit status. */
+static int args(int argc, char **argv, const char *syn, const char *about, const cli_opt *o, int no, const char **pos,
+                int npos, const char **const *req, const char *need) {
+    bool ok = cli_parse(argc, argv, syn, about, o, no, pos, npos) == npos;
+    for (int i = 0; ok && req[i]; i++) ok = *req[i] != NULL;
+    return ok ? 0 : cli_usage_error(argv[0], syn, about, o, no, need);
+}
+
 static int cmd_train(int argc, char **argv) {
     int vocab = 4096;
     const char *out = NULL;
@@ -33,12 +43,12 @@ static int cmd_train(int argc, char **argv) {
         {"vocab-size", CLI_INT, &vocab, "ids in the vocabulary: 256 bytes, merges, <|endoftext|>", 257, 1 << 24},
         {"out", CLI_STR, &out, "the vocabulary to write (tiktoken's rank format)", 0, 0},
         {"quiet", CLI_FLAG, &quiet, "no progress line", 0, 0}};
-    const int no = (int)(sizeof o / sizeof o[0]);
-    const char *syn = "--vocab-size N TEXT -o VOCAB.tiktoken";
-    const char *about = "Trains a byte-level BPE on TEXT (GPT-2's pre-tokenisation, minbpe's merges).";
     const char *pos[1];
-    if (cli_parse(argc, argv, syn, about, o, no, pos, 1) != 1 || !out)
-        return cli_usage_error(argv[0], syn, about, o, no, "give one TEXT and -o VOCAB");
+    int bad =
+        args(argc, argv, "--vocab-size N TEXT -o VOCAB.tiktoken",
+             "Trains a byte-level BPE on TEXT (GPT-2's pre-tokenisation, minbpe's merges).", o,
+             (int)(sizeof o / sizeof o[0]), pos, 1, (const char **const[]){&out, NULL}, "give one TEXT and -o VOCAB");
+    if (bad) return bad;
     unsigned char *text;
     size_t n;
     if (tg_read_file(pos[0], "tokenize train", &text, &n) != 0) return fail("train");
@@ -68,12 +78,11 @@ static int cmd_encode(int argc, char **argv) {
         {"repeat", CLI_INT, &repeat, "encode this many times, report the fastest (for benchmarks)", 1, 1000},
         {"special", CLI_FLAG, &special, "<|endoftext|> in the text becomes its id", 0, 0},
         {"quiet", CLI_FLAG, &quiet, "no progress line or summary", 0, 0}};
-    const int no = (int)(sizeof o / sizeof o[0]);
-    const char *syn = "--vocab VOCAB TEXT -o tokens.npy|-";
-    const char *about = "Encodes TEXT into token ids.";
     const char *pos[1];
-    if (cli_parse(argc, argv, syn, about, o, no, pos, 1) != 1 || !vocab || !out)
-        return cli_usage_error(argv[0], syn, about, o, no, "give one TEXT, --vocab and -o");
+    int bad = args(argc, argv, "--vocab VOCAB TEXT -o tokens.npy|-", "Encodes TEXT into token ids.", o,
+                   (int)(sizeof o / sizeof o[0]), pos, 1, (const char **const[]){&vocab, &out, NULL},
+                   "give one TEXT, --vocab and -o");
+    if (bad) return bad;
     tg_bpe *b = tg_bpe_load(vocab);
     if (!b) return fail("encode");
     unsigned char *text;
@@ -128,12 +137,11 @@ static int cmd_decode(int argc, char **argv) {
     cli_opt o[] = {
         {"vocab", CLI_STR, &vocab, "a .tiktoken file, gpt2, or a directory with encoder.json + vocab.bpe", 0, 0},
         {"out", CLI_STR, &out, "the text to write, - for standard output", 0, 0}};
-    const int no = (int)(sizeof o / sizeof o[0]);
-    const char *syn = "--vocab VOCAB tokens.npy [-o TEXT]";
-    const char *about = "Decodes a token file back into text.";
     const char *pos[1];
-    if (cli_parse(argc, argv, syn, about, o, no, pos, 1) != 1 || !vocab)
-        return cli_usage_error(argv[0], syn, about, o, no, "give one token file and --vocab");
+    int bad = args(argc, argv, "--vocab VOCAB tokens.npy [-o TEXT]", "Decodes a token file back into text.", o,
+                   (int)(sizeof o / sizeof o[0]), pos, 1, (const char **const[]){&vocab, NULL},
+                   "give one token file and --vocab");
+    if (bad) return bad;
     tg_bpe *b = tg_bpe_load(vocab);
     if (!b) return fail("decode");
     tg_token_data *d = tg_token_data_open(pos[0], 0, 0);
@@ -176,10 +184,10 @@ static int cmd_decode(int argc, char **argv) {
 static int cmd_corpus(int argc, char **argv) {
     const char *out = NULL;
     cli_opt o[] = {{"out", CLI_STR, &out, "the text file to write", 0, 0}};
-    const char *syn = "-o TEXT";
-    const char *about = "Writes the default corpus, Debian's fortunes as lm reads them, as one text file.";
-    if (cli_parse(argc, argv, syn, about, o, 1, NULL, 0) != 0 || !out)
-        return cli_usage_error(argv[0], syn, about, o, 1, "give -o TEXT");
+    int bad =
+        args(argc, argv, "-o TEXT", "Writes the default corpus, Debian's fortunes as lm reads them, as one text file.",
+             o, 1, NULL, 0, (const char **const[]){&out, NULL}, "give -o TEXT");
+    if (bad) return bad;
     int64_t k = tg_fortunes_corpus(NULL, out);
     if (k < 0) return fail("corpus");
     printf("%lld fortunes from %s -> %s\n", (long long)k, TG_FORTUNES_DIR, out);

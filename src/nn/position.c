@@ -91,9 +91,10 @@ const tg_attn_pos *tg_position_apply(const tg_position *pos, int heads, int offs
 }
 
 int tg_position_params(const tg_position *pos, tg_params *p, const char *prefix) {
-    if (!pos->relative_k) return 0;
-    if (tg_params_add(p, prefix, "relative_k", pos->relative_k)) return -1;
-    return tg_params_add(p, prefix, "relative_v", pos->relative_v);
+    if (!pos->relative_k) return 0; /* only RELATIVE has parameters: its two tables */
+    return tg_params_add(p, prefix, "relative_k", pos->relative_k)
+               ? -1
+               : tg_params_add(p, prefix, "relative_v", pos->relative_v);
 }
 
 void tg_position_free(tg_position *pos) {
