@@ -6,45 +6,79 @@
  * newest first (creation order is a topological order) and accumulates
  * gradients into .grad with +=.
  *
- * Every op returns NULL on bad input and records a message (tg_last_error()).
- * Op results live in the current scope's arena (see tensor.h).
+ * Every op returns NULL on bad input and records a message (tg_last_error());
+ * given a NULL input, or one whose scope has ended, it returns NULL and keeps
+ * the message already recorded, so a chain of ops is checked once at its end.
+ * Op results are new tensors in the current scope's arena (see tensor.h),
+ * released by tg_scope_end(), never freed by the caller; the exceptions
+ * (tg_reshape's view, tg_dropout with p = 0) say so.
+ *
+ * Threads: grad mode, anomaly detection, the gradient-ready hook and the
+ * dropout shard are process-wide settings, as tg_last_error() is one message
+ * for the process: set them, and run ops and backward, from one thread at a
+ * time (the one that runs the model). Only the precision is read atomically.
  */
 #ifndef TG_AUTOGRAD_H
 #define TG_AUTOGRAD_H
 
 #include "../tensor/tensor.h"
 
-/** ops: one descriptor per op, all listed in tg_op_table
+/* ---- ops: one descriptor per op, all listed in tg_op_table ------------------
  * What an op writer needs beyond this (the node, recording, gradient
  * buffers) is internal: autograd/op.h. */
+
+/** An op's backward rule: reads the gradient of node->out and the values the
+ * forward saved on the node, and adds the gradients of the node's inputs. */
 typedef void (*tg_backward_fn)(tg_node *node);
+/** The descriptor of one differentiable op: one static instance per op
+ * (the one behind tg_matmul, ...), never allocated or freed by users. */
 typedef struct {
-    const char *name;
-    tg_backward_fn backward;
+    const char *name;        /**< the op's name, as in messages and tg_op_find ("matmul", "exp", ...) */
+    tg_backward_fn backward; /**< its backward rule */
 } tg_op;
 
 #define TG_NODE_MAX_INPUTS 6 /**< most inputs an op takes (tg_attention_pos: q, k, v, three tables) */
 /** NULL-terminated list of every differentiable op; tests/test_gradcheck.c
  * walks it so that an op without a gradient check fails the suite. */
 extern const tg_op *const tg_op_table[];
+/** The op of tg_op_table named name (exact match), or NULL when there is
+ * none (no error recorded). name must not be NULL. */
 const tg_op *tg_op_find(const char *name);
 
-/** grad mode and backward */
+/* ---- grad mode and backward ---------------------------------------------- */
+/** Marks t as a leaf whose gradient backward computes (on) or not (off), as
+ * torch's requires_grad_(). Parameters of modules require grad already.
+ * A NULL t is ignored. */
 void tg_set_requires_grad(tg_tensor *t, bool on);
+/** Whether ops record nodes now (grad mode; on at start), as
+ * torch.is_grad_enabled(). */
 bool tg_grad_enabled(void);
-bool tg_set_grad_enabled(bool on); /**< returns the previous mode */
-/** d(loss)/d(t) for every t that requires grad, accumulated into t->grad.
- * loss must have one element. Returns 0, or -1 with an error recorded. */
+/** Turns grad mode on or off, as torch.set_grad_enabled; off (torch.no_grad),
+ * ops record nothing and their results do not require grad. Process-wide,
+ * not per thread. Returns the previous mode, to restore it after. */
+bool tg_set_grad_enabled(bool on);
+/** d(loss)/d(t) for every t that requires grad, accumulated into t->grad
+ * (created, zeroed, on first use: persistent for a persistent t, in the arena
+ * otherwise). loss must have one element and require grad, and its scope
+ * must not have ended. Runs with grad mode off. Returns 0, or -1 with an
+ * error recorded; a graph a backward has already used is refused before any
+ * gradient changes (see tg_backward_retain). */
 int tg_backward(tg_tensor *loss);
-/** Same with an explicit seed gradient of out's shape (vector-Jacobian product). */
+/** Same with an explicit seed gradient, the vector-Jacobian product:
+ * seed must have as many elements as out (read in out's order). */
 int tg_backward_seed(tg_tensor *out, const tg_tensor *seed);
 /** A graph serves one backward pass, as in PyTorch: a second tg_backward
  * through the same nodes is an error (it would add the gradients again).
- * These keep the graph for another pass (PyTorch's retain_graph=True). */
+ * This one keeps the graph for another pass (PyTorch's retain_graph=True);
+ * otherwise as tg_backward. */
 int tg_backward_retain(tg_tensor *loss);
+/** tg_backward_seed that keeps the graph for another pass, as
+ * tg_backward_retain. */
 int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed);
 
-/** mixed precision
+/* ---- mixed precision --------------------------------------------------------- */
+/** The precision of the products (tg_set_precision).
+ *
  * Like torch.autocast(dtype=torch.bfloat16): with TG_PREC_BF16 the products
  * (tg_affine, i.e. Linear; tg_matmul; the block products of tg_attention
  * and tg_attention_pos, both the fused and the stored paths) round their
@@ -64,95 +98,164 @@ int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed);
  *     tg_precision prev = tg_set_precision(TG_PREC_BF16);
  *     ... forward, backward ...
  *     tg_set_precision(prev);                                              */
-typedef enum { TG_PREC_FP32 = 0, TG_PREC_BF16 = 1 } tg_precision;
-/** Sets the precision of the products that follow; returns the previous one. */
+typedef enum {
+    TG_PREC_FP32 = 0, /**< float products (the default) */
+    TG_PREC_BF16 = 1  /**< bfloat16 operands, float sums */
+} tg_precision;
+/** Sets the precision of the products that follow; returns the previous one.
+ * A value outside the enum, or TG_PREC_BF16 in the double build, is refused:
+ * the setting is kept and an error ("set_precision: ...") recorded, and the
+ * current setting is returned all the same. */
 tg_precision tg_set_precision(tg_precision p);
+/** The current precision of the products (TG_PREC_FP32 at start). */
 tg_precision tg_get_precision(void);
-/** "fp32" or "bf16" (as the programs' --precision flag), -1 for anything else. */
+/** "fp32" or "bf16" (as the programs' `--precision` flag) as a tg_precision
+ * value; -1 for anything else, NULL included (no error recorded). */
 int tg_precision_parse(const char *name);
+/** "bf16" for TG_PREC_BF16, "fp32" for anything else; a static string. */
 const char *tg_precision_name(tg_precision p);
 
+/* ---- debugging and hooks --------------------------------------------------- */
 /** Anomaly detection, like torch.autograd.detect_anomaly: while on, every
  * op checks its output, and every backward rule the gradients it produced,
  * for NaN and Inf. The first op that produces one is named, with the
  * shapes: forward ("detect_anomaly: forward of exp gave a non-finite
  * output (2,3) from (2,3)") as tg_last_error() and again as the error of
  * the next tg_backward; backward as the error of tg_backward, which stops
- * there. Costs a pass over every output; off by default. */
+ * there. Costs a pass over every output; off by default. Setting it (on or
+ * off) forgets a forward anomaly already seen. Process-wide. */
 void tg_set_detect_anomaly(bool on);
+/** Whether anomaly detection is on (tg_set_detect_anomaly). */
 bool tg_detect_anomaly(void);
 /** The number of recorded ops on the longest chain from the leaves to t:
- * the sequential steps its computation needs (0 for a leaf). */
+ * the sequential steps its computation needs (0 for a leaf, for a tensor
+ * made with grad mode off, and for NULL). */
 int tg_graph_depth(const tg_tensor *t);
-/** Sets t->grad to zero (if it exists). */
+/** Sets t->grad to zero (if it exists; a NULL t is ignored). */
 void tg_zero_grad(tg_tensor *t);
+/** The callback of tg_set_grad_ready_hook: leaves[i]'s gradient is final for
+ * this backward pass; ctx is the pointer given to the hook. */
+typedef void (*tg_grad_ready_fn)(int i, void *ctx);
 /** Gradient-ready hook, for overlapping communication with backward
  * (src/dist/): while set, each backward pass calls fn(i, ctx) once for each
  * leaves[i] as soon as its gradient can receive nothing more in that pass,
- * i.e. right after the backward rule of the last node that takes it as an
+ * that is, right after the backward rule of the last node that takes it as an
  * input (backward counts each leaf's uses in the graph when it starts; a
  * leaf the pass does not reach is reported then). The order follows the
  * graph, so it is the same in every process running the same model. One
- * hook at a time; fn NULL removes it. Costs nothing while unset. Returns 0,
- * or -1 with the error recorded (n < 1, a NULL leaf, out of memory). */
-typedef void (*tg_grad_ready_fn)(int i, void *ctx);
+ * hook at a time (setting one replaces the last); fn NULL removes it. The
+ * leaf pointers are kept (not the array), so the leaves must outlive the
+ * hook. Costs nothing while unset. Returns 0, or -1 with the error recorded
+ * and no hook set (n < 1, leaves or a leaf NULL, out of memory). */
 int tg_set_grad_ready_hook(tg_tensor *const *leaves, int n, tg_grad_ready_fn fn, void *ctx);
 
 /* ---- checking inputs ------------------------------------------------------ */
-/** True if any of n inputs is NULL; then records "<op>: NULL input" (keeping an
- * earlier message). */
+/** True if any of the n inputs in[] is NULL, or no longer valid (its scope
+ * has ended, or it was freed); then records "<op>: NULL input" (keeping an
+ * earlier message) or "<op>: input i is no longer valid: ...". The check
+ * every op makes first; for writers of ops built on these. */
 bool tg_any_null(const char *op, int n, const tg_tensor *const *in);
 
-/** elementwise */
+/* ---- elementwise ---------------------------------------------------------------
+ * Each returns a new tensor of a's shape (the broadcast shape for two
+ * tensors), differentiable; no domain is checked (log of a negative value
+ * is NaN, as in C). */
+/** -a. */
 tg_tensor *tg_neg(tg_tensor *a);
+/** e^a. */
 tg_tensor *tg_exp(tg_tensor *a);
+/** Natural logarithm of a; gradient g / a. */
 tg_tensor *tg_log(tg_tensor *a);
+/** Square root of a; gradient g / (2 sqrt(a)). */
 tg_tensor *tg_sqrt(tg_tensor *a);
+/** tanh(a); gradient g (1 - tanh^2). */
 tg_tensor *tg_tanh(tg_tensor *a);
+/** The logistic function 1 / (1 + e^-a); gradient g s (1 - s). */
 tg_tensor *tg_sigmoid(tg_tensor *a);
+/** max(a, 0); gradient g where a > 0 and 0 elsewhere (0 at a = 0, as torch). */
 tg_tensor *tg_relu(tg_tensor *a);
-tg_tensor *tg_gelu(tg_tensor *a); /**< exact erf form, as torch's default */
+/** GELU, the exact erf form as torch's default: x Phi(x) = x/2 (1 + erf(x / sqrt 2)). */
+tg_tensor *tg_gelu(tg_tensor *a);
 /** GPT-2's tanh form, torch's gelu(approximate='tanh'):
  * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 tg_tensor *tg_gelu_tanh(tg_tensor *a);
+/** a^p elementwise (C's pow); gradient g p a^(p-1). */
 tg_tensor *tg_pow_scalar(tg_tensor *a, tg_real p);
-tg_tensor *tg_add(tg_tensor *a, tg_tensor *b); /**< NumPy broadcasting */
+/** a + b with NumPy broadcasting; a gradient is summed over the axes its
+ * input was broadcast along. Shapes that do not broadcast are an error
+ * ("add: shapes (2,3) and (4) cannot be broadcast together"). */
+tg_tensor *tg_add(tg_tensor *a, tg_tensor *b);
+/** a - b, broadcast as tg_add. */
 tg_tensor *tg_sub(tg_tensor *a, tg_tensor *b);
+/** a * b elementwise, broadcast as tg_add. */
 tg_tensor *tg_mul(tg_tensor *a, tg_tensor *b);
+/** a / b elementwise, broadcast as tg_add (no check for zeros in b). */
 tg_tensor *tg_div(tg_tensor *a, tg_tensor *b);
+/** a + s for a scalar s. */
 tg_tensor *tg_add_scalar(tg_tensor *a, tg_real s);
+/** s a for a scalar s. */
 tg_tensor *tg_mul_scalar(tg_tensor *a, tg_real s);
 
-/** reductions (axis may be negative, counted from the end) */
+/* ---- reductions ------------------------------------------------------------------
+ * axis may be negative, counted from the end; an axis out of range, or a
+ * 0-d a, is an error. Without keepdim the axis is removed, with it it stays
+ * with size 1. */
+/** Sum along axis (0 for an empty axis). */
 tg_tensor *tg_sum(tg_tensor *a, int axis, bool keepdim);
+/** Mean along axis; an empty axis is an error. */
 tg_tensor *tg_mean(tg_tensor *a, int axis, bool keepdim);
-tg_tensor *tg_max(tg_tensor *a, int axis, bool keepdim); /**< gradient to the first maximum */
-tg_tensor *tg_sum_all(tg_tensor *a);                     /**< shape () : ndim 0, one element */
+/** Maximum along axis; gradient to the first maximum. An empty axis is an error. */
+tg_tensor *tg_max(tg_tensor *a, int axis, bool keepdim);
+/** Sum of every element: shape () (ndim 0, one element). */
+tg_tensor *tg_sum_all(tg_tensor *a);
+/** Mean of every element, shape (); an empty a is an error. */
 tg_tensor *tg_mean_all(tg_tensor *a);
+/** Largest element, shape (); gradient to the first maximum. An empty a is an error. */
 tg_tensor *tg_max_all(tg_tensor *a);
 
 /* ---- linear algebra ------------------------------------------------------- */
-/** a @ b for 2-D @ 2-D, 3-D @ 3-D (batched, same batch) and 3-D @ 2-D (b shared). */
+/** a @ b for 2-D @ 2-D ([M, K] @ [K, N] -> [M, N]), 3-D @ 3-D (batched, same
+ * batch: [B, M, K] @ [B, K, N] -> [B, M, N]) and 3-D @ 2-D (b shared by the
+ * batch). Other ranks, inner sizes or batch sizes that differ are errors
+ * ("matmul: (2,3) @ (4,5): inner dimensions 3 and 4 differ"). bf16 products
+ * under TG_PREC_BF16. */
 tg_tensor *tg_matmul(tg_tensor *a, tg_tensor *b);
-/** Same with a or b transposed in its last two axes, without a copy (Q K^T). */
+/** Same with a (trans_a) or b (trans_b) transposed in its last two axes,
+ * read through the GEMM's strides without a copy (Q K^T: trans_b). */
 tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
 /** x w^T + b over the last axis of x (torch's nn.functional.linear):
  * x [..., in], w [out, in], b [out] or NULL -> [..., out]. One GEMM that
- * starts from the bias (ops_affine.c). */
+ * starts from the bias (ops_affine.c); bf16 products under TG_PREC_BF16.
+ * Other shapes are an error naming the three. */
 tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b);
 
-/** softmax along the last axis */
+/* ---- softmax along the last axis ---------------------------------------------- */
+/** softmax along the last axis (max-subtracted); a's shape. A 0-d a or an
+ * empty last axis is an error. */
 tg_tensor *tg_softmax(tg_tensor *a);
+/** log(softmax(a)) along the last axis, computed directly (stable); checks as
+ * tg_softmax. */
 tg_tensor *tg_log_softmax(tg_tensor *a);
 
-/** shape */
-tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape);  /**< one -1 allowed; no copy */
-tg_tensor *tg_transpose(tg_tensor *a, int axis0, int axis1);      /**< copy */
-tg_tensor *tg_permute(tg_tensor *a, const int *perm);             /**< copy; perm has a->ndim entries */
-tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop); /**< [start, stop) */
-tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis);      /**< n <= TG_NODE_MAX_INPUTS */
-/** Rows of a 2-D table [V, d] picked by ids (shape ndim/shape): result [..., d].
- * ids are copied; an id outside [0, V) is an error. */
+/* ---- shape ---------------------------------------------------------------------- */
+/** a seen with shape (ndim, shape): one entry may be -1 (inferred); the
+ * element counts must match. No copy: the result shares a's values (a view
+ * whose header lives in the arena), so it is valid while a is. */
+tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape);
+/** a with axes axis0 and axis1 swapped (either may be negative); a copy. */
+tg_tensor *tg_transpose(tg_tensor *a, int axis0, int axis1);
+/** Axis i of the result is axis perm[i] of a; a copy. perm has a->ndim
+ * entries and must be a permutation of 0..ndim-1. */
+tg_tensor *tg_permute(tg_tensor *a, const int *perm);
+/** Entries [start, stop) of a along axis (which may be negative); a copy.
+ * Needs 0 <= start <= stop <= the axis' size (no negative indices). */
+tg_tensor *tg_slice(tg_tensor *a, int axis, int start, int stop);
+/** The n tensors ts[] joined along axis (which may be negative); they must
+ * agree on every other axis. 1 <= n <= TG_NODE_MAX_INPUTS. */
+tg_tensor *tg_concat(int n, tg_tensor *const *ts, int axis);
+/** Rows of a 2-D table [V, d] picked by ids (shape ndim/shape, ndim <
+ * TG_MAX_DIMS): result [..., d]. ids are copied (they need not outlive the
+ * call); an id outside [0, V) is an error. Gradients of repeated ids add up. */
 tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int *shape);
 
 /* ---- fused ops used by the modules of src/nn ------------------------------
@@ -163,8 +266,9 @@ tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int 
  * 1/(1-p), so the expectation is unchanged. Element i's keep bit is a hash
  * of (seed, stream, first + i), first = tg_rng_take(rng, n) in one process
  * (dropout_mask.h; with a shard, below): the mask is regenerated in
- * backward, never stored. p = 0 returns x itself (and draws nothing);
- * p = 1 returns zeros. */
+ * backward, never stored. p = 0 returns x itself (not a copy, and draws
+ * nothing); p = 1 returns zeros (and draws nothing). p outside [0, 1] is an
+ * error (tg_check_dropout), and so is a NULL rng when 0 < p < 1. */
 tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng);
 /** Data-parallel dropout. Under data parallelism (src/dist/) each of `size`
  * ranks runs the forward on its slice of the global batch, rank r holding
@@ -185,33 +289,40 @@ tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng);
  * data sampling, tg_rand, ...) is sharded. The default is rank 0 of 1 (first
  * = c, counter = c + n). A data-parallel program calls, once after
  * tg_dist_init:  tg_dropout_set_shard(tg_dist_rank(), tg_dist_size()).
- * Returns 0, or -1 with "dropout_set_shard: ..." recorded unless
+ * Process-wide; set it before the first forward. Returns 0, or -1 with
+ * "dropout_set_shard: ..." recorded (and the shard unchanged) unless
  * size >= 1 and 0 <= rank < size. */
 int tg_dropout_set_shard(int rank, int size);
-void tg_dropout_get_shard(int *rank, int *size); /**< either may be NULL */
+/** The current shard (tg_dropout_set_shard) into *rank and *size; either may be NULL. */
+void tg_dropout_get_shard(int *rank, int *size);
 /** The one dropout-probability check: p in [0, 1], as torch.nn.Dropout (p = 1
  * drops everything and gives zeros). Returns false with "who: dropout
- * p = <p> is outside [0, 1]" recorded otherwise (also for NaN). */
+ * p = P is outside [0, 1]" recorded otherwise (also for NaN), P being p's
+ * value. */
 bool tg_check_dropout(const char *who, tg_real p);
 
-/** Which keys each query may see, for attention over x of shape [B, Q, K]:
+/** Which keys each query may see, for attention over x of shape [B, Q, K].
  *   lens == NULL            every key;
  *   lens_ndim == 1: lens[b]        keys 0..lens[b]-1 for every query of row b;
  *   lens_ndim == 2: lens[b*Q + q]  keys 0..lens[b*Q+q]-1 for query q;
  *   causal:                 additionally only keys 0..q (query q, key k <= q).
- * As d2l, masked scores are replaced by -1e6 before normalising, so a row
- * with no visible key comes out uniform (never NaN). */
+ * A length above K means every key; a negative one is an error. As d2l,
+ * masked scores are replaced by -1e6 before normalising, so a row with no
+ * visible key comes out uniform (never NaN). Passed by value; the ops copy
+ * what they need, so lens need not outlive the call. */
 typedef struct {
-    const int *lens;
-    int lens_ndim; /**< 0 (no lengths), 1 or 2 */
-    bool causal;
+    const int *lens; /**< valid lengths, [B] or [B, Q] as lens_ndim says; NULL: no lengths */
+    int lens_ndim;   /**< 0 (no lengths), 1 or 2 */
+    bool causal;     /**< query q also sees only keys 0..q */
 } tg_mask;
 
 /** softmax over the last axis of x [B, Q, K] with the mask; masked entries
- * get zero gradient. */
+ * get zero gradient. x must be 3-D with K > 0; a bad mask (lens_ndim not 0,
+ * 1 or 2, lens with lens_ndim 0, a negative length) is an error. */
 tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask);
 /** sparsemax (Martins & Astudillo, 2016): the Euclidean projection of each
- * row onto the probability simplex, with the same masking; exact backward
+ * row onto the probability simplex, with the same masking and checks as
+ * tg_masked_softmax (a row with no visible key is uniform); exact backward
  * dx = g - mean(g over the support), zero off the support. */
 tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
 
@@ -226,7 +337,8 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
  * softmax forward, backward recomputing the weights from the saved
  * log-sum-exp and the dropout mask from its counter. Memory O(B Q d).
  * dropout_p in [0, 1] (1 gives zeros, as tg_dropout, and draws nothing);
- * rng may be NULL when dropout_p is 0 or 1. */
+ * rng may be NULL when dropout_p is 0 or 1. Shapes that do not fit, d = 0,
+ * a bad mask (as tg_masked_softmax) or a bad dropout_p are errors. */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng);
 
 /** Position terms of attention scores, functions of (head, offset) computed
@@ -252,9 +364,13 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
  *           sqrt(d), z_i = sum_j w_ij (v_j + a^V_ij), w after dropout;
  *           shared across heads as in the paper).
  * Masked scores stay -1e6 (the bias is not added to them). bias, rel_k and
- * rel_v receive gradients when they require grad; the slopes are constants. */
+ * rel_v receive gradients when they require grad; the slopes are constants.
+ * Checked by the ops that take it: clip in [0, 2^20], t5_buckets in
+ * [0, 2^20] with at least one exact bucket per side and t5_max_distance
+ * above them, tables of the shapes above, finite slopes. The struct is
+ * read during the call only; the tables are inputs of the op's node. */
 typedef struct {
-    int heads;            /**< 0 means 1 */
+    int heads;            /**< 0 means 1; must divide the batch B of q */
     int q_offset;         /**< position of query 0 */
     const tg_real *alibi; /**< [heads] or NULL */
     int clip;             /**< offsets clipped to [-clip, clip] for the tables */
@@ -269,42 +385,48 @@ typedef struct {
  * itself). Memory stays O(B Q (d + R)). */
 tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng,
                             const tg_attn_pos *pos);
-/** ALiBi's slopes for h heads (Press et al. 2022): m_k = 2^(-8k/h), k = 1..h,
- * when h is a power of two; otherwise, the paper's rule, the slopes of the
- * largest power of two n < h followed by every other slope of 2n (the odd
- * k) until there are h. Returns 0, or -1 for h < 1. */
+/** ALiBi's slopes for h heads, written to out[0..heads-1]. As Press et al.
+ * 2022: m_k = 2^(-8k/h), k = 1..h, when h is a power of two; otherwise, the
+ * paper's rule, the slopes of the largest power of two n < h followed by
+ * every other slope of 2n (the odd k) until there are h. Returns 0, or -1
+ * with "alibi_slopes: ..." recorded for heads < 1 or a NULL out. */
 int tg_alibi_slopes(int heads, tg_real *out);
 
-/** The stored path's relative-position ops (ops_relative.c), with the
+/** The stored path's relative-position gather (ops_relative.c), with the
  * buckets r(i, j) of pos (its clip or T5 fields and q_offset; the tables
- * are not read):
- * gather: x [N, Qx, R] (Qx = Q, or 1 shared by all queries) -> [N, Q, K],
+ * are not read; a NULL pos is an error):
+ * x [N, Qx, R] (Qx = Q, or 1 shared by all queries) -> [N, Q, K],
  *   out[n, i, j] = x[n, i or 0, r(i, j)]   (Huang et al. 2018's "skewing",
- *   as a gather: q rel_k^T [N, Q, R] becomes Shaw's q . a^K_ij)
- * scatter: w [N, Q, K] -> [N, Q, R], out[n, i, r] = sum_{j: r(i,j) = r} w[n, i, j]
- *   (the adjoint: the weights summed per offset, for Shaw's value term).
- * Each is the other's backward. */
+ *   as a gather: q rel_k^T [N, Q, R] becomes Shaw's q . a^K_ij).
+ * Q and K must be positive. Its backward is tg_rel_scatter. */
 tg_tensor *tg_rel_gather(tg_tensor *x, int Q, int K, const tg_attn_pos *pos);
+/** The adjoint of tg_rel_gather: w [N, Q, K] (Q, K > 0) -> [N, Q, R],
+ * out[n, i, r] = sum_{j: r(i,j) = r} w[n, i, j] (the weights summed per
+ * offset, for Shaw's value term). Its backward is tg_rel_gather. */
 tg_tensor *tg_rel_scatter(tg_tensor *w, const tg_attn_pos *pos);
 
-/** Rotary position embedding (RoPE, Su et al. 2021) of x [N, T, d] (d even),
- * row t at position t + offset: each pair (a, b) of features is rotated by
- * the angle theta = (t + offset) base^(-2i/d),
+/** Rotary position embedding (RoPE) of x [N, T, d], d even. As Su et al.
+ * 2021, row t at position t + offset: each pair (a, b) of features is
+ * rotated by the angle theta = (t + offset) base^(-2i/d),
  *   y_a = x_a cos theta - x_b sin theta,  y_b = x_a sin theta + x_b cos theta,
  * with the pairs (2i, 2i+1) of the paper (interleaved), or, with half, the
  * pairs (i, i + d/2) of GPT-NeoX's and LLaMA's code (the same rotation on
- * permuted features). Backward: the inverse rotation of the gradient. */
+ * permuted features). Backward: the inverse rotation of the gradient.
+ * base must be finite and > 1 (10000 in the paper) and offset >= 0. */
 tg_tensor *tg_rope(tg_tensor *x, int offset, tg_real base, bool half);
 
 /** Layer normalisation over the last axis, biased variance, as PyTorch:
  *   y = (x - mean) / sqrt(var + eps) * gamma + beta.
- * gamma and beta ([d]) may both be NULL (no affine). */
+ * gamma and beta ([d]) may both be NULL (no affine); one of them alone is
+ * taken for a failed earlier call ("layer_norm: NULL input"). eps >= 0. */
 tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps);
 
 /** Mean cross-entropy of logits [..., V] against integer targets (one per
  * row), computed through a fused log-softmax. Rows whose target equals
- * ignore_index, or whose mask entry is 0 (mask may be NULL), do not count;
- * the mean is over the rows that do (0 if none). Returns shape (). */
+ * ignore_index, or whose mask entry is 0 (mask may be NULL; any other value
+ * counts the row, it is not a weight), do not count; the mean is over the
+ * rows that do (0 if none). Returns shape (). A counted row's target must be
+ * in [0, V); targets may be NULL only when there are no rows. */
 tg_tensor *tg_cross_entropy(tg_tensor *logits, const int *targets, const tg_real *mask, int ignore_index);
 /** The same summed over the counted rows (PyTorch's reduction='sum'), their
  * number in *counted (may be NULL): the pieces of a mean over several
@@ -314,20 +436,31 @@ tg_tensor *tg_cross_entropy_sum(tg_tensor *logits, const int *targets, const tg_
                                 int64_t *counted);
 #define TG_IGNORE_INDEX (-100) /**< PyTorch's default ignore_index */
 
-/** gradient checking
- * Compares the analytic gradient of f with central finite differences, for
+/* ---- gradient checking ------------------------------------------------------- */
+/** The function tg_gradcheck differentiates: the output (any shape) of the n
+ * inputs, or NULL on failure. Called with grad mode on and off; ctx is the
+ * caller's pointer, passed through. */
+typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, int n, void *ctx);
+/** What tg_gradcheck measured. */
+typedef struct {
+    double max_abs_err;  /**< largest |analytic - numeric| */
+    double max_rel_err;  /**< |analytic - numeric| / max(|analytic|, |numeric|, 1e-2) */
+    int worst_input;     /**< the input of max_rel_err (-1 when nothing was checked) */
+    int64_t worst_index; /**< its flat index in that input (-1 when nothing was checked) */
+    int64_t checked;     /**< number of gradient entries compared */
+} tg_gradcheck_result;
+/** Compares the analytic gradient of f with central finite differences, for
  * every input that requires grad. f may return any shape: the scalar checked
  * is sum(f(x) * R) with R a fixed random tensor, so every output element
- * contributes. Each evaluation of f runs in its own scope. */
-typedef tg_tensor *(*tg_fn)(tg_tensor *const *inputs, int n, void *ctx);
-typedef struct {
-    double max_abs_err;
-    double max_rel_err; /**< |analytic - numeric| / max(|analytic|, |numeric|, 1e-2) */
-    int worst_input;
-    int64_t worst_index;
-    int64_t checked; /**< number of gradient entries compared */
-} tg_gradcheck_result;
-/** Returns true when max_rel_err <= tol. eps is the finite-difference step. */
+ * contributes. Each evaluation of f runs in its own scope. The inputs' grads
+ * are zeroed first and hold the analytic gradient after; their values are
+ * perturbed by +-eps and restored. Run it in the double build (float's
+ * rounding swamps the differences).
+ * Returns true when max_rel_err <= tol; false with an error recorded
+ * otherwise, or when f fails, no input is given, or the output does not
+ * depend on an input that requires grad. eps is the finite-difference step;
+ * res (may be NULL) receives the measurements, also on failure once f,
+ * inputs and n have passed their checks. */
 bool tg_gradcheck(tg_fn f, tg_tensor *const *inputs, int n, void *ctx, double eps, double tol,
                   tg_gradcheck_result *res);
 

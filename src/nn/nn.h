@@ -3,149 +3,303 @@
  * Encoding" and what is needed around them to train a Transformer encoder.
  *
  * Every module follows one pattern:
- *   tg_X *tg_X_new(config..., tg_rng *rng)   parameters are persistent tensors
- *   tg_tensor *tg_X_forward(tg_X *m, ...)     builds a differentiable graph
- *   int tg_X_params(tg_X *m, tg_params *p, const char *prefix)
- *                                             appends its parameters, named as
- *                                             PyTorch's state_dict would;
- *                                             0, or -1 with the error recorded
- *   void tg_X_train(tg_X *m, bool on)         train/eval, reaching its children
- *   void tg_X_free(tg_X *m)
+ *
+ *     tg_X *tg_X_new(config..., tg_rng *rng)   parameters are persistent tensors
+ *     tg_tensor *tg_X_forward(tg_X *m, ...)     builds a differentiable graph
+ *     int tg_X_params(tg_X *m, tg_params *p, const char *prefix)
+ *                                               appends its parameters, named as
+ *                                               PyTorch's state_dict would;
+ *                                               0, or -1 with the error recorded
+ *     void tg_X_train(tg_X *m, bool on)         train/eval, reaching its children
+ *     void tg_X_free(tg_X *m)
+ *
  * Modules are built from public ops only, so they are differentiable and
  * gradient-checkable for free. Constructors return NULL with an error
  * recorded on bad configuration; forwards return NULL on bad input.
- * A NULL module: tg_X_free(NULL) and tg_X_train(NULL, on) do nothing;
- * tg_X_forward(NULL, ...) returns NULL with "X_forward: NULL module"
- * recorded, and tg_X_params(NULL, ...) returns -1 with "X_params: NULL
- * module". Dropout probabilities are checked by tg_check_dropout: [0, 1]. */
+ *
+ * Ownership and lifetimes (docs/mainpage.md): a module owns its parameters
+ * and child modules, which are persistent (whatever scope is open when the
+ * module is made) and freed by its _free call. A forward's result and every
+ * intermediate tensor live in the current scope, until tg_scope_end(); so
+ * does anything a module records during a forward (attention weights).
+ * _params lists the module's tensors without giving them away: the list
+ * (tg_params) does not own them.
+ *
+ * Errors: a NULL module: tg_X_free(NULL) and tg_X_train(NULL, on) do
+ * nothing; tg_X_forward(NULL, ...) returns NULL with "X_forward: NULL
+ * module" recorded, and tg_X_params(NULL, ...) returns -1 with "X_params:
+ * NULL module" (Conv1d, RNN and GRU record "X_params: NULL argument"
+ * instead, also for a NULL list). A NULL input tensor returns NULL and keeps
+ * the first message (tg_error_null), which names the op that failed
+ * upstream, so a chain of calls can be checked once at its end. Dropout
+ * probabilities are checked by tg_check_dropout: [0, 1].
+ *
+ * Threads: a module is for one thread at a time. A forward changes the
+ * module (it draws from its dropout streams and records attention weights),
+ * so two threads must not run forwards of one module at once.
+ *
+ * Random generators: a constructor that draws initial weights needs a
+ * non-NULL rng and fails with "...: NULL rng" recorded without one, naming
+ * the module or the sub-module that draws first (tg_mha_new: "linear"). Each dropout layer
+ * forks its own stream from rng when it is made, so two modules made from
+ * one generator drop different elements, and a model rebuilt from the same
+ * seed drops the same ones again. */
 #ifndef TG_NN_H
 #define TG_NN_H
 
 #include "../autograd/autograd.h"
 #include "../tensor/params.h"
 
-/** Linear: y = x W^T + b on the last axis of any-rank x
+/* ---- Linear ------------------------------------------------------------------ */
+/** Linear: y = x W^T + b on the last axis of any-rank x.
  * weight [out, in] and bias [out] as torch.nn.Linear, initialised
  * U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's default). */
 typedef struct {
-    int in, out;
-    tg_tensor *weight, *bias; /**< bias NULL when off */
+    int in,            /**< input features (x's last axis) */
+        out;           /**< output features */
+    tg_tensor *weight, /**< [out, in], persistent, requires grad */
+        *bias;         /**< [out], persistent, requires grad; NULL when made without bias */
 } tg_linear;
+/** A Linear layer of in inputs and out outputs, with a bias when bias is
+ * true, its weights drawn from rng. NULL with the error recorded when in or
+ * out is not positive ("linear: sizes ..."), rng is NULL or memory runs
+ * out. Free with tg_linear_free. */
 tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng);
+/** x [..., in] (any rank >= 1) -> [..., out], as one GEMM that reads W
+ * transposed through strides. The result lives in the current scope. NULL
+ * with "linear: input <shape> last dim d, expected in" recorded when the
+ * last axis does not match, or when m or x is NULL. */
 tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x);
-int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix); /**< weight, bias */
+/** Appends "<prefix>.weight" and, with a bias, "<prefix>.bias" to p
+ * (prefix NULL or "": the bare names). 0, or -1 with the error recorded. */
+int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix);
+/** Frees the layer and its weight and bias; NULL is a no-op. */
 void tg_linear_free(tg_linear *m);
 
-/** Dropout(p): inverted dropout in training, identity in eval */
+/* ---- Dropout ----------------------------------------------------------------- */
+/** Dropout(p), as torch.nn.Dropout: inverted dropout in training (each
+ * element zeroed with probability p, the others scaled by 1/(1-p)),
+ * identity in eval. A new layer is in training mode, as in PyTorch. */
 typedef struct {
-    tg_real p;
-    bool training;
-    tg_rng rng; /**< masks come from this stream */
+    tg_real p;     /**< the probability of zeroing an element, in [0, 1] */
+    bool training; /**< true: drop (a new layer); false: eval, the identity */
+    tg_rng rng;    /**< the layer's own stream, forked from the constructor's generator; masks come from it */
 } tg_dropout_layer;
+/** A dropout layer of probability p in [0, 1], in training mode, whose mask
+ * stream is forked from rng. rng may be NULL: the layer then forks a fixed
+ * stream (seed 0), for layers that never drop (p = 0) or programs that do
+ * not care which elements are dropped. NULL with "dropout: dropout p = ...
+ * is outside [0, 1]" recorded for a bad p (NaN included). */
 tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng);
+/** x of any shape -> the same shape: tg_dropout(x, p) with the layer's
+ * stream in training mode; in eval mode or with p = 0, x itself (no new
+ * tensor, nothing drawn). A new tensor lives in the current scope. NULL with
+ * the error recorded for a NULL layer ("dropout_forward: NULL module") or a
+ * NULL x. */
 tg_tensor *tg_dropout_forward(tg_dropout_layer *m, tg_tensor *x);
-/** The probability a forward would use now: p in training, 0 in eval. */
+/** The probability a forward would use now: p in training, 0 in eval (and 0
+ * for a NULL layer). */
 tg_real tg_dropout_active_p(const tg_dropout_layer *m);
 /** The layer's mask stream, for an op that applies the same dropout itself
- * (the fused attention). */
+ * (the fused attention) and for a training state to save (tg_rngs). NULL
+ * for a NULL layer, without an error. Owned by the layer. */
 tg_rng *tg_dropout_rng(tg_dropout_layer *m);
+/** Training (on: drop) or eval (off: identity) mode; NULL is a no-op. */
 void tg_dropout_train(tg_dropout_layer *m, bool on);
+/** Frees the layer; NULL is a no-op. */
 void tg_dropout_free(tg_dropout_layer *m);
 
-/** Embedding(vocab, d): rows of weight [vocab, d], N(0, std^2) */
+/* ---- Embedding --------------------------------------------------------------- */
+/** Embedding(vocab, d), as torch.nn.Embedding: row i of weight [vocab, d]
+ * is the vector of token i, initialised N(0, std^2). The gradient adds into
+ * the rows that were picked (a row picked twice receives both). */
 typedef struct {
-    int vocab, dim;
-    tg_tensor *weight;
+    int vocab,         /**< number of rows (token ids 0..vocab-1) */
+        dim;           /**< the vectors' size d */
+    tg_tensor *weight; /**< [vocab, dim], persistent, requires grad */
 } tg_embedding;
-tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng); /**< torch: std 1 */
-/** ids has shape (ndim, shape); result [..., d]. An id outside [0, vocab) is an error. */
+/** An embedding table of vocab rows of dim entries drawn N(0, std^2) from
+ * rng (PyTorch's default is std 1; std 0 gives zeros). NULL with the error
+ * recorded for a non-positive size, a negative or NaN std ("embedding:
+ * vocab ..., dim ..., std ..."), a NULL rng or no memory. */
+tg_embedding *tg_embedding_new(int vocab, int dim, tg_real std, tg_rng *rng);
+/** The rows of ids, a plain int array of shape (ndim, shape) (ndim in
+ * [0, TG_MAX_DIMS - 1]; shape may be NULL when ndim is 0): the result has
+ * shape [shape..., dim] and lives in the current scope. NULL with the error
+ * recorded for a NULL module ("embedding_forward: NULL module"), NULL or
+ * badly shaped ids, or an id outside [0, vocab) ("embedding: id 7 at
+ * position 3 of ids (2,4) is outside [0, 5)"). */
 tg_tensor *tg_embedding_forward(tg_embedding *m, const int *ids, int ndim, const int *shape);
-int tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix); /**< weight */
+/** Appends "<prefix>.weight" to p. 0, or -1 with the error recorded. */
+int tg_embedding_params(tg_embedding *m, tg_params *p, const char *prefix);
+/** Frees the table and the module; NULL is a no-op. */
 void tg_embedding_free(tg_embedding *m);
 
-/** LayerNorm(d): eps 1e-5, affine (weight 1, bias 0), biased variance - */
+/* ---- LayerNorm --------------------------------------------------------------- */
+/** LayerNorm(d), as torch.nn.LayerNorm(d) with elementwise_affine:
+ * y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis,
+ * biased variance (divided by d). weight starts at ones and bias at zeros,
+ * so a new layer only normalises. */
 typedef struct {
-    int dim;
-    tg_real eps;
-    tg_tensor *weight, *bias;
+    int dim;           /**< the normalised (last) axis' size d */
+    tg_real eps;       /**< added to the variance (PyTorch's default 1e-5) */
+    tg_tensor *weight, /**< [dim], gamma, ones at first; persistent, requires grad */
+        *bias;         /**< [dim], beta, zeros at first; persistent, requires grad */
 } tg_layernorm;
+/** A LayerNorm over dim features with the given eps (PyTorch's default:
+ * 1e-5). Draws nothing, so it takes no rng. NULL with "layernorm: dim ...,
+ * eps ...: need dim > 0 and eps >= 0" recorded, or on running out of
+ * memory. */
 tg_layernorm *tg_layernorm_new(int dim, tg_real eps);
+/** x [..., dim] (any rank >= 1) -> the same shape, normalised over the last
+ * axis (the fused op tg_layer_norm), in the current scope. NULL with
+ * "layernorm: input <shape> last dim d, expected dim" recorded on a
+ * mismatch, or when m or x is NULL. */
 tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x);
-int tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix); /**< weight, bias */
+/** Appends "<prefix>.weight" and "<prefix>.bias" to p. 0, or -1 with the
+ * error recorded. */
+int tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix);
+/** Frees the layer and its weight and bias; NULL is a no-op. */
 void tg_layernorm_free(tg_layernorm *m);
 
-/** attention scoring functions (the four of the seed blog post)
- * queries [B, Q, dq], keys [B, K, dk] -> scores [B, Q, K]. */
-tg_tensor *tg_score_dot(tg_tensor *queries, tg_tensor *keys);                   /**< Q K^T */
-tg_tensor *tg_score_scaled_dot(tg_tensor *queries, tg_tensor *keys);            /**< Q K^T / sqrt(d) */
-tg_tensor *tg_score_general(tg_tensor *queries, tg_tensor *W, tg_tensor *keys); /**< Q W K^T, W [dq, dk] */
-/** w_v^T tanh(W_q q + W_k k): W_q [h, dq], W_k [h, dk], w_v [1, h] (Linear weights, no bias). */
+/* ---- attention scoring functions (the four of the seed blog post) ---------- */
+/** Dot-product scores Q K^T: queries [B, Q, d] and keys [B, K, d] -> scores
+ * [B, Q, K]; 2-D queries [Q, d] and keys [K, d] (one batch entry) give
+ * [Q, K]. The result, a new tensor, lives in the current scope. NULL with an
+ * error naming the function and the shapes for a NULL input, queries and
+ * keys of different ranks (or not 2 or 3), different batch sizes or
+ * different feature sizes ("score_dot: queries (2,3,4) and keys (2,5,6):
+ * feature sizes 4 and 6 differ"). The other scoring functions take the same
+ * shapes and report errors the same way. */
+tg_tensor *tg_score_dot(tg_tensor *queries, tg_tensor *keys);
+/** Scaled dot-product scores Q K^T / sqrt(d), shapes and errors as
+ * tg_score_dot. The scaling keeps the scores' variance near 1 for
+ * unit-variance inputs (Vaswani et al. 2017). */
+tg_tensor *tg_score_scaled_dot(tg_tensor *queries, tg_tensor *keys);
+/** General (bilinear) scores Q W K^T: queries [B, Q, dq], W [dq, dk], keys
+ * [B, K, dk] -> [B, Q, K] (or 2-D, as tg_score_dot); dq and dk may differ.
+ * NULL with the error recorded as tg_score_dot, or when W is NULL or not
+ * [dq, dk]. */
+tg_tensor *tg_score_general(tg_tensor *queries, tg_tensor *W, tg_tensor *keys);
+/** Additive (Bahdanau) scores w_v^T tanh(W_q q + W_k k) for every query and
+ * key: queries [B, Q, dq], keys [B, K, dk] -> [B, Q, K] (or 2-D, as
+ * tg_score_dot), W_q [h, dq], W_k [h, dk], w_v [1, h] (Linear weights, no
+ * bias, as d2l's AdditiveAttention). NULL with the error recorded as
+ * tg_score_dot, or when a weight is NULL or of another shape. */
 tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q, tg_tensor *W_k, tg_tensor *w_v);
 
-/** DotProductAttention(dropout): softmax(Q K^T / sqrt(d)) V
+/* ---- DotProductAttention ----------------------------------------------------- */
+/** Which computation tg_dot_attention_forward uses (tg_dot_attention.path). */
+typedef enum {
+    TG_PATH_AUTO = 0, /**< the module's rule: fused from 64 keys on, stored below (the default) */
+    TG_PATH_STORED,   /**< always the stored path: masked softmax, dropout, matmul */
+    TG_PATH_FUSED     /**< the fused tg_attention whenever possible (not when recording or sparse) */
+} tg_attention_path;
+/** DotProductAttention(dropout), as d2l: softmax(Q K^T / sqrt(d)) V.
  * queries [B, Q, d], keys [B, K, d], values [B, K, v] -> [B, Q, v].
  * The forward picks its path itself (attention.c, one rule): the fused
  * tg_attention, which never stores the [B, Q, K] weights, unless it records
- * them, uses sparsemax, or the sequence is short enough that the stored path
- * (masked softmax, dropout, matmul) is faster. Both give the same values up
- * to rounding and the same dropout mask.
+ * them, uses sparsemax, or the sequence is short enough (fewer than 64 keys,
+ * under TG_PATH_AUTO) that the stored path (masked softmax, dropout, matmul)
+ * is faster. Both give the same values up to rounding and the same dropout
+ * mask.
  * While recording (tg_dot_attention_record(m, true); off for a new module)
  * the weights of the last forward, before dropout as d2l keeps them, stay in
  * attention_weights [B, Q, K] until the scope of that forward ends;
  * otherwise attention_weights is NULL. */
-typedef enum { TG_PATH_AUTO = 0, TG_PATH_STORED, TG_PATH_FUSED } tg_attention_path;
 typedef struct {
-    tg_dropout_layer *dropout;
-    tg_tensor *attention_weights;
-    bool sparse;            /**< sparsemax instead of softmax */
-    bool record;            /**< keep attention_weights (stored path) */
-    tg_attention_path path; /**< AUTO (the rule above); STORED or FUSED force one (tests, benchmarks) */
+    tg_dropout_layer *dropout;    /**< dropout on the attention weights (owned) */
+    tg_tensor *attention_weights; /**< [B, Q, K] weights of the last forward when recording, in its scope; else NULL */
+    bool sparse;                  /**< sparsemax instead of softmax (false for a new module) */
+    bool record;                  /**< keep attention_weights (forces the stored path) */
+    tg_attention_path path;       /**< AUTO (the rule above); STORED or FUSED force one (tests, benchmarks) */
 } tg_dot_attention;
+/** Dot-product attention with dropout probability dropout on its weights,
+ * whose dropout stream is forked from rng (NULL allowed, as
+ * tg_dropout_new). Not recording, softmax, TG_PATH_AUTO, training mode.
+ * NULL with the error recorded for a dropout outside [0, 1] (named
+ * "dropout") or no memory. */
 tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng);
+/** queries [B, Q, d], keys [B, K, d], values [B, K, v] -> [B, Q, v], keys
+ * hidden by mask (tg_mask) left out, in the current scope. NULL with an
+ * error naming "dot_attention" and the shapes when the module or an input is
+ * NULL, an input is not 3-D, the batch sizes or key counts differ, or the
+ * feature sizes of queries and keys differ. */
 tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
                                     tg_mask mask);
 /** The same with the position terms of pos (tg_attn_pos, autograd.h; NULL:
  * none) on either path: the fused op computes them on the fly, the stored
  * path adds them to the [B, Q, K] scores (and Shaw's value term to the
- * output) with public ops. Queries must be 3-D. */
+ * output) with public ops. Queries must be 3-D, [B h, Q, d] with B h a
+ * multiple of pos->heads (0 means 1). Otherwise as tg_dot_attention_forward. */
 tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
                                         tg_mask mask, const tg_attn_pos *pos);
+/** Recording on or off (see tg_dot_attention); either way it forgets the
+ * weights recorded so far. NULL is a no-op. */
 void tg_dot_attention_record(tg_dot_attention *m, bool on);
+/** Training (dropout on) or eval mode; NULL is a no-op. */
 void tg_dot_attention_train(tg_dot_attention *m, bool on);
+/** Frees the module and its dropout layer; NULL is a no-op. */
 void tg_dot_attention_free(tg_dot_attention *m);
 
-/** AdditiveAttention(key_size, query_size, num_hiddens, dropout) */
+/* ---- AdditiveAttention ------------------------------------------------------- */
+/** AdditiveAttention(key_size, query_size, num_hiddens, dropout), as d2l:
+ * softmax(w_v^T tanh(W_q q + W_k k)) V (tg_score_additive, masked softmax,
+ * dropout, matmul). */
 typedef struct {
-    tg_linear *W_k, *W_q, *w_v; /**< no bias, as d2l */
-    tg_dropout_layer *dropout;
-    tg_tensor *attention_weights;
+    tg_linear *W_k,               /**< key projection [num_hiddens, key_size], no bias, as d2l */
+        *W_q,                     /**< query projection [num_hiddens, query_size], no bias */
+        *w_v;                     /**< score vector [1, num_hiddens], no bias */
+    tg_dropout_layer *dropout;    /**< dropout on the attention weights */
+    tg_tensor *attention_weights; /**< [B, Q, K] weights of the last forward (before dropout), in its scope */
 } tg_additive_attention;
+/** Additive attention for keys of key_size and queries of query_size
+ * features through num_hiddens hidden units, dropout probability dropout,
+ * its weights drawn from rng (W_k, W_q, w_v in that order). NULL with the
+ * error recorded for a non-positive size or NULL rng (from Linear:
+ * "linear: ..."), a bad dropout or no memory. */
 tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, int num_hiddens, tg_real dropout,
                                                  tg_rng *rng);
+/** queries [B, Q, query_size], keys [B, K, key_size], values [B, K, v]
+ * -> [B, Q, v] in the current scope; the weights are always kept in
+ * attention_weights. NULL with an error naming "additive_attention" and the
+ * shapes on a NULL module or input, a rank other than 3, differing batch
+ * sizes or key counts, or feature sizes other than the module's. */
 tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *queries, tg_tensor *keys,
                                          tg_tensor *values, tg_mask mask);
+/** Appends "<prefix>.W_k.weight", "<prefix>.W_q.weight" and
+ * "<prefix>.w_v.weight" to p. 0, or -1 with the error recorded. */
 int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix);
+/** Training (dropout on) or eval mode; NULL is a no-op. */
 void tg_additive_attention_train(tg_additive_attention *m, bool on);
+/** Frees the module, its Linear layers and its dropout; NULL is a no-op. */
 void tg_additive_attention_free(tg_additive_attention *m);
 
-/* ---- MultiHeadAttention, as d2l ------------------------------------------
- * W_q [num_hiddens, query_size], W_k, W_v, W_o [num_hiddens, num_hiddens];
- * heads split by reshaping (B, n, H) -> (B*h, n, H/h); valid lengths (given
- * per batch row in mask) repeated for each head; scores scaled by sqrt(H/h).
- * Self-attention is forward(X, X, X). */
-/** Position information: an absolute table added to the input (FIXED,
- * LEARNED; NONE: nothing), or a term inside every attention (RELATIVE:
- * Shaw et al. 2018's learned relative_k, relative_v; ROPE: Su et al. 2021's
- * rotation of q and k; ALIBI: Press et al. 2022's linear bias), which sees
- * offsets only and so runs on sequences of any length. */
-typedef enum { TG_PE_FIXED, TG_PE_LEARNED, TG_PE_NONE, TG_PE_RELATIVE, TG_PE_ROPE, TG_PE_ALIBI } tg_pe_kind;
-/** One enum for every attention module: the encoder takes all six, MHA's
+/* ---- positions --------------------------------------------------------------- */
+/** Position information: an absolute table added to the input, or a term
+ * inside every attention. The table: FIXED, LEARNED (NONE: nothing). Inside
+ * attention: RELATIVE, Shaw et al. 2018's learned relative_k, relative_v;
+ * ROPE, Su et al. 2021's rotation of q and k; ALIBI, Press et al. 2022's
+ * linear bias; a term inside attention sees offsets only and so runs on
+ * sequences of any length.
+ * One enum for every attention module: the encoder takes all six, MHA's
  * position term the three inside attention, the decoder (decoder.h) all
- * but the fixed table. Their names, as the programs' flags and the
- * checkpoints' metadata spell them: "fixed", "learned", "none",
- * "relative", "rope", "alibi"; NULL for a value outside the enum. */
+ * but the fixed table. */
+typedef enum {
+    TG_PE_FIXED,    /**< "fixed": the sinusoidal table (tg_posenc_new) added to the input */
+    TG_PE_LEARNED,  /**< "learned": a trainable table (tg_posenc_learned_new) added to the input */
+    TG_PE_NONE,     /**< "none": no position information */
+    TG_PE_RELATIVE, /**< "relative": Shaw et al.'s learned tables of clipped offsets, inside attention */
+    TG_PE_ROPE,     /**< "rope": rotary embedding of q and k (tg_rope), inside attention */
+    TG_PE_ALIBI     /**< "alibi": a linear bias on the scores per head (tg_alibi_slopes), inside attention */
+} tg_pe_kind;
+/** The name of kind, as the programs' flags and the checkpoints' metadata
+ * spell it: "fixed", "learned", "none", "relative", "rope", "alibi"; NULL
+ * (and no error) for a value outside the enum. A static string. */
 const char *tg_pe_kind_name(tg_pe_kind kind);
-/** The kind named name into *out: 0, or -1 with an error listing the names. */
+/** The kind named name into *out: 0, or -1 with an error listing the names
+ * ("position kind 'x': expected fixed, learned, ...") when name is NULL or
+ * not one of them (*out then untouched). Case-sensitive. */
 int tg_pe_kind_parse(const char *name, tg_pe_kind *out);
 /** The checks every module makes of its kind, once: a kind of the enum, and
  * for RoPE an even head size (it rotates pairs of features). 0, or -1 with
@@ -155,104 +309,220 @@ int tg_pe_check(const char *op, tg_pe_kind kind, int head_dim);
  * the decoder's blocks: set up, applied to q and k (or handed to the
  * attention op as a tg_attn_pos) and freed in one place (src/nn/position.c).
  * kind is TG_PE_RELATIVE, TG_PE_ROPE or TG_PE_ALIBI; any other value means
- * none (a new module). The fields are read-only for users. */
+ * none (a new module). The fields are read-only for users; the tensors and
+ * slopes are owned by the module that holds the term. */
 typedef struct {
-    tg_pe_kind kind;
-    int clip;                           /**< RELATIVE: offsets clipped to [-clip, clip] */
-    tg_tensor *relative_k, *relative_v; /**< RELATIVE: [2 clip + 1, head size] each, shared by the heads */
-    tg_real *alibi;                     /**< ALIBI: the heads' slopes (tg_alibi_slopes) */
-    bool rope_half;                     /**< ROPE: GPT-NeoX's pairing (i, i + d/2) instead of the paper's */
+    tg_pe_kind kind;       /**< RELATIVE, ROPE or ALIBI; any other value: no term */
+    int clip;              /**< RELATIVE: offsets clipped to [-clip, clip] */
+    tg_tensor *relative_k, /**< RELATIVE: a^K [2 clip + 1, head size], shared by the heads; else NULL */
+        *relative_v;       /**< RELATIVE: a^V [2 clip + 1, head size], shared by the heads; else NULL */
+    tg_real *alibi;        /**< ALIBI: the heads' slopes, one per head (tg_alibi_slopes); else NULL */
+    bool rope_half;        /**< ROPE: GPT-NeoX's pairing (i, i + d/2) instead of the paper's */
 } tg_position;
+
+/* ---- MultiHeadAttention ------------------------------------------------------ */
+/** MultiHeadAttention, as d2l's:
+ * MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_o with
+ * head_i = Attention(Q W_q_i, K W_k_i, V W_v_i).
+ * W_q [num_hiddens, query_size], W_k [num_hiddens, key_size],
+ * W_v [num_hiddens, value_size], W_o [num_hiddens, num_hiddens];
+ * heads split by reshaping (B, n, H) -> (B*h, n, H/h) (row b*h + j is head j
+ * of batch entry b); valid lengths (given per batch row in mask) repeated
+ * for each head; scores scaled by sqrt(H/h). Self-attention is
+ * forward(X, X, X). */
 typedef struct {
-    int num_heads, num_hiddens;
-    tg_linear *W_q, *W_k, *W_v, *W_o;
-    tg_dot_attention *attention;
-    tg_position pos; /**< the position term (tg_mha_set_position); none for a new module */
+    int num_heads,               /**< h */
+        num_hiddens;             /**< H, a multiple of h; each head has H/h features */
+    tg_linear *W_q,              /**< query projection [H, query_size] */
+        *W_k,                    /**< key projection [H, key_size] */
+        *W_v,                    /**< value projection [H, value_size] */
+        *W_o;                    /**< output projection [H, H] */
+    tg_dot_attention *attention; /**< the heads' scaled dot-product attention, with the dropout */
+    tg_position pos;             /**< the position term (tg_mha_set_position); none for a new module */
 } tg_mha;
+/** Multi-head attention of num_heads heads over num_hiddens features, for
+ * keys, queries and values of key_size, query_size and value_size features,
+ * dropout probability dropout on the weights, the four projections with
+ * biases when bias is true, drawn from rng (in d2l's order: W_q, W_k, W_v,
+ * W_o). NULL with the error recorded when num_heads or num_hiddens is not
+ * positive or num_heads does not divide num_hiddens ("mha: ..."), for a bad
+ * size or NULL rng (from Linear), a bad dropout, or no memory. */
 tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads, tg_real dropout,
                    bool bias, tg_rng *rng);
+/** queries [B, Q, query_size], keys [B, K, key_size], values [B, K,
+ * value_size] -> [B, Q, num_hiddens] in the current scope, with the
+ * position term if one is set (queries and keys at positions 0..). mask:
+ * lens per batch row (lens_ndim 1, [B]) or per query (2, [B, Q]), and/or
+ * causal. NULL with an error naming "mha" and the shapes on a NULL module or
+ * input, a rank other than 3, differing batch sizes or key counts, or a bad
+ * mask; a wrong feature size is reported by the projection ("linear: ..."). */
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask);
-int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix); /**< W_q.weight, W_k.weight, ... */
+/** Appends the projections' parameters ("<prefix>.W_q.weight",
+ * "<prefix>.W_q.bias" with biases, then W_k, W_v, W_o) and, with a relative
+ * position term, "<prefix>.relative_k" and "<prefix>.relative_v" to p. 0, or
+ * -1 with the error recorded. */
+int tg_mha_params(tg_mha *m, tg_params *p, const char *prefix);
 /** Gives every head a position term inside attention, with query i and key
  * j of a forward at positions i and j:
- *   TG_PE_RELATIVE  score += q_i . relative_k[r] / sqrt(H/h), out_i += sum_j
- *                   w_ij relative_v[r], r = clip(j - i, -clip, clip) + clip;
- *                   two parameters [2 clip + 1, H/h] drawn N(0, 1/(H/h)),
- *                   listed by tg_mha_params as relative_k, relative_v
- *   TG_PE_ROPE      q and k rotated by tg_rope (base 10000; rope_half picks
- *                   the NeoX pairing), no parameter; H/h must be even
- *   TG_PE_ALIBI     score += -m_h |i - j| with tg_alibi_slopes(h): with a
- *                   causal mask the paper's -m_h (i - j), without one (an
- *                   encoder) its symmetric, bidirectional form
- *   TG_PE_FIXED, TG_PE_LEARNED, TG_PE_NONE: none (they live outside attention).
- * Once, on a new module; 0, or -1 with the error recorded. */
+ *
+ *     TG_PE_RELATIVE  score += q_i . relative_k[r] / sqrt(H/h), out_i += sum_j
+ *                     w_ij relative_v[r], r = clip(j - i, -clip, clip) + clip;
+ *                     two parameters [2 clip + 1, H/h] drawn N(0, 1/(H/h))
+ *                     from rng (clip in [1, 4096], rng not NULL), listed by
+ *                     tg_mha_params as relative_k, relative_v
+ *     TG_PE_ROPE      q and k rotated by tg_rope (base 10000; rope_half picks
+ *                     the NeoX pairing), no parameter; H/h must be even
+ *     TG_PE_ALIBI     score += -m_h |i - j| with tg_alibi_slopes(h): with a
+ *                     causal mask the paper's -m_h (i - j), without one (an
+ *                     encoder) its symmetric, bidirectional form
+ *     TG_PE_FIXED, TG_PE_LEARNED, TG_PE_NONE: none (they live outside attention).
+ *
+ * clip is read for RELATIVE only, rope_half for ROPE only, rng for RELATIVE
+ * only (may be NULL otherwise). Once, on a new module: a module that has a
+ * term already refuses another. 0, or -1 with "mha_set_position: ..."
+ * recorded and the module unchanged. */
 int tg_mha_set_position(tg_mha *m, tg_pe_kind pe, int clip, bool rope_half, tg_rng *rng);
+/** Training (dropout on) or eval mode; NULL is a no-op. */
 void tg_mha_train(tg_mha *m, bool on);
 /** Recording the attention weights: while on, each forward keeps the weights
- * of every head (off for a new module). */
+ * of every head (off for a new module; recording forces the stored path).
+ * NULL is a no-op. */
 void tg_mha_record_attention(tg_mha *m, bool on);
 /** The recorded weights of one head of the last forward, [B, Q, K], as a new
- * tensor in that forward's scope (valid until the scope ends, not part of
- * the graph). NULL with the error recorded when not recording, before a
- * forward, or for a head outside [0, num_heads). */
+ * tensor in the current scope (call it before that forward's scope ends: the
+ * weights it copies live there; not part of the graph). NULL with the error
+ * recorded for a NULL module, when not recording, before a forward, or for a
+ * head outside [0, num_heads). */
 tg_tensor *tg_mha_attention_weights(const tg_mha *m, int head);
+/** Frees the module, its projections, attention and position term; NULL is
+ * a no-op. */
 void tg_mha_free(tg_mha *m);
 
-/** positional encodings: output dropout(X + P[:T]) for X [B, T, d]
+/* ---- positional encodings ---------------------------------------------------- */
+/** Positional encoding: output dropout(X + P[:T]) for X [B, T, d].
  * Fixed: P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(i / 10000^(2j/d))
- * (an odd d ends with a sine column). Learned: P is a trainable table
- * initialised N(0, 0.02^2). T > max_len is an error. */
+ * (an odd d ends with a sine column), computed once. Learned: P is a
+ * trainable table initialised N(0, 0.02^2). T > max_len is an error. */
 typedef struct {
-    int max_len, num_hiddens;
-    bool learned;
-    tg_tensor *P; /**< [max_len, d]; a parameter when learned */
-    tg_dropout_layer *dropout;
+    int max_len,               /**< rows of P: the longest sequence T */
+        num_hiddens;           /**< d, columns of P */
+    bool learned;              /**< true: P is a trainable parameter (tg_posenc_learned_new) */
+    tg_tensor *P;              /**< [max_len, d], persistent; a parameter (requires grad) when learned */
+    tg_dropout_layer *dropout; /**< applied to X + P[:T] */
 } tg_posenc;
-/** Both as d2l's PositionalEncoding(num_hiddens, dropout, max_len); max_len 0
- * means d2l's 1000, a negative one is an error. */
-tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng); /**< fixed */
+/** The fixed (sinusoidal) encoding, as d2l's PositionalEncoding(num_hiddens,
+ * dropout, max_len); max_len 0 means d2l's 1000. The table draws nothing:
+ * rng only seeds the dropout stream and may be NULL (as tg_dropout_new).
+ * NULL with "posenc: ..." recorded for a negative max_len, a non-positive
+ * num_hiddens or a bad dropout, or when memory runs out. */
+tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng);
+/** The learned encoding (d2l's exercise): P drawn N(0, 0.02^2) from rng, as
+ * BERT and GPT-2 do; the same arguments and checks as tg_posenc_new, errors
+ * named "posenc_learned", and rng must not be NULL. */
 tg_posenc *tg_posenc_learned_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng);
+/** X [..., T, d] (rank >= 2, d = num_hiddens) -> dropout(X + P[:T]), the
+ * same shape, in the current scope; only rows 0..T-1 of a learned P receive
+ * gradient. NULL with "posenc: ..." recorded for a NULL module or X, a wrong
+ * shape, or T > max_len ("posenc: sequence length 1200 > max_len 1000"). */
 tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X);
-int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix); /**< "P" when learned */
+/** Appends "<prefix>.P" to p when learned; the fixed table is not a
+ * parameter, and nothing is appended. 0, or -1 with the error recorded. */
+int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix);
+/** Training (dropout on) or eval mode; NULL is a no-op. */
 void tg_posenc_train(tg_posenc *m, bool on);
+/** Frees the module, its table and its dropout; NULL is a no-op. */
 void tg_posenc_free(tg_posenc *m);
 
-/** Transformer encoder pieces, as d2l */
-typedef struct { /**< dense2(relu(dense1(X))) */
-    tg_linear *dense1, *dense2;
+/* ---- Transformer encoder pieces, as d2l -------------------------------------- */
+/** PositionWiseFFN: dense2(relu(dense1(X))), the same MLP at every
+ * position. */
+typedef struct {
+    tg_linear *dense1, /**< [ffn_hiddens, num_hiddens], with bias */
+        *dense2;       /**< [num_outputs, ffn_hiddens], with bias */
 } tg_ffn;
+/** A position-wise FFN num_hiddens -> ffn_hiddens -> num_outputs, weights
+ * from rng. NULL with "ffn: sizes ... must be positive" recorded, for a NULL
+ * rng (from Linear) or no memory. It has no dropout, and so no _train. */
 tg_ffn *tg_ffn_new(int num_hiddens, int ffn_hiddens, int num_outputs, tg_rng *rng);
+/** X [..., num_hiddens] -> [..., num_outputs] in the current scope. NULL for
+ * a NULL module ("ffn_forward: NULL module"); a NULL X or a wrong last axis
+ * is reported by dense1 ("linear: ..."). */
 tg_tensor *tg_ffn_forward(tg_ffn *m, tg_tensor *X);
+/** Appends "<prefix>.dense1.weight", "<prefix>.dense1.bias",
+ * "<prefix>.dense2.weight" and "<prefix>.dense2.bias" to p. 0, or -1 with
+ * the error recorded. */
 int tg_ffn_params(tg_ffn *m, tg_params *p, const char *prefix);
+/** Frees the module and its two Linear layers; NULL is a no-op. */
 void tg_ffn_free(tg_ffn *m);
 
-typedef struct { /**< ln(dropout(Y) + X) */
-    tg_dropout_layer *dropout;
-    tg_layernorm *ln;
+/** AddNorm: ln(dropout(Y) + X), the residual connection then LayerNorm.
+ * Dropout is on the sublayer output Y only, so the residual path X stays
+ * exact. */
+typedef struct {
+    tg_dropout_layer *dropout; /**< dropout on Y */
+    tg_layernorm *ln;          /**< LayerNorm over dim features, eps 1e-5 */
 } tg_addnorm;
+/** An AddNorm over dim features with dropout probability dropout (stream
+ * forked from rng; NULL allowed, as tg_dropout_new). NULL with "addnorm:
+ * ..." recorded for a non-positive dim or a bad dropout, or no memory. */
 tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng);
+/** X and Y of one shape [..., dim] -> ln(dropout(Y) + X), the same shape,
+ * in the current scope. NULL with the error recorded for a NULL module or
+ * input, shapes that differ ("addnorm: X (2,3,8) and Y (2,3,4) differ in
+ * shape") or a last axis other than dim ("layernorm: ..."). */
 tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y);
+/** Appends "<prefix>.ln.weight" and "<prefix>.ln.bias" to p. 0, or -1 with
+ * the error recorded. */
 int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix);
+/** Training (dropout on) or eval mode; NULL is a no-op. */
 void tg_addnorm_train(tg_addnorm *m, bool on);
+/** Frees the module, its dropout and its LayerNorm; NULL is a no-op. */
 void tg_addnorm_free(tg_addnorm *m);
 
-typedef struct { /**< Y = addnorm1(X, mha(X,X,X)); addnorm2(Y, ffn(Y)) */
-    tg_mha *attention;
-    tg_addnorm *addnorm1, *addnorm2;
-    tg_ffn *ffn;
+/** TransformerEncoderBlock: Y = addnorm1(X, mha(X, X, X));
+ * out = addnorm2(Y, ffn(Y)). */
+typedef struct {
+    tg_mha *attention;    /**< self-attention, num_hiddens -> num_hiddens */
+    tg_addnorm *addnorm1, /**< after the attention */
+        *addnorm2;        /**< after the FFN */
+    tg_ffn *ffn;          /**< num_hiddens -> ffn_hiddens -> num_hiddens */
 } tg_encoder_block;
+/** An encoder block of num_hiddens features, num_heads heads, an FFN of
+ * ffn_hiddens hidden units and dropout probability dropout everywhere;
+ * use_bias gives the attention's projections biases (the FFN always has
+ * them). Weights from rng, made in the order attention, addnorm1, ffn,
+ * addnorm2. NULL with "encoder_block: ..." recorded for a non-positive size,
+ * num_heads not dividing num_hiddens or a bad dropout; NULL also for a NULL
+ * rng (from Linear) or no memory. */
 tg_encoder_block *tg_encoder_block_new(int num_hiddens, int ffn_hiddens, int num_heads, tg_real dropout, bool use_bias,
                                        tg_rng *rng);
+/** X [B, T, num_hiddens] -> the same shape in the current scope; mask as
+ * for tg_mha_forward (lengths per row). NULL for a NULL module
+ * ("encoder_block_forward: NULL module"); a bad X or mask is reported by the
+ * sub-module that sees it ("mha: ..."). */
 tg_tensor *tg_encoder_block_forward(tg_encoder_block *m, tg_tensor *X, tg_mask mask);
+/** Appends the block's parameters under "<prefix>.attention",
+ * "<prefix>.addnorm1", "<prefix>.ffn" and "<prefix>.addnorm2" (as
+ * tg_mha_params, tg_addnorm_params and tg_ffn_params name them) to p. 0, or
+ * -1 with the error recorded. */
 int tg_encoder_block_params(tg_encoder_block *m, tg_params *p, const char *prefix);
+/** Training (every dropout on) or eval mode; NULL is a no-op. */
 void tg_encoder_block_train(tg_encoder_block *m, bool on);
+/** Frees the block and its sub-modules; NULL is a no-op. */
 void tg_encoder_block_free(tg_encoder_block *m);
 
+/** The configuration of a Transformer encoder (tg_encoder_new copies it).
+ * Start from a zeroed struct: every 0 below picks the documented default. */
 typedef struct {
-    int vocab_size, num_hiddens, ffn_hiddens, num_heads, num_layers, max_len;
-    tg_real dropout;
-    tg_pe_kind pe;
-    bool use_bias;
+    int vocab_size,  /**< token ids 0..vocab_size-1; must be positive */
+        num_hiddens, /**< d, the model width; positive, a multiple of num_heads */
+        ffn_hiddens, /**< hidden units of each block's FFN; positive */
+        num_heads,   /**< attention heads per block; positive */
+        num_layers,  /**< encoder blocks; 0 or more (0: embedding and positions only) */
+        max_len;     /**< longest sequence of a position table; 0 means d2l's 1000 (unused by the attention kinds) */
+    tg_real dropout; /**< dropout probability of every dropout layer, in [0, 1] */
+    tg_pe_kind pe;   /**< the position information (any of the six kinds) */
+    bool use_bias;   /**< biases in the attention projections (the FFNs always have them) */
     /** Std of the embedding init. 0 means 1/sqrt(d), so that the scaled
      * embedding E * sqrt(d) has unit size, as the original Transformer; 1 is
      * PyTorch's nn.Embedding default, which drowns the positional signal. */
@@ -261,85 +531,160 @@ typedef struct {
      * scaled embeddings it is added to; 0.02 is the module's own default. */
     tg_real learned_pe_std;
     /** TG_PE_RELATIVE: offsets clipped to [-relative_clip, relative_clip];
-     * 0 means 16 (Shaw et al.'s k). */
+     * 0 means 16 (Shaw et al.'s k); otherwise in [1, 4096]. */
     int relative_clip;
 } tg_encoder_config;
 
-/** With pe RELATIVE, ROPE or ALIBI there is no table: the blocks' attention
- * carries the positions (tg_mha_set_position), any T runs, and max_len only
- * sizes a table that is not made. */
-typedef struct { /**< pos_encoding(embedding(tokens) * sqrt(d)) -> blocks */
-    tg_encoder_config cfg;
-    tg_embedding *embedding;
+/** TransformerEncoder, as d2l: pos_encoding(embedding(tokens) * sqrt(d))
+ * -> blocks. With pe RELATIVE, ROPE or ALIBI there is no table: the blocks'
+ * attention carries the positions (tg_mha_set_position), any T runs, and
+ * max_len only sizes a table that is not made. */
+typedef struct {
+    tg_encoder_config cfg;     /**< the configuration, with max_len, relative_clip and embedding_std resolved */
+    tg_embedding *embedding;   /**< [vocab_size, num_hiddens] token embedding */
     tg_posenc *pos_encoding;   /**< NULL for TG_PE_NONE and the attention kinds (then dropout alone) */
     tg_dropout_layer *dropout; /**< used only when pos_encoding is NULL */
-    tg_encoder_block **blocks;
+    tg_encoder_block **blocks; /**< num_layers blocks (NULL when num_layers is 0) */
 } tg_encoder;
+/** An encoder as cfg describes it (copied), weights drawn from rng. NULL
+ * with "encoder: ..." recorded for a NULL cfg or rng, a non-positive
+ * vocab_size, a negative num_layers or max_len, bad block sizes or dropout,
+ * an unknown pe or RoPE with an odd head size, or a negative std; NULL with
+ * the sub-module's error for a bad relative_clip or no memory. */
 tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng);
-/** tokens [B, T] -> [B, T, num_hiddens]; mask as for attention (lengths per row). */
+/** tokens [B, T] (a plain row-major int array of ids in [0, vocab_size)) ->
+ * [B, T, num_hiddens] in the current scope; mask as for attention (lengths
+ * per row). NULL with the error recorded for a NULL module or tokens
+ * ("encoder_forward: ..."), B or T not positive ("encoder: ..."), an id
+ * outside the vocabulary ("embedding: ..."), T > max_len with a position
+ * table ("posenc: ..."), or a bad mask ("mha: ..."). */
 tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg_mask mask);
+/** Appends "<prefix>.embedding.weight", "<prefix>.pos_encoding.P" (learned
+ * table only) and each block's parameters under "<prefix>.blocks.<i>" (as
+ * tg_encoder_block_params) to p. 0, or -1 with the error recorded. */
 int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix);
 /** The generators of every dropout (for a training state): "dropout" or
  * "pos_encoding", then "blocks.<i>.attention", ".addnorm1", ".addnorm2".
- * 0, or -1 with the error recorded. */
+ * The generators stay owned by the encoder. 0, or -1 with the error
+ * recorded (a NULL module or list, or a list that is full: TG_RNGS_MAX). */
 int tg_encoder_rngs(tg_encoder *m, tg_rngs *out);
+/** Training (every dropout on) or eval mode, for every sub-module; NULL is
+ * a no-op. */
 void tg_encoder_train(tg_encoder *m, bool on);
 /** tg_mha_record_attention on every block: while on, a forward keeps the
- * weights of every layer and head. */
+ * weights of every layer and head. NULL is a no-op. */
 void tg_encoder_record_attention(tg_encoder *m, bool on);
 /** The recorded weights of head `head` of block `layer`, [B, T, T], as
- * tg_mha_attention_weights (valid until the forward's scope ends). */
+ * tg_mha_attention_weights (a new tensor in the current scope; call it
+ * before the forward's scope ends). NULL with the error recorded for a NULL
+ * module, a layer outside [0, num_layers), or as tg_mha_attention_weights. */
 tg_tensor *tg_encoder_attention_weights(const tg_encoder *m, int layer, int head);
+/** Frees the encoder and all its sub-modules; NULL is a no-op. */
 void tg_encoder_free(tg_encoder *m);
 
-/** losses */
-tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target); /**< mean of squares */
-/* tg_cross_entropy (autograd.h) is the classification loss. */
+/* ---- losses ------------------------------------------------------------------ */
+/** Mean squared error mean((pred - target)^2), as
+ * torch.nn.functional.mse_loss with reduction "mean": a scalar (shape ())
+ * in the current scope. The shapes must match exactly (no broadcasting);
+ * NULL with "mse_loss: pred ... and target ... differ in shape" recorded
+ * otherwise, or for a NULL input. tg_cross_entropy (autograd.h) is the
+ * classification loss. */
+tg_tensor *tg_mse_loss(tg_tensor *pred, tg_tensor *target);
 
-/** sequence layers: Conv1d, RNN, GRU (the chapter's comparison)
+/* ---- sequence layers: Conv1d, RNN, GRU (the chapter's comparison) -------------
  * All take batch-first token sequences [B, n, in] and return [B, n, out],
- * with PyTorch's parameter names and layouts so weights move both ways.
- * Conv1d: weight [out, in, k], bias [out] as torch.nn.Conv1d applied to
- * x.transpose(1, 2); stride 1, 'same' zero padding (left (k-1)*dil/2
- * rounded down, right the rest, as torch's padding='same'), dilation dil.
- * RNN (Elman, tanh) and GRU as torch.nn.RNN / torch.nn.GRU with
- * batch_first=True: weight_ih_l{L} [G*H, in_L],
- * weight_hh_l{L} [G*H, H], bias_ih_l{L}, bias_hh_l{L} [G*H], G = 1 (RNN)
- * or 3 (GRU, gates r, z, n in torch's order). The forward returns the
- * last layer's outputs at every step; backward runs through time over the
- * unrolled graph. Init U(-1/sqrt(fan), 1/sqrt(fan)) with fan = in*k (conv)
- * or H (recurrent), as torch. params returns 0, or -1 on error. */
+ * with PyTorch's parameter names and layouts so weights move both ways. */
+/** Conv1d over a token sequence: weight [out, in, k], bias [out] as
+ * torch.nn.Conv1d applied to x.transpose(1, 2); stride 1, 'same' zero
+ * padding (left (k-1)*dil/2 rounded down, right the rest, as torch's
+ * padding='same'), dilation dil. Init U(-1/sqrt(fan), 1/sqrt(fan)) with
+ * fan = in*k, as torch. Batch-first: [B, n, in] -> [B, n, out]. */
 typedef struct {
-    int in, out, k, dilation;
-    tg_tensor *weight, *bias; /**< bias NULL when off */
+    int in,            /**< input features (channels) */
+        out,           /**< output features (channels) */
+        k,             /**< kernel size */
+        dilation;      /**< spacing of the kernel's taps */
+    tg_tensor *weight, /**< [out, in, k], persistent, requires grad */
+        *bias;         /**< [out]; NULL when made without bias */
 } tg_conv1d;
+/** A Conv1d of in to out features, kernel size k, the given dilation, with
+ * a bias when bias is true, weights from rng. NULL with "conv1d: ... must be
+ * positive" recorded for a non-positive size, or for a NULL rng or no
+ * memory. */
 tg_conv1d *tg_conv1d_new(int in, int out, int k, int dilation, bool bias, tg_rng *rng);
+/** x [B, n, in] -> [B, n, out] in the current scope (as im2col and one
+ * GEMM). NULL with "conv1d: input <shape>, expected [B, n, in]" recorded
+ * for another shape, or for a NULL module or x. */
 tg_tensor *tg_conv1d_forward(tg_conv1d *m, tg_tensor *x);
-int tg_conv1d_params(tg_conv1d *m, tg_params *p, const char *prefix); /**< weight, bias */
+/** Appends "<prefix>.weight" and, with a bias, "<prefix>.bias" to p. 0, or
+ * -1 with the error recorded ("conv1d_params: NULL argument" for a NULL
+ * module or list). */
+int tg_conv1d_params(tg_conv1d *m, tg_params *p, const char *prefix);
+/** Frees the layer and its weight and bias; NULL is a no-op. */
 void tg_conv1d_free(tg_conv1d *m);
 
+/** The most layers an RNN or GRU can have (num_layers in 1..TG_RNN_MAX_LAYERS). */
 #define TG_RNN_MAX_LAYERS 16
+/** A stacked recurrent layer: RNN (Elman, tanh) or GRU as torch.nn.RNN /
+ * torch.nn.GRU with batch_first=True: weight_ih_l{L} [G*H, in_L],
+ * weight_hh_l{L} [G*H, H], bias_ih_l{L}, bias_hh_l{L} [G*H], G = 1 (RNN)
+ * or 3 (GRU, gates r, z, n in torch's order), in_L the input size for layer
+ * 0 and H above it. Always with biases. The forward returns the last
+ * layer's outputs at every step; backward runs through time over the
+ * unrolled graph. Init U(-1/sqrt(H), 1/sqrt(H)), as torch. */
 typedef struct {
-    int input_size, hidden_size, num_layers, gates; /**< gates: 1 RNN, 3 GRU */
-    tg_tensor *w_ih[TG_RNN_MAX_LAYERS], *w_hh[TG_RNN_MAX_LAYERS];
-    tg_tensor *b_ih[TG_RNN_MAX_LAYERS], *b_hh[TG_RNN_MAX_LAYERS];
+    int input_size,                     /**< features of x */
+        hidden_size,                    /**< H, features of the state and of the output */
+        num_layers,                     /**< stacked layers, 1..TG_RNN_MAX_LAYERS */
+        gates;                          /**< gates: 1 RNN, 3 GRU */
+    tg_tensor *w_ih[TG_RNN_MAX_LAYERS], /**< weight_ih_l{L}: [G*H, in_L] per layer; NULL past num_layers */
+        *w_hh[TG_RNN_MAX_LAYERS];       /**< weight_hh_l{L}: [G*H, H] per layer; NULL past num_layers */
+    tg_tensor *b_ih[TG_RNN_MAX_LAYERS], /**< bias_ih_l{L}: [G*H] per layer; NULL past num_layers */
+        *b_hh[TG_RNN_MAX_LAYERS];       /**< bias_hh_l{L}: [G*H] per layer; NULL past num_layers */
 } tg_rnn;
+/** A GRU: the same struct as tg_rnn, with gates 3 (made by tg_gru_new and
+ * used with the tg_gru_ calls). */
 typedef tg_rnn tg_gru;
+/** An Elman RNN (tanh) of num_layers layers, input_size inputs and
+ * hidden_size state, weights from rng (in state_dict order). NULL with
+ * "rnn: ..." recorded for a non-positive size, num_layers outside
+ * 1..TG_RNN_MAX_LAYERS, a NULL rng or no memory. Free with tg_rnn_free. */
 tg_rnn *tg_rnn_new(int input_size, int hidden_size, int num_layers, tg_rng *rng);
-tg_tensor *tg_rnn_forward(tg_rnn *m, tg_tensor *x); /**< h0 zero, h_n not returned */
+/** x [B, n, input_size] (n >= 1) -> the last layer's outputs [B, n,
+ * hidden_size] in the current scope, from a zero h0; h_n is not returned.
+ * NULL with "rnn: ..." recorded for another shape or a module made by
+ * tg_gru_new, or for a NULL module or x. */
+tg_tensor *tg_rnn_forward(tg_rnn *m, tg_tensor *x);
 /** torch's (output, h_n) = rnn(x, h0): h0 [num_layers, B, H] or NULL (zero),
  * and, when h_n is not NULL, the last step's state of every layer in *h_n
- * [num_layers, B, H] (in the current scope, like the output). Gradients
- * flow into h0 and from h_n. NULL with an error naming the shapes. */
+ * [num_layers, B, H] (in the current scope, like the output; NULL on
+ * failure). Gradients flow into h0 and from h_n. NULL with an error naming
+ * the shapes. */
 tg_tensor *tg_rnn_forward_state(tg_rnn *m, tg_tensor *x, tg_tensor *h0, tg_tensor **h_n);
+/** Appends "<prefix>.weight_ih_l0", "<prefix>.weight_hh_l0",
+ * "<prefix>.bias_ih_l0", "<prefix>.bias_hh_l0", then layer 1's, ... to p.
+ * 0, or -1 with the error recorded ("rnn_params: NULL argument" for a NULL
+ * module or list). */
 int tg_rnn_params(tg_rnn *m, tg_params *p, const char *prefix);
+/** Frees the module and its weights; NULL is a no-op. */
 void tg_rnn_free(tg_rnn *m);
+/** A GRU, as tg_rnn_new with three gates per layer; errors name "gru". Free
+ * with tg_gru_free. */
 tg_gru *tg_gru_new(int input_size, int hidden_size, int num_layers, tg_rng *rng);
+/** As tg_rnn_forward, for a GRU (errors name "gru"; a module made by
+ * tg_rnn_new is refused). */
 tg_tensor *tg_gru_forward(tg_gru *m, tg_tensor *x);
-tg_tensor *tg_gru_forward_state(tg_gru *m, tg_tensor *x, tg_tensor *h0, tg_tensor **h_n); /**< as the RNN's */
+/** As tg_rnn_forward_state, for a GRU. */
+tg_tensor *tg_gru_forward_state(tg_gru *m, tg_tensor *x, tg_tensor *h0, tg_tensor **h_n);
+/** As tg_rnn_params, for a GRU (the same names; "gru_params: NULL
+ * argument"). */
 int tg_gru_params(tg_gru *m, tg_params *p, const char *prefix);
+/** Frees the GRU and its weights; NULL is a no-op. */
 void tg_gru_free(tg_gru *m);
-/** Concatenates n tensors (any n >= 1) along axis, as a tree of tg_concat. */
+/** Concatenates n tensors (any n >= 1) along axis, as a tree of tg_concat
+ * (each element copied about log(n) times, not n times as a chain would).
+ * The result lives in the current scope. NULL with "concat_many: n tensors"
+ * recorded for n < 1 or a NULL ts, or with tg_concat's error. */
 tg_tensor *tg_concat_many(int n, tg_tensor *const *ts, int axis);
 
 #endif

@@ -7,78 +7,112 @@
  *
  * A training loop with all of it (model, loss and params from nn.h):
  *
- *   tg_token_data *d = tg_token_data_open("corpus.npy", 0.1, seed);
- *   tg_optim *opt = tg_optim_new_groups(&cfg, &params);        // AdamW, decay on matrices
- *   tg_lr_schedule s = tg_lr_warmup_cosine(6e-4, 6e-5, 100, 5000);
- *   tg_named_rng rngs[] = {{"data", tg_token_data_rng(d)}};
- *   int64_t step = 0;
- *   if (resume) tg_train_state_load("run.safetensors", &params, opt, &step, rngs, 1);
- *   for (; step < steps; step++) {
- *       tg_optim_set_lr(opt, (tg_real)tg_lr_at(&s, step));
- *       tg_optim_zero_grad(opt);
- *       for (int k = 0; k < accum; k++) {                        // gradient accumulation
- *           tg_token_data_batch(d, B, T, x, y);
- *           tg_scope_begin();
- *           tg_tensor *loss = tg_cross_entropy(model(x), y, NULL, -1);
- *           tg_backward(tg_mul_scalar(loss, (tg_real)1 / accum));
- *           tg_scope_end();
- *       }
- *       tg_clip_grad_norm(&params, 1);
- *       tg_optim_step(opt);
- *   }
- *   tg_train_state_save("run.safetensors", &params, opt, step, rngs, 1);
+ *     tg_token_data *d = tg_token_data_open("corpus.npy", 0.1, seed);
+ *     tg_optim *opt = tg_optim_new_groups(&cfg, &params);        // AdamW, decay on matrices
+ *     tg_lr_schedule s = tg_lr_warmup_cosine(6e-4, 6e-5, 100, 5000);
+ *     tg_named_rng rngs[] = {{"data", tg_token_data_rng(d)}};
+ *     int64_t step = 0;
+ *     if (resume) tg_train_state_load("run.safetensors", &params, opt, &step, rngs, 1);
+ *     for (; step < steps; step++) {
+ *         tg_optim_set_lr(opt, (tg_real)tg_lr_at(&s, step));
+ *         tg_optim_zero_grad(opt);
+ *         for (int k = 0; k < accum; k++) {                        // gradient accumulation
+ *             tg_token_data_batch(d, B, T, x, y);
+ *             tg_scope_begin();
+ *             tg_tensor *loss = tg_cross_entropy(model(x), y, NULL, -1);
+ *             tg_backward(tg_mul_scalar(loss, (tg_real)1 / accum));
+ *             tg_scope_end();
+ *         }
+ *         tg_clip_grad_norm(&params, 1);
+ *         tg_optim_step(opt);
+ *     }
+ *     tg_train_state_save("run.safetensors", &params, opt, step, rngs, 1);
+ *
+ * Gradient accumulation: nothing to call. Gradients add up (+=) in the
+ * parameters across backward passes until tg_optim_zero_grad, as in
+ * PyTorch. For one step over k micro-batches, zero the gradients, then for
+ * each micro-batch backward its mean loss times 1/k (tg_mul_scalar(loss,
+ * 1.0 / k)), each in its own scope, then step: the gradient is then the
+ * mean of the k micro-batches' mean gradients (nanoGPT's way), the same (up
+ * to rounding) as one batch k times as large when every micro-batch counts
+ * the same number of targets (tests/test_train.c checks it). When ignored
+ * targets (-1, padding) make the counts differ, that weighs a target of a
+ * short micro-batch more: for exactly one big batch, backward each
+ * micro-batch's summed loss (tg_cross_entropy_sum) and divide the gradients
+ * by the total count, as tg_run_backward_sum does (run.h). Clip after the
+ * last micro-batch.
+ *
+ * All of it is for one calling thread at a time (tensor.h's rule); errors
+ * follow tgrad's convention: NULL or -1, the message in tg_last_error().
  */
 #ifndef TG_TRAIN_TRAIN_H
 #define TG_TRAIN_TRAIN_H
 
 #include "../nn/nn.h"
 
-/** byte tokenizer
+/* ---- byte tokenizer --------------------------------------------------------- */
+/** The byte tokenizer's vocabulary size.
  * The simplest tokenizer that covers any text: token = byte value, 256
  * symbols, so UTF-8 text round-trips exactly (a multi-byte character is
  * several tokens). */
 #define TG_BYTE_VOCAB 256
-/** ids[i] = text[i] for i < n. Returns 0, or -1 on NULL. */
+/** Byte-tokenizes text: ids[i] = text[i] for i < n (ids holds n ints).
+ * Returns 0, or -1 with "bytes_encode: NULL text" (or ids) recorded when
+ * one is NULL and n > 0. */
 int tg_bytes_encode(const unsigned char *text, size_t n, int *ids);
-/** out[i] = ids[i]. Returns 0, or -1 with the error recorded when an id is
- * outside [0, 256) (out is then partly written). */
+/** Byte-decodes ids: out[i] = ids[i] (out holds n bytes). Returns 0, or -1
+ * with the error recorded when an id is outside [0, 256) (out is then partly
+ * written), or ids or out is NULL and n > 0. */
 int tg_bytes_decode(const int *ids, size_t n, unsigned char *out);
 
-/* ---- token files -----------------------------------------------------------
+/* ---- token files ------------------------------------------------------------ */
+/** The largest vocabulary a token file may hold: ids below 2^24 (a BPE
+ * vocabulary's ids are at most that too, bpe.h). */
+#define TG_MAX_VOCAB (1 << 24)
+/** Writes ids[0..n) as a token file at path: uint8 when vocab <= 256, uint16
+ * when vocab <= 65536, else uint32 (vocab <= TG_MAX_VOCAB); every id must be
+ * in [0, vocab). Atomic (a failure leaves path as it was). Returns 0, or -1
+ * with "tokens_save: <path>: <reason>" recorded (n < 0, vocab outside
+ * [1, TG_MAX_VOCAB], an id out of range, a write failure; "tokens_save: NULL
+ * path" or ids).
+ *
  * A token file is a NumPy .npy file holding one 1-D array of token ids:
  * dtype uint8 ('|u1', vocabularies up to 256, the byte tokenizer),
  * little-endian uint16 ('<u2', up to 65536, e.g. GPT-2's BPE) or uint32
  * ('<u4', up to TG_MAX_VOCAB ids, larger BPE vocabularies), C order.
  * numpy makes one with
+ *
  *     np.save("corpus.npy", np.frombuffer(open("corpus.txt", "rb").read(), np.uint8))
+ *
  * and reads one with np.load (the header is at most a few hundred bytes; the
  * data starts at a multiple of 64). */
-/** The largest vocabulary a token file may hold: ids below 2^24 (a BPE
- * vocabulary's ids are at most that too, bpe.h). */
-#define TG_MAX_VOCAB (1 << 24)
-/** Writes ids[0..n) as uint8 when vocab <= 256, uint16 when vocab <= 65536,
- * else uint32 (vocab <= TG_MAX_VOCAB); every id must be in [0, vocab). Atomic. Returns 0, or -1 with
- * "tokens_save: <path>: <reason>". */
 int tg_tokens_save(const char *path, const int *ids, int64_t n, int vocab);
-/** Byte-tokenizes the file text_path into the uint8 token file tokens_path.
- * Returns 0, or -1 with the error recorded. */
+/** Byte-tokenizes the file text_path (read whole into memory) into the uint8
+ * token file tokens_path, atomically. Returns 0, or -1 with
+ * "tokens_from_text: <path>: <reason>" recorded (NULL path, text_path not a
+ * readable regular file, a write failure). */
 int tg_tokens_from_text(const char *text_path, const char *tokens_path);
 
-/** the default corpus: Debian's fortunes
+/* ---- the default corpus: Debian's fortunes ----------------------------------- */
+/** Where Debian installs the fortune files: tg_fortunes_corpus's dir when NULL. */
+#define TG_FORTUNES_DIR "/usr/share/games/fortunes"
+/** Writes the default corpus, Debian's fortunes, as one text file at out_path.
  * The fortune files (package fortunes, and fortunes-min which it pulls in;
  * BSD licence) are English text, one fortune after another, each ended by
  * a line holding only "%". The corpus is every regular file of dir whose
  * name has no '.' (so not the .dat indexes nor the .u8 symlinks; no
  * subdirectory, so not the offensive ones of fortunes-off), in name order,
  * each fortune followed by one empty line in place of its "%" line:
- * plain paragraphs a reader and a byte-level model both take as text.
+ * plain paragraphs a reader and a byte-level model both take as text
+ * (blank lines before a fortune's first character are dropped; an entry
+ * that cannot be read as a regular file, e.g. a directory, is skipped).
  * dir NULL means TG_FORTUNES_DIR. Returns the number of fortunes written
- * (> 0), or -1 with "fortunes_corpus: ..." recorded (also when dir holds
- * no fortune file). Atomic. */
-#define TG_FORTUNES_DIR "/usr/share/games/fortunes"
+ * (> 0), or -1 with "fortunes_corpus: ..." recorded (NULL out_path, dir
+ * cannot be listed, and also when dir holds no fortune file). Atomic. */
 int64_t tg_fortunes_corpus(const char *dir, const char *out_path);
 
-/** token data: a memory-mapped token file and its sampler
+/* ---- token data ------------------------------------------------------------- */
+/** A memory-mapped token file and its sampler (tg_token_data_open).
  * tg_token_data_open maps a token file read-only (nothing is copied, so a
  * corpus larger than memory works) and validates it as untrusted input:
  * a regular file, a strict .npy header, a 1-D uint8, uint16 or uint32 array
@@ -98,25 +132,34 @@ int64_t tg_fortunes_corpus(const char *dir, const char *out_path);
  * so every evaluation sees the same tokens. The file must not be truncated
  * while it is mapped (reading a page past the new end raises SIGBUS). */
 typedef struct {
-    const unsigned char *map; /**< the whole file, mapped */
-    size_t map_size;
+    const unsigned char *map;    /**< the whole file, mapped */
+    size_t map_size;             /**< the file's size in bytes: the length mapped */
     const unsigned char *tokens; /**< token k: the itemsize bytes at tokens + k * itemsize, little-endian */
     int itemsize;                /**< 1, 2 or 4 */
-    int64_t n, n_train;          /**< tokens in the file; [0, n_train) train, [n_train, n) validation */
+    int64_t n,                   /**< tokens in the file (at least 1) */
+        n_train;                 /**< [0, n_train) train, [n_train, n) validation */
     int vocab;                   /**< largest token + 1 (scanned once at open) */
     tg_rng rng;                  /**< the sampler's generator: counter = training windows drawn so far */
 } tg_token_data;
-/** val_fraction in [0, 1). NULL with "token_data: <path>: <reason>" recorded
- * on any problem (an empty array is one). */
+/** Opens the token file at path (see tg_token_data: mapped, validated,
+ * split) with its sampler's generator at (seed, stream 0, counter 0); every
+ * token is read once, for the checks and vocab. val_fraction in [0, 1).
+ * Returns a handle to close with tg_token_data_close. NULL with
+ * "token_data: <path>: <reason>" recorded on any problem (an empty array is
+ * one; also a dtype other than uint8, uint16 or uint32, data that does not
+ * fill the file exactly, a token of TG_MAX_VOCAB or more). */
 tg_token_data *tg_token_data_open(const char *path, double val_fraction, uint64_t seed);
-/** Token k of the whole file (0 <= k < n), or -1. */
+/** Token k of the whole file (0 <= k < n), or -1 (NULL d or k out of
+ * range; no error recorded). */
 int tg_token_data_get(const tg_token_data *d, int64_t k);
 /** B training windows of T tokens into x and y (each B*T ints, row-major
- * [B, T]). Returns 0, or -1 with the error recorded when B or T < 1 or the
- * training split has fewer than T + 1 tokens (nothing drawn then). */
+ * [B, T]), drawn as tg_token_data says; d->rng's counter advances by B.
+ * Returns 0, or -1 with the error recorded when d, x or y is NULL, B or
+ * T < 1 or the training split has fewer than T + 1 tokens (nothing drawn
+ * then). */
 int tg_token_data_batch(tg_token_data *d, int B, int T, int *x, int *y);
 /** Data-parallel training (src/dist/): rank's shard of the global batch of
- * B windows, i.e. windows [rank * B / size, (rank + 1) * B / size) of what
+ * B windows. That is windows [rank * B / size, (rank + 1) * B / size) of what
  * tg_token_data_batch(d, B, ...) would draw, into x and y (each
  * B / size * T ints). Every rank draws the same B windows from the same
  * generator, so the shards are disjoint, together they are the
@@ -126,145 +169,230 @@ int tg_token_data_batch(tg_token_data *d, int B, int T, int *x, int *y);
  * does not divide B, or rank is not in [0, size)). */
 int tg_token_data_batch_shard(tg_token_data *d, int B, int T, int rank, int size, int *x, int *y);
 /** Number of full validation batches of B windows of T tokens (0 when there
- * is not one). */
+ * is not one, and for NULL d or B or T < 1). */
 int64_t tg_token_data_val_batches(const tg_token_data *d, int B, int T);
-/** Validation batch i (0 <= i < tg_token_data_val_batches) into x and y.
- * Returns 0, or -1 with the error recorded. */
+/** Validation batch i (0 <= i < tg_token_data_val_batches) into x and y
+ * (each B*T ints, row-major [B, T]); the generator is not used. Returns 0,
+ * or -1 with the error recorded (NULL d, x or y, B or T < 1, i out of
+ * range). */
 int tg_token_data_val_batch(const tg_token_data *d, int64_t i, int B, int T, int *x, int *y);
-/** The sampler's generator, for tg_train_state_save/load (NULL for NULL d). */
+/** The sampler's generator, for tg_train_state_save/load (NULL for NULL d):
+ * a pointer into d, valid until tg_token_data_close. */
 tg_rng *tg_token_data_rng(tg_token_data *d);
-void tg_token_data_close(tg_token_data *d); /**< unmaps; NULL is a no-op */
+/** Unmaps the file and frees d; NULL is a no-op. */
+void tg_token_data_close(tg_token_data *d);
 
-/** learning-rate schedules
+/* ---- learning-rate schedules ------------------------------------------------ */
+/** The kind of a learning-rate schedule (tg_lr_schedule). */
+typedef enum {
+    TG_LR_CONSTANT,     /**< lr at every step */
+    TG_LR_WARMUP_COSINE /**< linear warm-up to lr, then cosine decay to min_lr (nanoGPT's get_lr) */
+} tg_lr_kind;
+/** A learning-rate schedule: made by tg_lr_constant or tg_lr_warmup_cosine,
+ * read with tg_lr_at (which checks it).
  * Constant: lr at every step.
  * Warm-up then cosine (nanoGPT's get_lr in train.py, exactly), for step it:
- *   it <  warmup:        lr * (it + 1) / (warmup + 1)
- *   it >  decay_steps:   min_lr
- *   otherwise:           min_lr + 0.5 (1 + cos(pi r)) (lr - min_lr),
- *                        r = (it - warmup) / (decay_steps - warmup)
+ *
+ *     it <  warmup:        lr * (it + 1) / (warmup + 1)
+ *     it >  decay_steps:   min_lr
+ *     otherwise:           min_lr + 0.5 (1 + cos(pi r)) (lr - min_lr),
+ *                          r = (it - warmup) / (decay_steps - warmup)
+ *
  * (at it == warmup == decay_steps, where nanoGPT divides by zero, lr). */
-typedef enum { TG_LR_CONSTANT, TG_LR_WARMUP_COSINE } tg_lr_kind;
 typedef struct {
-    tg_lr_kind kind;
-    double lr, min_lr;
-    int64_t warmup_steps, decay_steps;
+    tg_lr_kind kind;      /**< which schedule */
+    double lr,            /**< the peak rate (a constant schedule's rate); finite, >= 0 */
+        min_lr;           /**< the rate after decay_steps; finite, >= 0 (constant: lr, unused) */
+    int64_t warmup_steps, /**< steps of linear warm-up, >= 0 */
+        decay_steps;      /**< the step at which the cosine reaches min_lr, >= warmup_steps */
 } tg_lr_schedule;
+/** A constant schedule: lr at every step (checked by tg_lr_at). */
 tg_lr_schedule tg_lr_constant(double lr);
+/** Warm-up then cosine decay (see tg_lr_schedule; checked by tg_lr_at). */
 tg_lr_schedule tg_lr_warmup_cosine(double lr, double min_lr, int64_t warmup_steps, int64_t decay_steps);
 /** The learning rate at step (0, 1, ...). NaN with the error recorded for a
- * negative step or a bad schedule (a negative or NaN rate, warmup < 0,
- * decay_steps < warmup, an unknown kind). */
+ * NULL schedule, a negative step or a bad schedule (a negative, infinite or
+ * NaN rate, or for warm-up cosine min_lr; warmup < 0, decay_steps < warmup,
+ * an unknown kind): "lr_at: <reason>". */
 double tg_lr_at(const tg_lr_schedule *s, int64_t step);
 
-/** optimizers
- * SGD:   v = momentum v + (g + wd w);  w -= lr v            (torch.optim.SGD)
- * Adam:  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2,  g' = g + wd w;
- *        w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
- * AdamW: as Adam with g' = g, and w -= lr wd w first (decoupled decay). */
-typedef enum { TG_SGD, TG_ADAM, TG_ADAMW } tg_optim_kind;
+/* ---- optimizers -------------------------------------------------------------- */
+/** An optimizer's update rule (PyTorch's), for a parameter w with gradient
+ * g at step t = 1, 2, ... (wd: its weight decay):
+ *
+ *     SGD:   v = momentum v + (g + wd w);  w -= lr v            (torch.optim.SGD)
+ *     Adam:  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2,  g' = g + wd w;
+ *            w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ *     AdamW: as Adam with g' = g, and w -= lr wd w first (decoupled decay).
+ */
+typedef enum {
+    TG_SGD,  /**< torch.optim.SGD without dampening or Nesterov; decay added to the gradient */
+    TG_ADAM, /**< torch.optim.Adam; decay added to the gradient (an L2 term) */
+    TG_ADAMW /**< torch.optim.AdamW; decoupled decay (Loshchilov & Hutter) */
+} tg_optim_kind;
+/** An optimizer's settings: get one from tg_sgd_config, tg_adam_config or
+ * tg_adamw_config, change fields, pass it to tg_optim_new (which checks and
+ * copies it). */
 typedef struct {
-    tg_optim_kind kind;
-    tg_real lr, momentum, weight_decay, beta1, beta2, eps;
+    tg_optim_kind kind; /**< the update rule */
+    tg_real lr,         /**< the learning rate, >= 0 (tg_optim_set_lr changes it per step) */
+        momentum,       /**< SGD's momentum, >= 0 (0: no momentum buffer); unused by Adam and AdamW */
+        weight_decay,   /**< >= 0, applied as kind says; per parameter: tg_optim_set_weight_decay */
+        beta1,          /**< Adam's and AdamW's first-moment decay, in [0, 1) */
+        beta2,          /**< Adam's and AdamW's second-moment decay, in [0, 1) */
+        eps;            /**< Adam's and AdamW's term added to the denominator, >= 0 */
 } tg_optim_config;
+/** An optimizer: made by tg_optim_new or tg_optim_new_groups, freed by
+ * tg_optim_free. It updates the caller's parameter tensors (not owned) and
+ * owns its state, persistent tensors made at creation, so a step makes no
+ * allocation. The fields may be read; change them through the functions. */
 typedef struct {
-    tg_optim_config cfg;
-    tg_params params;   /**< copy of the list (names and tensors) */
-    tg_tensor **m, **v; /**< state per parameter (momentum / first moment, second moment) */
-    tg_tensor *step;    /**< scalar: steps taken (a tensor so it checkpoints) */
+    tg_optim_config cfg; /**< a copy of the config; cfg.lr is the current learning rate */
+    tg_params params;    /**< copy of the list (names and tensor pointers; the tensors stay the caller's) */
+    tg_tensor **m,       /**< state per parameter: SGD's momentum buffer (NULL with no momentum), Adam's first moment */
+        **v;             /**< state per parameter: Adam's and AdamW's second moment (NULL for SGD) */
+    tg_tensor *step;     /**< scalar: steps taken (a tensor so it checkpoints) */
     /** Per-parameter weight decay (train.h: groups), or NULL: cfg.weight_decay for all. */
     tg_real *weight_decay;
 } tg_optim;
+/** SGD settings: lr, momentum, weight_decay (added to the gradient). */
 tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay);
-tg_optim_config tg_adam_config(tg_real lr);                        /**< betas (0.9, 0.999), eps 1e-8 */
-tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay); /**< torch default wd 0.01 */
+/** Adam settings: lr, betas (0.9, 0.999), eps 1e-8, no weight decay. */
+tg_optim_config tg_adam_config(tg_real lr);
+/** AdamW settings: lr and weight_decay (torch's default is 0.01), betas
+ * (0.9, 0.999), eps 1e-8. */
+tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay);
+/** An optimizer over params, with cfg's settings for every parameter: the
+ * list is copied, the tensors stay the caller's and must outlive the
+ * optimizer. Its state is persistent zeros (even inside a scope) and its
+ * step count 0. Free it with tg_optim_free. NULL with the error recorded:
+ * "optim: <reason>" for a NULL cfg or params, a NULL tensor in params, an
+ * unknown kind, a negative or NaN lr, weight_decay or (SGD) momentum, betas
+ * outside [0, 1) or a negative eps (Adam, AdamW), out of memory; or the
+ * list's own error (duplicate names). */
 tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params);
-void tg_optim_step(tg_optim *o); /**< parameters without a grad are skipped */
+/** One step: the step count rises by 1, then every parameter with a grad is
+ * updated by the kind's rule at cfg.lr (parameters without a grad are
+ * skipped, as torch does). NULL is a no-op. The gradients are not checked
+ * (each must have its parameter's shape). The count is a tg_real: exact up
+ * to 2^24 steps in the float build. */
+void tg_optim_step(tg_optim *o);
+/** Sets every parameter's gradient to zero (a parameter without one keeps
+ * none): gradients add up across backward passes until this call. NULL is a
+ * no-op. */
 void tg_optim_zero_grad(tg_optim *o);
-/** Appends the optimizer state ("<prefix>.m.<param>", "<prefix>.v.<param>",
- * "<prefix>.step") for checkpoints. */
-int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix); /**< 0, or -1 */
+/** Appends the optimizer state to p, for checkpoints: "<prefix>.m.<param>"
+ * and "<prefix>.v.<param>" (Adam, AdamW) or "<prefix>.momentum.<param>" (SGD
+ * with momentum; SGD without has none), then "<prefix>.step". The entries
+ * are the optimizer's own tensors, so loading into them restores the state.
+ * 0, or -1 with the error recorded ("optim_state: NULL optimizer", or
+ * tg_params_add's: NULL p, a name too long, a duplicate); entries appended
+ * before a failure stay in p. */
+int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix);
+/** Frees the optimizer and its state (not the parameters); NULL is a no-op. */
 void tg_optim_free(tg_optim *o);
 /** Scales all gradients so their global L2 norm is at most max_norm; returns
  * the norm before clipping (torch.nn.utils.clip_grad_norm_). max_norm inf
  * only measures; NaN or <= 0 is refused: -1, gradients untouched, the
- * error recorded. */
+ * error recorded. The norm is of all gradients of p as one vector, summed
+ * in double in list order (parameters without a grad count nothing); when
+ * max_norm / (norm + 1e-6) is below 1 every gradient is multiplied by it.
+ * NULL p returns 0 (no error recorded). */
 tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm);
 
-/** optimizer: parameter groups and the learning rate
+/* ---- optimizer: parameter groups and the learning rate ----------------------- */
+/** tg_optim_new with nanoGPT's two parameter groups.
  * tg_optim_new_groups is tg_optim_new with nanoGPT's two AdamW groups
  * (configure_optimizers): weight decay cfg->weight_decay on every parameter
  * of two or more dimensions (Linear and embedding weights), 0 on the rest
  * (biases, LayerNorm weights and biases). Any kind (SGD, Adam, AdamW) takes
- * per-parameter decay, applied as that kind applies its decay. */
+ * per-parameter decay, applied as that kind applies its decay. Change a
+ * parameter's decay with tg_optim_set_weight_decay. NULL with the error
+ * recorded, as tg_optim_new. */
 tg_optim *tg_optim_new_groups(const tg_optim_config *cfg, const tg_params *params);
-/** Sets the decay of parameter i (in list order). 0, or -1 with the error
- * recorded (index out of range, negative or NaN decay). */
+/** Sets the decay of parameter i (in list order). 0, or -1 with
+ * "optim_set_weight_decay: <reason>" recorded (NULL o, index out of range,
+ * negative or NaN decay, out of memory). */
 int tg_optim_set_weight_decay(tg_optim *o, int i, tg_real wd);
-/** The decay parameter i gets (0 for a bad index). */
+/** The decay parameter i gets (0 for a bad index or NULL o; no error recorded). */
 tg_real tg_optim_weight_decay(const tg_optim *o, int i);
-/** The learning rate of the next steps, e.g. tg_lr_at(&s, step) before each
- * step. 0, or -1 with the error recorded (NULL, negative or NaN). */
+/** Sets the learning rate of the next steps (cfg.lr). Call it before each
+ * step with tg_lr_at(&s, step). 0, or -1 with "optim_set_lr: <reason>"
+ * recorded (NULL o, a negative or NaN rate). */
 int tg_optim_set_lr(tg_optim *o, tg_real lr);
 
-/* ---- gradient accumulation ---------------------------------------------------
- * Nothing to call: gradients add up (+=) in the parameters across backward
- * passes until tg_optim_zero_grad, as in PyTorch. For one step over k
- * micro-batches, zero the gradients, then for each micro-batch backward its
- * mean loss times 1/k (tg_mul_scalar(loss, 1.0 / k)), each in its own scope,
- * then step: the gradient is then the mean of the k micro-batches' mean
- * gradients (nanoGPT's way), the same (up to rounding) as one batch k times
- * as large when every micro-batch counts the same number of targets
- * (tests/test_train.c checks it). When ignored targets (-1, padding) make
- * the counts differ, that weighs a target of a short micro-batch more: for
- * exactly one big batch, backward each micro-batch's summed loss
- * (tg_cross_entropy_sum) and divide the gradients by the total count, as
- * tg_run_backward_sum does (run.h). Clip after the last micro-batch. */
+/* ---- gradient accumulation: nothing to call (see the file comment) ---------- */
 
-/** metrics log: one JSON object per line
- *   {"step": 10, "lr": 0.0006, "loss": 2.5, "val_loss": null, "tokens_per_s": 51234.5, "grad_norm": 0.83}
+/* ---- metrics log ------------------------------------------------------------- */
+/** One line of the metrics log. The log holds one JSON object per line:
+ *
+ *     {"step": 10, "lr": 0.0006, "loss": 2.5, "val_loss": null, "tokens_per_s": 51234.5, "grad_norm": 0.83}
+ *
  * A value that is NaN or infinite (e.g. val_loss on a step without an
  * evaluation) is written null, as JSON has no NaN; numbers are written in
  * the shortest form that reads back to the same double. Each line is
  * flushed when written, so a crashed run keeps every line it logged and
  * another process can follow the file (tail -f, pandas.read_json(lines=True)). */
 typedef struct {
-    int64_t step;
-    double lr, loss, val_loss, tokens_per_s, grad_norm;
+    int64_t step;     /**< the step (a line read back has step >= 1) */
+    double lr,        /**< the learning rate of the step */
+        loss,         /**< the training loss */
+        val_loss,     /**< the validation loss; NaN (null) on a step without an evaluation */
+        tokens_per_s, /**< training throughput, tokens per second */
+        grad_norm;    /**< the gradients' global L2 norm before clipping */
 } tg_metrics;
+/** An open metrics log (opaque): made by tg_metrics_log_open or
+ * tg_metrics_log_resume, closed and freed by tg_metrics_log_close. A value
+ * missing or null in a line read back is NaN. */
 typedef struct tg_metrics_log tg_metrics_log;
-/** Opens path for writing: appended to when append (a resumed run), else
- * truncated. Refuses anything but a regular file, and a symlink. NULL with
- * "metrics_log: <path>: <reason>" recorded. */
+/** Opens path for writing (created when missing): appended to when append
+ * (a resumed run), else truncated. Refuses anything but a regular file, and
+ * a symlink. NULL with "metrics_log: <path>: <reason>" recorded. */
 tg_metrics_log *tg_metrics_log_open(const char *path, bool append);
 /** Opens the log of a run resumed at step (after `step` steps): keeps its
  * lines of steps 1..step that read back whole and in order, cuts the file
  * after the last of them (ftruncate: nothing before is rewritten, so a kill
  * at any moment loses no earlier line), and opens it for appending. The
- * kept lines go to *lines (tg_sys_free them), their count to *n. step 0
- * starts a new, empty log, put in place atomically. A symlink at path is
- * refused, never followed. NULL with the error recorded. */
+ * kept lines go to *lines (tg_sys_free them), their count to *n. The cut is
+ * at the first line that is torn, malformed, not after the line before it,
+ * or past step. step 0 starts a new, empty log, put in place atomically
+ * (*lines NULL, *n 0); so does a log missing at path. A symlink at path is
+ * refused, never followed. NULL with the error recorded
+ * ("metrics_log: <path>: <reason>"; "metrics_log_resume: ..." for a NULL
+ * argument or a negative step). */
 tg_metrics_log *tg_metrics_log_resume(const char *path, int64_t step, tg_metrics **lines, int64_t *n);
-/** Writes one line and flushes it. 0, or -1 with the error recorded. */
+/** Writes one line (m's fields) and flushes it. 0, or -1 with
+ * "metrics_log_write: <reason>" recorded (NULL log or m, a failed write;
+ * tg_metrics_log_close then fails too). */
 int tg_metrics_log_write(tg_metrics_log *log, const tg_metrics *m);
-/** Closes; 0, or -1 when a write failed late. NULL is a no-op (0). */
+/** Closes and frees the log; 0, or -1 with "metrics_log_close: a write
+ * failed" recorded when a write failed (late, or earlier). NULL is a no-op
+ * (0). */
 int tg_metrics_log_close(tg_metrics_log *log);
 /** Reads a log (of a running or finished run) without changing it: every
  * line that reads back whole, in file order (a line being written, or
  * broken, is skipped), into *lines (tg_sys_free them), their count to *n.
- * 0, or -1 with the error recorded (the file cannot be read). */
+ * 0, or -1 with the error recorded (a NULL argument, the file cannot be
+ * read: "metrics_log_read: <path>: <reason>"). */
 int tg_metrics_log_read(const char *path, tg_metrics **lines, int64_t *n);
 
-/** training state: checkpoint and bit-identical resume
+/* ---- training state: checkpoint and bit-identical resume --------------------- */
+/** The most generators a training state holds: TG_RNGS_MAX, 64 (tg_named_rng
+ * and tg_rngs: tensor/params.h). */
+#define TG_TRAIN_MAX_RNGS TG_RNGS_MAX
+/** Saves the training state at path: model, optimizer, step and generators.
  * One safetensors file holding everything a run needs to continue as if it
  * had never stopped:
- *   "model.<param>"                 the model's parameters
- *   "optim.<state>"                 tg_optim_state: "optim.m.<param>",
- *                                   "optim.v.<param>" (or "optim.momentum.<param>"),
- *                                   "optim.step"
- *   __metadata__ "tgrad_train_state"  "1" (the format version)
- *                "step"               the steps done, as a decimal string
- *                "rngs"               the generators' names, comma-separated
- *                "rng.<name>"         "<seed> <stream> <counter>" in decimal
+ *
+ *     "model.<param>"                 the model's parameters
+ *     "optim.<state>"                 tg_optim_state: "optim.m.<param>",
+ *                                     "optim.v.<param>" (or "optim.momentum.<param>"),
+ *                                     "optim.step"
+ *     __metadata__ "tgrad_train_state"  "1" (the format version)
+ *                  "step"               the steps done, as a decimal string
+ *                  "rngs"               the generators' names, comma-separated
+ *                  "rng.<name>"         "<seed> <stream> <counter>" in decimal
+ *
  * The generators are the data sampler (tg_token_data_rng) and any other
  * stream the run draws from (dropout layers: tg_dropout_rng); 64-bit
  * values go in the metadata as text because a tensor of F32 or F64 could
@@ -284,24 +412,32 @@ int tg_metrics_log_read(const char *path, tg_metrics **lines, int64_t *n);
  * and AdamW's second moments "optim.v.*" >= 0 are all checked before
  * anything is written, so a corrupt, crafted or mismatched file leaves
  * model, optimizer, step and generators as they were.
- * Names are 1-31 characters of [A-Za-z0-9_.-]. */
-#define TG_TRAIN_MAX_RNGS TG_RNGS_MAX /**< tg_named_rng and tg_rngs: tensor/params.h */
-/** 0, or -1 with "train_state_save: <path>: <reason>" recorded, e.g.
+ * Generator names are 1-31 characters of [A-Za-z0-9_.-], each given once;
+ * n_rngs is 0 to TG_TRAIN_MAX_RNGS (rngs may be NULL when it is 0).
+ *
+ * Returns 0, or -1 with "train_state_save: <path>: <reason>" recorded, e.g.
  * "train_state_save: out/x.safetensors: tensor 'model.h.0.attn.c_attn.weight'
- * holds nan at index 17; nothing written". step is the steps done, the
+ * holds nan at index 17; nothing written" (also for a NULL path, model or
+ * opt, a bad generator list, a negative step). step is the steps done, the
  * optimizer's count. */
 int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt, int64_t step, const tg_named_rng *rngs,
                         int n_rngs);
-/** tg_train_state_save with more metadata: extra_json is NULL or one JSON
+/** tg_train_state_save with more metadata. extra_json is NULL or one JSON
  * object of string values, e.g. "{\"n_layer\": \"4\"}" (a program's run
  * configuration), added after the format's keys, which it may not use
- * ("tgrad_train_state", "step", "rngs", "rng.*"). tg_safetensors_meta reads
- * them back; tg_train_state_load ignores them. */
+ * ("tgrad_train_state", "step", "rngs", "rng.*"; the quoted names are
+ * refused anywhere in extra_json). tg_safetensors_meta reads them back;
+ * tg_train_state_load ignores them. Returns 0, or -1 as
+ * tg_train_state_save (also "extra metadata must be one JSON object"). */
 int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim *opt, int64_t step,
                              const tg_named_rng *rngs, int n_rngs, const char *extra_json);
-/** 0, or -1 with "train_state_load: <path>: <reason>" recorded, naming the
- * key at fault, e.g. "train_state_load: run.safetensors: 'optim.step' is 0.5;
- * expected 120, the run's step" (nothing changed). */
+/** Loads a training state saved by tg_train_state_save into model, opt,
+ * *step and the generators rngs point to (the same names, in the same
+ * order, as saved), all or nothing (see tg_train_state_save for the checks).
+ * Returns 0, or -1 with "train_state_load: <path>: <reason>" recorded,
+ * naming the key at fault, e.g. "train_state_load: run.safetensors:
+ * 'optim.step' is 0.5; expected 120, the run's step" (nothing changed; also
+ * for NULL arguments or a bad generator list, as the save). */
 int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt, int64_t *step,
                         const tg_named_rng *rngs, int n_rngs);
 
