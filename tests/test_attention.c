@@ -748,3 +748,33 @@ Test(attention, dropout_one_gives_zeros_on_both_paths) {
     tg_scope_end();
     for (int i = 0; i < 3; i++) tg_free(in[i]);
 }
+
+/* The recorded weights live in the forward's scope: asked for after it
+ * ended, the modules say so instead of copying freed memory. */
+Test(attention, weights_asked_for_after_their_scope_are_refused) {
+    tg_rng rng = tg_rng_new(41);
+    tg_mha *m = tg_mha_new(8, 8, 8, 8, 2, 0, false, &rng);
+    TG_REQUIRE(m);
+    tg_mha_record_attention(m, true);
+    tg_decoder_config cfg = tg_decoder_config_default(11, 8, 1, 2, 8);
+    tg_decoder *d = tg_decoder_new(&cfg, &rng);
+    TG_REQUIRE(d);
+    tg_decoder_record_attention(d, true);
+    tg_scope_begin();
+    tg_tensor *X = tg_randn(TG_SHAPE(1, 4, 8), &rng);
+    int ids[4] = {1, 2, 3, 4};
+    TG_REQUIRE(tg_mha_forward(m, X, X, X, (tg_mask){0}));
+    TG_REQUIRE(tg_decoder_forward(d, ids, 1, 4));
+    cr_expect_not_null(tg_mha_attention_weights(m, 1), "%s", tg_last_error());
+    cr_expect_not_null(tg_decoder_attention_weights(d, 0, 1), "%s", tg_last_error());
+    tg_scope_end();
+    tg_scope_begin(); /* the arena's memory is reused by a new scope */
+    tg_randn(TG_SHAPE(64, 64), &rng);
+    cr_expect_null(tg_mha_attention_weights(m, 1));
+    cr_expect(error_has("mha_attention_weights", "no longer valid"), "%s", tg_last_error());
+    cr_expect_null(tg_decoder_attention_weights(d, 0, 1));
+    cr_expect(error_has("decoder_attention_weights", "no longer valid"), "%s", tg_last_error());
+    tg_scope_end();
+    tg_decoder_free(d);
+    tg_mha_free(m);
+}

@@ -42,7 +42,7 @@ typedef struct {
  * walks it so that an op without a gradient check fails the suite. */
 extern const tg_op *const tg_op_table[];
 /** The op of tg_op_table named name (exact match), or NULL when there is
- * none (no error recorded). name must not be NULL. */
+ * none or name is NULL (no error recorded). */
 const tg_op *tg_op_find(const char *name);
 
 /* ---- grad mode and backward ---------------------------------------------- */

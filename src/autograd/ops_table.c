@@ -12,7 +12,7 @@
 const tg_op *const tg_op_table[] = {TG_OPS(ENTRY) NULL};
 
 const tg_op *tg_op_find(const char *name) {
-    for (int i = 0; tg_op_table[i]; i++)
+    for (int i = 0; name && tg_op_table[i]; i++)
         if (strcmp(tg_op_table[i]->name, name) == 0) return tg_op_table[i];
     return NULL;
 }

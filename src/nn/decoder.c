@@ -474,7 +474,7 @@ tg_tensor *tg_decoder_attention_weights(const tg_decoder *m, int layer, int head
         tg_set_error("decoder_attention_weights: no weights recorded (tg_decoder_record_attention, then a forward)");
         return NULL;
     }
-    return tg_module_head_weights(w, h, head);
+    return tg_module_head_weights("decoder_attention_weights", w, h, head);
 }
 
 /* ---- KV cache ----------------------------------------------------------------- */

@@ -136,7 +136,7 @@ tg_tensor *tg_mha_attention_weights(const tg_mha *m, int head) {
         tg_set_error("mha_attention_weights: head %d is outside [0, %d)", head, h);
         return NULL;
     }
-    return tg_module_head_weights(w, h, head);
+    return tg_module_head_weights("mha_attention_weights", w, h, head);
 }
 
 void tg_mha_free(tg_mha *m) {

@@ -45,7 +45,9 @@ bool tg_module_input(const char *module, const void *m, const tg_tensor *x) {
     return x != NULL;
 }
 
-tg_tensor *tg_module_head_weights(const tg_tensor *w, int h, int head) {
+tg_tensor *tg_module_head_weights(const char *op, const tg_tensor *w, int h, int head) {
+    /* Recorded in a forward's scope: after tg_scope_end they are gone. */
+    if (tg_any_null(op, 1, &w)) return NULL;
     int B = w->shape[0] / h, Q = w->shape[1], K = w->shape[2];
     tg_tensor *out = tg_empty_arena(TG_SHAPE(B, Q, K));
     if (!out) return NULL;

@@ -28,8 +28,9 @@ bool tg_module_input(const char *module, const void *m, const tg_tensor *x);
 /* Head `head` (checked by the caller to be in [0, h)) of the attention
  * weights recorded for h heads, [B*h, Q, K] with head j of batch entry b in
  * row b*h + j, copied out as a [B, Q, K] arena tensor; NULL when out of
- * memory. */
-tg_tensor *tg_module_head_weights(const tg_tensor *w, int h, int head);
+ * memory, or with "<op>: input 0 is no longer valid ..." when the forward's
+ * scope that recorded them has ended. */
+tg_tensor *tg_module_head_weights(const char *op, const tg_tensor *w, int h, int head);
 /* A module's Linear children, listed once per call in state_dict order
  * (defined in linear.c). _params appends each one's parameters under
  * "<prefix>.<names[i]>": 0, or -1 at the first failure with its error

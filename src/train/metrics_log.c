@@ -156,7 +156,11 @@ tg_metrics_log *tg_metrics_log_resume(const char *path, int64_t step, tg_metrics
     }
     size_t size = (size_t)sb.st_size;
     char *buf = tg_sys_alloc(size + 1);
-    tg_metrics *out = tg_sys_alloc(sizeof *out * (size_t)step);
+    /* At most one kept line per step and per line of the file: sized by
+     * the smaller, so a huge step (a state may hold up to INT64_MAX) neither
+     * overflows the size nor asks for memory the file cannot fill. */
+    int64_t cap = step < (int64_t)size ? step : (int64_t)size;
+    tg_metrics *out = tg_sys_alloc(sizeof *out * (size_t)(cap > 0 ? cap : 1));
     size_t got = 0;
     while (buf && got < size) {
         ssize_t k = pread(fd, buf + got, size - got, (off_t)got);
@@ -176,7 +180,8 @@ tg_metrics_log *tg_metrics_log_resume(const char *path, int64_t step, tg_metrics
     while (keep < size) {
         char *nl = memchr(buf + keep, '\n', size - keep);
         tg_metrics m;
-        if (!nl || parse_line(buf + keep, (size_t)(nl - (buf + keep)), &m) != 0 || m.step <= last || m.step > step)
+        if (k == cap || !nl || parse_line(buf + keep, (size_t)(nl - (buf + keep)), &m) != 0 || m.step <= last ||
+            m.step > step)
             break;
         out[k++] = m, last = m.step;
         keep = (size_t)(nl - buf) + 1;
