@@ -663,3 +663,20 @@ Test(decoder, errors) {
     tg_decoder_record_attention(NULL, true);
     tg_decoder_cache_free(NULL);
 }
+
+/* GPT-2 medium's 24 layers (and XL's 48) have 1 + 3 n_layer dropout
+ * generators: all of them fit a tg_rngs list, so a training state can hold
+ * them (64 entries stopped at 21 layers). */
+Test(decoder, rngs_of_a_deep_decoder_fit_one_list) {
+    tg_decoder_config cfg = tg_decoder_config_default(11, 4, 48, 2, 8);
+    tg_rng rng = tg_rng_new(5);
+    tg_decoder *m = tg_decoder_new(&cfg, &rng);
+    TG_REQUIRE(m);
+    tg_rngs *r = calloc(1, sizeof *r);
+    cr_assert_not_null(r);
+    cr_expect_eq(tg_decoder_rngs(m, r), 0, "%s", tg_last_error());
+    cr_expect_eq(r->n, 1 + 3 * 48);
+    cr_expect_str_eq(r->item[r->n - 1].name, "h47.mlp");
+    free(r);
+    tg_decoder_free(m);
+}

@@ -74,7 +74,7 @@ typedef struct {
     const char *name; /**< points into the owning tg_rngs' name array */
     tg_rng *rng;      /**< not owned: the generator of a module or of the program */
 } tg_named_rng;
-#define TG_RNGS_MAX 64 /**< most generators a tg_rngs list holds */
+#define TG_RNGS_MAX 256 /**< most generators a tg_rngs list holds: a decoder of 84 layers (1 + 3 per layer) */
 /** A named list of random generators: the streams a training step draws
  * from (the data sampler, every dropout layer), which a checkpoint must
  * hold for a resumed run to draw what an uninterrupted one would. The
