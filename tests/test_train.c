@@ -624,12 +624,14 @@ Test(train, bad_states_change_nothing) {
         expect_load_fails_unchanged(&r, in_dir("meta.safetensors"), &r.p, 2, metas[i][1]);
     }
     /* a value too long to read whole is refused, not read cut short as 0 */
-    char *longmeta = malloc(4000);
-    int at = snprintf(longmeta, 4000,
+    /* (zeros past the loader's buffer for a value, TG_TRAIN_MAX_RNGS * 33 + 8) */
+    const size_t zeros = TG_TRAIN_MAX_RNGS * 33 + 100, cap = zeros + 1000;
+    char *longmeta = malloc(cap);
+    int at = snprintf(longmeta, cap,
                       "{\"tgrad_train_state\": \"1\", \"step\": \"3\", \"rngs\": \"data,dropout\", "
                       "\"rng.dropout\": \"1 2 3\", \"rng.data\": \"1 2 ");
-    memset(longmeta + at, '0', 3000);
-    snprintf(longmeta + at + 3000, 4000 - (size_t)at - 3000, "5\"}");
+    memset(longmeta + at, '0', zeros);
+    snprintf(longmeta + at + zeros, cap - (size_t)at - zeros, "5\"}");
     write_state(&r, in_dir("meta.safetensors"), longmeta);
     expect_load_fails_unchanged(&r, in_dir("meta.safetensors"), &r.p, 2, "rng.data");
     free(longmeta);
