@@ -46,10 +46,12 @@ def script_args(doc, names, *flags):
 
 @contextlib.contextmanager
 def section(title, what):
-    """A BENCHMARKS.md section: its heading, what it measures, then a code block
-    around the body, which gets a temporary directory to work in."""
-    print(f"## {title}\n")
-    print(f"{what}\n\n```")
+    """A BENCHMARKS.md section: its heading (with torch's version), the command
+    that wrote it and what it measures, then a code block around the body,
+    which gets a temporary directory to work in."""
+    script = os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)
+    print(f"## {title} (torch {torch.__version__})\n")
+    print(f"`/usr/bin/python3 {script}`: {what}\n\n```")
     with tempfile.TemporaryDirectory() as work:
         yield work
     print("```")

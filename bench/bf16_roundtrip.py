@@ -42,10 +42,8 @@ def bits_differ(a, b):
 def main():
     _, (bench, inspect) = script_args(__doc__, ("bench", "inspect"))
     ok = True
-    with section(
-            f"bf16 and f16 checkpoints: tgrad and PyTorch {torch.__version__}",
-            "`/usr/bin/python3 bench/bf16_roundtrip.py`: safetensors files with BF16 and F16 tensors written by one "
-            "and read by the other, compared bit for bit.") as work:
+    with section("bf16 and f16 checkpoints: tgrad and PyTorch", "safetensors files with BF16 and F16 tensors written "
+                 "by one and read by the other, compared bit for bit.") as work:
         # 1. tgrad -> PyTorch
         init = os.path.join(work, "init.safetensors")
         run([bench, "--workload", "gpt-mini", "--steps", "1", "--warmup", "0", "--text", TEXT, "--save-init", init])

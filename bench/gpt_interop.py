@@ -52,10 +52,8 @@ def main():
                                  ("--steps", int, 100, "training steps of the loss-curve comparison"),
                                  ("--threads", int, 1, "threads of both"))
     ok = True
-    with section(
-            f"GPT: tgrad and PyTorch (nanoGPT's model.py, torch {torch.__version__})",
-            "`/usr/bin/python3 bench/gpt_interop.py`: checkpoints both ways and the loss curves from the same "
-            "weights on the same batches (float32).") as work:
+    with section("GPT: tgrad and PyTorch, nanoGPT's model.py", "checkpoints both ways and the loss curves from the same "
+                 "weights on the same batches (float32).") as work:
         # 1. tgrad -> PyTorch
         out = os.path.join(work, "lm")
         run([lm, "--data", TEXT, "--out", out, "--steps", "60", "--batch", "8", "--block", "64", "--layers", "2",
