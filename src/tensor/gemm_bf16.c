@@ -46,18 +46,30 @@
 #include "tensor/tensor_internal.h"
 
 /* A 6 x 32 tile of C in twelve 16-float accumulators, as gemm.c's AVX-512
- * kernel; the block sizes are its own (KC in elements of K, rounded to
- * pairs): a KC x 32 sliver of B in bf16 is 16 KB of the 32 KB L1, an
- * MC x KC block of A 72 KB of L2. */
+ * kernel. That is enough for vdpbf16ps on Zen 4 (6 cycles of latency, one
+ * 512-bit instruction a cycle: six independent sums keep it busy), and a
+ * pair step's loads (128 bytes of B, six 32-bit words of A for 12
+ * instructions) are well within the core's load ports: on packed operands
+ * in cache the kernel runs at the instruction's rate (tg_bf16_peak_measure),
+ * so what the product loses is outside it, in packing and the caches.
+ *
+ * Block sizes (KC in elements of K, rounded to pairs): every KC block costs
+ * each tile of C a load, a store and a start and drain of the k loop, so
+ * the deeper the block, the less of that per multiply-add, and a K up to
+ * KC is a single pass. The KC x 32 sliver of B (KC * 64 bytes in bf16)
+ * would fill the 32 KB L1 at KC = 512 already, so it does not stay there:
+ * it streams from L2, in order, once per tile, which the hardware
+ * prefetchers follow. An MC x KC block of A (MC * KC * 2 bytes, 144 KB)
+ * stays in the 1 MB L2. */
 #define MR 6
 #define NR 32
 #ifndef BF_MC
-#define BF_MC 144
+#define BF_MC 72
 #endif
 #ifndef BF_KC
-#define BF_KC 512
+#define BF_KC 1024
 #endif
-#define BF_NC 4064 /* a multiple of NR */
+#define BF_NC 4064 /* a multiple of NR; a KC x NC panel of B is 8 MB, in L3 */
 
 /* An operand as the GEMM packs it (see the top of the file). */
 static inline uint16_t bf(float f) { return tg__bf16_from_bits_daz(tg__float_bits(f)); }
