@@ -320,6 +320,8 @@ Test(attention, mha_errors_and_param_names) {
     tg_clear_error();
     cr_expect_null(tg_mha_new(10, 10, 10, 10, 3, 0, false, &rng));
     cr_expect(error_has("mha", "not divisible"), "%s", tg_last_error());
+    cr_expect_null(tg_mha_new(10, 10, 10, 10, 0, 0, false, &rng)); /* was "not divisible by num_heads 0" */
+    cr_expect(error_has("mha", "must be positive"), "%s", tg_last_error());
     for (int bias = 0; bias <= 1; bias++) {
         tg_mha *m = tg_mha_new(5, 6, 7, 8, 2, 0, bias, &rng);
         TG_REQUIRE(m);

@@ -71,7 +71,7 @@ Test(params, grows_and_extends) {
     /* A clash anywhere: nothing is appended. */
     tg_clear_error();
     cr_assert_eq(tg_params_extend(&outer, "blocks.1", &inner), -1);
-    assert_error_has("duplicate");
+    assert_error_has("params_extend: duplicate");
     cr_assert_eq(outer.n, 200);
     /* No prefix keeps the names. */
     cr_assert_eq(tg_params_extend(&outer, NULL, &inner), 0);

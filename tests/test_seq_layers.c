@@ -241,6 +241,9 @@ Test(seq_layers, shapes_and_errors) {
     cr_expect(strstr(tg_last_error(), "gru"), "%s", tg_last_error());
     cr_expect_null(tg_gru_forward(r, x)); /* an RNN is not a GRU */
     cr_expect_eq(tg_conv1d_params(NULL, NULL, ""), -1);
+    cr_expect(strstr(tg_last_error(), "conv1d_params: NULL module"), "%s", tg_last_error());
+    cr_expect_eq(tg_gru_params(NULL, NULL, ""), -1);
+    cr_expect(strstr(tg_last_error(), "gru_params: NULL module"), "%s", tg_last_error());
     tg_scope_end();
     tg_conv1d_free(c);
     tg_rnn_free(r);

@@ -78,7 +78,7 @@ tg_tensor *tg_conv1d_forward(tg_conv1d *m, tg_tensor *x) {
 
 int tg_conv1d_params(tg_conv1d *m, tg_params *p, const char *prefix) {
     if (!m || !p) {
-        tg_set_error("conv1d_params: NULL argument");
+        tg_set_error("conv1d_params: NULL %s", !m ? "module" : "list");
         return -1;
     }
     if (tg_params_add(p, prefix, "weight", m->weight)) return -1;

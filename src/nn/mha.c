@@ -19,7 +19,9 @@
 tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens, int num_heads, tg_real dropout,
                    bool bias, tg_rng *rng) {
     if (num_heads <= 0 || num_hiddens <= 0 || num_hiddens % num_heads != 0) {
-        tg_set_error("mha: num_hiddens %d is not divisible by num_heads %d", num_hiddens, num_heads);
+        tg_set_error(num_heads <= 0 || num_hiddens <= 0 ? "mha: num_hiddens %d and num_heads %d must be positive"
+                                                        : "mha: num_hiddens %d is not divisible by num_heads %d",
+                     num_hiddens, num_heads);
         return NULL;
     }
     tg_mha *m = tg_module_alloc("mha", sizeof *m, false, NULL);

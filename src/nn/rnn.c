@@ -157,7 +157,7 @@ tg_tensor *tg_gru_forward_state(tg_gru *m, tg_tensor *x, tg_tensor *h0, tg_tenso
 
 static int recurrent_params(const char *op, tg_rnn *m, tg_params *p, const char *prefix) {
     if (!m || !p) {
-        tg_set_error("%s_params: NULL argument", op);
+        tg_set_error("%s_params: NULL %s", op, !m ? "module" : "list");
         return -1;
     }
     char name[32];

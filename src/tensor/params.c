@@ -105,19 +105,19 @@ int tg_params_extend(tg_params *p, const char *prefix, const tg_params *src) {
     for (int i = 0; i < n; i++) {
         const char *name = src->items[i].name;
         if (join_name(full, prefix, name) != 0) {
-            tg_set_error("params_add: name '%s.%s' is longer than %d characters", prefix ? prefix : "", name,
-                         TG_PARAM_NAME_MAX - 1);
+            tg_set_error("params_extend: name '%s%s%s' is longer than %d characters", prefix ? prefix : "",
+                         prefix ? "." : "", name, TG_PARAM_NAME_MAX - 1);
             return -1;
         }
         if (find(p, full) >= 0) {
-            tg_set_error("params_add: duplicate name '%s'", full);
+            tg_set_error("params_extend: duplicate name '%s'", full);
             return -1;
         }
         /* Two source names can collide after prefixing only if the source
          * itself had duplicates; check anyway so the list stays unique. */
         for (int j = 0; j < i; j++)
             if (strcmp(src->items[j].name, name) == 0) {
-                tg_set_error("params_add: duplicate name '%s'", full);
+                tg_set_error("params_extend: duplicate name '%s'", full);
                 return -1;
             }
     }
