@@ -93,8 +93,8 @@ static void set_threads(int n) { tg_set_num_threads(n); }
  * at twice the 256-bit rate, or at the same rate. */
 static double g_peak256, g_peak512;
 
-/* The bf16 dot-product peak (tensor.h: tg_bf16_peak_measure, 10 trials of
- * 50 ms); the bf16 GEMM's "of peak" is against it. */
+/* The bf16 dot-product peak (tensor.h: tg_bf16_peak_measure, 2 ms trials for
+ * 0.5 s); the bf16 GEMM's "of peak" is against it. */
 static double g_peak_bf16;
 static double bf16_peak_gflops(void) {
     double p = tg_bf16_peak_measure(0.5);
@@ -102,8 +102,8 @@ static double bf16_peak_gflops(void) {
     return p;
 }
 
-/* The library's probe (tensor.h: tg_fma_peak_measure, 10 trials of 50 ms
- * at each width); the best of each width seen in this process is kept. */
+/* The library's probe (tensor.h: tg_fma_peak_measure, 2 ms trials for 1 s
+ * over both widths); the best of each width seen in this process is kept. */
 static double fma_peak_gflops(void) {
     tg_fma_peak p = tg_fma_peak_measure(1.0);
     if (!isnan(p.gflops256)) g_peak256 = fmax(g_peak256, p.gflops256);
@@ -832,8 +832,9 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
                 "row is against it\n",
                 g_peak_bf16, g_peak_bf16 / peak);
     fprintf(f, "- tgrad's kernels on this CPU (chosen at run time, src/tensor/simd.h): %s\n", kernel_isa());
-    fprintf(f, "- tgrad: float, its own thread pool (src/tensor/parallel.c: idle threads spin a few "
-               "microseconds, then sleep; no OpenMP runtime)\n");
+    fprintf(f, "- tgrad: float, its own thread pool (src/tensor/parallel.c: a waiting thread spins up to 200 "
+               "microseconds while every thread has a free core, a microsecond or two while other programs want "
+               "the cores, then sleeps; no OpenMP runtime)\n");
     if (e->torch)
         fprintf(f,
                 "- PyTorch %s via %s, BLAS %s; OPENBLAS_CORETYPE unset, OMP/OPENBLAS/MKL_NUM_THREADS and "
@@ -874,6 +875,17 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
         if (rows[i].ok && rows[i].torch_ok && rows[i].t_med[rows[i].t_best] < rows[i].med)
             fprintf(f, "- slower than PyTorch: %s at %d thread%s (%.2fx)\n", rows[i].workload, rows[i].threads,
                     rows[i].threads > 1 ? "s" : "", rows[i].t_med[rows[i].t_best] / rows[i].med);
+    /* bf16 rows against the same workload in float, and against autocast */
+    for (int i = 0; i < n; i++)
+        for (int k = 0; rows[i].bf16 && rows[i].ok && k < n; k++)
+            if (!rows[k].bf16 && rows[k].ok && rows[k].threads == rows[i].threads &&
+                strcmp(rows[k].workload, rows[i].workload) == 0) {
+                fprintf(f, "- bf16 products, %s at %d thread%s: %.2fx tgrad's float step", rows[i].workload,
+                        rows[i].threads, rows[i].threads > 1 ? "s" : "", rows[k].med / rows[i].med);
+                if (rows[i].torch_ok)
+                    fprintf(f, ", %.2fx PyTorch with autocast", rows[i].t_med[rows[i].t_best] / rows[i].med);
+                fprintf(f, "\n");
+            }
     fprintf(f, "\n## Memory\n\nPeak RSS of each workload's own process (getrusage), MB:\n\n");
     fprintf(f, "| workload | threads | tgrad | tgrad arena per step | PyTorch d2l | PyTorch nn "
                "|\n|---|---|---|---|---|---|\n");

@@ -52,12 +52,23 @@ FMA_PEAK_TRIAL(fma_trial_512, "avx512f,avx2,fma", __m512, _mm512, 16)
 
 static double g_peak[2]; /* the best per width seen in this process */
 
+/* Trials of a probe lasting about `seconds` in all: of TRIAL_S each, at
+ * least 10. Short trials, because the OS takes the core away for a few
+ * milliseconds at a time on a busy machine: a 50 ms trial was almost always
+ * cut (the bf16 probe read 165 instead of 234 GFLOP/s under load), while
+ * most 2 ms trials run whole, and only the best one counts. */
+#define TRIAL_S 0.002
+static int trials_for(double seconds) {
+    double n = seconds / TRIAL_S;
+    return n > 10 ? (n < 100000 ? (int)n : 100000) : 10;
+}
+
 tg_fma_peak tg_fma_peak_measure(double seconds) {
     tg_fma_peak p = {NAN, NAN, NAN};
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return p;
     bool wide = __builtin_cpu_supports("avx512f");
-    double trial = seconds > 0 ? seconds / (wide ? 20 : 10) : 0.001;
-    for (int i = 0; i < 10; i++) { /* the best of 10 short trials: noise only slows one */
+    double trial = seconds > 0 ? TRIAL_S : 0.001;
+    for (int i = 0, n = trials_for(wide ? seconds / 2 : seconds); i < n; i++) { /* noise only slows a trial */
         g_peak[0] = fmax(g_peak[0], fma_trial_256(trial));
         if (wide) g_peak[1] = fmax(g_peak[1], fma_trial_512(trial));
     }
@@ -101,8 +112,8 @@ static double g_peak_bf16; /* the best seen in this process */
 
 double tg_bf16_peak_measure(double seconds) {
     if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw")) return NAN;
-    double trial = seconds > 0 ? seconds / 10 : 0.001;
-    for (int i = 0; i < 10; i++) g_peak_bf16 = fmax(g_peak_bf16, bf16_trial(trial));
+    double trial = seconds > 0 ? TRIAL_S : 0.001;
+    for (int i = 0, n = trials_for(seconds); i < n; i++) g_peak_bf16 = fmax(g_peak_bf16, bf16_trial(trial));
     return g_peak_bf16;
 }
 #else

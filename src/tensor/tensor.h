@@ -89,7 +89,7 @@ __attribute__((used)) static const int *const tg_flavour_ref_ = &TG_FLAVOUR;
 int tg_set_num_threads(int n);
 
 /** The single-precision FMA peak of one core in GFLOP/s, measured: the best
- * of 10 short trials of chained FMAs at each vector width the CPU has
+ * of short trials of chained FMAs at each vector width the CPU has
  * (about `seconds` in all; noise only slows a trial, and the best seen in
  * the process is kept). Some cores run 512-bit FMAs at twice the 256-bit
  * rate, others at the same rate: both are reported, gflops is the better.
@@ -99,14 +99,14 @@ typedef struct {
         gflops256, /**< with 256-bit FMAs (AVX2) */
         gflops512; /**< with 512-bit FMAs (AVX-512F); NaN where the CPU has none */
 } tg_fma_peak;
-/** Measures the FMA peak for about `seconds` in all (<= 0: 10 trials of 1 ms
- * per width); see tg_fma_peak. Never fails: NaN fields where it cannot
+/** Measures the FMA peak for about `seconds` in all, in trials of 2 ms per
+ * width (at least 10; <= 0: 10 trials of 1 ms); see tg_fma_peak. Never fails: NaN fields where it cannot
  * measure. For one thread at a time (the best seen is process state). */
 tg_fma_peak tg_fma_peak_measure(double seconds);
 /** The bfloat16 dot-product peak of one core in GFLOP/s (vdpbf16ps: 32
  * multiply-adds into 16 float sums an instruction), measured the same way
- * (the best of 10 trials, about `seconds` in all; the best seen in the
- * process is kept): what the bf16 GEMM's share is of. NaN where the CPU
+ * (the best of 2 ms trials, about `seconds` in all, at least 10; the best
+ * seen in the process is kept): what the bf16 GEMM's share is of. NaN where the CPU
  * has no AVX-512 BF16. */
 double tg_bf16_peak_measure(double seconds);
 /** The number of threads tgrad's loops use: the count tg_set_num_threads
