@@ -195,6 +195,33 @@ Test(parallel, the_default_count_yields_to_other_programs) {
     tg_set_num_threads(0);
 }
 
+/* How long a waiting thread spins (SPIN_ROUNDS, parallel.c): through the
+ * short gaps between the loops of a step while every thread of ours has a
+ * core, so the next loop finds the worker awake (one that slept woke too
+ * late to help: two threads ran no faster than one); only a microsecond or
+ * two while other programs' threads want the cores, so that it gives its
+ * core back. Either way a waiting worker sleeps in the end (between steps,
+ * or a program that stopped computing). */
+Test(parallel, a_waiting_worker_spins_long_only_while_the_cores_are_free, .timeout = 20) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (tg_set_num_threads(2) < 2) return; /* one CPU: no worker */
+    int saved = tg__parallel_fake_load(0);
+    tg_parallel_for(2, true, count_calls, NULL); /* the load is read before a job (every one while faked) */
+    cr_expect(tg__parallel_spins_long(), "free cores: a waiter should spin through the gaps of a step");
+    for (int busy = 0; busy <= 1; busy++) {
+        tg__parallel_fake_load(busy ? (int)cpus : 0);
+        int64_t before = tg__parallel_sleeps();
+        tg_parallel_for(2, true, count_calls, NULL);
+        cr_expect_eq(tg__parallel_spins_long(), !busy);
+        struct timespec ms = {0, 1000000};
+        for (int i = 0; i < 5000 && tg__parallel_sleeps() == before; i++) nanosleep(&ms, NULL);
+        cr_expect(tg__parallel_sleeps() > before, "%s machine: the waiting worker never went to sleep",
+                  busy ? "busy" : "idle");
+    }
+    tg__parallel_fake_load(saved);
+    tg_set_num_threads(0);
+}
+
 /* Changing the thread count from one thread while another runs ops: the
  * change waits for the running job and applies to the next (it stopped the
  * workers under a running job, whose caller then waited for ever: 5 of 5

@@ -36,13 +36,23 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* Pause instructions before a waiting thread sleeps (a microsecond or
- * two). Measured on the shared 2-core VM, two toy --threads 2 --steps 300
- * runs at once: 2000 rounds 9.2-13 s (with the caller also only spinning),
- * 300 rounds 7.0 s, 50 rounds 5.8 s; one toy step at 2 threads was no
- * slower at 50 (8.8 ms against 10.4 ms at 300). */
-#define SPIN_ROUNDS 50
-#define MAX_THREADS 64
+/* How long a waiting thread spins before it sleeps depends on who else
+ * wants the cores (the load check below, every 10 ms):
+ * - other programs' threads runnable: SPIN_ROUNDS pauses (a microsecond or
+ *   two), then sleep, so that a waiter gives its core back. Measured on the
+ *   shared 2-core VM, two toy --threads 2 --steps 300 runs at once: 2000
+ *   rounds 9.2-13 s (with the caller also only spinning), 300 rounds 7.0 s,
+ *   50 rounds 5.8 s.
+ * - a free core for each of our threads: up to SPIN_IDLE_NS. A training
+ *   step is hundreds of parallel loops a few to a few hundred microseconds
+ *   apart; a worker that slept between them took tens of microseconds to
+ *   wake (a futex wake on a VM), by which time the caller had run every
+ *   share itself, so two threads ran no faster than one (BENCHMARKS.md:
+ *   toy at 2 threads slower than at 1). Spinning through those gaps is what
+ *   OpenBLAS and OpenMP do; here it stops when the machine gets busy. */
+#define SPIN_ROUNDS  50
+#define SPIN_IDLE_NS 200000LL
+#define MAX_THREADS  64
 
 enum { STATIC_RANGES, TASKS, TEAM };
 typedef struct {
@@ -99,14 +109,34 @@ static struct {
           .wake = PTHREAD_COND_INITIALIZER,
           .done = PTHREAD_COND_INITIALIZER};
 
-/* Waits until *v != avoid: spins SPIN_ROUNDS, then sleeps on pool.done.
+static _Atomic bool g_cores_free; /* the last load check found a free core for each of our threads */
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Whether a waiter that has spun `round` times spins once more (see
+ * SPIN_ROUNDS): *since holds when its long spin began (0 before). */
+static bool keep_spinning(int round, int64_t *since) {
+    if (round < SPIN_ROUNDS) return true;
+    if (!atomic_load_explicit(&g_cores_free, memory_order_relaxed)) return false;
+    if (round % 64) return true; /* the clock every 64 pauses */
+    int64_t now = now_ns();
+    if (!*since) *since = now;
+    return now - *since < SPIN_IDLE_NS;
+}
+
+/* Waits until *v != avoid: spins (keep_spinning), then sleeps on pool.done.
  * With more threads than free cores (two programs on two cores) a waiter
  * that only spins or yields keeps the thread it waits for off the CPU; a
  * sleeping one gives the CPU back. The thread that changes *v calls
  * wake_waiters after the change; waiters is raised before *v is checked
  * under the lock, so one of the two always sees the other (seq_cst). */
 static void wait_while_eq(_Atomic int *v, int avoid) {
-    for (int spin = 0; spin < SPIN_ROUNDS; spin++) {
+    int64_t since = 0;
+    for (int spin = 0; keep_spinning(spin, &since); spin++) {
         if (atomic_load(v) != avoid) return;
         cpu_relax();
     }
@@ -191,8 +221,15 @@ int tg__parallel_fake_load(int others) {
     g_fake_others = others;
     return old;
 }
+/* How many times a worker has gone to sleep waiting for a job; whether
+ * waiters now spin long (a free core for each of our threads). */
+static _Atomic int64_t g_sleeps;
+int64_t tg__parallel_sleeps(void) { return atomic_load(&g_sleeps); }
+bool tg__parallel_spins_long(void) { return atomic_load(&g_cores_free); }
+#define COUNT_SLEEP() atomic_fetch_add(&g_sleeps, 1)
 #else
 #define g_fake_others (-1)
+#define COUNT_SLEEP() ((void)0)
 #endif
 
 /* Runnable threads on the machine now, or -1 when it cannot be read. */
@@ -209,11 +246,13 @@ static int machine_runnable(void) {
 }
 
 /* Threads for the next job: nth, or fewer while other programs' threads
- * are runnable (the default count only). Checked at most every 10 ms. */
+ * are runnable (the default count only). Checked at most every 10 ms; the
+ * same check, for any count, tells the waiters how long to spin
+ * (g_cores_free, SPIN_ROUNDS). */
 static int threads_for_load(int nth) {
     static int64_t last_ns = -LOAD_CHECK_NS;
     static int adapted;
-    if (pool.fixed || nth < 2) return nth;
+    if (nth < 2) return nth;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
@@ -231,8 +270,9 @@ static int threads_for_load(int nth) {
         }
         int free_cores = cpus - (others > 0 ? others : 0);
         adapted = free_cores < 1 ? 1 : free_cores;
+        atomic_store_explicit(&g_cores_free, free_cores >= nth, memory_order_relaxed);
     }
-    return adapted < nth ? adapted : nth;
+    return pool.fixed || adapted >= nth ? nth : adapted;
 }
 
 static void stop_workers(void) {
@@ -324,13 +364,15 @@ static void *worker_main(void *arg) {
     uint64_t seen = pool.start_gen;
     for (;;) {
         uint64_t w = atomic_load(&pool.claim);
-        for (int spin = 0; CLAIM_GEN(w) == seen && spin < SPIN_ROUNDS; spin++) {
+        int64_t since = 0;
+        for (int spin = 0; CLAIM_GEN(w) == seen && keep_spinning(spin, &since); spin++) {
             cpu_relax();
             w = atomic_load(&pool.claim);
         }
         if (CLAIM_GEN(w) == seen) {
             pthread_mutex_lock(&pool.mu);
             atomic_fetch_add(&pool.sleepers, 1);
+            COUNT_SLEEP();
             while (CLAIM_GEN(w = atomic_load(&pool.claim)) == seen) pthread_cond_wait(&pool.wake, &pool.mu);
             atomic_fetch_sub(&pool.sleepers, 1);
             pthread_mutex_unlock(&pool.mu);
@@ -381,7 +423,8 @@ static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_
     }
     pthread_mutex_lock(&pool.run_mu);
     int nth = threads_wanted();
-    if (kind != TEAM) nth = threads_for_load(nth); /* a team needs all its threads */
+    int for_load = threads_for_load(nth);
+    if (kind != TEAM) nth = for_load; /* a team needs all its threads */
     if (cap > 0 && nth > cap) nth = cap;
     if (nth < 2 || (kind != TEAM && n < 2) || (pool.started < nth - 1 && !start_workers())) {
         pthread_mutex_unlock(&pool.run_mu);

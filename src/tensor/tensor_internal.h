@@ -41,5 +41,11 @@ int tg__isa_cap(int level);
  * the previous setting. A test hook: only in the library the tests link
  * (built with TG_TEST_HOOKS). parallel.c */
 int tg__parallel_fake_load(int others);
+/* How many times the pool's workers have gone to sleep waiting for a job,
+ * and whether a waiting thread now spins up to SPIN_IDLE_NS before it
+ * sleeps (else a microsecond or two); test builds only, as above.
+ * parallel.c */
+int64_t tg__parallel_sleeps(void);
+bool tg__parallel_spins_long(void);
 
 #endif
