@@ -279,10 +279,11 @@ clean:
 # against PyTorch (checkpoints both ways, loss curves, lm's default run),
 # then data-parallel gpt-small (an MPI=1 build), then the tokenizers against
 # tiktoken (bench/tokenizer_bench.sh: GPT-2 ids identity, encoding MB/s, BPE
-# training time; npm packages installed first).
-# Takes several minutes.
+# training time; npm packages installed first), and last README's speed
+# summary rewritten from BENCHMARKS.md (tools/readme_bench.py).
+# Takes about 40 minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
-bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize $(BUILD)/bin/inspect
+bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize $(BUILD)/bin/inspect $(BUILD)/bin/plot_runs
 	$(if $(filter 1,$(NO_DEPS)),,sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone")
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
@@ -293,6 +294,8 @@ bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize $(BUILD)/bin/ins
 	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
 	{ echo; sh bench/tokenizer_bench.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/tokenizer_bench.sh failed"
 	{ echo; sh bench/lm_vocab.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_vocab.sh failed"
+	{ echo; sh bench/lm_precision.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_precision.sh failed"
+	python3 tools/readme_bench.py BENCHMARKS.md README.md || echo "bench: README's speed summary left as it was"
 
 # `make fuzz`: the libFuzzer harnesses of tests/fuzz/ (clang, ASan + UBSan,
 # the float library single-threaded), each run FUZZ_S seconds from its seed

@@ -339,12 +339,26 @@ Test(examples, inspect_reads_every_file_of_a_run, .timeout = 120) {
     cr_expect(strstr(out, "ins/samples.jsonl: 2 lines; the last: {\"step\": 20"), "%s", out);
     cr_expect_eq(run("inspect", "ins/metrics.jsonl --convert x.safetensors"), 2, "%s", out);
     cr_expect_eq(run("inspect", "missing.npy"), 1, "%s", out);
+    /* plot_runs draws the run's curves, a second run named beside it */
+    cr_expect_eq(run("plot_runs", "ins ins --labels a,b --out curves.png"), 0, "%s", out);
+    expect_png("curves.png");
+    cr_expect_eq(run("plot_runs", "ins --labels a,b"), 2, "%s", out);
+    cr_expect(strstr(out, "--labels: 2 names for 1 runs"), "%s", out);
+    cr_expect_eq(run("plot_runs", "missing"), 1, "%s", out);
+    cr_expect(strstr(out, "missing/metrics.jsonl"), "%s", out);
 }
 
 Test(examples, every_program_has_help_and_rejects_bad_flags) {
-    const char *progs[] = {
-        "positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "extrapolate", "lm", "tokenize"};
-    for (int i = 0; i < 8; i++) {
+    const char *progs[] = {"positional_encoding",
+                           "attention_basics",
+                           "reverse",
+                           "inspect",
+                           "heatmap",
+                           "extrapolate",
+                           "lm",
+                           "tokenize",
+                           "plot_runs"};
+    for (int i = 0; i < (int)(sizeof progs / sizeof progs[0]); i++) {
         cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
         cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);
         cr_expect_eq(run(progs[i], "--no-such-flag"), 2, "%s with a bad flag", progs[i]);

@@ -273,6 +273,8 @@ Test(hostile, programs_free_everything_on_success_and_error_paths, .timeout = 90
     valgrind_run("reverse", "--bogus", 2);
     valgrind_run("inspect", "reverse_fixed.safetensors", 0);
     valgrind_run("inspect", "missing.safetensors", 1);
+    valgrind_run("plot_runs", "r/reverse_learned r/reverse_learned --labels a,b --out curves.png", 0);
+    valgrind_run("plot_runs", "r/reverse_learned missing", 1);
     valgrind_run("heatmap", "reverse_fixed.safetensors --tensor head.weight --out h.png", 0);
     valgrind_run("heatmap", "reverse_fixed.safetensors --tensor nothing --out h.png", 1);
     valgrind_run("lm", LM_TINY_ARGS " --out lm --stop-after 2", 0);

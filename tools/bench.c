@@ -873,19 +873,9 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
     }
     for (int i = 0; i < n; i++)
         if (rows[i].ok && rows[i].torch_ok && rows[i].t_med[rows[i].t_best] < rows[i].med)
-            fprintf(f, "- slower than PyTorch: %s at %d thread%s (%.2fx)\n", rows[i].workload, rows[i].threads,
-                    rows[i].threads > 1 ? "s" : "", rows[i].t_med[rows[i].t_best] / rows[i].med);
-    /* bf16 rows against the same workload in float, and against autocast */
-    for (int i = 0; i < n; i++)
-        for (int k = 0; rows[i].bf16 && rows[i].ok && k < n; k++)
-            if (!rows[k].bf16 && rows[k].ok && rows[k].threads == rows[i].threads &&
-                strcmp(rows[k].workload, rows[i].workload) == 0) {
-                fprintf(f, "- bf16 products, %s at %d thread%s: %.2fx tgrad's float step", rows[i].workload,
-                        rows[i].threads, rows[i].threads > 1 ? "s" : "", rows[k].med / rows[i].med);
-                if (rows[i].torch_ok)
-                    fprintf(f, ", %.2fx PyTorch with autocast", rows[i].t_med[rows[i].t_best] / rows[i].med);
-                fprintf(f, "\n");
-            }
+            fprintf(f, "- slower than PyTorch: %s%s at %d thread%s (%.2fx)\n", rows[i].workload,
+                    rows[i].bf16 ? " bf16" : "", rows[i].threads, rows[i].threads > 1 ? "s" : "",
+                    rows[i].t_med[rows[i].t_best] / rows[i].med);
     fprintf(f, "\n## Memory\n\nPeak RSS of each workload's own process (getrusage), MB:\n\n");
     fprintf(f, "| workload | threads | tgrad | tgrad arena per step | PyTorch d2l | PyTorch nn "
                "|\n|---|---|---|---|---|---|\n");

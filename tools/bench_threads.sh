@@ -14,15 +14,19 @@ trap 'rm -rf "$work"' EXIT
 # The first C block after the heading "## Your own training loop".
 awk '/^## Your own training loop/{sec=1} sec && /^```c$/{on=1; next} on && /^```$/{exit} on' README.md |
     sed -e 's/V = 8, T = 6, B = 32, D = 16/V = 32, T = 64, B = 32, D = 128/' -e 's/ffn_hiddens = 32/ffn_hiddens = 256/' \
-        -e 's/step <= 300/step <= 60/' -e 's/step % 100 == 0/step == 60/' -e 's/tg_checkpoint_save("copy.safetensors"/tg_checkpoint_save("'"$(echo "$work" | sed 's/\//\\\//g')"'\/copy.safetensors"/' \
+        -e 's/tg_run_defaults("copy_run", 300)/tg_run_defaults("copy_run", 60)/' -e 's/eval_every = 100/eval_every = 60/' \
         > "$work/loop.c"
-grep -q "tg_optim_step" "$work/loop.c" || { echo "bench_threads.sh: no training loop found in README.md" >&2; exit 1; }
+grep -q "tg_run_step" "$work/loop.c" || { echo "bench_threads.sh: no training loop found in README.md" >&2; exit 1; }
 cc -O2 -std=c11 -Isrc "$work/loop.c" "$build/libtgrad.a" -lm -pthread -o "$work/loop"
-(cd "$work" && ./loop > /dev/null) || { echo "bench_threads.sh: the training loop failed" >&2; exit 1; }
+# Each copy runs in a folder of its own (the loop's run folder, copy_run, is
+# relative), starting afresh each time.
+mkdir "$work/a" "$work/b"
+(cd "$work/a" && ../loop > /dev/null) || { echo "bench_threads.sh: the training loop failed" >&2; exit 1; }
 now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
-one() { t0=$(now); env "$@" "$work/loop" > /dev/null; echo "$(now) - $t0" | bc; }
-pair() { t0=$(now); env "$@" "$work/loop" > /dev/null & env "$@" "$work/loop" > /dev/null; wait; echo "$(now) - $t0" | bc; }
+in_dir() { (cd "$work/$1" && rm -rf copy_run && shift && env "$@" ../loop > /dev/null 2>&1); }
+one() { t0=$(now); in_dir a "$@"; echo "$(now) - $t0" | bc; }
+pair() { t0=$(now); in_dir a "$@" & in_dir b "$@"; wait; echo "$(now) - $t0" | bc; }
 # The four kinds of run interleaved, so that they share the machine's noise.
 i=0
 while [ $i -lt "$reps" ]; do
@@ -46,7 +50,8 @@ with \`$build/libtgrad.a\`; seconds, median of $reps runs
 (\`sh tools/bench_threads.sh $build $reps\`; the four kinds of run
 interleaved). The default thread count is every CPU ($(nproc) here) that
 other programs' threads leave free, read every 10 ms as OpenMP's
-OMP_DYNAMIC does; libtgrad's own pool spins a few microseconds, then
+OMP_DYNAMIC does; libtgrad's own pool spins up to 200 microseconds while
+its threads have free cores and a microsecond or two otherwise, then
 sleeps, and a share of a loop that no worker has started is run by the
 caller, so the default is never the slow choice.
 
