@@ -17,12 +17,9 @@ typedef struct {
 } curves;
 
 static int read_run(const char *dir, curves *c) {
-    char *path = tg_run_path(dir, "metrics.jsonl");
     tg_metrics *m = NULL;
     int64_t n = 0;
-    int rc = path ? tg_metrics_log_read(path, &m, &n) : -1;
-    free(path);
-    if (rc != 0) return -1;
+    if (tg_run_metrics_read(dir, &m, &n) != 0) return -1;
     c->step = malloc(sizeof(float) * (size_t)(n + 1) * 4);
     if (!c->step) {
         tg_sys_free(m);
@@ -70,7 +67,7 @@ int main(int argc, char **argv) {
     int ns = 0, rc = 0;
     for (int i = 0; i < nruns && rc == 0; i++) {
         if (read_run(dirs[i], &c[i]) != 0) {
-            fprintf(stderr, "plot_runs: %s: %s\n", dirs[i], tg_last_error() ? tg_last_error() : "out of memory");
+            fprintf(stderr, "plot_runs: %s\n", tg_last_error());
             rc = 1;
             break;
         }

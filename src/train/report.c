@@ -146,12 +146,9 @@ int tg_report_add_run(tg_report *r, const char *dir) {
     if (!r || !dir) return tg_set_error("report: NULL report or run folder"), -1;
     int64_t ckpt_step;
     if (add_settings(r, dir, &ckpt_step) != 0) return -1;
-    char *path = tg_run_path(dir, "metrics.jsonl");
     tg_metrics *m = NULL;
     int64_t n = 0;
-    int rc = path ? tg_metrics_log_read(path, &m, &n) : -1;
-    free(path);
-    if (rc != 0) return -1;
+    if (tg_run_metrics_read(dir, &m, &n) != 0) return -1;
     /* A resumed run's log was cut back to its checkpoint; a killed one may
      * hold later steps that the checkpoint lacks: the page shows the run
      * that resumes. Lines are kept in order, one per step (the last). */

@@ -87,6 +87,17 @@ char *tg_run_path(const char *dir, const char *name) {
     return p;
 }
 
+int tg_run_metrics_read(const char *dir, tg_metrics **lines, int64_t *n) {
+    char *path = dir ? tg_run_path(dir, "metrics.jsonl") : NULL;
+    if (!path) {
+        tg_set_error("run_metrics_read: %s", dir ? "out of memory" : "NULL run folder");
+        return -1;
+    }
+    int rc = tg_metrics_log_read(path, lines, n);
+    free(path);
+    return rc;
+}
+
 char *tg_run_checkpoint_of(const char *path) {
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return tg_run_path(path, "train_state.safetensors");

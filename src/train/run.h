@@ -153,6 +153,11 @@ int tg_run_mkdir(const char *dir);
 /** DIR/name, malloc'd (free it): paths of any length the system accepts.
  * NULL when out of memory (no error recorded). */
 char *tg_run_path(const char *dir, const char *name);
+/** The lines of the run folder dir's metrics log (dir/metrics.jsonl), as
+ * tg_metrics_log_read gives them: *lines malloc'd (free it with
+ * tg_sys_free), *n of them. 0, or -1 with the error recorded (also "out of
+ * memory" when the path cannot be made). */
+int tg_run_metrics_read(const char *dir, tg_metrics **lines, int64_t *n);
 /** Registers a function called on rank 0 after each checkpoint (also the
  * last), to write the program's own files (figures, a model export) into
  * the run: it returns 0, or -1 to fail the run. fn is called with (ctx, the
