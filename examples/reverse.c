@@ -108,23 +108,6 @@ static int save_model(model *m, const options *o, const char *pe, const char *pa
     return tg_checkpoint_save(path, &m->params, meta);
 }
 
-typedef struct { /* what the run's report.html shows */
-    tg_run *run;
-    model *m;
-    const options *o;
-    const char *pe;
-} report_ctx;
-
-/* After each checkpoint (rank 0): the run's page; one that cannot be
- * written is said on stderr and the run goes on. */
-static int write_report(void *ctx, int64_t step) {
-    (void)step;
-    const report_ctx *p = ctx;
-    if (reverse_write_report(tg_run_dir(p->run), NULL, p->m, p->o, p->pe) != 0)
-        fprintf(stderr, "reverse: report: %s\n", tg_last_error());
-    return 0;
-}
-
 /* One variant is one run (src/train/run.h) in <out>/<task>_<pe>/: its
  * metrics log, checkpoints at every held-out check and the best one; the
  * run shows progress and stops a diverged loss. --ddp: every rank makes
@@ -159,8 +142,8 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     c.settings = settings;
     tg_run *run = tg_run_open(&c, &m->params, opt, &rngs);
     if (!run) goto done;
-    report_ctx page = {run, m, o, pe};
-    tg_run_on_save(run, write_report, &page); /* the run's report.html, after each checkpoint */
+    reverse_run_page page = {run, m, o, pe};
+    tg_run_on_save(run, reverse_report_on_save, &page); /* the run's report.html, after each checkpoint */
     printf("[%s] training in %s/\n", pe, dir);
     fflush(stdout);
     double t0 = toy_now();

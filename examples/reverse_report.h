@@ -40,4 +40,22 @@ static int reverse_write_report(const char *dir, const char *page, model *m, con
     return rc;
 }
 
+/* What the page of a run in progress shows, for reverse_report_on_save. */
+typedef struct {
+    tg_run *run;
+    model *m;
+    const options *o;
+    const char *pe;
+} reverse_run_page;
+
+/* tg_run_on_save's callback (rank 0, after each checkpoint): the run's
+ * page; one that cannot be written is said on stderr and the run goes on. */
+static inline int reverse_report_on_save(void *ctx, int64_t step) {
+    (void)step;
+    const reverse_run_page *p = ctx;
+    if (reverse_write_report(tg_run_dir(p->run), NULL, p->m, p->o, p->pe) != 0)
+        fprintf(stderr, "reverse: report: %s\n", tg_last_error());
+    return 0;
+}
+
 #endif
