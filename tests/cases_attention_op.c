@@ -31,6 +31,34 @@ static tg_tensor *f_attention(tg_tensor *const *in, int n, void *ctx) {
     return tg_attention(in[0], in[1], in[2], pick_mask(GC_ARG(ctx, 0)), (tg_real)GC_ARG(ctx, 1) / 10, &rng);
 }
 
+/* The heads read in place: arg[3] = heads + 100 (with ALiBi) or heads. */
+static const tg_attn_pos *pick_pos(int alibi, int heads, tg_attn_pos *pos, tg_real *slopes) {
+    if (!alibi) return NULL;
+    tg_alibi_slopes(heads, slopes);
+    *pos = (tg_attn_pos){.heads = heads, .alibi = slopes};
+    return pos;
+}
+
+static tg_tensor *f_attention_heads(tg_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    tg_rng rng = tg_rng_new((uint64_t)GC_ARG(ctx, 2));
+    tg_attn_pos pos;
+    tg_real slopes[8];
+    int h = GC_ARG(ctx, 3) % 100;
+    return tg_attention_heads(in[0], in[1], in[2], h, pick_mask(GC_ARG(ctx, 0)), (tg_real)GC_ARG(ctx, 1) / 10, &rng,
+                              pick_pos(GC_ARG(ctx, 3) >= 100, h, &pos, slopes));
+}
+
+static tg_tensor *f_attention_qkv(tg_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    tg_rng rng = tg_rng_new((uint64_t)GC_ARG(ctx, 2));
+    tg_attn_pos pos;
+    tg_real slopes[8];
+    int h = GC_ARG(ctx, 3) % 100;
+    return tg_attention_qkv(in[0], h, pick_mask(GC_ARG(ctx, 0)), (tg_real)GC_ARG(ctx, 1) / 10, &rng,
+                            pick_pos(GC_ARG(ctx, 3) >= 100, h, &pos, slopes));
+}
+
 /* q (B,Q,d), k (B,K,d), v (B,K,dv) */
 /* Left as written by hand (clang-format off): macros and case tables, aligned by hand. */
 /* clang-format off */
@@ -49,6 +77,15 @@ const gc_case gc_cases_attention_op[] = {
     ATT("dropout 0.3 lens [2,0,7]", 1, 3, 3, 2, 5, 3, 2),
     ATT("Q=70 K=130 causal drop 0.2", 3, 2, 1, 70, 130, 2, 1),
     ATT("Q=70 K=130 lens/query drop 0.1", 5, 1, 1, 70, 130, 1, 2),
+    /* heads in place: q (B,Q,h d), k (B,K,h d), v (B,K,h dv); the mask is the [B h, Q, K] scores' */
+    {"attention", "heads in place, h=3 (1,3,6)x(1,5,6)x(1,5,3) lens [2,0,7]", f_attention_heads, 3, {3, 3, 3},
+     {{1, 3, 6}, {1, 5, 6}, {1, 5, 3}}, {1, 0, 17, 3}, 0, {0}},
+    {"attention", "heads in place, h=2 causal drop 0.3 ALiBi", f_attention_heads, 3, {3, 3, 3},
+     {{2, 4, 4}, {2, 4, 4}, {2, 4, 6}}, {3, 3, 17, 102}, 0, {0}},
+    /* the fused projection qkv (B,T,3 h d) */
+    {"attention", "fused qkv, h=2 d=2 causal", f_attention_qkv, 1, {3}, {{2, 4, 12}}, {3, 0, 17, 2}, 0, {0}},
+    {"attention", "fused qkv, h=2 d=3 causal drop 0.2 ALiBi", f_attention_qkv, 1, {3}, {{1, 5, 18}}, {3, 2, 17, 102}, 0,
+     {0}},
 };
 const int gc_cases_attention_op_count = (int)(sizeof gc_cases_attention_op / sizeof gc_cases_attention_op[0]);
 /* clang-format on */

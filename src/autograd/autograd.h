@@ -385,6 +385,21 @@ typedef struct {
  * itself). Memory stays O(B Q (d + R)). */
 tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng,
                             const tg_attn_pos *pos);
+/** tg_attention_pos over h heads read in place, without split copies:
+ * q [B, Q, h d], k [B, K, h d], v [B, K, h dv] -> out [B, Q, h dv], head j
+ * of every row being columns j d.. of q and k (j dv.. of v and out). The
+ * same values and dropout mask as tg_attention_pos on the heads split to
+ * [B h, n, d] (head j of batch entry b as row b h + j): mask and pos are
+ * those of the [B h, Q, K] scores. heads < 1 or feature sizes that h does
+ * not divide are errors, named "attention_heads". */
+tg_tensor *tg_attention_heads(tg_tensor *q, tg_tensor *k, tg_tensor *v, int heads, tg_mask mask, tg_real dropout_p,
+                              tg_rng *rng, const tg_attn_pos *pos);
+/** Self-attention straight from a fused projection: qkv [B, T, 3 h d],
+ * each row the h heads of q, then of k, then of v (nanoGPT's c_attn, viewed
+ * as [B, T, 3, h, d]) -> out [B, T, h d], as tg_attention_heads on the three
+ * thirds, with one gradient for qkv. Errors named "attention_qkv". */
+tg_tensor *tg_attention_qkv(tg_tensor *qkv, int heads, tg_mask mask, tg_real dropout_p, tg_rng *rng,
+                            const tg_attn_pos *pos);
 /** ALiBi's slopes for h heads, written to out[0..heads-1]. As Press et al.
  * 2022: m_k = 2^(-8k/h), k = 1..h, when h is a power of two; otherwise, the
  * paper's rule, the slopes of the largest power of two n < h followed by

@@ -45,6 +45,16 @@
  * Block products go through tg_k_gemm (its small-matrix path, one thread
  * inside a parallel region).
  *
+ * Layouts (attn_view): the operands' rows are read and written through
+ * strides, so the same op serves [B, n, d] tensors (tg_attention_pos), the
+ * heads of [B, n, h d] projections in place (tg_attention_heads: head j is
+ * columns j d.., its output goes where the output projection reads it) and
+ * nanoGPT's fused [B, T, 3 h d] projection (tg_attention_qkv, one input and
+ * one gradient). In a GPT block that removes the permute of qkv to
+ * [3, B h, T, d], the three slices, the permute back and their backward
+ * copies: a quarter of gpt-mini's step memory (bench: arena 105.5 -> 77.5
+ * MB; gpt-small 399 -> 287 MB).
+ *
  * Memory added besides out: L (B Q reals), the mask's counts (B Q ints), D
  * in backward (B Q), and per thread a few BQ x BK tiles: O(B Q), never
  * O(Q K).
@@ -78,6 +88,16 @@
 #define BQ 64 /* queries per block */
 #define BK 64 /* keys per block */
 
+/* Where an operand's rows are: row i of head-batch entry b = (batch, head)
+ * starts at off + batch bs + head hs + i rs. A [B, n, d] tensor is H = 1,
+ * bs = n d, rs = d. The heads of a [B, n, h d] tensor are read in place
+ * (H = h, bs = n h d, hs = d, rs = h d): no permute to [B h, n, d] and back;
+ * the fused projection [B, n, 3 h d] is the same with rs = 3 h d and off 0,
+ * h d, 2 h d for q, k, v. */
+typedef struct {
+    int64_t off, bs, hs, rs;
+} attn_view;
+
 /* The forward's plan, kept as the node's state: everything backward needs
  * besides the inputs and output (arena). */
 typedef struct {
@@ -98,7 +118,17 @@ typedef struct {
     const tg_real *slopes;              /* [heads] (an arena copy) or NULL */
     const tg_real *pbias, *relk, *relv; /* data of the tables, or NULL */
     int i_bias, i_relk, i_relv;         /* their places among the node's inputs, or -1 */
+    /* Where the operands' rows are (attn_view): q, k, v, and out (dO too). */
+    int H;     /* heads per batch entry in the views; 1 for [B, n, d] tensors */
+    int n_qkv; /* inputs holding q, k, v: 3, or 1 (the fused projection) */
+    attn_view vq, vk, vv, vo;
 } attention_state;
+
+/* Row i of head-batch entry b (b = batch * H + head) of an operand:
+ * data + at(pl, view, b, i), its features contiguous. */
+static inline int64_t at(const attention_state *pl, const attn_view *v, int b, int i) {
+    return v->off + (int64_t)(b / pl->H) * v->bs + (int64_t)(b % pl->H) * v->hs + (int64_t)i * v->rs;
+}
 
 static int nblocks(int n, int b) { return (n + b - 1) / b; }
 
@@ -128,7 +158,7 @@ static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk
 
 /* S = scale q_blk k_blk^T, nq x nk, row stride BK. */
 static void scores_tile(const attention_state *pl, const tg_real *q, const tg_real *k, tg_real *S, int nq, int nk) {
-    TG_GEMM(pl->bf16, false, true, nq, nk, pl->d, pl->scale, q, pl->d, k, pl->d, 0, S, BK);
+    TG_GEMM(pl->bf16, false, true, nq, nk, pl->d, pl->scale, q, (int)pl->vq.rs, k, (int)pl->vk.rs, 0, S, BK);
 }
 
 /* ---- position terms ----------------------------------------------------------- */
@@ -141,7 +171,7 @@ static inline int bucket_of(const attention_state *pl, int64_t o) { return pl->b
 static void rowbias_block(const attention_state *pl, const tg_real *qblk, int b, int nq, tg_real *rb) {
     int R = pl->R;
     if (pl->relk)
-        TG_GEMM(pl->bf16, false, true, nq, R, pl->d, pl->scale, qblk, pl->d, pl->relk, pl->d, 0, rb, R);
+        TG_GEMM(pl->bf16, false, true, nq, R, pl->d, pl->scale, qblk, (int)pl->vq.rs, pl->relk, pl->d, 0, rb, R);
     else
         memset(rb, 0, sizeof(tg_real) * (size_t)nq * R);
     if (pl->pbias) {
@@ -181,7 +211,7 @@ static inline int64_t offset0(const attention_state *pl, int k0, int q0, int i) 
 /* One (batch row b, query block qb): the online softmax over its key blocks. */
 static void forward_block(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v, tg_real *out,
                           tg_real *lse, int b, int qb, tg_real *scratch) {
-    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
+    int Q = pl->Q, K = pl->K, dv = pl->dv;
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
     tg_real *S = scratch, *zf = S + BQ * BK, *acc = zf + BQ * BK, *m = acc + (size_t)BQ * dv, *l = m + BQ;
     tg_real *rb = l + BQ, *wb = rb + (size_t)BQ * pl->R; /* per-bucket row bias, Shaw's summed weights */
@@ -192,12 +222,12 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
     }
     memset(acc, 0, sizeof(tg_real) * (size_t)nq * dv);
     int kend = pl->qblock_end[(int64_t)b * nblocks(Q, BQ) + qb];
-    const tg_real *qblk = q + r0 * d;
+    const tg_real *qblk = q + at(pl, &pl->vq, b, q0);
     if (pl->rowbias) rowbias_block(pl, qblk, b, nq, rb);
     if (pl->relv) memset(wb, 0, sizeof(tg_real) * (size_t)nq * pl->R);
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
-        scores_tile(pl, qblk, k + ((int64_t)b * K + k0) * d, S, nq, nk);
+        scores_tile(pl, qblk, k + at(pl, &pl->vk, b, k0), S, nq, nk);
         if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
         for (int i = 0; i < nq; i++) {
             tg_real *s = S + (size_t)i * BK;
@@ -225,12 +255,13 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
             if (pl->relv) bucket_sum_row(pl, offset0(pl, k0, q0, i), s, NULL, n, wb + (size_t)i * pl->R);
         }
-        TG_GEMM(pl->bf16, false, false, nq, dv, nk, 1, S, BK, v + ((int64_t)b * K + k0) * dv, dv, 1, acc, dv);
+        TG_GEMM(pl->bf16, false, false, nq, dv, nk, 1, S, BK, v + at(pl, &pl->vv, b, k0), (int)pl->vv.rs, 1, acc, dv);
     }
     if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
     for (int i = 0; i < nq; i++) {
         tg_real inv = 1 / l[i];
-        for (int t = 0; t < dv; t++) out[(r0 + i) * dv + t] = acc[(size_t)i * dv + t] * inv;
+        tg_real *o = out + at(pl, &pl->vo, b, q0 + i);
+        for (int t = 0; t < dv; t++) o[t] = acc[(size_t)i * dv + t] * inv;
         lse[r0 + i] = m[i] + TG_M(log)(l[i]);
     }
 }
@@ -249,11 +280,10 @@ typedef struct {
  * bucket) and dOa = dO a^V^T (Shaw's value term in dP), each nq x R. */
 static void pos_rows(const attn_bwd *w, int b, int q0, int nq, tg_real *rb, tg_real *dOa) {
     const attention_state *pl = w->pl;
-    int64_t r0 = (int64_t)b * pl->Q + q0;
-    if (pl->rowbias) rowbias_block(pl, w->q + r0 * pl->d, b, nq, rb);
+    if (pl->rowbias) rowbias_block(pl, w->q + at(pl, &pl->vq, b, q0), b, nq, rb);
     if (pl->relv)
-        TG_GEMM(pl->bf16, false, true, nq, pl->R, pl->dv, 1, w->dO + r0 * pl->dv, pl->dv, pl->relv, pl->dv, 0, dOa,
-                pl->R);
+        TG_GEMM(pl->bf16, false, true, nq, pl->R, pl->dv, 1, w->dO + at(pl, &pl->vo, b, q0), (int)pl->vo.rs, pl->relv,
+                pl->dv, 0, dOa, pl->R);
 }
 
 /* One tile, rows q0.. x keys k0.. of batch row b: P (recomputed from L) in
@@ -262,10 +292,10 @@ static void pos_rows(const attn_bwd *w, int b, int q0, int nq, tg_real *rb, tg_r
 static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
                           tg_real *dP, tg_real *dv_acc, const tg_real *rb, const tg_real *dOa, tg_real *gv_bucket) {
     const attention_state *pl = w->pl;
-    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
+    int Q = pl->Q, K = pl->K, dv = pl->dv, ldo = (int)pl->vo.rs;
     int64_t r0 = (int64_t)b * Q + q0;
-    const tg_real *dOblk = w->dO + r0 * dv, *vblk = w->v + ((int64_t)b * K + k0) * dv;
-    scores_tile(pl, w->q + r0 * d, w->k + ((int64_t)b * K + k0) * d, P, nq, nk);
+    const tg_real *dOblk = w->dO + at(pl, &pl->vo, b, q0), *vblk = w->v + at(pl, &pl->vv, b, k0);
+    scores_tile(pl, w->q + at(pl, &pl->vq, b, q0), w->k + at(pl, &pl->vk, b, k0), P, nq, nk);
     if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
     for (int i = 0; i < nq; i++) {
         tg_real *p = P + (size_t)i * BK;
@@ -289,14 +319,14 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
             }
             pd = dP;
         }
-        TG_GEMM(pl->bf16, true, false, nk, dv, nq, 1, pd, BK, dOblk, dv, 1, dv_acc, dv);
+        TG_GEMM(pl->bf16, true, false, nk, dv, nq, 1, pd, BK, dOblk, ldo, 1, dv_acc, dv);
     }
     if (gv_bucket) /* G' += P o Z/(1-p) summed per bucket */
         for (int i = 0; i < nq; i++)
             bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, pl->dropout ? zf + (size_t)i * BK : NULL, nk,
                            gv_bucket + (size_t)i * pl->R);
     /* dP = dO (v + a^V)^T o Z/(1-p);  dS = P o (dP - D) */
-    TG_GEMM(pl->bf16, false, true, nq, nk, dv, 1, dOblk, dv, vblk, dv, 0, dP, BK);
+    TG_GEMM(pl->bf16, false, true, nq, nk, dv, 1, dOblk, ldo, vblk, (int)pl->vv.rs, 0, dP, BK);
     if (pl->relv)
         for (int i = 0; i < nq; i++) {
             tg_real *dp = dP + (size_t)i * BK;
@@ -333,17 +363,20 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
         int nk = K - k0 < BK ? K - k0 : BK;
         tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL);
         if (gq)
-            TG_GEMM(pl->bf16, false, false, nq, d, nk, pl->scale, P, BK, w->k + ((int64_t)b * K + k0) * d, d, 1, acc,
-                    d);
+            TG_GEMM(pl->bf16, false, false, nq, d, nk, pl->scale, P, BK, w->k + at(pl, &pl->vk, b, k0), (int)pl->vk.rs,
+                    1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
                 bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, NULL, nk, G + (size_t)i * R);
     }
-    int64_t r0 = (int64_t)b * Q + q0, task = (int64_t)b * nqb + qb;
+    int64_t task = (int64_t)b * nqb + qb;
+    const tg_real *qblk = w->q + at(pl, &pl->vq, b, q0), *dOblk = w->dO + at(pl, &pl->vo, b, q0);
     if (gq) {
         if (pl->relk) TG_GEMM(pl->bf16, false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
-        tg_real *g = gq + r0 * d;
-        for (int64_t i = 0; i < (int64_t)nq * d; i++) g[i] += acc[i];
+        for (int i = 0; i < nq; i++) {
+            tg_real *g = gq + at(pl, &pl->vq, b, q0 + i);
+            for (int c = 0; c < d; c++) g[c] += acc[(size_t)i * d + c];
+        }
     }
     if (w->part_bias) {
         tg_real *pb = w->part_bias + task * R;
@@ -352,9 +385,10 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
             for (int r = 0; r < R; r++) pb[r] += G[(size_t)i * R + r];
     }
     if (w->part_relk)
-        TG_GEMM(pl->bf16, true, false, R, d, nq, pl->scale, G, R, w->q + r0 * d, d, 0, w->part_relk + task * R * d, d);
+        TG_GEMM(pl->bf16, true, false, R, d, nq, pl->scale, G, R, qblk, (int)pl->vq.rs, 0, w->part_relk + task * R * d,
+                d);
     if (w->part_relv)
-        TG_GEMM(pl->bf16, true, false, R, pl->dv, nq, 1, Gv, R, w->dO + r0 * pl->dv, pl->dv, 0,
+        TG_GEMM(pl->bf16, true, false, R, pl->dv, nq, 1, Gv, R, dOblk, (int)pl->vo.rs, 0,
                 w->part_relv + task * R * pl->dv, pl->dv);
 }
 
@@ -373,14 +407,19 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
         if (pl->has_pos) pos_rows(w, b, q0, nq, rb, dOa);
         tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL);
         if (gk)
-            TG_GEMM(pl->bf16, true, false, nk, d, nq, pl->scale, P, BK, w->q + ((int64_t)b * Q + q0) * d, d, 1, acc_k,
-                    d);
+            TG_GEMM(pl->bf16, true, false, nk, d, nq, pl->scale, P, BK, w->q + at(pl, &pl->vq, b, q0), (int)pl->vq.rs,
+                    1, acc_k, d);
     }
-    int64_t base = (int64_t)b * K + k0;
-    if (gk)
-        for (int64_t i = 0; i < (int64_t)nk * d; i++) gk[base * d + i] += acc_k[i];
-    if (gv)
-        for (int64_t i = 0; i < (int64_t)nk * dv; i++) gv[base * dv + i] += acc_v[i];
+    for (int j = 0; j < nk; j++) {
+        if (gk) {
+            tg_real *g = gk + at(pl, &pl->vk, b, k0 + j);
+            for (int c = 0; c < d; c++) g[c] += acc_k[(size_t)j * d + c];
+        }
+        if (gv) {
+            tg_real *g = gv + at(pl, &pl->vv, b, k0 + j);
+            for (int c = 0; c < dv; c++) g[c] += acc_v[(size_t)j * dv + c];
+        }
+    }
 }
 
 /* What the backward's loops share (attention_backward). */
@@ -395,9 +434,11 @@ typedef struct {
 static void backward_D_rows(void *ctx, int64_t begin, int64_t end, int tid) {
     const backward_ctx *c = ctx;
     (void)tid;
+    const attention_state *pl = c->w->pl;
     for (int64_t r = begin; r < end; r++) {
+        int64_t o = at(pl, &pl->vo, (int)(r / pl->Q), (int)(r % pl->Q));
         tg_real s = 0;
-        for (int t = 0; t < c->dv; t++) s += c->dO[r * c->dv + t] * c->O[r * c->dv + t];
+        for (int t = 0; t < c->dv; t++) s += c->dO[o + t] * c->O[o + t];
         c->D[r] = s;
     }
 }
@@ -415,8 +456,10 @@ static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 static void attention_backward(tg_node *n) {
-    tg_tensor *gq = tg_grad_of(n->in[0]), *gk = tg_grad_of(n->in[1]), *gv = tg_grad_of(n->in[2]);
     const attention_state *pl = n->state;
+    /* The fused projection is one input: its gradient holds q's, k's and v's columns. */
+    tg_tensor *const *qkv = pl->n_qkv == 3 ? n->in : (tg_tensor *const[]){n->in[0], n->in[0], n->in[0]};
+    tg_tensor *gq = tg_grad_of(qkv[0]), *gk = tg_grad_of(qkv[1]), *gv = tg_grad_of(qkv[2]);
     tg_tensor *gbias = pl->i_bias >= 0 ? tg_grad_of(n->in[pl->i_bias]) : NULL;
     tg_tensor *grelk = pl->i_relk >= 0 ? tg_grad_of(n->in[pl->i_relk]) : NULL;
     tg_tensor *grelv = pl->i_relv >= 0 ? tg_grad_of(n->in[pl->i_relv]) : NULL;
@@ -432,7 +475,7 @@ static void attention_backward(tg_node *n) {
     tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth) : NULL;
     if (!scratch) return;
     int64_t ntasks = (int64_t)B * nblocks(Q, BQ);
-    attn_bwd w = {pl, n->in[0]->data, n->in[1]->data, n->in[2]->data, dO, pl->lse, D, NULL, NULL, NULL};
+    attn_bwd w = {pl, qkv[0]->data, qkv[1]->data, qkv[2]->data, dO, pl->lse, D, NULL, NULL, NULL};
     if (gbias && !(w.part_bias = tg_arena_alloc(sizeof(tg_real) * (size_t)(ntasks * R)))) return;
     if (grelk && !(w.part_relk = tg_arena_alloc(sizeof(tg_real) * (size_t)(ntasks * R * d)))) return;
     if (grelv && !(w.part_relv = tg_arena_alloc(sizeof(tg_real) * (size_t)(ntasks * R * dv)))) return;
@@ -491,16 +534,15 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
                       c->scratch + c->per_thread * (size_t)tid);
 }
 
-/* Checks pos against q [B, Q, d] and v [B, K, dv]; fills pl's position
- * fields and appends the tables to in[] (n_in). */
-static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, const tg_tensor *v, attention_state *pl,
-                      tg_tensor **in, int *n_in) {
+/* Checks pos against pl's shapes (q, the tensor named in errors); fills
+ * pl's position fields and appends the tables to in[] (n_in). */
+static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, attention_state *pl, tg_tensor **in, int *n_in) {
     char b1[64], b2[64];
     pl->heads = 1;
     pl->R = 1;
     pl->i_bias = pl->i_relk = pl->i_relv = -1;
     if (!pos) return true;
-    int B = q->shape[0], d = q->shape[2], dv = v->shape[2];
+    int B = pl->B, d = pl->d, dv = pl->dv;
     int h = pos->heads == 0 ? 1 : pos->heads;
     if (h < 0 || B % h != 0) {
         tg_set_error("attention: q %s with %d heads: the batch must be a multiple of the heads", tg_tshape(b1, q),
@@ -527,7 +569,7 @@ static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, const tg_tenso
     pl->heads = h;
     pl->qoff = pos->q_offset;
     pl->R = R;
-    if (pl->has_pos && !(pl->bmap = rel_bucket_map(pos, q->shape[1], v->shape[1], &pl->omin))) return false;
+    if (pl->has_pos && !(pl->bmap = rel_bucket_map(pos, pl->Q, pl->K, &pl->omin))) return false;
     if (pos->alibi) {
         tg_real *sl = tg_arena_alloc(sizeof(tg_real) * (size_t)h);
         if (!sl) return false;
@@ -552,6 +594,75 @@ static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, const tg_tenso
     return true;
 }
 
+/* The op for every layout. shape holds B (head-batch entries), Q, K, d, dv,
+ * H, the views and n_qkv; in[0..n_qkv) the operands (in[0], "what", names
+ * them in errors); the output is out_shape, written through shape->vo. */
+static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, const char *what, int out_ndim,
+                                const int *out_shape, tg_mask mask, tg_real dropout_p, tg_rng *rng,
+                                const tg_attn_pos *pos) {
+    char b1[64];
+    int B = shape->B, Q = shape->Q, K = shape->K, d = shape->d, dv = shape->dv;
+    if (d == 0) {
+        tg_set_error("attention: %s %s: feature size 0", what, tg_tshape(b1, in[0]));
+        return NULL;
+    }
+    /* The mask is checked against the scores' shape [B, Q, K], as masked_softmax does. */
+    tg_tensor scores = {.ndim = 3, .shape = {B, Q, K}};
+    if (!mask_check("attention", &scores, &mask)) return NULL;
+    if (!tg_check_dropout("attention", dropout_p)) return NULL;
+    /* p = 1 drops every weight: zeros, and zero gradients through the
+     * scaling, as the stored path (tg_dropout draws nothing for p = 1). */
+    if (dropout_p == 1)
+        return tg_mul_scalar(attention_run(shape, in, what, out_ndim, out_shape, mask, 0, NULL, pos), 0);
+    if (dropout_p > 0 && !rng) {
+        tg_set_error("attention: %s %s with dropout p = %g: NULL rng", what, tg_tshape(b1, in[0]), (double)dropout_p);
+        return NULL;
+    }
+    attention_state *pl = tg_arena_alloc(sizeof *pl);
+    tg_tensor *inputs[TG_NODE_MAX_INPUTS] = {in[0], in[1], in[2]};
+    int n_in = shape->n_qkv;
+    if (pl) *pl = *shape;
+    if (pl && !pos_setup(pos, in[0], pl, inputs, &n_in)) return NULL;
+    int *lim = pl ? mask_limits(&scores, &mask) : NULL;
+    int nqb = nblocks(Q, BQ);
+    int64_t rows = (int64_t)B * Q, nqblocks = (int64_t)B * nqb;
+    int *qend = lim ? tg_arena_alloc(sizeof(int) * (size_t)(nqblocks ? nqblocks : 1)) : NULL;
+    tg_tensor *out = qend ? tg_empty_arena(out_ndim, out_shape) : NULL;
+    tg_tensor *lse = out ? tg_empty_arena(TG_SHAPE(B, Q)) : NULL;
+    if (!lse) return NULL;
+    /* Keys a query block must visit: up to the largest visible prefix of its
+     * rows, all K when one of them sees none (it is uniform over all keys). */
+    for (int64_t bq = 0; bq < nqblocks; bq++) {
+        int64_t r0 = bq / nqb * Q + (int64_t)(bq % nqb) * BQ, r1 = r0 + BQ;
+        if (r1 > (bq / nqb + 1) * Q) r1 = (bq / nqb + 1) * Q;
+        int e = 0;
+        for (int64_t r = r0; r < r1; r++) {
+            int L = lim[r] == 0 ? K : lim[r];
+            if (L > e) e = L;
+        }
+        qend[bq] = e;
+    }
+    pl->scale = (tg_real)(1.0 / sqrt((double)d));
+    pl->bf16 = tg_prec_bf16();
+    pl->dropout = dropout_p > 0;
+    pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
+    if (pl->dropout) {
+        pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
+        pl->first = tg_dropout_take(rng, (uint64_t)rows * (uint64_t)K);
+    }
+    int nth = tg_get_num_threads();
+    size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0);
+    tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
+    if (!scratch) return NULL;
+    tg_tensor *const *qkv = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};
+    forward_ctx c = {pl, qkv[0]->data, qkv[1]->data, qkv[2]->data, out->data, lse->data, scratch, per_thread, nqb};
+    tg_parallel_tasks_at_most(nqblocks, nqblocks > 1 && (double)rows * K * (d + dv) > 65536 ? nth : 1, forward_tasks,
+                              &c);
+    tg_node *n = tg_node_record(&tg_op_attention, out, n_in, inputs);
+    if (n) n->state = pl;
+    return out;
+}
+
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng) {
     return tg_attention_pos(q, k, v, mask, dropout_p, rng, NULL);
 }
@@ -567,65 +678,52 @@ tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask ma
         return NULL;
     }
     int B = q->shape[0], Q = q->shape[1], K = k->shape[1], d = q->shape[2], dv = v->shape[2];
-    if (d == 0) {
-        tg_set_error("attention: q %s, k %s: feature size 0", tg_tshape(b1, q), tg_tshape(b2, k));
+    attention_state s = {.B = B, .Q = Q, .K = K, .d = d, .dv = dv, .H = 1, .n_qkv = 3};
+    s.vq = (attn_view){0, (int64_t)Q * d, 0, d};
+    s.vk = (attn_view){0, (int64_t)K * d, 0, d};
+    s.vv = (attn_view){0, (int64_t)K * dv, 0, dv};
+    s.vo = (attn_view){0, (int64_t)Q * dv, 0, dv};
+    return attention_run(&s, (tg_tensor *[]){q, k, v}, "q", TG_SHAPE(B, Q, dv), mask, dropout_p, rng, pos);
+}
+
+tg_tensor *tg_attention_heads(tg_tensor *q, tg_tensor *k, tg_tensor *v, int heads, tg_mask mask, tg_real dropout_p,
+                              tg_rng *rng, const tg_attn_pos *pos) {
+    char b1[64], b2[64], b3[64];
+    if (tg_any_null("attention_heads", 3, (const tg_tensor *const[]){q, k, v})) return NULL;
+    int h = heads;
+    if (h < 1 || q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->shape[0] != q->shape[0] ||
+        v->shape[0] != q->shape[0] || k->shape[2] != q->shape[2] || v->shape[1] != k->shape[1] ||
+        q->shape[2] % h != 0 || v->shape[2] % h != 0) {
+        tg_set_error("attention_heads: q %s, k %s, v %s with %d heads: need [B, Q, h d], [B, K, h d], [B, K, h dv]",
+                     tg_tshape(b1, q), tg_tshape(b2, k), tg_tshape(b3, v), heads);
         return NULL;
     }
-    /* The mask is checked against the scores' shape [B, Q, K], as masked_softmax does. */
-    tg_tensor scores = {.ndim = 3, .shape = {B, Q, K}};
-    if (!mask_check("attention", &scores, &mask)) return NULL;
-    if (!tg_check_dropout("attention", dropout_p)) return NULL;
-    /* p = 1 drops every weight: zeros, and zero gradients through the
-     * scaling, as the stored path (tg_dropout draws nothing for p = 1). */
-    if (dropout_p == 1) return tg_mul_scalar(tg_attention_pos(q, k, v, mask, 0, NULL, pos), 0);
-    if (dropout_p > 0 && !rng) {
-        tg_set_error("attention: q %s, k %s, v %s with dropout p = %g: NULL rng", tg_tshape(b1, q), tg_tshape(b2, k),
-                     tg_tshape(b3, v), (double)dropout_p);
+    int B = q->shape[0], Q = q->shape[1], K = k->shape[1], d = q->shape[2] / h, dv = v->shape[2] / h;
+    attention_state s = {.B = B * h, .Q = Q, .K = K, .d = d, .dv = dv, .H = h, .n_qkv = 3};
+    s.vq = (attn_view){0, (int64_t)Q * h * d, d, (int64_t)h * d};
+    s.vk = (attn_view){0, (int64_t)K * h * d, d, (int64_t)h * d};
+    s.vv = (attn_view){0, (int64_t)K * h * dv, dv, (int64_t)h * dv};
+    s.vo = (attn_view){0, (int64_t)Q * h * dv, dv, (int64_t)h * dv};
+    return attention_run(&s, (tg_tensor *[]){q, k, v}, "q", TG_SHAPE(B, Q, h * dv), mask, dropout_p, rng, pos);
+}
+
+tg_tensor *tg_attention_qkv(tg_tensor *qkv, int heads, tg_mask mask, tg_real dropout_p, tg_rng *rng,
+                            const tg_attn_pos *pos) {
+    char b1[64];
+    if (tg_any_null("attention_qkv", 1, (const tg_tensor *const[]){qkv})) return NULL;
+    int h = heads;
+    if (h < 1 || qkv->ndim != 3 || qkv->shape[2] % (3 * h) != 0) {
+        tg_set_error("attention_qkv: qkv %s with %d heads: need [B, T, 3 h d]", tg_tshape(b1, qkv), heads);
         return NULL;
     }
-    attention_state *pl = tg_arena_alloc(sizeof *pl);
-    tg_tensor *in[TG_NODE_MAX_INPUTS] = {q, k, v};
-    int n_in = 3;
-    if (pl) *pl = (attention_state){0};
-    if (pl && !pos_setup(pos, q, v, pl, in, &n_in)) return NULL;
-    int *lim = pl ? mask_limits(&scores, &mask) : NULL;
-    int nqb = nblocks(Q, BQ);
-    int64_t rows = (int64_t)B * Q, nqblocks = (int64_t)B * nqb;
-    int *qend = lim ? tg_arena_alloc(sizeof(int) * (size_t)(nqblocks ? nqblocks : 1)) : NULL;
-    tg_tensor *out = qend ? tg_empty_arena(TG_SHAPE(B, Q, dv)) : NULL;
-    tg_tensor *lse = out ? tg_empty_arena(TG_SHAPE(B, Q)) : NULL;
-    if (!lse) return NULL;
-    /* Keys a query block must visit: up to the largest visible prefix of its
-     * rows, all K when one of them sees none (it is uniform over all keys). */
-    for (int64_t bq = 0; bq < nqblocks; bq++) {
-        int64_t r0 = bq / nqb * Q + (int64_t)(bq % nqb) * BQ, r1 = r0 + BQ;
-        if (r1 > (bq / nqb + 1) * Q) r1 = (bq / nqb + 1) * Q;
-        int e = 0;
-        for (int64_t r = r0; r < r1; r++) {
-            int L = lim[r] == 0 ? K : lim[r];
-            if (L > e) e = L;
-        }
-        qend[bq] = e;
-    }
-    pl->B = B, pl->Q = Q, pl->K = K, pl->d = d, pl->dv = dv;
-    pl->scale = (tg_real)(1.0 / sqrt((double)d));
-    pl->bf16 = tg_prec_bf16();
-    pl->dropout = dropout_p > 0;
-    pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
-    if (pl->dropout) {
-        pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
-        pl->first = tg_dropout_take(rng, (uint64_t)rows * (uint64_t)K);
-    }
-    int nth = tg_get_num_threads();
-    size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0);
-    tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
-    if (!scratch) return NULL;
-    forward_ctx c = {pl, q->data, k->data, v->data, out->data, lse->data, scratch, per_thread, nqb};
-    tg_parallel_tasks_at_most(nqblocks, nqblocks > 1 && (double)rows * K * (d + dv) > 65536 ? nth : 1, forward_tasks,
-                              &c);
-    tg_node *n = tg_node_record(&tg_op_attention, out, n_in, in);
-    if (n) n->state = pl;
-    return out;
+    int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / (3 * h), D = h * d;
+    attention_state s = {.B = B * h, .Q = T, .K = T, .d = d, .dv = d, .H = h, .n_qkv = 1};
+    int64_t bs = (int64_t)T * 3 * D;
+    s.vq = (attn_view){0, bs, d, 3 * (int64_t)D};
+    s.vk = (attn_view){D, bs, d, 3 * (int64_t)D};
+    s.vv = (attn_view){2 * (int64_t)D, bs, d, 3 * (int64_t)D};
+    s.vo = (attn_view){0, (int64_t)T * D, d, D};
+    return attention_run(&s, (tg_tensor *[]){qkv, NULL, NULL}, "qkv", TG_SHAPE(B, T, D), mask, dropout_p, rng, pos);
 }
 
 int tg_alibi_slopes(int heads, tg_real *out) {

@@ -193,6 +193,57 @@ tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries,
     return out;
 }
 
+/* The fused op's rule of tg_dot_attention_forward_pos, for the head layouts. */
+static bool takes_fused(const tg_dot_attention *m, int K) {
+    return !m->record && !m->sparse && (m->path == TG_PATH_FUSED || (m->path == TG_PATH_AUTO && K >= 64));
+}
+
+tg_tensor *tg_dot_attention_forward_heads(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
+                                          int heads, tg_mask mask, const tg_attn_pos *pos) {
+    char b1[64], b2[64], b3[64];
+    if (!tg_module_present("dot_attention", "forward", m)) return NULL;
+    m->attention_weights = NULL;
+    if (tg_any_null("dot_attention", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
+    if (heads < 1 || queries->ndim != 3 || keys->ndim != 3 || values->ndim != 3 || queries->shape[2] % heads ||
+        keys->shape[2] % heads || values->shape[2] % heads) {
+        tg_set_error("dot_attention: queries %s, keys %s, values %s with %d heads: need 3-D, feature sizes that the "
+                     "heads divide",
+                     tg_tshape(b1, queries), tg_tshape(b2, keys), tg_tshape(b3, values), heads);
+        return NULL;
+    }
+    if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
+        return NULL;
+    if (takes_fused(m, keys->shape[1]))
+        return tg_attention_heads(queries, keys, values, heads, mask, tg_dropout_active_p(m->dropout),
+                                  tg_dropout_rng(m->dropout), pos);
+    tg_tensor *out =
+        tg_dot_attention_forward_pos(m, tg_module_split_heads(queries, heads), tg_module_split_heads(keys, heads),
+                                     tg_module_split_heads(values, heads), mask, pos);
+    return tg_module_merge_heads(out, heads);
+}
+
+tg_tensor *tg_dot_attention_forward_qkv(tg_dot_attention *m, tg_tensor *qkv, int heads, tg_mask mask,
+                                        const tg_attn_pos *pos) {
+    char b1[64];
+    if (!tg_module_present("dot_attention", "forward", m)) return NULL;
+    m->attention_weights = NULL;
+    if (tg_any_null("dot_attention", 1, (const tg_tensor *const[]){qkv})) return NULL;
+    if (heads < 1 || qkv->ndim != 3 || qkv->shape[2] % (3 * heads)) {
+        tg_set_error("dot_attention: qkv %s with %d heads: need [B, T, 3 h d]", tg_tshape(b1, qkv), heads);
+        return NULL;
+    }
+    int B = qkv->shape[0], T = qkv->shape[1], h = heads, hd = qkv->shape[2] / (3 * h);
+    if (takes_fused(m, T))
+        return tg_attention_qkv(qkv, h, mask, tg_dropout_active_p(m->dropout), tg_dropout_rng(m->dropout), pos);
+    /* [B, T, 3, h, hd] -> [3, B h, T, hd], then one slice per third. */
+    tg_tensor *t = tg_reshape(tg_permute(tg_reshape(qkv, TG_SHAPE(B, T, 3, h, hd)), (const int[]){2, 0, 3, 1, 4}),
+                              TG_SHAPE(3, B * h, T, hd));
+    tg_tensor *q = tg_reshape(tg_slice(t, 0, 0, 1), TG_SHAPE(B * h, T, hd));
+    tg_tensor *k = tg_reshape(tg_slice(t, 0, 1, 2), TG_SHAPE(B * h, T, hd));
+    tg_tensor *v = tg_reshape(tg_slice(t, 0, 2, 3), TG_SHAPE(B * h, T, hd));
+    return tg_module_merge_heads(tg_dot_attention_forward_pos(m, q, k, v, mask, pos), h);
+}
+
 void tg_dot_attention_record(tg_dot_attention *m, bool on) {
     if (m) {
         m->record = on;

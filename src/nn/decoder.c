@@ -192,39 +192,46 @@ static tg_tensor *cache_read(tg_tensor *cache, int len) {
 static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x, int B, int T, block_cache *cache) {
     int h = m->cfg.n_head, d = m->cfg.n_embd, hd = d / h;
     tg_tensor *qkv = tg_linear_forward(b->c_attn, tg_layernorm_forward(b->ln_1, x));
-    qkv = tg_reshape(tg_permute(tg_reshape(qkv, TG_SHAPE(B, T, 3, h, hd)), (const int[]){2, 0, 3, 1, 4}),
-                     TG_SHAPE(3, B * h, T, hd));
-    tg_tensor *q = tg_reshape(tg_slice(qkv, 0, 0, 1), TG_SHAPE(B * h, T, hd));
-    tg_tensor *k = tg_reshape(tg_slice(qkv, 0, 1, 2), TG_SHAPE(B * h, T, hd));
-    tg_tensor *v = tg_reshape(tg_slice(qkv, 0, 2, 3), TG_SHAPE(B * h, T, hd));
-    if (!q || !k || !v) return NULL;
-    int start = cache ? cache->start : 0; /* position of the first new token */
-    tg_attn_pos terms;                    /* RoPE rotates before caching: a cached key keeps its position */
-    const tg_attn_pos *pp = tg_position_apply(&b->pos, h, start, &q, &k, &terms);
-    if (!q || !k) return NULL;
     tg_mask mask = {.causal = true};
-    if (cache) {
-        cache_write(cache->k, k, cache->start);
-        cache_write(cache->v, v, cache->start);
-    }
-    if (cache && cache->start > 0) {
-        /* Query i (position start + i) sees keys 0..start+i: every cached
-         * one and the new ones up to itself. One new token sees them all.
-         * (From position 0 the plain causal mask is the same.) */
-        k = cache_read(cache->k, cache->start + T);
-        v = cache_read(cache->v, cache->start + T);
-        mask.causal = false;
-        if (T > 1) {
-            int *lens = tg_arena_alloc(sizeof(int) * (size_t)h * (size_t)T);
-            if (!lens) return NULL;
-            for (int j = 0; j < h; j++)
-                for (int i = 0; i < T; i++) lens[j * T + i] = cache->start + i + 1;
-            mask.lens = lens;
-            mask.lens_ndim = 2;
+    tg_tensor *y; /* [B, T, d] */
+    tg_attn_pos terms;
+    if (!cache && b->pos.kind != TG_PE_ROPE) { /* training: the heads read where c_attn wrote them */
+        tg_tensor *unused = NULL;
+        const tg_attn_pos *pp = tg_position_apply(&b->pos, h, 0, &unused, &unused, &terms);
+        y = tg_dot_attention_forward_qkv(b->attn, qkv, h, mask, pp);
+    } else {
+        qkv = tg_reshape(tg_permute(tg_reshape(qkv, TG_SHAPE(B, T, 3, h, hd)), (const int[]){2, 0, 3, 1, 4}),
+                         TG_SHAPE(3, B * h, T, hd));
+        tg_tensor *q = tg_reshape(tg_slice(qkv, 0, 0, 1), TG_SHAPE(B * h, T, hd));
+        tg_tensor *k = tg_reshape(tg_slice(qkv, 0, 1, 2), TG_SHAPE(B * h, T, hd));
+        tg_tensor *v = tg_reshape(tg_slice(qkv, 0, 2, 3), TG_SHAPE(B * h, T, hd));
+        if (!q || !k || !v) return NULL;
+        int start = cache ? cache->start : 0; /* position of the first new token */
+        /* RoPE rotates before caching: a cached key keeps its position */
+        const tg_attn_pos *pp = tg_position_apply(&b->pos, h, start, &q, &k, &terms);
+        if (!q || !k) return NULL;
+        if (cache) {
+            cache_write(cache->k, k, cache->start);
+            cache_write(cache->v, v, cache->start);
         }
+        if (cache && cache->start > 0) {
+            /* Query i (position start + i) sees keys 0..start+i: every cached
+             * one and the new ones up to itself. One new token sees them all.
+             * (From position 0 the plain causal mask is the same.) */
+            k = cache_read(cache->k, cache->start + T);
+            v = cache_read(cache->v, cache->start + T);
+            mask.causal = false;
+            if (T > 1) {
+                int *lens = tg_arena_alloc(sizeof(int) * (size_t)h * (size_t)T);
+                if (!lens) return NULL;
+                for (int j = 0; j < h; j++)
+                    for (int i = 0; i < T; i++) lens[j * T + i] = cache->start + i + 1;
+                mask.lens = lens;
+                mask.lens_ndim = 2;
+            }
+        }
+        y = tg_module_merge_heads(tg_dot_attention_forward_pos(b->attn, q, k, v, mask, pp), h); /* [B h, T, hd] */
     }
-    tg_tensor *y = tg_dot_attention_forward_pos(b->attn, q, k, v, mask, pp); /* [B h, T, hd] */
-    y = tg_reshape(tg_permute(tg_reshape(y, TG_SHAPE(B, h, T, hd)), (const int[]){0, 2, 1, 3}), TG_SHAPE(B, T, d));
     x = tg_add(x, tg_dropout_forward(b->resid_drop, tg_linear_forward(b->attn_proj, y)));
     tg_tensor *f = tg_linear_forward(b->c_fc, tg_layernorm_forward(b->ln_2, x));
     f = m->cfg.gelu == TG_DEC_GELU_ERF ? tg_gelu(f) : tg_gelu_tanh(f);

@@ -4,13 +4,16 @@
  *   head_i = Attention(Q W_q_i, K W_k_i, V W_v_i).
  *
  * As d2l, the h projections of size H/h are one projection of size H
- * (num_hiddens) split by reshaping, so all heads run as one batched
- * attention:
+ * (num_hiddens), head j being its columns j H/h.., so all heads run as one
+ * batched attention. d2l reorders them with copies:
  *   transpose_qkv:    [B, n, H] -> [B, n, h, H/h] -> (0,2,1,3) -> [B*h, n, H/h]
  *   transpose_output: [B*h, Q, H/h] -> [B, h, Q, H/h] -> (0,2,1,3) -> [B, Q, H]
- * Row b*h + j of the batched tensors is head j of batch entry b, so the
- * valid lengths are repeated for each head (torch.repeat_interleave on
- * axis 0). Each head's scores are scaled by sqrt(H/h), its own size. */
+ * here the fused path reads the heads where the projections wrote them and
+ * writes the output where W_o reads it (tg_dot_attention_forward_heads);
+ * the copies remain for the stored path and RoPE. Head j of batch entry b
+ * is row b*h + j of the batched scores, so the valid lengths are repeated
+ * for each head (torch.repeat_interleave on axis 0). Each head's scores are
+ * scaled by sqrt(H/h), its own size. */
 #include "module.h"
 
 #include <math.h>
@@ -41,24 +44,6 @@ tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens
     return m;
 }
 
-/* [B, n, H] -> [B*h, n, H/h] */
-static tg_tensor *transpose_qkv(tg_tensor *X, int h) {
-    if (!X) return NULL;
-    int B = X->shape[0], n = X->shape[1], H = X->shape[2];
-    tg_tensor *x = tg_reshape(X, TG_SHAPE(B, n, h, H / h));
-    x = tg_permute(x, (const int[]){0, 2, 1, 3});
-    return tg_reshape(x, TG_SHAPE(B * h, n, H / h));
-}
-
-/* [B*h, n, H/h] -> [B, n, H]: the inverse of transpose_qkv. */
-static tg_tensor *transpose_output(tg_tensor *X, int h) {
-    if (!X) return NULL;
-    int Bh = X->shape[0], n = X->shape[1], d = X->shape[2];
-    tg_tensor *x = tg_reshape(X, TG_SHAPE(Bh / h, h, n, d));
-    x = tg_permute(x, (const int[]){0, 2, 1, 3});
-    return tg_reshape(x, TG_SHAPE(Bh / h, n, h * d));
-}
-
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask) {
     char b1[64], b2[64], b3[64];
     if (!tg_module_present("mha", "forward", m)) return NULL;
@@ -74,9 +59,9 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
         return NULL;
     }
     int h = m->num_heads, B = queries->shape[0], nq = queries->shape[1];
-    tg_tensor *q = transpose_qkv(tg_linear_forward(m->W_q, queries), h);
-    tg_tensor *k = transpose_qkv(tg_linear_forward(m->W_k, keys), h);
-    tg_tensor *v = transpose_qkv(tg_linear_forward(m->W_v, values), h);
+    tg_tensor *q = tg_linear_forward(m->W_q, queries);
+    tg_tensor *k = tg_linear_forward(m->W_k, keys);
+    tg_tensor *v = tg_linear_forward(m->W_v, values);
     if (!q || !k || !v) return NULL;
 
     /* Valid lengths per head: entry for batch row b*h + j is that of row b
@@ -93,10 +78,16 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
                        sizeof(int) * (size_t)per_row);
         hm.lens = lens;
     }
-    tg_attn_pos terms; /* queries and keys at positions 0.. */
-    const tg_attn_pos *pp = tg_position_apply(&m->pos, h, 0, &q, &k, &terms);
-    tg_tensor *out = tg_dot_attention_forward_pos(m->attention, q, k, v, hm, pp);
-    return tg_linear_forward(m->W_o, transpose_output(out, h));
+    tg_attn_pos terms;               /* queries and keys at positions 0.. */
+    if (m->pos.kind == TG_PE_ROPE) { /* RoPE rotates each head's pairs: the heads split first */
+        q = tg_module_split_heads(q, h);
+        k = tg_module_split_heads(k, h);
+        const tg_attn_pos *pp = tg_position_apply(&m->pos, h, 0, &q, &k, &terms);
+        tg_tensor *out = tg_dot_attention_forward_pos(m->attention, q, k, tg_module_split_heads(v, h), hm, pp);
+        return tg_linear_forward(m->W_o, tg_module_merge_heads(out, h));
+    }
+    const tg_attn_pos *pp = tg_position_apply(&m->pos, h, 0, &q, &k, &terms); /* leaves q and k as they are */
+    return tg_linear_forward(m->W_o, tg_dot_attention_forward_heads(m->attention, q, k, v, h, hm, pp));
 }
 
 int tg_mha_set_position(tg_mha *m, tg_pe_kind pe, int clip, bool rope_half, tg_rng *rng) {

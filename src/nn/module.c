@@ -55,3 +55,21 @@ tg_tensor *tg_module_head_weights(const char *op, const tg_tensor *w, int h, int
     for (int b = 0; b < B; b++) memcpy(out->data + b * n, w->data + ((size_t)b * h + head) * n, sizeof(tg_real) * n);
     return out;
 }
+
+/* [B, n, H] -> [B*h, n, H/h] */
+tg_tensor *tg_module_split_heads(tg_tensor *X, int h) {
+    if (!X) return NULL;
+    int B = X->shape[0], n = X->shape[1], H = X->shape[2];
+    tg_tensor *x = tg_reshape(X, TG_SHAPE(B, n, h, H / h));
+    x = tg_permute(x, (const int[]){0, 2, 1, 3});
+    return tg_reshape(x, TG_SHAPE(B * h, n, H / h));
+}
+
+/* [B*h, n, H/h] -> [B, n, H]: the inverse of tg_module_split_heads. */
+tg_tensor *tg_module_merge_heads(tg_tensor *X, int h) {
+    if (!X) return NULL;
+    int Bh = X->shape[0], n = X->shape[1], d = X->shape[2];
+    tg_tensor *x = tg_reshape(X, TG_SHAPE(Bh / h, h, n, d));
+    x = tg_permute(x, (const int[]){0, 2, 1, 3});
+    return tg_reshape(x, TG_SHAPE(Bh / h, n, h * d));
+}

@@ -31,6 +31,12 @@ bool tg_module_input(const char *module, const void *m, const tg_tensor *x);
  * memory, or with "<op>: input 0 is no longer valid ..." when the forward's
  * scope that recorded them has ended. */
 tg_tensor *tg_module_head_weights(const char *op, const tg_tensor *w, int h, int head);
+/* The heads of X [B, n, h d] as rows of a batch: -> [B h, n, d], head j of
+ * entry b in row b h + j (d2l's transpose_qkv: reshape, permute (0, 2, 1,
+ * 3), reshape); _merge_heads is its inverse (transpose_output). NULL in,
+ * NULL out. Defined in module.c. */
+tg_tensor *tg_module_split_heads(tg_tensor *X, int h);
+tg_tensor *tg_module_merge_heads(tg_tensor *X, int h);
 /* A module's Linear children, listed once per call in state_dict order
  * (defined in linear.c). _params appends each one's parameters under
  * "<prefix>.<names[i]>": 0, or -1 at the first failure with its error

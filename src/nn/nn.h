@@ -234,6 +234,25 @@ tg_tensor *tg_dot_attention_forward(tg_dot_attention *m, tg_tensor *queries, tg_
  * multiple of pos->heads (0 means 1). Otherwise as tg_dot_attention_forward. */
 tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
                                         tg_mask mask, const tg_attn_pos *pos);
+/** Attention over h heads read in place (the multi-head layout): queries
+ * [B, Q, h d], keys [B, K, h d], values [B, K, h v] -> [B, Q, h v], head j
+ * of each being columns j d.. (j v..) of every row, as d2l's transpose_qkv
+ * splits them. mask and pos are those of the [B h, Q, K] scores (head j of
+ * batch entry b is row b h + j, so lengths repeat per head). On the fused
+ * path (the rule of tg_dot_attention) one tg_attention_heads reads the heads
+ * where the projections wrote them and writes the output where the output
+ * projection reads it; otherwise the heads are split into [B h, n, d]
+ * copies for the stored path, whose recorded weights are [B h, Q, K]. The
+ * same values either way, and as tg_dot_attention_forward_pos on the split
+ * heads. NULL with an error naming "dot_attention" for bad shapes. */
+tg_tensor *tg_dot_attention_forward_heads(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
+                                          int heads, tg_mask mask, const tg_attn_pos *pos);
+/** Self-attention on a fused projection qkv [B, T, 3 h d] (per row: the h
+ * heads of q, then of k, then of v, as nanoGPT's c_attn writes them) ->
+ * [B, T, h d]; otherwise as tg_dot_attention_forward_heads (the fused path:
+ * tg_attention_qkv, no split copies). */
+tg_tensor *tg_dot_attention_forward_qkv(tg_dot_attention *m, tg_tensor *qkv, int heads, tg_mask mask,
+                                        const tg_attn_pos *pos);
 /** Recording on or off (see tg_dot_attention); either way it forgets the
  * weights recorded so far. NULL is a no-op. */
 void tg_dot_attention_record(tg_dot_attention *m, bool on);
