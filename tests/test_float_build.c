@@ -2,6 +2,7 @@
  * suite): tg_gradcheck there fails with a hint to use the double build
  * instead of failing silently (issue 10). */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -263,5 +264,80 @@ Test(float_build, layer_norm_kernels_match_double_at_every_isa) {
             cr_expect(fabs(dg[j] - wdg[j]) < 1e-5 * (1 + fabs(wdg[j])) &&
                           fabs(db[j] - wdb[j]) < 1e-5 * (1 + fabs(wdb[j])),
                       "ISA %d: dgamma/dbeta[%d]", cap, j);
+    }
+}
+
+/* Layer norm's statistics on hard rows, a large offset with a small spread,
+ * against a two-pass reference in double, at every ISA build this CPU has.
+ * Row 0 is 1e4 + N(0, 1e-2), row 1 1e6 + N(0, 1), row 3 1e2 + N(0, 1e-3)
+ * (spread over hundreds of ulps, so the sums round). On them the naive
+ * var = E[x^2] - E[x]^2 in float is all rounding: E[x^2] ~ 1e8 in row 0 has
+ * an ulp of 8, against var ~ 1e-4, and var comes out -8 to -224 (rstd NaN);
+ * rows 1 and 3 get rstd off by a factor of 14 to 1e3, or NaN (checked
+ * below, on that formula, to keep the rows hard). Row 2 is the worst case
+ * of the kernel's shift by x_0 (kernels_norm.c): x_0 = 1e4 + 1, the rest
+ * 1e4, so x_0 - mean = sqrt(d - 1) sd (Samuelson) and the shifted sums
+ * lose a factor d. Bounds, in float epsilons u: mean within 4u of
+ * |mean| + sd (the rounding of k + s1/d and of s1/d); rstd within 2du
+ * relative (that factor d at most, on the rounding of s2 and s1^2/d); y
+ * within rstd's error + (8 + sqrt(d))u of |gamma| (1 + |xhat|) + |beta|
+ * (x - k - s1/d, with s1/d at most sqrt(d) sd, then the products).
+ * Subtracting the mean rounded to a float, as Welford's update and the
+ * former two-pass loop do, misses the rstd and y bounds by factors up to
+ * 3e3 and 5e2 here: half an ulp of 1e4 is 5% of row 0's sd. */
+Test(float_build, layer_norm_statistics_on_hard_rows_at_every_isa) {
+    enum { R = 4, DMAX = 1000 };
+    static const int ds[] = {1, 7, 64, 256, 1000};
+    static tg_real x[R * DMAX], y[R * DMAX], gam[DMAX], bet[DMAX];
+    const double u = FLT_EPSILON, eps = 1e-12; /* eps below every row's var, which rstd then shows */
+    for (int j = 0; j < DMAX; j++) gam[j] = (tg_real)(0.5 + 0.001 * j), bet[j] = (tg_real)(0.1 * cos(j));
+    for (int k = 0; k < 5; k++) {
+        int d = ds[k];
+        for (int j = 0; j < d; j++) {
+            x[j] = (tg_real)(1e4 + 1e-2 * tg_rng_normal_at(23, (uint64_t)d, (uint64_t)j));
+            x[d + j] = (tg_real)(1e6 + tg_rng_normal_at(23, (uint64_t)d, (uint64_t)(DMAX + j)));
+            x[2 * d + j] = (tg_real)(j == 0 ? 1e4 + 1 : 1e4);
+            x[3 * d + j] = (tg_real)(1e2 + 1e-3 * tg_rng_normal_at(23, (uint64_t)d, (uint64_t)(2 * DMAX + j)));
+        }
+        double mean[R], sd[R], rstd[R];
+        for (int r = 0; r < R; r++) {
+            const tg_real *xr = x + r * d;
+            double m = 0, v = 0;
+            for (int j = 0; j < d; j++) m += xr[j];
+            m /= d;
+            for (int j = 0; j < d; j++) v += (xr[j] - m) * (xr[j] - m);
+            mean[r] = m, sd[r] = sqrt(v / d), rstd[r] = 1 / sqrt(v / d + eps);
+            if (r != 2 && d > 1) { /* E[x^2] - E[x]^2 in float: far outside the bound */
+                float s = 0, s2 = 0;
+                for (int j = 0; j < d; j++) s += (float)xr[j], s2 += (float)xr[j] * (float)xr[j];
+                float nm = s / (float)d, nv = s2 / (float)d - nm * nm, nrs = 1 / sqrtf(nv + (float)eps);
+                cr_expect(!(fabs(nrs - rstd[r]) <= 100 * 2 * d * u * rstd[r]), "d %d row %d: E[x^2] - E[x]^2 passes", d,
+                          r);
+            }
+        }
+        for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) {
+            int old = tg__isa_cap(cap);
+            bool has = (int)tg_isa_level() == cap;
+            tg_real fmean[R], frstd[R];
+            if (has) tg_k_layer_norm(x, gam, bet, y, fmean, frstd, R, d, (tg_real)eps);
+            tg__isa_cap(old);
+            if (!has) break; /* the CPU has no wider build */
+            for (int r = 0; r < R; r++) {
+                double em = fabs(fmean[r] - mean[r]) / (fabs(mean[r]) + sd[r]);
+                double er = fabs(frstd[r] - rstd[r]) / rstd[r], ey = 0;
+                for (int j = 0; j < d; j++) {
+                    double xh = (x[r * d + j] - mean[r]) * rstd[r], want = xh * gam[j] + bet[j];
+                    double e = fabs(y[r * d + j] - want) / (fabs(gam[j]) * (1 + fabs(xh)) + fabs(bet[j]));
+                    ey = e > ey ? e : ey;
+                }
+                cr_log_info("ISA %d d %4d row %d: mean %.2g rstd %.2g y %.2g (relative, in u: %.2f %.2f %.2f)", cap, d,
+                            r, em, er, ey, em / u, er / u, ey / u);
+                cr_expect(em <= 4 * u, "ISA %d d %d row %d: mean %.9g, want %.9g", cap, d, r, (double)fmean[r],
+                          mean[r]);
+                cr_expect(er <= 2 * d * u, "ISA %d d %d row %d: rstd %.9g, want %.9g", cap, d, r, (double)frstd[r],
+                          rstd[r]);
+                cr_expect(ey <= er + (8 + sqrt(d)) * u, "ISA %d d %d row %d: y off by %.3g", cap, d, r, ey);
+            }
+        }
     }
 }

@@ -157,7 +157,7 @@ void tg_k_adam(const tg_adam_step *s, tg_real *w, tg_real *m, tg_real *v, const 
 void tg_k_sgd(double lr, double wd, double momentum, tg_real *w, tg_real *buf, const tg_real *g, int64_t n);
 void tg_k_scale(tg_real *x, double coef, int64_t n); /* x *= coef, in double */
 
-/* Layer normalisation over rows of d (kernels_norm.c; formulas in
+/* Layer normalisation over rows of d >= 1 (kernels_norm.c; formulas in
  * autograd/ops_layer_norm.c). gamma and beta NULL: no affine part. The
  * forward saves each row's mean and rstd; the backward's dx = ... when
  * fresh, else dx += ...; dgamma and dbeta (either may be NULL) are added to. */

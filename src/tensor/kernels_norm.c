@@ -15,8 +15,19 @@ typedef struct {
     bool fresh;
 } norm_ctx;
 
-/* mean, biased variance in two passes (no cancellation), then
- * y = (x - mean) rstd gamma + beta. */
+/* mean and biased variance in one pass, over the row shifted by its first
+ * element k = x_0 (the shifted data of Chan, Golub & LeVeque, "Algorithms
+ * for computing the sample variance", 1983):
+ *   s1 = sum_j (x_j - k),  s2 = sum_j (x_j - k)^2,
+ *   mean = k + s1/d,  var = (s2 - s1 (s1/d)) / d.
+ * The subtraction loses a factor s2 / (d var) = 1 + (x_0 - mean)^2 / var of
+ * precision: at most d, as |x_0 - mean| <= sqrt(d - 1) sd (Samuelson's
+ * inequality), 1 + z^2 for an x_0 z sd from the mean; E[x^2] - E[x]^2 (no
+ * shift) loses 1 + mean^2 / var, without bound. y = ((x - k) - s1/d) rstd
+ * gamma + beta uses the shifted row too: x - k is exact for x within a
+ * factor 2 of k (Sterbenz), so a row far from 0 keeps the digits that its
+ * mean rounded to a tg_real would lose (the backward, which has only that
+ * mean, does not). */
 TG_KERNEL_BODY void forward_rows_body(void *ctx, int64_t begin, int64_t end, int tid) {
     const norm_ctx *c = ctx;
     const int64_t d = c->d;
@@ -25,20 +36,22 @@ TG_KERNEL_BODY void forward_rows_body(void *ctx, int64_t begin, int64_t end, int
     for (int64_t r = begin; r < end; r++) {
         const tg_real *restrict xr = c->x + r * d;
         tg_real *restrict yr = c->y + r * d;
-        tg_real mu = 0, var = 0;
-#pragma omp simd reduction(+ : mu)
-        for (int64_t j = 0; j < d; j++) mu += xr[j];
-        mu /= (tg_real)d;
-#pragma omp simd reduction(+ : var)
-        for (int64_t j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu);
-        var /= (tg_real)d;
+        tg_real k = xr[0], s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
+        for (int64_t j = 0; j < d; j++) {
+            tg_real t = xr[j] - k;
+            s1 += t;
+            s2 += t * t;
+        }
+        tg_real dm = s1 / (tg_real)d, var = (s2 - s1 * dm) / (tg_real)d;
+        if (var < 0) var = 0; /* only by rounding, when d nears 1/epsilon; a NaN stays */
         tg_real rs = 1 / TG_M(sqrt)(var + c->eps);
-        c->mean_out[r] = mu;
+        c->mean_out[r] = k + dm;
         c->rstd_out[r] = rs;
         if (gamma)
-            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
+            for (int64_t j = 0; j < d; j++) yr[j] = ((xr[j] - k) - dm) * rs * gamma[j] + beta[j];
         else
-            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - mu) * rs;
+            for (int64_t j = 0; j < d; j++) yr[j] = ((xr[j] - k) - dm) * rs;
     }
 }
 TG_ISA_DISPATCH(forward_rows, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
