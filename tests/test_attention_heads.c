@@ -207,6 +207,25 @@ Test(attention_heads, modules_match_their_split_copy_paths) {
         TG_REQUIRE(y[path]);
     }
     cr_expect(max_diff(y[0], y[1]) <= 1e-12, "mha: %.3g", max_diff(y[0], y[1]));
+    /* Self-attention's stacked projection (one GEMM) against the three
+     * Linears (distinct but equal inputs), forward and gradients. */
+    m->attention->path = TG_PATH_AUTO;
+    tg_tensor *R = tg_randn(TG_SHAPE(2, 70, 8), &rng), *g[2][4];
+    for (int path = 0; path < 2; path++) {
+        tg_params p;
+        tg_params_init(&p);
+        cr_assert_eq(tg_mha_params(m, &p, "mha"), 0, "%s", tg_last_error());
+        for (int i = 0; i < p.n; i++) tg_zero_grad(p.items[i].t);
+        tg_tensor *x2 = path == 0 ? x : tg_clone(x);
+        y[path] = tg_mha_forward(m, x, x2, path == 0 ? x : tg_clone(x), (tg_mask){lens, 1, false});
+        TG_REQUIRE(y[path]);
+        cr_assert_eq(tg_backward_seed(y[path], R), 0, "%s", tg_last_error());
+        for (int i = 0; i < 4; i++) g[path][i] = tg_clone(p.items[i].t->grad); /* W_q's and W_k's */
+        tg_params_free(&p);
+    }
+    cr_expect(max_diff(y[0], y[1]) <= 1e-12, "mha self: %.3g", max_diff(y[0], y[1]));
+    for (int i = 0; i < 4; i++)
+        cr_expect(max_diff(g[0][i], g[1][i]) <= 1e-12, "mha self: gradient %d: %.3g", i, max_diff(g[0][i], g[1][i]));
     tg_mha_free(m);
 
     tg_decoder_config cfg = tg_decoder_config_default(11, 70, 1, 2, 8);

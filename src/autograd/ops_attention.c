@@ -57,7 +57,12 @@
  *
  * Memory added besides out: L (B Q reals), the mask's counts (B Q ints), D
  * in backward (B Q), and per thread a few BQ x BK tiles: O(B Q), never
- * O(Q K).
+ * O(Q K) -- except that when Q and K are one block each (<= 64), the
+ * forward keeps P (B Q K <= 64 B Q reals) and the backward does all of an
+ * entry's dQ, dK and dV in one task from it (backward_single): the
+ * recomputed scores and exps had made the op slower than the stored path
+ * at T 64 (a 32 x 4-head, T 64, d 32 attention forward + backward: 5.0-7.5
+ * ms against the stored path's 4.4-5.3; now 3.9-5.0).
  *
  * Position terms (tg_attention_pos, autograd.h: ALiBi, a per-head bias
  * table, Shaw's a^K and a^V), all functions of (head, offset o = j - i),
@@ -110,6 +115,7 @@ typedef struct {
     const int *lim;        /* visible keys of each row, B Q (mask.h) */
     const int *qblock_end; /* per (b, query block): keys any of its rows may see */
     const tg_real *lse;    /* L: log-sum-exp of each row's scores, B Q */
+    tg_real *probs;        /* the weights P, B Q K, kept when Q and K are one block each; else NULL */
     /* Position terms (tg_attn_pos): none when !has_pos. */
     bool has_pos, rowbias; /* any term; a bias per bucket (bias or rel_k) */
     int heads, qoff, R;    /* R buckets (rel_bucket.h) */
@@ -234,6 +240,7 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             int vis = visible_in_block(pl, r0 + i, k0, nk);
             if (vis == 0) { /* masked: exp(-1e6 - m) is 0 next to a visible key */
                 memset(s, 0, sizeof(tg_real) * (size_t)nk);
+                if (pl->probs) memset(pl->probs + (r0 + i) * K + k0, 0, sizeof(tg_real) * (size_t)nk);
                 continue;
             }
             int n = vis < 0 ? nk : vis;
@@ -247,6 +254,10 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             for (int j = n; j < nk; j++) s[j] = 0;
             l[i] = l[i] * c + sum;
             m[i] = mx;
+            if (pl->probs) { /* one key block: the row's weights are final */
+                tg_real *pr = pl->probs + (r0 + i) * K, inv = 1 / sum;
+                for (int j = 0; j < nk; j++) pr[j] = s[j] * inv;
+            }
             if (c != 1) {
                 for (int t = 0; t < dv; t++) acc[(size_t)i * dv + t] *= c;
                 if (pl->relv)
@@ -295,9 +306,12 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
     int Q = pl->Q, K = pl->K, dv = pl->dv, ldo = (int)pl->vo.rs;
     int64_t r0 = (int64_t)b * Q + q0;
     const tg_real *dOblk = w->dO + at(pl, &pl->vo, b, q0), *vblk = w->v + at(pl, &pl->vv, b, k0);
-    scores_tile(pl, w->q + at(pl, &pl->vq, b, q0), w->k + at(pl, &pl->vk, b, k0), P, nq, nk);
     if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
-    for (int i = 0; i < nq; i++) {
+    if (pl->probs) /* kept by the forward (one block): no recomputing */
+        for (int i = 0; i < nq; i++) memcpy(P + (size_t)i * BK, pl->probs + (r0 + i) * K + k0, sizeof(tg_real) * nk);
+    else
+        scores_tile(pl, w->q + at(pl, &pl->vq, b, q0), w->k + at(pl, &pl->vk, b, k0), P, nq, nk);
+    for (int i = 0; !pl->probs && i < nq; i++) {
         tg_real *p = P + (size_t)i * BK;
         int vis = visible_in_block(pl, r0 + i, k0, nk);
         if (vis < 0) { /* no visible key: uniform, exp(0) / K as masked_softmax */
@@ -422,6 +436,40 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
     }
 }
 
+/* dQ, dK and dV of head-batch entry b when its queries and keys are one
+ * block each (Q, K <= 64: gpt-mini's T 64, the toy's 16) and no table
+ * needs G: the one tile recomputed once, not once per pass. The task owns
+ * the entry's rows of all three gradients. */
+static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real *gv, int b, tg_real *scratch) {
+    const attention_state *pl = w->pl;
+    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
+    tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc_k = dP + BQ * BK, *acc_v = acc_k + (size_t)K * d;
+    tg_real *rb = acc_k + (size_t)BK * (d + dv), *dOa = rb + (size_t)BQ * pl->R;
+    tg_real *acc_q = dOa + 3 * (size_t)BQ * pl->R; /* past the pass scratch (backward_dq's G, Gv) */
+    if (pl->has_pos) pos_rows(w, b, 0, Q, rb, dOa);
+    memset(acc_v, 0, sizeof(tg_real) * (size_t)K * dv);
+    tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL); /* P holds dS */
+    const tg_real *qblk = w->q + at(pl, &pl->vq, b, 0), *kblk = w->k + at(pl, &pl->vk, b, 0);
+    if (gq) {
+        TG_GEMM(pl->bf16, false, false, Q, d, K, pl->scale, P, BK, kblk, (int)pl->vk.rs, 0, acc_q, d);
+        for (int i = 0; i < Q; i++) {
+            tg_real *g = gq + at(pl, &pl->vq, b, i);
+            for (int c = 0; c < d; c++) g[c] += acc_q[(size_t)i * d + c];
+        }
+    }
+    if (gk) TG_GEMM(pl->bf16, true, false, K, d, Q, pl->scale, P, BK, qblk, (int)pl->vq.rs, 0, acc_k, d);
+    for (int j = 0; j < K; j++) {
+        if (gk) {
+            tg_real *g = gk + at(pl, &pl->vk, b, j);
+            for (int c = 0; c < d; c++) g[c] += acc_k[(size_t)j * d + c];
+        }
+        if (gv) {
+            tg_real *g = gv + at(pl, &pl->vv, b, j);
+            for (int c = 0; c < dv; c++) g[c] += acc_v[(size_t)j * dv + c];
+        }
+    }
+}
+
 /* What the backward's loops share (attention_backward). */
 typedef struct {
     const attn_bwd *w;
@@ -441,6 +489,12 @@ static void backward_D_rows(void *ctx, int64_t begin, int64_t end, int tid) {
         for (int t = 0; t < c->dv; t++) s += c->dO[o + t] * c->O[o + t];
         c->D[r] = s;
     }
+}
+
+static void backward_single_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const backward_ctx *c = ctx;
+    for (int t = (int)begin; t < (int)end; t++)
+        backward_single(c->w, c->gq, c->gk, c->gv, t, c->scratch + c->per_thread * (size_t)tid);
 }
 
 static void backward_dq_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
@@ -470,7 +524,7 @@ static void attention_backward(tg_node *n) {
     if (rows == 0) return;
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
     tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
-    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + (pl->has_pos ? 4 * (size_t)BQ * R : 0);
+    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (size_t)BQ * d;
     int nth = tg_get_num_threads(); /* the tasks run on at most these: the scratch is theirs */
     tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth) : NULL;
     if (!scratch) return;
@@ -492,7 +546,11 @@ static void attention_backward(tg_node *n) {
                       nblocks(Q, BQ),
                       nblocks(K, BK)};
     tg_parallel_for(rows, rows * dv > TG_PAR_MIN, backward_D_rows, &c);
-    bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
+    bool big = (double)rows * K * (d + dv) > 65536;              /* worth a thread team */
+    if (Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv) { /* one tile per entry: one pass */
+        tg_parallel_tasks_at_most(B, big && B > 1 ? nth : 1, backward_single_tasks, &c);
+        return;
+    }
     /* Two passes, each writing rows only its task owns (and q, k, v may be
      * one tensor: the passes do not overlap in time). */
     if (gq || gpos) {
@@ -646,6 +704,12 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     pl->bf16 = tg_prec_bf16();
     pl->dropout = dropout_p > 0;
     pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
+    /* Short sequences (one block of queries and keys) keep their weights,
+     * B Q K <= 64 B Q reals: the backward then skips the scores' product
+     * and the exps, which at T <= 64 made this op slower than the stored
+     * path (toy, gpt-mini). */
+    if (Q <= BQ && K <= BK && tg_grad_enabled() && !(pl->probs = tg_arena_alloc(sizeof(tg_real) * (size_t)(rows * K))))
+        return NULL;
     if (pl->dropout) {
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
         pl->first = tg_dropout_take(rng, (uint64_t)rows * (uint64_t)K);

@@ -44,6 +44,19 @@ tg_mha *tg_mha_new(int key_size, int query_size, int value_size, int num_hiddens
     return m;
 }
 
+/* Self-attention (queries, keys and values one tensor): the three
+ * projections as one GEMM over their weights stacked [3 H, in], as the
+ * decoder's c_attn, giving the [B, n, 3 H] layout tg_attention_qkv reads.
+ * x is read once and the product is three times as wide; the stacking
+ * copies 3 H in weights a forward, and its backward (tg_concat's) hands
+ * each Linear its rows of the gradient. */
+static tg_tensor *self_projection(tg_mha *m, tg_tensor *x) {
+    tg_linear *l[3] = {m->W_q, m->W_k, m->W_v};
+    tg_tensor *w = tg_concat(3, (tg_tensor *[]){l[0]->weight, l[1]->weight, l[2]->weight}, 0);
+    tg_tensor *b = l[0]->bias ? tg_concat(3, (tg_tensor *[]){l[0]->bias, l[1]->bias, l[2]->bias}, 0) : NULL;
+    return tg_affine(x, w, b);
+}
+
 tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values, tg_mask mask) {
     char b1[64], b2[64], b3[64];
     if (!tg_module_present("mha", "forward", m)) return NULL;
@@ -59,9 +72,13 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
         return NULL;
     }
     int h = m->num_heads, B = queries->shape[0], nq = queries->shape[1];
-    tg_tensor *q = tg_linear_forward(m->W_q, queries);
-    tg_tensor *k = tg_linear_forward(m->W_k, keys);
-    tg_tensor *v = tg_linear_forward(m->W_v, values);
+    bool self = queries == keys && keys == values && m->pos.kind != TG_PE_ROPE;
+    if (self && !tg_module_last_dim("linear", queries, m->W_q->in)) return NULL; /* as W_q would say */
+    tg_tensor *qkv = self ? self_projection(m, queries) : NULL;
+    if (self && !qkv) return NULL;
+    tg_tensor *q = self ? qkv : tg_linear_forward(m->W_q, queries);
+    tg_tensor *k = self ? qkv : tg_linear_forward(m->W_k, keys);
+    tg_tensor *v = self ? qkv : tg_linear_forward(m->W_v, values);
     if (!q || !k || !v) return NULL;
 
     /* Valid lengths per head: entry for batch row b*h + j is that of row b
@@ -87,7 +104,9 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
         return tg_linear_forward(m->W_o, tg_module_merge_heads(out, h));
     }
     const tg_attn_pos *pp = tg_position_apply(&m->pos, h, 0, &q, &k, &terms); /* leaves q and k as they are */
-    return tg_linear_forward(m->W_o, tg_dot_attention_forward_heads(m->attention, q, k, v, h, hm, pp));
+    tg_tensor *out = self ? tg_dot_attention_forward_qkv(m->attention, qkv, h, hm, pp)
+                          : tg_dot_attention_forward_heads(m->attention, q, k, v, h, hm, pp);
+    return tg_linear_forward(m->W_o, out);
 }
 
 int tg_mha_set_position(tg_mha *m, tg_pe_kind pe, int clip, bool rope_half, tg_rng *rng) {
