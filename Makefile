@@ -189,11 +189,12 @@ test: programs $(BUILD)/tests/lm-hooks
 	@$(MAKE) --no-print-directory DOUBLE=1 programs
 	sh tests/dist_test.sh $(BUILD) $(subst build/mpi,build/mpi-double,$(BUILD))
 else
-# ...after the float kernel tests: the GEMM packers and kernels, the
-# dropout-mask stores, the vector exp and the attention row kernels of the
-# float build exist only there.
-FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_mixed_precision.c tests/test_dropout_mask.c \
-                  tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c tests/progress.c
+# ...after the float kernel tests: the GEMM packers and kernels (and their
+# GELU epilogue), the dropout-mask stores, the vector exp and the attention
+# row kernels of the float build exist only there.
+FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_affine_gelu.c tests/test_mixed_precision.c \
+                  tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c \
+                  tests/progress.c
 # ...and last the run report in headless Chromium (tests/report_browser.sh;
 # skipped, saying why, when Chromium or puppeteer-core is missing; not
 # under the sanitizers, nor again for MPI=1).

@@ -53,6 +53,11 @@ static tg_tensor *f_affine(tg_tensor *const *in, int n, void *ctx) {
     return tg_affine(in[0], in[1], n == 3 ? in[2] : NULL);
 }
 
+/* ---- affine_gelu: gelu(x w^T + b), erf form (arg 0) or tanh form (arg 1) ---- */
+static tg_tensor *f_affine_gelu(tg_tensor *const *in, int n, void *ctx) {
+    return tg_affine_gelu(in[0], in[1], n == 3 ? in[2] : NULL, GC_ARG(ctx, 0));
+}
+
 /* ---- cross-entropy, targets and masks picked by arg[0] ---- */
 static const int tgt4[] = {1, 0, 4, 2};
 static const int tgt4_ignore[] = {1, TG_IGNORE_INDEX, 3, TG_IGNORE_INDEX};
@@ -81,6 +86,11 @@ static tg_tensor *f_cross_entropy(tg_tensor *const *in, int n, void *ctx) {
         "layer_norm", what, f_layer_norm, 3, {nd, 1, 1}, {{__VA_ARGS__}, {d}, {d}}, {0}, 0, { 0 } \
     }
 
+/* op "affine_gelu" (tanh 0) or "affine_gelu_tanh" (tanh 1). */
+#define AFG(op, tanh, what, n_in, out, in, nd, ...)                                                    \
+    {                                                                                                  \
+        op, what, f_affine_gelu, n_in, {nd, 2, 1}, {{__VA_ARGS__}, {out, in}, {out}}, {tanh}, 0, { 0 } \
+    }
 #define AFF(what, n_in, out, in, nd, ...)                                                            \
     {                                                                                                \
         "affine", what, f_affine, n_in, {nd, 2, 1}, {{__VA_ARGS__}, {out, in}, {out}}, {0}, 0, { 0 } \
@@ -90,6 +100,14 @@ const gc_case gc_cases_nn_ops[] = {
     AFF("(4,3) (5,3) + (5)", 3, 5, 3, 2, 4, 3),
     AFF("(2,3,4) (2,4) + (2)", 3, 2, 4, 3, 2, 3, 4),
     AFF("(3,5) (4,5), no bias", 2, 4, 5, 2, 3, 5),
+    AFG("affine_gelu", 0, "(4,3) (5,3) + (5)", 3, 5, 3, 2, 4, 3),
+    AFG("affine_gelu", 0, "(2,3,4) (2,4) + (2)", 3, 2, 4, 3, 2, 3, 4),
+    AFG("affine_gelu", 0, "(3,5) (4,5), no bias", 2, 4, 5, 2, 3, 5),
+    AFG("affine_gelu", 0, "(2,1,3) (6,3), no bias", 2, 6, 3, 3, 2, 1, 3),
+    AFG("affine_gelu_tanh", 1, "(4,3) (5,3) + (5)", 3, 5, 3, 2, 4, 3),
+    AFG("affine_gelu_tanh", 1, "(2,3,4) (2,4) + (2)", 3, 2, 4, 3, 2, 3, 4),
+    AFG("affine_gelu_tanh", 1, "(3,5) (4,5), no bias", 2, 4, 5, 2, 3, 5),
+    AFG("affine_gelu_tanh", 1, "(2,1,3) (6,3), no bias", 2, 6, 3, 3, 2, 1, 3),
     C1A("dropout", "(4,5) p=0.3", dropout, 3, 11, 2, 4, 5),
     C1A("dropout", "(2,3,4) p=0.5", dropout, 5, 12, 3, 2, 3, 4),
     C1A("dropout", "tanh(drop(x*x)) (7) p=0.5", dropout_tanh, 5, 0, 1, 7),

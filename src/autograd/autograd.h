@@ -228,6 +228,18 @@ tg_tensor *tg_matmul_t(tg_tensor *a, tg_tensor *b, bool trans_a, bool trans_b);
  * starts from the bias (ops_affine.c); bf16 products under TG_PREC_BF16.
  * Other shapes are an error naming the three. */
 tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b);
+/** gelu(x w^T + b): tg_gelu (or, with tanh_form, tg_gelu_tanh) of
+ * tg_affine(x, w, b), as one op whose GEMM applies the GELU to each block
+ * of the product it finishes, while the block is in cache: no pass of its
+ * own over [..., out] in memory (which gains little where GELU's
+ * arithmetic, not memory, bounds that pass; the backward is the pair's).
+ * Shapes as tg_affine; values and gradients equal the two ops', bit for
+ * bit. With a graph it keeps x w^T + b for the backward (one more
+ * [..., out] tensor in the scope, as the pair does); without one (no grad
+ * mode, or no input requiring grad) it does not. bf16 products under
+ * TG_PREC_BF16. Errors name "affine_gelu" or "affine_gelu_tanh" and the
+ * three shapes. */
+tg_tensor *tg_affine_gelu(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh_form);
 
 /* ---- softmax along the last axis ---------------------------------------------- */
 /** softmax along the last axis (max-subtracted); a's shape. A 0-d a or an

@@ -62,7 +62,9 @@ uint64_t tg_dropout_take(tg_rng *rng, uint64_t n);
  * bf16, which the op takes from tg_get_precision() in its forward (or from
  * its node, n->bf16, in its backward) and passes down, so that every product
  * of one op, on whichever thread, has one precision. */
-#define TG_GEMM(bf16, ...) ((bf16) ? tg_k_gemm_bf16 : tg_k_gemm)(__VA_ARGS__)
+#define TG_GEMM(bf16, ...)    ((bf16) ? tg_k_gemm_bf16 : tg_k_gemm)(__VA_ARGS__)
+/* The same with an epilogue (tg_k_gemm_ep, tensor/kernels.h) as the last argument. */
+#define TG_GEMM_EP(bf16, ...) ((bf16) ? tg_k_gemm_bf16_ep : tg_k_gemm_ep)(__VA_ARGS__)
 /* True when the products of an op run now should be bf16. */
 static inline bool tg_prec_bf16(void) { return tg_get_precision() == TG_PREC_BF16; }
 
@@ -81,7 +83,7 @@ static inline bool tg_prec_bf16(void) { return tg_get_precision() == TG_PREC_BF1
     X(reshape, shape) X(permute, shape) X(slice, shape) X(concat, shape) X(gather_rows, shape)                       \
     X(dropout, dropout) X(masked_softmax, masked_softmax) X(sparsemax, sparsemax) X(layer_norm, layer_norm)          \
     X(cross_entropy, cross_entropy) X(attention, attention) X(rel_gather, relative) X(rel_scatter, relative)         \
-    X(rope, rope) X(affine, affine)
+    X(rope, rope) X(affine, affine) X(affine_gelu, affine) X(affine_gelu_tanh, affine)
 /* clang-format on */
 
 #define TG_OP_DECLARE(name, ...) extern const tg_op tg_op_##name;

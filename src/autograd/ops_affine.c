@@ -6,15 +6,31 @@
  * epilogue), nor a tensor for x W^T. Backward (as matmul and add):
  *   dx = dy W,   dW += dy^T x,   db += sum_rows dy
  * Under TG_PREC_BF16 (autograd.h) the three products are bf16 with float
- * sums; the bias and its gradient stay float. */
+ * sums; the bias and its gradient stay float.
+ *
+ * A Linear followed by GELU, y = gelu(h), h = x W^T + b (GPT-2's MLP), is
+ * one op as well: the same GEMM applies GELU to each block of h it
+ * finishes, while the block is in cache (tg_k_gemm_ep), instead of a pass
+ * of its own over [N, out] in memory. That saves memory traffic, not
+ * arithmetic, and the GELU pass is mostly arithmetic (the tanh form on an
+ * AVX-512 core): the forward gains a little, forward and backward together
+ * about nothing (the backward does the pair's work). h is kept in the
+ * arena for the backward:
+ *   dh = dy * gelu'(h),   then dx, dW, db from dh as above,
+ * gelu and gelu' the rows of TG_UNARY_OPS that tg_gelu and tg_gelu_tanh
+ * run, so the values and gradients are those of tg_gelu(tg_affine(..)),
+ * bit for bit. Without a node to record (no grad, or no input requiring
+ * it) h is not kept: the GELU overwrites it in place, one [N, out] tensor
+ * instead of the pair's two. */
 #include "op.h"
 
 #include <string.h>
 
-static void affine_backward(tg_node *n) {
+/* dx, dW and db from dy, the gradient of h = x W^T + b; n's inputs are
+ * x, W and, when n_in is 3, b. */
+static void affine_grads(const tg_node *n, const tg_tensor *dy) {
     tg_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in == 3 ? n->in[2] : NULL;
-    const tg_tensor *dy = n->out->grad;
-    int in = w->shape[1], out = w->shape[0], N = (int)(x->size / in);
+    int in = w->shape[1], out = w->shape[0], N = out ? (int)(dy->size / out) : 0;
     bool fresh;
     tg_tensor *g = tg_grad_begin(x, &fresh);
     if (g) TG_GEMM(n->bf16, false, false, N, in, out, 1, dy->data, out, w->data, in, fresh ? 0 : 1, g->data, in);
@@ -22,26 +38,79 @@ static void affine_backward(tg_node *n) {
         TG_GEMM(n->bf16, true, false, out, in, N, 1, dy->data, out, x->data, in, fresh ? 0 : 1, g->data, in);
     if (b && (g = tg_grad_begin(b, &fresh))) tg_k_sum_to(dy, g, !fresh);
 }
+
+static void affine_backward(tg_node *n) { affine_grads(n, n->out->grad); }
 const tg_op tg_op_affine = {"affine", affine_backward};
 
-tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b) {
+/* What affine_gelu's backward reads: the pre-activation h = x W^T + b. */
+typedef struct {
+    tg_tensor *h;
+} affine_act_state;
+
+/* dh = dy gelu'(h) (the activation's row of TG_UNARY_OPS), then the
+ * affine's gradients from dh. */
+static void affine_act_backward(tg_node *n, tg_unary_kind act) {
+    const tg_tensor *h = ((const affine_act_state *)n->state)->h, *y = n->out;
+    tg_tensor *dh = tg_empty_arena(h->ndim, h->shape);
+    if (!dh) return;
+    tg_k_unary_backward(act, 0, y->grad->data, h->data, y->data, dh->data, h->size, true);
+    affine_grads(n, dh);
+}
+static void affine_gelu_backward(tg_node *n) { affine_act_backward(n, TG_UNARY_GELU); }
+static void affine_gelu_tanh_backward(tg_node *n) { affine_act_backward(n, TG_UNARY_GELU_TANH); }
+const tg_op tg_op_affine_gelu = {"affine_gelu", affine_gelu_backward};
+const tg_op tg_op_affine_gelu_tanh = {"affine_gelu_tanh", affine_gelu_tanh_backward};
+
+/* The output [..., out] of x [..., in] by w [out, in], in the arena; NULL
+ * with the error (named op) for NULL inputs or shapes that do not fit. */
+static tg_tensor *affine_output(const char *op, const tg_tensor *x, const tg_tensor *w, const tg_tensor *b) {
     char b1[64], b2[64], b3[64];
-    if (tg_any_null("affine", 2, (const tg_tensor *const[]){x, w})) return NULL;
+    if (tg_any_null(op, 2, (const tg_tensor *const[]){x, w})) return NULL;
     int in = w->ndim == 2 ? w->shape[1] : -1, out = w->ndim == 2 ? w->shape[0] : -1;
     if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != in || (b && (b->ndim != 1 || b->shape[0] != out))) {
-        tg_set_error("affine: x %s, weight %s, bias %s: need x [..., in], weight [out, in], bias [out] or NULL",
+        tg_set_error("%s: x %s, weight %s, bias %s: need x [..., in], weight [out, in], bias [out] or NULL", op,
                      tg_tshape(b1, x), tg_tshape(b2, w), b ? tg_tshape(b3, b) : "NULL");
         return NULL;
     }
     int shape[TG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof(int) * (size_t)x->ndim);
     shape[x->ndim - 1] = out;
-    tg_tensor *y = tg_empty_arena(x->ndim, shape);
-    if (!y) return NULL;
-    int64_t N = in ? x->size / in : 0;
-    for (int64_t r = 0; b && r < N; r++) memcpy(y->data + r * out, b->data, sizeof(tg_real) * (size_t)out);
+    return tg_empty_arena(x->ndim, shape);
+}
+
+/* h = x W^T + b into h: b copied to every row, then the GEMM with beta = 1
+ * (beta = 0 without a bias), with the epilogue ep (NULL: none). x's rows
+ * are h's (N = size / out): with in = 0 the GEMM only sets h to b or 0. */
+static void affine_product(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, tg_tensor *h,
+                           const tg_gemm_epilogue *ep) {
+    int in = w->shape[1], out = w->shape[0];
+    int64_t N = out ? h->size / out : 0;
+    for (int64_t r = 0; b && r < N; r++) memcpy(h->data + r * out, b->data, sizeof(tg_real) * (size_t)out);
     if (N > 0)
-        TG_GEMM(tg_prec_bf16(), false, true, (int)N, out, in, 1, x->data, in, w->data, in, b ? 1 : 0, y->data, out);
+        TG_GEMM_EP(tg_prec_bf16(), false, true, (int)N, out, in, 1, x->data, in, w->data, in, b ? 1 : 0, h->data, out,
+                   ep);
+}
+
+tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b) {
+    tg_tensor *y = affine_output("affine", x, w, b);
+    if (!y) return NULL;
+    affine_product(x, w, b, y, NULL);
     tg_node_record(&tg_op_affine, y, b ? 3 : 2, (tg_tensor *[]){x, w, b});
+    return y;
+}
+
+tg_tensor *tg_affine_gelu(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh_form) {
+    const tg_op *op = tanh_form ? &tg_op_affine_gelu_tanh : &tg_op_affine_gelu;
+    tg_tensor *y = affine_output(op->name, x, w, b);
+    if (!y) return NULL;
+    /* h is kept only when the node below will be recorded (tg_node_record's test) */
+    bool keep = tg_grad_enabled() && (x->requires_grad || w->requires_grad || (b && b->requires_grad));
+    tg_tensor *h = keep ? tg_empty_arena(y->ndim, y->shape) : y;
+    if (!h) return NULL;
+    affine_product(x, w, b, h, &(tg_gemm_epilogue){tanh_form ? TG_UNARY_GELU_TANH : TG_UNARY_GELU, y->data});
+    tg_node *n = tg_node_record(op, y, b ? 3 : 2, (tg_tensor *[]){x, w, b});
+    affine_act_state *st = n ? tg_node_state(n, sizeof *st) : NULL;
+    if (n && !st) return NULL;
+    if (st) st->h = h;
     return y;
 }

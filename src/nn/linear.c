@@ -34,6 +34,11 @@ tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x) {
     return tg_affine(x, m->weight, m->bias); /* one GEMM, the bias its starting value */
 }
 
+tg_tensor *tg_linear_gelu_forward(tg_linear *m, tg_tensor *x, bool tanh_form) {
+    if (!tg_module_input("linear", m, x) || !tg_module_last_dim("linear", x, m->in)) return NULL;
+    return tg_affine_gelu(x, m->weight, m->bias, tanh_form); /* one GEMM, GELU its epilogue */
+}
+
 int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix) {
     if (!tg_module_present("linear", "params", m)) return -1;
     if (tg_params_add(p, prefix, "weight", m->weight)) return -1;

@@ -70,6 +70,13 @@ tg_linear *tg_linear_new(int in, int out, bool bias, tg_rng *rng);
  * with "linear: input <shape> last dim d, expected in" recorded when the
  * last axis does not match, or when m or x is NULL. */
 tg_tensor *tg_linear_forward(tg_linear *m, tg_tensor *x);
+/** GELU of the layer's output, gelu(x W^T + b) (GPT-2's MLP: tanh_form for
+ * GPT-2's tanh form, else the exact erf form), as one GEMM that applies the
+ * GELU to each block of the output it finishes (tg_affine_gelu): the values
+ * and gradients of tg_gelu (tg_gelu_tanh) of tg_linear_forward, bit for
+ * bit. Checks and errors as tg_linear_forward; the result lives in the
+ * current scope. */
+tg_tensor *tg_linear_gelu_forward(tg_linear *m, tg_tensor *x, bool tanh_form);
 /** Appends "<prefix>.weight" and, with a bias, "<prefix>.bias" to p
  * (prefix NULL or "": the bare names). 0, or -1 with the error recorded. */
 int tg_linear_params(tg_linear *m, tg_params *p, const char *prefix);

@@ -29,6 +29,17 @@
  * Small products (the attention heads are 16 x 16 x 16) skip packing: a
  * "direct" kernel reads A through its strides and B rows in place.
  *
+ * Epilogue (tg_k_gemm_ep): with one, each block of C a thread finishes
+ * (the rows of one block of A across one panel of B, after the last KC
+ * block) goes through act (Y = act(C), gemm_epilogue) on that thread,
+ * before its next block: the values come from L2, so an activation after
+ * a Linear costs no pass of its own over [M, N] in memory. Not tile by
+ * tile from L1: a 32-wide row vectorises worse than a panel-wide one, and
+ * Y written 6 short rows at a time cost more than the L2 reads saved, so
+ * that was slower than a separate pass (the commit that added this has
+ * the measurements). The direct loops apply it to each tile they finish
+ * (a row, for the portable ones).
+ *
  * Determinism: the value of C(i,j) depends only on how K is split into KC
  * blocks (each block is summed in k order in registers, then added to C),
  * and that split depends on K alone. Threads split the rows of C, never K,
@@ -190,7 +201,8 @@ static void kernel_portable(int kc, const tg_real *restrict a, const tg_real *re
 /* Small products without AVX2: i-k-j loops over rows of C, the inner loop
  * contiguous in C and (when not transposed) in B. */
 static void direct_portable(bool trans_a, bool trans_b, int i_begin, int i_end, int N, int K, tg_real alpha,
-                            const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+                            const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
+                            const tg_gemm_epilogue *ep) {
     scale_c(i_end - i_begin, N, beta, C + (size_t)i_begin * ldc, ldc);
     for (int i = i_begin; i < i_end; i++) {
         /* restrict: C never overlaps A or B, and saying so lets -O2 vectorise
@@ -210,6 +222,7 @@ static void direct_portable(bool trans_a, bool trans_b, int i_begin, int i_end, 
                 c[j] += alpha * s;
             }
         }
+        gemm_epilogue(ep, C, c, ldc, 1, N); /* row i is finished */
     }
 }
 
@@ -468,7 +481,8 @@ TG_AVX2 static void pack_bt_avx2(int nr, int n, int kc, const tg_real *B, int ld
  * reused from L1 by every row tile. A transposed B is first copied, one
  * K x NR sliver at a time, into a stack buffer (K <= DIRECT_MAX_K). */
 static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int N, int K, tg_real alpha,
-                        const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+                        const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
+                        const tg_gemm_epilogue *ep) {
     _Alignas(64) tg_real sliver[DIRECT_MAX_K * AVX_NR];
     ptrdiff_t ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
     for (int j0 = 0; j0 < N; j0 += AVX_NR) {
@@ -488,8 +502,9 @@ static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int 
         }
         for (int i0 = i_begin; i0 < i_end; i0 += AVX_MR) {
             int m = i_end - i0 < AVX_MR ? i_end - i0 : AVX_MR;
-            kernel_direct_avx2(K, A + (size_t)i0 * ars, ars, acs, b, bstride, C + (size_t)i0 * ldc + j0, ldc, alpha,
-                               beta, m, n, nload);
+            tg_real *c = C + (size_t)i0 * ldc + j0;
+            kernel_direct_avx2(K, A + (size_t)i0 * ars, ars, acs, b, bstride, c, ldc, alpha, beta, m, n, nload);
+            gemm_epilogue(ep, C, c, ldc, m, n);
         }
     }
 }
@@ -633,15 +648,16 @@ static void release_on_thread(void *ctx, int tid, int nth) {
 static void gemm_release(void) { tg_parallel_team(true, release_on_thread, NULL); }
 
 static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, int N, int K, tg_real alpha,
-                        const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+                        const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
+                        const tg_gemm_epilogue *ep) {
 #if TG_X86
     if (avx2) {
-        direct_avx2(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        direct_avx2(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
 #endif
     (void)avx2;
-    direct_portable(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    direct_portable(trans_a, trans_b, r0, r1, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
 }
 
 typedef struct {
@@ -651,6 +667,7 @@ typedef struct {
     tg_real alpha, beta;
     const tg_real *A, *B;
     tg_real *C;
+    const tg_gemm_epilogue *ep; /* NULL: none */
     int kblocks, nc, mc;        /* blocked path */
     int jc, ncur, kb, pc, kcur; /* blocked path: the panel of the current jobs */
     tg_real *ws;
@@ -660,7 +677,7 @@ typedef struct {
  * the start of each path's gemm_ctx initialiser. */
 #define GEMM_OPERANDS                                                                                   \
     .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, \
-    .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C
+    .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .ep = ep
 
 /* Row blocks [b, e) of the product's nt: a range job, so a share no thread
  * has started is run by the caller (no barrier needs a whole team here). */
@@ -670,17 +687,18 @@ static void direct_range(void *ctx, int64_t b, int64_t e, int tid) {
     int r0, r1;
     block_rows(c->M, c->mr, b, e, c->nt, &r0, &r1);
     direct_rows(c->avx2, c->trans_a, c->trans_b, r0, r1, c->N, c->K, c->alpha, c->A, c->lda, c->B, c->ldb, c->beta,
-                c->C, c->ldc);
+                c->C, c->ldc, c->ep);
 }
 
 /* Small products: no packing, rows of C split among threads. */
 static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A,
-                        int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+                        int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
+                        const tg_gemm_epilogue *ep) {
     int mr = avx2 ? AVX_MR : 1;
     int nt = team_size(M, N, K, mr);
     /* A job costs far more than a whole 16x16x16 product: skip it. */
     if (nt == 1) {
-        direct_rows(avx2, trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        direct_rows(avx2, trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
     gemm_ctx c = {GEMM_OPERANDS, .avx2 = avx2, .mr = mr, .nt = nt};
@@ -744,6 +762,7 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     block_rows(c->M, mr, b, e, c->nt, &row0, &row1);
     int slivers = (c->ncur + nr - 1) / nr;
     tg_real beta_k = c->kb == 0 ? c->beta : 1;
+    const tg_gemm_epilogue *ep = c->kb == c->kblocks - 1 ? c->ep : NULL; /* only the last K block finishes C */
     /* A read in place (op(A)(i, k) at A[i*lda + k], or A[k*lda + i]
      * transposed) when its block serves few slivers of B: packing it costs
      * a pass over A that only many slivers repay. Measured (perf, bench):
@@ -768,11 +787,14 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
                     c->isa->kernel(kcur, apack + (size_t)ir * kcur, bs, cs, c->ldc, c->alpha, beta_k, m, n);
             }
         }
+        /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
+        gemm_epilogue(ep, c->C, c->C + (size_t)ic * c->ldc + c->jc, c->ldc, mcur, c->ncur);
     }
 }
 
 static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
-                         const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+                         const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
+                         const tg_gemm_epilogue *ep) {
     const int mr = isa->mr, nr = isa->nr;
     /* K in near-equal blocks of at most KC (257 -> 129 + 128, not 256 + 1);
      * the split depends on K only, which keeps results thread-independent. */
@@ -786,7 +808,7 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
     size_t a_elems = round_up((size_t)kc_max * mc + 8, 16); /* + 8: pack_a_avx2's overhang */
     tg_real *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(tg_real));
     if (!ws) { /* out of memory: slow but correct, and no crash */
-        direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
     gemm_ctx c = {GEMM_OPERANDS, .isa = isa, .mr = mr, .nt = nt, .kblocks = kblocks, .nc = nc, .mc = mc};
@@ -802,11 +824,12 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
     }
 }
 
-void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
-               const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                  const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0) { /* nothing to multiply: C = beta * C */
         scale_c(M, N, beta, C, ldc);
+        gemm_epilogue(ep, C, C, ldc, M, N);
         return;
     }
     /* The kernels follow tg_isa_level() (simd.h, TG_PICK), which tests cap
@@ -818,8 +841,13 @@ void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, c
      * not vectorised, a float dot product never is), while the packed
      * path's fixed-size kernel is vectorised. */
     if ((double)M * N * K <= isa->direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b)) {
-        gemm_direct(avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        gemm_direct(avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
-    gemm_blocked(isa, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_blocked(isa, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+}
+
+void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+               const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+    tg_k_gemm_ep(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }

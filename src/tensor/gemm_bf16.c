@@ -33,6 +33,10 @@
  * instruction flushes subnormal sums to zero, which C does not), and is what
  * a CPU without AVX-512 BF16 runs.
  *
+ * Epilogue (tg_k_gemm_bf16_ep): as gemm.c's, each block of C (one block
+ * of A across one panel of B) once after its last KC block, on the thread
+ * that computed it (gemm_epilogue).
+ *
  * Memory: the packing buffers are gemm.c's (tg__gemm_workspace: thread-local,
  * grown on demand, released by tg_release_all). */
 #include <stddef.h>
@@ -326,6 +330,8 @@ typedef struct {
     tg_real alpha, beta;
     const tg_real *A, *B;
     tg_real *C;
+    const tg_gemm_epilogue *ep; /* NULL: none */
+    int kblocks;
     int jc, ncur, kb, pc, kcur; /* the panel of the current jobs */
     uint16_t *ws;
     size_t b_elems, a_elems;
@@ -381,6 +387,7 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     block_rows(c->M, MR, b, e, c->nt, &row0, &row1);
     int slivers = (c->ncur + NR - 1) / NR;
     tg_real beta_k = c->kb == 0 ? c->beta : 1;
+    const tg_gemm_epilogue *ep = c->kb == c->kblocks - 1 ? c->ep : NULL; /* only the last K block finishes C */
     for (int ic = row0; ic < row1; ic += c->mc) {
         int mcur = row1 - ic < c->mc ? row1 - ic : c->mc;
         pack_a_block(c, ic, mcur, apack, panel);
@@ -392,6 +399,8 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
                      c->C + (size_t)(ic + ir) * c->ldc + c->jc + j0, c->ldc, c->alpha, beta_k, m, n);
             }
         }
+        /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
+        gemm_epilogue(ep, c->C, c->C + (size_t)ic * c->ldc + c->jc, c->ldc, mcur, c->ncur);
     }
 }
 
@@ -399,8 +408,9 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
  * the same order, slowly, so an out-of-memory machine still gets the
  * product (and no crash). */
 static void gemm_bf16_unpacked(bool ta, bool tb, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
-                               const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
-    for (int i = 0; i < M; i++)
+                               const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
+                               const tg_gemm_epilogue *ep) {
+    for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
             float s = 0;
             for (int k = 0; k < K; k++)
@@ -409,13 +419,15 @@ static void gemm_bf16_unpacked(bool ta, bool tb, int M, int N, int K, tg_real al
             tg_real *cij = C + (size_t)i * ldc + j;
             *cij = beta == 0 ? alpha * (tg_real)s : alpha * (tg_real)s + beta * *cij;
         }
+        gemm_epilogue(ep, C, C + (size_t)i * ldc, ldc, 1, N);
+    }
 }
 
-void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
-                    const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                       const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0) { /* nothing to multiply: C = beta * C, as tg_k_gemm */
-        tg_k_gemm(trans_a, trans_b, M, N, 0, alpha, A, lda, B, ldb, beta, C, ldc);
+        tg_k_gemm_ep(trans_a, trans_b, M, N, 0, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
     /* K in near-equal blocks of at most KC, each an even number deep except
@@ -431,7 +443,7 @@ void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alp
     size_t a_elems = round_up((size_t)kc_max * mc + 16, 32); /* + 16: pack_a_fast's overhang */
     uint16_t *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(uint16_t));
     if (!ws) {
-        gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
     ctx_t c = {.bf16 = tg_isa_level() >= TG_ISA_AVX512_BF16,
@@ -450,6 +462,8 @@ void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alp
                .A = A,
                .B = B,
                .C = C,
+               .ep = ep,
+               .kblocks = kblocks,
                .ws = ws,
                .b_elems = b_elems,
                .a_elems = a_elems};
@@ -464,4 +478,9 @@ void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alp
             tg_parallel_for(nt, nt > 1, multiply_range, &c);
         }
     }
+}
+
+void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                    const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+    tg_k_gemm_bf16_ep(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }

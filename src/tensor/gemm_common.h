@@ -1,13 +1,15 @@
 /* Internal: the pieces the float GEMM (gemm.c) and the bf16 GEMM
  * (gemm_bf16.c) share: how a product is split among threads, their
- * thread-local packing buffers, and the AVX-512 kernels' store of a 6 x 32
- * tile. One copy here so that both products split and store alike. */
+ * thread-local packing buffers, the epilogue on a finished tile, and the
+ * AVX-512 kernels' store of a 6 x 32 tile. One copy here so that both
+ * products split and store alike. */
 #ifndef TG_GEMM_COMMON_H
 #define TG_GEMM_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tensor/kernels.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
 #include "tensor/tensor_internal.h"
@@ -54,6 +56,15 @@ static inline void block_rows(int M, int mr, int64_t b, int64_t e, int nth, int 
  * tg_release_all; NULL when out of memory. One buffer serves both products
  * (neither runs inside the other). */
 void *tg__gemm_workspace(size_t bytes);
+
+/* The epilogue (tg_k_gemm_ep, kernels.h) on the m x n block of C at c, C0
+ * the corner of C: Y(i,j) = act(C(i,j)), Y at the block's place in Y. Run
+ * once per block, when its last K block is in (kb == kblocks - 1), by the
+ * thread that computed it, while the block is in cache. ep NULL: nothing. */
+static inline void gemm_epilogue(const tg_gemm_epilogue *ep, const tg_real *C0, const tg_real *c, int ldc, int m,
+                                 int n) {
+    if (ep) tg_k_unary_tile(ep->act, 0, m, n, c, ep->Y + (c - C0), ldc);
+}
 
 /* ---- the 6-row tiles of the AVX2 and AVX-512 kernels -----------------------
  * GEMM_ROWS6(op): op(0); ... op(5); one statement per row of the tile. */

@@ -107,6 +107,30 @@ void tg_k_unary(tg_unary_kind kind, tg_real param, const tg_real *x, tg_real *y,
  * (y = f(x), the forward's output). */
 void tg_k_unary_backward(tg_unary_kind kind, tg_real param, const tg_real *gy, const tg_real *x, const tg_real *y,
                          tg_real *gx, int64_t n, bool fresh);
+/* tg_k_unary on an m x n block of rows ld apart: y = f(x), the same
+ * formula, hence the same bits. y == x (in place) is allowed. On the
+ * calling thread: the GEMM's epilogue runs it on one finished block of C
+ * at a time (tg_k_gemm_ep). */
+void tg_k_unary_tile(tg_unary_kind kind, tg_real param, int m, int n, const tg_real *x, tg_real *y, int ld);
+
+/* ---- GEMM with an epilogue ---------------------------------------------------
+ * tg_k_gemm_ep is tg_k_gemm (tg_k_gemm_bf16_ep: tg_k_gemm_bf16) that also
+ * writes Y = act(C) for the finished C, block by block, each block once,
+ * after its last K block, on the thread that computed it, while the block
+ * is still in cache: no second pass over C in memory (gemm.c says which
+ * blocks). C keeps the product (a backward needs the pre-activation); Y has
+ * C's shape and ldc, and may be C itself (then only act(C) is kept). act
+ * is a row of TG_UNARY_OPS without a scalar (GELU, GELU tanh, ReLU, ...);
+ * Y(i,j) is bit for bit tg_k_unary's f(C(i,j)). ep NULL: tg_k_gemm
+ * exactly. C is final as tg_k_gemm leaves it, at any thread count. */
+typedef struct {
+    tg_unary_kind act; /* f of y = f(v) */
+    tg_real *Y;        /* M x N at stride ldc; Y == C: in place */
+} tg_gemm_epilogue;
+void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                  const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep);
+void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                       const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep);
 /* out = a (op) b with NumPy broadcasting; out has the broadcast shape. */
 void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out);
 /* Sums src (broadcast shape) down to dst's shape, which src broadcasts from;

@@ -44,6 +44,42 @@ void tg_k_unary(tg_unary_kind kind, tg_real p, const tg_real *x, tg_real *y, int
     tg_parallel_for(n, n > TG_PAR_MIN, unary_range, &(unary_ctx){.kind = kind, .p = p, .x = x, .out = y});
 }
 
+/* The forward column on an m x n block, row by row; a row in place (x ==
+ * y) is read and written through one pointer, so that both loops are
+ * plain vector loops. */
+TG_KERNEL_BODY void unary_tile_body(tg_unary_kind kind, tg_real p, int m, int n, const tg_real *x, tg_real *y, int ld) {
+    (void)p;
+#define MAP(expr)                                            \
+    for (int r = 0; r < m; r++) {                            \
+        if (x == y) {                                        \
+            tg_real *restrict yr = y + (size_t)r * ld;       \
+            for (int j = 0; j < n; j++) {                    \
+                tg_real v = yr[j];                           \
+                yr[j] = (expr);                              \
+            }                                                \
+        } else {                                             \
+            const tg_real *restrict xr = x + (size_t)r * ld; \
+            tg_real *restrict yr = y + (size_t)r * ld;       \
+            for (int j = 0; j < n; j++) {                    \
+                tg_real v = xr[j];                           \
+                yr[j] = (expr);                              \
+            }                                                \
+        }                                                    \
+    }                                                        \
+    break;
+#define CASE(name, KIND, f, df, arity) \
+    case TG_UNARY_##KIND: MAP(f)
+    switch (kind) { TG_UNARY_OPS(CASE) }
+#undef CASE
+#undef MAP
+}
+TG_ISA_DISPATCH(unary_tile, (tg_unary_kind kind, tg_real p, int m, int n, const tg_real *x, tg_real *y, int ld),
+                (kind, p, m, n, x, y, ld))
+
+void tg_k_unary_tile(tg_unary_kind kind, tg_real p, int m, int n, const tg_real *x, tg_real *y, int ld) {
+    unary_tile(kind, p, m, n, x, y, ld);
+}
+
 /* dx = GX or dx += GX, GX the row's derivative column written in g = dy, x,
  * y = f(x) and p; branch-free, so both loops vectorise. */
 TG_KERNEL_BODY void unary_backward_range_body(void *ctx, int64_t begin, int64_t end, int tid) {
