@@ -233,8 +233,8 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
         y = tg_module_merge_heads(tg_dot_attention_forward_pos(b->attn, q, k, v, mask, pp), h); /* [B h, T, hd] */
     }
     x = tg_add(x, tg_dropout_forward(b->resid_drop, tg_linear_forward(b->attn_proj, y)));
-    tg_tensor *f = tg_linear_forward(b->c_fc, tg_layernorm_forward(b->ln_2, x));
-    f = m->cfg.gelu == TG_DEC_GELU_ERF ? tg_gelu(f) : tg_gelu_tanh(f);
+    /* c_fc and its GELU as one op: the GEMM applies the GELU as it finishes each block */
+    tg_tensor *f = tg_linear_gelu_forward(b->c_fc, tg_layernorm_forward(b->ln_2, x), m->cfg.gelu == TG_DEC_GELU_TANH);
     return tg_add(x, tg_dropout_forward(b->mlp_drop, tg_linear_forward(b->mlp_proj, f)));
 }
 
