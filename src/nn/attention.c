@@ -194,7 +194,7 @@ tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries,
 }
 
 /* The fused op's rule of tg_dot_attention_forward_pos, for the head layouts. */
-static bool takes_fused(const tg_dot_attention *m, int K) {
+bool tg_dot_attention_takes_fused(const tg_dot_attention *m, int K) {
     return !m->record && !m->sparse && (m->path == TG_PATH_FUSED || (m->path == TG_PATH_AUTO && K >= 64));
 }
 
@@ -213,7 +213,7 @@ tg_tensor *tg_dot_attention_forward_heads(tg_dot_attention *m, tg_tensor *querie
     }
     if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
         return NULL;
-    if (takes_fused(m, keys->shape[1]))
+    if (tg_dot_attention_takes_fused(m, keys->shape[1]))
         return tg_attention_heads(queries, keys, values, heads, mask, tg_dropout_active_p(m->dropout),
                                   tg_dropout_rng(m->dropout), pos);
     tg_tensor *out =
@@ -233,7 +233,7 @@ tg_tensor *tg_dot_attention_forward_qkv(tg_dot_attention *m, tg_tensor *qkv, int
         return NULL;
     }
     int B = qkv->shape[0], T = qkv->shape[1], h = heads, hd = qkv->shape[2] / (3 * h);
-    if (takes_fused(m, T))
+    if (tg_dot_attention_takes_fused(m, T))
         return tg_attention_qkv(qkv, h, mask, tg_dropout_active_p(m->dropout), tg_dropout_rng(m->dropout), pos);
     /* [B, T, 3, h, hd] -> [3, B h, T, hd], then one slice per third. */
     tg_tensor *t = tg_reshape(tg_permute(tg_reshape(qkv, TG_SHAPE(B, T, 3, h, hd)), (const int[]){2, 0, 3, 1, 4}),
