@@ -39,24 +39,16 @@ static const tg_attn_pos *pick_pos(int alibi, int heads, tg_attn_pos *pos, tg_re
     return pos;
 }
 
+/* Three inputs: tg_attention_heads; one: tg_attention_qkv. */
 static tg_tensor *f_attention_heads(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
     tg_rng rng = tg_rng_new((uint64_t)GC_ARG(ctx, 2));
     tg_attn_pos pos;
-    tg_real slopes[8];
+    tg_real slopes[8], p = (tg_real)GC_ARG(ctx, 1) / 10;
     int h = GC_ARG(ctx, 3) % 100;
-    return tg_attention_heads(in[0], in[1], in[2], h, pick_mask(GC_ARG(ctx, 0)), (tg_real)GC_ARG(ctx, 1) / 10, &rng,
-                              pick_pos(GC_ARG(ctx, 3) >= 100, h, &pos, slopes));
-}
-
-static tg_tensor *f_attention_qkv(tg_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    tg_rng rng = tg_rng_new((uint64_t)GC_ARG(ctx, 2));
-    tg_attn_pos pos;
-    tg_real slopes[8];
-    int h = GC_ARG(ctx, 3) % 100;
-    return tg_attention_qkv(in[0], h, pick_mask(GC_ARG(ctx, 0)), (tg_real)GC_ARG(ctx, 1) / 10, &rng,
-                            pick_pos(GC_ARG(ctx, 3) >= 100, h, &pos, slopes));
+    const tg_attn_pos *pp = pick_pos(GC_ARG(ctx, 3) >= 100, h, &pos, slopes);
+    tg_mask mask = pick_mask(GC_ARG(ctx, 0));
+    return n == 1 ? tg_attention_qkv(in[0], h, mask, p, &rng, pp)
+                  : tg_attention_heads(in[0], in[1], in[2], h, mask, p, &rng, pp);
 }
 
 /* q (B,Q,d), k (B,K,d), v (B,K,dv) */
@@ -83,8 +75,8 @@ const gc_case gc_cases_attention_op[] = {
     {"attention", "heads in place, h=2 causal drop 0.3 ALiBi", f_attention_heads, 3, {3, 3, 3},
      {{2, 4, 4}, {2, 4, 4}, {2, 4, 6}}, {3, 3, 17, 102}, 0, {0}},
     /* the fused projection qkv (B,T,3 h d) */
-    {"attention", "fused qkv, h=2 d=2 causal", f_attention_qkv, 1, {3}, {{2, 4, 12}}, {3, 0, 17, 2}, 0, {0}},
-    {"attention", "fused qkv, h=2 d=3 causal drop 0.2 ALiBi", f_attention_qkv, 1, {3}, {{1, 5, 18}}, {3, 2, 17, 102}, 0,
+    {"attention", "fused qkv, h=2 d=2 causal", f_attention_heads, 1, {3}, {{2, 4, 12}}, {3, 0, 17, 2}, 0, {0}},
+    {"attention", "fused qkv, h=2 d=3 causal drop 0.2 ALiBi", f_attention_heads, 1, {3}, {{1, 5, 18}}, {3, 2, 17, 102}, 0,
      {0}},
 };
 const int gc_cases_attention_op_count = (int)(sizeof gc_cases_attention_op / sizeof gc_cases_attention_op[0]);
