@@ -230,7 +230,7 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
                 mask.lens_ndim = 2;
             }
         }
-        y = tg_module_merge_heads(tg_dot_attention_forward_pos(b->attn, q, k, v, mask, pp), h); /* [B h, T, hd] */
+        y = tg_module_merge_heads(tg_dot_attention_forward_pos(b->attn, q, k, v, mask, pp), h); /* [B h, T, hd] -> */
     }
     x = tg_add(x, tg_dropout_forward(b->resid_drop, tg_linear_forward(b->attn_proj, y)));
     /* c_fc and its GELU as one op: the GEMM applies the GELU as it finishes each block */
