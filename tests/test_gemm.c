@@ -163,7 +163,19 @@ static void same_for_threads_all(void) {
         same_for_threads(t & 1, t & 2, 513, 33, 600);
         same_for_threads(t & 1, t & 2, 64, 64, 65); /* direct path, threaded */
         same_for_threads(t & 1, t & 2, 150, 100, 120);
+        same_for_threads(t & 1, t & 2, 3, 2000, 300); /* few rows: the threads split the columns */
     }
+}
+
+/* A product of fewer row tiles than threads splits B's slivers among them
+ * (gemm_blocked): every column right, at 2 threads, the panel's last
+ * sliver partial, several K blocks. */
+Test(gemm, few_rows_split_by_columns) {
+    int saved = tg_get_num_threads();
+    tg_set_num_threads(2);
+    check_all_transposes(1, 1000, 300, (tg_real)0.75, (tg_real)0.5, 0, false);
+    check_all_transposes(5, 1037, 70, 1, 0, 3, false);
+    tg_set_num_threads(saved);
 }
 
 Test(gemm, bit_identical_across_thread_counts) {

@@ -669,6 +669,7 @@ typedef struct {
     tg_real *C;
     const tg_gemm_epilogue *ep; /* NULL: none */
     int kblocks, nc, mc;        /* blocked path */
+    bool split_n;               /* blocked path: threads split B's slivers, not C's rows */
     int jc, ncur, kb, pc, kcur; /* blocked path: the panel of the current jobs */
     tg_real *ws;
     size_t b_elems, a_elems;
@@ -753,14 +754,17 @@ static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
 }
 
 /* Row blocks [b, e) of the product's nt (thread_rows) times the packed panel;
- * share tid packs its rows of A into its own buffer. */
+ * share tid packs its rows of A into its own buffer. With split_n, shares
+ * [b, e) are runs of the panel's slivers instead, times every row. */
 static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     const gemm_ctx *c = ctx;
     const int mr = c->isa->mr, nr = c->isa->nr, mc = c->mc, kcur = c->kcur;
     tg_real *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
-    int row0, row1;
-    block_rows(c->M, mr, b, e, c->nt, &row0, &row1);
-    int slivers = (c->ncur + nr - 1) / nr;
+    int row0 = 0, row1 = c->M, slivers = (c->ncur + nr - 1) / nr, s0 = 0, s1 = slivers;
+    if (c->split_n)
+        block_rows(slivers, 1, b, e, c->nt, &s0, &s1);
+    else
+        block_rows(c->M, mr, b, e, c->nt, &row0, &row1);
     tg_real beta_k = c->kb == 0 ? c->beta : 1;
     const tg_gemm_epilogue *ep = c->kb == c->kblocks - 1 ? c->ep : NULL; /* only the last K block finishes C */
     /* A read in place (op(A)(i, k) at A[i*lda + k], or A[k*lda + i]
@@ -773,7 +777,7 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     for (int ic = row0; ic < row1; ic += mc) {
         int mcur = row1 - ic < mc ? row1 - ic : mc;
         if (!in_place) pack_a_isa(c->isa, c->trans_a, mcur, kcur, c->A, c->lda, ic, c->pc, apack);
-        for (int s = 0; s < slivers; s++) {
+        for (int s = s0; s < s1; s++) {
             int j0 = s * nr;
             int n = c->ncur - j0 < nr ? c->ncur - j0 : nr;
             const tg_real *bs = c->ws + (size_t)s * nr * kcur;
@@ -788,7 +792,9 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
             }
         }
         /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
-        gemm_epilogue(ep, c->C, c->C + (size_t)ic * c->ldc + c->jc, c->ldc, mcur, c->ncur);
+        int j1 = s1 * nr < c->ncur ? s1 * nr : c->ncur; /* this share's columns of the panel */
+        if (j1 > s0 * nr)
+            gemm_epilogue(ep, c->C, c->C + (size_t)ic * c->ldc + c->jc + s0 * nr, c->ldc, mcur, j1 - s0 * nr);
     }
 }
 
@@ -803,7 +809,13 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
     int nc = (int)round_up((size_t)(N < isa->nc ? N : isa->nc), (size_t)nr);
     int mc = (int)round_up((size_t)(M < isa->mc ? M : isa->mc), (size_t)mr);
 
-    int nt = team_size(M, N, K, mr);
+    /* Threads split C's rows; a product of fewer row tiles than threads
+     * (a few rows: one token's step in generation, M = batch) splits B's
+     * slivers instead. Either way each element of C is one thread's, summed
+     * in the same order: the same bits at any thread count. */
+    int nt = team_size(M, N, K, mr), nt_cols = team_size(N, M, K, nr);
+    bool split_n = nt_cols > nt;
+    if (split_n) nt = nt_cols;
     size_t b_elems = round_up((size_t)kc_max * nc, 16);
     size_t a_elems = round_up((size_t)kc_max * mc + 8, 16); /* + 8: pack_a_avx2's overhang */
     tg_real *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(tg_real));
@@ -811,7 +823,8 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
         direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
-    gemm_ctx c = {GEMM_OPERANDS, .isa = isa, .mr = mr, .nt = nt, .kblocks = kblocks, .nc = nc, .mc = mc};
+    gemm_ctx c = {GEMM_OPERANDS,      .isa = isa, .mr = mr, .nt = nt,
+                  .kblocks = kblocks, .nc = nc,   .mc = mc, .split_n = split_n};
     c.ws = ws, c.b_elems = b_elems, c.a_elems = a_elems;
     for (c.jc = 0; c.jc < N; c.jc += nc) {
         c.ncur = N - c.jc < nc ? N - c.jc : nc;
