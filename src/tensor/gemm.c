@@ -42,8 +42,9 @@
  *
  * Determinism: the value of C(i,j) depends only on how K is split into KC
  * blocks (each block is summed in k order in registers, then added to C),
- * and that split depends on K alone. Threads split the rows of C, never K,
- * so results are bit-identical for any number of threads.
+ * and that split depends on K alone. Threads split the rows of C (its columns
+ * when the rows are too few), never K, so results are bit-identical for any
+ * number of threads.
  *
  * Memory: packing buffers belong to the calling thread (thread-local), are
  * allocated once through tg_sys_alloc and grown only when a larger product
