@@ -54,6 +54,8 @@ Test(figure, tensors_draw_as_their_float_values) {
     tg_tensor *other = tg_randn(TG_SHAPE(5, 6), &rng);
     cr_expect_eq(tg_figure_heatmap_grid(in_dir("g.png"), 1, 2, (const tg_tensor *const[]){m, other}, NULL, &o), -1);
     cr_expect(error_has("figure: heatmap grid", "panel 1 is (5,6), panel 0 (5,7)"), "%s", tg_last_error());
+    cr_expect_eq(tg_figure_heatmap_grid(in_dir("g.png"), 70000, 70000, (const tg_tensor *const[]){m}, NULL, &o), -1);
+    cr_expect(error_has("figure: heatmap grid", "70000 x 70000 grid (1..64 a side)"), "%s", tg_last_error());
     cr_expect_eq(tg_figure_lineplot(in_dir("g.png"), (const tg_tensor *const[]){m}, NULL, 1, NULL, &po), -1);
     cr_expect(error_has("figure: lineplot", "series 0 is (5,7)"), "%s", tg_last_error());
     cr_expect_eq(tg_figure_lineplot(in_dir("g.png"), (const tg_tensor *const[]){y}, NULL, 1, other, &po), -1);

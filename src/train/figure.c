@@ -50,8 +50,10 @@ int tg_figure_heatmap(const char *png_path, const tg_tensor *t, const tg_heatmap
 int tg_figure_heatmap_grid(const char *png_path, int grid_rows, int grid_cols, const tg_tensor *const *ts,
                            const char *const *panel_titles, const tg_heatmap_opts *o) {
     char a[64], b[64];
-    if (!ts || grid_rows < 1 || grid_cols < 1) {
-        tg_set_error("figure: heatmap grid: NULL tensors or a %d x %d grid", grid_rows, grid_cols);
+    /* 1..64 a side, as tg_viz_heatmap_grid takes (heatmap.c's MAX_GRID),
+     * checked first: the panel count must not overflow. */
+    if (!ts || grid_rows < 1 || grid_cols < 1 || grid_rows > 64 || grid_cols > 64) {
+        tg_set_error("figure: heatmap grid: NULL tensors or a %d x %d grid (1..64 a side)", grid_rows, grid_cols);
         return -1;
     }
     int n = grid_rows * grid_cols, rows = 0, cols = 0, rc = 0;
