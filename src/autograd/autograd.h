@@ -349,7 +349,7 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
  * softmax forward, backward recomputing the weights from the saved
  * log-sum-exp and the dropout mask from its counter. Memory O(B Q d);
  * with at most 64 queries and keys the weights (B Q K <= 64 B Q reals) are
- * kept instead of recomputed, while grad mode is on.
+ * kept instead of recomputed, when a backward will need them.
  * dropout_p in [0, 1] (1 gives zeros, as tg_dropout, and draws nothing);
  * rng may be NULL when dropout_p is 0 or 1. Shapes that do not fit, d = 0,
  * a bad mask (as tg_masked_softmax) or a bad dropout_p are errors. */

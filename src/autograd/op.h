@@ -26,8 +26,11 @@ struct tg_node {
     tg_node *prev;  /* the node created before this one (the tape) */
 };
 
-/* Records a node for out if grad mode is on and an input requires grad.
- * Returns the node (to give its state) or NULL when nothing is recorded. */
+/* Records a node for out if grad mode is on and an input requires grad
+ * (tg_node_will_record: an op asks it first when it keeps something only
+ * its backward reads). Returns the node (to give its state) or NULL when
+ * nothing is recorded. */
+bool tg_node_will_record(int n_in, tg_tensor *const *in);
 tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in);
 /* Allocates the node's state, bytes zeroed, in the current scope's arena,
  * and sets n->state to it. Returns it, or NULL (error recorded) when out of

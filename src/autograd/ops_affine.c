@@ -103,12 +103,12 @@ tg_tensor *tg_affine_gelu(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh_fo
     const tg_op *op = tanh_form ? &tg_op_affine_gelu_tanh : &tg_op_affine_gelu;
     tg_tensor *y = affine_output(op->name, x, w, b);
     if (!y) return NULL;
-    /* h is kept only when the node below will be recorded (tg_node_record's test) */
-    bool keep = tg_grad_enabled() && (x->requires_grad || w->requires_grad || (b && b->requires_grad));
-    tg_tensor *h = keep ? tg_empty_arena(y->ndim, y->shape) : y;
+    tg_tensor *in[3] = {x, w, b};
+    /* h is kept only when the node below will be recorded */
+    tg_tensor *h = tg_node_will_record(b ? 3 : 2, in) ? tg_empty_arena(y->ndim, y->shape) : y;
     if (!h) return NULL;
     affine_product(x, w, b, h, &(tg_gemm_epilogue){tanh_form ? TG_UNARY_GELU_TANH : TG_UNARY_GELU, y->data});
-    tg_node *n = tg_node_record(op, y, b ? 3 : 2, (tg_tensor *[]){x, w, b});
+    tg_node *n = tg_node_record(op, y, b ? 3 : 2, in);
     affine_act_state *st = n ? tg_node_state(n, sizeof *st) : NULL;
     if (n && !st) return NULL;
     if (st) st->h = h;

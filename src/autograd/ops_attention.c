@@ -707,8 +707,9 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     /* Short sequences (one block of queries and keys) keep their weights,
      * B Q K <= 64 B Q reals: the backward then skips the scores' product
      * and the exps, which at T <= 64 made this op slower than the stored
-     * path (toy, gpt-mini). */
-    if (Q <= BQ && K <= BK && tg_grad_enabled() && !(pl->probs = tg_arena_alloc(sizeof(tg_real) * (size_t)(rows * K))))
+     * path (toy, gpt-mini). Only when there will be a backward. */
+    if (Q <= BQ && K <= BK && tg_node_will_record(n_in, inputs) &&
+        !(pl->probs = tg_arena_alloc(sizeof(tg_real) * (size_t)(rows * K))))
         return NULL;
     if (pl->dropout) {
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);

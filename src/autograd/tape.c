@@ -103,6 +103,12 @@ static void shapes_of(char *buf, size_t cap, const tg_tensor *out, int n_in, tg_
         k += snprintf(buf + k, cap - (size_t)k, " %s", tg_tshape(s, in[i]));
 }
 
+bool tg_node_will_record(int n_in, tg_tensor *const *in) {
+    bool any = false;
+    for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
+    return g_grad_enabled && any;
+}
+
 tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in) {
     if (g_anomaly && out && !g_anomaly_forward[0] && !all_finite(out)) {
         char sh[160];
@@ -111,10 +117,7 @@ tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *co
                  "detect_anomaly: forward of %s gave a non-finite output %s", op->name, sh);
         tg_set_error("%s", g_anomaly_forward);
     }
-    if (!g_grad_enabled || !out) return NULL;
-    bool any = false;
-    for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
-    if (!any) return NULL;
+    if (!out || !tg_node_will_record(n_in, in)) return NULL;
     tg_node *n = tg_arena_alloc(sizeof *n);
     if (!n) return NULL;
     memset(n, 0, sizeof *n);
