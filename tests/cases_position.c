@@ -89,6 +89,14 @@ static tg_tensor *f_rope(tg_tensor *const *in, int n, void *ctx) {
     return tg_mul(y, in[0]);
 }
 
+/* RoPE of x's heads in place of layout: GC_ARG 3 = heads * 10 + rotated. */
+static tg_tensor *f_rope_heads(tg_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    int hr = GC_ARG(ctx, 3);
+    tg_tensor *y = tg_rope_heads(in[0], hr / 10, hr % 10, GC_ARG(ctx, 0), (tg_real)GC_ARG(ctx, 1), GC_ARG(ctx, 2) != 0);
+    return tg_mul(y, in[0]);
+}
+
 /* Left as written by hand (clang-format off): macros and case tables, aligned by hand. */
 /* clang-format off */
 #define R_(c) (2 * (c) + 1)
@@ -127,6 +135,8 @@ const gc_case gc_cases_position[] = {
     {"rel_scatter", "(2,5,9) T5 8", f_scatter, 1, {3}, {{2, 5, 9}}, {0, 0, -8, 0}, 0, {0}},
     {"rope", "(2,3,4) interleaved", f_rope, 1, {3}, {{2, 3, 4}}, {0, 10000, 0, 0}, 0, {0}},
     {"rope", "(2,5,6) half, offset 3, base 100", f_rope, 1, {3}, {{2, 5, 6}}, {3, 100, 1, 0}, 0, {0}},
+    {"rope", "heads (2,3,12) 3 heads, 2 turned", f_rope_heads, 1, {3}, {{2, 3, 12}}, {1, 10000, 0, 32}, 0, {0}},
+    {"rope", "heads (1,4,12) 2 heads half", f_rope_heads, 1, {3}, {{1, 4, 12}}, {0, 100, 1, 22}, 0, {0}},
 };
 const int gc_cases_position_count = (int)(sizeof gc_cases_position / sizeof gc_cases_position[0]);
 /* clang-format on */

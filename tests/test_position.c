@@ -212,6 +212,40 @@ Test(position, rope_is_relative_and_pairings_agree) {
         }
 }
 
+/* tg_rope_heads turns each head where the projection wrote it as tg_rope
+ * turns the head split off: [N, T, h d] against [N, T, d] per head; the
+ * heads past `rotated` (v of a fused projection) come through unchanged,
+ * and so do their gradients. */
+Test(position, rope_heads_equals_rope_per_head) {
+    int N = 2, T = 5, h = 3, d = 4;
+    tg_rng rng = tg_rng_new(9);
+    tg_tensor *x = tg_randn(TG_SHAPE(N, T, h * d), &rng);
+    tg_tensor *head = tg_empty_arena(TG_SHAPE(N, T, d));
+    for (int half = 0; half < 2; half++) {
+        tg_tensor *y = tg_rope_heads(x, h, 2, 3, 500, half);
+        TG_REQUIRE(y);
+        for (int j = 0; j < h; j++) {
+            for (int r = 0; r < N * T; r++) memcpy(head->data + r * d, x->data + (r * h + j) * d, sizeof(tg_real) * d);
+            tg_tensor *want = j < 2 ? tg_rope(head, 3, 500, half) : head;
+            TG_REQUIRE(want);
+            for (int r = 0; r < N * T; r++)
+                for (int c = 0; c < d; c++)
+                    cr_expect_eq(y->data[(r * h + j) * d + c], want->data[r * d + c], "half %d head %d row %d", half, j,
+                                 r);
+        }
+    }
+    tg_tensor *xg = tg_randn(TG_SHAPE(1, 2, 2 * d), &rng);
+    tg_set_requires_grad(xg, true);
+    cr_assert_eq(tg_backward(tg_sum_all(tg_rope_heads(xg, 2, 1, 0, 10000, false))), 0, "%s", tg_last_error());
+    for (int t = 0; t < 2; t++)
+        for (int c = d; c < 2 * d; c++) cr_expect_eq(xg->grad->data[t * 2 * d + c], 1, "an unturned head's gradient");
+    cr_expect_null(tg_rope_heads(x, 5, 5, 0, 10000, false)); /* 12 features are not 5 heads */
+    cr_expect(error_has("rope", "5 heads"), "%s", tg_last_error());
+    cr_expect_not_null(tg_rope_heads(x, 6, 6, 0, 10000, false)); /* heads of 2 features: fine */
+    cr_expect_null(tg_rope_heads(x, 3, 4, 0, 10000, false));
+    cr_expect(error_has("rope", "4 of them rotated"), "%s", tg_last_error());
+}
+
 /* T5's buckets (32, max_distance 128) against Hugging Face's
  * _relative_position_bucket evaluated in Python, two-sided and one-sided:
  * scatter of ones counts the keys per bucket, gather of 0..R-1 names them. */

@@ -443,6 +443,13 @@ tg_tensor *tg_rel_scatter(tg_tensor *w, const tg_attn_pos *pos);
  * permuted features). Backward: the inverse rotation of the gradient.
  * base must be finite and > 1 (10000 in the paper) and offset >= 0. */
 tg_tensor *tg_rope(tg_tensor *x, int offset, tg_real base, bool half);
+/** tg_rope on each head of x [N, T, heads d] where the projections wrote
+ * them (head j: features j d .. j d + d - 1), without splitting the heads:
+ * the first `rotated` heads are rotated as tg_rope rotates a [N, T, d]
+ * tensor, the others copied. A fused [B, T, 3 h d] q, k, v projection
+ * takes heads 3h, rotated 2h (q and k turn, v does not). d even,
+ * 0 <= rotated <= heads. tg_rope(x, ...) is tg_rope_heads(x, 1, 1, ...). */
+tg_tensor *tg_rope_heads(tg_tensor *x, int heads, int rotated, int offset, tg_real base, bool half);
 
 /** Layer normalisation over the last axis, biased variance, as PyTorch:
  *   y = (x - mean) / sqrt(var + eps) * gamma + beta.

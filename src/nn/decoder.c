@@ -195,26 +195,23 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
     tg_mask mask = {.causal = true};
     tg_tensor *y; /* [B, T, d] */
     tg_attn_pos terms;
-    if (!cache && b->pos.kind != TG_PE_ROPE) { /* training: the heads read where c_attn wrote them */
-        tg_tensor *unused = NULL;
-        const tg_attn_pos *pp = tg_position_apply(&b->pos, h, 0, &unused, &unused, &terms);
+    if (!cache) { /* training: the heads read where c_attn wrote them (RoPE turns q and k there) */
+        qkv = tg_position_rotate_heads(&b->pos, qkv, 3 * h, 2 * h, 0);
+        const tg_attn_pos *pp = tg_position_apply(&b->pos, h, 0, NULL, NULL, &terms);
         y = tg_dot_attention_forward_qkv(b->attn, qkv, h, mask, pp);
-    } else {
+    } else { /* generation: each head's keys and values go to the cache, [h, cap, hd] */
         qkv = tg_reshape(tg_permute(tg_reshape(qkv, TG_SHAPE(B, T, 3, h, hd)), (const int[]){2, 0, 3, 1, 4}),
                          TG_SHAPE(3, B * h, T, hd));
         tg_tensor *q = tg_reshape(tg_slice(qkv, 0, 0, 1), TG_SHAPE(B * h, T, hd));
         tg_tensor *k = tg_reshape(tg_slice(qkv, 0, 1, 2), TG_SHAPE(B * h, T, hd));
         tg_tensor *v = tg_reshape(tg_slice(qkv, 0, 2, 3), TG_SHAPE(B * h, T, hd));
         if (!q || !k || !v) return NULL;
-        int start = cache ? cache->start : 0; /* position of the first new token */
         /* RoPE rotates before caching: a cached key keeps its position */
-        const tg_attn_pos *pp = tg_position_apply(&b->pos, h, start, &q, &k, &terms);
+        const tg_attn_pos *pp = tg_position_apply(&b->pos, h, cache->start, &q, &k, &terms);
         if (!q || !k) return NULL;
-        if (cache) {
-            cache_write(cache->k, k, cache->start);
-            cache_write(cache->v, v, cache->start);
-        }
-        if (cache && cache->start > 0) {
+        cache_write(cache->k, k, cache->start);
+        cache_write(cache->v, v, cache->start);
+        if (cache->start > 0) {
             /* Query i (position start + i) sees keys 0..start+i: every cached
              * one and the new ones up to itself. One new token sees them all.
              * (From position 0 the plain causal mask is the same.) */

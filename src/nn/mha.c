@@ -10,7 +10,8 @@
  *   transpose_output: [B*h, Q, H/h] -> [B, h, Q, H/h] -> (0,2,1,3) -> [B, Q, H]
  * here the fused path reads the heads where the projections wrote them and
  * writes the output where W_o reads it (tg_dot_attention_forward_heads);
- * the copies remain for the stored path and RoPE. Head j of batch entry b
+ * RoPE turns q and k there too (tg_rope_heads); the copies remain only
+ * inside the stored path (short sequences). Head j of batch entry b
  * is row b*h + j of the batched scores, so the valid lengths are repeated
  * for each head (torch.repeat_interleave on axis 0). Each head's scores are
  * scaled by sqrt(H/h), its own size. */
@@ -74,8 +75,7 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
     int h = m->num_heads, B = queries->shape[0], nq = queries->shape[1];
     /* One stacked projection when the fused op then reads it in place; the
      * stored path (short sequences) would have to split it by copies. */
-    bool self = queries == keys && keys == values && m->pos.kind != TG_PE_ROPE &&
-                tg_dot_attention_takes_fused(m->attention, keys->shape[1]);
+    bool self = queries == keys && keys == values && tg_dot_attention_takes_fused(m->attention, keys->shape[1]);
     if (self && !tg_module_last_dim("linear", queries, m->W_q->in)) return NULL; /* as W_q would say */
     tg_tensor *qkv = self ? self_projection(m, queries) : NULL;
     if (self && !qkv) return NULL;
@@ -98,15 +98,14 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
                        sizeof(int) * (size_t)per_row);
         hm.lens = lens;
     }
-    tg_attn_pos terms;               /* queries and keys at positions 0.. */
-    if (m->pos.kind == TG_PE_ROPE) { /* RoPE rotates each head's pairs: the heads split first */
-        q = tg_module_split_heads(q, h);
-        k = tg_module_split_heads(k, h);
-        const tg_attn_pos *pp = tg_position_apply(&m->pos, h, 0, &q, &k, &terms);
-        tg_tensor *out = tg_dot_attention_forward_pos(m->attention, q, k, tg_module_split_heads(v, h), hm, pp);
-        return tg_linear_forward(m->W_o, tg_module_merge_heads(out, h));
-    }
-    const tg_attn_pos *pp = tg_position_apply(&m->pos, h, 0, &q, &k, &terms); /* leaves q and k as they are */
+    /* Queries and keys at positions 0..; RoPE turns them where the
+     * projections wrote them (q and k of a stacked projection, not v). */
+    if (self)
+        qkv = tg_position_rotate_heads(&m->pos, qkv, 3 * h, 2 * h, 0);
+    else
+        q = tg_position_rotate_heads(&m->pos, q, h, h, 0), k = tg_position_rotate_heads(&m->pos, k, h, h, 0);
+    tg_attn_pos terms;
+    const tg_attn_pos *pp = tg_position_apply(&m->pos, h, 0, NULL, NULL, &terms);
     tg_tensor *out = self ? tg_dot_attention_forward_qkv(m->attention, qkv, h, hm, pp)
                           : tg_dot_attention_forward_heads(m->attention, q, k, v, h, hm, pp);
     return tg_linear_forward(m->W_o, out);

@@ -56,9 +56,13 @@ void tg_linears_free(int n, tg_linear *const *lin);
  * std^2) from rng, clip in [1, 4096]; ALIBI's slopes; ROPE's pairing; the
  * others nothing); 0, or -1 with "<op>: ..." recorded and *pos untouched.
  * _apply: for a forward whose first query sits at position `offset`,
- * rotates *q and *k in place (ROPE; NULL on failure, with the error
- * recorded) or fills *terms and returns it for the attention op (RELATIVE,
- * ALIBI); NULL when the attention op needs no terms.
+ * rotates *q and *k, heads split ([B h, T, hd]), in place (ROPE; NULL on
+ * failure, with the error recorded; q and k NULL: nothing to rotate) or
+ * fills *terms and returns it for the attention op (RELATIVE, ALIBI); NULL
+ * when the attention op needs no terms.
+ * _rotate_heads: ROPE's rotation of x [B, T, heads hd] in the projections'
+ * layout (tg_rope_heads: the first `rotated` heads), for the attention
+ * entries that read heads in place; x itself for the other kinds.
  * _params: the tables as "<prefix>.relative_k", "<prefix>.relative_v".
  * _free: frees what _init allocated and leaves none. */
 bool tg_pe_in_attention(tg_pe_kind kind);
@@ -66,6 +70,7 @@ int tg_position_init(tg_position *pos, const char *op, tg_pe_kind kind, int head
                      bool rope_half, tg_real std, tg_rng *rng);
 const tg_attn_pos *tg_position_apply(const tg_position *pos, int heads, int offset, tg_tensor **q, tg_tensor **k,
                                      tg_attn_pos *terms);
+tg_tensor *tg_position_rotate_heads(const tg_position *pos, tg_tensor *x, int heads, int rotated, int offset);
 int tg_position_params(const tg_position *pos, tg_params *p, const char *prefix);
 void tg_position_free(tg_position *pos);
 

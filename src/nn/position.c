@@ -82,12 +82,17 @@ const tg_attn_pos *tg_position_apply(const tg_position *pos, int heads, int offs
         terms->rel_v = pos->relative_v;
         return terms;
     case TG_PE_ALIBI: terms->alibi = pos->alibi; return terms;
-    case TG_PE_ROPE: /* rotated at their positions offset..; a cached key keeps its rotation */
+    case TG_PE_ROPE:         /* rotated at their positions offset..; a cached key keeps its rotation */
+        if (!q) return NULL; /* rotated in the heads layout (tg_position_rotate_heads) */
         *q = tg_rope(*q, offset, 10000, pos->rope_half);
         *k = tg_rope(*k, offset, 10000, pos->rope_half);
         return NULL;
     default: return NULL;
     }
+}
+
+tg_tensor *tg_position_rotate_heads(const tg_position *pos, tg_tensor *x, int heads, int rotated, int offset) {
+    return pos->kind == TG_PE_ROPE ? tg_rope_heads(x, heads, rotated, offset, 10000, pos->rope_half) : x;
 }
 
 int tg_position_params(const tg_position *pos, tg_params *p, const char *prefix) {
