@@ -166,6 +166,11 @@ $(BUILD)/obj-hooks/%.o: %.c $(HEADERS) | $(FIRST_DEPS)
 $(INTERNAL): $(filter-out $(HOOK_SRC:%.c=$(BUILD)/obj/%.o),$(LIB_OBJ)) $(HOOK_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+# pool_costs measures the pool's cost model (src/tensor/parallel.h): it times
+# the kernels and the pool themselves, so it links $(INTERNAL).
+$(BUILD)/bin/pool_costs: tools/pool_costs.c tools/cli.h $(INTERNAL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(INTERNAL) $(LDFLAGS) $(LDLIBS)
 # lm with the hooks, for the distributed tests of a rank that fails.
 $(BUILD)/tests/lm-hooks: examples/lm.c $(wildcard examples/*.h) $(INTERNAL)
 	@mkdir -p $(dir $@)

@@ -1,6 +1,7 @@
 /* The thread pool (src/tensor/parallel.c): every index runs exactly once,
  * teams meet at barriers, nested calls run serially, the thread count is
  * capped at the CPUs available, and a forked child gets a pool of its own. */
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -44,6 +45,40 @@ Test(parallel, every_index_runs_exactly_once) {
                     tg_parallel_for(sizes[k], true, count_range, NULL);
                 expect_each_once(sizes[k], dyn ? "tasks" : "ranges", threads);
             }
+        }
+    }
+    tg_set_num_threads(0);
+}
+
+static _Atomic int calls;
+static void count_calls(void *ctx, int64_t b, int64_t e, int tid) {
+    atomic_fetch_add(&calls, 1);
+    count_range(ctx, b, e, tid);
+}
+
+/* parallel.h's cost model: a loop of less than 2 TG_PAR_NS nanoseconds of
+ * work runs on the caller, in one call; more is cut into one share per
+ * thread the pool has, at most one per TG_PAR_NS. */
+Test(parallel, the_cost_model_gives_small_loops_to_the_caller) {
+    cr_assert_eq(tg_parallel_threads_for(0), 1);
+    cr_assert_eq(tg_parallel_threads_for(1.99 * TG_PAR_NS), 1);
+    cr_assert_eq(tg_parallel_threads_for(NAN), 1);
+    cr_assert_eq(tg_parallel_threads_for(-1e12), 1);
+    for (int threads = 1; threads <= 2; threads++) {
+        int nth = tg_set_num_threads(threads); /* 1 on a one-CPU machine */
+        cr_assert_eq(tg_parallel_threads_for(2 * TG_PAR_NS), nth);
+        cr_assert_eq(tg_parallel_threads_for(1e15), nth);
+        const double work[] = {TG_PAR_NS, 1e9};
+        for (int w = 0; w < 2; w++) {
+            for (int i = 0; i < MAXN; i++) atomic_store(&hits[i], 0);
+            atomic_store(&calls, 0);
+            atomic_store(&tids_seen, 0);
+            tg_parallel_for_ns(MAXN, work[w], count_calls, NULL);
+            expect_each_once(MAXN, "tg_parallel_for_ns", nth);
+            int shares = w == 0 ? 1 : nth;
+            cr_assert_eq(atomic_load(&calls), shares, "%.0f ns at %d threads: %d shares, not %d", work[w], nth,
+                         atomic_load(&calls), shares);
+            if (w == 0) cr_assert_eq(atomic_load(&tids_seen), 1, "a small loop ran off the caller");
         }
     }
     tg_set_num_threads(0);
@@ -169,12 +204,6 @@ Test(parallel, a_descheduled_worker_does_not_hold_up_the_caller, .timeout = 20) 
  * with other programs' threads runnable on every other core, a loop runs on
  * the caller alone, in one range; an explicit count is kept whatever the
  * load. */
-static _Atomic int calls;
-static void count_calls(void *ctx, int64_t b, int64_t e, int tid) {
-    (void)ctx, (void)b, (void)e, (void)tid;
-    atomic_fetch_add(&calls, 1);
-}
-
 Test(parallel, the_default_count_yields_to_other_programs) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (tg_set_num_threads(0) < 2) return; /* one CPU: nothing to adapt */

@@ -36,8 +36,8 @@ static void cross_entropy_backward(tg_node *n) {
     const tg_tensor *x = n->in[0];
     int64_t V = x->shape[x->ndim - 1], N = x->size / V;
     tg_real scale = n->out->grad->data[0] / (tg_real)s->divisor;
-    tg_parallel_rows(N, x->size > TG_PAR_MIN, backward_row,
-                     &(tg_rows_ctx){.x = x, .gx = gx, .state = s, .scale = scale, .n = V});
+    tg_parallel_rows_ns(N, (double)x->size * TG_NS_ROW_EXP, backward_row,
+                        &(tg_rows_ctx){.x = x, .gx = gx, .state = s, .scale = scale, .n = V});
 }
 const tg_op tg_op_cross_entropy = {"cross_entropy", cross_entropy_backward};
 
@@ -87,8 +87,8 @@ static tg_tensor *cross_entropy(tg_tensor *logits, const int *targets, const tg_
         counted += counts;
     }
     *s = (cross_entropy_state){tgt, lse, counted, mean ? counted : 1};
-    tg_parallel_rows(N, logits->size > TG_PAR_MIN, forward_row,
-                     &(tg_rows_ctx){.x = logits, .state = s, .scratch = row_loss, .n = V});
+    tg_parallel_rows_ns(N, (double)logits->size * TG_NS_ROW_EXP, forward_row,
+                        &(tg_rows_ctx){.x = logits, .state = s, .scratch = row_loss, .n = V});
     double total = 0; /* in row order: the same for any thread count */
     for (int64_t r = 0; r < N; r++) total += (double)row_loss[r];
     y->data[0] = !mean ? (tg_real)total : counted ? (tg_real)(total / (double)counted) : 0;

@@ -77,7 +77,7 @@ static void apply_chunks(void *ctx, int64_t begin, int64_t end, int tid) {
 
 static void apply(const dropout_state *s, const tg_real *in, tg_real *out, int64_t n, bool accumulate) {
     int64_t chunks = (n + CHUNK - 1) / CHUNK;
-    tg_parallel_for(chunks, n > TG_PAR_MIN, apply_chunks, &(apply_ctx){s, in, out, n, accumulate});
+    tg_parallel_for_ns(chunks, (double)n * TG_NS_POLY, apply_chunks, &(apply_ctx){s, in, out, n, accumulate});
 }
 
 static void dropout_backward(tg_node *n) {

@@ -20,7 +20,7 @@ static void masked_softmax_backward(tg_node *n) {
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
     tg_rows_ctx c = {.y = y, .gx = gx, .lim = lim, .g = g, .n = K, .fresh = fresh};
-    tg_parallel_rows(rows, y->size > TG_PAR_MIN, backward_row, &c);
+    tg_parallel_rows_ns(rows, (double)y->size * 2 * TG_NS_STREAM, backward_row, &c);
 }
 
 static void forward_row(const tg_rows_ctx *c, int64_t r) {
@@ -39,7 +39,8 @@ tg_tensor *tg_masked_softmax(tg_tensor *x, tg_mask mask) {
     tg_tensor *y = lim ? tg_empty_arena(x->ndim, x->shape) : NULL;
     if (!y) return NULL;
     int64_t K = x->shape[2], rows = x->size / K;
-    tg_parallel_rows(rows, x->size > TG_PAR_MIN, forward_row, &(tg_rows_ctx){.x = x, .y = y, .lim = lim, .n = K});
+    tg_parallel_rows_ns(rows, (double)x->size * TG_NS_ROW_EXP, forward_row,
+                        &(tg_rows_ctx){.x = x, .y = y, .lim = lim, .n = K});
     tg_node *n = tg_node_record(&tg_op_masked_softmax, y, 1, &x);
     if (n) n->state = lim;
     return y;

@@ -35,8 +35,8 @@ static void softmax_backward(tg_node *nd) {
     const tg_tensor *y = nd->out;
     int64_t n = y->shape[y->ndim - 1], rows = y->size / n;
     const tg_real *g = y->grad->data;
-    tg_parallel_rows(rows, y->size > TG_PAR_MIN, softmax_backward_row,
-                     &(tg_rows_ctx){.y = y, .gx = gx, .g = g, .n = n, .fresh = fresh});
+    tg_parallel_rows_ns(rows, (double)y->size * 2 * TG_NS_STREAM, softmax_backward_row,
+                        &(tg_rows_ctx){.y = y, .gx = gx, .g = g, .n = n, .fresh = fresh});
 }
 
 /* dx = g - exp(y) sum(g), y = log_softmax(x) */
@@ -54,8 +54,8 @@ static void log_softmax_backward(tg_node *nd) {
     const tg_tensor *y = nd->out;
     int64_t n = y->shape[y->ndim - 1], rows = y->size / n;
     const tg_real *g = y->grad->data;
-    tg_parallel_rows(rows, y->size > TG_PAR_MIN, log_softmax_backward_row,
-                     &(tg_rows_ctx){.y = y, .gx = gx, .g = g, .n = n});
+    tg_parallel_rows_ns(rows, (double)y->size * TG_NS_LIBM, log_softmax_backward_row,
+                        &(tg_rows_ctx){.y = y, .gx = gx, .g = g, .n = n});
 }
 
 const tg_op tg_op_softmax = {"softmax", softmax_backward};

@@ -38,8 +38,8 @@ static void sparsemax_backward(tg_node *n) {
     const int *lim = n->state; /* mask_limits: the visible keys of each row */
     int64_t K = y->shape[2], rows = y->size / K;
     const tg_real *g = y->grad->data;
-    tg_parallel_rows(rows, y->size > TG_PAR_MIN, backward_row,
-                     &(tg_rows_ctx){.y = y, .gx = gx, .lim = lim, .g = g, .n = K});
+    tg_parallel_rows_ns(rows, (double)y->size * 2 * TG_NS_STREAM, backward_row,
+                        &(tg_rows_ctx){.y = y, .gx = gx, .lim = lim, .g = g, .n = K});
 }
 const tg_op tg_op_sparsemax = {"sparsemax", sparsemax_backward};
 
@@ -79,7 +79,7 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask) {
     if (!sorted) return NULL;
     int64_t K = x->shape[2], rows = x->size / K;
     tg_rows_ctx c = {.x = x, .y = y, .lim = lim, .scratch = sorted, .n = K};
-    tg_parallel_rows(rows, x->size > TG_PAR_MIN, forward_row, &c);
+    tg_parallel_rows_ns(rows, (double)x->size * TG_NS_LIBM, forward_row, &c); /* a sort per row */
     tg_node *n = tg_node_record(&tg_op_sparsemax, y, 1, &x);
     if (n) n->state = lim;
     return y;

@@ -40,8 +40,24 @@ TG_KERNEL_BODY void unary_range_body(void *ctx, int64_t begin, int64_t end, int 
 }
 TG_ISA_DISPATCH(unary_range, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
 
+/* One element's cost for the pool (parallel.h's cost model): a libm call
+ * (exp, log, tanh, erf, pow) costs 40 times a pass over memory. */
+static double unary_ns(tg_unary_kind kind, bool backward) {
+    switch (kind) {
+    case TG_UNARY_EXP: /* backward g y */
+    case TG_UNARY_LOG: /* g / x */
+    case TG_UNARY_TANH:
+    case TG_UNARY_SIGMOID: return backward ? TG_NS_STREAM : TG_NS_LIBM;
+    case TG_UNARY_GELU: /* backward: erf and exp */
+    case TG_UNARY_POW: return backward ? 2 * TG_NS_LIBM : TG_NS_LIBM;
+    case TG_UNARY_GELU_TANH: return TG_NS_POLY;
+    default: return TG_NS_STREAM;
+    }
+}
+
 void tg_k_unary(tg_unary_kind kind, tg_real p, const tg_real *x, tg_real *y, int64_t n) {
-    tg_parallel_for(n, n > TG_PAR_MIN, unary_range, &(unary_ctx){.kind = kind, .p = p, .x = x, .out = y});
+    tg_parallel_for_ns(n, (double)n * unary_ns(kind, false), unary_range,
+                       &(unary_ctx){.kind = kind, .p = p, .x = x, .out = y});
 }
 
 /* The forward column on an m x n block, row by row; a row in place (x ==
@@ -110,7 +126,7 @@ TG_ISA_DISPATCH(unary_backward_range, (void *ctx, int64_t begin, int64_t end, in
 void tg_k_unary_backward(tg_unary_kind kind, tg_real p, const tg_real *gy, const tg_real *x, const tg_real *y,
                          tg_real *gx, int64_t n, bool fresh) {
     unary_ctx c = {.kind = kind, .p = p, .x = x, .gy = gy, .y = y, .out = gx, .fresh = fresh};
-    tg_parallel_for(n, n > TG_PAR_MIN, unary_backward_range, &c);
+    tg_parallel_for_ns(n, (double)n * unary_ns(kind, true), unary_backward_range, &c);
 }
 
 /* Strides of `t` seen in the broadcast shape of rank nd: 0 on broadcast axes. */
@@ -211,7 +227,7 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
     if (a->size == n && b->size == n) { /* same shape: one flat loop, in chunks per thread */
         int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
         binary_ctx c = {.kind = kind, .A = A, .B = B, .C = C, .n = n, .chunk = chunk};
-        tg_parallel_for(nchunks, n > TG_PAR_MIN, binary_chunks, &c);
+        tg_parallel_for_ns(nchunks, (double)n * TG_NS_STREAM, binary_chunks, &c);
         return;
     }
     int nd = out->ndim;
@@ -223,7 +239,7 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
     int64_t ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;
     binary_ctx c = {.kind = kind, .A = A, .B = B, .C = C, .out = out, .sa = sa, .sb = sb, .inner = inner};
     c.ia = ia, c.ib = ib, c.nd = nd;
-    tg_parallel_for(rows, n > TG_PAR_MIN, binary_rows, &c);
+    tg_parallel_for_ns(rows, (double)n * TG_NS_STREAM, binary_rows, &c);
 }
 
 void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate) {

@@ -59,7 +59,7 @@ TG_ISA_DISPATCH(forward_rows, (void *ctx, int64_t begin, int64_t end, int tid), 
 void tg_k_layer_norm(const tg_real *x, const tg_real *gamma, const tg_real *beta, tg_real *y, tg_real *mean,
                      tg_real *rstd, int64_t rows, int64_t d, tg_real eps) {
     norm_ctx c = {.x = x, .gamma = gamma, .beta = beta, .y = y, .mean_out = mean, .rstd_out = rstd, .d = d, .eps = eps};
-    tg_parallel_for(rows, rows * d > TG_PAR_MIN, forward_rows, &c);
+    tg_parallel_for_ns(rows, (double)(rows * d) * TG_NS_POLY, forward_rows, &c);
 }
 
 /* dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = g gamma. */
@@ -101,7 +101,7 @@ TG_ISA_DISPATCH(backward_dx_rows, (void *ctx, int64_t begin, int64_t end, int ti
 void tg_k_layer_norm_backward_dx(const tg_real *x, const tg_real *g, const tg_real *gamma, const tg_real *mean,
                                  const tg_real *rstd, tg_real *dx, int64_t rows, int64_t d, bool fresh) {
     norm_ctx c = {.x = x, .g = g, .gamma = gamma, .mean = mean, .rstd = rstd, .dx = dx, .d = d, .fresh = fresh};
-    tg_parallel_for(rows, rows * d > TG_PAR_MIN, backward_dx_rows, &c);
+    tg_parallel_for_ns(rows, (double)(rows * d) * TG_NS_POLY, backward_dx_rows, &c);
 }
 
 /* dgamma_j += sum_rows g_j xhat_j, dbeta_j += sum_rows g_j over a block of
@@ -133,5 +133,5 @@ TG_ISA_DISPATCH(backward_param_blocks, (void *ctx, int64_t begin, int64_t end, i
 void tg_k_layer_norm_backward_params(const tg_real *x, const tg_real *g, const tg_real *mean, const tg_real *rstd,
                                      tg_real *dgamma, tg_real *dbeta, int64_t rows, int64_t d) {
     norm_ctx c = {.x = x, .g = g, .mean = mean, .rstd = rstd, .dgamma = dgamma, .dbeta = dbeta, .d = d, .rows = rows};
-    tg_parallel_for((d + 63) / 64, rows * d > TG_PAR_MIN, backward_param_blocks, &c);
+    tg_parallel_for_ns((d + 63) / 64, (double)(rows * d) * TG_NS_POLY, backward_param_blocks, &c);
 }

@@ -37,7 +37,7 @@ TG_KERNEL_BODY void adam_range_body(void *ctx, int64_t begin, int64_t end, int t
 TG_ISA_DISPATCH(adam_range, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
 
 void tg_k_adam(const tg_adam_step *s, tg_real *w, tg_real *m, tg_real *v, const tg_real *g, int64_t n) {
-    tg_parallel_for(n, n > TG_PAR_MIN, adam_range, &(optim_ctx){.s = s, .w = w, .m = m, .v = v, .g = g});
+    tg_parallel_for_ns(n, (double)n * TG_NS_POLY, adam_range, &(optim_ctx){.s = s, .w = w, .m = m, .v = v, .g = g});
 }
 
 /* SGD in double: d = g + wd w;  buf = momentum buf + d (if buf);  w -= lr d */
@@ -59,7 +59,7 @@ static void sgd_range(void *ctx, int64_t begin, int64_t end, int tid) {
 
 void tg_k_sgd(double lr, double wd, double momentum, tg_real *w, tg_real *buf, const tg_real *g, int64_t n) {
     optim_ctx c = {.w = w, .buf = buf, .g = g, .lr = lr, .wd = wd, .momentum = momentum};
-    tg_parallel_for(n, n > TG_PAR_MIN, sgd_range, &c);
+    tg_parallel_for_ns(n, (double)n * 2 * TG_NS_STREAM, sgd_range, &c);
 }
 
 static void scale_range(void *ctx, int64_t begin, int64_t end, int tid) {
@@ -69,5 +69,5 @@ static void scale_range(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 void tg_k_scale(tg_real *x, double coef, int64_t n) {
-    tg_parallel_for(n, n > TG_PAR_MIN, scale_range, &(optim_ctx){.w = x, .coef = coef});
+    tg_parallel_for_ns(n, (double)n * TG_NS_STREAM, scale_range, &(optim_ctx){.w = x, .coef = coef});
 }

@@ -64,5 +64,5 @@ void tg_k_permute(const tg_tensor *x, const int *perm, tg_tensor *out) {
     }
     for (int d = 0; d < nd; d++) st[d] = xs[perm[d]]; /* x stride of output axis d */
     int64_t rows = out->size / out->shape[nd - 1];
-    tg_parallel_for(rows, out->size > TG_PAR_MIN, permute_range, &(permute_ctx){x, out, st});
+    tg_parallel_for_ns(rows, (double)out->size * 2 * TG_NS_STREAM, permute_range, &(permute_ctx){x, out, st});
 }

@@ -28,7 +28,8 @@ static void sum_axis_range(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 void tg_k_sum_axis(const tg_real *x, tg_real *y, int64_t outer, int64_t n, int64_t inner) {
-    tg_parallel_for(outer, outer * n * inner > TG_PAR_MIN, sum_axis_range, &(axis_ctx){x, y, NULL, n, inner});
+    tg_parallel_for_ns(outer, (double)(outer * n * inner) * TG_NS_STREAM, sum_axis_range,
+                       &(axis_ctx){x, y, NULL, n, inner});
 }
 
 static void max_axis_range(void *ctx, int64_t begin, int64_t end, int tid) {
@@ -51,5 +52,6 @@ static void max_axis_range(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 void tg_k_max_axis(const tg_real *x, tg_real *y, int64_t *argmax, int64_t outer, int64_t n, int64_t inner) {
-    tg_parallel_for(outer, outer * n * inner > TG_PAR_MIN, max_axis_range, &(axis_ctx){x, y, argmax, n, inner});
+    tg_parallel_for_ns(outer, (double)(outer * n * inner) * TG_NS_STREAM, max_axis_range,
+                       &(axis_ctx){x, y, argmax, n, inner});
 }

@@ -49,7 +49,7 @@ static void softmax_range(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 void tg_k_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
-    tg_parallel_for(rows, rows * n > TG_PAR_MIN, softmax_range, &(rows_ctx){x, y, n});
+    tg_parallel_for_ns(rows, (double)(rows * n) * TG_NS_ROW_EXP, softmax_range, &(rows_ctx){x, y, n});
 }
 
 static void log_softmax_range(void *ctx, int64_t begin, int64_t end, int tid) {
@@ -66,5 +66,5 @@ static void log_softmax_range(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 void tg_k_log_softmax_rows(const tg_real *x, tg_real *y, int64_t rows, int64_t n) {
-    tg_parallel_for(rows, rows * n > TG_PAR_MIN, log_softmax_range, &(rows_ctx){x, y, n});
+    tg_parallel_for_ns(rows, (double)(rows * n) * TG_NS_ROW_EXP, log_softmax_range, &(rows_ctx){x, y, n});
 }

@@ -467,6 +467,27 @@ void tg_parallel_for(int64_t n, bool parallel, tg_range_fn fn, void *ctx) {
         run_serial(STATIC_RANGES, fn, NULL, ctx, n);
 }
 
+/* The most threads a loop of `ns` one-core nanoseconds may use (1: the
+ * caller alone); run_job caps the pool's count with it. */
+static int ns_cap(double ns) {
+    if (!(ns >= 2 * TG_PAR_NS)) return 1; /* also NaN */
+    double c = ns / TG_PAR_NS;
+    return c < MAX_THREADS ? (int)c : MAX_THREADS;
+}
+
+int tg_parallel_threads_for(double ns) {
+    int cap = ns_cap(ns), nth = cap > 1 ? tg_get_num_threads() : 1;
+    return nth < cap ? nth : cap;
+}
+
+void tg_parallel_for_ns(int64_t n, double ns, tg_range_fn fn, void *ctx) {
+    int cap = ns_cap(ns);
+    if (cap > 1)
+        run_job(STATIC_RANGES, fn, NULL, ctx, n, cap);
+    else
+        run_serial(STATIC_RANGES, fn, NULL, ctx, n);
+}
+
 void tg_parallel_tasks(int64_t n, bool parallel, tg_range_fn fn, void *ctx) {
     if (parallel)
         run_job(TASKS, fn, NULL, ctx, n, 0);
@@ -501,6 +522,10 @@ static void rows_range(void *ctx, int64_t begin, int64_t end, int tid) {
 
 void tg_parallel_rows(int64_t rows, bool parallel, void (*row)(const tg_rows_ctx *c, int64_t r), const tg_rows_ctx *c) {
     tg_parallel_for(rows, parallel, rows_range, &(rows_job){row, c});
+}
+
+void tg_parallel_rows_ns(int64_t rows, double ns, void (*row)(const tg_rows_ctx *c, int64_t r), const tg_rows_ctx *c) {
+    tg_parallel_for_ns(rows, ns, rows_range, &(rows_job){row, c});
 }
 
 /* Sense-reversing barrier over the threads of the running job. */

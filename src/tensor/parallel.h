@@ -13,6 +13,31 @@
 
 #include "tensor.h"
 
+/* ---- the cost model: who runs a loop -----------------------------------------
+ * A loop states its work: nanoseconds of one core, its element count times
+ * the cost of one element (TG_NS_* below). The pool gives it one thread
+ * for every TG_PAR_NS of that work, up to the pool's count: a loop under
+ * 2 TG_PAR_NS runs on the caller alone, where handing half of it to a
+ * worker would save less than the hand-over costs (the worker's claim of
+ * the job and the cache lines of its share moving between cores, about
+ * 2 us on this VM). One threshold in time fits every kernel, where the
+ * element count it replaced (32768) was 4 us of an add and 180 us of an
+ * exp: adds of that size gained nothing from a second thread, and exps
+ * of 16384 elements (90 us) ran on one.
+ *
+ * The per-element costs, measured at one thread (float, AVX-512, medians;
+ * `bench --pool-costs` prints them with the 2-thread speed-up by size):
+ * add 0.10, relu backward 0.09, scale 0.17, layer norm 0.36, GELU tanh
+ * form 0.62, softmax of 64-wide rows 1.16, exp 5.6, GELU erf form 6.5. */
+#define TG_PAR_NS     10000.0
+#define TG_NS_STREAM  0.15 /* one pass reading and writing memory: add, mul, relu, copy, sum */
+#define TG_NS_POLY    0.6  /* a short polynomial per element: GELU (tanh form), layer norm, AdamW */
+#define TG_NS_ROW_EXP 1.2  /* a softmax row: max, vector exp, sum, scale */
+#define TG_NS_LIBM    6.0  /* a libm call per element: exp, log, tanh, erf, pow */
+/* Threads the pool would give a loop of `ns` one-core nanoseconds: 1 below
+ * 2 TG_PAR_NS, at most tg_get_num_threads(). */
+int tg_parallel_threads_for(double ns);
+
 /* fn(ctx, begin, end, tid) over [begin, end) of [0, n); tid in [0, threads). */
 typedef void (*tg_range_fn)(void *ctx, int64_t begin, int64_t end, int tid);
 /* fn(ctx, tid, nth) once on each of nth threads. */
@@ -20,6 +45,8 @@ typedef void (*tg_team_fn)(void *ctx, int tid, int nth);
 
 /* [0, n) cut into one contiguous range per thread (OpenMP's schedule(static)). */
 void tg_parallel_for(int64_t n, bool parallel, tg_range_fn fn, void *ctx);
+/* The same on tg_parallel_threads_for(ns) threads: the cost model above. */
+void tg_parallel_for_ns(int64_t n, double ns, tg_range_fn fn, void *ctx);
 /* Tasks 0..n-1 handed out one at a time (schedule(dynamic, 1)); fn gets
  * ranges [i, i+1), or [0, n) when run serially. */
 void tg_parallel_tasks(int64_t n, bool parallel, tg_range_fn fn, void *ctx);
@@ -47,6 +74,8 @@ typedef struct {
 } tg_rows_ctx;
 /* row(c, r) for every row r of [0, rows), split among threads when parallel. */
 void tg_parallel_rows(int64_t rows, bool parallel, void (*row)(const tg_rows_ctx *c, int64_t r), const tg_rows_ctx *c);
+/* The same on tg_parallel_threads_for(ns) threads. */
+void tg_parallel_rows_ns(int64_t rows, double ns, void (*row)(const tg_rows_ctx *c, int64_t r), const tg_rows_ctx *c);
 
 /* The calling thread's id in the pool: 0 for the caller and outside jobs. */
 int tg_thread_id(void);
