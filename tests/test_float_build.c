@@ -319,11 +319,44 @@ Test(float_build, layer_norm_statistics_on_hard_rows_at_every_isa) {
             int old = tg__isa_cap(cap);
             bool has = (int)tg_isa_level() == cap;
             tg_real fmean[R], frstd[R];
-            if (has) tg_k_layer_norm(x, gam, bet, y, fmean, frstd, R, d, (tg_real)eps);
+            static tg_real g[R * DMAX], dx[R * DMAX], dg[DMAX], db[DMAX];
+            for (int i = 0; i < R * d; i++) g[i] = (tg_real)cos(0.37 * i);
+            memset(dg, 0, sizeof dg), memset(db, 0, sizeof db);
+            if (has) {
+                tg_k_layer_norm(x, gam, bet, y, fmean, frstd, R, d, (tg_real)eps);
+                tg_k_layer_norm_backward_dx(x, g, gam, fmean, frstd, dx, R, d, true);
+                tg_k_layer_norm_backward_params(x, g, fmean, frstd, dg, db, R, d);
+            }
             tg__isa_cap(old);
             if (!has) break; /* the CPU has no wider build */
+            double wdg[DMAX] = {0}, sdg[DMAX] = {0};
             for (int r = 0; r < R; r++) {
-                double em = fabs(fmean[r] - mean[r]) / (fabs(mean[r]) + sd[r]);
+                /* the backward from the saved statistics, against double: its
+                 * x hat is the forward's, within y's bound; the row sums of
+                 * dx add up to d such errors */
+                const tg_real *xr = x + r * d, *gr = g + r * d;
+                double m1 = 0, m2 = 0, scale = 0, edx = 0;
+                for (int j = 0; j < d; j++) {
+                    double xh = (xr[j] - mean[r]) * rstd[r];
+                    m1 += gr[j] * gam[j] / d, m2 += gr[j] * gam[j] * xh / d;
+                    wdg[j] += gr[j] * xh, sdg[j] += fabs(gr[j]) * (1 + fabs(xh));
+                }
+                for (int j = 0; j < d; j++)
+                    scale = fmax(scale, fabs(gr[j] * gam[j]) + fabs(m1) + fabs(m2) * 2 * sqrt(d));
+                for (int j = 0; j < d; j++) {
+                    double xh = (xr[j] - mean[r]) * rstd[r], want = rstd[r] * (gr[j] * gam[j] - m1 - xh * m2);
+                    edx = fmax(edx, fabs(dx[r * d + j] - want) / (rstd[r] * scale));
+                }
+                double er = fabs(frstd[r] - rstd[r]) / rstd[r];
+                cr_expect(edx <= er + (16 + 2 * sqrt(d)) * u, "ISA %d d %d row %d: dx off by %.3g (rstd %.3g)", cap, d,
+                          r, edx, er);
+            }
+            for (int j = 0; j < d; j++)
+                cr_expect(fabs(dg[j] - wdg[j]) <= 2 * d * u * sdg[j], "ISA %d d %d: dgamma[%d] %.9g, want %.9g", cap, d,
+                          j, (double)dg[j], wdg[j]);
+            for (int r = 0; r < R; r++) {
+                double em =
+                    fabs(x[r * d] + (double)fmean[r] - mean[r]) / (fabs(mean[r]) + sd[r]); /* saved: mean - x_0 */
                 double er = fabs(frstd[r] - rstd[r]) / rstd[r], ey = 0;
                 for (int j = 0; j < d; j++) {
                     double xh = (x[r * d + j] - mean[r]) * rstd[r], want = xh * gam[j] + bet[j];

@@ -6,14 +6,15 @@
  *   dxhat_j = g_j gamma_j
  *   dx_j    = rstd (dxhat_j - mean_k(dxhat_k) - xhat_j mean_k(dxhat_k xhat_k))
  *   dgamma_j = sum_rows g_j xhat_j,   dbeta_j = sum_rows g_j
- * mean and rstd of each row are saved; xhat is recomputed from them. The
+ * mean (less the row's x_0: the kernel's shift) and rstd of each row are
+ * saved; xhat is recomputed from them as the forward computed it. The
  * loops are tensor kernels (tensor/kernels_norm.c). */
 #include "op.h"
 
 #include <math.h>
 
 typedef struct {
-    tg_real *mean, *rstd; /* one per row, in the arena */
+    tg_real *mean, *rstd; /* one per row, in the arena; mean less x_0 */
 } layer_norm_state;
 
 static void layer_norm_backward(tg_node *n) {

@@ -183,7 +183,8 @@ void tg_k_scale(tg_real *x, double coef, int64_t n); /* x *= coef, in double */
 
 /* Layer normalisation over rows of d >= 1 (kernels_norm.c; formulas in
  * autograd/ops_layer_norm.c). gamma and beta NULL: no affine part. The
- * forward saves each row's mean and rstd; the backward's dx = ... when
+ * forward saves each row's mean less the row's first element (the shift
+ * its sums use; kernels_norm.c says why) and rstd; the backward's dx = ... when
  * fresh, else dx += ...; dgamma and dbeta (either may be NULL) are added to. */
 void tg_k_layer_norm(const tg_real *x, const tg_real *gamma, const tg_real *beta, tg_real *y, tg_real *mean,
                      tg_real *rstd, int64_t rows, int64_t d, tg_real eps);
