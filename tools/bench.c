@@ -22,7 +22,10 @@
  *              the sum of its output; also the arena memory one step adds.
  *   gemm-n     C = A B for n x n floats, in GFLOP/s and as a fraction of the
  *              core's single-precision FMA peak, measured here.
- * Times are the median (with min and max) of >= 10 timed steps after warm-up.
+ * Times are the median (with min and max) of >= 10 timed steps after warm-up;
+ * the full comparison runs tgrad and PyTorch alternately in 3 rounds
+ * (--rounds; a slow workload's steps shared among them, at least 5 each),
+ * and reports the median of the rounds' medians.
  *
  * Reproduce:
  *   make bench                                  all workloads at 1 and 2 threads
@@ -47,7 +50,7 @@
 #include "cli.h"
 #include "tgrad.h"
 
-enum { MAX_STEPS = 100000 };
+enum { MAX_STEPS = 100000, MAX_ROUNDS = 9 };
 
 /* ---- clocks, statistics, memory -------------------------------------------- */
 
@@ -632,6 +635,7 @@ static const char *string_of(const char *out, const char *key, char *buf, size_t
 typedef struct {
     const char *python, *script, *self;
     int steps, warmup; /* from the command line; 0 / -1: each workload's default */
+    int rounds;        /* tgrad and PyTorch measured alternately this many times */
     const char *only;  /* comma-separated workloads, or NULL for all */
     bool torch;        /* false once PyTorch failed to run */
     double peak;       /* best FMA peak seen (GFLOP/s per core): noise only lowers it */
@@ -663,6 +667,13 @@ static void add_steps_args(const env_info *e, const char *workload, char **argv,
     int size, steps = e->steps, warmup = e->warmup;
     const char *kind = parse_workload(workload, &size);
     default_steps(kind, size, &steps, &warmup);
+    /* the slow workloads' default steps (fewer than 50) shared among the
+     * rounds, at least 5 each; the quick ones keep theirs in every round */
+    if (e->steps <= 0 && e->rounds > 1 && steps < 50) {
+        steps = (steps + e->rounds - 1) / e->rounds;
+        if (steps < 5) steps = 5;
+    }
+    steps = (steps + e->rounds - 1) / e->rounds < 5 ? 5 : (steps + e->rounds - 1) / e->rounds;
     snprintf(sbuf, 16, "%d", steps);
     snprintf(wbuf, 16, "%d", warmup);
     argv[(*n)++] = "--steps", argv[(*n)++] = sbuf;
@@ -733,6 +744,29 @@ static void measure_torch(env_info *e, row *r) {
         string_of(out, "blas", e->blas, sizeof e->blas);
     }
     r->t_best = r->t_n == 2 && r->t_med[1] < r->t_med[0] ? 1 : 0;
+}
+
+/* The rounds of a row as one: the median of their medians, the smallest
+ * minimum and the largest maximum and peak RSS; failed if any failed. */
+static row combine_rounds(const row *rd, int n) {
+    row r = rd[0];
+    double med[MAX_ROUNDS], tmed[2][MAX_ROUNDS];
+    for (int k = 0; k < n; k++) {
+        r.ok = r.ok && rd[k].ok;
+        r.torch_ok = r.torch_ok && rd[k].torch_ok;
+        med[k] = rd[k].med;
+        r.min = fmin(r.min, rd[k].min), r.max = fmax(r.max, rd[k].max);
+        r.rss = fmax(r.rss, rd[k].rss), r.arena = fmax(r.arena, rd[k].arena);
+        for (int v = 0; v < rd[k].t_n; v++) {
+            tmed[v][k] = rd[k].t_med[v];
+            r.t_min[v] = fmin(r.t_min[v], rd[k].t_min[v]), r.t_max[v] = fmax(r.t_max[v], rd[k].t_max[v]);
+            r.t_rss[v] = fmax(r.t_rss[v], rd[k].t_rss[v]);
+        }
+    }
+    r.med = median(med, n);
+    for (int v = 0; v < r.t_n; v++) r.t_med[v] = median(tmed[v], n);
+    r.t_best = r.t_n == 2 && r.t_med[1] < r.t_med[0] ? 1 : 0;
+    return r;
 }
 
 /* One line of the table, in Markdown (readable on a terminal too). */
@@ -816,8 +850,10 @@ static int write_markdown(const char *path, const row *rows, int n, double peak,
     fprintf(f, "# Benchmarks: tgrad vs PyTorch on the CPU\n\n");
     fprintf(f,
             "Written by `make bench` (`build/bin/bench --markdown %s`); every number below comes from "
-            "that run. The machine is shared and noisy, so times are medians.\n\n",
-            path);
+            "that run. The machine is shared and noisy, so tgrad and PyTorch were measured alternately, "
+            "%d rounds of each row, and a time is the median of the rounds' medians (min-max over all "
+            "their steps).\n\n",
+            path, e->rounds);
     fprintf(f, "- date: %s\n- machine: %s, %ld cores online\n", started, cpu, sysconf(_SC_NPROCESSORS_ONLN));
     char wide[48] = "none (no AVX-512)";
     if (g_peak512 > 0) snprintf(wide, sizeof wide, "%.1f GFLOP/s", g_peak512);
@@ -959,13 +995,20 @@ static int run_all(env_info *e, const char *markdown) {
         for (int th = 1; th <= 2 && selected(e->only, w < (int)NW ? ALL_WORKLOADS[w] : BF16_WORKLOADS[w - NW]);
              th++, n++) {
             bool bf16 = w >= (int)NW;
-            rows[n] = (row){.workload = bf16 ? BF16_WORKLOADS[w - NW] : ALL_WORKLOADS[w], .threads = th, .bf16 = bf16};
-            fprintf(stderr, "bench: %-9s%s %d thread%s: tgrad", rows[n].workload, bf16 ? " bf16" : "", th,
-                    th > 1 ? "s" : " ");
-            measure_tgrad(e, &rows[n]);
-            fprintf(stderr, " %.2f ms, PyTorch", rows[n].med);
-            measure_torch(e, &rows[n]);
-            fprintf(stderr, " %.2f ms\n", rows[n].torch_ok ? rows[n].t_med[rows[n].t_best] : NAN);
+            row rd[MAX_ROUNDS] = {{0}};
+            fprintf(stderr, "bench: %-9s%s %d thread%s:", bf16 ? BF16_WORKLOADS[w - NW] : ALL_WORKLOADS[w],
+                    bf16 ? " bf16" : "", th, th > 1 ? "s" : " ");
+            /* tgrad and PyTorch alternately: a noisy minute of the shared
+             * machine lands on one round of one side, not on a whole row */
+            for (int k = 0; k < e->rounds; k++) {
+                rd[k] =
+                    (row){.workload = bf16 ? BF16_WORKLOADS[w - NW] : ALL_WORKLOADS[w], .threads = th, .bf16 = bf16};
+                measure_tgrad(e, &rd[k]);
+                measure_torch(e, &rd[k]);
+                fprintf(stderr, " %.2f/%.2f", rd[k].med, rd[k].torch_ok ? rd[k].t_med[rd[k].t_best] : NAN);
+            }
+            rows[n] = combine_rounds(rd, e->rounds);
+            fprintf(stderr, " ms (tgrad/PyTorch by round)\n");
         }
     double peak = fmax(e->peak, fma_peak_gflops());
     bf16_peak_gflops();
@@ -993,8 +1036,11 @@ int main(int argc, char **argv) {
     const char *name = NULL, *markdown = NULL, *precision = "fp32";
     int threads = 1, steps = 0, warmup = -1;
     bool determinism = false, no_torch = false;
-    env_info e = {
-        .python = "/usr/bin/python3", .script = "bench/torch_ref.py", .self = "/proc/self/exe", .torch = true};
+    env_info e = {.python = "/usr/bin/python3",
+                  .script = "bench/torch_ref.py",
+                  .self = "/proc/self/exe",
+                  .torch = true,
+                  .rounds = 3};
     cli_opt opts[] = {
         {"workload", CLI_STR, &name, "run one workload (toy, mid, gpt-mini, gpt-small, attn-T, gemm-n), tgrad only", 0,
          0},
@@ -1005,6 +1051,10 @@ int main(int argc, char **argv) {
         {"markdown", CLI_STR, &markdown, "also write the full comparison to this file", 0, 0},
         {"check-determinism", CLI_FLAG, &determinism, "100 toy steps at 1 and 2 threads and again: PASS/FAIL", 0, 0},
         {"only", CLI_STR, &e.only, "comma-separated workloads for the full comparison (default all)", 0, 0},
+        {"rounds", CLI_INT, &e.rounds,
+         "full comparison: tgrad and PyTorch measured alternately this many times (a slow workload's default steps "
+         "shared among them); the table has the median of the rounds' medians",
+         1, MAX_ROUNDS},
         {"no-torch", CLI_FLAG, &no_torch, "skip PyTorch in the full comparison", 0, 0},
         {"python", CLI_STR, &e.python, "Python with torch, for the comparison", 0, 0},
         {"torch-script", CLI_STR, &e.script, "the PyTorch side of the comparison", 0, 0},
