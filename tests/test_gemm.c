@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gemm_test_util.h"
+#include "tensor/gemm_common.h" /* gemm_split_choose */
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h" /* tg__isa_cap: the kernels a machine without AVX-512 or AVX2
@@ -164,6 +165,8 @@ static void same_for_threads_all(void) {
         same_for_threads(t & 1, t & 2, 64, 64, 65); /* direct path, threaded */
         same_for_threads(t & 1, t & 2, 150, 100, 120);
         same_for_threads(t & 1, t & 2, 3, 2000, 300); /* few rows: the threads split the columns */
+        same_for_threads(t & 1, t & 2, 18, 700, 300); /* 3 row tiles: split by columns */
+        same_for_threads(t & 1, t & 2, 600, 40, 200); /* 100 row tiles, 2 slivers: by rows */
     }
 }
 
@@ -175,6 +178,29 @@ Test(gemm, few_rows_split_by_columns) {
     tg_set_num_threads(2);
     check_all_transposes(1, 1000, 300, (tg_real)0.75, (tg_real)0.5, 0, false);
     check_all_transposes(5, 1037, 70, 1, 0, 3, false);
+    tg_set_num_threads(saved);
+}
+
+/* gemm_split_choose (gemm_common.h) at 2 threads: the split whose largest
+ * share is smaller, counting whole tiles and each share's rows of A, rows
+ * on a tie, one thread for a small product. */
+Test(gemm, split_by_the_smaller_largest_share) {
+    int saved = tg_get_num_threads();
+    tg_set_num_threads(2);
+    gemm_split s = gemm_split_choose(1, 1000, 300, 6, 32); /* one row tile: columns */
+    cr_assert(s.nt == 2 && s.split_n);
+    s = gemm_split_choose(18, 1024, 512, 6, 32); /* 3 row tiles: 2 against 1.5 */
+    cr_assert(s.nt == 2 && s.split_n);
+    s = gemm_split_choose(24, 1024, 512, 6, 32); /* 4 row tiles: the tiles tie, A's rows decide */
+    cr_assert(s.nt == 2 && !s.split_n);
+    s = gemm_split_choose(256, 256, 256, 6, 32); /* 43 row tiles: fewer tiles by columns, less of A by rows */
+    cr_assert(s.nt == 2 && !s.split_n);
+    s = gemm_split_choose(600, 40, 200, 6, 32); /* 100 row tiles, 2 slivers (the second 8 wide) */
+    cr_assert(s.nt == 2 && !s.split_n);
+    s = gemm_split_choose(1, 32, 4000, 6, 32); /* one tile, one sliver */
+    cr_assert(s.nt == 1);
+    s = gemm_split_choose(16, 16, 16, 6, 32); /* below PARALLEL_MIN_WORK */
+    cr_assert(s.nt == 1);
     tg_set_num_threads(saved);
 }
 

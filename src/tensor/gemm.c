@@ -42,8 +42,8 @@
  *
  * Determinism: the value of C(i,j) depends only on how K is split into KC
  * blocks (each block is summed in k order in registers, then added to C),
- * and that split depends on K alone. Threads split the rows of C (its columns
- * when the rows are too few), never K, so results are bit-identical for any
+ * and that split depends on K alone. Threads split the rows of C or its
+ * columns (gemm_split_choose), never K, so results are bit-identical for any
  * number of threads.
  *
  * Memory: packing buffers belong to the calling thread (thread-local), are
@@ -664,13 +664,13 @@ static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, i
 typedef struct {
     const gemm_isa *isa; /* blocked path */
     bool avx2, trans_a, trans_b;
-    int M, N, K, mr, nt, lda, ldb, ldc;
+    int M, N, K, mr, nr, nt, lda, ldb, ldc;
     tg_real alpha, beta;
     const tg_real *A, *B;
     tg_real *C;
     const tg_gemm_epilogue *ep; /* NULL: none */
     int kblocks, nc, mc;        /* blocked path */
-    bool split_n;               /* blocked path: threads split B's slivers, not C's rows */
+    bool split_n;               /* threads split C's columns (B's slivers), not its rows */
     int jc, ncur, kb, pc, kcur; /* blocked path: the panel of the current jobs */
     tg_real *ws;
     size_t b_elems, a_elems;
@@ -681,30 +681,37 @@ typedef struct {
     .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, \
     .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .ep = ep
 
-/* Row blocks [b, e) of the product's nt: a range job, so a share no thread
- * has started is run by the caller (no barrier needs a whole team here). */
+/* Shares [b, e) of the product's nt: runs of C's mr-row tiles or, split_n,
+ * of nr-wide column slivers (B, C and the epilogue's Y from the run's
+ * first column). A range job, so a share no thread has started is run by
+ * the caller (no barrier needs a whole team here). */
 static void direct_range(void *ctx, int64_t b, int64_t e, int tid) {
     (void)tid;
     const gemm_ctx *c = ctx;
-    int r0, r1;
-    block_rows(c->M, c->mr, b, e, c->nt, &r0, &r1);
-    direct_rows(c->avx2, c->trans_a, c->trans_b, r0, r1, c->N, c->K, c->alpha, c->A, c->lda, c->B, c->ldb, c->beta,
-                c->C, c->ldc, c->ep);
+    int r0 = 0, r1 = c->M, j0 = 0, j1 = c->N;
+    if (c->split_n)
+        block_rows(c->N, c->nr, b, e, c->nt, &j0, &j1);
+    else
+        block_rows(c->M, c->mr, b, e, c->nt, &r0, &r1);
+    tg_gemm_epilogue ep = c->ep ? (tg_gemm_epilogue){c->ep->act, c->ep->Y + j0} : (tg_gemm_epilogue){0};
+    direct_rows(c->avx2, c->trans_a, c->trans_b, r0, r1, j1 - j0, c->K, c->alpha, c->A, c->lda,
+                c->B + (c->trans_b ? (size_t)j0 * c->ldb : (size_t)j0), c->ldb, c->beta, c->C + j0, c->ldc,
+                c->ep ? &ep : NULL);
 }
 
-/* Small products: no packing, rows of C split among threads. */
+/* Small products: no packing, rows or columns of C split among threads. */
 static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A,
                         int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
                         const tg_gemm_epilogue *ep) {
-    int mr = avx2 ? AVX_MR : 1;
-    int nt = team_size(M, N, K, mr);
+    int mr = avx2 ? AVX_MR : 1, nr = avx2 ? AVX_NR : 1;
+    gemm_split split = gemm_split_choose(M, N, K, mr, nr);
     /* A job costs far more than a whole 16x16x16 product: skip it. */
-    if (nt == 1) {
+    if (split.nt == 1) {
         direct_rows(avx2, trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
-    gemm_ctx c = {GEMM_OPERANDS, .avx2 = avx2, .mr = mr, .nt = nt};
-    tg_parallel_for(nt, true, direct_range, &c);
+    gemm_ctx c = {GEMM_OPERANDS, .avx2 = avx2, .mr = mr, .nr = nr, .nt = split.nt, .split_n = split.split_n};
+    tg_parallel_for(split.nt, true, direct_range, &c);
 }
 
 /* The AVX2 and AVX-512 packers where they apply (float), else the generic loops. */
@@ -810,13 +817,12 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
     int nc = (int)round_up((size_t)(N < isa->nc ? N : isa->nc), (size_t)nr);
     int mc = (int)round_up((size_t)(M < isa->mc ? M : isa->mc), (size_t)mr);
 
-    /* Threads split C's rows; a product of fewer row tiles than threads
-     * (a few rows: one token's step in generation, M = batch) splits B's
-     * slivers instead. Either way each element of C is one thread's, summed
-     * in the same order: the same bits at any thread count. */
-    int nt = team_size(M, N, K, mr), nt_cols = team_size(N, M, K, nr);
-    bool split_n = nt_cols > nt;
-    if (split_n) nt = nt_cols;
+    /* Threads split C's rows or B's slivers, whichever keeps the shares
+     * full (gemm_split_choose). Either way each element of C is one
+     * thread's, summed in the same order: the same bits at any thread count. */
+    gemm_split split = gemm_split_choose(M, N, K, mr, nr);
+    int nt = split.nt;
+    bool split_n = split.split_n;
     size_t b_elems = round_up((size_t)kc_max * nc, 16);
     size_t a_elems = round_up((size_t)kc_max * mc + 8, 16); /* + 8: pack_a_avx2's overhang */
     tg_real *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(tg_real));
