@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gemm_test_util.h"
+#include "tensor/gemm_common.h" /* gemm_split_choose */
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h" /* tg__isa_cap: the kernels a machine without AVX-512 or AVX2
@@ -164,6 +165,11 @@ static void same_for_threads_all(void) {
         same_for_threads(t & 1, t & 2, 64, 64, 65); /* direct path, threaded */
         same_for_threads(t & 1, t & 2, 150, 100, 120);
         same_for_threads(t & 1, t & 2, 3, 2000, 300); /* few rows: the threads split the columns */
+        same_for_threads(t & 1, t & 2, 1, 4100, 301); /* few rows, B in place: blocks of sums, K % 4 */
+        same_for_threads(t & 1, t & 2, 8, 1000, 517);
+        same_for_threads(t & 1, t & 2, 12, 1100, 1000); /* B transposed: 12 rows read it in place */
+        same_for_threads(t & 1, t & 2, 18, 700, 300);   /* 3 row tiles: split by columns */
+        same_for_threads(t & 1, t & 2, 600, 40, 200);   /* 100 row tiles, 2 slivers: by rows */
     }
 }
 
@@ -175,6 +181,75 @@ Test(gemm, few_rows_split_by_columns) {
     tg_set_num_threads(2);
     check_all_transposes(1, 1000, 300, (tg_real)0.75, (tg_real)0.5, 0, false);
     check_all_transposes(5, 1037, 70, 1, 0, 3, false);
+    tg_set_num_threads(saved);
+}
+
+/* Products of a few rows read B in place (gemm.c's few_rows: up to 8
+ * rows with N * K >= 128^2, and with B transposed up to 16 rows when N * K
+ * >= 1024^2): every row count to one past the limit, columns that end a
+ * vector or a block of sums (4096 / m floats, 2048 / m doubles) short, K
+ * past a multiple of 4 and of the vector width, alpha and beta, beta == 0
+ * over NaN, padded operands; at every ISA level, on 1 and 2 threads. */
+Test(gemm, few_rows_b_read_in_place) {
+    static const int s[][3] = {
+        {1, 4100, 7}, {2, 2050, 9},  {3, 1400, 33}, {4, 37, 1025}, {5, 820, 21}, {6, 130, 130},
+        {7, 600, 30}, {8, 520, 301}, {9, 300, 60},  {1, 17, 4096}, {2, 3, 6000}, {11, 1024, 1025},
+    };
+    int saved = tg_get_num_threads();
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++)
+        for (int nt = 1; nt <= 2; nt++) {
+            int old = tg__isa_cap(cap);
+            tg_set_num_threads(nt);
+            for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+                check_all_transposes(s[i][0], s[i][1], s[i][2], (tg_real)0.75, (tg_real)0.5, 3, false);
+                check_all_transposes(s[i][0], s[i][1], s[i][2], -1, 0, 0, true);
+            }
+            tg__isa_cap(old);
+        }
+    tg_set_num_threads(saved);
+}
+
+/* The few-row loops with B untransposed are a chain of exactly rounded FMAs
+ * per element in k order at either width: AVX2 and AVX-512 give the same
+ * bits. */
+Test(gemm, few_rows_same_bits_at_avx2_and_avx512) {
+    static const int s[][3] = {{1, 4100, 7}, {3, 1400, 33}, {8, 520, 301}, {5, 37, 1025}};
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+        for (int ta = 0; ta < 2; ta++) {
+            int M = s[i][0], N = s[i][1], K = s[i][2];
+            tg_real *A = lcg_buf(&lcg_state, (size_t)M * K), *B = lcg_buf(&lcg_state, (size_t)K * N);
+            tg_real *C[2] = {lcg_buf(&lcg_state, (size_t)M * N), malloc((size_t)M * N * sizeof(tg_real))};
+            cr_assert_not_null(C[1]);
+            for (int w = 0; w < 2; w++) {
+                int old = tg__isa_cap(w ? TG_ISA_AVX512 : TG_ISA_AVX2);
+                tg_k_gemm(ta, false, M, N, K, (tg_real)0.75, A, ta ? M : K, B, N, 0, C[w], N);
+                tg__isa_cap(old);
+            }
+            cr_assert(memcmp(C[0], C[1], (size_t)M * N * sizeof(tg_real)) == 0, "ta=%d %dx%dx%d", ta, M, N, K);
+            free(A), free(B), free(C[0]), free(C[1]);
+        }
+}
+
+/* gemm_split_choose (gemm_common.h) at 2 threads: the split whose largest
+ * share is smaller, counting whole tiles and each share's rows of A, rows
+ * on a tie, one thread for a small product. */
+Test(gemm, split_by_the_smaller_largest_share) {
+    int saved = tg_get_num_threads();
+    tg_set_num_threads(2);
+    gemm_split s = gemm_split_choose(1, 1000, 300, 6, 32); /* one row tile: columns */
+    cr_assert(s.nt == 2 && s.split_n);
+    s = gemm_split_choose(18, 1024, 512, 6, 32); /* 3 row tiles: 2 against 1.5 */
+    cr_assert(s.nt == 2 && s.split_n);
+    s = gemm_split_choose(24, 1024, 512, 6, 32); /* 4 row tiles: the tiles tie, A's rows decide */
+    cr_assert(s.nt == 2 && !s.split_n);
+    s = gemm_split_choose(256, 256, 256, 6, 32); /* 43 row tiles: fewer tiles by columns, less of A by rows */
+    cr_assert(s.nt == 2 && !s.split_n);
+    s = gemm_split_choose(600, 40, 200, 6, 32); /* 100 row tiles, 2 slivers (the second 8 wide) */
+    cr_assert(s.nt == 2 && !s.split_n);
+    s = gemm_split_choose(1, 32, 4000, 6, 32); /* one tile, one sliver */
+    cr_assert(s.nt == 1);
+    s = gemm_split_choose(16, 16, 16, 6, 32); /* below PARALLEL_MIN_WORK */
+    cr_assert(s.nt == 1);
     tg_set_num_threads(saved);
 }
 

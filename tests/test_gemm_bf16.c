@@ -164,9 +164,31 @@ Test(gemm_bf16, bit_identical_across_thread_counts) {
             same_for_threads(t & 1, t & 2, 300, 257, 129);
             same_for_threads(t & 1, t & 2, 97, 700, 1030);
             same_for_threads(t & 1, t & 2, 64, 64, 65);
+            same_for_threads(t & 1, t & 2, 3, 2000, 300);  /* few rows: the threads split the columns */
+            same_for_threads(t & 1, t & 2, 18, 700, 1100); /* 3 row tiles: by columns, two K blocks */
         }
         tg__isa_cap(old);
     }
+}
+
+/* A product of few row tiles splits B's slivers among the threads
+ * (gemm_split_choose, as tg_k_gemm): every column right against both
+ * references at 2 threads, at every ISA level; one row, a panel whose last
+ * sliver is partial, padded operands, several K blocks, N past one panel. */
+Test(gemm_bf16, few_rows_split_by_columns) {
+    int saved = tg_get_num_threads();
+    tg_set_num_threads(2);
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++) {
+        int old = tg__isa_cap(cap);
+        for (int t = 0; t < 4; t++) {
+            check(t & 1, t & 2, 1, 1000, 300, (tg_real)0.75, (tg_real)0.5, 0, false);
+            check(t & 1, t & 2, 5, 1037, 70, 1, 0, 3, false);
+            check(t & 1, t & 2, 18, 300, 2100, -1, 0, 1, true);
+            check(t & 1, t & 2, 2, 4200, 40, 1, 0, 0, false);
+        }
+        tg__isa_cap(old);
+    }
+    tg_set_num_threads(saved);
 }
 
 /* ---- the conversions ------------------------------------------------------- */

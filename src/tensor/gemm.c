@@ -27,7 +27,10 @@
  * machine without AVX2, where a portable C kernel takes over.
  *
  * Small products (the attention heads are 16 x 16 x 16) skip packing: a
- * "direct" kernel reads A through its strides and B rows in place.
+ * "direct" kernel reads A through its strides and B rows in place. So do
+ * products of a few rows (one token a step in generation, M = batch): each
+ * element of B serves only M multiply-adds, so packing B would cost as much
+ * as the product; the few-row loops read B in the order it lies in memory.
  *
  * Epilogue (tg_k_gemm_ep): with one, each block of C a thread finishes
  * (the rows of one block of A across one panel of B, after the last KC
@@ -38,13 +41,15 @@
  * Y written 6 short rows at a time cost more than the L2 reads saved, so
  * that was slower than a separate pass (the commit that added this has
  * the measurements). The direct loops apply it to each tile they finish
- * (a row, for the portable ones).
+ * (a row, for the portable ones), the few-row loops to each block of sums
+ * they store (B transposed: to their rows once all are stored).
  *
- * Determinism: the value of C(i,j) depends only on how K is split into KC
- * blocks (each block is summed in k order in registers, then added to C),
- * and that split depends on K alone. Threads split the rows of C (its columns
- * when the rows are too few), never K, so results are bit-identical for any
- * number of threads.
+ * Determinism: the path is chosen by the shape alone, and on each path the
+ * value of C(i,j) depends only on K: on how K is split into KC blocks (each
+ * block summed in k order in registers, then added to C; the split depends
+ * on K alone), or for the few-row loops on K's lanes. Threads split the rows
+ * of C or its columns (gemm_split_choose), never K, so results are
+ * bit-identical for any number of threads.
  *
  * Memory: packing buffers belong to the calling thread (thread-local), are
  * allocated once through tg_sys_alloc and grown only when a larger product
@@ -105,6 +110,27 @@
  * per panel (N <= 512), and packs it for wider products (multiply_range). */
 #define A_IN_PLACE_MAX_SLIVERS 16
 #define PORT_DIRECT_MAX_WORK   (24.0 * 24.0 * 24.0)
+/* Products of a few rows read B as it lies (few_rows_nn, few_rows_nt; from
+ * AVX2 up): up to FEW_ROWS_MAX rows when N * K >= FEW_MIN_NK, and with B
+ * transposed (A not) up to FEW_ROWS_MAX_NT rows when N * K >=
+ * FEW_MIN_NK_NT. Measured on one core of this EPYC, float, AVX-512 level,
+ * medians of 21 calls interleaved with the packed path's, ms, packed ->
+ * few-row loops:
+ *   B untransposed    1 x 4096 x 1024  2.37 -> 0.75    4 x 1024 x 4096  3.03 -> 1.57
+ *                     8 x 4096 x 1024  4.92 -> 2.24   12 x 1024 x 4096  3.13 -> 3.24
+ *                    16 x 1024 x 4096  3.68 -> 8.81 (blocks of sums 256 wide, B's rows
+ *                                                    read 1 KB at a time)
+ *   B transposed      1 x 1024 x 4096  2.79 -> 0.82   16 x 4096 x 1024  4.41 -> 2.84
+ *                    16 x 1024 x 1024  1.04 -> 0.88   16 x 512 x 512   0.166 -> 0.168
+ *                    24 x 512 x 512   0.197 -> 0.244  32 x 1024 x 4096  5.77 -> 5.93
+ * (at the AVX2 level, whose packer of an untransposed B is the generic
+ * loop, 6 and 8 rows 3.6-5x). Below N * K = 128^2 the direct loops are as
+ * fast (B untransposed, 4 and 8 rows, 64 x 64: the loops below 0.83-0.97x;
+ * 128 x 128: 0.90-1.51x). */
+#define FEW_ROWS_MAX           8
+#define FEW_MIN_NK             (128.0 * 128.0)
+#define FEW_ROWS_MAX_NT        16
+#define FEW_MIN_NK_NT          (1024.0 * 1024.0)
 
 /* ---- C = beta * C (beta == 0 writes zeros without reading C) ------------- */
 static void scale_c(int M, int N, tg_real beta, tg_real *C, int ldc) {
@@ -509,6 +535,127 @@ static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int 
         }
     }
 }
+
+/* ---- few rows: B read as it lies ---------------------------------------------
+ * A product of a few rows (one token a step in generation, M = batch) uses
+ * each element of B only M times, so packing B (a read and a write of all of
+ * it, then the kernel's read) costs as much as the product; and the direct
+ * loops read B one sliver of columns at a time, down all K rows of B (one
+ * cache line per row, a row's stride apart, a page after page) or across 16
+ * rows at once. Measured in a scratch program, 1 x 1024 x 4096, B
+ * untransposed, one core: packed 2.5-2.9 ms, 32-column slivers down B in
+ * place 2.4-2.5, the loop below 0.8-1.0 (0.5-0.8 at AVX-512 width); a
+ * plain read of B 0.3-0.6. These loops read B in the order it lies:
+ *   B untransposed (op(B) row k is B's row k): C's rows += A(i,k) * B's row
+ *     k, 4 k at a time, into a block of sums that stays in L1 (FEW_ACC),
+ *     each sum chained in k order as in the register kernels;
+ *   B transposed (B[j, k], a Linear layer's weight), A untransposed: dot
+ *     products of 2 rows of A and 4 rows of B, VLEN lanes over k (lane l
+ *     sums the k = l mod VLEN), the lanes added in a fixed order at the end.
+ * An element's value depends on K alone, not on which columns a call
+ * covers: a split of the columns among threads gives the same bits. */
+#define FEW_ACC  (16384 / (int)sizeof(tg_real)) /* 16 KB of sums: half of L1 */
+#define FEW_COLS 64                             /* a thread's share of the columns: a multiple of this */
+/* few_rows_nn and its AVX-512 twin. */
+typedef void (*few_nn_fn)(bool trans_a, int m, int N, int K, tg_real alpha, const tg_real *A, int lda, const tg_real *B,
+                          int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep);
+
+TG_AVX2 static void few_rows_nn(bool trans_a, int m, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                                const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
+                                const tg_gemm_epilogue *ep) {
+    _Alignas(32) tg_real acc[FEW_ACC];
+    int W = FEW_ACC / m / VLEN * VLEN; /* columns per block of sums */
+    if (W > (int)round_up((size_t)N, VLEN)) W = (int)round_up((size_t)N, VLEN);
+    const size_t ai = trans_a ? 1 : (size_t)lda, ak = trans_a ? (size_t)lda : 1; /* A(i,k) at A[i*ai + k*ak] */
+    for (int j0 = 0; j0 < N; j0 += W) {
+        const int w = N - j0 < W ? N - j0 : W;
+        memset(acc, 0, sizeof(tg_real) * (size_t)m * W);
+        int k = 0;
+        for (; k + 4 <= K; k += 4) {
+            const tg_real *b = B + (size_t)k * ldb + j0;
+            for (int j = 0; j < w; j += VLEN) {
+                vreal b0, b1, b2, b3;
+                if (j + VLEN <= w) {
+                    b0 = V_LOAD(b + j), b1 = V_LOAD(b + ldb + j);
+                    b2 = V_LOAD(b + 2 * (size_t)ldb + j), b3 = V_LOAD(b + 3 * (size_t)ldb + j);
+                } else { /* the last columns: masked loads never touch memory past them */
+                    __m256i mk = V_MASK(w - j, 0);
+                    b0 = V_MASKLOAD(b + j, mk), b1 = V_MASKLOAD(b + ldb + j, mk);
+                    b2 = V_MASKLOAD(b + 2 * (size_t)ldb + j, mk), b3 = V_MASKLOAD(b + 3 * (size_t)ldb + j, mk);
+                }
+                for (int r = 0; r < m; r++) {
+                    const tg_real *a = A + r * ai + k * ak;
+                    tg_real *sum = acc + (size_t)r * W + j;
+                    vreal t = V_LOAD(sum);
+                    t = V_FMA(V_BCAST(a), b0, t);
+                    t = V_FMA(V_BCAST(a + ak), b1, t);
+                    t = V_FMA(V_BCAST(a + 2 * ak), b2, t);
+                    t = V_FMA(V_BCAST(a + 3 * ak), b3, t);
+                    V_STORE(sum, t);
+                }
+            }
+        }
+        for (; k < K; k++) {
+            const tg_real *b = B + (size_t)k * ldb + j0;
+            for (int j = 0; j < w; j += VLEN) {
+                vreal b0 = j + VLEN <= w ? V_LOAD(b + j) : V_MASKLOAD(b + j, V_MASK(w - j, 0));
+                for (int r = 0; r < m; r++) {
+                    tg_real *sum = acc + (size_t)r * W + j;
+                    V_STORE(sum, V_FMA(V_BCAST(A + r * ai + k * ak), b0, V_LOAD(sum)));
+                }
+            }
+        }
+        store_tile(acc, W, m, w, alpha, beta, C + j0, ldc);
+        gemm_epilogue(ep, C, C + j0, ldc, m, w);
+    }
+}
+
+/* The VLEN lanes of v added in a fixed order. */
+TG_AVX2 static inline tg_real lanes_sum(vreal v) {
+#ifdef TG_DOUBLE
+    __m128d x = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(x, _mm_unpackhi_pd(x, x)));
+#else
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+#endif
+}
+
+#define DOT_FMA(r, j) s##r##j = V_FMA(x##r, y##j, s##r##j)
+TG_AVX2 static void few_rows_nt(int m, int N, int K, tg_real alpha, const tg_real *A, int lda, const tg_real *B,
+                                int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+    const int kfull = K / VLEN * VLEN;
+    const __m256i mk = V_MASK(K - kfull, 0); /* the last K % VLEN values of a row */
+    for (int j = 0; j < N; j += 4) {
+        /* columns past N repeat column j: computed, not stored */
+        const tg_real *y0p = B + (size_t)j * ldb, *y1p = j + 1 < N ? y0p + ldb : y0p;
+        const tg_real *y2p = j + 2 < N ? y0p + 2 * (size_t)ldb : y0p, *y3p = j + 3 < N ? y0p + 3 * (size_t)ldb : y0p;
+        for (int i = 0; i < m; i += 2) {
+            const tg_real *x0p = A + (size_t)i * lda, *x1p = i + 1 < m ? x0p + lda : x0p;
+            vreal s00 = V_ZERO(), s01 = V_ZERO(), s02 = V_ZERO(), s03 = V_ZERO();
+            vreal s10 = V_ZERO(), s11 = V_ZERO(), s12 = V_ZERO(), s13 = V_ZERO();
+            for (int k = 0; k < K; k += VLEN) {
+                vreal x0, x1, y0, y1, y2, y3;
+                if (k < kfull) {
+                    x0 = V_LOAD(x0p + k), x1 = V_LOAD(x1p + k);
+                    y0 = V_LOAD(y0p + k), y1 = V_LOAD(y1p + k), y2 = V_LOAD(y2p + k), y3 = V_LOAD(y3p + k);
+                } else { /* zeros past K in both operands add +0 */
+                    x0 = V_MASKLOAD(x0p + k, mk), x1 = V_MASKLOAD(x1p + k, mk);
+                    y0 = V_MASKLOAD(y0p + k, mk), y1 = V_MASKLOAD(y1p + k, mk);
+                    y2 = V_MASKLOAD(y2p + k, mk), y3 = V_MASKLOAD(y3p + k, mk);
+                }
+                DOT_FMA(0, 0), DOT_FMA(0, 1), DOT_FMA(0, 2), DOT_FMA(0, 3);
+                DOT_FMA(1, 0), DOT_FMA(1, 1), DOT_FMA(1, 2), DOT_FMA(1, 3);
+            }
+            tg_real t[2 * 4] = {lanes_sum(s00), lanes_sum(s01), lanes_sum(s02), lanes_sum(s03),
+                                lanes_sum(s10), lanes_sum(s11), lanes_sum(s12), lanes_sum(s13)};
+            store_tile(t, 4, m - i < 2 ? m - i : 2, N - j < 4 ? N - j : 4, alpha, beta, C + (size_t)i * ldc + j, ldc);
+        }
+    }
+    gemm_epilogue(ep, C, C, ldc, m, N);
+}
+#undef DOT_FMA
 #endif /* TG_X86 */
 
 /* ---- AVX-512 micro-kernel (float) ------------------------------------------
@@ -579,6 +726,55 @@ TG_AVX512 static void pack_b_avx512(int n, int kc, const float *B, int ldb, int 
         const float *src = B + (size_t)(k0 + k) * ldb + j0;
         _mm512_storeu_ps(dst + (size_t)k * Z_NR, _mm512_maskz_loadu_ps(m0, src));
         _mm512_storeu_ps(dst + (size_t)k * Z_NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+    }
+}
+
+/* few_rows_nn 16 floats wide: the same sums in the same order (a chain of
+ * exactly rounded FMAs per element, so the same bits as the AVX2 loop),
+ * half the instructions per byte of B. */
+TG_AVX512 static void few_rows_nn_avx512(bool trans_a, int m, int N, int K, float alpha, const float *A, int lda,
+                                         const float *B, int ldb, float beta, float *C, int ldc,
+                                         const tg_gemm_epilogue *ep) {
+    _Alignas(64) float acc[FEW_ACC];
+    int W = FEW_ACC / m / 16 * 16; /* columns per block of sums */
+    if (W > (int)round_up((size_t)N, 16)) W = (int)round_up((size_t)N, 16);
+    const size_t ai = trans_a ? 1 : (size_t)lda, ak = trans_a ? (size_t)lda : 1; /* A(i,k) at A[i*ai + k*ak] */
+    for (int j0 = 0; j0 < N; j0 += W) {
+        const int w = N - j0 < W ? N - j0 : W;
+        memset(acc, 0, sizeof(float) * (size_t)m * W);
+        int k = 0;
+        for (; k + 4 <= K; k += 4) {
+            const float *b = B + (size_t)k * ldb + j0;
+            for (int j = 0; j < w; j += 16) {
+                __mmask16 mk = (__mmask16)(w - j >= 16 ? 0xFFFF : (1u << (w - j)) - 1); /* no load past B's row */
+                __m512 b0 = _mm512_maskz_loadu_ps(mk, b + j), b1 = _mm512_maskz_loadu_ps(mk, b + ldb + j);
+                __m512 b2 = _mm512_maskz_loadu_ps(mk, b + 2 * (size_t)ldb + j);
+                __m512 b3 = _mm512_maskz_loadu_ps(mk, b + 3 * (size_t)ldb + j);
+                for (int r = 0; r < m; r++) {
+                    const float *a = A + r * ai + k * ak;
+                    float *sum = acc + (size_t)r * W + j;
+                    __m512 t = _mm512_load_ps(sum);
+                    t = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), b0, t);
+                    t = _mm512_fmadd_ps(_mm512_set1_ps(a[ak]), b1, t);
+                    t = _mm512_fmadd_ps(_mm512_set1_ps(a[2 * ak]), b2, t);
+                    t = _mm512_fmadd_ps(_mm512_set1_ps(a[3 * ak]), b3, t);
+                    _mm512_store_ps(sum, t);
+                }
+            }
+        }
+        for (; k < K; k++) {
+            const float *b = B + (size_t)k * ldb + j0;
+            for (int j = 0; j < w; j += 16) {
+                __mmask16 mk = (__mmask16)(w - j >= 16 ? 0xFFFF : (1u << (w - j)) - 1);
+                __m512 b0 = _mm512_maskz_loadu_ps(mk, b + j);
+                for (int r = 0; r < m; r++) {
+                    float *sum = acc + (size_t)r * W + j;
+                    _mm512_store_ps(sum, _mm512_fmadd_ps(_mm512_set1_ps(A[r * ai + k * ak]), b0, _mm512_load_ps(sum)));
+                }
+            }
+        }
+        store_tile(acc, W, m, w, alpha, beta, C + j0, ldc);
+        gemm_epilogue(ep, C, C + j0, ldc, m, w);
     }
 }
 #endif
@@ -662,15 +858,15 @@ static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, i
 }
 
 typedef struct {
-    const gemm_isa *isa; /* blocked path */
-    bool avx2, trans_a, trans_b;
-    int M, N, K, mr, nt, lda, ldb, ldc;
+    const gemm_isa *isa;              /* blocked path */
+    bool avx2, few, trans_a, trans_b; /* few: the few-row loops (unpacked path) */
+    int M, N, K, mr, nr, nt, lda, ldb, ldc;
     tg_real alpha, beta;
     const tg_real *A, *B;
     tg_real *C;
     const tg_gemm_epilogue *ep; /* NULL: none */
     int kblocks, nc, mc;        /* blocked path */
-    bool split_n;               /* blocked path: threads split B's slivers, not C's rows */
+    bool split_n;               /* threads split C's columns (B's slivers), not its rows */
     int jc, ncur, kb, pc, kcur; /* blocked path: the panel of the current jobs */
     tg_real *ws;
     size_t b_elems, a_elems;
@@ -681,30 +877,60 @@ typedef struct {
     .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, \
     .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .ep = ep
 
-/* Row blocks [b, e) of the product's nt: a range job, so a share no thread
- * has started is run by the caller (no barrier needs a whole team here). */
-static void direct_range(void *ctx, int64_t b, int64_t e, int tid) {
-    (void)tid;
-    const gemm_ctx *c = ctx;
-    int r0, r1;
-    block_rows(c->M, c->mr, b, e, c->nt, &r0, &r1);
-    direct_rows(c->avx2, c->trans_a, c->trans_b, r0, r1, c->N, c->K, c->alpha, c->A, c->lda, c->B, c->ldb, c->beta,
-                c->C, c->ldc, c->ep);
-}
-
-/* Small products: no packing, rows of C split among threads. */
-static void gemm_direct(bool avx2, bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A,
-                        int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
-                        const tg_gemm_epilogue *ep) {
-    int mr = avx2 ? AVX_MR : 1;
-    int nt = team_size(M, N, K, mr);
-    /* A job costs far more than a whole 16x16x16 product: skip it. */
-    if (nt == 1) {
-        direct_rows(avx2, trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+/* Rows [r0, r1), columns [j0, j1) of a product that is not packed: the
+ * direct loops or, few, the few-row ones, on A, B and C from that corner
+ * (and the epilogue's Y). */
+static void unpacked_share(const gemm_ctx *c, int r0, int r1, int j0, int j1) {
+    tg_gemm_epilogue ep =
+        c->ep ? (tg_gemm_epilogue){c->ep->act, c->ep->Y + (size_t)r0 * c->ldc + j0} : (tg_gemm_epilogue){0};
+    const tg_real *A = c->A + (size_t)r0 * (c->trans_a ? 1 : (size_t)c->lda);
+    const tg_real *B = c->B + (c->trans_b ? (size_t)j0 * c->ldb : (size_t)j0);
+    tg_real *C = c->C + (size_t)r0 * c->ldc + j0;
+    const tg_gemm_epilogue *e = c->ep ? &ep : NULL;
+#if TG_X86
+    if (c->few && c->trans_b) {
+        few_rows_nt(r1 - r0, j1 - j0, c->K, c->alpha, A, c->lda, B, c->ldb, c->beta, C, c->ldc, e);
         return;
     }
-    gemm_ctx c = {GEMM_OPERANDS, .avx2 = avx2, .mr = mr, .nt = nt};
-    tg_parallel_for(nt, true, direct_range, &c);
+    if (c->few) {
+        few_nn_fn nn = TG_PICK(TG_SIMD_F32, few_rows_nn, few_rows_nn, few_rows_nn_avx512);
+        nn(c->trans_a, r1 - r0, j1 - j0, c->K, c->alpha, A, c->lda, B, c->ldb, c->beta, C, c->ldc, e);
+        return;
+    }
+#endif
+    direct_rows(c->avx2, c->trans_a, c->trans_b, 0, r1 - r0, j1 - j0, c->K, c->alpha, A, c->lda, B, c->ldb, c->beta, C,
+                c->ldc, e);
+}
+
+/* Shares [b, e) of the product's nt: runs of C's mr-row tiles or, split_n,
+ * of nr-wide column slivers. A range job, so a share no thread has started
+ * is run by the caller (no barrier needs a whole team here). */
+static void unpacked_range(void *ctx, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const gemm_ctx *c = ctx;
+    int r0 = 0, r1 = c->M, j0 = 0, j1 = c->N;
+    if (c->split_n)
+        block_rows(c->N, c->nr, b, e, c->nt, &j0, &j1);
+    else
+        block_rows(c->M, c->mr, b, e, c->nt, &r0, &r1);
+    unpacked_share(c, r0, r1, j0, j1);
+}
+
+/* Products without packing: small ones (the direct loops) and, few, those
+ * of a few rows (few_rows_nn, few_rows_nt; all rows are one tile, so
+ * threads split the columns). */
+static void gemm_unpacked(bool few, bool avx2, bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
+                          const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
+                          const tg_gemm_epilogue *ep) {
+    int mr = few ? M : avx2 ? AVX_MR : 1, nr = few ? FEW_COLS : avx2 ? AVX_NR : 1;
+    gemm_split split = gemm_split_choose(M, N, K, mr, nr);
+    gemm_ctx c = {GEMM_OPERANDS,           .avx2 = avx2, .few = few, .mr = mr, .nr = nr, .nt = split.nt,
+                  .split_n = split.split_n};
+    /* A job costs far more than a whole 16x16x16 product: skip it. */
+    if (split.nt == 1)
+        unpacked_share(&c, 0, M, 0, N);
+    else
+        tg_parallel_for(split.nt, true, unpacked_range, &c);
 }
 
 /* The AVX2 and AVX-512 packers where they apply (float), else the generic loops. */
@@ -810,13 +1036,12 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
     int nc = (int)round_up((size_t)(N < isa->nc ? N : isa->nc), (size_t)nr);
     int mc = (int)round_up((size_t)(M < isa->mc ? M : isa->mc), (size_t)mr);
 
-    /* Threads split C's rows; a product of fewer row tiles than threads
-     * (a few rows: one token's step in generation, M = batch) splits B's
-     * slivers instead. Either way each element of C is one thread's, summed
-     * in the same order: the same bits at any thread count. */
-    int nt = team_size(M, N, K, mr), nt_cols = team_size(N, M, K, nr);
-    bool split_n = nt_cols > nt;
-    if (split_n) nt = nt_cols;
+    /* Threads split C's rows or B's slivers, whichever keeps the shares
+     * full (gemm_split_choose). Either way each element of C is one
+     * thread's, summed in the same order: the same bits at any thread count. */
+    gemm_split split = gemm_split_choose(M, N, K, mr, nr);
+    int nt = split.nt;
+    bool split_n = split.split_n;
     size_t b_elems = round_up((size_t)kc_max * nc, 16);
     size_t a_elems = round_up((size_t)kc_max * mc + 8, 16); /* + 8: pack_a_avx2's overhang */
     tg_real *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(tg_real));
@@ -838,6 +1063,14 @@ static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M,
     }
 }
 
+/* Whether a product takes the few-row loops (few_rows_nn, few_rows_nt),
+ * on B as it lies, rather than the direct or the packed path. */
+static bool few_rows(bool trans_a, bool trans_b, int M, int N, int K) {
+    double nk = (double)N * K;
+    if (trans_a && trans_b) return false; /* few_rows_nt reads rows of A */
+    return (M <= FEW_ROWS_MAX && nk >= FEW_MIN_NK) || (trans_b && M <= FEW_ROWS_MAX_NT && nk >= FEW_MIN_NK_NT);
+}
+
 void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
                   const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
@@ -854,8 +1087,9 @@ void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha
      * loops: at -O2 GCC leaves them scalar (a loop needing a remainder is
      * not vectorised, a float dot product never is), while the packed
      * path's fixed-size kernel is vectorised. */
-    if ((double)M * N * K <= isa->direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b)) {
-        gemm_direct(avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+    bool few = avx2 && few_rows(trans_a, trans_b, M, N, K);
+    if (few || ((double)M * N * K <= isa->direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b))) {
+        gemm_unpacked(few, avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
     gemm_blocked(isa, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);

@@ -12,8 +12,9 @@
  * float summation's, in k order within a KC block.
  *
  * The loops are gemm.c's (Goto / BLIS: B panels shared by the threads, A
- * blocks per thread, threads split rows of C, never K, so the result does not
- * depend on the thread count), with the rounding done while packing: the
+ * blocks per thread, threads split rows of C or B's slivers as gemm.c's do
+ * (gemm_split_choose), never K, so the result does not depend on the thread
+ * count), with the rounding done while packing: the
  * packed operands are bf16, half the bytes of float, and every path below
  * reads the same packed buffers.
  *
@@ -332,6 +333,7 @@ typedef struct {
     tg_real *C;
     const tg_gemm_epilogue *ep; /* NULL: none */
     int kblocks;
+    bool split_n;               /* threads split B's slivers (columns of C), not C's rows */
     int jc, ncur, kb, pc, kcur; /* the panel of the current jobs */
     uint16_t *ws;
     size_t b_elems, a_elems;
@@ -377,21 +379,24 @@ static void pack_a_block(const ctx_t *c, int ic, int mcur, uint16_t *apack, size
 }
 
 /* Shares [b, e) of the rows times the packed panel of B; each packs its
- * own blocks of A (pack_a_block). */
+ * own blocks of A (pack_a_block). With split_n, shares [b, e) are runs of
+ * the panel's slivers instead, times every row (each share packs all of A). */
 static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     const ctx_t *c = ctx;
     const int kp = (c->kcur + 1) / 2;
     const size_t panel = (size_t)kp * 2 * MR, sliver = (size_t)kp * 2 * NR;
     uint16_t *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
-    int row0, row1;
-    block_rows(c->M, MR, b, e, c->nt, &row0, &row1);
-    int slivers = (c->ncur + NR - 1) / NR;
+    int row0 = 0, row1 = c->M, slivers = (c->ncur + NR - 1) / NR, s0 = 0, s1 = slivers;
+    if (c->split_n)
+        block_rows(slivers, 1, b, e, c->nt, &s0, &s1);
+    else
+        block_rows(c->M, MR, b, e, c->nt, &row0, &row1);
     tg_real beta_k = c->kb == 0 ? c->beta : 1;
     const tg_gemm_epilogue *ep = c->kb == c->kblocks - 1 ? c->ep : NULL; /* only the last K block finishes C */
     for (int ic = row0; ic < row1; ic += c->mc) {
         int mcur = row1 - ic < c->mc ? row1 - ic : c->mc;
         pack_a_block(c, ic, mcur, apack, panel);
-        for (int s = 0; s < slivers; s++) {
+        for (int s = s0; s < s1; s++) {
             int j0 = s * NR, n = c->ncur - j0 < NR ? c->ncur - j0 : NR;
             for (int ir = 0; ir < mcur; ir += MR) {
                 int m = mcur - ir < MR ? mcur - ir : MR;
@@ -400,7 +405,9 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
             }
         }
         /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
-        gemm_epilogue(ep, c->C, c->C + (size_t)ic * c->ldc + c->jc, c->ldc, mcur, c->ncur);
+        int j1 = s1 * NR < c->ncur ? s1 * NR : c->ncur; /* this share's columns of the panel */
+        if (j1 > s0 * NR)
+            gemm_epilogue(ep, c->C, c->C + (size_t)ic * c->ldc + c->jc + s0 * NR, c->ldc, mcur, j1 - s0 * NR);
     }
 }
 
@@ -438,7 +445,8 @@ void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real 
     int kc_max = (int)round_up((size_t)(K + kblocks - 1) / kblocks + 1, 2);
     int nc = (int)round_up((size_t)(N < BF_NC ? N : BF_NC), NR);
     int mc = (int)round_up((size_t)(M < BF_MC ? M : BF_MC), MR);
-    int nt = team_size(M, N, K, MR);
+    gemm_split split = gemm_split_choose(M, N, K, MR, NR); /* rows or B's slivers, as gemm.c */
+    int nt = split.nt;
     size_t b_elems = round_up((size_t)kc_max * nc, 32);
     size_t a_elems = round_up((size_t)kc_max * mc + 16, 32); /* + 16: pack_a_fast's overhang */
     uint16_t *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(uint16_t));
@@ -464,6 +472,7 @@ void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real 
                .C = C,
                .ep = ep,
                .kblocks = kblocks,
+               .split_n = split.split_n,
                .ws = ws,
                .b_elems = b_elems,
                .a_elems = a_elems};

@@ -20,18 +20,55 @@
 
 static inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-/* Threads for a product: one below PARALLEL_MIN_WORK or inside a parallel
- * region (a batched caller already splits the work), else up to one per
- * mr-row tile. */
-static inline int team_size(int M, int N, int K, int mr) {
-    int nt = 1;
-    int tiles = (M + mr - 1) / mr;
-    if ((double)M * N * K > PARALLEL_MIN_WORK && !tg_in_parallel()) {
-        nt = tg_get_num_threads();
-        if (nt > tiles) nt = tiles;
-        if (nt < 1) nt = 1;
-    }
-    return nt;
+/* How a product is shared among threads: nt of them (1: the caller alone),
+ * each with a run of C's mr-row tiles or, split_n, of B's nr-wide slivers
+ * (columns of C). */
+typedef struct {
+    int nt;
+    bool split_n;
+} gemm_split;
+
+/* What a share pays for its rows of A (packing them, or reading them in
+ * place), in columns of C: a column split has every thread pay for all of
+ * A, a row split only for its own rows (both share the packing of B). */
+#define SPLIT_A_COLS 16
+
+/* The split of an M x N x K product of mr x nr tiles: one thread below
+ * PARALLEL_MIN_WORK or inside a parallel region (a batched caller already
+ * splits the work); else C's rows or its columns, whichever gives the
+ * smaller largest share, rows on a tie. A share costs its rows times its
+ * columns plus SPLIT_A_COLS, rows rounded up to whole mr-row tiles and
+ * columns to nr-wide slivers (a part-filled tile costs a full one).
+ * Measured at 2 threads: the CPU time of each share (wall times on this
+ * shared 2-core machine were too noisy), medians of 21-31 interleaved
+ * runs, float, the larger share in ms, split by rows -> by columns, and
+ * what the rule picks:
+ *   AVX-512    18 x  256 x 512   0.030 -> 0.022  columns
+ *              42 x  256 x 512   0.057 -> 0.050  columns
+ *             102 x 1024 x 512   0.497 -> 0.483  columns
+ *              24 x 1024 x 512   0.113 -> 0.113  rows (the tiles tie)
+ *             512 x  512 x 512   1.31  -> 1.33   rows
+ *            1024 x 1024 x 1024 10.1   -> 10.5   rows
+ *   AVX2      600 x   40 x 512   0.144 -> 0.193  rows (direct loops)
+ * By tiles alone 256^3 and 1024^3 would split by columns (2.3% and 0.6%
+ * fewer tiles) and 512^3 tie; every thread's A costs the column split more
+ * (1-3% more CPU time in all, 3-5% in the bf16 GEMM, which rounds A as it
+ * packs it), hence SPLIT_A_COLS. Missed: 102 x 256 x 512, 1.06x faster by
+ * columns, a tie here. Each element of C
+ * is computed by one thread in the same k order either way, so the choice
+ * never changes a bit of the result. */
+static inline gemm_split gemm_split_choose(int M, int N, int K, int mr, int nr) {
+    gemm_split s = {1, false};
+    if ((double)M * N * K <= PARALLEL_MIN_WORK || tg_in_parallel()) return s;
+    int nt = tg_get_num_threads();
+    long long tiles = (M + mr - 1) / mr, slivers = (N + nr - 1) / nr;
+    long long tr = nt < tiles ? nt : tiles, tc = nt < slivers ? nt : slivers; /* threads with a share */
+    long long share_rows = (tiles + tr - 1) / tr * mr * (slivers * nr + SPLIT_A_COLS);
+    long long share_cols = tiles * mr * ((slivers + tc - 1) / tc * nr + SPLIT_A_COLS);
+    s.split_n = share_cols < share_rows;
+    s.nt = (int)(s.split_n ? tc : tr);
+    if (s.nt < 1) s.nt = 1;
+    return s;
 }
 
 /* Rows [*r0, *r1) of thread tid among nth: a contiguous run of mr-row tiles,
