@@ -64,6 +64,19 @@
  * at T 64 (a 32 x 4-head, T 64, d 32 attention forward + backward: 5.0-7.5
  * ms against the stored path's 4.4-5.3; now 3.9-5.0).
  *
+ * Short sequences: with at most TG_ATT_SHORT_MAX = 64 keys, no position
+ * terms and fp32 products, none of the above runs. Each head-batch entry
+ * is one call of tensor/kernels_attention.c (forward, and backward), which
+ * does the whole entry with its scores in L1: rows of scores padded to 16
+ * lanes, no 64 x 64 tiles, no GEMM calls, the transposes of k and v by
+ * register tiles. The forward keeps P (B Q KP reals, KP = K rounded up to
+ * 16); the backward draws the dropout mask again, multiplies it into P,
+ * and takes D_i = sum_j P_ij Z_ij/(1-p) dP_ij (the same as dO_i . O_i).
+ * Tasks take a few entries each; an entry is one task's, so the bits do
+ * not depend on the threads either. At the toy's T 16 and head size 16
+ * this made the op faster than the stored path, which it had not been
+ * (nn/attention.c has the measurements).
+ *
  * Position terms (tg_attention_pos, autograd.h: ALiBi, a per-head bias
  * table, Shaw's a^K and a^V), all functions of (head, offset o = j - i),
  * with R buckets r(o) (clipped offsets or T5's, rel_bucket.h), looked up
@@ -116,9 +129,7 @@ typedef struct {
     const int *qblock_end; /* per (b, query block): keys any of its rows may see */
     const tg_real *lse;    /* L: log-sum-exp of each row's scores, B Q */
     tg_real *probs;        /* the weights P, B Q K, kept when Q and K are one block each; else NULL */
-    bool short_seq;        /* each entry done whole (tg_k_attention_short_forward/backward); then
-                              P and P o Z/(1-p) are B Q KP, rows KP = tg_k_attention_short_stride(K) apart */
-    tg_real *probs_drop;   /* short_seq with dropout: P o Z/(1-p); else NULL */
+    bool short_seq;        /* each entry whole (the short path), and probs, if kept, rows KP apart */
     /* Position terms (tg_attn_pos): none when !has_pos. */
     bool has_pos, rowbias; /* any term; a bias per bucket (bias or rel_k) */
     int heads, qoff, R;    /* R buckets (rel_bucket.h) */
@@ -513,10 +524,8 @@ static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 /* ---- short sequences -----------------------------------------------------------
- * Q, K <= TG_ATT_SHORT_MAX without position terms: each head-batch entry
- * in one call of kernels_attention.c, which keeps the entry's scores in L1
- * (no 64 x 64 tiles, no GEMM calls); the forward keeps P (and P o Z/(1-p)
- * with dropout), the backward reads them. Tasks take a few entries each. */
+ * K <= TG_ATT_SHORT_MAX keys, no position terms, fp32 products: one call of
+ * kernels_attention.c per head-batch entry (the header comment). */
 
 /* Entry b's operands (the kernels' view of attn_view). */
 static tg_attn_entry short_entry(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v,
@@ -577,23 +586,25 @@ static void short_forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) 
             tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
             if (pl->dropout) short_dropout(pl, b, KP, zf);
             tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, c->out + at(pl, &pl->vo, b, 0),
-                                         pl->probs ? pl->probs + b * QKP : NULL,
-                                         pl->probs_drop ? pl->probs_drop + b * QKP : NULL, work);
+                                         pl->probs ? pl->probs + b * QKP : NULL, work);
         }
 }
 
 static void short_backward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const short_ctx *c = ctx;
     const attention_state *pl = c->pl;
-    int64_t QKP = (int64_t)pl->Q * tg_k_attention_short_stride(pl->K);
+    int KP = tg_k_attention_short_stride(pl->K);
+    int64_t QKP = (int64_t)pl->Q * KP;
+    tg_real *zf = c->scratch + c->per_thread * (size_t)tid, *work = zf + QKP;
     for (int64_t t = begin; t < end; t++)
         for (int b = (int)(t * c->group); b < pl->B && b < (t + 1) * c->group; b++) {
             tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
             int64_t o = at(pl, &pl->vo, b, 0);
-            tg_k_attention_short_backward(
-                &e, pl->probs + b * QKP, pl->probs_drop ? pl->probs_drop + b * QKP : NULL, c->dO + o,
-                c->gq ? c->gq + at(pl, &pl->vq, b, 0) : NULL, c->gk ? c->gk + at(pl, &pl->vk, b, 0) : NULL,
-                c->gv ? c->gv + at(pl, &pl->vv, b, 0) : NULL, c->scratch + c->per_thread * (size_t)tid);
+            if (pl->dropout) short_dropout(pl, b, KP, zf); /* the forward's mask, drawn again */
+            tg_k_attention_short_backward(&e, pl->probs + b * QKP, pl->dropout ? zf : NULL, c->dO + o,
+                                          c->gq ? c->gq + at(pl, &pl->vq, b, 0) : NULL,
+                                          c->gk ? c->gk + at(pl, &pl->vk, b, 0) : NULL,
+                                          c->gv ? c->gv + at(pl, &pl->vv, b, 0) : NULL, work);
         }
 }
 
@@ -617,7 +628,8 @@ static void attention_backward(tg_node *n) {
     if (!gq && !gk && !gv && !gpos) return;
     if (pl->short_seq) {
         int nth = tg_get_num_threads();
-        size_t per_thread = tg_k_attention_short_scratch(pl->Q, pl->K, pl->d, pl->dv);
+        size_t per_thread = (size_t)pl->Q * tg_k_attention_short_stride(pl->K) +
+                            tg_k_attention_short_scratch(pl->Q, pl->K, pl->d, pl->dv);
         tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
         if (!scratch) return;
         short_ctx c = {.pl = pl,
@@ -818,13 +830,13 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     pl->bf16 = tg_prec_bf16();
     pl->dropout = dropout_p > 0;
     pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
-    /* Short sequences (one block of queries and keys) keep their weights,
-     * B Q K <= 64 B Q reals: the backward then skips the scores' product
-     * and the exps, which at T <= 64 made this op slower than the stored
-     * path (toy, gpt-mini). Only when there will be a backward. */
-    pl->short_seq = Q <= TG_ATT_SHORT_MAX && K <= TG_ATT_SHORT_MAX && !pl->has_pos && !pl->bf16;
+    /* Short sequences keep their weights, B Q K <= 64 B Q reals (rows
+     * padded on the whole-entry path): the backward then skips the scores'
+     * product and the exps, which at T <= 64 made this op slower than the
+     * stored path (toy, gpt-mini). Only when there will be a backward. */
+    pl->short_seq = K <= TG_ATT_SHORT_MAX && !pl->has_pos && !pl->bf16;
     int KP = pl->short_seq ? tg_k_attention_short_stride(K) : K; /* P's row stride */
-    bool keep = Q <= BQ && K <= BK && tg_node_will_record(n_in, inputs);
+    bool keep = (pl->short_seq || (Q <= BQ && K <= BK)) && tg_node_will_record(n_in, inputs);
     if (keep && !(pl->probs = tg_arena_alloc(sizeof(tg_real) * (size_t)(rows * KP)))) return NULL;
     if (pl->dropout) {
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
@@ -832,8 +844,6 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     }
     int nth = tg_get_num_threads();
     if (pl->short_seq) {
-        if (keep && pl->dropout && !(pl->probs_drop = tg_arena_alloc(sizeof(tg_real) * (size_t)(rows * KP))))
-            return NULL;
         size_t per_thread = (size_t)Q * KP + tg_k_attention_short_scratch(Q, K, d, dv);
         tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
         if (!scratch) return NULL;

@@ -75,7 +75,7 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
     /* One stacked projection when the fused op then reads it in place; the
      * stored path (short sequences) would have to split it by copies. */
     bool self = queries == keys && keys == values && m->pos.kind != TG_PE_ROPE &&
-                tg_dot_attention_takes_fused(m->attention, keys->shape[1]);
+                tg_dot_attention_takes_fused(m->attention, keys->shape[1], tg_pe_in_attention(m->pos.kind));
     if (self && !tg_module_last_dim("linear", queries, m->W_q->in)) return NULL; /* as W_q would say */
     tg_tensor *qkv = self ? self_projection(m, queries) : NULL;
     if (self && !qkv) return NULL;

@@ -67,11 +67,11 @@ void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_r
 }
 
 /* ---- short sequences: one head-batch entry at a time ---------------------------
- * For Q, K <= TG_ATT_SHORT_MAX a whole entry's scores fit in L1, so its
+ * With K <= TG_ATT_SHORT_MAX keys a whole entry's scores fit in L1, so its
  * forward and backward are done in one go, without the 64 x 64 tiles and
  * the GEMM calls of the blocked path: a row of scores is KP = K rounded up
  * to AL lanes (zeros past K), each product is the same kernel on four rows
- * (mm4), a row's softmax stays in registers. The body is written once on
+ * (mm4), four rows' softmax go in step. The body is written once on
  * vectors (kernels_attention_short.h) and built for scalars (the portable
  * twin, and the double build), AVX2 and AVX-512 below. Each output element
  * is one entry's, and an entry is one call: the same bits for any thread
@@ -81,10 +81,13 @@ enum { AL = 16 }; /* lanes a row is padded to: one AVX-512 vector of floats */
 static int pad_lanes(int n) { return (n + AL - 1) / AL * AL; }
 int tg_k_attention_short_stride(int K) { return pad_lanes(K); }
 
+/* The forward's k^T, v, four rows of scores and of output; the backward's
+ * v^T, k, q, dO (each padded when its rows are not whole lanes), dS (and 3
+ * rows mm4 may write past it), four rows of a gradient, P o Z/(1-p). */
 size_t tg_k_attention_short_scratch(int Q, int K, int d, int dv) {
     size_t KP = (size_t)pad_lanes(K), DP = (size_t)pad_lanes(d), VP = (size_t)pad_lanes(dv);
     size_t fwd = d * KP + K * VP + 4 * KP + 4 * VP;
-    size_t bwd = dv * KP + K * DP + Q * DP + Q * VP + (size_t)(Q + 3) * KP + 4 * (DP > VP ? DP : VP);
+    size_t bwd = dv * KP + K * DP + Q * DP + Q * VP + (size_t)(2 * Q + 3) * KP + 4 * (DP > VP ? DP : VP);
     return fwd > bwd ? fwd : bwd;
 }
 
@@ -107,6 +110,7 @@ TG_KERNEL_BODY void rows4(const tg_real *base, int64_t rs, int r0, int n, const 
 #define SV_ENTRY                                  static
 #define VEC                                       tg_real
 #define VL                                        1
+#define MM_NV                                     16
 #define V_LOAD(p)                                 (*(p))
 #define V_STORE(p, v)                             (*(p) = (v))
 #define V_ZERO()                                  ((tg_real)0)
@@ -120,27 +124,8 @@ TG_KERNEL_BODY void rows4(const tg_real *base, int64_t rs, int r0, int n, const 
 #define V_BELOW_OR(v, n, x)                       ((n) > 0 ? (v) : (tg_real)(x))
 #define V_HSUM(v)                                 (v)
 #define V_HMAX(v)                                 (v)
-#define V_TRANSPOSE(src, rs, rows, cols, dst, ld) (*(dst) = (rows) > 0 ? *(src) : 0)
+#define V_TRANSPOSE(src, rs, rows, cols, dst, ld) (*(dst) = (rows) > 0 ? *(src) : 0) /* a 1 x 1 tile */
 #include "kernels_attention_short.h"
-#undef SV
-#undef SV_FN
-#undef SV_ENTRY
-#undef VEC
-#undef VL
-#undef V_LOAD
-#undef V_STORE
-#undef V_ZERO
-#undef V_SET1
-#undef V_ADD
-#undef V_SUB
-#undef V_MUL
-#undef V_FMA
-#undef V_MAX
-#undef V_EXP
-#undef V_BELOW_OR
-#undef V_HSUM
-#undef V_HMAX
-#undef V_TRANSPOSE
 
 #if TG_SIMD_F32
 /* AVX2: 8 floats. */
@@ -185,6 +170,7 @@ TG_AVX2 static inline float hmax8(__m256 v) {
 #define SV_ENTRY            TG_AVX2 static
 #define VEC                 __m256
 #define VL                  8
+#define MM_NV               2
 #define V_LOAD(p)           _mm256_loadu_ps(p)
 #define V_STORE(p, v)       _mm256_storeu_ps(p, v)
 #define V_ZERO()            _mm256_setzero_ps()
@@ -200,25 +186,6 @@ TG_AVX2 static inline float hmax8(__m256 v) {
 #define V_HMAX(v)           hmax8(v)
 #define V_TRANSPOSE         transpose8
 #include "kernels_attention_short.h"
-#undef SV
-#undef SV_FN
-#undef SV_ENTRY
-#undef VEC
-#undef VL
-#undef V_LOAD
-#undef V_STORE
-#undef V_ZERO
-#undef V_SET1
-#undef V_ADD
-#undef V_SUB
-#undef V_MUL
-#undef V_FMA
-#undef V_MAX
-#undef V_EXP
-#undef V_BELOW_OR
-#undef V_HSUM
-#undef V_HMAX
-#undef V_TRANSPOSE
 
 /* AVX-512: 16 floats, the lanes past n masked. */
 static inline __mmask16 lanes16(int n) { return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xFFFF : (1u << n) - 1); }
@@ -253,6 +220,7 @@ TG_AVX512 static inline void transpose16(const float *src, int64_t rs, int rows,
 #define SV_ENTRY            TG_AVX512 static
 #define VEC                 __m512
 #define VL                  16
+#define MM_NV               2
 #define V_LOAD(p)           _mm512_loadu_ps(p)
 #define V_STORE(p, v)       _mm512_storeu_ps(p, v)
 #define V_ZERO()            _mm512_setzero_ps()
@@ -268,33 +236,14 @@ TG_AVX512 static inline void transpose16(const float *src, int64_t rs, int rows,
 #define V_HMAX(v)           _mm512_reduce_max_ps(v)
 #define V_TRANSPOSE         transpose16
 #include "kernels_attention_short.h"
-#undef SV
-#undef SV_FN
-#undef SV_ENTRY
-#undef VEC
-#undef VL
-#undef V_LOAD
-#undef V_STORE
-#undef V_ZERO
-#undef V_SET1
-#undef V_ADD
-#undef V_SUB
-#undef V_MUL
-#undef V_FMA
-#undef V_MAX
-#undef V_EXP
-#undef V_BELOW_OR
-#undef V_HSUM
-#undef V_HMAX
-#undef V_TRANSPOSE
 #endif
 
-void tg_k_attention_short_forward(const tg_attn_entry *e, const tg_real *zf, tg_real *out, tg_real *P, tg_real *Pd,
+void tg_k_attention_short_forward(const tg_attn_entry *e, const tg_real *zf, tg_real *out, tg_real *P,
                                   tg_real *scratch) {
-    TG_PICK(TG_SIMD_F32, short_forward_portable, short_forward_avx2, short_forward_avx512)(e, zf, out, P, Pd, scratch);
+    TG_PICK(TG_SIMD_F32, short_forward_portable, short_forward_avx2, short_forward_avx512)(e, zf, out, P, scratch);
 }
-void tg_k_attention_short_backward(const tg_attn_entry *e, const tg_real *P, const tg_real *Pd, const tg_real *dO,
+void tg_k_attention_short_backward(const tg_attn_entry *e, const tg_real *P, const tg_real *zf, const tg_real *dO,
                                    tg_real *gq, tg_real *gk, tg_real *gv, tg_real *scratch) {
     TG_PICK(TG_SIMD_F32, short_backward_portable, short_backward_avx2, short_backward_avx512)
-    (e, P, Pd, dO, gq, gk, gv, scratch);
+    (e, P, zf, dO, gq, gk, gv, scratch);
 }
