@@ -69,6 +69,9 @@ const gc_case gc_cases_attention_op[] = {
     ATT("dropout 0.3 lens [2,0,7]", 1, 3, 3, 2, 5, 3, 2),
     ATT("Q=70 K=130 causal drop 0.2", 3, 2, 1, 70, 130, 2, 1),
     ATT("Q=70 K=130 lens/query drop 0.1", 5, 1, 1, 70, 130, 1, 2),
+    /* short sequences, one call per entry: a second lane block of keys (K 17), a full 16-lane row */
+    ATT("Q=6 K=17 causal drop 0.2", 3, 2, 2, 6, 17, 3, 2),
+    ATT("Q=K=16 d=1 dv=2 lens [2,0,7] drop 0.1", 1, 1, 3, 16, 16, 1, 2),
     /* heads in place: q (B,Q,h d), k (B,K,h d), v (B,K,h dv); the mask is the [B h, Q, K] scores' */
     {"attention", "heads in place, h=3 (1,3,6)x(1,5,6)x(1,5,3) lens [2,0,7]", f_attention_heads, 3, {3, 3, 3},
      {{1, 3, 6}, {1, 5, 6}, {1, 5, 3}}, {1, 0, 17, 3}, 0, {0}},
@@ -76,6 +79,9 @@ const gc_case gc_cases_attention_op[] = {
      {{2, 4, 4}, {2, 4, 4}, {2, 4, 6}}, {3, 3, 17, 102}, 0, {0}},
     /* the fused projection qkv (B,T,3 h d) */
     {"attention", "fused qkv, h=2 d=2 causal", f_attention_heads, 1, {3}, {{2, 4, 12}}, {3, 0, 17, 2}, 0, {0}},
+    /* d 16: the rows read where they are (16 lanes), 3 h d apart */
+    {"attention", "fused qkv, h=1 d=16 causal drop 0.2", f_attention_heads, 1, {3}, {{1, 5, 48}}, {3, 2, 17, 1}, 0,
+     {0}},
     {"attention", "fused qkv, h=2 d=3 causal drop 0.2 ALiBi", f_attention_heads, 1, {3}, {{1, 5, 18}}, {3, 2, 17, 102}, 0,
      {0}},
 };

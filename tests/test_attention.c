@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/op.h"
+#include "nn/module.h"
+
 static void gc_log(const char *what, const tg_gradcheck_result *r) {
     if (getenv("TG_GC_LOG"))
         fprintf(stderr, "gradcheck %-40s max rel %.3e  max abs %.3e  (%lld entries)\n", what, r->max_rel_err,
@@ -670,6 +673,57 @@ Test(attention, recording_matches_the_fused_default) {
     cr_expect(error_has("mha_attention_weights", "NULL module"), "%s", tg_last_error());
     tg_scope_end();
     tg_mha_free(m);
+}
+
+/* The op that made out: "attention" for the fused op, "matmul" for the
+ * stored path's last product. */
+static const char *made_by(const tg_tensor *out) { return out && out->node ? out->node->op->name : "(none)"; }
+
+/* TG_PATH_AUTO's rule (attention.c): the fused op for short sequences
+ * (whole entries, kernels_attention.c), except with position terms or bf16
+ * products below 64 keys, where the op would take its blocked path and the
+ * stored path is faster; recording and sparsemax force the stored path,
+ * TG_PATH_FUSED and _STORED force theirs. */
+Test(attention, the_rule_takes_the_fused_op_for_short_sequences) {
+    tg_rng rng = tg_rng_new(8);
+    tg_dot_attention *m = tg_dot_attention_new(0.1, &rng);
+    TG_REQUIRE(m);
+    tg_real slopes[2];
+    tg_alibi_slopes(2, slopes);
+    tg_attn_pos alibi = {.heads = 2, .alibi = slopes};
+    cr_expect(tg_dot_attention_takes_fused(m, 16, false));
+    cr_expect(tg_dot_attention_takes_fused(m, 1, false));
+    cr_expect_not(tg_dot_attention_takes_fused(m, 16, true));
+    cr_expect_not(tg_dot_attention_takes_fused(m, 63, true));
+    cr_expect(tg_dot_attention_takes_fused(m, 64, true));
+    for (int K = 16; K <= 64; K += 48) {
+        tg_tensor *q = leaf(TG_SHAPE(4, 16, 8), &rng), *k = leaf(TG_SHAPE(4, K, 8), &rng);
+        tg_tensor *v = leaf(TG_SHAPE(4, K, 8), &rng);
+        tg_mask none = {NULL, 0, false};
+        cr_expect_str_eq(made_by(tg_dot_attention_forward_pos(m, q, k, v, none, NULL)), "attention", "K %d", K);
+        cr_expect_str_eq(made_by(tg_dot_attention_forward_pos(m, q, k, v, none, &alibi)),
+                         K < 64 ? "matmul" : "attention", "K %d with ALiBi", K);
+        m->path = TG_PATH_FUSED;
+        cr_expect_str_eq(made_by(tg_dot_attention_forward_pos(m, q, k, v, none, &alibi)), "attention", "K %d", K);
+        m->path = TG_PATH_STORED;
+        cr_expect_str_eq(made_by(tg_dot_attention_forward_pos(m, q, k, v, none, NULL)), "matmul", "K %d", K);
+        m->path = TG_PATH_AUTO;
+        tg_dot_attention_record(m, true);
+        cr_expect_str_eq(made_by(tg_dot_attention_forward_pos(m, q, k, v, none, NULL)), "matmul", "K %d", K);
+        tg_dot_attention_record(m, false);
+    }
+    m->sparse = true;
+    cr_expect_not(tg_dot_attention_takes_fused(m, 16, false));
+    cr_expect_not(tg_dot_attention_takes_fused(m, 128, false));
+    m->sparse = false;
+    tg_precision prev = tg_set_precision(TG_PREC_BF16); /* refused by the double build */
+    if (tg_get_precision() == TG_PREC_BF16) {
+        cr_expect_not(tg_dot_attention_takes_fused(m, 16, false));
+        cr_expect(tg_dot_attention_takes_fused(m, 64, false));
+    }
+    tg_set_precision(prev);
+    tg_clear_error();
+    tg_dot_attention_free(m);
 }
 
 /* One switch on the encoder records every layer and head; the encoder's

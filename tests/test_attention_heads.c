@@ -136,6 +136,60 @@ Test(attention_heads, heads_in_place_match_the_split_copies) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) compare_heads(&cases[i]);
 }
 
+/* Short sequences, heads read in place at feature sizes that fill the 16
+ * lanes (their rows then used where they are, h d or 3 h d apart) and
+ * sizes that do not, against the stored path on the split copies (scaled
+ * scores, masked softmax, dropout, product). */
+Test(attention_heads, short_heads_in_place_match_the_stored_path) {
+    cr_assert(sizeof(tg_real) == 8, "compared in the double build");
+    static const heads_case cases[] = {
+        {4, 16, 16, 4, 16, 16, 0, 0.1, 0},
+        {3, 13, 13, 2, 32, 16, 1, 0.2, 0},
+        {2, 16, 20, 3, 5, 7, 2, 0.1, 0},
+        {2, 64, 64, 2, 16, 32, 3, 0.1, 0},
+    };
+    for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
+        const heads_case *c = &cases[n];
+        char what[128];
+        snprintf(what, sizeof what, "B%d Q%d K%d h%d d%d dv%d mask %d p %g", c->B, c->Q, c->K, c->h, c->d, c->dv,
+                 c->mask, (double)c->p);
+        tg_rng init = tg_rng_new(12);
+        tg_tensor *q = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->d), &init);
+        tg_tensor *k = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->d), &init);
+        tg_tensor *v = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->dv), &init);
+        tg_tensor *R = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->dv), &init);
+        tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
+        tg_mask mask = make_mask(c);
+        tg_tensor *in[3] = {q, k, v};
+        result r[2];
+        for (int path = 0; path < 2; path++) {
+            for (int i = 0; i < 3; i++) tg_zero_grad(in[i]);
+            tg_rng rng = tg_rng_new(77);
+            rng.counter = 5;
+            tg_tensor *out;
+            if (path == 0)
+                out = tg_attention_heads(q, k, v, c->h, mask, c->p, &rng, NULL);
+            else {
+                tg_tensor *qs = split(q, c->h), *s = tg_matmul_t(qs, split(k, c->h), false, true);
+                s = tg_mul_scalar(s, (tg_real)(1.0 / sqrt((double)c->d)));
+                out = merge(tg_matmul(tg_dropout(tg_masked_softmax(s, mask), c->p, &rng), split(v, c->h)), c->h);
+            }
+            r[path] = finish(out, R, in, 3, &rng);
+        }
+        expect_same(&r[0], &r[1], 4, what);
+        if (c->Q == c->K && c->d == c->dv) { /* the fused projection: the same three as one tensor */
+            tg_tensor *qkv = tg_clone(tg_concat(3, (tg_tensor *[]){q, k, v}, 2)), *g[3]; /* a leaf */
+            tg_set_requires_grad(qkv, true);
+            tg_rng rng = tg_rng_new(77);
+            rng.counter = 5;
+            result f = finish(tg_attention_qkv(qkv, c->h, mask, c->p, &rng, NULL), R, (tg_tensor *[]){qkv}, 1, &rng);
+            for (int t = 0; t < 3; t++) g[t] = third(f.t[1], t);
+            result fr = {{f.t[0], g[0], g[1], g[2]}, f.counter};
+            expect_same(&fr, &r[1], 4, what);
+        }
+    }
+}
+
 /* qkv [B, T, 3 h d] through tg_attention_qkv, and through its thirds split by copies. */
 static void compare_qkv(int B, int T, int h, int d, tg_real p, int pos_kind) {
     char what[96];
@@ -173,8 +227,22 @@ Test(attention_heads, a_fused_projection_matches_its_thirds) {
 Test(attention_heads, bit_identical_for_any_thread_count) {
     tg_rng init = tg_rng_new(3);
     tg_tensor *qkv = tg_randn(TG_SHAPE(4, 100, 3 * 4 * 8), &init);
+    tg_tensor *toy = tg_randn(TG_SHAPE(16, 16, 3 * 64), &init); /* the toy's shape: T 16, 4 heads of 16 */
     tg_set_requires_grad(qkv, true);
-    tg_tensor *out[2], *grad[2];
+    tg_set_requires_grad(toy, true);
+    tg_tensor *out[2], *grad[2], *out16[2], *grad16[2];
+    for (int t = 0; t < 2; t++) {
+        tg_set_num_threads(t + 1);
+        tg_zero_grad(toy);
+        tg_rng rng = tg_rng_new(9);
+        tg_tensor *y = tg_attention_qkv(toy, 4, (tg_mask){NULL, 0, false}, 0.1, &rng, NULL);
+        TG_REQUIRE(y);
+        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
+        out16[t] = tg_clone(y);
+        grad16[t] = tg_clone(toy->grad);
+    }
+    cr_expect(memcmp(out16[0]->data, out16[1]->data, sizeof(tg_real) * (size_t)out16[0]->size) == 0, "T 16");
+    cr_expect(memcmp(grad16[0]->data, grad16[1]->data, sizeof(tg_real) * (size_t)grad16[0]->size) == 0, "T 16");
     for (int t = 0; t < 2; t++) {
         tg_set_num_threads(t + 1);
         tg_zero_grad(qkv);

@@ -74,12 +74,35 @@ static void compare_with_stored(const shape_case *c, uint64_t seed) {
 Test(attention_op, matches_the_stored_path) {
     cr_assert(sizeof(tg_real) == 8, "compared in the double build");
     static const shape_case cases[] = {
-        {1, 1, 1, 1, 1, 0, 0},       {2, 3, 5, 4, 3, 0, 0},         {3, 4, 6, 3, 2, 1, 0},
-        {2, 5, 4, 2, 3, 2, 0},       {2, 6, 6, 3, 3, 3, 0},         {2, 7, 4, 3, 2, 3, 0}, /* causal, Q > K */
-        {2, 4, 7, 3, 2, 4, 0},       {2, 3, 5, 4, 3, 0, 0.1},       {3, 5, 9, 4, 2, 1, 0.5},
-        {2, 6, 6, 3, 3, 3, 0.3},     {1, 70, 130, 5, 3, 0, 0},      {1, 130, 70, 5, 7, 2, 0.2},
-        {2, 70, 130, 8, 8, 3, 0.1},  {2, 129, 129, 16, 16, 4, 0.1}, {3, 200, 150, 16, 8, 1, 0.25},
-        {2, 64, 64, 16, 16, 2, 0.1}, {1, 300, 300, 16, 16, 3, 0.1}, {4, 65, 63, 7, 9, 0, 0.9},
+        {1, 1, 1, 1, 1, 0, 0},
+        {2, 3, 5, 4, 3, 0, 0},
+        {3, 4, 6, 3, 2, 1, 0},
+        {2, 5, 4, 2, 3, 2, 0},
+        {2, 6, 6, 3, 3, 3, 0},
+        {2, 7, 4, 3, 2, 3, 0}, /* causal, Q > K */
+        {2, 4, 7, 3, 2, 4, 0},
+        {2, 3, 5, 4, 3, 0, 0.1},
+        {3, 5, 9, 4, 2, 1, 0.5},
+        {2, 6, 6, 3, 3, 3, 0.3},
+        {1, 70, 130, 5, 3, 0, 0},
+        {1, 130, 70, 5, 7, 2, 0.2},
+        {2, 70, 130, 8, 8, 3, 0.1},
+        {2, 129, 129, 16, 16, 4, 0.1},
+        {3, 200, 150, 16, 8, 1, 0.25},
+        {2, 64, 64, 16, 16, 2, 0.1},
+        {1, 300, 300, 16, 16, 3, 0.1},
+        {4, 65, 63, 7, 9, 0, 0.9},
+        /* short sequences (Q, K <= 64: one call per entry), rows padded to 16 lanes: full lanes, a tail, odd T,
+         * feature sizes off the lanes, Q != K, 17 and 33 keys (a second and a third lane block) */
+        {3, 16, 16, 16, 16, 0, 0.1},
+        {2, 16, 16, 16, 16, 1, 0},
+        {2, 13, 13, 5, 7, 3, 0.2},
+        {2, 32, 32, 32, 32, 2, 0.1},
+        {2, 17, 33, 12, 20, 4, 0.3},
+        {3, 5, 64, 16, 48, 1, 0.1},
+        {1, 1, 17, 16, 16, 2, 0.5},
+        {2, 64, 64, 64, 64, 3, 0.1},
+        {2, 33, 9, 3, 16, 2, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) compare_with_stored(&cases[i], 100 + i);
 }
@@ -103,6 +126,29 @@ Test(attention_op, bit_identical_for_any_thread_count) {
         for (int i = 0; i < 4; i++)
             cr_expect(memcmp(a[i]->data, b[i]->data, sizeof(tg_real) * (size_t)a[i]->size) == 0,
                       "mask %d: tensor %d differs between 1 and 2 threads", m, i);
+    }
+    tg_set_num_threads(prev);
+}
+
+/* The same for short sequences (one call of the kernel per entry, tasks of
+ * a few entries): 37 entries of T 16 and of T 13 with odd sizes. */
+Test(attention_op, short_sequences_bit_identical_for_any_thread_count) {
+    tg_rng rng = tg_rng_new(6);
+    static const int shapes[][4] = {{37, 16, 16, 16}, {37, 13, 5, 7}}; /* B, T, d, dv */
+    int prev = tg_get_num_threads();
+    for (int s = 0; s < 2; s++) {
+        int B = shapes[s][0], T = shapes[s][1], d = shapes[s][2], dv = shapes[s][3];
+        tg_tensor *q = tg_randn(TG_SHAPE(B, T, d), &rng), *k = tg_randn(TG_SHAPE(B, T, d), &rng);
+        tg_tensor *v = tg_randn(TG_SHAPE(B, T, dv), &rng), *R = tg_randn(TG_SHAPE(B, T, dv), &rng);
+        tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
+        tg_set_num_threads(1);
+        run_result one = run(true, q, k, v, (tg_mask){NULL, 0, true}, 0.1, R);
+        tg_set_num_threads(2);
+        run_result two = run(true, q, k, v, (tg_mask){NULL, 0, true}, 0.1, R);
+        tg_tensor *a[] = {one.out, one.gq, one.gk, one.gv}, *b[] = {two.out, two.gq, two.gk, two.gv};
+        for (int i = 0; i < 4; i++)
+            cr_expect(memcmp(a[i]->data, b[i]->data, sizeof(tg_real) * (size_t)a[i]->size) == 0,
+                      "T %d: tensor %d differs between 1 and 2 threads", T, i);
     }
     tg_set_num_threads(prev);
 }

@@ -349,16 +349,9 @@ Test(examples, inspect_reads_every_file_of_a_run, .timeout = 120) {
 }
 
 Test(examples, every_program_has_help_and_rejects_bad_flags) {
-    const char *progs[] = {"positional_encoding",
-                           "attention_basics",
-                           "reverse",
-                           "inspect",
-                           "heatmap",
-                           "extrapolate",
-                           "lm",
-                           "tokenize",
-                           "plot_runs",
-                           "pool_costs"};
+    const char *progs[] = {
+        "positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "extrapolate", "lm", "tokenize",
+        "plot_runs",           "pool_costs"};
     for (int i = 0; i < (int)(sizeof progs / sizeof progs[0]); i++) {
         cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
         cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);

@@ -1,11 +1,15 @@
-/* The row kernels of the fused attention (src/tensor/kernels_attention.c):
- * in the float build they are AVX2 loops where the CPU has it, so they are
- * checked here against plain loops, for lengths around the 8 lanes (vector
- * body plus tail). Runs in the float and the double test runs. */
+/* The kernels of the fused attention (src/tensor/kernels_attention.c): in
+ * the float build they have AVX2 (and AVX-512) paths where the CPU has
+ * them, so they are checked here against plain loops, for lengths around
+ * the lanes (vector body plus tail), at every ISA level the CPU has. Runs
+ * in the float and the double test runs. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "tensor/kernels.h"
+#include "tensor/simd.h"
+#include "tensor/tensor_internal.h"
 
 static tg_real val(int i, int salt) { return (tg_real)sin(0.7 * i + salt) * (tg_real)(1 + i % 5); }
 
@@ -39,4 +43,138 @@ Test(row_kernels, max_mul_and_ds_match_plain_loops) {
             cr_expect(fabs(p2[j] - w2) <= 1e-6 * (1 + fabs(w2)), "ds (no z) n %d j %d", n, j);
         }
     }
+}
+
+/* ---- the short sequences' whole-entry kernels ----------------------------------
+ * tg_k_attention_short_forward and _backward against the formulas in double
+ * (ops_attention.c): shapes that fill the 16 lanes, leave a tail (odd T,
+ * feature sizes that are not a multiple of 8), cross a lane block (K 17,
+ * 33) or reach TG_ATT_SHORT_MAX; rows strided (as heads read in place),
+ * masks with rows that see no key and rows cut short, dropout factors.
+ * Nothing past a row's features, nor past the scratch, is written. */
+typedef struct {
+    int Q, K, d, dv;
+    int mask; /* 0 none, 1 lengths (some 0, some past K), 2 causal */
+    bool dropout;
+} short_case;
+
+enum { PAD = 3 }; /* extra reals between rows */
+#define SENTINEL ((tg_real)-777)
+
+static tg_real *filled(size_t n, int salt) {
+    tg_real *x = malloc(sizeof(tg_real) * n);
+    for (size_t i = 0; i < n; i++) x[i] = val((int)i, salt) / 3;
+    return x;
+}
+
+static void short_case_check(const short_case *c, int cap) {
+    int Q = c->Q, K = c->K, d = c->d, dv = c->dv, KP = tg_k_attention_short_stride(K);
+    int qs = d + PAD, ks = d + PAD, vs = dv + PAD, os = dv + PAD;
+    tg_real scale = (tg_real)(1 / sqrt((double)d));
+    tg_real *q = filled((size_t)Q * qs, 1), *k = filled((size_t)K * ks, 2), *v = filled((size_t)K * vs, 3);
+    tg_real *dO = filled((size_t)Q * os, 4), *out = malloc(sizeof(tg_real) * (size_t)Q * os);
+    tg_real *gq = filled((size_t)Q * qs, 5), *gk = filled((size_t)K * ks, 6), *gv = filled((size_t)K * vs, 7);
+    tg_real *gq0 = filled((size_t)Q * qs, 5), *gk0 = filled((size_t)K * ks, 6), *gv0 = filled((size_t)K * vs, 7);
+    tg_real *P = malloc(sizeof(tg_real) * (size_t)Q * KP);
+    tg_real *zf = calloc((size_t)Q * KP, sizeof(tg_real));
+    int *lim = malloc(sizeof(int) * (size_t)Q);
+    for (int i = 0; i < Q * os; i++) out[i] = SENTINEL;
+    for (int i = 0; i < Q; i++) {
+        lim[i] = c->mask == 1 ? (i * 7 + 3) % (K + 3) : c->mask == 2 ? (i + 1 < K ? i + 1 : K) : K;
+        for (int j = 0; j < K; j++) zf[(size_t)i * KP + j] = !c->dropout ? 1 : (i * K + j) % 4 == 1 ? 0 : (tg_real)1.25;
+    }
+    size_t ns = tg_k_attention_short_scratch(Q, K, d, dv);
+    tg_real *scratch = malloc(sizeof(tg_real) * (ns + 64));
+    for (int i = 0; i < 64; i++) scratch[ns + (size_t)i] = SENTINEL;
+
+    int old = tg__isa_cap(cap);
+    tg_attn_entry e = {Q, K, d, dv, scale, q, k, v, qs, ks, vs, os, lim};
+    tg_k_attention_short_forward(&e, c->dropout ? zf : NULL, out, P, scratch);
+    tg_k_attention_short_backward(&e, P, c->dropout ? zf : NULL, dO, gq, gk, gv, scratch);
+    tg_k_attention_short_backward(&e, P, c->dropout ? zf : NULL, dO, NULL, NULL, NULL, scratch); /* nothing wanted */
+    tg__isa_cap(old);
+
+    /* the formulas, in double */
+    double *Sr = calloc((size_t)Q * K, sizeof(double)), *Pr = calloc((size_t)Q * K, sizeof(double));
+    double *Pdr = calloc((size_t)Q * K, sizeof(double)), *dS = calloc((size_t)Q * K, sizeof(double));
+    for (int i = 0; i < Q; i++) {
+        int n = lim[i] == 0 || lim[i] > K ? K : lim[i];
+        double m = -INFINITY, sum = 0;
+        for (int j = 0; j < K; j++) {
+            double s = 0;
+            for (int t = 0; t < d; t++) s += (double)q[i * qs + t] * k[j * ks + t];
+            Sr[i * K + j] = lim[i] == 0 ? 0 : s * scale;
+            if (j < n && Sr[i * K + j] > m) m = Sr[i * K + j];
+        }
+        for (int j = 0; j < n; j++) sum += exp(Sr[i * K + j] - m);
+        for (int j = 0; j < K; j++) {
+            Pr[i * K + j] = j < n ? exp(Sr[i * K + j] - m) / sum : 0;
+            Pdr[i * K + j] = Pr[i * K + j] * (c->dropout ? (double)zf[(size_t)i * KP + j] : 1);
+        }
+        double D = 0, dP[64];
+        for (int j = 0; j < K; j++) {
+            dP[j] = 0;
+            for (int t = 0; t < dv; t++) dP[j] += (double)dO[i * os + t] * v[j * vs + t];
+            D += Pdr[i * K + j] * dP[j];
+        }
+        for (int j = 0; j < K; j++) dS[i * K + j] = lim[i] == 0 ? 0 : Pdr[i * K + j] * dP[j] - Pr[i * K + j] * D;
+    }
+#ifdef TG_DOUBLE
+    const double tol = 1e-12;
+#else
+    const double tol = 2e-5;
+#endif
+    char what[96];
+    snprintf(what, sizeof what, "Q%d K%d d%d dv%d mask %d%s at ISA %d", Q, K, d, dv, c->mask,
+             c->dropout ? " dropout" : "", cap);
+    for (int i = 0; i < Q; i++)
+        for (int j = 0; j < KP; j++) {
+            double want = j < K ? Pr[i * K + j] : 0, got = P[(size_t)i * KP + j];
+            cr_expect(fabs(got - want) <= tol, "%s: P[%d,%d] = %g, want %g", what, i, j, got, want);
+        }
+    for (int i = 0; i < Q; i++)
+        for (int t = 0; t < os; t++) {
+            double want = 0;
+            for (int j = 0; t < dv && j < K; j++) want += Pdr[i * K + j] * v[j * vs + t];
+            if (t >= dv) {
+                cr_expect(out[i * os + t] == SENTINEL, "%s: out[%d,%d] written past dv", what, i, t);
+                continue;
+            }
+            cr_expect(fabs(out[i * os + t] - want) <= tol * (1 + fabs(want)), "%s: out[%d,%d] = %g, want %g", what, i,
+                      t, (double)out[i * os + t], want);
+        }
+    for (int i = 0; i < Q; i++)
+        for (int t = 0; t < qs; t++) {
+            double want = gq0[i * qs + t];
+            for (int j = 0; t < d && j < K; j++) want += scale * dS[i * K + j] * k[j * ks + t];
+            cr_expect(fabs(gq[i * qs + t] - want) <= tol * (1 + fabs(want)), "%s: dq[%d,%d] = %g, want %g", what, i, t,
+                      (double)gq[i * qs + t], want);
+        }
+    for (int j = 0; j < K; j++) {
+        for (int t = 0; t < ks; t++) {
+            double want = gk0[j * ks + t];
+            for (int i = 0; t < d && i < Q; i++) want += scale * dS[i * K + j] * q[i * qs + t];
+            cr_expect(fabs(gk[j * ks + t] - want) <= tol * (1 + fabs(want)), "%s: dk[%d,%d] = %g, want %g", what, j, t,
+                      (double)gk[j * ks + t], want);
+        }
+        for (int t = 0; t < vs; t++) {
+            double want = gv0[j * vs + t];
+            for (int i = 0; t < dv && i < Q; i++) want += Pdr[i * K + j] * dO[i * os + t];
+            cr_expect(fabs(gv[j * vs + t] - want) <= tol * (1 + fabs(want)), "%s: dv[%d,%d] = %g, want %g", what, j, t,
+                      (double)gv[j * vs + t], want);
+        }
+    }
+    for (int i = 0; i < 64; i++) cr_expect(scratch[ns + (size_t)i] == SENTINEL, "%s: written past the scratch", what);
+    free(Sr), free(Pr), free(Pdr), free(dS), free(scratch), free(lim), free(zf), free(P);
+    free(q), free(k), free(v), free(dO), free(out), free(gq), free(gk), free(gv), free(gq0), free(gk0), free(gv0);
+}
+
+Test(row_kernels, short_attention_matches_the_formulas_at_every_isa) {
+    static const short_case cases[] = {
+        {16, 16, 16, 16, 0, true}, {16, 16, 16, 16, 1, false}, {13, 13, 5, 7, 2, true},  {1, 1, 1, 1, 0, false},
+        {5, 37, 16, 20, 1, true},  {32, 32, 32, 32, 2, true},  {3, 17, 33, 8, 1, false}, {64, 64, 16, 64, 1, true},
+        {64, 64, 12, 9, 2, false}, {20, 9, 48, 3, 0, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) short_case_check(&cases[i], cap);
 }

@@ -64,6 +64,19 @@
  * at T 64 (a 32 x 4-head, T 64, d 32 attention forward + backward: 5.0-7.5
  * ms against the stored path's 4.4-5.3; now 3.9-5.0).
  *
+ * Short sequences: with at most TG_ATT_SHORT_MAX = 64 keys, no position
+ * terms and fp32 products, none of the above runs. Each head-batch entry
+ * is one call of tensor/kernels_attention.c (forward, and backward), which
+ * does the whole entry with its scores in L1: rows of scores padded to 16
+ * lanes, no 64 x 64 tiles, no GEMM calls, the transposes of k and v by
+ * register tiles. The forward keeps P (B Q KP reals, KP = K rounded up to
+ * 16); the backward draws the dropout mask again, multiplies it into P,
+ * and takes D_i = sum_j P_ij Z_ij/(1-p) dP_ij (the same as dO_i . O_i).
+ * Tasks take a few entries each; an entry is one task's, so the bits do
+ * not depend on the threads either. At the toy's T 16 and head size 16
+ * this made the op faster than the stored path, which it had not been
+ * (nn/attention.c has the measurements).
+ *
  * Position terms (tg_attention_pos, autograd.h: ALiBi, a per-head bias
  * table, Shaw's a^K and a^V), all functions of (head, offset o = j - i),
  * with R buckets r(o) (clipped offsets or T5's, rel_bucket.h), looked up
@@ -116,6 +129,7 @@ typedef struct {
     const int *qblock_end; /* per (b, query block): keys any of its rows may see */
     const tg_real *lse;    /* L: log-sum-exp of each row's scores, B Q */
     tg_real *probs;        /* the weights P, B Q K, kept when Q and K are one block each; else NULL */
+    bool short_seq;        /* each entry whole (the short path), and probs, if kept, rows KP apart */
     /* Position terms (tg_attn_pos): none when !has_pos. */
     bool has_pos, rowbias; /* any term; a bias per bucket (bias or rel_k) */
     int heads, qoff, R;    /* R buckets (rel_bucket.h) */
@@ -509,6 +523,99 @@ static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
         backward_dkv(c->w, c->gk, c->gv, t / c->nkb, t % c->nkb, c->scratch + c->per_thread * (size_t)tid);
 }
 
+/* ---- short sequences -----------------------------------------------------------
+ * K <= TG_ATT_SHORT_MAX keys, no position terms, fp32 products: one call of
+ * kernels_attention.c per head-batch entry (the header comment). */
+
+/* Entry b's operands (the kernels' view of attn_view). */
+static tg_attn_entry short_entry(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v,
+                                 int b) {
+    return (tg_attn_entry){pl->Q,
+                           pl->K,
+                           pl->d,
+                           pl->dv,
+                           pl->scale,
+                           q + at(pl, &pl->vq, b, 0),
+                           k + at(pl, &pl->vk, b, 0),
+                           v + at(pl, &pl->vv, b, 0),
+                           pl->vq.rs,
+                           pl->vk.rs,
+                           pl->vv.rs,
+                           pl->vo.rs,
+                           pl->lim + (int64_t)b * pl->Q};
+}
+
+/* Entries per task: enough work that a task is not mostly overhead. */
+static int short_group(const attention_state *pl) {
+    int64_t work = (int64_t)pl->Q * pl->K * (pl->d + pl->dv);
+    int64_t g = work > 0 ? 32768 / work : 1;
+    return g < 1 ? 1 : (int)g;
+}
+
+typedef struct {
+    const attention_state *pl;
+    const tg_real *q, *k, *v, *dO;
+    tg_real *out, *gq, *gk, *gv, *scratch;
+    size_t per_thread;
+    int group;
+} short_ctx;
+
+/* zf = the dropout factors of entry b (Q x K, rows KP apart, zeros past
+ * K): its counters are one run, first + b Q K + i K + j. */
+static void short_dropout(const attention_state *pl, int b, int KP, tg_real *zf) {
+    int Q = pl->Q, K = pl->K;
+    uint64_t first = pl->first + (uint64_t)b * (uint64_t)Q * (uint64_t)K;
+    if (KP == K) {
+        tg_dropout_mask_row(&pl->mask, first, (int64_t)Q * K, zf);
+        return;
+    }
+    for (int i = 0; i < Q; i++) {
+        tg_dropout_mask_row(&pl->mask, first + (uint64_t)i * (uint64_t)K, K, zf + (size_t)i * KP);
+        for (int j = K; j < KP; j++) zf[(size_t)i * KP + j] = 0;
+    }
+}
+
+static void short_forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const short_ctx *c = ctx;
+    const attention_state *pl = c->pl;
+    int KP = tg_k_attention_short_stride(pl->K);
+    int64_t QKP = (int64_t)pl->Q * KP;
+    tg_real *zf = c->scratch + c->per_thread * (size_t)tid, *work = zf + QKP;
+    for (int64_t t = begin; t < end; t++)
+        for (int b = (int)(t * c->group); b < pl->B && b < (t + 1) * c->group; b++) {
+            tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
+            if (pl->dropout) short_dropout(pl, b, KP, zf);
+            tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, c->out + at(pl, &pl->vo, b, 0),
+                                         pl->probs ? pl->probs + b * QKP : NULL, work);
+        }
+}
+
+static void short_backward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const short_ctx *c = ctx;
+    const attention_state *pl = c->pl;
+    int KP = tg_k_attention_short_stride(pl->K);
+    int64_t QKP = (int64_t)pl->Q * KP;
+    tg_real *zf = c->scratch + c->per_thread * (size_t)tid, *work = zf + QKP;
+    for (int64_t t = begin; t < end; t++)
+        for (int b = (int)(t * c->group); b < pl->B && b < (t + 1) * c->group; b++) {
+            tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
+            int64_t o = at(pl, &pl->vo, b, 0);
+            if (pl->dropout) short_dropout(pl, b, KP, zf); /* the forward's mask, drawn again */
+            tg_k_attention_short_backward(&e, pl->probs + b * QKP, pl->dropout ? zf : NULL, c->dO + o,
+                                          c->gq ? c->gq + at(pl, &pl->vq, b, 0) : NULL,
+                                          c->gk ? c->gk + at(pl, &pl->vk, b, 0) : NULL,
+                                          c->gv ? c->gv + at(pl, &pl->vv, b, 0) : NULL, work);
+        }
+}
+
+/* Tasks of groups of entries, on a thread team when the whole is worth it. */
+static void short_run(const attention_state *pl, tg_range_fn fn, short_ctx *c, int nth) {
+    c->group = short_group(pl);
+    int64_t tasks = (pl->B + c->group - 1) / c->group;
+    bool big = (double)pl->B * pl->Q * pl->K * (pl->d + pl->dv) > 65536;
+    tg_parallel_tasks_at_most(tasks, big && tasks > 1 ? nth : 1, fn, c);
+}
+
 static void attention_backward(tg_node *n) {
     const attention_state *pl = n->state;
     /* The fused projection is one input: its gradient holds q's, k's and v's columns. */
@@ -519,6 +626,25 @@ static void attention_backward(tg_node *n) {
     tg_tensor *grelv = pl->i_relv >= 0 ? tg_grad_of(n->in[pl->i_relv]) : NULL;
     bool gpos = gbias || grelk || grelv;
     if (!gq && !gk && !gv && !gpos) return;
+    if (pl->short_seq) {
+        int nth = tg_get_num_threads();
+        size_t per_thread = (size_t)pl->Q * tg_k_attention_short_stride(pl->K) +
+                            tg_k_attention_short_scratch(pl->Q, pl->K, pl->d, pl->dv);
+        tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
+        if (!scratch) return;
+        short_ctx c = {.pl = pl,
+                       .q = qkv[0]->data,
+                       .k = qkv[1]->data,
+                       .v = qkv[2]->data,
+                       .dO = n->out->grad->data,
+                       .gq = gq ? gq->data : NULL,
+                       .gk = gk ? gk->data : NULL,
+                       .gv = gv ? gv->data : NULL,
+                       .scratch = scratch,
+                       .per_thread = per_thread};
+        short_run(pl, short_backward_tasks, &c, nth);
+        return;
+    }
     int B = pl->B, Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, R = pl->R;
     int64_t rows = (int64_t)B * Q;
     if (rows == 0) return;
@@ -704,18 +830,36 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     pl->bf16 = tg_prec_bf16();
     pl->dropout = dropout_p > 0;
     pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
-    /* Short sequences (one block of queries and keys) keep their weights,
-     * B Q K <= 64 B Q reals: the backward then skips the scores' product
-     * and the exps, which at T <= 64 made this op slower than the stored
-     * path (toy, gpt-mini). Only when there will be a backward. */
-    if (Q <= BQ && K <= BK && tg_node_will_record(n_in, inputs) &&
-        !(pl->probs = tg_arena_alloc(sizeof(tg_real) * (size_t)(rows * K))))
-        return NULL;
+    /* Short sequences keep their weights, B Q K <= 64 B Q reals (rows
+     * padded on the whole-entry path): the backward then skips the scores'
+     * product and the exps, which at T <= 64 made this op slower than the
+     * stored path (toy, gpt-mini). Only when there will be a backward. */
+    pl->short_seq = K <= TG_ATT_SHORT_MAX && !pl->has_pos && !pl->bf16;
+    int KP = pl->short_seq ? tg_k_attention_short_stride(K) : K; /* P's row stride */
+    bool keep = (pl->short_seq || (Q <= BQ && K <= BK)) && tg_node_will_record(n_in, inputs);
+    if (keep && !(pl->probs = tg_arena_alloc(sizeof(tg_real) * (size_t)(rows * KP)))) return NULL;
     if (pl->dropout) {
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
         pl->first = tg_dropout_take(rng, (uint64_t)rows * (uint64_t)K);
     }
     int nth = tg_get_num_threads();
+    if (pl->short_seq) {
+        size_t per_thread = (size_t)Q * KP + tg_k_attention_short_scratch(Q, K, d, dv);
+        tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
+        if (!scratch) return NULL;
+        tg_tensor *const *qkv = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};
+        short_ctx c = {.pl = pl,
+                       .q = qkv[0]->data,
+                       .k = qkv[1]->data,
+                       .v = qkv[2]->data,
+                       .out = out->data,
+                       .scratch = scratch,
+                       .per_thread = per_thread};
+        short_run(pl, short_forward_tasks, &c, nth);
+        tg_node *n = tg_node_record(&tg_op_attention, out, n_in, inputs);
+        if (n) n->state = pl;
+        return out;
+    }
     size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0);
     tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
     if (!scratch) return NULL;

@@ -167,15 +167,9 @@ tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries,
     if (tg_any_null("dot_attention", 3, (const tg_tensor *const[]){queries, keys, values})) return NULL;
     if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
         return NULL;
-    /* The one place that chooses the path. The fused op gives the same
-     * values (to rounding) and the same dropout mask without a [B, Q, K]
-     * tensor; it is the default. Below 64 keys the stored path is faster,
-     * as measured when the programs chose it themselves: reversal training
-     * at T 16, 52k against 47k tokens/s (commit e6c6106), and tools/bench.c
-     * "toy" (T 16) 4% faster (commit 6f2e514). */
     int K = keys->shape[keys->ndim - 2];
-    bool fused = m->path == TG_PATH_FUSED || (m->path == TG_PATH_AUTO && K >= 64);
-    if (!m->record && !m->sparse && fused)
+    bool fused = tg_dot_attention_takes_fused(m, K, pos != NULL);
+    if (fused)
         return tg_attention_pos(queries, keys, values, mask, tg_dropout_active_p(m->dropout),
                                 tg_dropout_rng(m->dropout), pos);
     if (pos && queries->ndim != 3) {
@@ -193,9 +187,25 @@ tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries,
     return out;
 }
 
-/* The fused op's rule of tg_dot_attention_forward_pos, for the head layouts. */
-bool tg_dot_attention_takes_fused(const tg_dot_attention *m, int K) {
-    return !m->record && !m->sparse && (m->path == TG_PATH_FUSED || (m->path == TG_PATH_AUTO && K >= 64));
+/* The one place that chooses the path (tg_dot_attention_forward_pos and
+ * the head layouts). The fused op gives the same values (to rounding) and
+ * the same dropout mask without a [B, Q, K] tensor; under TG_PATH_AUTO it
+ * is the default. Up to 64 keys it does each head-batch entry whole
+ * (kernels_attention.c), faster than the stored path at every short shape
+ * measured: forward + backward of this function on [B h, T, d], 4 heads, T
+ * 16/32/64, d 16/32/64, dropout 0 and 0.1, B h 64 and 256, fused/stored
+ * 0.48-0.91 at 1 thread and 0.44-0.89 at 2 (the op's blocked path, which
+ * the rule avoided below 64 keys: 1.06-1.41 at T 16 and 32, 1 thread); the
+ * toy's layer (B 64, T 16, 4 heads of 16, dropout 0.1, heads split by
+ * copies on the stored path, read in place on the fused one), 1 thread:
+ * 0.37-0.43 ms against 0.69 (blocked: 0.74). The whole-entry path takes
+ * neither position terms nor bf16 products; with them, below 64 keys, the
+ * blocked path is still slower than the stored one (ALiBi at the toy's
+ * shape: 0.77 against 0.51 ms), so those keep the stored path. */
+bool tg_dot_attention_takes_fused(const tg_dot_attention *m, int K, bool pos) {
+    if (m->record || m->sparse) return false;
+    if (m->path != TG_PATH_AUTO) return m->path == TG_PATH_FUSED;
+    return K >= 64 || (!pos && tg_get_precision() != TG_PREC_BF16);
 }
 
 tg_tensor *tg_dot_attention_forward_heads(tg_dot_attention *m, tg_tensor *queries, tg_tensor *keys, tg_tensor *values,
@@ -213,7 +223,7 @@ tg_tensor *tg_dot_attention_forward_heads(tg_dot_attention *m, tg_tensor *querie
     }
     if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
         return NULL;
-    if (tg_dot_attention_takes_fused(m, keys->shape[1]))
+    if (tg_dot_attention_takes_fused(m, keys->shape[1], pos != NULL))
         return tg_attention_heads(queries, keys, values, heads, mask, tg_dropout_active_p(m->dropout),
                                   tg_dropout_rng(m->dropout), pos);
     tg_tensor *out =
@@ -233,7 +243,7 @@ tg_tensor *tg_dot_attention_forward_qkv(tg_dot_attention *m, tg_tensor *qkv, int
         return NULL;
     }
     int B = qkv->shape[0], T = qkv->shape[1], h = heads, hd = qkv->shape[2] / (3 * h);
-    if (tg_dot_attention_takes_fused(m, T))
+    if (tg_dot_attention_takes_fused(m, T, pos != NULL))
         return tg_attention_qkv(qkv, h, mask, tg_dropout_active_p(m->dropout), tg_dropout_rng(m->dropout), pos);
     /* [B, T, 3, h, hd] -> [3, B h, T, hd], then one slice per third. */
     tg_tensor *t = tg_reshape(tg_permute(tg_reshape(qkv, TG_SHAPE(B, T, 3, h, hd)), (const int[]){2, 0, 3, 1, 4}),

@@ -75,7 +75,10 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
     int h = m->num_heads, B = queries->shape[0], nq = queries->shape[1];
     /* One stacked projection when the fused op then reads it in place; the
      * stored path (short sequences) would have to split it by copies. */
-    bool self = queries == keys && keys == values && tg_dot_attention_takes_fused(m->attention, keys->shape[1]);
+    /* position terms in the scores: RELATIVE's tables and ALiBi's slopes (RoPE turns q and k before) */
+    bool terms_in_scores = m->pos.kind == TG_PE_RELATIVE || m->pos.kind == TG_PE_ALIBI;
+    bool self = queries == keys && keys == values &&
+                tg_dot_attention_takes_fused(m->attention, keys->shape[1], terms_in_scores);
     if (self && !tg_module_last_dim("linear", queries, m->W_q->in)) return NULL; /* as W_q would say */
     tg_tensor *qkv = self ? self_projection(m, queries) : NULL;
     if (self && !qkv) return NULL;

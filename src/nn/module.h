@@ -31,10 +31,12 @@ bool tg_module_input(const char *module, const void *m, const tg_tensor *x);
  * memory, or with "<op>: input 0 is no longer valid ..." when the forward's
  * scope that recorded them has ended. */
 tg_tensor *tg_module_head_weights(const char *op, const tg_tensor *w, int h, int head);
-/* Whether m's forward with K keys takes the fused tg_attention (the rule of
- * tg_dot_attention: not recording, softmax, and K >= 64 under
- * TG_PATH_AUTO). Defined in attention.c. */
-bool tg_dot_attention_takes_fused(const tg_dot_attention *m, int K);
+/* Whether m's forward with K keys, and position terms in the scores (pos:
+ * a tg_attn_pos) or not, takes the fused tg_attention: the rule of
+ * tg_dot_attention (not recording, softmax; under TG_PATH_AUTO, K >= 64,
+ * or fewer keys without position terms or bf16 products). Defined in
+ * attention.c. */
+bool tg_dot_attention_takes_fused(const tg_dot_attention *m, int K, bool pos);
 /* The heads of X [B, n, h d] as rows of a batch: -> [B h, n, d], head j of
  * entry b in row b h + j (d2l's transpose_qkv: reshape, permute (0, 2, 1,
  * 3), reshape); _merge_heads is its inverse (transpose_output). NULL in,

@@ -198,7 +198,7 @@ tg_tensor *tg_score_additive(tg_tensor *queries, tg_tensor *keys, tg_tensor *W_q
 /* ---- DotProductAttention ----------------------------------------------------- */
 /** Which computation tg_dot_attention_forward uses (tg_dot_attention.path). */
 typedef enum {
-    TG_PATH_AUTO = 0, /**< the module's rule: fused from 64 keys on, stored below (the default) */
+    TG_PATH_AUTO = 0, /**< the module's rule: fused, except below 64 keys with position terms or bf16 (the default) */
     TG_PATH_STORED,   /**< always the stored path: masked softmax, dropout, matmul */
     TG_PATH_FUSED     /**< the fused tg_attention whenever possible (not when recording or sparse) */
 } tg_attention_path;
@@ -206,10 +206,10 @@ typedef enum {
  * queries [B, Q, d], keys [B, K, d], values [B, K, v] -> [B, Q, v].
  * The forward picks its path itself (attention.c, one rule): the fused
  * tg_attention, which never stores the [B, Q, K] weights, unless it records
- * them, uses sparsemax, or the sequence is short enough (fewer than 64 keys,
- * under TG_PATH_AUTO) that the stored path (masked softmax, dropout, matmul)
- * is faster. Both give the same values up to rounding and the same dropout
- * mask.
+ * them, uses sparsemax, or (under TG_PATH_AUTO) has fewer than 64 keys and
+ * position terms or bf16 products, where the stored path (masked softmax,
+ * dropout, matmul) is faster. Both give the same values up to rounding and
+ * the same dropout mask.
  * While recording (tg_dot_attention_record(m, true); off for a new module)
  * the weights of the last forward, before dropout as d2l keeps them, stay in
  * attention_weights [B, Q, K] until the scope of that forward ends;

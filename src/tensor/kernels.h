@@ -171,6 +171,35 @@ tg_real tg_k_max_row(const tg_real *s, int n, tg_real m);
 void tg_k_mul_row(tg_real *a, const tg_real *b, int n);
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n);
 
+/* The fused attention's short sequences (kernels_attention.c): one
+ * head-batch entry with Q queries and K <= TG_ATT_SHORT_MAX keys, done
+ * whole. Rows of q, k, v are qs, ks, vs reals apart, those of out and dO os
+ * apart; lim[i] the keys row i sees (a prefix; 0: none, the row is uniform
+ * as masked_softmax makes it). The Q x K matrices P and zf have rows KP =
+ * tg_k_attention_short_stride(K) >= K apart, zeros past K.
+ *   forward:  out = (P o Z) v with P = masked_softmax(scale q k^T) and Z the
+ *             dropout factors zf (scale or 0; NULL: no dropout); P is
+ *             written when not NULL.
+ *   backward: from P, the same zf and the output's gradient dO, adds dQ,
+ *             dK, dV to gq, gk, gv (each may be NULL; their rows as q's,
+ *             k's, v's).
+ * scratch holds tg_k_attention_short_scratch(Q, K, d, dv) reals. Each
+ * output element is summed in an order fixed by the shapes and the ISA. */
+enum { TG_ATT_SHORT_MAX = 64 };
+typedef struct {
+    int Q, K, d, dv;
+    tg_real scale;
+    const tg_real *q, *k, *v;
+    int64_t qs, ks, vs, os;
+    const int *lim;
+} tg_attn_entry;
+int tg_k_attention_short_stride(int K);
+size_t tg_k_attention_short_scratch(int Q, int K, int d, int dv);
+void tg_k_attention_short_forward(const tg_attn_entry *e, const tg_real *zf, tg_real *out, tg_real *P,
+                                  tg_real *scratch);
+void tg_k_attention_short_backward(const tg_attn_entry *e, const tg_real *P, const tg_real *zf, const tg_real *dO,
+                                   tg_real *gq, tg_real *gk, tg_real *gv, tg_real *scratch);
+
 /* The optimizers' loops over n elements (kernels_optim.c; the formulas and
  * where the constants come from: train/optim.c). */
 typedef struct {

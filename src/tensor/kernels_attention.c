@@ -1,8 +1,13 @@
-/* The row kernels of the fused attention (autograd/ops_attention.c), each an
- * AVX2 loop for the float build with its portable twin beside it, chosen at
- * run time (simd.h). Declared in kernels.h. */
+/* The kernels of the fused attention (autograd/ops_attention.c), declared
+ * in kernels.h, each with its portable twin, chosen at run time (simd.h):
+ * the blocked path's row kernels (AVX2 loops for the float build), and the
+ * short sequences' whole-entry forward and backward (AVX2 and AVX-512;
+ * their body is kernels_attention_short.h). */
 #include "kernels.h"
 
+#include <math.h>
+
+#include "exp_simd.h"
 #include "simd.h"
 
 static tg_real row_max_portable(const tg_real *s, int n, tg_real m) {
@@ -59,4 +64,186 @@ void tg_k_mul_row(tg_real *a, const tg_real *b, int n) {
 }
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
     TG_PICK(ATT_VEC_ROWS, ds_portable, ds_avx2, ds_avx2)(p, dp, z, D, n);
+}
+
+/* ---- short sequences: one head-batch entry at a time ---------------------------
+ * With K <= TG_ATT_SHORT_MAX keys a whole entry's scores fit in L1, so its
+ * forward and backward are done in one go, without the 64 x 64 tiles and
+ * the GEMM calls of the blocked path: a row of scores is KP = K rounded up
+ * to AL lanes (zeros past K), each product is the same kernel on four rows
+ * (mm4), four rows' softmax go in step. The body is written once on
+ * vectors (kernels_attention_short.h) and built for scalars (the portable
+ * twin, and the double build), AVX2 and AVX-512 below. Each output element
+ * is one entry's, and an entry is one call: the same bits for any thread
+ * count. */
+enum { AL = 16 }; /* lanes a row is padded to: one AVX-512 vector of floats */
+
+static int pad_lanes(int n) { return (n + AL - 1) / AL * AL; }
+int tg_k_attention_short_stride(int K) { return pad_lanes(K); }
+
+/* The forward's k^T, v, four rows of scores and of output; the backward's
+ * v^T, k, q, dO (each padded when its rows are not whole lanes), dS (and 3
+ * rows mm4 may write past it), four rows of a gradient, P o Z/(1-p). */
+size_t tg_k_attention_short_scratch(int Q, int K, int d, int dv) {
+    size_t KP = (size_t)pad_lanes(K), DP = (size_t)pad_lanes(d), VP = (size_t)pad_lanes(dv);
+    size_t fwd = d * KP + K * VP + 4 * KP + 4 * VP;
+    size_t bwd = dv * KP + K * DP + Q * DP + Q * VP + (size_t)(2 * Q + 3) * KP + 4 * (DP > VP ? DP : VP);
+    return fwd > bwd ? fwd : bwd;
+}
+
+/* rows x cols of src (rows rs apart) -> dst, rows ld apart, zeros past cols. */
+TG_KERNEL_BODY void pack_rows(const tg_real *src, int64_t rs, int rows, int cols, tg_real *dst, int ld) {
+    for (int i = 0; i < rows; i++) {
+        for (int c = 0; c < cols; c++) dst[(size_t)i * ld + c] = src[i * rs + c];
+        for (int c = cols; c < ld; c++) dst[(size_t)i * ld + c] = 0;
+    }
+}
+/* Rows r0.. r0 + 3 of a matrix of n rows (past n - 1: row n - 1 again,
+ * computed, never stored). */
+TG_KERNEL_BODY void rows4(const tg_real *base, int64_t rs, int r0, int n, const tg_real *a[4]) {
+    for (int r = 0; r < 4; r++) a[r] = base + (int64_t)(r0 + r < n ? r0 + r : n - 1) * rs;
+}
+
+/* The portable twin: vectors of one real. */
+#define SV(name)                                  name##_portable
+#define SV_FN                                     static inline __attribute__((always_inline))
+#define SV_ENTRY                                  static
+#define VEC                                       tg_real
+#define VL                                        1
+#define MM_NV                                     16
+#define V_LOAD(p)                                 (*(p))
+#define V_STORE(p, v)                             (*(p) = (v))
+#define V_ZERO()                                  ((tg_real)0)
+#define V_SET1(x)                                 ((tg_real)(x))
+#define V_ADD(a, b)                               ((a) + (b))
+#define V_SUB(a, b)                               ((a) - (b))
+#define V_MUL(a, b)                               ((a) * (b))
+#define V_FMA(a, b, c)                            ((a) * (b) + (c))
+#define V_MAX(a, b)                               ((a) > (b) ? (a) : (b))
+#define V_EXP(v)                                  TG_M(exp)(v)
+#define V_BELOW_OR(v, n, x)                       ((n) > 0 ? (v) : (tg_real)(x))
+#define V_HSUM(v)                                 (v)
+#define V_HMAX(v)                                 (v)
+#define V_TRANSPOSE(src, rs, rows, cols, dst, ld) (*(dst) = (rows) > 0 ? *(src) : 0) /* a 1 x 1 tile */
+#include "kernels_attention_short.h"
+
+#if TG_SIMD_F32
+/* AVX2: 8 floats. */
+TG_AVX2 static inline __m256 below_or8(__m256 v, int n, float x) {
+    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_blendv_ps(_mm256_set1_ps(x), v, _mm256_castsi256_ps(keep));
+}
+TG_AVX2 static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+/* One 8 x 8 tile transposed (V_TRANSPOSE, kernels_attention_short.h): the
+ * classic unpack, shuffle, permute of 8 rows. */
+TG_AVX2 static inline void transpose8(const float *src, int64_t rs, int rows, int cols, float *dst, int ld) {
+    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_maskload_ps(src + i * rs, keep) : _mm256_setzero_ps();
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+        t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+    }
+    for (int c = 0; c < 8 && c < cols; c++) _mm256_storeu_ps(dst + (size_t)c * ld, t[c]);
+}
+TG_AVX2 static inline float hmax8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+#define SV(name)            name##_avx2
+#define SV_FN               TG_AVX2 static inline __attribute__((always_inline))
+#define SV_ENTRY            TG_AVX2 static
+#define VEC                 __m256
+#define VL                  8
+#define MM_NV               2
+#define V_LOAD(p)           _mm256_loadu_ps(p)
+#define V_STORE(p, v)       _mm256_storeu_ps(p, v)
+#define V_ZERO()            _mm256_setzero_ps()
+#define V_SET1(x)           _mm256_set1_ps(x)
+#define V_ADD(a, b)         _mm256_add_ps(a, b)
+#define V_SUB(a, b)         _mm256_sub_ps(a, b)
+#define V_MUL(a, b)         _mm256_mul_ps(a, b)
+#define V_FMA(a, b, c)      _mm256_fmadd_ps(a, b, c)
+#define V_MAX(a, b)         _mm256_max_ps(a, b)
+#define V_EXP(v)            tg_exp8(v)
+#define V_BELOW_OR(v, n, x) below_or8(v, n, x)
+#define V_HSUM(v)           hsum8(v)
+#define V_HMAX(v)           hmax8(v)
+#define V_TRANSPOSE         transpose8
+#include "kernels_attention_short.h"
+
+/* AVX-512: 16 floats, the lanes past n masked. */
+static inline __mmask16 lanes16(int n) { return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xFFFF : (1u << n) - 1); }
+/* One 16 x 16 tile transposed (V_TRANSPOSE): unpack pairs of rows, shuffle
+ * pairs of those, then two rounds of 128-bit lane shuffles. */
+TG_AVX512 static inline void transpose16(const float *src, int64_t rs, int rows, int cols, float *dst, int ld) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_maskz_loadu_ps(i < rows ? lanes16(cols) : 0, src + i * rs);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+    for (int c = 0; c < 16 && c < cols; c++) _mm512_storeu_ps(dst + (size_t)c * ld, r[c]);
+}
+#define SV(name)            name##_avx512
+#define SV_FN               TG_AVX512 static inline __attribute__((always_inline))
+#define SV_ENTRY            TG_AVX512 static
+#define VEC                 __m512
+#define VL                  16
+#define MM_NV               2
+#define V_LOAD(p)           _mm512_loadu_ps(p)
+#define V_STORE(p, v)       _mm512_storeu_ps(p, v)
+#define V_ZERO()            _mm512_setzero_ps()
+#define V_SET1(x)           _mm512_set1_ps(x)
+#define V_ADD(a, b)         _mm512_add_ps(a, b)
+#define V_SUB(a, b)         _mm512_sub_ps(a, b)
+#define V_MUL(a, b)         _mm512_mul_ps(a, b)
+#define V_FMA(a, b, c)      _mm512_fmadd_ps(a, b, c)
+#define V_MAX(a, b)         _mm512_max_ps(a, b)
+#define V_EXP(v)            tg_exp16(v)
+#define V_BELOW_OR(v, n, x) _mm512_mask_blend_ps(lanes16(n), _mm512_set1_ps(x), v)
+#define V_HSUM(v)           _mm512_reduce_add_ps(v)
+#define V_HMAX(v)           _mm512_reduce_max_ps(v)
+#define V_TRANSPOSE         transpose16
+#include "kernels_attention_short.h"
+#endif
+
+void tg_k_attention_short_forward(const tg_attn_entry *e, const tg_real *zf, tg_real *out, tg_real *P,
+                                  tg_real *scratch) {
+    TG_PICK(TG_SIMD_F32, short_forward_portable, short_forward_avx2, short_forward_avx512)(e, zf, out, P, scratch);
+}
+void tg_k_attention_short_backward(const tg_attn_entry *e, const tg_real *P, const tg_real *zf, const tg_real *dO,
+                                   tg_real *gq, tg_real *gk, tg_real *gv, tg_real *scratch) {
+    TG_PICK(TG_SIMD_F32, short_backward_portable, short_backward_avx2, short_backward_avx512)
+    (e, P, zf, dO, gq, gk, gv, scratch);
 }

@@ -2,13 +2,14 @@
  * every softmax (masked_softmax, the fused attention, softmax rows). In the
  * float build on a CPU with AVX2 it runs 8 lanes at a time (16 with
  * AVX-512, whose sum of a row then rounds in another order) with a
- * polynomial expf (about 1 ulp, below); elsewhere, and always in the
+ * polynomial expf (about 1 ulp, exp_simd.h); elsewhere, and always in the
  * double build (where the tests compare paths to 1e-12), libm's exp. The
  * sum is taken in a fixed order either way, whatever the thread count. */
 #include "kernels.h"
 
 #include <math.h>
 
+#include "exp_simd.h"
 #include "simd.h"
 
 /* The hand-written AVX2 and AVX-512 paths: x86, float build (each chosen at run time). */
@@ -24,43 +25,13 @@ static tg_real exp_shift_portable(tg_real *s, int64_t n, tg_real shift) {
 }
 
 #if EXP_SIMD
-/* Cephes' expf on one vector of x already clamped to [-87.3, 88.3]:
- * x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial in r (about 1 ulp),
- * times 2^n built in the exponent bits. Written once for both widths: P is
- * the intrinsics' prefix, V and VI the float and integer vector types. */
-#define EXP_POLY(NAME, TARGET, V, VI, P, ROUND, CAST)                                                                 \
-    TARGET static inline V NAME(V x) {                                                                                \
-        V n = ROUND(P##_mul_ps(x, P##_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); \
-        V r = P##_fnmadd_ps(n, P##_set1_ps(0.693359375f), x);                                                         \
-        r = P##_fnmadd_ps(n, P##_set1_ps(-2.12194440e-4f), r);                                                        \
-        V p = P##_set1_ps(1.9875691500e-4f);                                                                          \
-        p = P##_fmadd_ps(p, r, P##_set1_ps(1.3981999507e-3f));                                                        \
-        p = P##_fmadd_ps(p, r, P##_set1_ps(8.3334519073e-3f));                                                        \
-        p = P##_fmadd_ps(p, r, P##_set1_ps(4.1665795894e-2f));                                                        \
-        p = P##_fmadd_ps(p, r, P##_set1_ps(1.6666665459e-1f));                                                        \
-        p = P##_fmadd_ps(p, r, P##_set1_ps(5.0000001201e-1f));                                                        \
-        p = P##_fmadd_ps(p, P##_mul_ps(r, r), P##_add_ps(r, P##_set1_ps(1.0f)));                                      \
-        VI e = P##_slli_epi32(P##_add_epi32(P##_cvtps_epi32(n), P##_set1_epi32(127)), 23);                            \
-        return P##_mul_ps(p, CAST(e));                                                                                \
-    }
-EXP_POLY(exp8_poly, TG_AVX2, __m256, __m256i, _mm256, _mm256_round_ps, _mm256_castsi256_ps)
-EXP_POLY(exp16_poly, TG_AVX512, __m512, __m512i, _mm512, _mm512_roundscale_ps, _mm512_castsi512_ps)
-#undef EXP_POLY
-
-/* expf for 8 lanes; 0 below -87.3 (underflow), as expf rounds. */
-TG_AVX2 static inline __m256 exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    return _mm256_andnot_ps(under, exp8_poly(_mm256_min_ps(_mm256_max_ps(x, lo), hi)));
-}
-
 /* sum_j exp(x_j - shift) for j < n, writing each exp to out[j] unless out
  * is NULL (out may be x): exp_shift and the cross-entropy's sum_exp. */
 TG_AVX2 static tg_real exp_sum_avx2(const tg_real *x, tg_real *out, int64_t n, tg_real shift) {
     __m256 vs = _mm256_set1_ps(shift), acc = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 y = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs));
+        __m256 y = tg_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs));
         if (out) _mm256_storeu_ps(out + j, y);
         acc = _mm256_add_ps(acc, y);
     }
@@ -68,7 +39,7 @@ TG_AVX2 static tg_real exp_sum_avx2(const tg_real *x, tg_real *out, int64_t n, t
     _mm256_store_ps(t, acc);
     tg_real sum = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
     for (; j < n; j++) {
-        tg_real y = _mm256_cvtss_f32(exp8(_mm256_set1_ps(x[j] - shift)));
+        tg_real y = _mm256_cvtss_f32(tg_exp8(_mm256_set1_ps(x[j] - shift)));
         if (out) out[j] = y;
         sum += y;
     }
@@ -96,10 +67,10 @@ TG_AVX2 static void add_scaled_exp_avx2(tg_real *d, const tg_real *x, int64_t n,
     __m256 vs = _mm256_set1_ps(shift), vk = _mm256_set1_ps(scale);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs));
+        __m256 e = tg_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs));
         _mm256_storeu_ps(d + j, _mm256_add_ps(_mm256_loadu_ps(d + j), _mm256_mul_ps(vk, e)));
     }
-    for (; j < n; j++) d[j] += scale * _mm256_cvtss_f32(exp8(_mm256_set1_ps(x[j] - shift)));
+    for (; j < n; j++) d[j] += scale * _mm256_cvtss_f32(tg_exp8(_mm256_set1_ps(x[j] - shift)));
 }
 #endif
 
@@ -111,19 +82,13 @@ void tg_k_add_scaled_exp(tg_real *d, const tg_real *x, int64_t n, tg_real shift,
 }
 
 #if EXP_SIMD
-/* exp8 16 lanes wide, and a softmax row's exp and sum with it, the sum in
- * 16 lanes added up in a fixed tree. The fused attention is its main user. */
-TG_AVX512 static inline __m512 exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
-    __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
-    return _mm512_maskz_mov_ps(keep, exp16_poly(_mm512_min_ps(_mm512_max_ps(x, lo), hi)));
-}
-
+/* A softmax row's exp and sum 16 lanes wide, the sum in 16 lanes added up
+ * in a fixed tree. The fused attention is its main user. */
 TG_AVX512 static tg_real exp_shift_avx512(tg_real *s, int64_t n, tg_real shift) {
     __m512 vs = _mm512_set1_ps(shift), acc = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j += 16) { /* the tail masked: lanes past n neither read nor written */
         __mmask16 m = (__mmask16)(n - j >= 16 ? 0xFFFF : (1u << (n - j)) - 1);
-        __m512 y = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vs)));
+        __m512 y = _mm512_maskz_mov_ps(m, tg_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vs)));
         _mm512_mask_storeu_ps(s + j, m, y);
         acc = _mm512_add_ps(acc, y);
     }
