@@ -671,8 +671,8 @@ static void attention_backward(tg_node *n) {
                       dv,
                       nblocks(Q, BQ),
                       nblocks(K, BK)};
-    tg_parallel_for(rows, rows * dv > TG_PAR_MIN, backward_D_rows, &c);
-    bool big = (double)rows * K * (d + dv) > 65536;              /* worth a thread team */
+    tg_parallel_for_ns(rows, (double)(rows * dv) * 2 * TG_NS_STREAM, backward_D_rows, &c); /* D = rowsum(dO o O) */
+    bool big = (double)rows * K * (d + dv) > 65536;                                        /* worth a thread team */
     if (Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv) { /* one tile per entry: one pass */
         tg_parallel_tasks_at_most(B, big && B > 1 ? nth : 1, backward_single_tasks, &c);
         return;

@@ -41,7 +41,7 @@ TG_KERNEL_BODY void unary_range_body(void *ctx, int64_t begin, int64_t end, int 
 TG_ISA_DISPATCH(unary_range, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
 
 /* One element's cost for the pool (parallel.h's cost model): a libm call
- * (exp, log, tanh, erf, pow) costs 40 times a pass over memory. */
+ * (exp, log, tanh, erf, pow) costs 25 times a pass over memory. */
 static double unary_ns(tg_unary_kind kind, bool backward) {
     switch (kind) {
     case TG_UNARY_EXP: /* backward g y */

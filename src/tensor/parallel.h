@@ -19,21 +19,27 @@
  * for every TG_PAR_NS of that work, up to the pool's count: a loop under
  * 2 TG_PAR_NS runs on the caller alone, where handing half of it to a
  * worker would save less than the hand-over costs (the worker's claim of
- * the job and the cache lines of its share moving between cores, about
- * 2 us on this VM). One threshold in time fits every kernel, where the
- * element count it replaced (32768) was 4 us of an add and 180 us of an
- * exp: adds of that size gained nothing from a second thread, and exps
- * of 16384 elements (90 us) ran on one.
+ * the job and the cache lines of its share moving between cores). One
+ * threshold in time fits every kernel, where the element count it
+ * replaced (32768) was 3 us of an add but 120 us of an exp or 160 us of
+ * the GELU erf form, which ran on one thread below it.
  *
- * The per-element costs, measured at one thread (float, AVX-512, medians;
- * `bench --pool-costs` prints them with the 2-thread speed-up by size):
- * add 0.10, relu backward 0.09, scale 0.17, layer norm 0.36, GELU tanh
- * form 0.62, softmax of 64-wide rows 1.16, exp 5.6, GELU erf form 6.5. */
-#define TG_PAR_NS     10000.0
+ * Measured with `build/bin/pool_costs` (medians of 21-31, idle 2-core
+ * EPYC VM, float, AVX-512): per element at one thread, add 0.10 ns, relu
+ * backward 0.10, scale 0.17, layer norm (d 64) 0.36, AdamW 0.38, GELU tanh
+ * form 0.56, softmax of 64-wide rows 1.34, exp 3.6, GELU erf form 4.8.
+ * The hand-over, a loop of W microseconds at one thread split over 2:
+ *   W                      1      2      5     10     20     50    100
+ *   pass over memory    1.01x  1.26x  1.49x  1.56x  1.33x  1.58x  1.59x
+ *   polynomial per elt  1.05x  1.32x  1.45x  1.53x  1.45x  1.63x  1.65x
+ * so a split pays from about 2 us of work: TG_PAR_NS 1 us a thread. At
+ * the workload level the threshold hardly shows: toy and gpt-mini at 2
+ * threads ran alike with 10 us and with 1 us (medians of 5, interleaved). */
+#define TG_PAR_NS     1000.0
 #define TG_NS_STREAM  0.15 /* one pass reading and writing memory: add, mul, relu, copy, sum */
-#define TG_NS_POLY    0.6  /* a short polynomial per element: GELU (tanh form), layer norm, AdamW */
-#define TG_NS_ROW_EXP 1.2  /* a softmax row: max, vector exp, sum, scale */
-#define TG_NS_LIBM    6.0  /* a libm call per element: exp, log, tanh, erf, pow */
+#define TG_NS_POLY    0.5  /* a short polynomial per element: GELU (tanh form), layer norm, AdamW */
+#define TG_NS_ROW_EXP 1.3  /* a softmax row: max, vector exp, sum, scale */
+#define TG_NS_LIBM    4.0  /* a libm call per element: exp, log, tanh, erf, pow */
 /* Threads the pool would give a loop of `ns` one-core nanoseconds: 1 below
  * 2 TG_PAR_NS, at most tg_get_num_threads(). */
 int tg_parallel_threads_for(double ns);

@@ -127,11 +127,6 @@ const char *tg_isa_name(void);
 /** The most dimensions a tensor has (shapes hold 0 to TG_MAX_DIMS sizes). */
 #define TG_MAX_DIMS 6
 
-/** Elementwise and row loops over fewer elements than this run on one
- * thread: waking a second thread (5-50 us with a passive OpenMP wait
- * policy) costs more than it saves on a few hundred kilobytes. */
-#define TG_PAR_MIN 32768
-
 /** TG_SHAPE(2, 3) expands to the (ndim, shape) pair most functions take. */
 #define TG_SHAPE(...) \
     (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (const int[]) { __VA_ARGS__ }
