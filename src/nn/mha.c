@@ -74,8 +74,8 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
     }
     int h = m->num_heads, B = queries->shape[0], nq = queries->shape[1];
     /* One stacked projection when the fused op then reads it in place; the
-     * stored path (short sequences) would have to split it by copies. */
-    /* position terms in the scores: RELATIVE's tables and ALiBi's slopes (RoPE turns q and k before) */
+     * stored path (short sequences with terms in the scores: RELATIVE's
+     * tables, ALiBi's slopes; RoPE turns q and k before) would split it. */
     bool terms_in_scores = m->pos.kind == TG_PE_RELATIVE || m->pos.kind == TG_PE_ALIBI;
     bool self = queries == keys && keys == values &&
                 tg_dot_attention_takes_fused(m->attention, keys->shape[1], terms_in_scores);
