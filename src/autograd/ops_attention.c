@@ -581,13 +581,13 @@ static void short_forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) 
     int KP = tg_k_attention_short_stride(pl->K);
     int64_t QKP = (int64_t)pl->Q * KP;
     tg_real *zf = c->scratch + c->per_thread * (size_t)tid, *work = zf + QKP;
-    for (int64_t t = begin; t < end; t++)
-        for (int b = (int)(t * c->group); b < pl->B && b < (t + 1) * c->group; b++) {
-            tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
-            if (pl->dropout) short_dropout(pl, b, KP, zf);
-            tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, c->out + at(pl, &pl->vo, b, 0),
-                                         pl->probs ? pl->probs + b * QKP : NULL, work);
-        }
+    /* tasks [begin, end) of `group` entries each: entries [begin group, end group) */
+    for (int b = (int)(begin * c->group); b < pl->B && b < end * c->group; b++) {
+        tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
+        if (pl->dropout) short_dropout(pl, b, KP, zf);
+        tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, c->out + at(pl, &pl->vo, b, 0),
+                                     pl->probs ? pl->probs + b * QKP : NULL, work);
+    }
 }
 
 static void short_backward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
@@ -596,16 +596,15 @@ static void short_backward_tasks(void *ctx, int64_t begin, int64_t end, int tid)
     int KP = tg_k_attention_short_stride(pl->K);
     int64_t QKP = (int64_t)pl->Q * KP;
     tg_real *zf = c->scratch + c->per_thread * (size_t)tid, *work = zf + QKP;
-    for (int64_t t = begin; t < end; t++)
-        for (int b = (int)(t * c->group); b < pl->B && b < (t + 1) * c->group; b++) {
-            tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
-            int64_t o = at(pl, &pl->vo, b, 0);
-            if (pl->dropout) short_dropout(pl, b, KP, zf); /* the forward's mask, drawn again */
-            tg_k_attention_short_backward(&e, pl->probs + b * QKP, pl->dropout ? zf : NULL, c->dO + o,
-                                          c->gq ? c->gq + at(pl, &pl->vq, b, 0) : NULL,
-                                          c->gk ? c->gk + at(pl, &pl->vk, b, 0) : NULL,
-                                          c->gv ? c->gv + at(pl, &pl->vv, b, 0) : NULL, work);
-        }
+    /* tasks [begin, end) of `group` entries each: entries [begin group, end group) */
+    for (int b = (int)(begin * c->group); b < pl->B && b < end * c->group; b++) {
+        tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
+        int64_t o = at(pl, &pl->vo, b, 0);
+        if (pl->dropout) short_dropout(pl, b, KP, zf); /* the forward's mask, drawn again */
+        tg_k_attention_short_backward(
+            &e, pl->probs + b * QKP, pl->dropout ? zf : NULL, c->dO + o, c->gq ? c->gq + at(pl, &pl->vq, b, 0) : NULL,
+            c->gk ? c->gk + at(pl, &pl->vk, b, 0) : NULL, c->gv ? c->gv + at(pl, &pl->vv, b, 0) : NULL, work);
+    }
 }
 
 /* Tasks of groups of entries, on a thread team when the whole is worth it. */
