@@ -35,8 +35,13 @@ tg_report *tg_report_new(void);
 void tg_report_free(tg_report *r);
 /** A part of the page's data under name (tg_viz_report's list), its JSON
  * text copied; a part added again replaces the first. 0, or -1 with the
- * error recorded (NULL argument, a 17th part, out of memory). */
+ * error recorded (NULL argument, json not exactly one JSON value, a 17th
+ * part, out of memory). */
 int tg_report_add(tg_report *r, const char *name, const char *json);
+/** How many lines of the run's logs (metrics.jsonl, samples.jsonl) the
+ * report left out because they did not parse; each file with such lines
+ * also gets one warning on stderr. 0 for NULL. */
+int64_t tg_report_dropped(const tg_report *r);
 /** From a run folder: "settings", the metadata of DIR/train_state.safetensors
  * (the training state's own keys left out), and "metrics", the curves of
  * DIR/metrics.jsonl (steps past the checkpoint's, left by a kill before a
@@ -74,9 +79,12 @@ int tg_report_add_encoder(tg_report *r, tg_encoder *m, const int *tokens, int T,
 int tg_report_add_positions(tg_report *r, const tg_encoder *m, int T);
 /** "samples": the lines {"step": s, "text": "..."} of DIR/samples.jsonl with
  * step <= max_step (0 or less: all), the last one of each step; a line of an
- * earlier step (a resumed run) drops the lines after it, and malformed lines
- * are skipped. No file or no line: no part. 0, or -1 with the error recorded
- * (NULL argument, out of memory). */
+ * earlier step (a resumed run) drops the lines after it. Each line is parsed
+ * and its values written again (never copied): a line that does not parse,
+ * or has anything after its object, is left out, counted
+ * (tg_report_dropped) and said in one warning on stderr. No file or no
+ * line: no part. 0, or -1 with the error recorded (NULL argument, out of
+ * memory). */
 int tg_report_add_samples(tg_report *r, const char *dir, int64_t max_step);
 /** Appends a sample to DIR/samples.jsonl as one line {"step": step, "text":
  * "..."} (text of n bytes; bytes that are not printable ASCII or newline/tab
