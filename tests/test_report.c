@@ -311,3 +311,48 @@ Test(report, sha256_and_base64_match_the_standards) {
         cr_expect_str_eq(out, b64[i]);
     }
 }
+
+static void write_file(const char *name, const char *text) {
+    FILE *f = fopen(in_dir(name), "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A profiler's tables: DIR/profile.json (one table or a list of them,
+ * {title, columns, rows}) is parsed, written again into the "table" part
+ * and shown by a page rebuilt from the run folder; a malformed one is
+ * refused with its reason. */
+Test(report, tables_of_rows_from_the_run_folders_profile_json) {
+    tmpdir();
+    write_file("metrics.jsonl", "{\"step\": 1, \"lr\": 0.001, \"loss\": 3.5, \"val_loss\": null, \"tokens_per_s\": 10, "
+                                "\"grad_norm\": 1}\n");
+    write_file("profile.json", "[{\"title\": \"Time per op\", \"columns\": [\"op\", \"calls\", \"ms\"], \"note\": {},\n"
+                               " \"rows\": [[\"matmul\", 120, 3.5], [\"soft<max\", 4, null]]},\n"
+                               " {\"rows\": [], \"columns\": [\"a\"], \"title\": \"empty\"}]\n");
+    tg_report *r = tg_report_new();
+    cr_assert_eq(tg_report_add_run(r, g_dir), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_report_write(r, in_dir("report.html"), "run"), 0, "%s", tg_last_error());
+    tg_report_free(r);
+    char *s = page_of(in_dir("report.html"));
+    cr_expect(strstr(s, "\"table\": [{\"title\": \"Time per op\", \"columns\": [\"op\",\"calls\",\"ms\"], \"rows\": "
+                        "[[\"matmul\",120,3.5],\n[\"soft\\u003cmax\",4,null]]},\n"
+                        "{\"title\": \"empty\", \"columns\": [\"a\"], \"rows\": []}]"),
+              "%s", strstr(s, "\"table\""));
+    free(s);
+    const char *bad[][2] = {
+        {"{\"title\": \"t\", \"columns\": [\"a\", \"b\"], \"rows\": [[1]]}", "a row of 1 cells, not 2"},
+        {"{\"title\": \"t\", \"columns\": [\"a\"], \"rows\": [[1, 2]]}", "a row of 2 cells, not 1"},
+        {"{\"title\": \"t\", \"columns\": [\"a\"], \"rows\": [[{}]]}", "table cell: expected a number"},
+        {"{\"title\": \"t\", \"rows\": []}", "\"columns\""},
+        {"{\"title\": \"t\", \"columns\": [\"a\"], \"rows\": []} x", "text after the table"},
+        {"[1]", "expected '{'"},
+    };
+    r = tg_report_new();
+    for (int i = 0; i < 6; i++) {
+        write_file("t.json", bad[i][0]);
+        cr_expect_eq(tg_report_add_rows_file(r, in_dir("t.json")), -1, "%s", bad[i][0]);
+        cr_expect(error_has("t.json", bad[i][1]), "%s: %s", bad[i][0], tg_last_error());
+    }
+    tg_report_free(r);
+}

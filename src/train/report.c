@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { REPORT_MAX_PARTS = 16 };
 
@@ -192,7 +193,14 @@ int tg_report_add_run(tg_report *r, const char *dir) {
     }
     tg_json_end(&w);
     tg_sys_free(m);
-    return jw_finish(&w, r, "metrics");
+    if (jw_finish(&w, r, "metrics") != 0) return -1;
+    /* A profiler's tables (DIR/profile.json), when the run has them; one
+     * that cannot be read is said and left out, the page still written. */
+    path = tg_run_path(dir, "profile.json");
+    if (path && access(path, F_OK) == 0 && tg_report_add_rows_file(r, path) != 0)
+        fprintf(stderr, "report: warning: %s\n", tg_last_error()), tg_clear_error();
+    free(path);
+    return 0;
 }
 
 /* ---- a decoder: attention over real text, positional encodings ---- */
@@ -588,6 +596,120 @@ int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, con
         tg_json_end(&w), tg_json_end(&w);
     }
     tg_json_end(&w), tg_json_end(&w), tg_json_end(&w);
+    return jw_finish_list(&w, r, "table");
+}
+
+/* ---- a table of rows from a file (a profiler's, ...) ---- */
+
+/* tg_json_open's answer as tg_json_next's: 1 when items follow, 0 when
+ * the container is empty, -1 on an error. */
+static int items(int open) { return open == 0 ? 1 : open == 1 ? 0 : -1; }
+
+/* One table {"title": "...", "columns": ["...", ...], "rows": [[cell, ...],
+ * ...]} at j, each cell a string, a number or null and each row as long as
+ * columns, written again into w (keys in that order, others skipped). 0, or
+ * -1 with the reason in j->why. */
+static int copy_rows_table(tg_json *j, jw *w) {
+    enum { MAX_COLS = 64 };
+    int cols = -1, have = 0, more = -1;
+    tg_json rows = {0};
+    char *title = NULL, *col[MAX_COLS] = {0};
+    for (more = items(tg_json_open(j, '{', '}')); more == 1; more = tg_json_next(j, '}')) {
+        char key[16];
+        if (tg_json_string(j, key, sizeof key, NULL) != 0 || tg_json_expect(j, ':') != 0) break;
+        tg_json_skip_ws(j);
+        if (strcmp(key, "title") == 0 && !title) {
+            tg_json at = *j;
+            size_t n;
+            if (tg_json_string(j, NULL, 0, &n) != 0 || !(title = malloc(n + 1))) break;
+            tg_json_string(&at, title, n + 1, NULL);
+        } else if (strcmp(key, "columns") == 0 && cols < 0) {
+            int in = items(tg_json_open(j, '[', ']'));
+            for (cols = 0; in == 1; in = tg_json_next(j, ']')) {
+                char name[128];
+                if (cols == MAX_COLS) in = tg_json_fail(j, "table: more than %d columns", MAX_COLS);
+                if (in < 0 || tg_json_string(j, name, sizeof name, NULL) != 0 || !(col[cols] = strdup(name))) break;
+                cols++;
+            }
+            if (in != 0) break;
+        } else if (strcmp(key, "rows") == 0 && !have) {
+            rows = *j, have = 1; /* read once the columns are known */
+            if (tg_json_skip_value(j, 0) != 0) break;
+        } else if (tg_json_skip_value(j, 0) != 0) {
+            break;
+        }
+    }
+    if (more == 0 && (!title || cols < 1 || !have))
+        more = tg_json_fail(j, "table: \"title\", \"columns\" (at least one) and \"rows\" are needed");
+    if (more == 0) {
+        tg_json_begin(w, '{');
+        jw_pair(w, "title", title);
+        tg_json_key(w, "columns"), tg_json_begin(w, '[');
+        for (int c = 0; c < cols; c++) tg_json_put_str(w, col[c]);
+        tg_json_end(w);
+        tg_json_key(w, "rows"), tg_json_begin(w, '[');
+        int in = items(tg_json_open(&rows, '[', ']'));
+        for (; in == 1; in = tg_json_next(&rows, ']')) {
+            int c = 0, cell = items(tg_json_open(&rows, '[', ']'));
+            tg_json_break(w), tg_json_begin(w, '[');
+            for (; cell == 1 && c <= cols; cell = tg_json_next(&rows, ']'), c++) {
+                double v;
+                tg_json_skip_ws(&rows);
+                if (rows.p < rows.end && *rows.p == '"') {
+                    tg_json at = rows;
+                    size_t n;
+                    char *t = tg_json_string(&rows, NULL, 0, &n) == 0 ? malloc(n + 1) : NULL;
+                    if (!t) break;
+                    tg_json_string(&at, t, n + 1, NULL);
+                    tg_json_put_string(w, t, n);
+                    free(t);
+                } else if (tg_json_null(&rows)) {
+                    tg_json_put_null(w);
+                } else if (tg_json_number(&rows, &v, "table cell") == 0) {
+                    tg_json_put_number(w, v);
+                } else {
+                    break;
+                }
+            }
+            if (cell != 0 || c != cols) {
+                in = tg_json_fail(&rows, "table: a row of %d cells, not %d strings, numbers or nulls", c, cols);
+                break;
+            }
+            tg_json_end(w);
+        }
+        tg_json_end(w), tg_json_end(w);
+        if (in != 0) more = tg_json_fail(j, "%s", rows.why[0] ? rows.why : "table: bad rows");
+    }
+    free(title);
+    for (int c = 0; c < MAX_COLS; c++) free(col[c]);
+    return more == 0 ? 0 : (tg_json_fail(j, "table: not {\"title\", \"columns\", \"rows\"}"), -1);
+}
+
+int tg_report_add_rows_file(tg_report *r, const char *path) {
+    if (!r || !path) return tg_set_error("report: table file: NULL report or path"), -1;
+    unsigned char *buf;
+    size_t size;
+    if (tg_read_file(path, "report", &buf, &size) != 0) return -1;
+    tg_json j = {.p = (const char *)buf, .end = (const char *)buf + size, .start = (const char *)buf};
+    jw w = {0};
+    tg_json_begin(&w, '[');
+    tg_json_skip_ws(&j);
+    int rc = 0;
+    if (j.p < j.end && *j.p == '[') { /* a list of tables */
+        int more = items(tg_json_open(&j, '[', ']'));
+        for (; more == 1 && rc == 0; more = tg_json_next(&j, ']')) tg_json_break(&w), rc = copy_rows_table(&j, &w);
+        if (more < 0) rc = -1;
+    } else {
+        rc = copy_rows_table(&j, &w);
+    }
+    tg_json_skip_ws(&j);
+    if (rc == 0 && j.p != j.end) rc = tg_json_fail(&j, "text after the table");
+    tg_json_end(&w);
+    tg_sys_free(buf);
+    if (rc != 0) {
+        tg_json_discard(&w);
+        return tg_set_error("report: %s: %s", path, j.why), -1;
+    }
     return jw_finish_list(&w, r, "table");
 }
 
