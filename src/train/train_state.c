@@ -179,7 +179,7 @@ static char *extra_string(tg_json *j) {
  * extra is refused. NULL with the error recorded. */
 static char *state_metadata(const char *op, const char *path, int64_t step, const tg_named_rng *rngs, int n_rngs,
                             const char *extra) {
-    tg_json_writer w = {0};
+    tg_json_writer w = {.compact = true}; /* a safetensors header, compact like the reference writer */
     char key[64], v[80];
     tg_json_begin(&w, '{');
     tg_json_key(&w, "tgrad_train_state"), tg_json_put_str(&w, FORMAT_VERSION);
