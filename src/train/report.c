@@ -176,6 +176,7 @@ int tg_report_add_run(tg_report *r, const char *dir) {
         while (k > 0 && m[k - 1].step >= m[i].step) k--;
         m[k++] = m[i];
     }
+    /* The curves to 6 digits: the page shows 4, the log keeps every bit. */
     jw w = {0};
     const char *keys[5] = {"step", "loss", "lr", "val_step", "val_loss"};
     tg_json_begin(&w, '{');
@@ -187,7 +188,7 @@ int tg_report_add_run(tg_report *r, const char *dir) {
             if (f == 0 || f == 3)
                 tg_json_put_int(&w, m[i].step);
             else
-                tg_json_put_number(&w, f == 1 ? m[i].loss : f == 2 ? m[i].lr : m[i].val_loss);
+                tg_json_put_digits(&w, f == 1 ? m[i].loss : f == 2 ? m[i].lr : m[i].val_loss, 6);
         }
         tg_json_end(&w);
     }
@@ -586,13 +587,13 @@ int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, con
     tg_json_begin(&w, '['), tg_json_begin(&w, '{');
     jw_pair(&w, "title", title), jw_pair(&w, "xlabel", xlabel), jw_pair(&w, "ylabel", ylabel);
     tg_json_key(&w, "x"), tg_json_begin(&w, '[');
-    for (int i = 0; i < n; i++) tg_json_put_number(&w, x[i]);
+    for (int i = 0; i < n; i++) tg_json_put_digits(&w, x[i], 6);
     tg_json_end(&w);
     tg_json_key(&w, "series"), tg_json_begin(&w, '[');
     for (int s = 0; s < n_series; s++) {
         tg_json_begin(&w, '{'), jw_pair(&w, "name", names[s]);
         tg_json_key(&w, "y"), tg_json_begin(&w, '[');
-        for (int i = 0; i < n; i++) tg_json_put_number(&w, ys[(size_t)s * n + i]);
+        for (int i = 0; i < n; i++) tg_json_put_digits(&w, ys[(size_t)s * n + i], 6);
         tg_json_end(&w), tg_json_end(&w);
     }
     tg_json_end(&w), tg_json_end(&w), tg_json_end(&w);
