@@ -120,8 +120,17 @@ static int write_logits(tg_decoder *m, const lm_tok *tok, const options *o) {
     bool grad = tg_set_grad_enabled(false);
     tg_scope_begin();
     tg_tensor *logits = tg_decoder_forward(m, ids, 1, n);
-    int rc = logits && tg_npy_save(o->logits, logits) == 0 ? 0 : -1;
-    if (rc)
+    int64_t bad = -1; /* the first logit that is not finite: refused, not written (weights that overflow float) */
+    for (int64_t i = 0; logits && bad < 0 && i < (int64_t)n * m->cfg.vocab_size; i++)
+        if (!isfinite((double)logits->data[i])) bad = i;
+    int rc = logits && bad < 0 && tg_npy_save(o->logits, logits) == 0 ? 0 : -1;
+    if (bad >= 0)
+        fprintf(stderr,
+                "lm: --logits: logit %lld (position %lld, token %lld) is %g: the model's weights overflow; "
+                "nothing written to %s\n",
+                (long long)bad, (long long)(bad / m->cfg.vocab_size), (long long)(bad % m->cfg.vocab_size),
+                (double)logits->data[bad], o->logits);
+    else if (rc)
         fprintf(stderr, "lm: %s\n", tg_last_error());
     else
         printf("wrote %s: logits [1, %d, %d] of the prompt\n", o->logits, n, m->cfg.vocab_size);
@@ -301,6 +310,7 @@ static int train_mode(lm_run *r) {
         double bytes = lm_tok_bytes_per_token(&r->tok, r->d, r->n_eval, B, T, r->x, r->y);
         printf("val_loss=%.4f nats/token (%.4f bits/byte, %.2f bytes a token)\n", val, val / log(2.0) / bytes, bytes);
     }
+    printf("report: %s/report.html (open it in a browser)\n", p->out);
     return 0;
 }
 

@@ -355,8 +355,14 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
     for (int i = 0; i < (int)(sizeof progs / sizeof progs[0]); i++) {
         cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
         cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);
+        /* A bad flag: the refusal and a pointer to --help, not the whole usage under it. */
         cr_expect_eq(run(progs[i], "--no-such-flag"), 2, "%s with a bad flag", progs[i]);
-        cr_expect(strstr(out, "usage:") != NULL, "%s: usage on a bad flag", progs[i]);
+        cr_expect(strstr(out, "'--no-such-flag'") && strstr(out, "run with --help for usage"),
+                  "%s: refusal and hint on a bad flag: %s", progs[i], out);
+        cr_expect(!strstr(out, "usage:") && !strstr(out, "options:"), "%s: no usage on a bad flag: %s", progs[i], out);
+        int lines = 0;
+        for (const char *c = out; *c; c++) lines += *c == '\n';
+        cr_expect_leq(lines, 2, "%s: a bad flag prints two lines, not %d: %s", progs[i], lines, out);
     }
     cr_expect_eq(run("reverse", "--steps abc"), 2);
     /* Numbers are decimal and nothing else (strtod took all of these), in the examples and the tools alike. */
@@ -376,15 +382,23 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
     cr_expect_eq(run("bench", "--workload toy --markdown /nonexistent/x.md"), 2);
     cr_expect(strstr(out, "--markdown is for the full comparison"), "%s", out);
     cr_expect_eq(run("bench", "--workload gemm-64 --only toy"), 2);
+    /* The gpt workloads' flags, given to another workload (they were ignored). */
+    cr_expect_eq(run("bench", "--workload toy --save-init x.safetensors"), 2, "%s", out);
+    cr_expect(strstr(out, "--save-init is for the gpt workloads, not toy"), "%s", out);
+    cr_expect_eq(run("bench", "--workload toy --losses l.txt"), 2, "%s", out);
+    cr_expect_eq(run("bench", "--workload gemm-64 --text t.txt"), 2, "%s", out);
     cr_expect_eq(run("bench", "--check-determinism --python /bin/false"), 2);
     cr_expect_eq(run("heatmap", "x.npy --tensor w"), 2);
     cr_expect(strstr(out, "--tensor names a tensor of a safetensors file"), "%s", out);
     cr_expect_eq(run("heatmap", "x.npy --index ' 3'"), 2);
-    /* After a bad value, usage shows the defaults, not the values parsed so far. */
-    cr_expect_eq(run("reverse", "--dim 8 --steps x"), 2);
+    /* --help after other flags shows the defaults, not the values parsed so far. */
+    cr_expect_eq(run("reverse", "--dim 8 --help"), 0);
     cr_expect(strstr(out, "model width d (default 64)"), "%s", out);
-    cr_expect_eq(run("lm", "--steps 7 --lr x"), 2);
+    cr_expect_eq(run("lm", "--steps 7 --help"), 0);
     cr_expect(!strstr(out, "(default 7)"), "%s", out);
+    /* A bad combination (cli_usage_error) is one line and the hint too. */
+    cr_expect_eq(run("reverse", "--dim 30 --heads 4"), 2);
+    cr_expect(strstr(out, "run with --help for usage") && !strstr(out, "options:"), "%s", out);
     cr_expect_eq(run("reverse", "--pe sometimes"), 2);
     cr_expect_eq(run("reverse", "--dim 30 --heads 4"), 2);
     cr_expect_eq(run("positional_encoding", "--dim -1"), 2);
