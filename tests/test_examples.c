@@ -1,5 +1,6 @@
 /* Each example program and tool, run briefly: exit codes, what it prints,
  * and the files it writes (PNGs that open, checkpoints that load back). */
+#include <float.h>
 #include <stb/stb_image.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -411,6 +412,51 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
     cr_expect_eq(run("lm", "--layers 21"), 2);
     cr_expect_eq(run("lm", "--sample --load missing.safetensors"), 1);
     cr_expect(strstr(out, "missing.safetensors") != NULL, "%s", out);
+}
+
+/* A copy of src (in tmp) with every value of tensor `name` set to the
+ * largest finite value of its dtype: a checkpoint any load accepts whose
+ * products overflow. */
+static void write_overflowing_copy(const char *src, const char *name, const char *dst) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmp, src);
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    int i = tg_safetensors_find(&st, name);
+    cr_assert_geq(i, 0, "%s has no %s", src, name);
+    unsigned char *copy = malloc(st.blob_size);
+    cr_assert_not_null(copy);
+    memcpy(copy, st.blob, st.blob_size);
+    unsigned char *at = copy + (st.data - st.blob) + st.entries[i].begin;
+    for (int64_t k = 0; k < st.entries[i].numel; k++) {
+        if (strcmp(st.entries[i].dtype, "F32") == 0) memcpy(at + 4 * k, &(float){FLT_MAX}, 4);
+        if (strcmp(st.entries[i].dtype, "F64") == 0) memcpy(at + 8 * k, &(double){DBL_MAX}, 8);
+    }
+    snprintf(path, sizeof path, "%s/%s", tmp, dst);
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(copy, 1, st.blob_size, f), st.blob_size);
+    fclose(f);
+    free(copy);
+    tg_safetensors_close(&st);
+}
+
+/* --logits refuses logits that are not finite (it wrote inf/NaN and exited
+ * 0), and the printed sample escapes control bytes (a prompt's ESC and CR
+ * reached the terminal raw). */
+Test(examples, lm_refuses_nonfinite_logits_and_escapes_control_bytes, .timeout = 300) {
+    cr_assert_eq(run("lm", LM_TINY " --steps 2 --out ctl"), 0, "%s", out);
+    cr_assert_eq(run("lm", "--load ctl/lm.safetensors --logits ok.npy --prompt ab"), 0, "%s", out);
+    write_overflowing_copy("ctl/lm.safetensors", "transformer.wte.weight", "huge.safetensors");
+    cr_expect_eq(run("lm", "--load huge.safetensors --logits bad.npy --prompt ab"), 1, "%s", out);
+    cr_expect(strstr(out, "is not finite") || strstr(out, "weights overflow"), "%s", out);
+    char path[256];
+    snprintf(path, sizeof path, "%s/bad.npy", tmp);
+    cr_expect_neq(access(path, F_OK), 0, "no logits file is written");
+    cr_assert_eq(run("lm", "--sample --load ctl/lm.safetensors --tokens 4 --prompt \"$(printf 'a\\033[2Jb\\rc')\""), 0,
+                 "%s", out);
+    cr_expect(!strchr(out, '\033') && !strchr(out, '\r'), "raw control bytes in the sample: %s", out);
+    cr_expect(strstr(out, "a\\x1b[2Jb\\x0dc"), "the prompt's ESC and CR escaped: %s", out);
 }
 
 /* lm --pe: the decoder with a position kind inside attention trains, its

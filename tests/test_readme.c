@@ -29,19 +29,22 @@ static tg_tensor *block_fn(tg_tensor *const *in, int n, void *ctx) {
     return tg_encoder_forward(c->enc, c->tokens, 2, 5, (tg_mask){0});
 }
 
-/* One encoder block (multi-head attention, LayerNorm, the FFN, residuals)
- * with every parameter an input: with eps 1e-6 the central differences'
- * rounding (about 1e-16 |f| / eps) reached 1.8e-6 relative error on such a
- * block, over the README's old tol of 1e-6, though the gradient is right. */
+/* One encoder block (multi-head attention, LayerNorm, the FFN, residuals;
+ * d 32, 4 heads, 13k parameters, all inputs): with eps 1e-6 the central
+ * differences' rounding (about 1e-16 |f| / eps) gives 1.4e-6 to 3.2e-6
+ * relative error on such blocks (seeds 1-6; 2.5e-6 on this one), over the
+ * README's old tol of 1e-6, though the gradient is right. A larger eps
+ * shrinks the rounding but crosses the FFN's ReLU kink (1e-5 gave 2e-2 on
+ * seed 2), so the README keeps eps and loosens tol. */
 Test(readme, gradcheck_call_passes_on_a_transformer_block, .timeout = 120) {
     double eps = 0, tol = 0;
     cr_assert(readme_gradcheck_args(&eps, &tol),
               "README.md has no tg_gradcheck(f, inputs, n, ctx, EPS, TOL, ...) call");
-    tg_rng rng = tg_rng_new(3);
+    tg_rng rng = tg_rng_new(1);
     tg_encoder_config cfg = {.vocab_size = 7,
-                             .num_hiddens = 8,
-                             .ffn_hiddens = 16,
-                             .num_heads = 2,
+                             .num_hiddens = 32,
+                             .ffn_hiddens = 64,
+                             .num_heads = 4,
                              .num_layers = 1,
                              .max_len = 5,
                              .pe = TG_PE_FIXED};

@@ -151,9 +151,10 @@ def read_record(name):
 
 
 def provenance(head, what="Made by"):
-    isa = " (`TG_ISA=avx2`: any x86-64 CPU gives these digits)" if "TG_ISA=" in head.get("command", "") else ""
+    isa = (" (`TG_ISA=avx2`: any x86-64 CPU with AVX2 prints the same figures; the times are the machine's)"
+           if "TG_ISA=" in head.get("command", "") else "")
     return (f"<sub>{what} `make readme-numbers`: `{head.get('command')}`{isa}; "
-            f"times on {head.get('cpu')}, {head.get('date')}.</sub>")
+            f"on {head.get('cpu')}, {head.get('date')}.</sub>")
 
 
 # ---- renderers: output lines -> the block's lines ----
@@ -260,9 +261,10 @@ def render_test_time(head, out):
     m = {k: v for k, _, v in (l.partition("=") for l in out if "=" in l)}
     if "cpu_minutes" not in m or "wall_minutes" not in m:
         die("test-time: the record has no cpu_minutes= and wall_minutes= lines")
-    return [f"`make test` took {m['wall_minutes']} minutes on {head.get('cpu')} ({head.get('date')}; "
-            f"the machine may have been shared), {m['cpu_minutes']} minutes of CPU (user + sys of `make test` "
-            "and everything it ran, measured as it ran by `make readme-numbers`)."]
+    how = head.get("source", "measured as it ran by `make readme-numbers`")
+    return [f"`make test` took {m['wall_minutes']} minutes on {head.get('cpu')} ({head.get('date')}, the",
+            f"machine perhaps shared) and {m['cpu_minutes']} minutes of CPU (user + sys of `make test` and",
+            f"everything it ran; {how})."]
 
 
 RENDER = {"demo-table": render_demo_table, "lm-transcript": render_lm_transcript,
