@@ -34,6 +34,7 @@ regeneration fails the suite.
 
 Standard library only; run with /usr/bin/python3 (Debian's), as make does.
 """
+import hashlib
 import os
 import platform
 import re
@@ -120,6 +121,11 @@ def run_program(build, argv, isa, cwd):
     return p.stdout
 
 
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def record_path(name):
     return os.path.join(RECORDS, name + ".txt")
 
@@ -143,10 +149,13 @@ def read_record(name):
     except OSError:
         die(f"no {record_path(src)}: run tools/readme_numbers.py run {src}")
     lines = text.split("\n")
-    head = {}
+    head = {"figures": []}
     while lines and lines[0].startswith("# "):
         k, _, v = lines.pop(0)[2:].partition(": ")
-        head[k] = v
+        if k == "figure":
+            head["figures"].append(v.split(" sha256 "))
+        else:
+            head[k] = v
     return head, lines
 
 
@@ -190,7 +199,7 @@ def extrapolate_tables(out):
         m = re.match(r"(\w+) task: held-out token accuracy by test length", l)
         if not m:
             continue
-        lens = out[i + 1].split()
+        lens = out[i + 1].split()[1:]  # past the "pe" column
         rows = []
         for r in out[i + 2:]:
             cells = r.split()
@@ -318,13 +327,18 @@ def run(build, names):
             continue
         with tempfile.TemporaryDirectory(prefix="readme-numbers-") as scratch:
             out = run_program(build, b["argv"], b["isa"], scratch)
-            RENDER[name](*(({}, out.split("\n"))))  # refuse an output the README cannot use before keeping it
-            write_record(name, out)
+            for n in ORDER:  # refuse an output the README cannot use before keeping it
+                if n == name or BLOCKS[n].get("same_as") == name:
+                    RENDER[n]({}, out.split("\n"))
+            figs = ""
             for fig in b["figures"]:
                 src = os.path.join(scratch, "out", fig)
                 if not os.path.isfile(src):
                     die(f"{name}: {' '.join(b['argv'])} wrote no out/{fig}")
-                shutil.copyfile(src, os.path.join(ROOT, "docs", fig))
+                figs += f"# figure: docs/{fig} sha256 {sha256(src)}\n"
+            for fig in b["figures"]:
+                shutil.copyfile(os.path.join(scratch, "out", fig), os.path.join(ROOT, "docs", fig))
+            write_record(name, out, figs)
         # The README follows each record at once, so that it always matches
         # the records (the test-time block runs make test, which checks that).
         rewrite_readme(os.path.join(ROOT, "README.md"),
@@ -343,6 +357,11 @@ def check(readme_path, rerun_build):
         src = BLOCKS[name].get("same_as", name)
         if head.get("command") != command_line(src):
             bad.append(f"{name}: recorded '{head.get('command')}', but the script runs '{command_line(src)}'")
+        for fig, digest in head["figures"] if name == src else []:
+            path = os.path.join(ROOT, fig)
+            if not os.path.isfile(path) or sha256(path) != digest:
+                bad.append(f"{name}: {fig} is not the figure its program drew (docs/readme_numbers/{src}.txt "
+                           "holds its hash): regenerate it (make readme-numbers)")
         want = rendered(name)
         if m.group(1) != want:
             bad.append(f"{name}: README.md's block differs from docs/readme_numbers/{src}.txt; "
@@ -374,7 +393,7 @@ def compare_rerun(name, argv, recorded, got):
     kind = argv[argv.index("--pe") + 1]
 
     def row(lines):  # the variant's accuracies and first >= 99%, without its time
-        r = next((l for l in lines if l.split()[:1] == [kind] and "%" in l), "")
+        r = next((l for l in lines if re.match(re.escape(kind) + r" +[0-9.]+% ", l)), "")
         return r.rsplit(None, 1)[0] if r else None
     if row(got) is None or row(recorded) != row(got):
         return [f"{name}: {' '.join(argv)} now gives '{row(got)}', the README '{row(recorded)}': "
