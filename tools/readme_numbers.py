@@ -58,7 +58,7 @@ BLOCKS = {
     "demo-table": {"argv": ["reverse", "--out", "out"], "isa": True,
                    "figures": ["reverse_loss.png", "reverse_attention_fixed.png", "reverse_attention_none.png",
                                "reverse_pe_tables.png"]},
-    "lm-transcript": {"argv": ["lm"], "isa": True, "figures": []},
+    "lm-transcript": {"argv": ["lm"], "isa": True, "figures": ["lm/lm_loss.png", "lm/lm_attention.png"]},
     "extrapolate-tables": {"argv": ["extrapolate", "--out", "out"], "isa": True,
                            "figures": ["extrapolate_shift.png", "extrapolate_reverse.png", "extrapolate_relative.png",
                                        "extrapolate_alibi.png", "extrapolate_rope.png"]},
@@ -335,9 +335,9 @@ def run(build, names):
                 src = os.path.join(scratch, "out", fig)
                 if not os.path.isfile(src):
                     die(f"{name}: {' '.join(b['argv'])} wrote no out/{fig}")
-                figs += f"# figure: docs/{fig} sha256 {sha256(src)}\n"
+                figs += f"# figure: docs/{os.path.basename(fig)} sha256 {sha256(src)}\n"
             for fig in b["figures"]:
-                shutil.copyfile(os.path.join(scratch, "out", fig), os.path.join(ROOT, "docs", fig))
+                shutil.copyfile(os.path.join(scratch, "out", fig), os.path.join(ROOT, "docs", os.path.basename(fig)))
             write_record(name, out, figs)
         # The README follows each record at once, so that it always matches
         # the records (the test-time block runs make test, which checks that).
