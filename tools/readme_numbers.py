@@ -256,11 +256,12 @@ def render_compare_learning(head, out):
     dists = out[i + 1].split()[2:]
     lines = ["| layer | params | " + " | ".join(d.replace("m=", "m=") for d in dists) + " |",
              "|---" * (len(dists) + 2) + "|"]
-    for r in out[i + 2:]:
-        cells = r.split()
-        if len(cells) != len(dists) + 2 or cells[0] not in LEARN_ROWS:
+    for r in out[i + 2:]:  # each learner's progress lines (stderr) come before its row
+        if r.startswith("5. "):
             break
-        lines.append(f"| {LEARN_ROWS[cells[0]]} | " + " | ".join(cells[1:]) + " |")
+        cells = r.split()
+        if len(cells) == len(dists) + 2 and cells[0] in LEARN_ROWS and all(c.endswith("%") for c in cells[2:]):
+            lines.append(f"| {LEARN_ROWS[cells[0]]} | " + " | ".join(cells[1:]) + " |")
     if len(lines) != 2 + len(LEARN_ROWS):
         die("compare-learning: the learning table has not one row per learner")
     return lines + ["", provenance(head, "From the same run of")]
@@ -327,6 +328,9 @@ def run(build, names):
             continue
         with tempfile.TemporaryDirectory(prefix="readme-numbers-") as scratch:
             out = run_program(build, b["argv"], b["isa"], scratch)
+            kept = os.path.join(tempfile.gettempdir(), f"readme-numbers-{name}.txt")
+            with open(kept, "w", encoding="utf-8") as f:  # for a look when the README cannot use it
+                f.write(out)
             for n in ORDER:  # refuse an output the README cannot use before keeping it
                 if n == name or BLOCKS[n].get("same_as") == name:
                     RENDER[n]({}, out.split("\n"))
