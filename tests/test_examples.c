@@ -447,7 +447,8 @@ static void write_overflowing_copy(const char *src, const char *name, const char
 Test(examples, lm_refuses_nonfinite_logits_and_escapes_control_bytes, .timeout = 300) {
     cr_assert_eq(run("lm", LM_TINY " --steps 2 --out ctl"), 0, "%s", out);
     cr_assert_eq(run("lm", "--load ctl/lm.safetensors --logits ok.npy --prompt ab"), 0, "%s", out);
-    write_overflowing_copy("ctl/lm.safetensors", "transformer.wte.weight", "huge.safetensors");
+    /* the last LayerNorm's gain: any normalised entry above 1 overflows */
+    write_overflowing_copy("ctl/lm.safetensors", "transformer.ln_f.weight", "huge.safetensors");
     cr_expect_eq(run("lm", "--load huge.safetensors --logits bad.npy --prompt ab"), 1, "%s", out);
     cr_expect(strstr(out, "is not finite") || strstr(out, "weights overflow"), "%s", out);
     char path[256];
