@@ -300,9 +300,10 @@ static int train_mode(lm_run *r) {
     int status = tg_run_close(r->run); /* the last checkpoint */
     if (status != 0 || rank != 0) return status;
     printf("wrote %s (the run's checkpoint at step %lld; continue with --resume %s), %s/best.safetensors "
-           "(val_loss %.4f at step %lld), %s (the model), %s/metrics.jsonl%s\n",
+           "(val_loss %.4f at step %lld), %s (the model), %s/metrics.jsonl%s and %s/report.html (open it in a "
+           "browser)\n",
            p->out, (long long)step, p->out, p->out, best, (long long)best_step, r->model_path, p->out,
-           r->drew ? ", lm_loss.png, lm_attention.png" : "");
+           r->drew ? ", lm_loss.png, lm_attention.png" : "", p->out);
     if (generate(r->m, &r->tok, p) != 0) return 1;
     if (!r->tok.bpe) {
         printf("val_loss=%.4f nats/byte\n", val); /* (bits per byte: / ln 2) */
@@ -310,7 +311,6 @@ static int train_mode(lm_run *r) {
         double bytes = lm_tok_bytes_per_token(&r->tok, r->d, r->n_eval, B, T, r->x, r->y);
         printf("val_loss=%.4f nats/token (%.4f bits/byte, %.2f bytes a token)\n", val, val / log(2.0) / bytes, bytes);
     }
-    printf("report: %s/report.html (open it in a browser)\n", p->out);
     return 0;
 }
 

@@ -187,8 +187,7 @@ def render_lm_transcript(head, out):
     if len(steps) > 1:
         lines += ["..."] if steps[-1] > steps[0] + 1 else []
         lines += [out[steps[-1]]]
-    report = [l for l in out[val + 1:] if l.startswith("report: ")]
-    lines += [out[trained], "..."] + out[sample:val + 1] + report + ["```", "", provenance(head)]
+    lines += out[trained:val + 1] + ["```", "", provenance(head)]  # what it wrote, the sample, the loss
     return lines
 
 
