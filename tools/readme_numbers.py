@@ -316,7 +316,8 @@ def run(build, names):
         if "make" in b:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.monotonic()
-            p = subprocess.run(b["make"], cwd=ROOT)
+            env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+            p = subprocess.run(b["make"], cwd=ROOT, env=env)  # as a user runs it, not as make's child
             wall = time.monotonic() - t0
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if p.returncode != 0:
