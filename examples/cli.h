@@ -1,6 +1,8 @@
 /* Command-line flags for every program (the examples, and the tools through
  * tools/cli.h): "--name value" or "--name=value", --help, positional
- * arguments, and usage + exit 2 on anything unknown or malformed. Numbers
+ * arguments, and on anything unknown or malformed one line that says what
+ * is wrong, one that points to --help, and exit 2 (the whole usage under a
+ * one-line refusal buried it: --help prints it). Numbers
  * are decimal only ("12", "-3", "2.5e-4"): no hex, no blanks, no inf or nan,
  * which strtod alone would take. Usage shows each flag's default, the value
  * before the command line. Header-only: each program includes it once. */
@@ -51,8 +53,11 @@ static void cli_usage(FILE *f, const char *prog, const char *synopsis, const cha
     fprintf(f, "  --%-14s %s\n", "help", "print this help and exit");
 }
 
-/* A bad combination of flags: "prog: <message>", the usage, and exit code 2
- * for main to return. */
+/* The line under every refusal: the usage is one flag away, not printed. */
+static void cli_usage_hint(const char *prog) { fprintf(stderr, "%s: run with --help for usage\n", prog); }
+
+/* A bad combination of flags: "prog: <message>", the --help hint, and exit
+ * code 2 for main to return. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 6, 7), unused))
 #endif
@@ -65,7 +70,8 @@ cli_usage_error(const char *prog, const char *synopsis, const char *about, const
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    cli_usage(stderr, prog, synopsis, about, o, n);
+    (void)synopsis, (void)about, (void)o, (void)n;
+    cli_usage_hint(prog);
     return 2;
 }
 
@@ -120,7 +126,8 @@ static inline const char *cli_given_outside(const cli_opt *o, int n, const char 
 }
 
 /* Parses argv into the options; positional arguments go to pos (up to
- * max_pos). Prints usage and exits 0 on --help, 2 on a bad flag. */
+ * max_pos). Prints usage and exits 0 on --help; on a bad flag, the reason
+ * and the --help hint, and exits 2. */
 static int cli_parse(int argc, char **argv, const char *synopsis, const char *about, const cli_opt *o, int n,
                      const char **pos, int max_pos) {
     for (int i = 0; i < n && i < CLI_MAX_OPTS; i++)
@@ -172,7 +179,7 @@ static int cli_parse(int argc, char **argv, const char *synopsis, const char *ab
     }
     return npos;
 bad:
-    cli_usage(stderr, argv[0], synopsis, about, o, n);
+    cli_usage_hint(argv[0]);
     exit(2);
 }
 

@@ -120,8 +120,17 @@ static int write_logits(tg_decoder *m, const lm_tok *tok, const options *o) {
     bool grad = tg_set_grad_enabled(false);
     tg_scope_begin();
     tg_tensor *logits = tg_decoder_forward(m, ids, 1, n);
-    int rc = logits && tg_npy_save(o->logits, logits) == 0 ? 0 : -1;
-    if (rc)
+    int64_t bad = -1; /* the first logit that is not finite: refused, not written (weights that overflow float) */
+    for (int64_t i = 0; logits && bad < 0 && i < (int64_t)n * m->cfg.vocab_size; i++)
+        if (!isfinite((double)logits->data[i])) bad = i;
+    int rc = logits && bad < 0 && tg_npy_save(o->logits, logits) == 0 ? 0 : -1;
+    if (bad >= 0)
+        fprintf(stderr,
+                "lm: --logits: logit %lld (position %lld, token %lld) is %g: the model's weights overflow; "
+                "nothing written to %s\n",
+                (long long)bad, (long long)(bad / m->cfg.vocab_size), (long long)(bad % m->cfg.vocab_size),
+                (double)logits->data[bad], o->logits);
+    else if (rc)
         fprintf(stderr, "lm: %s\n", tg_last_error());
     else
         printf("wrote %s: logits [1, %d, %d] of the prompt\n", o->logits, n, m->cfg.vocab_size);
@@ -291,9 +300,10 @@ static int train_mode(lm_run *r) {
     int status = tg_run_close(r->run); /* the last checkpoint */
     if (status != 0 || rank != 0) return status;
     printf("wrote %s (the run's checkpoint at step %lld; continue with --resume %s), %s/best.safetensors "
-           "(val_loss %.4f at step %lld), %s (the model), %s/metrics.jsonl%s\n",
+           "(val_loss %.4f at step %lld), %s (the model), %s/metrics.jsonl%s and %s/report.html (open it in a "
+           "browser)\n",
            p->out, (long long)step, p->out, p->out, best, (long long)best_step, r->model_path, p->out,
-           r->drew ? ", lm_loss.png, lm_attention.png" : "");
+           r->drew ? ", lm_loss.png, lm_attention.png" : "", p->out);
     if (generate(r->m, &r->tok, p) != 0) return 1;
     if (!r->tok.bpe) {
         printf("val_loss=%.4f nats/byte\n", val); /* (bits per byte: / ln 2) */

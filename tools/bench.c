@@ -1094,6 +1094,12 @@ int main(int argc, char **argv) {
         if (cli_given(opts, nopt, comparison[k]))
             return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--%s is for the full comparison, not %s",
                                    comparison[k], name ? "--workload" : "--check-determinism");
+    /* The gpt workloads' flags mean nothing to the others: refused too. */
+    static const char *const gpt_only[] = {"save-init", "losses", "text"};
+    for (size_t k = 0; name && !is_gpt(name) && k < sizeof gpt_only / sizeof *gpt_only; k++)
+        if (cli_given(opts, nopt, gpt_only[k]))
+            return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--%s is for the gpt workloads, not %s",
+                                   gpt_only[k], name);
     if (determinism) {
         char verdict[512];
         int rc = check_determinism(verdict, sizeof verdict);

@@ -22,15 +22,13 @@ int main(int argc, char **argv) {
     tg_rnn *r = tg_rnn_new(in, hid, 2, &rng);
     tg_gru *g = tg_gru_new(in, hid, 2, &rng);
     tg_tensor *x = tg_randn(TG_SHAPE(2, 7, in), &rng);
-    if (!c1 || !c2 || !r || !g || !x) {
-        fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error());
-        return 1;
-    }
-    tg_set_requires_grad(x, true);
     tg_params all, mods[4];
     tg_params_init(&all);
     const char *names[4] = {"conv", "conv_dil", "rnn", "gru"};
     for (int i = 0; i < 4; i++) tg_params_init(&mods[i]);
+    int status = 1; /* every path below ends at done, which frees all (a failed save once leaked) */
+    if (!c1 || !c2 || !r || !g || !x) goto done;
+    tg_set_requires_grad(x, true);
     tg_conv1d_params(c1, &mods[0], "conv");
     tg_conv1d_params(c2, &mods[1], "conv_dil");
     tg_rnn_params(r, &mods[2], "rnn");
@@ -43,10 +41,7 @@ int main(int argc, char **argv) {
                        : i == 1 ? tg_conv1d_forward(c2, x)
                        : i == 2 ? tg_rnn_forward(r, x)
                                 : tg_gru_forward(g, x);
-        if (!y || tg_backward(tg_mul_scalar(tg_sum_all(tg_mul(y, y)), 0.5)) != 0) {
-            fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error());
-            return 1;
-        }
+        if (!y || tg_backward(tg_mul_scalar(tg_sum_all(tg_mul(y, y)), 0.5)) != 0) goto done;
         char nm[64];
         snprintf(nm, sizeof nm, "y.%s", names[i]);
         tg_params_add(&all, "", nm, tg_clone(y));
@@ -55,11 +50,11 @@ int main(int argc, char **argv) {
         for (int j = 0; j < mods[i].n; j++)
             tg_params_add(&all, "grad", mods[i].items[j].name, mods[i].items[j].t->grad);
     }
-    if (tg_checkpoint_save(out, &all, NULL) != 0) {
-        fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error());
-        return 1;
-    }
+    if (tg_checkpoint_save(out, &all, NULL) != 0) goto done;
     printf("wrote %s (%d tensors)\n", out, all.n);
+    status = 0;
+done:
+    if (status != 0) fprintf(stderr, "seq_layers_dump: %s\n", tg_last_error());
     /* the clones (y.*, grad_x.*) are the only tensors "all" owns */
     for (int i = 0; i < all.n; i++)
         if (!strncmp(all.items[i].name, "y.", 2) || !strncmp(all.items[i].name, "grad_x.", 7)) tg_free(all.items[i].t);
@@ -71,5 +66,5 @@ int main(int argc, char **argv) {
     tg_rnn_free(r);
     tg_gru_free(g);
     tg_release_all();
-    return 0;
+    return status;
 }

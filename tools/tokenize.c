@@ -229,6 +229,6 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "decode") == 0) return cmd_decode(argc - 1, argv + 1);
     if (strcmp(cmd, "corpus") == 0) return cmd_corpus(argc - 1, argv + 1);
     fprintf(stderr, "%s: unknown command '%s'\n", argv[0], cmd);
-    usage(stderr, argv[0]);
+    cli_usage_hint(argv[0]);
     return 2;
 }

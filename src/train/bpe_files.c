@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../io/file.h"
 #include "../io/json.h"
@@ -422,7 +423,33 @@ int tg_bpe_save_tiktoken(const tg_bpe *b, const char *path) {
     return tg_atomic_commit(&af, "bpe_save_tiktoken");
 }
 
+/* Where "gpt2" is when $TGRAD_GPT2_DIR is unset: the source tree's npm
+ * folder when the program runs from the tree's root, else the installed
+ * copy beside the program, PROGRAM_DIR/../share/tgrad/gpt2 (make install
+ * puts it there; the program's own path, from /proc/self/exe, rather than a
+ * prefix compiled in: the library is built before the prefix is chosen).
+ * Writes the directory into dir (cap bytes); the source tree's when neither
+ * holds the files, for the message. */
+static void gpt2_dir(char *dir, size_t cap) {
+    struct stat st;
+    snprintf(dir, cap, "%s", TG_BPE_GPT2_DIR);
+    if (stat(TG_BPE_GPT2_DIR "/encoder.json", &st) == 0) return;
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return;
+    exe[k] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return;
+    *slash = 0;
+    char cand[4200], file[4300];
+    snprintf(cand, sizeof cand, "%s/../share/tgrad/gpt2", exe);
+    snprintf(file, sizeof file, "%s/encoder.json", cand);
+    if (stat(file, &st) == 0 && (size_t)snprintf(dir, cap, "%s", cand) >= cap)
+        snprintf(dir, cap, "%s", TG_BPE_GPT2_DIR);
+}
+
 tg_bpe *tg_bpe_load(const char *spec) {
+    char found[4200];
     if (!spec) {
         tg_set_error("bpe_load: NULL vocabulary");
         return NULL;
@@ -431,7 +458,7 @@ tg_bpe *tg_bpe_load(const char *spec) {
     struct stat st;
     if (strcmp(spec, "gpt2") == 0) {
         dir = getenv("TGRAD_GPT2_DIR");
-        if (!dir || !*dir) dir = TG_BPE_GPT2_DIR;
+        if (!dir || !*dir) gpt2_dir(found, sizeof found), dir = found;
     } else if (stat(spec, &st) != 0 || !S_ISDIR(st.st_mode)) {
         return tg_bpe_load_tiktoken(spec);
     }
@@ -442,9 +469,11 @@ tg_bpe *tg_bpe_load(const char *spec) {
         snprintf(enc, n, "%s/encoder.json", dir);
         snprintf(merges, n, "%s/vocab.bpe", dir);
         if (strcmp(spec, "gpt2") == 0 && stat(enc, &st) != 0)
-            tg_set_error("bpe_load: GPT-2's vocabulary is not in %s: run tools/install-tokenizer-deps.sh in tgrad's "
-                         "source tree, or set TGRAD_GPT2_DIR to a directory holding encoder.json and vocab.bpe",
-                         dir);
+            tg_set_error(
+                "bpe_load: GPT-2's vocabulary is not in %s: run tools/install-tokenizer-deps.sh in tgrad's "
+                "source tree (make install then copies it beside the installed programs), or set TGRAD_GPT2_DIR "
+                "to a directory holding encoder.json and vocab.bpe",
+                dir);
         else
             b = tg_bpe_load_gpt2(enc, merges);
     } else {
