@@ -103,7 +103,7 @@ TG_AMX void tg__amx_end(void) { _tile_release(); }
 /* The 32 x 32 tile of C of an A panel (32 rows, kq chunks of 16 pairs,
  * chunk q's rows at a + q*1024, 32 bf16 a row) and a B sliver (pair p of
  * column j at b[p*64 + 2j], kq*16 pairs), summed from zero into t[r*32 + j]. */
-TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t) {
+TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt) {
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -119,10 +119,11 @@ TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t)
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, t, 128);
-    _tile_stored(1, t + 16, 128);
-    _tile_stored(2, t + 512, 128);
-    _tile_stored(3, t + 528, 128);
+    const size_t ld = (size_t)ldt;
+    _tile_stored(0, t, ld * 4);
+    _tile_stored(1, t + 16, ld * 4);
+    _tile_stored(2, t + 16 * ld, ld * 4);
+    _tile_stored(3, t + 16 * ld + 16, ld * 4);
 }
 
 static double now_s(void) {

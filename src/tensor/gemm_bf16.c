@@ -466,14 +466,27 @@ static const bf16_engine ENGINES[ENG_COUNT] = {
 static void tile(engine_id e, int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
                  tg_real beta, int m, int n) {
     _Alignas(64) float t[AMX_MR * NR];
-    switch (e) {
 #if TG_X86 && defined(__GNUC__)
-    case ENG_VDP: kernel_avx512_bf16(kp, a, b, c, ldc, alpha, beta, m, n); return;
-    case ENG_AMX: tg__amx_tile(kp / AMX_KQ, a, b, t); break;
-#endif
-    case ENG_AMX_TWIN: amx_twin_tile(kp / AMX_KQ, a, b, t); break;
-    default: kernel_portable(kp, a, b, t); break;
+    if (e == ENG_VDP) {
+        kernel_avx512_bf16(kp, a, b, c, ldc, alpha, beta, m, n);
+        return;
     }
+    if (e == ENG_AMX) {
+#ifndef TG_DOUBLE
+        if (m == AMX_MR && n == NR && alpha == 1 && beta == 0) { /* the tiles straight into C */
+            tg__amx_tile(kp / AMX_KQ, a, b, c, ldc);
+            return;
+        }
+#endif
+        tg__amx_tile(kp / AMX_KQ, a, b, t, NR);
+        store_tile(t, m, n, alpha, beta, c, ldc);
+        return;
+    }
+#endif
+    if (e == ENG_AMX_TWIN)
+        amx_twin_tile(kp / AMX_KQ, a, b, t);
+    else
+        kernel_portable(kp, a, b, t);
     store_tile(t, m, n, alpha, beta, c, ldc);
 }
 
@@ -610,8 +623,8 @@ static void gemm_bf16_unpacked(bool ta, bool tb, int M, int N, int K, tg_real al
 
 /* ---- the engine that runs: by measured rate ---------------------------------
  * Each engine's rate on one core is measured once per process, at the first
- * bf16 product (about 1.5 ms each, best of 3 short trials: tg__fma_rate,
- * tg__vdp_rate in peak.c, tg__amx_rate in amx.c), and the fastest engine
+ * bf16 product (about 6 ms in all, the best of short interleaved trials:
+ * tg__fma_rate, tg__vdp_rate in peak.c, tg__amx_rate in amx.c), and the fastest engine
  * the ISA level allows runs: AMX or vdpbf16ps, unless the FMA units beat
  * both, and then the operands are rounded to bf16 and go through the float
  * GEMM (fp32): a product of two bf16 values is exact in float, so the
@@ -626,14 +639,18 @@ static int g_forced = -1; /* an engine_id, or -1: by rate */
 static bool g_forced_read;
 
 static void measure_rates(void) {
-    const double s = 0.0015;
     g_rate[ENG_PORTABLE] = 1e-3; /* not measured: last of all */
     g_rate[ENG_AMX_TWIN] = 0;    /* never by rate */
+    /* 8 rounds of short trials of each, interleaved, the best of each
+     * kept: a busy machine slows some trials, and interleaving spreads
+     * that over all three rather than one */
+    for (int round = 0; round < 8; round++) {
 #if TG_SIMD_F32
-    if (tg_cpu_has_avx2()) g_rate[ENG_FP32] = tg__fma_rate(s);
+        if (tg_cpu_has_avx2()) g_rate[ENG_FP32] = fmax(g_rate[ENG_FP32], tg__fma_rate(0.0003));
 #endif
-    if (tg_cpu_has_avx512_bf16()) g_rate[ENG_VDP] = tg__vdp_rate(s);
-    if (tg_cpu_has_amx()) g_rate[ENG_AMX] = tg__amx_rate(s);
+        if (tg_cpu_has_avx512_bf16()) g_rate[ENG_VDP] = fmax(g_rate[ENG_VDP], tg__vdp_rate(0.0003));
+        if (tg_cpu_has_amx()) g_rate[ENG_AMX] = fmax(g_rate[ENG_AMX], tg__amx_rate(0.0001));
+    }
 }
 
 static int engine_by_name(const char *v) {
