@@ -337,11 +337,18 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
  * wherever AMX is present). The order differs from vdpbf16ps's (one chain,
  * the odd product then the even), so the two engines round differently.
  *
- * AMX_MC rows of A a block: 128 x KC bf16 (256 KB at KC = 1024) in L2. */
+ * Blocks: AMX_KC = 512 deep, so that a B sliver (512 x 32 bf16, 32 KB)
+ * stays in L1 while the block's A panels pass it; AMX_MC = 128 rows of A
+ * a block (128 KB) in L2. On this Emerald Rapids, 1024^3 by CPU time
+ * under load, KC 256, 512 and 1024 were within the noise of each other
+ * (BENCHMARKS.md, AMX). */
 #define AMX_MR 32
 #define AMX_KQ 16 /* pairs a chunk (a tile row of A) */
 #ifndef AMX_MC
 #define AMX_MC 128
+#endif
+#ifndef AMX_KC
+#define AMX_KC 512
 #endif
 
 /* A bf16 operand as tdpbf16ps reads it: subnormals as zero (DAZ). */
@@ -440,6 +447,18 @@ TG_AVX512_BF16 static void pack_at_amx_fast(int m, int kc, int kq, const float *
 }
 #endif
 
+#ifdef HAVE_FAST_PACK
+/* C += t on a whole 32 x 32 tile: store_tile's sums (1 * t + 1 * C) with
+ * the same bits, 16 at a time. */
+TG_AVX512 static void add_tile(const float *t, float *c, int ldc) {
+    for (int r = 0; r < AMX_MR; r++)
+        for (int h = 0; h < NR; h += 16) {
+            float *cr = c + (size_t)r * ldc + h;
+            _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(t + r * NR + h), _mm512_loadu_ps(cr)));
+        }
+}
+#endif
+
 /* ---- engines -------------------------------------------------------------------
  * An engine is a micro-kernel and the packing rule of its A panels (B's
  * slivers are the pair layout for all); the driver below is the same for
@@ -448,17 +467,17 @@ typedef struct ctx ctx_t;
 typedef enum { ENG_PORTABLE, ENG_VDP, ENG_AMX_TWIN, ENG_AMX, ENG_FP32, ENG_COUNT } engine_id;
 typedef struct {
     const char *name;
-    tg_isa level;    /* the ISA level it needs */
-    int mr, mc, kq;  /* tile rows, block rows, depth padded to chunks of kq pairs */
-    bool amx_layout; /* A in AMX panels (pack_a_amx), else 6-row pair panels */
-    bool tiles;      /* the thread's tile configuration around its share */
+    tg_isa level;       /* the ISA level it needs */
+    int mr, mc, kc, kq; /* tile rows, block rows, block depth, depth padded to chunks of kq pairs */
+    bool amx_layout;    /* A in AMX panels (pack_a_amx), else 6-row pair panels */
+    bool tiles;         /* the thread's tile configuration around its share */
 } bf16_engine;
 static const bf16_engine ENGINES[ENG_COUNT] = {
-    [ENG_PORTABLE] = {"portable", TG_ISA_PORTABLE, MR, BF_MC, 1, false, false},
-    [ENG_VDP] = {"avx512_bf16", TG_ISA_AVX512_BF16, MR, BF_MC, 1, false, false},
-    [ENG_AMX_TWIN] = {"amx_twin", TG_ISA_PORTABLE, AMX_MR, AMX_MC, AMX_KQ, true, false},
-    [ENG_AMX] = {"amx", TG_ISA_AMX, AMX_MR, AMX_MC, AMX_KQ, true, true},
-    [ENG_FP32] = {"fp32", TG_ISA_AVX2, 0, 0, 0, false, false}, /* operands rounded, then tg_k_gemm */
+    [ENG_PORTABLE] = {"portable", TG_ISA_PORTABLE, MR, BF_MC, BF_KC, 1, false, false},
+    [ENG_VDP] = {"avx512_bf16", TG_ISA_AVX512_BF16, MR, BF_MC, BF_KC, 1, false, false},
+    [ENG_AMX_TWIN] = {"amx_twin", TG_ISA_PORTABLE, AMX_MR, AMX_MC, AMX_KC, AMX_KQ, true, false},
+    [ENG_AMX] = {"amx", TG_ISA_AMX, AMX_MR, AMX_MC, AMX_KC, AMX_KQ, true, true},
+    [ENG_FP32] = {"fp32", TG_ISA_AVX2, 0, 0, 0, 0, false, false}, /* operands rounded, then tg_k_gemm */
 };
 
 /* The tile of one A panel and one B sliver, kp pairs deep (a whole number
@@ -479,6 +498,12 @@ static void tile(engine_id e, int kp, const uint16_t *a, const uint16_t *b, tg_r
         }
 #endif
         tg__amx_tile(kp / AMX_KQ, a, b, t, NR);
+#ifdef HAVE_FAST_PACK
+        if (m == AMX_MR && n == NR && alpha == 1 && beta == 1) { /* a later K block: C += t */
+            add_tile(t, c, ldc);
+            return;
+        }
+#endif
         store_tile(t, m, n, alpha, beta, c, ldc);
         return;
     }
@@ -763,7 +788,7 @@ void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real 
     const bf16_engine *e = &ENGINES[eng];
     /* K in near-equal blocks of at most KC, each an even number deep except
      * the last (the split depends on K alone: thread-independent results). */
-    int kblocks = (K + BF_KC - 1) / BF_KC;
+    int kblocks = (K + e->kc - 1) / e->kc;
     /* block ends are the even floor of K*kb/kblocks: a block is at most one
      * deeper than ceil(K / kblocks), and its pairs one more; then padded to
      * the engine's chunks */
