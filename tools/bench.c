@@ -128,6 +128,9 @@ static double fma_peak_gflops(void) {
 /* The library's level (tg_isa_name: the CPU's, capped by TG_ISA) and what runs at it. */
 static const char *kernel_isa(void) {
     const char *isa = tg_isa_name();
+    if (strcmp(isa, "amx") == 0)
+        return "amx: AVX-512 (GEMM, elementwise, norm, exp), AMX tiles or AVX-512 BF16 (the bf16 GEMM, by measured "
+               "rate), AVX2 (attention rows, packing)";
     if (strcmp(isa, "avx512_bf16") == 0)
         return "avx512_bf16: AVX-512 (GEMM, elementwise, norm, exp), AVX-512 BF16 (the bf16 GEMM), AVX2 (attention "
                "rows, packing)";

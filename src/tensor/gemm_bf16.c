@@ -34,6 +34,14 @@
  * instruction flushes subnormal sums to zero, which C does not), and is what
  * a CPU without AVX-512 BF16 runs.
  *
+ * Engines: the driver below (packing of B, blocking, the thread split, the
+ * epilogue) is one; what differs is the micro-kernel and how A is packed
+ * for it: vdpbf16ps and its portable twin (6-row panels of pairs), the AMX
+ * tiles and their twin (32-row panels in tile rows, depth padded to 32),
+ * and fp32 (the rounded operands through tg_k_gemm). Which one runs is
+ * chosen by measured rate (bf16_engine_pick). gemm.c is still a second
+ * driver for the float products: merging the two is left to do.
+ *
  * Epilogue (tg_k_gemm_bf16_ep): as gemm.c's, each block of C (one block
  * of A across one panel of B) once after its last KC block, on the thread
  * that computed it (gemm_epilogue).
@@ -738,12 +746,12 @@ tg_bf16_engine_info tg_bf16_engine(void) {
  * Rounded copies of op(A) and op(B) as stored (the same transposes and a
  * compact leading dimension), in a thread-local buffer grown on demand and
  * freed by tg_release_all, then the float GEMM. */
-static _Thread_local float *fp32_buf;
+static _Thread_local void *fp32_buf;
 static _Thread_local size_t fp32_cap; /* floats */
 
 static void fp32_release_on_thread(void *ctx, int tid, int nth) {
     (void)ctx, (void)tid, (void)nth;
-    free(fp32_buf);
+    if (fp32_buf) tg_sys_free(fp32_buf);
     fp32_buf = NULL;
     fp32_cap = 0;
 }
@@ -761,9 +769,9 @@ static bool gemm_fp32_engine(bool ta, bool tb, int M, int N, int K, tg_real alph
     size_t need = (size_t)M * K + (size_t)K * N;
     if (need > fp32_cap) {
         tg__on_release_all(fp32_release);
-        free(fp32_buf);
+        if (fp32_buf) tg_sys_free(fp32_buf);
         fp32_cap = 0;
-        fp32_buf = malloc(need * sizeof(tg_real));
+        fp32_buf = tg_sys_alloc(need * sizeof(tg_real));
         if (!fp32_buf) return false;
         fp32_cap = need;
     }
