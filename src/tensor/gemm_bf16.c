@@ -346,14 +346,15 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
  * the odd product then the even), so the two engines round differently.
  *
  * Blocks: AMX_KC = 512 deep, so that a B sliver (512 x 32 bf16, 32 KB)
- * stays in L1 while the block's A panels pass it; AMX_MC = 128 rows of A
- * a block (128 KB) in L2. On this Emerald Rapids, 1024^3 by CPU time
- * under load, KC 256, 512 and 1024 were within the noise of each other
+ * stays in L1 while the block's A panels pass it; AMX_MC = 64 rows of A a
+ * block (64 KB), two panels. On this Emerald Rapids, 1024^3 at 1 thread by
+ * CPU time under load, KC x MC 512 x 64 ran 510-560 GFLOP/s, 512 x 128
+ * 400-440, 256 x 32 480-540, 256 x 64 250-480, 128 x 128 310
  * (BENCHMARKS.md, AMX). */
 #define AMX_MR 32
 #define AMX_KQ 16 /* pairs a chunk (a tile row of A) */
 #ifndef AMX_MC
-#define AMX_MC 128
+#define AMX_MC 64
 #endif
 #ifndef AMX_KC
 #define AMX_KC 512
