@@ -93,7 +93,7 @@ static void kernel_cases(gemm_fn plain, gemm_ep_fn with_ep) {
  * again), at 1 and 2 threads. */
 static void kernels_everywhere(gemm_fn plain, gemm_ep_fn with_ep) {
     int saved = tg_get_num_threads();
-    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++)
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++)
         for (int nt = 1; nt <= 2; nt++) {
             int old = tg__isa_cap(cap);
             tg_set_num_threads(nt);
@@ -212,7 +212,7 @@ static void op_shapes(void) {
 
 Test(affine_gelu, equals_the_unfused_pair_at_every_isa_and_thread_count) {
     int saved = tg_get_num_threads();
-    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++)
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++)
         for (int nt = 1; nt <= 2; nt++) {
             int old = tg__isa_cap(cap);
             tg_set_num_threads(nt);
@@ -227,7 +227,7 @@ Test(affine_gelu, equals_the_unfused_pair_at_every_isa_and_thread_count) {
 Test(affine_gelu, bf16_equals_the_bf16_pair) {
     if (!IS_FLOAT) cr_skip_test("float build only");
     int saved = tg_get_num_threads();
-    for (int cap = TG_ISA_AVX512; cap <= TG_ISA_AVX512_BF16; cap++) /* the portable bf16 kernel, then vdpbf16ps */
+    for (int cap = TG_ISA_AVX512; cap <= TG_ISA_AMX; cap++) /* the portable bf16 kernel, then vdpbf16ps */
         for (int nt = 1; nt <= 2; nt++) {
             int old = tg__isa_cap(cap);
             tg_set_num_threads(nt);

@@ -378,7 +378,7 @@ Test(examples, every_program_has_help_and_rejects_bad_flags) {
     cr_assert_eq(run_wrapped("TG_ISA=portable", "bench", "--workload gemm-64 --steps 10"), 0, "%s", out);
     cr_expect(strstr(out, " isa=portable\n"), "%s", out);
     cr_assert_eq(run_wrapped("TG_ISA=sse9", "bench", "--workload gemm-64 --steps 10"), 0, "%s", out);
-    cr_expect(strstr(out, "TG_ISA=sse9 is not portable, avx2, avx512 or avx512_bf16; ignored"), "%s", out);
+    cr_expect(strstr(out, "TG_ISA=sse9 is not portable, avx2, avx512, avx512_bf16 or amx; ignored"), "%s", out);
     /* Flags a mode would ignore are refused. */
     cr_expect_eq(run("bench", "--workload toy --markdown /nonexistent/x.md"), 2);
     cr_expect(strstr(out, "--markdown is for the full comparison"), "%s", out);

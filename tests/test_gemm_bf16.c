@@ -23,7 +23,8 @@
 #include "gemm_test_util.h"
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
-#include "tensor/tensor_internal.h" /* tg__isa_cap */
+#include "tensor/amx.h"
+#include "tensor/tensor_internal.h" /* tg__isa_cap, tg__bf16_engine_force */
 
 static uint64_t lcg_state = 777; /* gemm_test_util.h */
 
@@ -76,7 +77,7 @@ static void cases(void) {
 /* Every level up to the CPU's: capping above what the CPU has runs the
  * CPU's widest again, which is harmless. */
 Test(gemm_bf16, every_isa_level_against_references) {
-    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++) {
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++) {
         int old = tg__isa_cap(cap);
         cases();
         tg__isa_cap(old);
@@ -100,7 +101,7 @@ Test(gemm_bf16, exact_on_bf16_integers) {
     tg_real A[M * K], B[K * N], C[M * N];
     for (int i = 0; i < M * K; i++) A[i] = (tg_real)(i % 7 - 3);
     for (int i = 0; i < K * N; i++) B[i] = (tg_real)(i % 5 - 2) * (tg_real)0.5;
-    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++) {
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++) {
         int old = tg__isa_cap(cap);
         tg_k_gemm_bf16(false, false, M, N, K, 1, A, K, B, N, 0, C, N);
         tg__isa_cap(old);
@@ -131,7 +132,7 @@ Test(gemm_bf16, packing_rounds_like_the_scalar_formula) {
     }
     for (int k = 0; k < K; k++)
         for (int j = 0; j < K; j++) I[k * K + j] = k == j;
-    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++)
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++)
         for (int t = 0; t < 2; t++) { /* A and A^T read: both packers */
             int old = tg__isa_cap(cap);
             if (t == 0)
@@ -158,7 +159,7 @@ static void same_for_threads(bool ta, bool tb, int M, int N, int K) {
 }
 
 Test(gemm_bf16, bit_identical_across_thread_counts) {
-    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++) {
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++) {
         int old = tg__isa_cap(cap);
         for (int t = 0; t < 4; t++) {
             same_for_threads(t & 1, t & 2, 300, 257, 129);
@@ -178,7 +179,7 @@ Test(gemm_bf16, bit_identical_across_thread_counts) {
 Test(gemm_bf16, few_rows_split_by_columns) {
     int saved = tg_get_num_threads();
     tg_set_num_threads(2);
-    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512_BF16; cap++) {
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++) {
         int old = tg__isa_cap(cap);
         for (int t = 0; t < 4; t++) {
             check(t & 1, t & 2, 1, 1000, 300, (tg_real)0.75, (tg_real)0.5, 0, false);
@@ -189,6 +190,178 @@ Test(gemm_bf16, few_rows_split_by_columns) {
         tg__isa_cap(old);
     }
     tg_set_num_threads(saved);
+}
+
+/* ---- the engines (tg__bf16_engine_force) ---------------------------------------
+ * Each engine forced in turn: the AMX twin (plain C) runs everywhere, the
+ * others where this machine has them; an engine it lacks is said and
+ * skipped. */
+static const char *const ENGINE_NAMES[] = {"portable", "avx512_bf16", "amx_twin", "amx", "fp32"};
+#define N_ENGINES (int)(sizeof ENGINE_NAMES / sizeof ENGINE_NAMES[0])
+
+static bool force_engine(const char *name) {
+    tg__bf16_engine_force(name);
+    const char *runs = tg_bf16_engine().engine;
+    if (strcmp(runs, name) != 0) {
+        cr_log_warn("bf16 engine %s: not on this machine (%s would run); its checks skipped", name, runs);
+        return false;
+    }
+    return true;
+}
+
+Test(gemm_bf16, every_engine_against_references) {
+    int saved = tg_get_num_threads();
+    for (int e = 0; e < N_ENGINES; e++) {
+        if (!force_engine(ENGINE_NAMES[e])) continue;
+        tg_set_num_threads(3); /* 1 thread: every_engine_same_bits_at_1_2_3_threads */
+        cases();
+        tg_set_num_threads(2);
+        for (int t = 0; t < 4; t++) { /* few rows: split by columns */
+            check(t & 1, t & 2, 1, 1000, 300, (tg_real)0.75, (tg_real)0.5, 0, false);
+            check(t & 1, t & 2, 18, 300, 2100, -1, 0, 1, true);
+        }
+    }
+    tg__bf16_engine_force(NULL);
+    tg_set_num_threads(saved);
+}
+
+/* One product at 1, 2 and 3 threads: the same bits. */
+static void same_at_1_2_3(bool ta, bool tb, int M, int N, int K) {
+    tg_real *A = lcg_buf(&lcg_state, (size_t)M * K), *B = lcg_buf(&lcg_state, (size_t)K * N);
+    tg_real *C[3];
+    int lda = ta ? M : K, ldb = tb ? K : N, saved = tg_get_num_threads();
+    for (int nt = 1; nt <= 3; nt++) {
+        C[nt - 1] = calloc((size_t)M * N, sizeof(tg_real));
+        cr_assert_not_null(C[nt - 1]);
+        tg_set_num_threads(nt);
+        tg_k_gemm_bf16(ta, tb, M, N, K, (tg_real)0.75, A, lda, B, ldb, 0, C[nt - 1], N);
+    }
+    tg_set_num_threads(saved);
+    for (int nt = 2; nt <= 3; nt++)
+        cr_assert(memcmp(C[0], C[nt - 1], (size_t)M * N * sizeof(tg_real)) == 0,
+                  "%s ta=%d tb=%d %dx%dx%d: %d threads differ from 1", tg_bf16_engine().engine, ta, tb, M, N, K, nt);
+    free(A), free(B), free(C[0]), free(C[1]), free(C[2]);
+}
+
+Test(gemm_bf16, every_engine_same_bits_at_1_2_3_threads) {
+    for (int e = 0; e < N_ENGINES; e++) {
+        if (!force_engine(ENGINE_NAMES[e])) continue;
+        for (int t = 0; t < 4; t++) {
+            same_at_1_2_3(t & 1, t & 2, 300, 257, 129);
+            same_at_1_2_3(t & 1, t & 2, 97, 700, 1030);
+            same_at_1_2_3(t & 1, t & 2, 3, 2000, 300);
+            same_at_1_2_3(t & 1, t & 2, 40, 130, 1100);
+        }
+    }
+    tg__bf16_engine_force(NULL);
+}
+
+/* tdpbf16ps's order (gemm_bf16.c): per element, the even products and the
+ * odd ones in two float sums, added at the end. Pairs (2^24, 1), (-2^24, 1):
+ * even 2^24 - 2^24 = 0, odd 1 + 1 = 2, C = 2; vdpbf16ps's one chain (odd,
+ * then even, per pair) loses each 1 against 2^24 and gives 0. And its
+ * flush: a product of 2^-70 and 2^-60 is a float subnormal, so zero (FTZ),
+ * where the float GEMM keeps 2^-130. */
+static void amx_order_and_flush(const char *engine) {
+    tg__bf16_engine_force(engine);
+    tg_real a[4] = {0x1p12f, 1, -0x1p12f, 1}, b[4] = {0x1p12f, 1, 0x1p12f, 1}, c = -7;
+    tg_k_gemm_bf16(false, true, 1, 1, 4, 1, a, 4, b, 4, 0, &c, 1);
+    cr_assert(c == 2, "%s: C = %g, want 2 (the even and odd sums apart)", engine, (double)c);
+    tg_real x = (tg_real)0x1p-70f, y = (tg_real)0x1p-60f;
+    tg_k_gemm_bf16(false, false, 1, 1, 1, 1, &x, 1, &y, 1, 0, &c, 1);
+    cr_assert(c == 0, "%s: 2^-70 * 2^-60 = %g, want 0 (flushed)", engine, (double)c);
+    tg__bf16_engine_force(NULL);
+}
+
+Test(gemm_bf16, amx_twin_sums_and_flushes_as_tdpbf16ps) { amx_order_and_flush("amx_twin"); }
+
+Test(gemm_bf16, vdpbf16ps_order_differs_from_tdpbf16ps) {
+    if (!force_engine("portable")) return;
+    tg_real a[4] = {0x1p12f, 1, -0x1p12f, 1}, b[4] = {0x1p12f, 1, 0x1p12f, 1}, c = -7;
+    tg_k_gemm_bf16(false, true, 1, 1, 4, 1, a, 4, b, 4, 0, &c, 1);
+    tg__bf16_engine_force(NULL);
+    cr_assert(c == 0, "portable (vdpbf16ps's order): C = %g, want 0", (double)c);
+}
+
+/* The hardware kernel against its twin, bit for bit, where AMX runs: every
+ * transpose, tails of M, N and K (K not a multiple of 32, odd K), several K
+ * blocks, few rows, alpha and beta, an epilogue, 1 and 3 threads; operands
+ * over a wide range of magnitudes with bf16 subnormals among them, so
+ * that the order of the sums and the flushes are exercised. */
+static tg_real *wide_values(size_t n) {
+    tg_real *v = malloc(n * sizeof *v);
+    cr_assert_not_null(v);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = lcg_next(&lcg_state);
+        int e = (int)(r >> 40) % 48 - 24;
+        if (i % 11 == 0) e = -130 + (int)((r >> 20) % 8); /* subnormal in float: zero in bf16 (DAZ) */
+        v[i] = (tg_real)ldexpf((float)((int)(r % 2001) - 1000) / 1000.0f, e);
+    }
+    return v;
+}
+
+Test(gemm_bf16, amx_hardware_equals_twin_bit_for_bit) {
+    if (!tg_cpu_has_amx()) {
+        cr_log_warn("AMX hardware kernel not tested: %s (the twin's tests ran)", tg__amx_why_not());
+        cr_skip_test("no AMX here: %s", tg__amx_why_not());
+    }
+    static const int s[][3] = {{1, 1, 1},    {5, 7, 3},      {32, 32, 32},    {33, 31, 33},    {64, 96, 64},
+                               {37, 33, 31}, {3, 2000, 300}, {255, 257, 129}, {130, 70, 1100}, {97, 700, 2100}};
+    int saved = tg_get_num_threads();
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+        for (int t = 0; t < 4; t++)
+            for (int nt = 1; nt <= 3; nt += 2) {
+                bool ta = t & 1, tb = t & 2;
+                int M = s[i][0], N = s[i][1], K = s[i][2];
+                tg_real *A = wide_values((size_t)M * K), *B = wide_values((size_t)K * N);
+                tg_real *C[2], *Y[2];
+                tg_set_num_threads(nt);
+                for (int h = 0; h < 2; h++) {
+                    tg__bf16_engine_force(h ? "amx" : "amx_twin");
+                    C[h] = malloc((size_t)M * N * sizeof(tg_real)), Y[h] = malloc((size_t)M * N * sizeof(tg_real));
+                    cr_assert(C[h] && Y[h]);
+                    for (int k = 0; k < M * N; k++) C[h][k] = (tg_real)(k % 7) - 3;
+                    tg_gemm_epilogue ep = {TG_UNARY_GELU_TANH, Y[h]};
+                    tg_k_gemm_bf16_ep(ta, tb, M, N, K, (tg_real)0.75, A, ta ? M : K, B, tb ? K : N, (tg_real)0.5, C[h],
+                                      N, i % 2 ? &ep : NULL);
+                }
+                tg__bf16_engine_force(NULL);
+                for (int k = 0; k < M * N; k++) {
+                    cr_assert(memcmp(&C[0][k], &C[1][k], sizeof(tg_real)) == 0,
+                              "ta=%d tb=%d %dx%dx%d, %d threads: C(%d,%d) AMX %a, twin %a", ta, tb, M, N, K, nt, k / N,
+                              k % N, (double)C[1][k], (double)C[0][k]);
+                    if (i % 2) cr_assert(memcmp(&Y[0][k], &Y[1][k], sizeof(tg_real)) == 0, "epilogue differs at %d", k);
+                }
+                free(A), free(B), free(C[0]), free(C[1]), free(Y[0]), free(Y[1]);
+            }
+    tg_set_num_threads(saved);
+}
+
+Test(gemm_bf16, amx_hardware_sums_and_flushes_as_tdpbf16ps) {
+    if (!tg_cpu_has_amx()) cr_skip_test("no AMX here: %s", tg__amx_why_not());
+    amx_order_and_flush("amx");
+}
+
+/* The engine by rate: where AMX runs it is the choice (measured some 10x
+ * the FMA units'); capped below it, the faster of vdpbf16ps and the float
+ * FMA; and the reported peak is the engine's measured rate. */
+Test(gemm_bf16, engine_chosen_by_measured_rate) {
+    tg__bf16_engine_force(NULL);
+    tg_bf16_engine_info info = tg_bf16_engine();
+    cr_assert(info.engine != NULL);
+    if (tg_cpu_has_amx() && tg_isa_level() >= TG_ISA_AMX) {
+        cr_assert_str_eq(info.engine, "amx");
+        cr_assert(info.gflops == info.amx_gflops &&
+                      !(info.amx_gflops <= info.fma_gflops) /* no fp32 engine in double */,
+                  "amx %g, fma %g", info.amx_gflops, info.fma_gflops);
+    }
+    int old = tg__isa_cap(TG_ISA_AVX512_BF16);
+    info = tg_bf16_engine();
+    if (tg_cpu_has_avx512_bf16() && TG_SIMD_F32)
+        cr_assert_str_eq(info.engine, info.vdp_gflops > info.fma_gflops ? "avx512_bf16" : "fp32");
+    tg__isa_cap(TG_ISA_PORTABLE);
+    cr_assert_str_eq(tg_bf16_engine().engine, "portable");
+    tg__isa_cap(old);
 }
 
 /* ---- the conversions ------------------------------------------------------- */

@@ -105,6 +105,18 @@ static double bf16_peak_gflops(void) {
     return p;
 }
 
+/* The bf16 products' engine (tensor.h: tg_bf16_engine, chosen by measured
+ * rate): a bf16 row's "of peak" is against the engine that ran, its rate
+ * measured by the library (vdpbf16ps: the longer probe above). */
+static double bf16_engine_peak(void) {
+    tg_bf16_engine_info e = tg_bf16_engine();
+    printf("bf16_engine=%s engine_gflops=%.2f fma_gflops=%.2f vdp_gflops=%.2f amx_gflops=%.2f\n", e.engine, e.gflops,
+           e.fma_gflops, e.vdp_gflops, e.amx_gflops);
+    if (strcmp(e.engine, "avx512_bf16") == 0) return bf16_peak_gflops();
+    if (!isnan(e.gflops)) g_peak_bf16 = e.gflops;
+    return e.gflops;
+}
+
 /* The library's probe (tensor.h: tg_fma_peak_measure, 2 ms trials for 1 s
  * over both widths); the best of each width seen in this process is kept. */
 static double fma_peak_gflops(void) {
@@ -116,6 +128,9 @@ static double fma_peak_gflops(void) {
 /* The library's level (tg_isa_name: the CPU's, capped by TG_ISA) and what runs at it. */
 static const char *kernel_isa(void) {
     const char *isa = tg_isa_name();
+    if (strcmp(isa, "amx") == 0)
+        return "amx: AVX-512 (GEMM, elementwise, norm, exp), AMX tiles or AVX-512 BF16 (the bf16 GEMM, by measured "
+               "rate), AVX2 (attention rows, packing)";
     if (strcmp(isa, "avx512_bf16") == 0)
         return "avx512_bf16: AVX-512 (GEMM, elementwise, norm, exp), AVX-512 BF16 (the bf16 GEMM), AVX2 (attention "
                "rows, packing)";
@@ -472,10 +487,11 @@ static int run_workload(const char *name, int threads, int steps, int warmup) {
         workload w = {&g, gpt_prepare, gpt_step, 0};
         gpt_shape s = strcmp(kind, "gpt-mini") == 0 ? GPT_MINI : GPT_SMALL;
         w.gflop = gpt_gflop(s);
+        if (g_bf16) bf16_engine_peak(); /* prints the engine */
         rc = gpt_new(&g, s) == 0 ? time_workload(&w, steps, warmup, &t) : -1;
         gpt_free(&g);
     } else if (kind[0] == 'g') {
-        peak = g_bf16 ? bf16_peak_gflops() : fma_peak_gflops();
+        peak = g_bf16 ? bf16_engine_peak() : fma_peak_gflops();
         gemm_bench g = {size, NULL, NULL, NULL};
         tg_rng rng = tg_rng_new(1);
         g.A = tg_randn(TG_SHAPE(size, size), &rng);

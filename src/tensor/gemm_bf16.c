@@ -34,15 +34,30 @@
  * instruction flushes subnormal sums to zero, which C does not), and is what
  * a CPU without AVX-512 BF16 runs.
  *
+ * Engines: the driver below (packing of B, blocking, the thread split, the
+ * epilogue) is one; what differs is the micro-kernel and how A is packed
+ * for it: vdpbf16ps and its portable twin (6-row panels of pairs), the AMX
+ * tiles and their twin (32-row panels in tile rows, depth padded to 32),
+ * and fp32 (the rounded operands through tg_k_gemm). Which one runs is
+ * chosen by measured rate (bf16_engine_pick). gemm.c is still a second
+ * driver for the float products: merging the two is left to do.
+ *
  * Epilogue (tg_k_gemm_bf16_ep): as gemm.c's, each block of C (one block
  * of A across one panel of B) once after its last KC block, on the thread
  * that computed it (gemm_epilogue).
  *
  * Memory: the packing buffers are gemm.c's (tg__gemm_workspace: thread-local,
  * grown on demand, released by tg_release_all). */
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "tensor/amx.h"
 #include "tensor/gemm_common.h"
 #include "tensor/half.h"
 #include "tensor/kernels.h"
@@ -308,26 +323,232 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
 #define HAVE_FAST_PACK 1
 #endif
 
-/* The tile of one A micro-panel and one B sliver, kp pairs deep, on the
- * widest path the ISA level allows. */
-static void tile(bool bf16, int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
+/* ---- the AMX engine ------------------------------------------------------------
+ * tdpbf16ps multiplies a tile of A (16 rows of 16 bf16 pairs) by a tile of
+ * B (16 k pairs of 16 columns' pairs) into a tile of 16 x 16 float sums.
+ * B's tile is the pair layout above: rows of the NR-wide sliver 128 bytes
+ * apart, columns 0-15 at its start, 16-31 64 bytes on. A's tile is rows of
+ * pairs, so A is packed for it into AMX_MR = 32-row panels (two tiles),
+ * depth in chunks of 16 pairs (32 k): chunk q of a panel holds row r's
+ * pairs at [q*1024 + r*32 + 2p + (k&1)]. Depth is padded with zero pairs
+ * to whole chunks, in A and B alike. A micro-tile of C is 32 x 32: 2 x 2
+ * tiles (amx.c).
+ *
+ * The arithmetic of one tdpbf16ps (Intel SDM, TDPBF16PS), per element of
+ * C: two float sums, of the even and of the odd products of the 16 pairs,
+ * each started at zero and chained in pair order with a fused multiply-add
+ * (round to nearest even, subnormal results flushed to zero: FTZ), then
+ *     C(i,j) = C(i,j) + (even + odd)      (each add FTZ too)
+ * with bf16 subnormal operands read as zero (DAZ). This is what the twin
+ * below computes, and what the hardware kernel was found to give, bit for
+ * bit, on an Emerald Rapids Xeon (tests/test_gemm_bf16.c runs the check
+ * wherever AMX is present). The order differs from vdpbf16ps's (one chain,
+ * the odd product then the even), so the two engines round differently.
+ *
+ * Blocks: AMX_KC = 512 deep, so that a B sliver (512 x 32 bf16, 32 KB)
+ * stays in L1 while the block's A panels pass it; AMX_MC = 64 rows of A a
+ * block (64 KB), two panels. On this Emerald Rapids, 1024^3 at 1 thread by
+ * CPU time under load, KC x MC 512 x 64 ran 510-560 GFLOP/s, 512 x 128
+ * 400-440, 256 x 32 480-540, 256 x 64 250-480, 128 x 128 310
+ * (BENCHMARKS.md, AMX). */
+#define AMX_MR 32
+#define AMX_KQ 16 /* pairs a chunk (a tile row of A) */
+#ifndef AMX_MC
+#define AMX_MC 64
+#endif
+#ifndef AMX_KC
+#define AMX_KC 512
+#endif
+
+/* A bf16 operand as tdpbf16ps reads it: subnormals as zero (DAZ). */
+static inline float amx_in(uint16_t h) { return (h & 0x7F80) ? tg__bf16_to_float(h) : (h & 0x8000) ? -0.0f : 0.0f; }
+/* A float result as tdpbf16ps writes it: subnormals flushed to zero (FTZ). */
+static inline float amx_out(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
+
+/* The twin of tg__amx_tile (amx.h): the same tile, the same bits, in C
+ * (fmaf is exact whether the compiler calls libm's or emits an FMA). */
+TG_KERNEL_BODY void amx_twin_tile_body(int kq, const uint16_t *a, const uint16_t *b, float *t) {
+    for (int i = 0; i < AMX_MR * NR; i++) t[i] = 0;
+    for (int q = 0; q < kq; q++) {
+        const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
+        for (int r = 0; r < AMX_MR; r++)
+            for (int j = 0; j < NR; j++) {
+                float even = 0, odd = 0;
+                for (int p = 0; p < AMX_KQ; p++) {
+                    even = amx_out(fmaf(amx_in(aq[r * 32 + 2 * p]), amx_in(bq[p * 64 + 2 * j]), even));
+                    odd = amx_out(fmaf(amx_in(aq[r * 32 + 2 * p + 1]), amx_in(bq[p * 64 + 2 * j + 1]), odd));
+                }
+                t[r * NR + j] = amx_out(t[r * NR + j] + amx_out(even + odd));
+            }
+    }
+}
+TG_ISA_DISPATCH(amx_twin_tile, (int kq, const uint16_t *a, const uint16_t *b, float *t), (kq, a, b, t))
+
+/* One AMX_MR-row panel of op(A) (rows i0.., m <= AMX_MR of them, depth
+ * k0.., kc deep, kq chunks), zeros past m and past kc. */
+TG_KERNEL_BODY void pack_a_amx_body(bool trans, int m, int kc, int kq, const tg_real *A, int lda, int i0, int k0,
+                                    uint16_t *dst) {
+    for (int q = 0; q < kq; q++)
+        for (int r = 0; r < AMX_MR; r++) {
+            uint16_t *d = dst + (size_t)q * 1024 + r * 32;
+            for (int e = 0; e < 32; e++) {
+                int k = q * 32 + e;
+                float v = 0;
+                if (r < m && k < kc)
+                    v = (float)(trans ? A[(size_t)(k0 + k) * lda + i0 + r] : A[(size_t)(i0 + r) * lda + k0 + k]);
+                d[e] = bf(v);
+            }
+        }
+}
+TG_ISA_DISPATCH(pack_a_amx,
+                (bool trans, int m, int kc, int kq, const tg_real *A, int lda, int i0, int k0, uint16_t *dst),
+                (trans, m, kc, kq, A, lda, i0, k0, dst))
+
+#ifdef HAVE_FAST_PACK
+/* pack_a_amx, A untransposed: a chunk of a row is 32 floats, two masked
+ * loads (zeros past kc) and one vcvtne2ps2bf16, one 64-byte store. */
+TG_AVX512_BF16 static void pack_a_amx_fast(int m, int kc, int kq, const float *A, int lda, int i0, int k0,
+                                           uint16_t *dst) {
+    for (int r = 0; r < AMX_MR; r++) {
+        const float *s = A + (size_t)(i0 + r) * lda + k0;
+        for (int q = 0; q < kq; q++) {
+            __m512i v = _mm512_setzero_si512();
+            int left = kc - q * 32;
+            if (r < m && left > 0) {
+                __mmask16 m0 = (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1);
+                __mmask16 m1 = (__mmask16)(left >= 32 ? 0xFFFF : left <= 16 ? 0 : (1u << (left - 16)) - 1);
+                __m512 lo = _mm512_maskz_loadu_ps(m0, s + q * 32), hi = _mm512_maskz_loadu_ps(m1, s + q * 32 + 16);
+                v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+            }
+            _mm512_storeu_si512(dst + (size_t)q * 1024 + r * 32, v);
+        }
+    }
+}
+
+/* 16 x 16 32-bit words transposed in registers: r[i] lane j -> r[j] lane i
+ * (unpacks within 128-bit lanes, then 4 x 4 blocks of lanes). */
+TG_AVX512_BF16 static inline void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2)
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    for (int k = 0; k < 16; k += 4) {
+        u[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]), u[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
+        u[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]), u[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
+    }
+    /* u[4k + j], 128-bit lane L: column 4L + j of rows 4k..4k+3 */
+    for (int j = 0; j < 4; j++) {
+        __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
+        __m512i w0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+        __m512i w1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_i32x4(v0, w0, 0x88), r[8 + j] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+        r[4 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88), r[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+    }
+}
+
+/* pack_a_amx, A transposed (op(A)(i,k) = A[k*lda + i], the weight
+ * gradient dY^T X): rows k and k+1 of A hold 16 of the panel's values of a
+ * pair side by side, so 16 rows' pair-words are a load of each, a shift and
+ * an or (as pack_at_block); 16 pairs of them transposed 16 x 16 give each
+ * row's 16 pairs of the chunk, one 64-byte store. (A scatter of each
+ * pair's words took 9% of a bf16 gpt-mini step.) */
+TG_AVX512_BF16 static void pack_at_amx_fast(int m, int kc, int kq, const float *A, int lda, int i0, int k0,
+                                            uint16_t *dst) {
+    for (int h = 0; h < 2; h++) {
+        int rows = m - 16 * h;
+        const __mmask16 mk = (__mmask16)(rows >= 16 ? 0xFFFF : rows <= 0 ? 0 : (1u << rows) - 1);
+        for (int q = 0; q < kq; q++) {
+            __m512i w[16];
+            for (int p = 0; p < AMX_KQ; p++) {
+                int k = q * 32 + 2 * p;
+                w[p] = _mm512_setzero_si512();
+                if (k < kc && mk) {
+                    const float *s0 = A + (size_t)(k0 + k) * lda + i0 + 16 * h;
+                    __m512i e = _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s0)));
+                    __m512i o = k + 1 < kc ? _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s0 + lda)))
+                                           : _mm512_setzero_si512();
+                    w[p] = _mm512_or_si512(e, _mm512_slli_epi32(o, 16));
+                }
+            }
+            transpose16(w);
+            for (int i = 0; i < 16; i++) _mm512_storeu_si512(dst + (size_t)q * 1024 + (16 * h + i) * 32, w[i]);
+        }
+    }
+}
+#endif
+
+#ifdef HAVE_FAST_PACK
+/* C += t on a whole 32 x 32 tile: store_tile's sums (1 * t + 1 * C) with
+ * the same bits, 16 at a time. */
+TG_AVX512 static void add_tile(const float *t, float *c, int ldc) {
+    for (int r = 0; r < AMX_MR; r++)
+        for (int h = 0; h < NR; h += 16) {
+            float *cr = c + (size_t)r * ldc + h;
+            _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(t + r * NR + h), _mm512_loadu_ps(cr)));
+        }
+}
+#endif
+
+/* ---- engines -------------------------------------------------------------------
+ * An engine is a micro-kernel and the packing rule of its A panels (B's
+ * slivers are the pair layout for all); the driver below is the same for
+ * every one. Which one runs: bf16_engine_pick. */
+typedef struct ctx ctx_t;
+typedef enum { ENG_PORTABLE, ENG_VDP, ENG_AMX_TWIN, ENG_AMX, ENG_FP32, ENG_COUNT } engine_id;
+typedef struct {
+    const char *name;
+    tg_isa level;       /* the ISA level it needs */
+    int mr, mc, kc, kq; /* tile rows, block rows, block depth, depth padded to chunks of kq pairs */
+    bool amx_layout;    /* A in AMX panels (pack_a_amx), else 6-row pair panels */
+    bool tiles;         /* the thread's tile configuration around its share */
+} bf16_engine;
+static const bf16_engine ENGINES[ENG_COUNT] = {
+    [ENG_PORTABLE] = {"portable", TG_ISA_PORTABLE, MR, BF_MC, BF_KC, 1, false, false},
+    [ENG_VDP] = {"avx512_bf16", TG_ISA_AVX512_BF16, MR, BF_MC, BF_KC, 1, false, false},
+    [ENG_AMX_TWIN] = {"amx_twin", TG_ISA_PORTABLE, AMX_MR, AMX_MC, AMX_KC, AMX_KQ, true, false},
+    [ENG_AMX] = {"amx", TG_ISA_AMX, AMX_MR, AMX_MC, AMX_KC, AMX_KQ, true, true},
+    [ENG_FP32] = {"fp32", TG_ISA_AVX2, 0, 0, 0, 0, false, false}, /* operands rounded, then tg_k_gemm */
+};
+
+/* The tile of one A panel and one B sliver, kp pairs deep (a whole number
+ * of the engine's chunks), into the m x n corner of C. */
+static void tile(engine_id e, int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
                  tg_real beta, int m, int n) {
+    _Alignas(64) float t[AMX_MR * NR];
 #if TG_X86 && defined(__GNUC__)
-    if (bf16) {
+    if (e == ENG_VDP) {
         kernel_avx512_bf16(kp, a, b, c, ldc, alpha, beta, m, n);
         return;
     }
+    if (e == ENG_AMX) {
+#ifndef TG_DOUBLE
+        if (m == AMX_MR && n == NR && alpha == 1 && beta == 0) { /* the tiles straight into C */
+            tg__amx_tile(kp / AMX_KQ, a, b, c, ldc);
+            return;
+        }
 #endif
-    (void)bf16;
-    _Alignas(64) float t[MR * NR];
-    kernel_portable(kp, a, b, t);
+        tg__amx_tile(kp / AMX_KQ, a, b, t, NR);
+#ifdef HAVE_FAST_PACK
+        if (m == AMX_MR && n == NR && alpha == 1 && beta == 1) { /* a later K block: C += t */
+            add_tile(t, c, ldc);
+            return;
+        }
+#endif
+        store_tile(t, m, n, alpha, beta, c, ldc);
+        return;
+    }
+#endif
+    if (e == ENG_AMX_TWIN)
+        amx_twin_tile(kp / AMX_KQ, a, b, t);
+    else
+        kernel_portable(kp, a, b, t);
     store_tile(t, m, n, alpha, beta, c, ldc);
 }
 
 /* ---- blocked, packed, threaded path (gemm.c's, in bf16) --------------------- */
-typedef struct {
-    bool bf16, trans_a, trans_b;
-    int M, N, K, nt, lda, ldb, ldc, mc;
+struct ctx {
+    engine_id eng;
+    bool bf16, trans_a, trans_b; /* bf16: the AVX-512 BF16 packers may run */
+    int M, N, K, nt, lda, ldb, ldc, mc, mr, kq;
     tg_real alpha, beta;
     const tg_real *A, *B;
     tg_real *C;
@@ -337,15 +558,20 @@ typedef struct {
     int jc, ncur, kb, pc, kcur; /* the panel of the current jobs */
     uint16_t *ws;
     size_t b_elems, a_elems;
-} ctx_t;
+};
+
+/* Pairs of a kc-deep block, padded to the engine's chunks. */
+static inline int padded_pairs(const ctx_t *c) { return (int)round_up((size_t)(c->kcur + 1) / 2, (size_t)c->kq); }
 
 static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
     (void)tid;
     const ctx_t *c = ctx;
-    size_t sliver = (size_t)(c->kcur + 1) / 2 * 2 * NR;
+    const int kp = (c->kcur + 1) / 2, kpad = padded_pairs(c);
+    size_t sliver = (size_t)kpad * 2 * NR;
     for (int64_t s = b; s < e; s++) {
         int j0 = (int)s * NR, n = c->ncur - j0 < NR ? c->ncur - j0 : NR;
         uint16_t *dst = c->ws + (size_t)s * sliver;
+        if (kpad > kp) memset(dst + (size_t)kp * 2 * NR, 0, (size_t)(kpad - kp) * 2 * NR * sizeof(uint16_t));
 #ifdef HAVE_FAST_PACK
         if (c->bf16) {
             (c->trans_b ? pack_bt_fast : pack_b_fast)(n, c->kcur, c->B, c->ldb, c->pc, c->jc + j0, dst);
@@ -359,6 +585,21 @@ static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
 /* Rows ic.. (mcur of them) of op(A), depth pc.., into micro-panels of
  * panel elements each: the AVX-512 packers where they apply, else the loop. */
 static void pack_a_block(const ctx_t *c, int ic, int mcur, uint16_t *apack, size_t panel) {
+    if (ENGINES[c->eng].amx_layout) {
+        const int kq = padded_pairs(c) / AMX_KQ;
+        for (int ir = 0; ir < mcur; ir += AMX_MR) {
+            int m = mcur - ir < AMX_MR ? mcur - ir : AMX_MR;
+            uint16_t *dst = apack + (size_t)ir / AMX_MR * panel;
+#ifdef HAVE_FAST_PACK
+            if (c->bf16) {
+                (c->trans_a ? pack_at_amx_fast : pack_a_amx_fast)(m, c->kcur, kq, c->A, c->lda, ic + ir, c->pc, dst);
+                continue;
+            }
+#endif
+            pack_a_amx(c->trans_a, m, c->kcur, kq, c->A, c->lda, ic + ir, c->pc, dst);
+        }
+        return;
+    }
 #ifdef HAVE_FAST_PACK
     if (c->bf16 && c->trans_a) {
         pack_at_block(mcur, c->kcur, c->A, c->lda, ic, c->pc, apack);
@@ -380,27 +621,30 @@ static void pack_a_block(const ctx_t *c, int ic, int mcur, uint16_t *apack, size
 
 /* Shares [b, e) of the rows times the packed panel of B; each packs its
  * own blocks of A (pack_a_block). With split_n, shares [b, e) are runs of
- * the panel's slivers instead, times every row (each share packs all of A). */
+ * the panel's slivers instead, times every row (each share packs all of A).
+ * The AMX engine's thread loads its tile configuration first and releases
+ * the tiles when done (amx.c). */
 static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     const ctx_t *c = ctx;
-    const int kp = (c->kcur + 1) / 2;
-    const size_t panel = (size_t)kp * 2 * MR, sliver = (size_t)kp * 2 * NR;
+    const int kp = padded_pairs(c), mr = c->mr;
+    const size_t panel = (size_t)kp * 2 * mr, sliver = (size_t)kp * 2 * NR;
     uint16_t *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
     int row0 = 0, row1 = c->M, slivers = (c->ncur + NR - 1) / NR, s0 = 0, s1 = slivers;
     if (c->split_n)
         block_rows(slivers, 1, b, e, c->nt, &s0, &s1);
     else
-        block_rows(c->M, MR, b, e, c->nt, &row0, &row1);
+        block_rows(c->M, mr, b, e, c->nt, &row0, &row1);
     tg_real beta_k = c->kb == 0 ? c->beta : 1;
     const tg_gemm_epilogue *ep = c->kb == c->kblocks - 1 ? c->ep : NULL; /* only the last K block finishes C */
+    if (ENGINES[c->eng].tiles) tg__amx_begin();
     for (int ic = row0; ic < row1; ic += c->mc) {
         int mcur = row1 - ic < c->mc ? row1 - ic : c->mc;
         pack_a_block(c, ic, mcur, apack, panel);
         for (int s = s0; s < s1; s++) {
             int j0 = s * NR, n = c->ncur - j0 < NR ? c->ncur - j0 : NR;
-            for (int ir = 0; ir < mcur; ir += MR) {
-                int m = mcur - ir < MR ? mcur - ir : MR;
-                tile(c->bf16, kp, apack + (size_t)ir / MR * panel, c->ws + (size_t)s * sliver,
+            for (int ir = 0; ir < mcur; ir += mr) {
+                int m = mcur - ir < mr ? mcur - ir : mr;
+                tile(c->eng, kp, apack + (size_t)ir / mr * panel, c->ws + (size_t)s * sliver,
                      c->C + (size_t)(ic + ir) * c->ldc + c->jc + j0, c->ldc, c->alpha, beta_k, m, n);
             }
         }
@@ -409,6 +653,7 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
         if (j1 > s0 * NR)
             gemm_epilogue(ep, c->C, c->C + (size_t)ic * c->ldc + c->jc + s0 * NR, c->ldc, mcur, j1 - s0 * NR);
     }
+    if (ENGINES[c->eng].tiles) tg__amx_end();
 }
 
 /* Scalar fallback when the packing buffers cannot be had: the same sums in
@@ -430,6 +675,139 @@ static void gemm_bf16_unpacked(bool ta, bool tb, int M, int N, int K, tg_real al
     }
 }
 
+/* ---- the engine that runs: by measured rate ---------------------------------
+ * Each engine's rate on one core is measured once per process, at the first
+ * bf16 product (about 6 ms in all, the best of short interleaved trials:
+ * tg__fma_rate, tg__vdp_rate in peak.c, tg__amx_rate in amx.c), and the fastest engine
+ * the ISA level allows runs: AMX or vdpbf16ps, unless the FMA units beat
+ * both, and then the operands are rounded to bf16 and go through the float
+ * GEMM (fp32): a product of two bf16 values is exact in float, so the
+ * result is still the bf16 product summed in float. That is the case on
+ * Intel cores without AMX (one 512-bit vdpbf16ps every 2 cycles, two FMAs
+ * a cycle), the opposite of AMD Zen 4 and 5. The twins never run unasked.
+ * TG_BF16_ENGINE=<name> (or the test switch tg__bf16_engine_force) names
+ * one instead, when the ISA level has it. */
+static double g_rate[ENG_COUNT]; /* GFLOP/s per core; 0: none here */
+static pthread_once_t g_rate_once = PTHREAD_ONCE_INIT;
+static int g_forced = -1; /* an engine_id, or -1: by rate */
+static bool g_forced_read;
+
+static void measure_rates(void) {
+    g_rate[ENG_PORTABLE] = 1e-3; /* not measured: last of all */
+    g_rate[ENG_AMX_TWIN] = 0;    /* never by rate */
+    /* 8 rounds of short trials of each, interleaved, the best of each
+     * kept: a busy machine slows some trials, and interleaving spreads
+     * that over all three rather than one */
+    for (int round = 0; round < 8; round++) {
+#if TG_SIMD_F32
+        if (tg_cpu_has_avx2()) g_rate[ENG_FP32] = fmax(g_rate[ENG_FP32], tg__fma_rate(0.0003));
+#endif
+        if (tg_cpu_has_avx512_bf16()) g_rate[ENG_VDP] = fmax(g_rate[ENG_VDP], tg__vdp_rate(0.0003));
+        if (tg_cpu_has_amx()) g_rate[ENG_AMX] = fmax(g_rate[ENG_AMX], tg__amx_rate(0.0001));
+    }
+}
+
+static int engine_by_name(const char *v) {
+    for (int e = 0; e < ENG_COUNT; e++)
+        if (strcmp(v, ENGINES[e].name) == 0) return e;
+    return -1;
+}
+
+static bool engine_runs(engine_id e, tg_isa level) {
+    if (e == ENG_FP32 && !TG_SIMD_F32) return false;
+    return ENGINES[e].level <= level;
+}
+
+static engine_id bf16_engine_pick(void) {
+    pthread_once(&g_rate_once, measure_rates);
+    if (!g_forced_read) { /* benign race: every thread reads the same */
+        const char *v = getenv("TG_BF16_ENGINE");
+        if (v && *v && g_forced < 0) {
+            g_forced = engine_by_name(v);
+            if (g_forced < 0)
+                fprintf(stderr,
+                        "tgrad: TG_BF16_ENGINE=%s is not amx, avx512_bf16, fp32, portable or amx_twin; ignored\n", v);
+        }
+        g_forced_read = true;
+    }
+    tg_isa level = tg_isa_level();
+    if (g_forced >= 0 && engine_runs((engine_id)g_forced, level)) return (engine_id)g_forced;
+    engine_id best = ENG_PORTABLE;
+    for (int e = ENG_VDP; e < ENG_COUNT; e++)
+        if (e != ENG_AMX_TWIN && engine_runs((engine_id)e, level) && g_rate[e] > g_rate[best]) best = (engine_id)e;
+    static bool said; /* once: why AMX is not the engine, where the CPU could have it */
+    if (!said && best != ENG_AMX && tg_cpu_has_avx512_bf16()) {
+        said = true;
+        const char *why = tg__amx_why_not();
+        if (why)
+            fprintf(stderr, "tgrad: bf16 products without AMX (%s): the %s engine runs\n", why, ENGINES[best].name);
+    }
+    return best;
+}
+
+int tg__bf16_engine_force(const char *name) {
+    int old = g_forced;
+    g_forced_read = true; /* the switch overrides the environment */
+    g_forced = name ? engine_by_name(name) : -1;
+    return old;
+}
+
+tg_bf16_engine_info tg_bf16_engine(void) {
+    engine_id e = bf16_engine_pick();
+    tg_bf16_engine_info info = {ENGINES[e].name, NAN, NAN, NAN, NAN};
+    double *r[] = {&info.fma_gflops, &info.vdp_gflops, &info.amx_gflops};
+    engine_id ids[] = {ENG_FP32, ENG_VDP, ENG_AMX};
+    for (int i = 0; i < 3; i++)
+        if (g_rate[ids[i]] > 0) *r[i] = g_rate[ids[i]];
+    if (g_rate[e] > 0 && e != ENG_PORTABLE) info.gflops = g_rate[e];
+    return info;
+}
+
+/* ---- the fp32 engine: operands rounded to bf16, then tg_k_gemm --------------
+ * Rounded copies of op(A) and op(B) as stored (the same transposes and a
+ * compact leading dimension), in a thread-local buffer grown on demand and
+ * freed by tg_release_all, then the float GEMM. */
+static _Thread_local void *fp32_buf;
+static _Thread_local size_t fp32_cap; /* floats */
+
+static void fp32_release_on_thread(void *ctx, int tid, int nth) {
+    (void)ctx, (void)tid, (void)nth;
+    if (fp32_buf) tg_sys_free(fp32_buf);
+    fp32_buf = NULL;
+    fp32_cap = 0;
+}
+static void fp32_release(void) { tg_parallel_team(true, fp32_release_on_thread, NULL); }
+
+/* rows x cols of src (leading dimension ld) rounded into dst (leading
+ * dimension cols); built per ISA (a scalar loop was half the engine's time). */
+TG_KERNEL_BODY void round_copy_body(int rows, int cols, const tg_real *src, int ld, tg_real *dst) {
+    for (int i = 0; i < rows; i++) {
+        const tg_real *s = src + (size_t)i * ld;
+        tg_real *d = dst + (size_t)i * cols;
+        for (int j = 0; j < cols; j++) d[j] = (tg_real)tg__bf16_round_daz((float)s[j]);
+    }
+}
+TG_ISA_DISPATCH(round_copy, (int rows, int cols, const tg_real *src, int ld, tg_real *dst), (rows, cols, src, ld, dst))
+
+static bool gemm_fp32_engine(bool ta, bool tb, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                             const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+    size_t need = (size_t)M * K + (size_t)K * N;
+    if (need > fp32_cap) {
+        tg__on_release_all(fp32_release);
+        if (fp32_buf) tg_sys_free(fp32_buf);
+        fp32_cap = 0;
+        fp32_buf = tg_sys_alloc(need * sizeof(tg_real));
+        if (!fp32_buf) return false;
+        fp32_cap = need;
+    }
+    tg_real *a = (tg_real *)fp32_buf, *b = a + (size_t)M * K;
+    int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    round_copy(ar, ac, A, lda, a);
+    round_copy(br, bc, B, ldb, b);
+    tg_k_gemm_ep(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc, ep);
+    return true;
+}
+
 void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
                        const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
@@ -437,15 +815,20 @@ void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real 
         tg_k_gemm_ep(trans_a, trans_b, M, N, 0, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
+    engine_id eng = bf16_engine_pick();
+    if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep)) return;
+    if (eng == ENG_FP32) eng = ENG_PORTABLE; /* out of memory for the copies */
+    const bf16_engine *e = &ENGINES[eng];
     /* K in near-equal blocks of at most KC, each an even number deep except
      * the last (the split depends on K alone: thread-independent results). */
-    int kblocks = (K + BF_KC - 1) / BF_KC;
+    int kblocks = (K + e->kc - 1) / e->kc;
     /* block ends are the even floor of K*kb/kblocks: a block is at most one
-     * deeper than ceil(K / kblocks), and its pairs one more */
-    int kc_max = (int)round_up((size_t)(K + kblocks - 1) / kblocks + 1, 2);
+     * deeper than ceil(K / kblocks), and its pairs one more; then padded to
+     * the engine's chunks */
+    int kc_max = (int)round_up((size_t)(K + kblocks - 1) / kblocks + 1, 2 * (size_t)e->kq);
     int nc = (int)round_up((size_t)(N < BF_NC ? N : BF_NC), NR);
-    int mc = (int)round_up((size_t)(M < BF_MC ? M : BF_MC), MR);
-    gemm_split split = gemm_split_choose(M, N, K, MR, NR); /* rows or B's slivers, as gemm.c */
+    int mc = (int)round_up((size_t)(M < e->mc ? M : e->mc), (size_t)e->mr);
+    gemm_split split = gemm_split_choose(M, N, K, e->mr, NR); /* rows or B's slivers, as gemm.c */
     int nt = split.nt;
     size_t b_elems = round_up((size_t)kc_max * nc, 32);
     size_t a_elems = round_up((size_t)kc_max * mc + 16, 32); /* + 16: pack_a_fast's overhang */
@@ -454,7 +837,8 @@ void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real 
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
-    ctx_t c = {.bf16 = tg_isa_level() >= TG_ISA_AVX512_BF16,
+    ctx_t c = {.eng = eng,
+               .bf16 = tg_isa_level() >= TG_ISA_AVX512_BF16,
                .trans_a = trans_a,
                .trans_b = trans_b,
                .M = M,
@@ -465,6 +849,8 @@ void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real 
                .ldb = ldb,
                .ldc = ldc,
                .mc = mc,
+               .mr = e->mr,
+               .kq = e->kq,
                .alpha = alpha,
                .beta = beta,
                .A = A,

@@ -2,6 +2,7 @@
  * training run's "share of the peak" is a share of, and what tools/bench.c
  * reports beside each workload. */
 #include "tensor.h"
+#include "tensor_internal.h"
 
 #include <math.h>
 #include <time.h>
@@ -116,6 +117,26 @@ double tg_bf16_peak_measure(double seconds) {
     for (int i = 0, n = trials_for(seconds); i < n; i++) g_peak_bf16 = fmax(g_peak_bf16, bf16_trial(trial));
     return g_peak_bf16;
 }
+
+/* The quick probes of the bf16 GEMM's engine choice (tensor_internal.h):
+ * the best of 3 trials, about `seconds` in all, nothing kept. */
+double tg__fma_rate(double seconds) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+    bool wide = __builtin_cpu_supports("avx512f");
+    double best = 0, trial = seconds / (wide ? 6 : 3);
+    for (int i = 0; i < 3; i++) {
+        best = fmax(best, fma_trial_256(trial));
+        if (wide) best = fmax(best, fma_trial_512(trial));
+    }
+    return best;
+}
+
+double tg__vdp_rate(double seconds) {
+    if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw")) return 0;
+    double best = 0;
+    for (int i = 0; i < 3; i++) best = fmax(best, bf16_trial(seconds / 3));
+    return best;
+}
 #else
 tg_fma_peak tg_fma_peak_measure(double seconds) {
     (void)seconds;
@@ -125,5 +146,13 @@ tg_fma_peak tg_fma_peak_measure(double seconds) {
 double tg_bf16_peak_measure(double seconds) {
     (void)seconds;
     return NAN;
+}
+double tg__fma_rate(double seconds) {
+    (void)seconds;
+    return 0;
+}
+double tg__vdp_rate(double seconds) {
+    (void)seconds;
+    return 0;
 }
 #endif

@@ -9,33 +9,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const ISA_NAMES[] = {"portable", "avx2", "avx512", "avx512_bf16"};
+static const char *const ISA_NAMES[] = {"portable", "avx2", "avx512", "avx512_bf16", "amx"};
 
-/* TG_ISA=portable|avx2|avx512|avx512_bf16 caps every kernel's instruction
+/* TG_ISA=portable|avx2|avx512|avx512_bf16|amx caps every kernel's instruction
  * set, as ATEN_CPU_CAPABILITY does PyTorch's: read once, at the first
  * kernel; an unknown value is said on stderr and ignored, one above the
  * CPU's is capped at the CPU's (said too). -1: not read yet. */
 static int g_isa_cap = -1;
 
 static tg_isa cpu_level(void) {
-    return tg_cpu_has_avx512_bf16() ? TG_ISA_AVX512_BF16
-           : tg_cpu_has_avx512()    ? TG_ISA_AVX512
-           : tg_cpu_has_avx2()      ? TG_ISA_AVX2
-                                    : TG_ISA_PORTABLE;
+    return tg_cpu_has_amx()           ? TG_ISA_AMX
+           : tg_cpu_has_avx512_bf16() ? TG_ISA_AVX512_BF16
+           : tg_cpu_has_avx512()      ? TG_ISA_AVX512
+           : tg_cpu_has_avx2()        ? TG_ISA_AVX2
+                                      : TG_ISA_PORTABLE;
 }
 
 static int env_cap(void) {
     const char *v = getenv("TG_ISA");
-    if (!v || !*v) return TG_ISA_AVX512_BF16;
-    for (int k = 0; k <= TG_ISA_AVX512_BF16; k++)
+    if (!v || !*v) return TG_ISA_AMX;
+    for (int k = 0; k <= TG_ISA_AMX; k++)
         if (strcmp(v, ISA_NAMES[k]) == 0) {
             if (k > (int)cpu_level())
                 fprintf(stderr, "tgrad: TG_ISA=%s: this CPU has %s at most; using %s\n", v, ISA_NAMES[cpu_level()],
                         ISA_NAMES[cpu_level()]);
             return k;
         }
-    fprintf(stderr, "tgrad: TG_ISA=%s is not portable, avx2, avx512 or avx512_bf16; ignored\n", v);
-    return TG_ISA_AVX512_BF16;
+    fprintf(stderr, "tgrad: TG_ISA=%s is not portable, avx2, avx512, avx512_bf16 or amx; ignored\n", v);
+    return TG_ISA_AMX;
 }
 
 int tg__isa_cap(int level) {

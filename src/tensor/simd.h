@@ -15,6 +15,8 @@
 #define TG_AVX512      __attribute__((target("avx512f,avx2,fma")))
 /* vdpbf16ps and vcvtne2ps2bf16 (AVX-512 BF16) besides AVX-512F and BW. */
 #define TG_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
+/* AMX tiles (tileloadd, tdpbf16ps) besides AVX-512 BF16. */
+#define TG_AMX         __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 #else
 #define TG_X86 0
 #endif
@@ -27,10 +29,11 @@
 #endif
 
 /* ISA levels a kernel is built for, narrowest first. TG_ISA_AVX512_BF16
- * adds the bfloat16 dot product (vdpbf16ps) to AVX-512: only the bf16 GEMM
- * (gemm_bf16.c) has a path for it; every other kernel runs its AVX-512 one
- * there, so a kernel tests `level >= TG_ISA_AVX512`, never `==`. */
-typedef enum { TG_ISA_PORTABLE = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2, TG_ISA_AVX512_BF16 = 3 } tg_isa;
+ * adds the bfloat16 dot product (vdpbf16ps) to AVX-512, TG_ISA_AMX the
+ * tile engine (tdpbf16ps, with the kernel's permission, amx.c): only the
+ * bf16 GEMM (gemm_bf16.c) has paths for them; every other kernel runs its
+ * AVX-512 one there, so a kernel tests `level >= TG_ISA_AVX512`, never `==`. */
+typedef enum { TG_ISA_PORTABLE = 0, TG_ISA_AVX2 = 1, TG_ISA_AVX512 = 2, TG_ISA_AVX512_BF16 = 3, TG_ISA_AMX = 4 } tg_isa;
 /* The widest level the CPU has, capped by tg__isa_cap (tensor_internal.h):
  * every dispatching kernel asks this, so one switch selects a path in all. */
 tg_isa tg_isa_level(void);
@@ -86,5 +89,10 @@ bool tg_cpu_has_avx2(void);
 bool tg_cpu_has_avx512(void);
 /* true when the CPU has AVX-512 BF16 (and AVX-512 BW, VL) besides the above. */
 bool tg_cpu_has_avx512_bf16(void);
+/* true when AMX tiles can run here: AVX-512 BF16 as above, AMX-TILE and
+ * AMX-BF16 in CPUID, the tile state enabled in XCR0, and the kernel's
+ * permission to use it (arch_prctl, asked once per process). When not,
+ * the first call says why on stderr, once (amx.c). */
+bool tg_cpu_has_amx(void);
 
 #endif

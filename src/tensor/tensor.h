@@ -109,13 +109,33 @@ tg_fma_peak tg_fma_peak_measure(double seconds);
  * seen in the process is kept): what the bf16 GEMM's share is of. NaN where the CPU
  * has no AVX-512 BF16. */
 double tg_bf16_peak_measure(double seconds);
+/** The engine of the bfloat16 products (tg_k_gemm_bf16) and the rates it
+ * was chosen by: each engine's peak on one core in GFLOP/s, measured once
+ * per process at the first bf16 product (about 5 ms), NaN where the CPU
+ * lacks it. The fastest the ISA level (tg_isa_name) allows runs: "amx"
+ * (tdpbf16ps tiles), "avx512_bf16" (vdpbf16ps) or, where the FMA units beat
+ * both, "fp32" (operands rounded to bf16, then the float GEMM: the same
+ * bf16 products, exact in float); "portable" without AVX2. The environment
+ * variable TG_BF16_ENGINE names one instead (also "amx_twin", the AMX
+ * kernel's arithmetic in plain C, for tests). */
+typedef struct {
+    const char *engine; /**< the engine's name (static) */
+    double gflops;      /**< its measured peak (NaN for the portable loop and the twin) */
+    double fma_gflops;  /**< float FMA (the fp32 engine) */
+    double vdp_gflops;  /**< vdpbf16ps */
+    double amx_gflops;  /**< tdpbf16ps */
+} tg_bf16_engine_info;
+/** The engine tg_k_gemm_bf16 runs now (at the current ISA level), choosing
+ * it first if no product has yet; see tg_bf16_engine_info. */
+tg_bf16_engine_info tg_bf16_engine(void);
 /** The number of threads tgrad's loops use: the count tg_set_num_threads
  * set, or the default (decided at first use). With the default, a loop may
  * use fewer while other programs' threads are busy. Callable from any
  * thread. */
 int tg_get_num_threads(void);
-/** The instruction set the kernels use: "portable", "avx2", "avx512" or
- * "avx512_bf16" (AVX-512 with the bfloat16 dot product), the widest the CPU
+/** The instruction set the kernels use: "portable", "avx2", "avx512",
+ * "avx512_bf16" (AVX-512 with the bfloat16 dot product) or "amx" (with AMX
+ * tiles, where Linux grants them), the widest the CPU
  * has, capped by the environment variable TG_ISA (one of those names, read
  * at the first kernel, as PyTorch's ATEN_CPU_CAPABILITY): TG_ISA=portable
  * runs the plain C loops everywhere. Results are the same at every level up

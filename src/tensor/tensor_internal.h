@@ -36,6 +36,16 @@ void tg__error_rename(const char *from, const char *to, const char *fallback);
  * Every dispatching kernel follows it, so a test runs each path this
  * machine has. Returns the previous setting. simd.c */
 int tg__isa_cap(int level);
+/* Test switch: the bf16 GEMM's engine by name ("amx", "amx_twin",
+ * "avx512_bf16", "portable", "fp32"; NULL: by measured rate, the default),
+ * as the environment variable TG_BF16_ENGINE; an engine the ISA level
+ * lacks is passed over for the rate's choice. Returns the previous one
+ * (an index, -1: by rate). gemm_bf16.c */
+int tg__bf16_engine_force(const char *name);
+/* The rates of one core the engine choice compares, GFLOP/s, best of 3
+ * trials of about seconds / 3; 0 where the CPU lacks the unit. peak.c */
+double tg__fma_rate(double seconds);
+double tg__vdp_rate(double seconds);
 /* Pretend that many other threads are runnable on the machine (-1: read
  * /proc/loadavg again), for the default thread count's adaptation; returns
  * the previous setting. A test hook: only in the library the tests link

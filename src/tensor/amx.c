@@ -1,0 +1,175 @@
+/* AMX tiles on Linux: whether they can run here (tg_cpu_has_amx, simd.h),
+ * the per-thread tile configuration, the hardware micro-kernel of the bf16
+ * GEMM's AMX engine, and its rate probe (gemm_bf16.c chooses by rate).
+ *
+ * Three things must hold before a tile instruction runs (Intel SDM vol. 1,
+ * 13.14 and 3.2.6; Linux Documentation/arch/x86/xstate.rst):
+ *   - CPUID.(EAX=7,ECX=0):EDX bit 24 (AMX-TILE) and bit 22 (AMX-BF16), and
+ *     the AVX-512 BF16 the packers use (simd.c);
+ *   - the OS enabled the tile state: CPUID.1:ECX.OSXSAVE, and XCR0 bits 17
+ *     (XTILECFG) and 18 (XTILEDATA) set;
+ *   - the process has Linux's permission: arch_prctl(ARCH_REQ_XCOMP_PERM,
+ *     XFEATURE_XTILEDATA) (Linux 5.16 on), asked once per process
+ *     (pthread_once: the answer covers every thread, present and future).
+ * Without the permission the first tile load raises SIGILL, so nothing
+ * runs a tile before tg_cpu_has_amx() said yes.
+ *
+ * Each thread that runs the kernel loads its tile configuration
+ * (ldtilecfg; the tiles are per-thread state) and releases the tiles
+ * (tilerelease) when its share of a product is done, so the kernel need
+ * not save 8 KB of tile data on every context switch of a thread that is
+ * no longer using them. */
+#define _DEFAULT_SOURCE /* syscall() */
+#include "tensor/amx.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "tensor/simd.h"
+
+#if TG_X86 && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA  18
+
+static bool g_amx;
+static const char *g_why = "not asked yet";
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static unsigned long long xgetbv0(void) {
+    unsigned eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((unsigned long long)edx << 32) | eax;
+}
+
+static void amx_probe(void) {
+    unsigned a, b, c, d;
+    if (!tg_cpu_has_avx512_bf16()) {
+        g_why = "the CPU has no AVX-512 BF16";
+        return;
+    }
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) {
+        g_why = "the CPU has no AMX-TILE and AMX-BF16";
+        return;
+    }
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)) || (xgetbv0() & (3ull << 17)) != (3ull << 17)) {
+        g_why = "the OS has not enabled the tile state (XCR0)";
+        return;
+    }
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) {
+        g_why = "the kernel refused the tile permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
+        return;
+    }
+    g_amx = true;
+    g_why = NULL;
+}
+
+bool tg_cpu_has_amx(void) {
+    pthread_once(&g_once, amx_probe);
+    return g_amx;
+}
+
+const char *tg__amx_why_not(void) {
+    pthread_once(&g_once, amx_probe);
+    return g_why;
+}
+
+/* Palette 1: tiles 0-3 the 2 x 2 tiles of C (16 rows of 16 floats), 4-5
+ * two 16-row tiles of A (16 bf16 pairs a row), 6-7 two of B (16 rows of k
+ * pairs, 16 columns' pairs a row). Every tile is 16 rows of 64 bytes. */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* A constant, not a local filled in: GCC's _tile_loadconfig tells the
+ * compiler that it reads 8 bytes, so stores to the rest of a local
+ * configuration could be dropped as dead. */
+static _Alignas(64) const tile_config CONFIG = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+TG_AMX void tg__amx_begin(void) { _tile_loadconfig(&CONFIG); }
+
+TG_AMX void tg__amx_end(void) { _tile_release(); }
+
+/* The 32 x 32 tile of C of an A panel (32 rows, kq chunks of 16 pairs,
+ * chunk q's rows at a + q*1024, 32 bf16 a row) and a B sliver (pair p of
+ * column j at b[p*64 + 2j], kq*16 pairs), summed from zero into t[r*32 + j]. */
+TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int q = 0; q < kq; q++) {
+        const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
+        _tile_loadd(4, aq, 64);
+        _tile_loadd(6, bq, 128);
+        _tile_loadd(7, bq + 32, 128);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, aq + 512, 64);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    const size_t ld = (size_t)ldt;
+    _tile_stored(0, t, ld * 4);
+    _tile_stored(1, t + 16, ld * 4);
+    _tile_stored(2, t + 16 * ld, ld * 4);
+    _tile_stored(3, t + 16 * ld + 16, ld * 4);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Four independent chains of tdpbf16ps on tiles already in registers, each
+ * instruction 16 x 16 x 32 multiply-adds (16,384 flops): the engine's rate
+ * with no memory in the way, as the FMA and vdpbf16ps probes (peak.c). */
+TG_AMX double tg__amx_rate(double seconds) {
+    if (!tg_cpu_has_amx()) return 0;
+    static const uint16_t zeros[512];
+    tg__amx_begin();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, zeros, 64);
+    _tile_loadd(5, zeros, 64);
+    _tile_loadd(6, zeros, 64);
+    _tile_loadd(7, zeros, 64);
+    long iters = 0;
+    double t0 = now_s(), t;
+    do {
+        for (int r = 0; r < 256; r++) {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        iters += 256;
+        t = now_s() - t0;
+    } while (t < seconds);
+    tg__amx_end();
+    return (double)iters * 4 * 16384 / t * 1e-9;
+}
+#else
+bool tg_cpu_has_amx(void) { return false; }
+const char *tg__amx_why_not(void) { return "not an x86-64 Linux build"; }
+void tg__amx_begin(void) {}
+void tg__amx_end(void) {}
+void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t) { (void)kq, (void)a, (void)b, (void)t; }
+double tg__amx_rate(double seconds) {
+    (void)seconds;
+    return 0;
+}
+#endif
