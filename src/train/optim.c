@@ -14,6 +14,10 @@
  *   AdamW (torch.optim.AdamW, decoupled decay, Loshchilov & Hutter):
  *       w -= lr wd w, then Adam with g' = g.
  *
+ * Each kind is one row (train.h, tg_optim_rule): its name, its state
+ * tensors, its checks and its update, whose per-element loop is in
+ * tensor/kernels_optim.c. Nothing else names a kind: the optimizer, the
+ * training state's checks (train_state.c) and tg_optim_find read the row.
  * All state is allocated by tg_optim_new, so a step makes no allocation.
  * One step counter t is shared by all parameters (torch keeps one per
  * parameter; they differ only for a parameter that had no gradient at some
@@ -84,35 +88,45 @@ static void adamw_update(const tg_optim_config *c, tg_real wd, double t, tg_tens
     .n_state = 2, .state = {{.name = "m"}, {.name = "v", .never_negative = "a second moment is never negative"}},     \
     .states_used = adam_states, .check = adam_check
 
-const tg_optim_rule tg_optim_sgd = {
-    .name = "sgd",
-    .about = "SGD (torch.optim.SGD): buf = momentum buf + g + wd w; w -= lr buf",
-    .n_state = 1,
-    .state = {{.name = "momentum"}},
-    .states_used = sgd_states,
-    .check = sgd_check,
-    .update = sgd_update,
+/* The built-in rows, in the order of TG_SGD, TG_ADAM, TG_ADAMW (train.h). */
+const tg_optim_rule tg_optim_builtin[] = {
+    {
+        .name = "sgd",
+        .about = "SGD (torch.optim.SGD): buf = momentum buf + g + wd w; w -= lr buf",
+        .n_state = 1,
+        .state = {{.name = "momentum"}},
+        .states_used = sgd_states,
+        .check = sgd_check,
+        .update = sgd_update,
+    },
+    {
+        .name = "adam",
+        .about = "Adam (torch.optim.Adam): moments of g + wd w, bias-corrected",
+        .defaults = {ADAM_DEFAULTS},
+        ADAM_STATES,
+        .update = adam_update,
+    },
+    {
+        .name = "adamw",
+        .about = "AdamW (torch.optim.AdamW): w -= lr wd w, then Adam on g",
+        .defaults = {ADAM_DEFAULTS, .weight_decay = (tg_real)0.01},
+        ADAM_STATES,
+        .update = adamw_update,
+    },
 };
-const tg_optim_rule tg_optim_adam = {
-    .name = "adam",
-    .about = "Adam (torch.optim.Adam): moments of g + wd w, bias-corrected",
-    .defaults = {ADAM_DEFAULTS},
-    ADAM_STATES,
-    .update = adam_update,
-};
-const tg_optim_rule tg_optim_adamw = {
-    .name = "adamw",
-    .about = "AdamW (torch.optim.AdamW): w -= lr wd w, then Adam on g",
-    .defaults = {ADAM_DEFAULTS, .weight_decay = (tg_real)0.01},
-    ADAM_STATES,
-    .update = adamw_update,
-};
+#define N_BUILTIN ((int)(sizeof tg_optim_builtin / sizeof tg_optim_builtin[0]))
 
 /* ---- the table ------------------------------------------------------------ */
 
 #define MAX_ROWS 16
-static const tg_optim_rule *rows[MAX_ROWS] = {&tg_optim_sgd, &tg_optim_adam, &tg_optim_adamw};
-static int n_rows = 3;
+static const tg_optim_rule *registered[MAX_ROWS - N_BUILTIN];
+static int n_registered;
+
+const tg_optim_rule *tg_optim_rule_at(int i) {
+    return i >= 0 && i < N_BUILTIN                  ? &tg_optim_builtin[i]
+           : i >= N_BUILTIN && i < N_BUILTIN + n_registered ? registered[i - N_BUILTIN]
+                                                         : NULL;
+}
 
 int tg_optim_rule_check(const tg_optim_rule *row) {
     const char *name = row && row->name ? row->name : "(no name)";
@@ -136,28 +150,28 @@ int tg_optim_rule_check(const tg_optim_rule *row) {
 
 int tg_optim_register(const tg_optim_rule *row) {
     if (tg_optim_rule_check(row) != 0) return -1;
-    for (int i = 0; i < n_rows; i++)
-        if (strcmp(rows[i]->name, row->name) == 0) {
+    for (int i = 0; tg_optim_rule_at(i); i++)
+        if (strcmp(tg_optim_rule_at(i)->name, row->name) == 0) {
             tg_set_error("optim_register: the name '%s' is taken", row->name);
             return -1;
         }
-    if (n_rows == MAX_ROWS) {
+    if (N_BUILTIN + n_registered == MAX_ROWS) {
         tg_set_error("optim_register: %s: the table is full (%d rows)", row->name, MAX_ROWS);
         return -1;
     }
-    rows[n_rows++] = row;
+    registered[n_registered++] = row;
     return 0;
 }
 
-const tg_optim_rule *tg_optim_rule_at(int i) { return i >= 0 && i < n_rows ? rows[i] : NULL; }
-
 const tg_optim_rule *tg_optim_find(const char *name) {
+    const int n_rows = N_BUILTIN + n_registered;
     for (int i = 0; name && i < n_rows; i++)
-        if (strcmp(rows[i]->name, name) == 0) return rows[i];
+        if (strcmp(tg_optim_rule_at(i)->name, name) == 0) return tg_optim_rule_at(i);
     char list[MAX_ROWS * 34] = "";
     for (int i = 0; i < n_rows; i++) {
         size_t n = strlen(list);
-        snprintf(list + n, sizeof list - n, "%s%s", i == 0 ? "" : i == n_rows - 1 ? " or " : ", ", rows[i]->name);
+        snprintf(list + n, sizeof list - n, "%s%s", i == 0 ? "" : i == n_rows - 1 ? " or " : ", ",
+                 tg_optim_rule_at(i)->name);
     }
     tg_set_error("optimizer '%s': expected %s", name ? name : "(NULL)", list);
     return NULL;

@@ -274,11 +274,11 @@ struct tg_optim_rule {
     void (*update)(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
                    tg_tensor *const *state);
 };
-/** The built-in rows (use the macros TG_SGD, TG_ADAM, TG_ADAMW). */
-extern const tg_optim_rule tg_optim_sgd, tg_optim_adam, tg_optim_adamw;
-#define TG_SGD (&tg_optim_sgd)     /**< torch.optim.SGD without dampening or Nesterov; decay added to the gradient */
-#define TG_ADAM (&tg_optim_adam)   /**< torch.optim.Adam; decay added to the gradient (an L2 term) */
-#define TG_ADAMW (&tg_optim_adamw) /**< torch.optim.AdamW; decoupled decay (Loshchilov & Hutter) */
+/** The built-in rows, the table's first (through the macros below or tg_optim_rule_at). */
+extern const tg_optim_rule tg_optim_builtin[];
+#define TG_SGD (&tg_optim_builtin[0])   /**< torch.optim.SGD without dampening or Nesterov; decay added to the gradient */
+#define TG_ADAM (&tg_optim_builtin[1])  /**< torch.optim.Adam; decay added to the gradient (an L2 term) */
+#define TG_ADAMW (&tg_optim_builtin[2]) /**< torch.optim.AdamW; decoupled decay (Loshchilov & Hutter) */
 /** 0 when row has every field a row needs, or -1 with "optim_rule: <name>:
  * <what is missing>" recorded (NULL row, name, about or function, a state
  * count outside [0, TG_OPTIM_STATE_MAX], a state without a name). */
@@ -313,10 +313,11 @@ tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay);
  * list is copied, the tensors stay the caller's and must outlive the
  * optimizer. Its state is persistent zeros (even inside a scope) and its
  * step count 0. Free it with tg_optim_free. NULL with the error recorded:
- * "optim: <reason>" for a NULL cfg or params, a NULL tensor in params, an
- * unknown kind, a negative or NaN lr, weight_decay or (SGD) momentum, betas
- * outside [0, 1) or a negative eps (Adam, AdamW), out of memory; or the
- * list's own error (duplicate names). */
+ * "optim: <reason>" for a NULL cfg or params, a NULL tensor in params, no
+ * kind, a negative or NaN lr or weight_decay, what the row's check refuses
+ * (SGD: a negative momentum; Adam, AdamW: betas outside [0, 1) or a
+ * negative eps), out of memory; "optim_rule: ..." for an incomplete row; or
+ * the list's own error (duplicate names). */
 tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params);
 /** One step: the step count rises by 1, then every parameter with a grad is
  * updated by the kind's rule at cfg.lr (parameters without a grad are
@@ -328,9 +329,11 @@ void tg_optim_step(tg_optim *o);
  * none): gradients add up across backward passes until this call. NULL is a
  * no-op. */
 void tg_optim_zero_grad(tg_optim *o);
-/** Appends the optimizer state to p, for checkpoints: "<prefix>.m.<param>"
- * and "<prefix>.v.<param>" (Adam, AdamW) or "<prefix>.momentum.<param>" (SGD
- * with momentum; SGD without has none), then "<prefix>.step". The entries
+/** Appends the optimizer state to p, for checkpoints: for each state the
+ * row's settings use, in the row's order, "<prefix>.<state>.<param>" for
+ * every parameter ("<prefix>.m.<param>" and "<prefix>.v.<param>" for Adam
+ * and AdamW, "<prefix>.momentum.<param>" for SGD with momentum; SGD without
+ * has none), then "<prefix>.step". The entries
  * are the optimizer's own tensors, so loading into them restores the state.
  * 0, or -1 with the error recorded ("optim_state: NULL optimizer", or
  * tg_params_add's: NULL p, a name too long, a duplicate); entries appended
@@ -447,6 +450,8 @@ int tg_metrics_log_read(const char *path, tg_metrics **lines, int64_t *n);
  *                                     "optim.step"
  *     __metadata__ "tgrad_train_state"  "1" (the format version)
  *                  "step"               the steps done, as a decimal string
+ *                  "optim"              the optimizer's row ("adamw"); a file
+ *                                       without it (older) loads by its tensors
  *                  "rngs"               the generators' names, comma-separated
  *                  "rng.<name>"         "<seed> <stream> <counter>" in decimal
  *
@@ -459,14 +464,16 @@ int tg_metrics_log_read(const char *path, tg_metrics **lines, int64_t *n);
  * SGD keeps the count too).
  * Saving is atomic, and a file the load would refuse is never written: a
  * NaN or infinite value in any tensor (model or optimizer), an optimizer
- * step other than step, or a negative second moment is refused before any
+ * step other than step, or a negative value in a state its row says is
+ * never negative (Adam's second moment) is refused before any
  * file is made, so a run whose last step diverged keeps its previous good
  * state at path.
  * Loading is strict and all or nothing: the format version, the step
  * (0 to INT64_MAX), every generator (the same names, as given; seed,
  * stream and counter each a uint64), the tensors' names and shapes, every
- * value finite, "optim.step" a whole number equal to "step", and Adam's
- * and AdamW's second moments "optim.v.*" >= 0 are all checked before
+ * value finite, "optim.step" a whole number equal to "step", "optim" the
+ * given optimizer's name, and the states the row says are never negative
+ * (Adam's and AdamW's "optim.v.*") >= 0 are all checked before
  * anything is written, so a corrupt, crafted or mismatched file leaves
  * model, optimizer, step and generators as they were.
  * Generator names are 1-31 characters of [A-Za-z0-9_.-], each given once;
