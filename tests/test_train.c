@@ -862,7 +862,7 @@ Test(train_state, sgd_step_checked) {
     expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "step", 0), 0, 0.5, "'optim.step' is 0.5; expected 2, the run's step");
     expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "step", 0), 0, 7, "'optim.step' is 7; expected 2, the run's step");
     /* Momentum buffers may be negative. */
-    tg_optim_state_tensor(r.opt, "m", 1)->data[0] = (tg_real)-3;
+    tg_optim_state_tensor(r.opt, "momentum", 1)->data[0] = (tg_real)-3;
     write_state(&r, in_dir("neg.safetensors"), meta);
     int64_t step;
     cr_expect_eq(tg_train_state_load(in_dir("neg.safetensors"), &r.p, r.opt, &step, r.rngs, 2), 0, "%s",
