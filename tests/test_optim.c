@@ -280,7 +280,8 @@ Test(optim, state_names) {
         tg_optim_state(o, &s, "optim");
         cr_expect_eq(s.n, count[c]);
         for (int i = 0; i < count[c] && i < s.n; i++) cr_expect_str_eq(s.items[i].name, want[c][i]);
-        cr_expect(tg_params_get(&s, "optim.step") == tg_optim_state_tensor(o, "step", 0) && tg_optim_state_tensor(o, "step", 0)->ndim == 0);
+        cr_expect(tg_params_get(&s, "optim.step") == tg_optim_state_tensor(o, "step", 0) &&
+                  tg_optim_state_tensor(o, "step", 0)->ndim == 0);
         tg_params_free(&s);
         tg_optim_free(o);
     }

@@ -793,7 +793,7 @@ Test(train_state, crafted_optimizer_state_refused) {
     char good[256];
     good_state_at_3(&r, good);
     char *meta = state_meta(good);
-    run_steps(&r, 3, 5);      /* the objects now differ from the file */
+    run_steps(&r, 3, 5);                                  /* the objects now differ from the file */
     tg_optim_state_tensor(r.opt, "step", 0)->data[0] = 3; /* as in the file, so only the crafted value differs */
     /* optim.step: a finite whole number equal to the run's step (3). */
     const struct {
@@ -810,13 +810,17 @@ Test(train_state, crafted_optimizer_state_refused) {
     char *at = strstr(meta, "\"step\": \"3\"");
     cr_assert_not_null(at, "%s", meta);
     at[9] = '4';
-    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "step", 0), 0, 3, "'optim.step' is 3; expected 4, the run's step");
+    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "step", 0), 0, 3,
+                           "'optim.step' is 3; expected 4, the run's step");
     at[9] = '3';
     /* Adam's second moments are never negative; every moment is finite. */
-    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "v", 1), 6, -0.25, "tensor 'optim.v.head.weight' holds -0.25 at index 6");
-    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "v", 0), 0, -1e-300, "tensor 'optim.v.emb.weight' holds -1e-300 at index 0");
+    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "v", 1), 6, -0.25,
+                           "tensor 'optim.v.head.weight' holds -0.25 at index 6");
+    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "v", 0), 0, -1e-300,
+                           "tensor 'optim.v.emb.weight' holds -1e-300 at index 0");
     expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "m", 2), 4, NAN, "optim.m.head.bias");
-    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "v", 2), 4, -INFINITY, "tensor 'optim.v.head.bias' holds -inf at index 4");
+    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "v", 2), 4, -INFINITY,
+                           "tensor 'optim.v.head.bias' holds -inf at index 4");
     /* A moment of another shape. */
     tg_params all;
     tg_params_init(&all);
@@ -859,8 +863,10 @@ Test(train_state, sgd_step_checked) {
     snprintf(good, sizeof good, "%s", in_dir("sgd.safetensors"));
     cr_assert_eq(tg_train_state_save(good, &r.p, r.opt, 2, r.rngs, 2), 0, "%s", tg_last_error());
     char *meta = state_meta(good);
-    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "step", 0), 0, 0.5, "'optim.step' is 0.5; expected 2, the run's step");
-    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "step", 0), 0, 7, "'optim.step' is 7; expected 2, the run's step");
+    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "step", 0), 0, 0.5,
+                           "'optim.step' is 0.5; expected 2, the run's step");
+    expect_crafted_refused(&r, meta, tg_optim_state_tensor(r.opt, "step", 0), 0, 7,
+                           "'optim.step' is 7; expected 2, the run's step");
     /* Momentum buffers may be negative. */
     tg_optim_state_tensor(r.opt, "momentum", 1)->data[0] = (tg_real)-3;
     write_state(&r, in_dir("neg.safetensors"), meta);

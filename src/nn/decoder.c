@@ -134,9 +134,10 @@ tg_decoder *tg_decoder_new(const tg_decoder_config *cfg, tg_rng *rng) {
     m->training = true;
     int d = cfg->n_embd;
     const tg_pe_rule *pe = tg_pe_rule_of(cfg->pos); /* a table added to the input: wpe, the row's */
-    bool ok = (m->wte = tg_embedding_new(cfg->vocab_size, d, (tg_real)INIT_STD, rng)) &&
-              (pe->where != TG_PE_AT_INPUT || (m->wpe = pe->decoder_table(cfg->block_size, d, (tg_real)INIT_STD, rng))) &&
-              (m->drop = tg_dropout_new(cfg->dropout, rng));
+    bool ok =
+        (m->wte = tg_embedding_new(cfg->vocab_size, d, (tg_real)INIT_STD, rng)) &&
+        (pe->where != TG_PE_AT_INPUT || (m->wpe = pe->decoder_table(cfg->block_size, d, (tg_real)INIT_STD, rng))) &&
+        (m->drop = tg_dropout_new(cfg->dropout, rng));
     if (ok) {
         m->h = tg_sys_calloc((size_t)cfg->n_layer, sizeof *m->h);
         if (!m->h) tg_set_error("decoder: out of memory");

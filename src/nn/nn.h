@@ -487,10 +487,10 @@ typedef struct {
  * acts; tg_pe_rule_check says which is missing. A row lives as long as the
  * program (static). */
 typedef struct {
-    const char *name;  /**< "fixed", "learned", ...: flags, metadata (1-31 of [a-z0-9_-]) */
-    const char *about; /**< how the report and --help describe it, one line */
-    tg_pe_where where; /**< where it acts */
-    unsigned models;   /**< TG_PE_ENCODER | TG_PE_DECODER: which models accept it */
+    const char *name;   /**< "fixed", "learned", ...: flags, metadata (1-31 of [a-z0-9_-]) */
+    const char *about;  /**< how the report and --help describe it, one line */
+    tg_pe_where where;  /**< where it acts */
+    unsigned models;    /**< TG_PE_ENCODER | TG_PE_DECODER: which models accept it */
     const char *params; /**< its parameters as a model names them ("" none): the report, the docs */
     /** INPUT, for an encoder: its table as a module (tg_posenc: X + P[:T],
      * dropout); std: tg_encoder_config.learned_pe_std. */

@@ -153,7 +153,9 @@ static int n_registered;
 
 const tg_pe_rule *tg_pe_rule_of(tg_pe_kind kind) {
     int k = (int)kind;
-    return k >= 0 && k < N_BUILTIN ? &builtin[k] : k >= N_BUILTIN && k < N_BUILTIN + n_registered ? registered[k - N_BUILTIN] : NULL;
+    return k >= 0 && k < N_BUILTIN                          ? &builtin[k]
+           : k >= N_BUILTIN && k < N_BUILTIN + n_registered ? registered[k - N_BUILTIN]
+                                                            : NULL;
 }
 
 int tg_pe_kind_count(void) { return N_BUILTIN + n_registered; }
@@ -163,7 +165,8 @@ int tg_pe_rule_check(const tg_pe_rule *row) {
     const char *missing = NULL;
     if (!row)
         missing = "NULL row";
-    else if (!row->name || !row->name[0] || strlen(row->name) > 31 || strspn(row->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(row->name))
+    else if (!row->name || !row->name[0] || strlen(row->name) > 31 ||
+             strspn(row->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(row->name))
         missing = "a name of 1-31 characters of [a-z0-9_-]";
     else if (!row->about || !row->params)
         missing = "no about line or no params line";
@@ -228,7 +231,10 @@ int tg_pe_kind_parse(const char *name, tg_pe_kind *out) {
     char list[MAX_KINDS * 34] = "";
     for (int k = 0; k < n; k++) {
         size_t len = strlen(list);
-        snprintf(list + len, sizeof list - len, "%s%s", k == 0 ? "" : k == n - 1 ? " or " : ", ",
+        snprintf(list + len, sizeof list - len, "%s%s",
+                 k == 0       ? ""
+                 : k == n - 1 ? " or "
+                              : ", ",
                  tg_pe_rule_of((tg_pe_kind)k)->name);
     }
     tg_set_error("position kind '%s': expected %s", name ? name : "(NULL)", list);

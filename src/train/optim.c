@@ -53,8 +53,8 @@ static int adam_states(const tg_optim_config *c) {
 
 static int adam_check(const tg_optim_config *c, char *why, size_t cap) {
     if (c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps >= 0) return 0;
-    snprintf(why, cap, "betas (%g, %g) must be in [0, 1) and eps %g not negative", (double)c->beta1,
-             (double)c->beta2, (double)c->eps);
+    snprintf(why, cap, "betas (%g, %g) must be in [0, 1) and eps %g not negative", (double)c->beta1, (double)c->beta2,
+             (double)c->eps);
     return -1;
 }
 
@@ -84,8 +84,8 @@ static void adamw_update(const tg_optim_config *c, tg_real wd, double t, tg_tens
 
 /* torch's defaults: betas (0.9, 0.999), eps 1e-8; AdamW's weight decay 0.01. */
 #define ADAM_DEFAULTS .beta1 = (tg_real)0.9, .beta2 = (tg_real)0.999, .eps = (tg_real)1e-8
-#define ADAM_STATES                                                                                                    \
-    .n_state = 2, .state = {{.name = "m"}, {.name = "v", .never_negative = "a second moment is never negative"}},     \
+#define ADAM_STATES                                                                                               \
+    .n_state = 2, .state = {{.name = "m"}, {.name = "v", .never_negative = "a second moment is never negative"}}, \
     .states_used = adam_states, .check = adam_check
 
 /* The built-in rows, in the order of TG_SGD, TG_ADAM, TG_ADAMW (train.h). */
@@ -123,26 +123,27 @@ static const tg_optim_rule *registered[MAX_ROWS - N_BUILTIN];
 static int n_registered;
 
 const tg_optim_rule *tg_optim_rule_at(int i) {
-    return i >= 0 && i < N_BUILTIN                  ? &tg_optim_builtin[i]
+    return i >= 0 && i < N_BUILTIN                          ? &tg_optim_builtin[i]
            : i >= N_BUILTIN && i < N_BUILTIN + n_registered ? registered[i - N_BUILTIN]
-                                                         : NULL;
+                                                            : NULL;
 }
 
 int tg_optim_rule_check(const tg_optim_rule *row) {
     const char *name = row && row->name ? row->name : "(no name)";
-    const char *missing = !row                                                  ? "NULL row"
-                          : !row->name || !row->name[0]                         ? "no name"
-                          : !row->about                                         ? "no about line"
+    const char *missing = !row                                                    ? "NULL row"
+                          : !row->name || !row->name[0]                           ? "no name"
+                          : !row->about                                           ? "no about line"
                           : row->n_state < 0 || row->n_state > TG_OPTIM_STATE_MAX ? "state count outside [0, 4]"
-                          : !row->states_used                                   ? "no states_used function"
-                          : !row->check                                         ? "no check function"
-                          : !row->update                                        ? "no update function"
-                                                                                : NULL;
+                          : !row->states_used                                     ? "no states_used function"
+                          : !row->check                                           ? "no check function"
+                          : !row->update                                          ? "no update function"
+                                                                                  : NULL;
     for (const char *c = missing ? "" : row->name; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-') || c - row->name >= 31)
             missing = "a name of more than 31 characters, or not of [a-z0-9_-]";
     for (int s = 0; !missing && s < row->n_state; s++)
-        if (!row->state[s].name || !row->state[s].name[0] || strchr(row->state[s].name, '.')) missing = "a state without a name (or with a dot)";
+        if (!row->state[s].name || !row->state[s].name[0] || strchr(row->state[s].name, '.'))
+            missing = "a state without a name (or with a dot)";
     if (!missing) return 0;
     tg_set_error("optim_rule: %s: %s", name, missing);
     return -1;
@@ -170,7 +171,10 @@ const tg_optim_rule *tg_optim_find(const char *name) {
     char list[MAX_ROWS * 34] = "";
     for (int i = 0; i < n_rows; i++) {
         size_t n = strlen(list);
-        snprintf(list + n, sizeof list - n, "%s%s", i == 0 ? "" : i == n_rows - 1 ? " or " : ", ",
+        snprintf(list + n, sizeof list - n, "%s%s",
+                 i == 0            ? ""
+                 : i == n_rows - 1 ? " or "
+                                   : ", ",
                  tg_optim_rule_at(i)->name);
     }
     tg_set_error("optimizer '%s': expected %s", name ? name : "(NULL)", list);
@@ -260,7 +264,8 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
     tg_params_init(&o->params);
     const int n = params->n;
     bool ok = tg_params_extend(&o->params, NULL, params) == 0;
-    for (int s = 0; ok && n > 0 && s < used; s++) ok = (o->state[s] = tg_sys_calloc((size_t)n, sizeof **o->state)) != NULL;
+    for (int s = 0; ok && n > 0 && s < used; s++)
+        ok = (o->state[s] = tg_sys_calloc((size_t)n, sizeof **o->state)) != NULL;
     for (int s = 0; s < used; s++)
         for (int i = 0; ok && i < n; i++) ok = (o->state[s][i] = zeros_like_persistent(params->items[i].t)) != NULL;
     if (ok) ok = (o->step = tg_empty_persistent(0, NULL)) != NULL;

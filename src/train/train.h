@@ -276,8 +276,8 @@ struct tg_optim_rule {
 };
 /** The built-in rows, the table's first (through the macros below or tg_optim_rule_at). */
 extern const tg_optim_rule tg_optim_builtin[];
-#define TG_SGD (&tg_optim_builtin[0])   /**< torch.optim.SGD without dampening or Nesterov; decay added to the gradient */
-#define TG_ADAM (&tg_optim_builtin[1])  /**< torch.optim.Adam; decay added to the gradient (an L2 term) */
+#define TG_SGD   (&tg_optim_builtin[0]) /**< torch.optim.SGD without dampening or Nesterov; decay added to the gradient */
+#define TG_ADAM  (&tg_optim_builtin[1]) /**< torch.optim.Adam; decay added to the gradient (an L2 term) */
 #define TG_ADAMW (&tg_optim_builtin[2]) /**< torch.optim.AdamW; decoupled decay (Loshchilov & Hutter) */
 /** 0 when row has every field a row needs, or -1 with "optim_rule: <name>:
  * <what is missing>" recorded (NULL row, name, about or function, a state

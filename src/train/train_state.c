@@ -224,9 +224,10 @@ int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim 
     }
     /* "optim": the optimizer's row (tg_optim_rule_check keeps its name to
      * [a-z0-9_-], so it needs no escaping). */
-    int n = snprintf(meta, cap,
-                     "{\"tgrad_train_state\": \"" FORMAT_VERSION "\", \"step\": \"%lld\", \"optim\": \"%s\", \"rngs\": \"",
-                     (long long)step, tg_optim_kind(opt)->name);
+    int n =
+        snprintf(meta, cap,
+                 "{\"tgrad_train_state\": \"" FORMAT_VERSION "\", \"step\": \"%lld\", \"optim\": \"%s\", \"rngs\": \"",
+                 (long long)step, tg_optim_kind(opt)->name);
     for (int i = 0; i < n_rngs; i++) n += snprintf(meta + n, cap - (size_t)n, "%s%s", i ? "," : "", rngs[i].name);
     n += snprintf(meta + n, cap - (size_t)n, "\"");
     for (int i = 0; i < n_rngs; i++)
