@@ -475,11 +475,12 @@ typedef enum {
 #define TG_PE_DECODER 2u /**< tg_decoder */
 /** What the set-up of a position term inside attention gets (tg_pe_rule.init). */
 typedef struct {
-    int heads, head_dim; /**< the layer's heads and features per head */
-    int clip;            /**< RELATIVE: offsets clipped to [-clip, clip] */
-    bool rope_half;      /**< ROPE: GPT-NeoX's pairing */
-    tg_real std;         /**< the std of drawn tables (RELATIVE) */
-    tg_rng *rng;         /**< where tables are drawn from (NULL where nothing is drawn) */
+    int heads;      /**< the layer's heads */
+    int head_dim;   /**< features per head */
+    int clip;       /**< RELATIVE: offsets clipped to [-clip, clip] */
+    bool rope_half; /**< ROPE: GPT-NeoX's pairing */
+    tg_real std;    /**< the std of drawn tables (RELATIVE) */
+    tg_rng *rng;    /**< where tables are drawn from (NULL where nothing is drawn) */
 } tg_position_args;
 /** A position kind: one row of the table that the encoder, MHA, the decoder,
  * the programs' --pe flags (tg_pe_kind_parse) and checkpoints' metadata
