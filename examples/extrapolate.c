@@ -38,7 +38,8 @@ static const char *const tasks[2] = {"shift", "reverse"};
 typedef struct {
     int steps, train_len, vocab, batch, dim, heads, ffn, layers, clip, heldout, eval_every, threads, seed;
     double lr;
-    const char *task, *pe, *out;
+    const char *task, *pe, *optim, *out;
+    const tg_optim_rule *rule; /* --optim's row */
 } options;
 
 typedef struct {
@@ -139,7 +140,7 @@ static int train(model *m, const options *o, int task, int kind) {
         fprintf(stderr, "extrapolate: %s, %s: %s\n", tasks[task], kinds[kind], tg_last_error());
         return 1;
     }
-    tg_optim_config oc = tg_adam_config((tg_real)o->lr);
+    tg_optim_config oc = tg_optim_config_of(o->rule, (tg_real)o->lr);
     tg_optim *opt = tg_optim_new(&oc, &m->params);
     int *x = malloc(sizeof(int) * (size_t)B * T), *y = malloc(sizeof(int) * (size_t)B * T);
     tg_rng data = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 1 + (uint64_t)task); /* same batches for all */
@@ -271,7 +272,7 @@ static int draw_accuracy(const options *o, int task, double acc[N_KINDS][N_LENS]
 int main(int argc, char **argv) {
     options o = {.steps = 1500, .train_len = 16, .vocab = 16, .batch = 32, .dim = 32, .heads = 4, .ffn = 64};
     o.layers = 2, o.clip = 8, o.heldout = 200, o.eval_every = 250, o.seed = 1, o.lr = 3e-3, o.task = "all",
-    o.pe = "all", o.out = "out";
+    o.pe = "all", o.optim = "adam", o.out = "out";
     const cli_opt opts[] = {
         {"task", CLI_STR, &o.task, "shift, reverse, or all", 0, 0},
         {"pe", CLI_STR, &o.pe, "fixed, learned, none, relative, rope, alibi, or all", 0, 0},
@@ -285,7 +286,8 @@ int main(int argc, char **argv) {
         {"layers", CLI_INT, &o.layers, "encoder blocks", 1, 64},
         {"clip", CLI_INT, &o.clip, "relative: offsets clipped to [-clip, clip] (< T: the end rows get trained)", 1,
          4096},
-        {"lr", CLI_REAL, &o.lr, "Adam learning rate", 1e-8, 10},
+        {"optim", CLI_STR, &o.optim, "optimizer: any row of the library's table (sgd, adam, adamw)", 0, 0},
+        {"lr", CLI_REAL, &o.lr, "learning rate", 1e-8, 10},
         {"heldout", CLI_INT, &o.heldout, "held-out sequences per test length", 1, 1e6},
         {"eval-every", CLI_INT, &o.eval_every, "steps between validation losses (and checkpoints) of each run", 1, 1e7},
         {"seed", CLI_INT, &o.seed, "random seed", 0, 2e9},
@@ -311,6 +313,8 @@ int main(int argc, char **argv) {
         return cli_usage_error(argv[0], "[options]", about, opts, nopt,
                                "bad --task or --pe value, --heads does not divide --dim, or an odd head size for rope");
     }
+    if (!(o.rule = tg_optim_find(o.optim))) /* the names come from the table */
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt, "%s", tg_last_error());
     if (o.threads > 0) tg_set_num_threads(o.threads);
     if (cli_ensure_dir(o.out) != 0) {
         fprintf(stderr, "extrapolate: cannot create directory %s\n", o.out);

@@ -84,7 +84,7 @@ static void run_and_compare(const tg_optim_config *cfg, double want[STEPS][N], c
             cr_expect(fabs((double)w->data[k] - want[t][k]) < 1e-12, "%s step %d w[%d] = %.15g, expected %.15g", what,
                       t + 1, k, (double)w->data[k], want[t][k]);
     }
-    cr_expect_eq(tg_item(o->step), STEPS);
+    cr_expect_eq(tg_item(tg_optim_state_tensor(o, "step", 0)), STEPS);
     tg_optim_free(o);
     tg_params_free(&p);
     tg_free(w);
@@ -142,7 +142,7 @@ Test(optim, config_errors) {
         tg_sgd_config(0.1, 0, -1),
         {.kind = TG_ADAM, .lr = 0.1, .beta1 = 1.0, .beta2 = 0.9, .eps = 1e-8},
         {.kind = TG_ADAM, .lr = 0.1, .beta1 = 0.9, .beta2 = 0.9, .eps = -1},
-        {.kind = (tg_optim_kind)9, .lr = 0.1},
+        {.kind = NULL, .lr = 0.1},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tg_clear_error();
@@ -222,7 +222,7 @@ Test(optim, parameter_without_grad_is_skipped) {
         }
         cr_expect(unused->grad == NULL && unused->data[0] == 1 && unused->data[1] == 1,
                   "kind %d: a parameter without grad keeps its value (no weight decay either)", c);
-        cr_expect(o->m[1]->data[0] == 0, "and its state");
+        cr_expect(tg_optim_state_tensor(o, tg_optim_kind(o)->state[0].name, 1)->data[0] == 0, "and its state");
         cr_expect(used->data[0] < 1);
         tg_optim_free(o);
         tg_params_free(&p);
@@ -280,7 +280,8 @@ Test(optim, state_names) {
         tg_optim_state(o, &s, "optim");
         cr_expect_eq(s.n, count[c]);
         for (int i = 0; i < count[c] && i < s.n; i++) cr_expect_str_eq(s.items[i].name, want[c][i]);
-        cr_expect(tg_params_get(&s, "optim.step") == o->step && o->step->ndim == 0);
+        cr_expect(tg_params_get(&s, "optim.step") == tg_optim_state_tensor(o, "step", 0) &&
+                  tg_optim_state_tensor(o, "step", 0)->ndim == 0);
         tg_params_free(&s);
         tg_optim_free(o);
     }
@@ -425,7 +426,7 @@ Test(optim_checkpoint, resumed_training_is_bit_identical) {
         double L = tiny_train(&m, 5);
         tg_real *end = snapshot(&m.all);
         cr_assert_eq(tg_checkpoint_load(in_dir("ckpt.safetensors"), &m.all), 0, "%s", tg_last_error());
-        cr_expect_eq(tg_item(m.opt->step), 5, "the step count is restored");
+        cr_expect_eq(tg_item(tg_optim_state_tensor(m.opt, "step", 0)), 5, "the step count is restored");
         double L2 = tiny_train(&m, 5);
         tg_real *end2 = snapshot(&m.all);
         cr_expect(L == L2, "kind %d: loss after resuming %.17g, uninterrupted %.17g", c, L2, L);
@@ -568,4 +569,250 @@ Test(optim, transformer_learns_to_reverse) {
     printf("reverse task: loss %.3f -> %.4f in 300 Adam steps, held-out token accuracy %.1f%%\n", first, last,
            100 * acc);
     cr_expect(acc > 0.9, "held-out token accuracy %.3f", acc);
+}
+
+/* ---- the tables: an optimizer is one row ------------------------------------- */
+
+/* Every row of the table is complete, found by its name, and makes an
+ * optimizer that steps and names its state after the row. */
+Test(optim_table, every_row_is_complete_and_found_by_name) {
+    int rows = 0;
+    for (const tg_optim_rule *r; (r = tg_optim_rule_at(rows)); rows++) {
+        cr_expect_eq(tg_optim_rule_check(r), 0, "row %d: %s", rows, tg_last_error());
+        cr_expect(tg_optim_find(r->name) == r, "tg_optim_find(\"%s\")", r->name);
+        tg_tensor *w = tg_ones(TG_SHAPE(3));
+        tg_set_requires_grad(w, true);
+        tg_params p;
+        tg_params_init(&p);
+        cr_assert_eq(tg_params_add(&p, NULL, "w", w), 0);
+        tg_optim_config c = tg_optim_config_of(r, (tg_real)0.1);
+        cr_expect(c.kind == r && c.lr == (tg_real)0.1);
+        tg_optim *o = tg_optim_new(&c, &p);
+        cr_assert_not_null(o, "%s: %s", r->name, tg_last_error());
+        cr_expect(tg_optim_kind(o) == r);
+        tg_scope_begin();
+        tg_backward(tg_sum_all(tg_mul(w, w)));
+        tg_scope_end();
+        tg_optim_step(o);
+        cr_expect(w->data[0] < 1, "%s: a step moves the weight down its gradient", r->name);
+        tg_params s;
+        tg_params_init(&s);
+        cr_assert_eq(tg_optim_state(o, &s, "optim"), 0);
+        int used = r->states_used(&c);
+        cr_expect_eq(s.n, used + 1, "%s: %d states and the step", r->name, used);
+        for (int k = 0; k < used && k < s.n; k++) {
+            char want[64];
+            snprintf(want, sizeof want, "optim.%s.w", r->state[k].name);
+            cr_expect_str_eq(s.items[k].name, want);
+            cr_expect(tg_optim_state_tensor(o, r->state[k].name, 0) == s.items[k].t);
+        }
+        tg_params_free(&s);
+        tg_optim_free(o);
+        tg_params_free(&p);
+        tg_free(w);
+    }
+    cr_expect_eq(rows, 3, "sgd, adam, adamw");
+    cr_expect(tg_optim_find("sgd") == TG_SGD && tg_optim_find("adam") == TG_ADAM && tg_optim_find("adamw") == TG_ADAMW);
+    cr_expect_null(tg_optim_find("Adam"));
+    cr_expect(error_has("optimizer 'Adam': expected sgd, adam or adamw", NULL), "%s", tg_last_error());
+    cr_expect_null(tg_optim_find(NULL));
+}
+
+/* A row that forgets a function fails the walk's check, and neither
+ * registers nor makes an optimizer (rather than running another rule). */
+Test(optim_table, incomplete_row_is_refused) {
+    tg_optim_rule r = tg_optim_builtin[1];
+    r.name = "adam2";
+    r.update = NULL;
+    cr_expect_eq(tg_optim_rule_check(&r), -1);
+    cr_expect(error_has("optim_rule: adam2: no update function", NULL), "%s", tg_last_error());
+    cr_expect_eq(tg_optim_register(&r), -1);
+    cr_expect_null(tg_optim_find("adam2"));
+    tg_params p;
+    tg_params_init(&p);
+    tg_optim_config c = tg_optim_config_of(&r, (tg_real)0.1);
+    cr_expect_null(tg_optim_new(&c, &p));
+    cr_expect(error_has("no update function", NULL), "%s", tg_last_error());
+    r.update = tg_optim_builtin[1].update;
+    r.state[1].name = NULL;
+    cr_expect_eq(tg_optim_rule_check(&r), -1, "a state without a name");
+    r.state[1].name = "v";
+    r.name = "Adam 2";
+    cr_expect_eq(tg_optim_rule_check(&r), -1, "a name outside [a-z0-9_-]");
+    r.name = "adam";
+    cr_expect_eq(tg_optim_register(&r), -1, "a name taken");
+    cr_expect(error_has("optim_register", "taken"), "%s", tg_last_error());
+}
+
+/* ---- the guard: a new optimizer and a new position kind are one row each ---- */
+
+/* Signum (Bernstein et al. 2018), test-only: m = b1 m + (1 - b1) (g + wd w);
+ * w -= lr sign(m). */
+static int signum_states(const tg_optim_config *c) {
+    (void)c;
+    return 1;
+}
+static int signum_check(const tg_optim_config *c, char *why, size_t cap) {
+    if (c->beta1 >= 0 && c->beta1 < 1) return 0;
+    snprintf(why, cap, "signum: beta1 %g must be in [0, 1)", (double)c->beta1);
+    return -1;
+}
+static void signum_update(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
+                          tg_tensor *const *state) {
+    (void)t;
+    tg_real *m = state[0]->data;
+    for (int64_t i = 0; i < w->size; i++) {
+        m[i] = c->beta1 * m[i] + (1 - c->beta1) * (g->data[i] + wd * w->data[i]);
+        w->data[i] -= c->lr * (tg_real)((m[i] > 0) - (m[i] < 0));
+    }
+}
+static const tg_optim_rule signum = {
+    .name = "signum",
+    .about = "Signum: the sign of a momentum (test-only)",
+    .defaults = {.beta1 = (tg_real)0.9},
+    .n_state = 1,
+    .state = {{.name = "m"}},
+    .states_used = signum_states,
+    .check = signum_check,
+    .update = signum_update,
+};
+
+/* "zero", test-only: a learned table added to the input that starts at 0. */
+static tg_embedding *zero_decoder_table(int block_size, int d, tg_real std, tg_rng *rng) {
+    (void)std;
+    return tg_embedding_new(block_size, d, 0, rng);
+}
+static tg_posenc *zero_encoder_table(int d, tg_real dropout, int max_len, tg_real std, tg_rng *rng) {
+    (void)std;
+    tg_posenc *m = tg_posenc_learned_new(d, dropout, max_len, rng);
+    if (m) memset(m->P->data, 0, sizeof(tg_real) * (size_t)m->P->size);
+    return m;
+}
+static const tg_pe_rule zero_pe = {
+    .name = "zero",
+    .about = "a learned table added to the input, zeros at first (test-only)",
+    .where = TG_PE_AT_INPUT,
+    .models = TG_PE_ENCODER | TG_PE_DECODER,
+    .params = "transformer.wpe.weight",
+    .encoder_table = zero_encoder_table,
+    .decoder_table = zero_decoder_table,
+};
+
+typedef struct {
+    tg_decoder *m;
+    tg_params params;
+    tg_rngs rngs;
+    tg_optim *opt;
+} guard_model;
+
+static void guard_new(guard_model *g, tg_pe_kind pe) {
+    tg_rng rng = tg_rng_new(11);
+    tg_decoder_config dc = tg_decoder_config_default(8, 8, 1, 2, 8);
+    dc.pos = pe;
+    *g = (guard_model){.m = tg_decoder_new(&dc, &rng)};
+    cr_assert_not_null(g->m, "%s", tg_last_error());
+    tg_params_init(&g->params);
+    cr_assert_eq(tg_decoder_params(g->m, &g->params, NULL), 0);
+    cr_assert_eq(tg_decoder_rngs(g->m, &g->rngs), 0);
+    const tg_optim_rule *row = tg_optim_find("signum");
+    cr_assert_not_null(row, "%s", tg_last_error());
+    tg_optim_config oc = tg_optim_config_of(row, (tg_real)0.01);
+    cr_assert_not_null(g->opt = tg_optim_new(&oc, &g->params), "%s", tg_last_error());
+}
+
+static void guard_free(guard_model *g) {
+    tg_optim_free(g->opt);
+    tg_params_free(&g->params);
+    tg_decoder_free(g->m);
+}
+
+/* Trains in dir until the run stops (steps, or stop_after): 0 or the exit status. */
+static int guard_train(guard_model *g, const char *dir, int64_t steps, int64_t stop_after, bool resume) {
+    tg_run_config rc = tg_run_defaults(dir, steps);
+    rc.quiet = true, rc.eval_every = 2, rc.stop_after = stop_after, rc.resume = resume;
+    tg_run *run = tg_run_open(&rc, &g->params, g->opt, &g->rngs);
+    cr_assert_not_null(run, "%s", tg_last_error());
+    const int tokens[16] = {1, 2, 3, 4, 5, 6, 7, 0, 7, 6, 5, 4, 3, 2, 1, 0};
+    int targets[16];
+    for (int i = 0; i < 16; i++) targets[i] = (tokens[i] + 1) % 8;
+    while (tg_run_next(run)) {
+        tg_scope_begin();
+        tg_run_backward(run, tg_decoder_loss(g->m, tokens, targets, 2, 8));
+        tg_scope_end();
+        tg_run_step(run);
+        if (tg_run_eval_due(run)) tg_run_eval(run, 1.0);
+    }
+    return tg_run_close(run);
+}
+
+/* A test-only optimizer row (signum) and position row (zero), registered
+ * here and nowhere else, train a decoder through the library's run: the
+ * state saved names the optimizer and holds its state and the new table,
+ * and a run stopped at step 3 and resumed to 6 ends bit-identical to one
+ * run straight to 6. */
+/* The runs' folders are folders of files: removed whole. */
+static void remove_tree(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (g_dir[0] && system(cmd) != 0) cr_log_warn("could not remove %s", g_dir);
+}
+
+Test(optim_table, a_new_optimizer_row_and_position_row_train_save_and_resume, .fini = remove_tree) {
+    cr_assert_eq(tg_optim_register(&signum), 0, "%s", tg_last_error());
+    tg_pe_kind zero;
+    cr_assert_eq(tg_pe_register(&zero_pe, &zero), 0, "%s", tg_last_error());
+    cr_expect_str_eq(tg_pe_kind_name(zero), "zero");
+    tg_pe_kind parsed;
+    cr_expect(tg_pe_kind_parse("zero", &parsed) == 0 && parsed == zero);
+
+    char straight[128], resumed[128];
+    snprintf(straight, sizeof straight, "%s", in_dir("straight"));
+    snprintf(resumed, sizeof resumed, "%s", in_dir("resumed"));
+    guard_model a, b, c;
+    guard_new(&a, zero);
+    cr_expect(tg_params_get(&a.params, "transformer.wpe.weight") != NULL, "the zero table is a parameter");
+    cr_expect_eq(tg_params_get(&a.params, "transformer.wpe.weight")->data[3], 0, "zeros at first");
+    cr_assert_eq(guard_train(&a, straight, 6, 0, false), 0, "%s", tg_last_error());
+    cr_expect_neq(tg_params_get(&a.params, "transformer.wpe.weight")->data[3], 0, "the table trained");
+
+    guard_new(&b, zero);
+    cr_assert_eq(guard_train(&b, resumed, 6, 3, false), 0, "%s", tg_last_error());
+    char path[160];
+    snprintf(path, sizeof path, "%s/train_state.safetensors", resumed);
+    tg_safetensors st;
+    cr_assert_eq(tg_safetensors_open(path, &st), 0, "%s", tg_last_error());
+    char v[32];
+    cr_expect(tg_safetensors_meta(&st, "optim", v, sizeof v) > 0 && strcmp(v, "signum") == 0, "optim: %s", v);
+    cr_expect_geq(tg_safetensors_find(&st, "optim.m.transformer.wpe.weight"), 0, "the row's state, saved");
+    cr_expect_geq(tg_safetensors_find(&st, "model.transformer.wpe.weight"), 0, "the new table, saved");
+    tg_safetensors_close(&st);
+    guard_free(&b);
+
+    guard_new(&c, zero); /* a fresh process would start so */
+    cr_assert_eq(guard_train(&c, resumed, 6, 0, true), 0, "%s", tg_last_error());
+    cr_expect_eq(tg_item(tg_optim_state_tensor(c.opt, "step", 0)), 6);
+    tg_params sa, sc;
+    tg_params_init(&sa), tg_params_init(&sc);
+    cr_assert_eq(tg_params_extend(&sa, "model", &a.params), 0);
+    cr_assert_eq(tg_optim_state(a.opt, &sa, "optim"), 0);
+    cr_assert_eq(tg_params_extend(&sc, "model", &c.params), 0);
+    cr_assert_eq(tg_optim_state(c.opt, &sc, "optim"), 0);
+    cr_assert_eq(sa.n, sc.n);
+    for (int i = 0; i < sa.n; i++)
+        cr_expect_arr_eq(sa.items[i].t->data, sc.items[i].t->data, (size_t)sa.items[i].t->size * sizeof(tg_real),
+                         "%s: resumed at 3 and straight to 6 differ", sa.items[i].name);
+    tg_params_free(&sa), tg_params_free(&sc);
+
+    /* Resuming under another optimizer is refused by name. */
+    guard_model d;
+    guard_new(&d, zero);
+    tg_optim_free(d.opt);
+    tg_optim_config adam = tg_adam_config((tg_real)0.01);
+    cr_assert_not_null(d.opt = tg_optim_new(&adam, &d.params));
+    int64_t step;
+    cr_expect_eq(tg_train_state_load(path, &d.params, d.opt, &step, d.rngs.item, d.rngs.n), -1);
+    cr_expect(error_has("optimizer 'signum' in the file, 'adam' given", NULL), "%s", tg_last_error());
+    guard_free(&d);
+    guard_free(&a);
+    guard_free(&c);
 }

@@ -300,3 +300,99 @@ Test(position, errors) {
     cr_expect_null(tg_rope(q, 0, 1, false));
     cr_expect(error_has("rope", "base 1"));
 }
+
+/* ---- the table of position kinds -------------------------------------------- */
+
+/* Every kind has a complete row, its name round-trips through the flags'
+ * parser, and every model its row names builds with it, trains one step's
+ * backward (its parameters, if any, receive gradient) and lists them; the
+ * models it does not name refuse it, naming the kinds they take. */
+Test(position_table, every_kind_has_a_complete_row_that_its_models_accept) {
+    const int n = tg_pe_kind_count();
+    cr_expect_eq(n, 6, "fixed, learned, none, relative, rope, alibi");
+    cr_expect_null(tg_pe_rule_of((tg_pe_kind)n));
+    cr_expect_null(tg_pe_rule_of((tg_pe_kind)-1));
+    for (int k = 0; k < n; k++) {
+        const tg_pe_rule *r = tg_pe_rule_of((tg_pe_kind)k);
+        cr_assert_not_null(r, "kind %d has no row", k);
+        cr_expect_eq(tg_pe_rule_check(r), 0, "%s", tg_last_error());
+        tg_pe_kind parsed;
+        cr_expect(tg_pe_kind_parse(r->name, &parsed) == 0 && (int)parsed == k, "%s", r->name);
+        cr_expect_str_eq(tg_pe_kind_name((tg_pe_kind)k), r->name);
+        const int tokens[6] = {1, 2, 3, 0, 2, 1};
+        tg_rng rng = tg_rng_new(3);
+
+        tg_encoder_config ec = {.vocab_size = 4,
+                                .num_hiddens = 8,
+                                .ffn_hiddens = 16,
+                                .num_heads = 2,
+                                .num_layers = 1,
+                                .max_len = 8,
+                                .pe = (tg_pe_kind)k};
+        tg_encoder *e = tg_encoder_new(&ec, &rng);
+        if (r->models & TG_PE_ENCODER) {
+            cr_assert_not_null(e, "encoder with %s: %s", r->name, tg_last_error());
+            cr_expect_eq(e->pos_encoding != NULL, r->where == TG_PE_AT_INPUT, "%s: a table at the input", r->name);
+            tg_params p;
+            tg_params_init(&p);
+            cr_assert_eq(tg_encoder_params(e, &p, "enc"), 0);
+            tg_scope_begin();
+            cr_assert_eq(tg_backward(tg_sum_all(tg_encoder_forward(e, tokens, 2, 3, (tg_mask){0}))), 0, "%s: %s",
+                         r->name, tg_last_error());
+            tg_scope_end();
+            for (int i = 0; i < p.n; i++)
+                if (strstr(p.items[i].name, "pos_encoding") || strstr(p.items[i].name, "relative"))
+                    cr_expect_not_null(p.items[i].t->grad, "%s: %s gets a gradient", r->name, p.items[i].name);
+            tg_params_free(&p);
+            tg_encoder_free(e);
+        } else {
+            cr_expect_null(e, "the encoder refuses %s", r->name);
+        }
+
+        tg_decoder_config dc = tg_decoder_config_default(4, 8, 1, 2, 8);
+        dc.pos = (tg_pe_kind)k;
+        tg_decoder *d = tg_decoder_new(&dc, &rng);
+        if (r->models & TG_PE_DECODER) {
+            cr_assert_not_null(d, "decoder with %s: %s", r->name, tg_last_error());
+            cr_expect_eq(d->wpe != NULL, r->where == TG_PE_AT_INPUT, "%s: wpe", r->name);
+            tg_scope_begin();
+            cr_expect_not_null(tg_decoder_loss(d, tokens, tokens, 2, 3), "%s: %s", r->name, tg_last_error());
+            tg_scope_end();
+            tg_decoder_free(d);
+        } else {
+            cr_expect_null(d, "the decoder refuses %s", r->name);
+            cr_expect(error_has("decoder: position kind", r->name), "%s", tg_last_error());
+        }
+    }
+    cr_expect_eq(tg_pe_kind_parse("sinusoidal", &(tg_pe_kind){0}), -1);
+    cr_expect(error_has("expected fixed, learned, none, relative, rope or alibi", NULL), "%s", tg_last_error());
+}
+
+/* A row missing what its place needs fails the check and is not registered. */
+Test(position_table, incomplete_row_is_refused) {
+    tg_pe_rule r = *tg_pe_rule_of(TG_PE_ROPE);
+    tg_pe_kind k = (tg_pe_kind)-1;
+    r.name = "rope2";
+    r.rotate_heads = NULL;
+    cr_expect_eq(tg_pe_rule_check(&r), -1);
+    cr_expect(error_has("pe_rule: rope2", "rotate_heads"), "%s", tg_last_error());
+    cr_expect_eq(tg_pe_register(&r, &k), -1);
+    cr_expect_eq((int)k, -1);
+    r = *tg_pe_rule_of(TG_PE_LEARNED);
+    r.name = "learned2";
+    r.decoder_table = NULL;
+    cr_expect_eq(tg_pe_rule_check(&r), -1, "a decoder kind without a decoder table");
+    r.models = TG_PE_ENCODER;
+    cr_expect_eq(tg_pe_rule_check(&r), 0, "%s", tg_last_error());
+    r.models = 0;
+    cr_expect_eq(tg_pe_rule_check(&r), -1, "no model");
+    r = *tg_pe_rule_of(TG_PE_RELATIVE);
+    cr_expect_eq(tg_pe_register(&r, &k), -1, "a name taken");
+    cr_expect(error_has("pe_register", "taken"), "%s", tg_last_error());
+    r.name = "relative2";
+    r.apply = NULL;
+    cr_expect_eq(tg_pe_rule_check(&r), -1, "in the scores without apply");
+    r.apply = tg_pe_rule_of(TG_PE_RELATIVE)->apply;
+    r.where = (tg_pe_where)9;
+    cr_expect_eq(tg_pe_rule_check(&r), -1, "a where outside the enum");
+}

@@ -110,11 +110,7 @@ static bool check_config(const tg_decoder_config *c) {
         tg_set_error("decoder: n_embd %d with vocab_size %d is too large", c->n_embd, c->vocab_size);
         return false;
     }
-    if (tg_pe_check("decoder", c->pos, c->n_embd / c->n_head) != 0) return false;
-    if (c->pos == TG_PE_FIXED) { /* GPT's positions are learned, or inside attention */
-        tg_set_error("decoder: position kind fixed: learned, none, relative, rope or alibi");
-        return false;
-    }
+    if (tg_pe_check_model("decoder", c->pos, TG_PE_DECODER, c->n_embd / c->n_head) != 0) return false;
     if (c->relative_clip < 0 || c->relative_clip > 4096) {
         tg_set_error("decoder: relative_clip %d must be in [0, 4096] (0: 16)", c->relative_clip);
         return false;
@@ -137,10 +133,11 @@ tg_decoder *tg_decoder_new(const tg_decoder_config *cfg, tg_rng *rng) {
     m->cfg = *cfg;
     m->training = true;
     int d = cfg->n_embd;
-    bool learned = cfg->pos == TG_PE_LEARNED;
-    bool ok = (m->wte = tg_embedding_new(cfg->vocab_size, d, (tg_real)INIT_STD, rng)) &&
-              (!learned || (m->wpe = tg_embedding_new(cfg->block_size, d, (tg_real)INIT_STD, rng))) &&
-              (m->drop = tg_dropout_new(cfg->dropout, rng));
+    const tg_pe_rule *pe = tg_pe_rule_of(cfg->pos); /* a table added to the input: wpe, the row's */
+    bool ok =
+        (m->wte = tg_embedding_new(cfg->vocab_size, d, (tg_real)INIT_STD, rng)) &&
+        (pe->where != TG_PE_AT_INPUT || (m->wpe = pe->decoder_table(cfg->block_size, d, (tg_real)INIT_STD, rng))) &&
+        (m->drop = tg_dropout_new(cfg->dropout, rng));
     if (ok) {
         m->h = tg_sys_calloc((size_t)cfg->n_layer, sizeof *m->h);
         if (!m->h) tg_set_error("decoder: out of memory");

@@ -76,7 +76,7 @@ tg_tensor *tg_mha_forward(tg_mha *m, tg_tensor *queries, tg_tensor *keys, tg_ten
     /* One stacked projection when the fused op then reads it in place; the
      * stored path (short sequences with terms in the scores: RELATIVE's
      * tables, ALiBi's slopes; RoPE turns q and k before) would split it. */
-    bool terms_in_scores = m->pos.kind == TG_PE_RELATIVE || m->pos.kind == TG_PE_ALIBI;
+    bool terms_in_scores = tg_pe_in_scores(m->pos.kind);
     bool self = queries == keys && keys == values &&
                 tg_dot_attention_takes_fused(m->attention, keys->shape[1], terms_in_scores);
     if (self && !tg_module_last_dim("linear", queries, m->W_q->in)) return NULL; /* as W_q would say */

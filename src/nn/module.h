@@ -52,6 +52,7 @@ void tg_linears_free(int n, tg_linear *const *lin);
 
 /* The position term of one attention layer (tg_position, nn.h; defined in
  * position.c), shared by MHA and the decoder's blocks.
+ * Each kind's part is its row's (tg_pe_rule, position.c); these dispatch.
  * _in_attention: kind lives inside attention (RELATIVE, ROPE, ALIBI).
  * _init: *pos set up for `heads` heads of head_dim features (checked by
  * tg_pe_check; RELATIVE's two tables [2 clip + 1, head_dim] drawn N(0,
@@ -68,6 +69,12 @@ void tg_linears_free(int n, tg_linear *const *lin);
  * _params: the tables as "<prefix>.relative_k", "<prefix>.relative_v".
  * _free: frees what _init allocated and leaves none. */
 bool tg_pe_in_attention(tg_pe_kind kind);
+/* _in_scores: kind's terms sit in the scores (RELATIVE, ALIBI: the stored
+ * path adds them there). _check_model: tg_pe_check, then that model (a
+ * TG_PE_ENCODER or TG_PE_DECODER bit) takes kind; -1 with "<op>: position
+ * kind fixed: learned, none, ..." (the kinds it takes) recorded otherwise. */
+bool tg_pe_in_scores(tg_pe_kind kind);
+int tg_pe_check_model(const char *op, tg_pe_kind kind, unsigned model, int head_dim);
 int tg_position_init(tg_position *pos, const char *op, tg_pe_kind kind, int heads, int head_dim, int clip,
                      bool rope_half, tg_real std, tg_rng *rng);
 const tg_attn_pos *tg_position_apply(const tg_position *pos, int heads, int offset, tg_tensor **q, tg_tensor **k,

@@ -310,7 +310,9 @@ void tg_additive_attention_free(tg_additive_attention *m);
  * sequences of any length.
  * One enum for every attention module: the encoder takes all six, MHA's
  * position term the three inside attention, the decoder (decoder.h) all
- * but the fixed table. */
+ * but the fixed table. Each kind is a row (tg_pe_rule, below: where it
+ * acts, which models take it, its parameters, how the report describes
+ * it); a registered row's kind is a value past the enum's (tg_pe_register). */
 typedef enum {
     TG_PE_FIXED,    /**< "fixed": the sinusoidal table (tg_posenc_new) added to the input */
     TG_PE_LEARNED,  /**< "learned": a trainable table (tg_posenc_learned_new) added to the input */
@@ -320,16 +322,17 @@ typedef enum {
     TG_PE_ALIBI     /**< "alibi": a linear bias on the scores per head (tg_alibi_slopes), inside attention */
 } tg_pe_kind;
 /** The name of kind, as the programs' flags and the checkpoints' metadata
- * spell it: "fixed", "learned", "none", "relative", "rope", "alibi"; NULL
- * (and no error) for a value outside the enum. A static string. */
+ * spell it: "fixed", "learned", "none", "relative", "rope", "alibi" (its
+ * row's, tg_pe_rule below: a registered kind's too); NULL (and no error)
+ * for a value without a row. A static string. */
 const char *tg_pe_kind_name(tg_pe_kind kind);
-/** The kind named name into *out: 0, or -1 with an error listing the names
- * ("position kind 'x': expected fixed, learned, ...") when name is NULL or
- * not one of them (*out then untouched). Case-sensitive. */
+/** The kind named name (any row's) into *out: 0, or -1 with an error
+ * listing the names ("position kind 'x': expected fixed, learned, ...") when
+ * name is NULL or not one of them (*out then untouched). Case-sensitive. */
 int tg_pe_kind_parse(const char *name, tg_pe_kind *out);
-/** The checks every module makes of its kind, once: a kind of the enum, and
- * for RoPE an even head size (it rotates pairs of features). 0, or -1 with
- * "<op>: ..." recorded. */
+/** The checks every module makes of its kind, once: a kind with a row
+ * (tg_pe_rule_of), and the head size its row needs (RoPE: even, as it
+ * rotates pairs of features). 0, or -1 with "<op>: ..." recorded. */
 int tg_pe_check(const char *op, tg_pe_kind kind, int head_dim);
 /** The position term inside one attention layer, one object for MHA and
  * the decoder's blocks: set up, applied to q and k (or handed to the
@@ -458,6 +461,71 @@ int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix);
 void tg_posenc_train(tg_posenc *m, bool on);
 /** Frees the module, its table and its dropout; NULL is a no-op. */
 void tg_posenc_free(tg_posenc *m);
+
+/* ---- position kinds: one row each --------------------------------------------- */
+/** Where a position kind acts. */
+typedef enum {
+    TG_PE_AT_NOTHING, /**< nowhere ("none") */
+    TG_PE_AT_INPUT,   /**< a table P [max_len, d] added to the embeddings: X + P[:T] */
+    TG_PE_AT_SCORES,  /**< terms in every attention's scores (tg_attn_pos: RELATIVE's tables, ALiBi's slopes) */
+    TG_PE_AT_QK       /**< q and k turned before the scores (RoPE) */
+} tg_pe_where;
+/** The models a kind is accepted by (tg_pe_rule.models, a bit set). */
+#define TG_PE_ENCODER 1u /**< tg_encoder (and MHA's position term, for the kinds inside attention) */
+#define TG_PE_DECODER 2u /**< tg_decoder */
+/** What the set-up of a position term inside attention gets (tg_pe_rule.init). */
+typedef struct {
+    int heads;      /**< the layer's heads */
+    int head_dim;   /**< features per head */
+    int clip;       /**< RELATIVE: offsets clipped to [-clip, clip] */
+    bool rope_half; /**< ROPE: GPT-NeoX's pairing */
+    tg_real std;    /**< the std of drawn tables (RELATIVE) */
+    tg_rng *rng;    /**< where tables are drawn from (NULL where nothing is drawn) */
+} tg_position_args;
+/** A position kind: one row of the table that the encoder, MHA, the decoder,
+ * the programs' --pe flags (tg_pe_kind_parse) and checkpoints' metadata
+ * (tg_pe_kind_name) read. Which functions a row needs follows from where it
+ * acts; tg_pe_rule_check says which is missing. A row lives as long as the
+ * program (static). */
+typedef struct {
+    const char *name;   /**< "fixed", "learned", ...: flags, metadata (1-31 of [a-z0-9_-]) */
+    const char *about;  /**< how the report and --help describe it, one line */
+    tg_pe_where where;  /**< where it acts */
+    unsigned models;    /**< TG_PE_ENCODER | TG_PE_DECODER: which models accept it */
+    const char *params; /**< its parameters as a model names them ("" none): the report, the docs */
+    /** INPUT, for an encoder: its table as a module (tg_posenc: X + P[:T],
+     * dropout); std: tg_encoder_config.learned_pe_std. */
+    tg_posenc *(*encoder_table)(int d, tg_real dropout, int max_len, tg_real std, tg_rng *rng);
+    /** INPUT, for a decoder: its table [block_size, d] as an embedding
+     * (nanoGPT's wpe), std: GPT-2's 0.02. */
+    tg_embedding *(*decoder_table)(int block_size, int d, tg_real std, tg_rng *rng);
+    /** SCORES, QK: the head size it needs (NULL: any); 0, or -1 with
+     * "<op>: ..." recorded. */
+    int (*check)(const char *op, int head_dim);
+    /** SCORES, QK: sets up *t's fields (t->kind is set); 0, or -1 with
+     * "<op>: ..." recorded (whatever it allocated left in *t to free). */
+    int (*init)(tg_position *t, const char *op, const tg_position_args *a);
+    /** SCORES, QK: a forward's terms from queries at positions offset..:
+     * fills *terms and returns it (SCORES), or turns *q and *k split into
+     * heads [B h, T, hd] and returns NULL (QK; q NULL: nothing to turn). */
+    const tg_attn_pos *(*apply)(const tg_position *t, int offset, tg_tensor **q, tg_tensor **k, tg_attn_pos *terms);
+    /** QK: turns the first `rotated` of `heads` heads of x [B, T, heads hd]
+     * (the projections' layout) at positions offset..; x itself for SCORES. */
+    tg_tensor *(*rotate_heads)(const tg_position *t, tg_tensor *x, int heads, int rotated, int offset);
+} tg_pe_rule;
+/** The row of kind: a built-in kind (the enum) or a registered one; NULL
+ * (no error recorded) for any other value. */
+const tg_pe_rule *tg_pe_rule_of(tg_pe_kind kind);
+/** 0 when row has what a row acting where it acts needs, or -1 with
+ * "pe_rule: <name>: <what is missing>" recorded. */
+int tg_pe_rule_check(const tg_pe_rule *row);
+/** Adds row to the table (after the built-in kinds, at most 16 in all) and
+ * its kind into *kind: a value past the enum's. Call it before threads read
+ * the table (no lock). 0, or -1 with the error recorded: the row fails
+ * tg_pe_rule_check, its name is taken, the table is full. */
+int tg_pe_register(const tg_pe_rule *row, tg_pe_kind *kind);
+/** The number of kinds (built-in and registered): kinds 0..count-1 have rows. */
+int tg_pe_kind_count(void);
 
 /* ---- Transformer encoder pieces, as d2l -------------------------------------- */
 /** PositionWiseFFN: dense2(relu(dense1(X))), the same MLP at every

@@ -170,7 +170,7 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
         return NULL;
     }
     if (!check_block("encoder", c.num_hiddens, c.ffn_hiddens, c.num_heads, c.dropout)) return NULL;
-    if (tg_pe_check("encoder", c.pe, c.num_hiddens / c.num_heads) != 0) return NULL;
+    if (tg_pe_check_model("encoder", c.pe, TG_PE_ENCODER, c.num_hiddens / c.num_heads) != 0) return NULL;
     if (!(c.embedding_std >= 0) || !(c.learned_pe_std >= 0)) {
         tg_set_error("encoder: embedding_std %g and learned_pe_std %g must not be negative", (double)c.embedding_std,
                      (double)c.learned_pe_std);
@@ -191,17 +191,11 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
     if (!m) return NULL;
     m->cfg = c;
     bool ok = (m->embedding = tg_embedding_new(c.vocab_size, c.num_hiddens, c.embedding_std, rng)) != NULL;
-    if (ok && c.pe == TG_PE_FIXED)
-        ok = (m->pos_encoding = tg_posenc_new(c.num_hiddens, c.dropout, c.max_len, rng)) != NULL;
-    else if (ok && c.pe == TG_PE_LEARNED) {
-        ok = (m->pos_encoding = tg_posenc_learned_new(c.num_hiddens, c.dropout, c.max_len, rng)) != NULL;
-        /* A learned table added to unit-size scaled embeddings starts at
-         * their scale (std 1), as BERT and GPT-2 draw both tables with one
-         * std. At the module's own 0.02 it is 50x weaker than the tokens and
-         * the model takes thousands of steps to find positions (measured on
-         * the reversal task: see README). */
-        if (ok) tg_fill_normal(m->pos_encoding->P, 0, c.learned_pe_std > 0 ? c.learned_pe_std : 1, rng);
-    } else if (ok)
+    /* A table added to the input (its row's), or dropout alone. */
+    const tg_pe_rule *pe = tg_pe_rule_of(c.pe);
+    if (ok && pe->where == TG_PE_AT_INPUT)
+        ok = (m->pos_encoding = pe->encoder_table(c.num_hiddens, c.dropout, c.max_len, c.learned_pe_std, rng)) != NULL;
+    else if (ok)
         ok = (m->dropout = tg_dropout_new(c.dropout, rng)) != NULL;
     if (ok && c.num_layers > 0) {
         m->blocks = tg_sys_calloc((size_t)c.num_layers, sizeof *m->blocks);

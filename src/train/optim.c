@@ -14,6 +14,10 @@
  *   AdamW (torch.optim.AdamW, decoupled decay, Loshchilov & Hutter):
  *       w -= lr wd w, then Adam with g' = g.
  *
+ * Each kind is one row (train.h, tg_optim_rule): its name, its state
+ * tensors, its checks and its update, whose per-element loop is in
+ * tensor/kernels_optim.c. Nothing else names a kind: the optimizer, the
+ * training state's checks (train_state.c) and tg_optim_find read the row.
  * All state is allocated by tg_optim_new, so a step makes no allocation.
  * One step counter t is shared by all parameters (torch keeps one per
  * parameter; they differ only for a parameter that had no gradient at some
@@ -26,41 +30,205 @@
 #include <stdio.h>
 #include <string.h>
 
+/* ---- the rows ------------------------------------------------------------- */
+
+static int sgd_states(const tg_optim_config *c) { return c->momentum != 0; }
+
+static int sgd_check(const tg_optim_config *c, char *why, size_t cap) {
+    if (c->momentum >= 0) return 0;
+    snprintf(why, cap, "momentum %g must not be negative", (double)c->momentum);
+    return -1;
+}
+
+static void sgd_update(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
+                       tg_tensor *const *state) {
+    (void)t;
+    tg_k_sgd(c->lr, wd, c->momentum, w->data, c->momentum != 0 ? state[0]->data : NULL, g->data, w->size);
+}
+
+static int adam_states(const tg_optim_config *c) {
+    (void)c;
+    return 2;
+}
+
+static int adam_check(const tg_optim_config *c, char *why, size_t cap) {
+    if (c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps >= 0) return 0;
+    snprintf(why, cap, "betas (%g, %g) must be in [0, 1) and eps %g not negative", (double)c->beta1, (double)c->beta2,
+             (double)c->eps);
+    return -1;
+}
+
+/* Adam (decoupled false) or AdamW: per-tensor constants in double; the
+ * per-element update in tg_real, as torch computes in the parameter's dtype
+ * (and so it vectorises). */
+static void adam_any(bool decoupled, const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
+                     tg_tensor *const *state) {
+    const double lr = c->lr;
+    tg_adam_step s = {.b1 = c->beta1, .b2 = c->beta2, .eps = c->eps};
+    s.wd_l2 = decoupled ? 0 : wd;
+    s.decay = (tg_real)(decoupled ? 1.0 - lr * (double)wd : 1.0);
+    s.step_size = (tg_real)(lr / (1.0 - pow(c->beta1, t)));
+    s.bc2_sqrt = (tg_real)sqrt(1.0 - pow(c->beta2, t));
+    tg_k_adam(&s, w->data, state[0]->data, state[1]->data, g->data, w->size);
+}
+
+static void adam_update(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
+                        tg_tensor *const *state) {
+    adam_any(false, c, wd, t, w, g, state);
+}
+
+static void adamw_update(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
+                         tg_tensor *const *state) {
+    adam_any(true, c, wd, t, w, g, state);
+}
+
+/* torch's defaults: betas (0.9, 0.999), eps 1e-8; AdamW's weight decay 0.01. */
+#define ADAM_DEFAULTS .beta1 = (tg_real)0.9, .beta2 = (tg_real)0.999, .eps = (tg_real)1e-8
+#define ADAM_STATES                                                                                               \
+    .n_state = 2, .state = {{.name = "m"}, {.name = "v", .never_negative = "a second moment is never negative"}}, \
+    .states_used = adam_states, .check = adam_check
+
+/* The built-in rows, in the order of TG_SGD, TG_ADAM, TG_ADAMW (train.h). */
+const tg_optim_rule tg_optim_builtin[] = {
+    {
+        .name = "sgd",
+        .about = "SGD (torch.optim.SGD): buf = momentum buf + g + wd w; w -= lr buf",
+        .n_state = 1,
+        .state = {{.name = "momentum"}},
+        .states_used = sgd_states,
+        .check = sgd_check,
+        .update = sgd_update,
+    },
+    {
+        .name = "adam",
+        .about = "Adam (torch.optim.Adam): moments of g + wd w, bias-corrected",
+        .defaults = {ADAM_DEFAULTS},
+        ADAM_STATES,
+        .update = adam_update,
+    },
+    {
+        .name = "adamw",
+        .about = "AdamW (torch.optim.AdamW): w -= lr wd w, then Adam on g",
+        .defaults = {ADAM_DEFAULTS, .weight_decay = (tg_real)0.01},
+        ADAM_STATES,
+        .update = adamw_update,
+    },
+};
+#define N_BUILTIN ((int)(sizeof tg_optim_builtin / sizeof tg_optim_builtin[0]))
+
+/* ---- the table ------------------------------------------------------------ */
+
+#define MAX_ROWS 16
+static const tg_optim_rule *registered[MAX_ROWS - N_BUILTIN];
+static int n_registered;
+
+const tg_optim_rule *tg_optim_rule_at(int i) {
+    return i >= 0 && i < N_BUILTIN                          ? &tg_optim_builtin[i]
+           : i >= N_BUILTIN && i < N_BUILTIN + n_registered ? registered[i - N_BUILTIN]
+                                                            : NULL;
+}
+
+int tg_optim_rule_check(const tg_optim_rule *row) {
+    const char *name = row && row->name ? row->name : "(no name)";
+    const char *missing = !row                                                    ? "NULL row"
+                          : !row->name || !row->name[0]                           ? "no name"
+                          : !row->about                                           ? "no about line"
+                          : row->n_state < 0 || row->n_state > TG_OPTIM_STATE_MAX ? "state count outside [0, 4]"
+                          : !row->states_used                                     ? "no states_used function"
+                          : !row->check                                           ? "no check function"
+                          : !row->update                                          ? "no update function"
+                                                                                  : NULL;
+    for (const char *c = missing ? "" : row->name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-') || c - row->name >= 31)
+            missing = "a name of more than 31 characters, or not of [a-z0-9_-]";
+    for (int s = 0; !missing && s < row->n_state; s++)
+        if (!row->state[s].name || !row->state[s].name[0] || strchr(row->state[s].name, '.'))
+            missing = "a state without a name (or with a dot)";
+    if (!missing) return 0;
+    tg_set_error("optim_rule: %s: %s", name, missing);
+    return -1;
+}
+
+int tg_optim_register(const tg_optim_rule *row) {
+    if (tg_optim_rule_check(row) != 0) return -1;
+    for (int i = 0; tg_optim_rule_at(i); i++)
+        if (strcmp(tg_optim_rule_at(i)->name, row->name) == 0) {
+            tg_set_error("optim_register: the name '%s' is taken", row->name);
+            return -1;
+        }
+    if (N_BUILTIN + n_registered == MAX_ROWS) {
+        tg_set_error("optim_register: %s: the table is full (%d rows)", row->name, MAX_ROWS);
+        return -1;
+    }
+    registered[n_registered++] = row;
+    return 0;
+}
+
+const tg_optim_rule *tg_optim_find(const char *name) {
+    const int n_rows = N_BUILTIN + n_registered;
+    for (int i = 0; name && i < n_rows; i++)
+        if (strcmp(tg_optim_rule_at(i)->name, name) == 0) return tg_optim_rule_at(i);
+    char list[MAX_ROWS * 34] = "";
+    for (int i = 0; i < n_rows; i++) {
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s%s",
+                 i == 0            ? ""
+                 : i == n_rows - 1 ? " or "
+                                   : ", ",
+                 tg_optim_rule_at(i)->name);
+    }
+    tg_set_error("optimizer '%s': expected %s", name ? name : "(NULL)", list);
+    return NULL;
+}
+
+tg_optim_config tg_optim_config_of(const tg_optim_rule *kind, tg_real lr) {
+    tg_optim_config c = kind ? kind->defaults : (tg_optim_config){0};
+    c.kind = kind;
+    c.lr = lr;
+    return c;
+}
+
 tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay) {
-    return (tg_optim_config){.kind = TG_SGD, .lr = lr, .momentum = momentum, .weight_decay = weight_decay};
-}
-
-tg_optim_config tg_adam_config(tg_real lr) {
-    return (tg_optim_config){
-        .kind = TG_ADAM, .lr = lr, .beta1 = (tg_real)0.9, .beta2 = (tg_real)0.999, .eps = (tg_real)1e-8};
-}
-
-tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay) {
-    tg_optim_config c = tg_adam_config(lr);
-    c.kind = TG_ADAMW;
+    tg_optim_config c = tg_optim_config_of(TG_SGD, lr);
+    c.momentum = momentum;
     c.weight_decay = weight_decay;
     return c;
 }
 
+tg_optim_config tg_adam_config(tg_real lr) { return tg_optim_config_of(TG_ADAM, lr); }
+
+tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay) {
+    tg_optim_config c = tg_optim_config_of(TG_ADAMW, lr);
+    c.weight_decay = weight_decay;
+    return c;
+}
+
+/* ---- an optimizer ------------------------------------------------------------ */
+
+struct tg_optim {
+    tg_optim_config cfg;                   /* a copy of the config; cfg.lr is the current learning rate */
+    tg_params params;                      /* a copy of the list (the tensors stay the caller's) */
+    int n_state;                           /* cfg.kind->states_used(&cfg) */
+    tg_tensor **state[TG_OPTIM_STATE_MAX]; /* [n_state][params.n]: the row's state tensors */
+    tg_tensor *step;                       /* scalar: steps taken (a tensor so it checkpoints) */
+    tg_real *weight_decay;                 /* per parameter (groups), or NULL: cfg.weight_decay for all */
+};
+
 static bool check_config(const tg_optim_config *c) {
-    if (c->kind != TG_SGD && c->kind != TG_ADAM && c->kind != TG_ADAMW) {
-        tg_set_error("optim: unknown optimizer kind %d", (int)c->kind);
+    char why[200] = "";
+    if (!c->kind) {
+        tg_set_error("optim: no optimizer kind (a row: TG_SGD, TG_ADAM, TG_ADAMW or tg_optim_find(name))");
         return false;
     }
-    if (!(c->lr >= 0) || !(c->weight_decay >= 0)) {
-        tg_set_error("optim: lr %g and weight_decay %g must not be negative", (double)c->lr, (double)c->weight_decay);
-        return false;
-    }
-    if (c->kind == TG_SGD && !(c->momentum >= 0)) {
-        tg_set_error("optim: momentum %g must not be negative", (double)c->momentum);
-        return false;
-    }
-    if (c->kind != TG_SGD && (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) || !(c->eps >= 0))) {
-        tg_set_error("optim: betas (%g, %g) must be in [0, 1) and eps %g not negative", (double)c->beta1,
-                     (double)c->beta2, (double)c->eps);
-        return false;
-    }
-    return true;
+    if (tg_optim_rule_check(c->kind) != 0) return false;
+    if (!(c->lr >= 0) || !(c->weight_decay >= 0))
+        snprintf(why, sizeof why, "lr %g and weight_decay %g must not be negative", (double)c->lr,
+                 (double)c->weight_decay);
+    else if (c->kind->check(c, why, sizeof why) != 0 && !why[0])
+        snprintf(why, sizeof why, "%s refuses its settings", c->kind->name);
+    if (!why[0]) return true;
+    tg_set_error("optim: %s", why);
+    return false;
 }
 
 /* A persistent tensor of zeros shaped like t (persistent even inside a scope). */
@@ -76,6 +244,11 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
         return NULL;
     }
     if (!check_config(cfg)) return NULL;
+    int used = cfg->kind->states_used(cfg);
+    if (used < 0 || used > cfg->kind->n_state) {
+        tg_set_error("optim: %s: states_used gives %d of its %d states", cfg->kind->name, used, cfg->kind->n_state);
+        return NULL;
+    }
     for (int i = 0; i < params->n; i++)
         if (!params->items[i].t) {
             tg_set_error("optim: parameter '%s' is NULL", params->items[i].name);
@@ -87,18 +260,14 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
         return NULL;
     }
     o->cfg = *cfg;
+    o->n_state = used;
     tg_params_init(&o->params);
     const int n = params->n;
-    bool need_m = cfg->kind != TG_SGD || cfg->momentum != 0;
-    bool need_v = cfg->kind != TG_SGD;
     bool ok = tg_params_extend(&o->params, NULL, params) == 0;
-    if (ok && n > 0 && need_m) ok = (o->m = tg_sys_calloc((size_t)n, sizeof *o->m)) != NULL;
-    if (ok && n > 0 && need_v) ok = (o->v = tg_sys_calloc((size_t)n, sizeof *o->v)) != NULL;
-    for (int i = 0; ok && i < n; i++) {
-        const tg_tensor *w = params->items[i].t;
-        if (need_m) ok = (o->m[i] = zeros_like_persistent(w)) != NULL;
-        if (ok && need_v) ok = (o->v[i] = zeros_like_persistent(w)) != NULL;
-    }
+    for (int s = 0; ok && n > 0 && s < used; s++)
+        ok = (o->state[s] = tg_sys_calloc((size_t)n, sizeof **o->state)) != NULL;
+    for (int s = 0; s < used; s++)
+        for (int i = 0; ok && i < n; i++) ok = (o->state[s][i] = zeros_like_persistent(params->items[i].t)) != NULL;
     if (ok) ok = (o->step = tg_empty_persistent(0, NULL)) != NULL;
     if (!ok) {
         if (!tg_last_error()) tg_set_error("optim: out of memory");
@@ -109,36 +278,18 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
     return o;
 }
 
-static void sgd_update(const tg_optim_config *c, double wd, tg_tensor *w, const tg_tensor *g, tg_tensor *buf) {
-    tg_k_sgd(c->lr, wd, c->momentum, w->data, buf ? buf->data : NULL, g->data, w->size);
-}
-
-static void adam_update(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g, tg_tensor *m,
-                        tg_tensor *v) {
-    /* Per-tensor constants in double; the per-element update in tg_real, as
-     * torch computes in the parameter's dtype (and so it vectorises). */
-    const double lr = c->lr;
-    tg_adam_step s = {.b1 = c->beta1, .b2 = c->beta2, .eps = c->eps};
-    s.wd_l2 = c->kind == TG_ADAM ? wd : 0;
-    s.decay = (tg_real)(c->kind == TG_ADAMW ? 1.0 - lr * (double)wd : 1.0);
-    s.step_size = (tg_real)(lr / (1.0 - pow(c->beta1, t)));
-    s.bc2_sqrt = (tg_real)sqrt(1.0 - pow(c->beta2, t));
-    tg_k_adam(&s, w->data, m->data, v->data, g->data, w->size);
-}
-
 void tg_optim_step(tg_optim *o) {
     if (!o) return;
     double t = (double)o->step->data[0] + 1;
     o->step->data[0] = (tg_real)t;
+    tg_tensor *st[TG_OPTIM_STATE_MAX] = {0};
     for (int i = 0; i < o->params.n; i++) {
         tg_tensor *w = o->params.items[i].t;
         const tg_tensor *g = w->grad;
         if (!g) continue; /* no gradient reached it: skipped, as torch */
         tg_real wd = o->weight_decay ? o->weight_decay[i] : o->cfg.weight_decay;
-        if (o->cfg.kind == TG_SGD)
-            sgd_update(&o->cfg, wd, w, g, o->m ? o->m[i] : NULL);
-        else
-            adam_update(&o->cfg, wd, t, w, g, o->m[i], o->v[i]);
+        for (int s = 0; s < o->n_state; s++) st[s] = o->state[s][i];
+        o->cfg.kind->update(&o->cfg, wd, t, w, g, st);
     }
 }
 
@@ -155,26 +306,37 @@ int tg_optim_state(tg_optim *o, tg_params *p, const char *prefix) {
         tg_set_error("optim_state: NULL optimizer");
         return -1;
     }
-    const char *mname = o->cfg.kind == TG_SGD ? "momentum" : "m";
-    for (int i = 0; o->m && i < o->params.n; i++)
-        if (tg_param_name(name, mname, o->params.items[i].name) || tg_params_add(p, prefix, name, o->m[i])) return -1;
-    for (int i = 0; o->v && i < o->params.n; i++)
-        if (tg_param_name(name, "v", o->params.items[i].name) || tg_params_add(p, prefix, name, o->v[i])) return -1;
+    for (int s = 0; s < o->n_state; s++)
+        for (int i = 0; i < o->params.n; i++)
+            if (tg_param_name(name, o->cfg.kind->state[s].name, o->params.items[i].name) ||
+                tg_params_add(p, prefix, name, o->state[s][i]))
+                return -1;
     return tg_params_add(p, prefix, "step", o->step);
 }
 
 void tg_optim_free(tg_optim *o) {
     if (!o) return;
-    for (int i = 0; i < o->params.n; i++) {
-        if (o->m) tg_free(o->m[i]);
-        if (o->v) tg_free(o->v[i]);
+    for (int s = 0; s < TG_OPTIM_STATE_MAX; s++) {
+        for (int i = 0; o->state[s] && i < o->params.n; i++) tg_free(o->state[s][i]);
+        tg_sys_free(o->state[s]);
     }
-    tg_sys_free(o->m);
-    tg_sys_free(o->v);
     tg_sys_free(o->weight_decay);
     tg_free(o->step);
     tg_params_free(&o->params);
     tg_sys_free(o);
+}
+
+tg_real tg_optim_lr(const tg_optim *o) { return o ? o->cfg.lr : 0; }
+
+const tg_optim_rule *tg_optim_kind(const tg_optim *o) { return o ? o->cfg.kind : NULL; }
+
+tg_tensor *tg_optim_state_tensor(const tg_optim *o, const char *state, int i) {
+    if (!o || !state) return NULL;
+    if (strcmp(state, "step") == 0) return o->step;
+    if (i < 0 || i >= o->params.n) return NULL;
+    for (int s = 0; s < o->n_state; s++)
+        if (strcmp(o->cfg.kind->state[s].name, state) == 0) return o->state[s][i];
+    return NULL;
 }
 
 /* nanoGPT's configure_optimizers: two groups, decay on every tensor of two or

@@ -429,7 +429,7 @@ bool tg_run_next(tg_run *r) {
     if (r->state != RUN_GOING) return false;
     const tg_lr_schedule *s = &r->cfg.schedule;
     bool keep = s->kind == TG_LR_CONSTANT && isnan(s->lr); /* tg_run_defaults: the optimizer's own rate */
-    r->lr = keep ? (double)r->opt->cfg.lr : tg_lr_at(s, r->step);
+    r->lr = keep ? (double)tg_optim_lr(r->opt) : tg_lr_at(s, r->step);
     if (isnan(r->lr) || tg_optim_set_lr(r->opt, (tg_real)r->lr) != 0) return fail(r, NULL);
     tg_optim_zero_grad(r->opt);
     r->micro = 0, r->loss_acc = 0, r->eval_due = false, r->sum_form = -1, r->count_acc = 0;

@@ -224,37 +224,84 @@ double tg_lr_at(const tg_lr_schedule *s, int64_t step);
  *     Adam:  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2,  g' = g + wd w;
  *            w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
  *     AdamW: as Adam with g' = g, and w -= lr wd w first (decoupled decay).
- */
-typedef enum {
-    TG_SGD,  /**< torch.optim.SGD without dampening or Nesterov; decay added to the gradient */
-    TG_ADAM, /**< torch.optim.Adam; decay added to the gradient (an L2 term) */
-    TG_ADAMW /**< torch.optim.AdamW; decoupled decay (Loshchilov & Hutter) */
-} tg_optim_kind;
-/** An optimizer's settings: get one from tg_sgd_config, tg_adam_config or
- * tg_adamw_config, change fields, pass it to tg_optim_new (which checks and
- * copies it). */
+ *
+ * Each kind is one row of a table (tg_optim_rule, below): its name, its
+ * state tensors and what a saved one may hold, its checks and its update.
+ * An optimizer, the training state's checks (tg_train_state_save, _load)
+ * and a program's --optim flag (tg_optim_find) all read the row, so a new
+ * optimizer is its row, its kernel (tensor/kernels_optim.c) and its test. */
+typedef struct tg_optim_rule tg_optim_rule;
+/** The most state tensors per parameter a row may have. */
+#define TG_OPTIM_STATE_MAX 4
+/** An optimizer's settings: get one from tg_optim_config_of (any row),
+ * tg_sgd_config, tg_adam_config or tg_adamw_config, change fields, pass it
+ * to tg_optim_new (which checks and copies it). */
 typedef struct {
-    tg_optim_kind kind; /**< the update rule */
-    tg_real lr,         /**< the learning rate, >= 0 (tg_optim_set_lr changes it per step) */
-        momentum,       /**< SGD's momentum, >= 0 (0: no momentum buffer); unused by Adam and AdamW */
-        weight_decay,   /**< >= 0, applied as kind says; per parameter: tg_optim_set_weight_decay */
-        beta1,          /**< Adam's and AdamW's first-moment decay, in [0, 1) */
-        beta2,          /**< Adam's and AdamW's second-moment decay, in [0, 1) */
-        eps;            /**< Adam's and AdamW's term added to the denominator, >= 0 */
+    const tg_optim_rule *kind; /**< the row: TG_SGD, TG_ADAM, TG_ADAMW, tg_optim_find(name) */
+    tg_real lr,                /**< the learning rate, >= 0 (tg_optim_set_lr changes it per step) */
+        momentum,              /**< SGD's momentum, >= 0 (0: no momentum buffer); unused by Adam and AdamW */
+        weight_decay,          /**< >= 0, applied as kind says; per parameter: tg_optim_set_weight_decay */
+        beta1,                 /**< Adam's and AdamW's first-moment decay, in [0, 1) */
+        beta2,                 /**< Adam's and AdamW's second-moment decay, in [0, 1) */
+        eps;                   /**< Adam's and AdamW's term added to the denominator, >= 0 */
 } tg_optim_config;
+/** One state tensor per parameter of a row (Adam's "m" and "v"). */
+typedef struct {
+    const char *name; /**< its name in checkpoints: "optim.<name>.<param>" */
+    /** NULL: any finite value; else why a negative value is refused, in
+     * the training state's message ("a second moment is never negative"):
+     * tg_train_state_save and _load refuse one. */
+    const char *never_negative;
+} tg_optim_state_rule;
+/** An optimizer kind: one row. Every field is required (tg_optim_rule_check
+ * says which is missing); a row lives as long as the program (static). */
+struct tg_optim_rule {
+    const char *name;  /**< "sgd", "adam", "adamw": flags, reports, tg_optim_find (1-31 of [a-z0-9_-]) */
+    const char *about; /**< one line: the rule and where it comes from (--help, reports) */
+    /** The settings tg_optim_config_of starts from (kind and lr are set there). */
+    tg_optim_config defaults;
+    int n_state;                                   /**< state tensors per parameter, 0..TG_OPTIM_STATE_MAX */
+    tg_optim_state_rule state[TG_OPTIM_STATE_MAX]; /**< [n_state], in checkpoint order */
+    /** How many of state[] these settings use, a prefix (SGD without
+     * momentum: none); they are made as zeros by tg_optim_new. */
+    int (*states_used)(const tg_optim_config *c);
+    /** The row's own checks of c (tg_optim_new checks lr and weight_decay):
+     * 0, or -1 with the reason written into why[cap]. */
+    int (*check)(const tg_optim_config *c, char *why, size_t cap);
+    /** Updates one parameter w (gradient g, decay wd) at step t = 1, 2, ...
+     * with its state tensors state[0..states_used) (shaped as w); the per
+     * element loop belongs in tensor/kernels_optim.c. */
+    void (*update)(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
+                   tg_tensor *const *state);
+};
+/** The built-in rows, the table's first (through the macros below or tg_optim_rule_at). */
+extern const tg_optim_rule tg_optim_builtin[];
+#define TG_SGD   (&tg_optim_builtin[0]) /**< torch.optim.SGD without dampening or Nesterov; decay added to the gradient */
+#define TG_ADAM  (&tg_optim_builtin[1]) /**< torch.optim.Adam; decay added to the gradient (an L2 term) */
+#define TG_ADAMW (&tg_optim_builtin[2]) /**< torch.optim.AdamW; decoupled decay (Loshchilov & Hutter) */
+/** 0 when row has every field a row needs, or -1 with "optim_rule: <name>:
+ * <what is missing>" recorded (NULL row, name, about or function, a state
+ * count outside [0, TG_OPTIM_STATE_MAX], a state without a name). */
+int tg_optim_rule_check(const tg_optim_rule *row);
+/** Adds row to the table that tg_optim_find and tg_optim_rule_at read
+ * (after the built-in rows; at most 16 rows in all). Call it before threads
+ * read the table (it takes no lock). 0, or -1 with the error recorded: the
+ * row fails tg_optim_rule_check, its name is taken, or the table is full. */
+int tg_optim_register(const tg_optim_rule *row);
+/** The row named name (case-sensitive): a program's --optim flag. NULL with
+ * "optimizer 'x': expected sgd, adam or adamw" (every row's name) recorded. */
+const tg_optim_rule *tg_optim_find(const char *name);
+/** Row i of the table (0: sgd, 1: adam, 2: adamw, then registered rows),
+ * NULL past the last: for walking it. */
+const tg_optim_rule *tg_optim_rule_at(int i);
+/** kind's defaults with learning rate lr (NULL kind: a config of kind NULL,
+ * which tg_optim_new refuses). */
+tg_optim_config tg_optim_config_of(const tg_optim_rule *kind, tg_real lr);
 /** An optimizer: made by tg_optim_new or tg_optim_new_groups, freed by
  * tg_optim_free. It updates the caller's parameter tensors (not owned) and
  * owns its state, persistent tensors made at creation, so a step makes no
- * allocation. The fields may be read; change them through the functions. */
-typedef struct {
-    tg_optim_config cfg; /**< a copy of the config; cfg.lr is the current learning rate */
-    tg_params params;    /**< copy of the list (names and tensor pointers; the tensors stay the caller's) */
-    tg_tensor **m,       /**< state per parameter: SGD's momentum buffer (NULL with no momentum), Adam's first moment */
-        **v;             /**< state per parameter: Adam's and AdamW's second moment (NULL for SGD) */
-    tg_tensor *step;     /**< scalar: steps taken (a tensor so it checkpoints) */
-    /** Per-parameter weight decay (train.h: groups), or NULL: cfg.weight_decay for all. */
-    tg_real *weight_decay;
-} tg_optim;
+ * allocation. Opaque: read it through the functions below. */
+typedef struct tg_optim tg_optim;
 /** SGD settings: lr, momentum, weight_decay (added to the gradient). */
 tg_optim_config tg_sgd_config(tg_real lr, tg_real momentum, tg_real weight_decay);
 /** Adam settings: lr, betas (0.9, 0.999), eps 1e-8, no weight decay. */
@@ -266,10 +313,11 @@ tg_optim_config tg_adamw_config(tg_real lr, tg_real weight_decay);
  * list is copied, the tensors stay the caller's and must outlive the
  * optimizer. Its state is persistent zeros (even inside a scope) and its
  * step count 0. Free it with tg_optim_free. NULL with the error recorded:
- * "optim: <reason>" for a NULL cfg or params, a NULL tensor in params, an
- * unknown kind, a negative or NaN lr, weight_decay or (SGD) momentum, betas
- * outside [0, 1) or a negative eps (Adam, AdamW), out of memory; or the
- * list's own error (duplicate names). */
+ * "optim: <reason>" for a NULL cfg or params, a NULL tensor in params, no
+ * kind, a negative or NaN lr or weight_decay, what the row's check refuses
+ * (SGD: a negative momentum; Adam, AdamW: betas outside [0, 1) or a
+ * negative eps), out of memory; "optim_rule: ..." for an incomplete row; or
+ * the list's own error (duplicate names). */
 tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params);
 /** One step: the step count rises by 1, then every parameter with a grad is
  * updated by the kind's rule at cfg.lr (parameters without a grad are
@@ -281,9 +329,11 @@ void tg_optim_step(tg_optim *o);
  * none): gradients add up across backward passes until this call. NULL is a
  * no-op. */
 void tg_optim_zero_grad(tg_optim *o);
-/** Appends the optimizer state to p, for checkpoints: "<prefix>.m.<param>"
- * and "<prefix>.v.<param>" (Adam, AdamW) or "<prefix>.momentum.<param>" (SGD
- * with momentum; SGD without has none), then "<prefix>.step". The entries
+/** Appends the optimizer state to p, for checkpoints: for each state the
+ * row's settings use, in the row's order, "<prefix>.<state>.<param>" for
+ * every parameter ("<prefix>.m.<param>" and "<prefix>.v.<param>" for Adam
+ * and AdamW, "<prefix>.momentum.<param>" for SGD with momentum; SGD without
+ * has none), then "<prefix>.step". The entries
  * are the optimizer's own tensors, so loading into them restores the state.
  * 0, or -1 with the error recorded ("optim_state: NULL optimizer", or
  * tg_params_add's: NULL p, a name too long, a duplicate); entries appended
@@ -320,6 +370,16 @@ tg_real tg_optim_weight_decay(const tg_optim *o, int i);
  * step with tg_lr_at(&s, step). 0, or -1 with "optim_set_lr: <reason>"
  * recorded (NULL o, a negative or NaN rate). */
 int tg_optim_set_lr(tg_optim *o, tg_real lr);
+/** The learning rate of the next step (0 for NULL). */
+tg_real tg_optim_lr(const tg_optim *o);
+/** The optimizer's row (NULL for NULL). */
+const tg_optim_rule *tg_optim_kind(const tg_optim *o);
+/** A tensor of the state, the optimizer's own (writing into it changes the
+ * state): state "step" (i ignored) is the scalar step count; a row's state
+ * name ("m", "v", "momentum") with parameter index i is that parameter's
+ * tensor. NULL for a NULL o, a state these settings do not use, or i out of
+ * range (no error recorded). */
+tg_tensor *tg_optim_state_tensor(const tg_optim *o, const char *state, int i);
 
 /* ---- gradient accumulation: nothing to call (see the file comment) ---------- */
 
@@ -390,6 +450,8 @@ int tg_metrics_log_read(const char *path, tg_metrics **lines, int64_t *n);
  *                                     "optim.step"
  *     __metadata__ "tgrad_train_state"  "1" (the format version)
  *                  "step"               the steps done, as a decimal string
+ *                  "optim"              the optimizer's row ("adamw"); a file
+ *                                       without it (older) loads by its tensors
  *                  "rngs"               the generators' names, comma-separated
  *                  "rng.<name>"         "<seed> <stream> <counter>" in decimal
  *
@@ -402,14 +464,16 @@ int tg_metrics_log_read(const char *path, tg_metrics **lines, int64_t *n);
  * SGD keeps the count too).
  * Saving is atomic, and a file the load would refuse is never written: a
  * NaN or infinite value in any tensor (model or optimizer), an optimizer
- * step other than step, or a negative second moment is refused before any
+ * step other than step, or a negative value in a state its row says is
+ * never negative (Adam's second moment) is refused before any
  * file is made, so a run whose last step diverged keeps its previous good
  * state at path.
  * Loading is strict and all or nothing: the format version, the step
  * (0 to INT64_MAX), every generator (the same names, as given; seed,
  * stream and counter each a uint64), the tensors' names and shapes, every
- * value finite, "optim.step" a whole number equal to "step", and Adam's
- * and AdamW's second moments "optim.v.*" >= 0 are all checked before
+ * value finite, "optim.step" a whole number equal to "step", "optim" the
+ * given optimizer's name, and the states the row says are never negative
+ * (Adam's and AdamW's "optim.v.*") >= 0 are all checked before
  * anything is written, so a corrupt, crafted or mismatched file leaves
  * model, optimizer, step and generators as they were.
  * Generator names are 1-31 characters of [A-Za-z0-9_.-], each given once;

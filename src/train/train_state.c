@@ -90,16 +90,30 @@ static int check_optim_step(double t, uint64_t step, char *why, size_t cap) {
     return -1;
 }
 
-/* A second moment (Adam's v, a running mean of squares) is never negative;
- * a negative one would make sqrt(v) NaN. 0, or -1 with the reason in why
- * naming the tensor "optim.v.<param>", the index and the value. */
-static int check_second_moment(const char *param, const tg_real *x, int64_t n, char *why, size_t cap) {
+/* The optimizer row's rule for the state entry "optim.<state>.<param>" of
+ * the training state: why a negative value is refused (a second moment, a
+ * running mean of squares, is never negative: sqrt(v) would be NaN), or
+ * NULL when any value goes (or name is no state entry). */
+static const char *never_negative(const tg_optim *opt, const char *name) {
+    const tg_optim_rule *row = tg_optim_kind(opt);
+    if (!row || strncmp(name, "optim.", 6) != 0) return NULL;
+    name += 6;
+    for (int s = 0; s < row->n_state; s++) {
+        size_t n = strlen(row->state[s].name);
+        if (strncmp(name, row->state[s].name, n) == 0 && name[n] == '.') return row->state[s].never_negative;
+    }
+    return NULL;
+}
+
+/* 0, or -1 with the reason in why naming the tensor, the index, the value
+ * and the row's reason. */
+static int check_never_negative(const char *name, const char *reason, const tg_real *x, int64_t n, char *why,
+                                size_t cap) {
     for (int64_t k = 0; k < n; k++)
         if (x[k] < 0) {
             char v[32];
             number(v, sizeof v, (double)x[k]);
-            snprintf(why, cap, "tensor 'optim.v.%s' holds %s at index %lld (a second moment is never negative)", param,
-                     v, (long long)k);
+            snprintf(why, cap, "tensor '%s' holds %s at index %lld (%s)", name, v, (long long)k, reason);
             return -1;
         }
     return 0;
@@ -107,7 +121,8 @@ static int check_second_moment(const char *param, const tg_real *x, int64_t n, c
 
 /* What the load refuses beyond names and shapes, checked before a save
  * makes any file: every value finite, the optimizer's step the run's, no
- * negative second moment. 0, or -1 with the error recorded. */
+ * negative value where the optimizer's row says none can be. 0, or -1
+ * with the error recorded. */
 static int check_before_save(const char *op, const char *path, const tg_params *all, const tg_optim *opt,
                              int64_t step) {
     char why[400] = "";
@@ -117,10 +132,13 @@ static int check_before_save(const char *op, const char *path, const tg_params *
         char v[32];
         number(v, sizeof v, (double)all->items[i].t->data[k]);
         snprintf(why, sizeof why, "tensor '%s' holds %s at index %lld", all->items[i].name, v, (long long)k);
-    } else if (check_optim_step((double)opt->step->data[0], (uint64_t)step, why, sizeof why) == 0) {
-        for (i = 0; opt->v && i < opt->params.n; i++)
-            if (check_second_moment(opt->params.items[i].name, opt->v[i]->data, opt->v[i]->size, why, sizeof why))
-                break;
+    } else if (check_optim_step((double)tg_optim_state_tensor(opt, "step", 0)->data[0], (uint64_t)step, why,
+                                sizeof why) == 0) {
+        for (i = 0; i < all->n; i++) {
+            const char *reason = never_negative(opt, all->items[i].name);
+            const tg_tensor *t = all->items[i].t;
+            if (reason && check_never_negative(all->items[i].name, reason, t->data, t->size, why, sizeof why)) break;
+        }
     }
     if (!why[0]) return 0;
     tg_set_error("%s: %s: %s; nothing written", op, path, why);
@@ -129,19 +147,21 @@ static int check_before_save(const char *op, const char *path, const tg_params *
 
 /* The same in a file, before tg_checkpoint_load_from checks the rest (names,
  * shapes, finiteness): a tensor missing, or of another shape than the
- * optimizer's, is left to it. 0, or -1 with the reason in why. */
-static int check_file_optim(const tg_safetensors *st, const tg_optim *opt, uint64_t step, char *why, size_t cap) {
+ * optimizer's, is left to it. all: the state's entries (all_tensors). 0, or
+ * -1 with the reason in why. */
+static int check_file_optim(const tg_safetensors *st, const tg_params *all, const tg_optim *opt, uint64_t step,
+                            char *why, size_t cap) {
     int j = tg_safetensors_find(st, "optim.step");
     if (j >= 0 && st->entries[j].numel == 1) {
         tg_real t;
         tg_safetensors_read(st, j, &t);
         if (check_optim_step((double)t, step, why, cap) != 0) return -1;
     }
-    for (int i = 0; opt->v && i < opt->params.n; i++) {
-        char name[TG_PARAM_NAME_MAX + 16];
-        snprintf(name, sizeof name, "optim.v.%s", opt->params.items[i].name);
-        j = tg_safetensors_find(st, name);
-        int64_t n = opt->v[i]->size;
+    for (int i = 0; i < all->n; i++) {
+        const char *reason = never_negative(opt, all->items[i].name);
+        if (!reason) continue;
+        j = tg_safetensors_find(st, all->items[i].name);
+        int64_t n = all->items[i].t->size;
         if (j < 0 || st->entries[j].numel != n || n == 0) continue;
         tg_real *x = tg_sys_alloc((size_t)n * sizeof *x);
         if (!x) {
@@ -149,7 +169,7 @@ static int check_file_optim(const tg_safetensors *st, const tg_optim *opt, uint6
             return -1;
         }
         tg_safetensors_read(st, j, x);
-        int bad = check_second_moment(opt->params.items[i].name, x, n, why, cap);
+        int bad = check_never_negative(all->items[i].name, reason, x, n, why, cap);
         tg_sys_free(x);
         if (bad) return -1;
     }
@@ -177,14 +197,15 @@ static char *extra_string(tg_json *j) {
  * again by io/json.h's writer, after the format's so a reader taking the
  * first of a duplicated key still reads the format's. A format key in the
  * extra is refused. NULL with the error recorded. */
-static char *state_metadata(const char *op, const char *path, int64_t step, const tg_named_rng *rngs, int n_rngs,
-                            const char *extra) {
+static char *state_metadata(const char *op, const char *path, int64_t step, const tg_optim_rule *optim,
+                            const tg_named_rng *rngs, int n_rngs, const char *extra) {
     tg_json_writer w = {.compact = true}; /* a safetensors header, compact like the reference writer */
     char key[64], v[80];
     tg_json_begin(&w, '{');
     tg_json_key(&w, "tgrad_train_state"), tg_json_put_str(&w, FORMAT_VERSION);
     snprintf(v, sizeof v, "%lld", (long long)step);
     tg_json_key(&w, "step"), tg_json_put_str(&w, v);
+    tg_json_key(&w, "optim"), tg_json_put_str(&w, optim->name); /* the optimizer's row */
     tg_strbuf names = {0}; /* "a,b,c": check_args allows no ',' in a name */
     for (int i = 0; i < n_rngs; i++) tg_strbuf_str(&names, i ? "," : ""), tg_strbuf_str(&names, rngs[i].name);
     tg_json_key(&w, "rngs"), tg_json_put_string(&w, names.p ? names.p : "", names.oom ? 0 : names.n);
@@ -204,7 +225,8 @@ static char *state_metadata(const char *op, const char *path, int64_t step, cons
     }
     for (more = more == 0; more == 1; more = tg_json_next(&j, '}')) {
         char *k = extra_string(&j), *val = k && tg_json_expect(&j, ':') == 0 ? extra_string(&j) : NULL;
-        bool own = k && (strcmp(k, "tgrad_train_state") == 0 || strcmp(k, "step") == 0 || strcmp(k, "rngs") == 0 ||
+        bool own = k && (strcmp(k, "tgrad_train_state") == 0 || strcmp(k, "step") == 0 || strcmp(k, "optim") == 0 ||
+                         strcmp(k, "rngs") == 0 ||
                          strncmp(k, "rng.", 4) == 0);
         if (own) tg_set_error("%s: %s: extra metadata uses the format's key \"%s\"", op, path, k);
         if (val && !own) tg_json_key(&w, k), tg_json_put_str(&w, val);
@@ -235,7 +257,7 @@ int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim 
         tg_set_error("%s: %s: negative step %lld", op, path, (long long)step);
         return -1;
     }
-    char *meta = state_metadata(op, path, step, rngs, n_rngs, extra_json);
+    char *meta = state_metadata(op, path, step, tg_optim_kind(opt), rngs, n_rngs, extra_json);
     if (!meta) return -1;
     tg_params all;
     int rc = all_tensors(&all, model, opt);
@@ -322,18 +344,25 @@ int tg_train_state_load(const char *path, const tg_params *model, tg_optim *opt,
         else
             got[i] = (tg_rng){a[0], a[1], a[2]};
     }
-    if (!why[0]) check_file_optim(&st, opt, got_step, why, sizeof why);
+    /* The optimizer's row: a state saved by another kind (Adam's into
+     * AdamW: the same tensors) is refused by name; a file without the key
+     * (written before it was kept) is checked by its tensors alone. */
+    if (!why[0] && meta(&st, "optim", v, sizeof v) >= 0 && strcmp(v, tg_optim_kind(opt)->name) != 0)
+        snprintf(why, sizeof why, "optimizer '%.40s' in the file, '%s' given", v, tg_optim_kind(opt)->name);
     int rc = -1;
+    tg_params all;
+    if (all_tensors(&all, model, opt) != 0) {
+        tg_safetensors_close(&st);
+        return -1;
+    }
+    if (!why[0]) check_file_optim(&st, &all, opt, got_step, why, sizeof why);
     if (why[0]) {
         tg_set_error("%s: %s: %s", op, path, why);
     } else {
-        tg_params all;
-        if (all_tensors(&all, model, opt) == 0) {
-            rc = tg_checkpoint_load_from(&st, path, &all); /* checks everything, then copies */
-            tg_params_free(&all);
-            if (rc != 0) tg__error_rename("checkpoint_load", op, path);
-        }
+        rc = tg_checkpoint_load_from(&st, path, &all); /* checks everything, then copies */
+        if (rc != 0) tg__error_rename("checkpoint_load", op, path);
     }
+    tg_params_free(&all);
     if (rc == 0) {
         *step = (int64_t)got_step;
         for (int i = 0; i < n_rngs; i++) *rngs[i].rng = got[i];

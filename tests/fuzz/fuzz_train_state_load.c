@@ -49,10 +49,12 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         if (memcmp(now, snap, sizeof(tg_real) * (size_t)total) != 0) abort(); /* a failed load changed the model */
         if (step != -7 || memcmp(&s1, &r1, sizeof s1) || memcmp(&s2, &r2, sizeof s2)) abort();
     } else {
-        if (step < 0 || opt->step->data[0] != (tg_real)step) abort();
-        for (int i = 0; i < opt->params.n; i++)
-            for (int64_t k = 0; k < opt->v[i]->size; k++)
-                if (opt->v[i]->data[k] < 0) abort(); /* a negative second moment loaded */
+        if (step < 0 || tg_optim_state_tensor(opt, "step", 0)->data[0] != (tg_real)step) abort();
+        for (int i = 0; tg_optim_state_tensor(opt, "v", i); i++) {
+            const tg_tensor *v = tg_optim_state_tensor(opt, "v", i);
+            for (int64_t k = 0; k < v->size; k++)
+                if (v->data[k] < 0) abort(); /* a negative second moment loaded */
+        }
         if (tg_params_check_finite(&all, "fuzz") != 0) abort();
         if (tg_train_state_save(path, &params, opt, step, rngs, 2) != 0) abort();
     }
