@@ -321,6 +321,7 @@ bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize $(BUILD)/bin/ins
 	{ $(MAKE) --no-print-directory MPI=1 programs > /dev/null && sh tools/bench_ddp.sh build/mpi; } >> BENCHMARKS.md || echo "bench: tools/bench_ddp.sh failed"
 	{ echo; sh bench/tokenizer_bench.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/tokenizer_bench.sh failed"
 	{ echo; sh bench/lm_vocab.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_vocab.sh failed"
+	cat bench/measured.md >> BENCHMARKS.md
 	{ echo; sh bench/lm_precision.sh $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_precision.sh failed"
 	python3 tools/readme_bench.py BENCHMARKS.md README.md || echo "bench: README's speed summary left as it was"
 

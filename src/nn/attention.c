@@ -192,16 +192,10 @@ tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries,
  * the same dropout mask without a [B, Q, K] tensor; under TG_PATH_AUTO it
  * is the default. Up to 64 keys it does each head-batch entry whole
  * (kernels_attention.c), faster than the stored path at every short shape
- * measured: forward + backward of this function on [B h, T, d], 4 heads, T
- * 16/32/64, d 16/32/64, dropout 0 and 0.1, B h 64 and 256, fused/stored
- * 0.48-0.91 at 1 thread and 0.44-0.89 at 2 (the op's blocked path, which
- * the rule avoided below 64 keys: 1.06-1.41 at T 16 and 32, 1 thread); the
- * toy's layer (B 64, T 16, 4 heads of 16, dropout 0.1, heads split by
- * copies on the stored path, read in place on the fused one), 1 thread:
- * 0.37-0.43 ms against 0.69 (blocked: 0.74). The whole-entry path takes
- * neither position terms nor bf16 products; with them, below 64 keys, the
- * blocked path is still slower than the stored one (ALiBi at the toy's
- * shape: 0.77 against 0.51 ms), so those keep the stored path. */
+ * measured (BENCHMARKS.md, "Measurements behind choices in the code"). The
+ * whole-entry path takes neither position terms nor bf16 products; with
+ * them, below 64 keys, the blocked path is still slower than the stored
+ * one, so those keep the stored path. */
 bool tg_dot_attention_takes_fused(const tg_dot_attention *m, int K, bool pos) {
     if (m->record || m->sparse) return false;
     if (m->path != TG_PATH_AUTO) return m->path == TG_PATH_FUSED;

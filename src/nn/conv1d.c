@@ -7,9 +7,8 @@
  * are concatenated along the feature axis into [B, n, k*in], and one GEMM
  * with W seen as [out, k*in] (permuted to [out, k, in] so that column
  * j*in + i holds W[o, i, j]) gives the output. The alternative, k GEMMs
- * of the shifted slices with W[:, :, j] summed, measured the same here
- * (k 3, d 64, batch 8, forward+backward, one thread, best of 9: n 256
- * 2.24 vs 2.40 ms, n 1024 21.6 vs 19.0, n 4096 98.9 vs 97.2), so the
+ * of the shifted slices with W[:, :, j] summed, ran level with it (figures
+ * in BENCHMARKS.md, "Measurements behind choices in the code"), so the
  * single GEMM stays: it needs no per-tap weight slices or adds. */
 #include "module.h"
 

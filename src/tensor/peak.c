@@ -55,9 +55,9 @@ static double g_peak[2]; /* the best per width seen in this process */
 
 /* Trials of a probe lasting about `seconds` in all: of TRIAL_S each, at
  * least 10. Short trials, because the OS takes the core away for a few
- * milliseconds at a time on a busy machine: a 50 ms trial was almost always
- * cut (the bf16 probe read 165 instead of 234 GFLOP/s under load), while
- * most 2 ms trials run whole, and only the best one counts. */
+ * milliseconds at a time on a busy machine: most short trials run whole
+ * where long ones are cut (BENCHMARKS.md, "Measurements behind choices in
+ * the code"), and only the best one counts. */
 #define TRIAL_S 0.002
 static int trials_for(double seconds) {
     double n = seconds / TRIAL_S;
