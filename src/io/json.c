@@ -307,3 +307,18 @@ int tg_json_skip_value(tg_json *j, int depth) {
     }
     return 0;
 }
+
+/* ---- writing ---------------------------------------------------------------- */
+void tg_json_write_string(tg_strbuf *b, const char *s, size_t n) {
+    tg_strbuf_put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            tg_strbuf_fmt(b, "\\%c", c);
+        else if (c < 0x20) /* RFC 8259: control characters only escaped */
+            tg_strbuf_fmt(b, "\\u%04x", c);
+        else
+            tg_strbuf_put(b, (const char *)&s[i], 1);
+    }
+    tg_strbuf_put(b, "\"", 1);
+}

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "strbuf.h"
 
 /* Nesting limit for skipped values. */
 #define TG_JSON_MAX_DEPTH 64
@@ -48,5 +49,9 @@ int tg_json_number(tg_json *j, double *out, const char *what);
 int tg_json_null(tg_json *j);
 /* Any value, nested at most TG_JSON_MAX_DEPTH deep. */
 int tg_json_skip_value(tg_json *j, int depth);
+
+/* Writing: s[0..n) as a JSON string, quoted and escaped ('"', '\\', and
+ * control characters as \u00XX), appended to b. */
+void tg_json_write_string(tg_strbuf *b, const char *s, size_t n);
 
 #endif

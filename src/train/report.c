@@ -9,12 +9,15 @@
 #include "../io/strbuf.h"
 #include "../viz/viz.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { REPORT_MAX_PARTS = 16 };
 
@@ -473,10 +476,15 @@ int tg_report_append_sample(const char *dir, int64_t step, const char *text, siz
     sb_jstr(&b, t.p ? t.p : "", t.n);
     tg_strbuf_str(&b, "}\n");
     free(t.p);
-    FILE *f = b.oom || t.oom ? NULL : fopen(path, "a");
+    /* O_NOFOLLOW: a symlink planted at the name is refused, never appended
+     * through (a resumed run appends to the file it finds). */
+    int fd = b.oom || t.oom ? -1 : open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+    bool link = fd < 0 && errno == ELOOP;
+    if (fd >= 0 && !f) close(fd);
     int rc = f && fwrite(b.p, 1, b.n, f) == b.n ? 0 : -1;
     if (f && fclose(f) != 0) rc = -1;
-    if (rc) tg_set_error("report: cannot append a sample to %s", path);
+    if (rc) tg_set_error("report: cannot append a sample to %s%s", path, link ? ": it is a symbolic link" : "");
     free(path), free(b.p);
     return rc;
 }
