@@ -139,11 +139,15 @@ static struct {
     int fd; /* -1: none held */
     dev_t dev;
     ino_t ino;
-} g_lock = {-1, 0, 0};
+    pid_t pid; /* the holder: a forked child inherits the descriptor, not the run */
+} g_lock = {-1, 0, 0, 0};
 
 static void lock_release(void) {
-    if (g_lock.fd >= 0) close(g_lock.fd);
+    if (g_lock.fd >= 0 && g_lock.pid == getpid()) close(g_lock.fd);
     g_lock.fd = -1;
+}
+static bool lock_is_ours(const struct stat *sb) {
+    return g_lock.fd >= 0 && g_lock.pid == getpid() && g_lock.dev == sb->st_dev && g_lock.ino == sb->st_ino;
 }
 
 static int lock_take(const char *dir) {
@@ -159,7 +163,7 @@ static int lock_take(const char *dir) {
         if (fd >= 0) close(fd);
         return free(path), -1;
     }
-    if (g_lock.fd >= 0 && g_lock.dev == sb.st_dev && g_lock.ino == sb.st_ino) { /* ours already */
+    if (lock_is_ours(&sb)) { /* claimed already */
         close(fd);
         return free(path), 0;
     }
@@ -181,8 +185,8 @@ static int lock_take(const char *dir) {
         close(fd);
         return free(path), -1;
     }
-    lock_release();
-    g_lock.fd = fd, g_lock.dev = sb.st_dev, g_lock.ino = sb.st_ino;
+    if (g_lock.pid == getpid()) lock_release(); /* else a parent's, inherited: not this process's to close */
+    g_lock.fd = fd, g_lock.dev = sb.st_dev, g_lock.ino = sb.st_ino, g_lock.pid = getpid();
     free(path);
     return 0;
 }
@@ -196,7 +200,7 @@ static int lock_probe(const char *dir) {
     struct stat sb;
     free(path);
     if (fd < 0) return 0; /* no lock file: no run has written here */
-    bool ours = fstat(fd, &sb) == 0 && g_lock.fd >= 0 && g_lock.dev == sb.st_dev && g_lock.ino == sb.st_ino;
+    bool ours = fstat(fd, &sb) == 0 && lock_is_ours(&sb);
     if (!ours && flock(fd, LOCK_SH | LOCK_NB) != 0) {
         char pid[32] = "";
         ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
@@ -391,6 +395,10 @@ static int settings_against(const char *file, const char *dir, tg_setting *set, 
             if (e->type == TG_SETTING_BOOL) *(bool *)e->value = bv;
             if (e->type == TG_SETTING_STRING && !(*(const char **)e->value = v[0] ? keep_string(v) : NULL) && v[0])
                 rc = -1, tg_set_error("run: out of memory");
+        } else if (!e->changeable && late) { /* a setting the program knows only now, e.g. the data's size */
+            tg_set_error("run: %s is %s here, but the run in %s has %s, which cannot change on resume", e->name,
+                         now[0] ? now : "(none)", dir, v[0] ? v : "(none)");
+            rc = 1;
         } else if (!e->changeable) {
             tg_set_error("--%s %s: the run in %s has %s, which cannot change on resume (start a new run from its "
                          "weights with --init-from %s --out OTHER)",
