@@ -22,7 +22,8 @@ typedef struct {
 /* The run's settings (src/train/run.h, tg_setting): the flags a checkpoint
  * records, by the flags' own types and ranges; the fixed ones cannot change
  * on resume. The model's shape is the model's own metadata (lm_model.h),
- * checked by lm_shape. */
+ * checked by lm_shape; so is "tokenizer" (its kind): the flag's key is
+ * "tokenizer.spec". */
 static const char *const LM_FIXED = " data seed tokenizer ";
 static const char *const LM_CHANGEABLE = " steps decay-steps batch lr min-lr warmup weight-decay clip accum dropout "
                                          "eval-every eval-batches save-every patience precision ";
@@ -42,11 +43,16 @@ static int lm_settings(tg_setting *s, const cli_opt *opts, int nopt, int *data_t
     for (int i = 0; i < nopt && n < LM_MAX_SETTINGS - 1; i++) {
         bool fixed = lm_listed(LM_FIXED, opts[i].name), changeable = lm_listed(LM_CHANGEABLE, opts[i].name);
         if (fixed || changeable)
-            s[n++] = (tg_setting){
-                opts[i].name, type[opts[i].kind], opts[i].dst, changeable, cli_given(opts, nopt, opts[i].name),
-                opts[i].min,  opts[i].max};
+            s[n++] = (tg_setting){opts[i].name,
+                                  type[opts[i].kind],
+                                  opts[i].dst,
+                                  changeable,
+                                  cli_given(opts, nopt, opts[i].name),
+                                  opts[i].min,
+                                  opts[i].max,
+                                  strcmp(opts[i].name, "tokenizer") == 0 ? "tokenizer.spec" : NULL};
     }
-    s[n++] = (tg_setting){"data_tokens", TG_SETTING_INT, data_tokens, false, true, 1, INT_MAX};
+    s[n++] = (tg_setting){"data_tokens", TG_SETTING_INT, data_tokens, false, true, 1, INT_MAX, NULL};
     return n;
 }
 

@@ -361,8 +361,7 @@ Test(lm_run, symlinked_samples_on_resume_are_not_followed, .timeout = 120) {
     lm("--resume s");
     char got[64] = "";
     f = fopen(path_in("target"), "r");
-    cr_expect(fgets(got, sizeof got, f) && strcmp(got, "precious") == 0, "samples.jsonl was appended through: %s",
-              got);
+    cr_expect(fgets(got, sizeof got, f) && strcmp(got, "precious") == 0, "samples.jsonl was appended through: %s", got);
     fclose(f);
     cr_expect(strstr(out, "symbolic link"), "%s", out);
 }
@@ -398,16 +397,19 @@ Test(lm_run, early_stop_ends_on_the_best_model, .timeout = 120) {
     tg_safetensors st, bs;
     cr_assert_eq(tg_safetensors_open(path_in("e/lm.safetensors"), &st), 0, "%s", tg_last_error());
     cr_assert_eq(tg_safetensors_open(path_in("e/best.safetensors"), &bs), 0, "%s", tg_last_error());
+    int compared = 0;
     for (int i = 0; i < st.n; i++) {
         char name[300];
         snprintf(name, sizeof name, "model.%s", st.entries[i].name);
         int j = tg_safetensors_find(&bs, name);
-        cr_assert_geq(j, 0, "%s", name);
+        if (j < 0) continue; /* lm_head.weight: the tied embedding, exported for nanoGPT */
+        compared++;
         const tg_st_entry *a = &st.entries[i], *b = &bs.entries[j];
         cr_expect(a->end - a->begin == b->end - b->begin &&
                       memcmp(st.data + a->begin, bs.data + b->begin, a->end - a->begin) == 0,
                   "lm.safetensors' %s is not best's", a->name);
     }
+    cr_expect_gt(compared, 3);
     tg_safetensors_close(&st), tg_safetensors_close(&bs);
 }
 
@@ -423,7 +425,7 @@ Test(lm_run, resumed_run_keeps_its_precision, .timeout = 60) {
     size_t n = fread(buf, 1, sizeof buf, f);
     char *at = NULL;
     for (size_t i = 0; i + 20 < n && !at; i++)
-        if (memcmp(buf + i, "\"precision\": \"fp32\"", 19) == 0) at = buf + i + 14;
+        if (memcmp(buf + i, "\"precision\":\"fp32\"", 18) == 0) at = buf + i + 13;
     cr_assert_not_null(at, "no precision setting in the state");
     fseek(f, at - buf, SEEK_SET);
     fputs("bf16", f);

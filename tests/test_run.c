@@ -544,10 +544,13 @@ Test(run, typed_settings_resume) {
     const char *precision = "bf16", *data = "a \"quoted\"\tpath";
     bool flag = true;
     tg_setting set[] = {
-        {"steps", TG_SETTING_INT, &steps, true, true, 1, 1e7},   {"dim", TG_SETTING_INT, &dim, false, true, 1, 8192},
-        {"lr", TG_SETTING_REAL, &lr, true, true, 0, 10},         {"precision", TG_SETTING_STRING, &precision, true, true, 0, 0},
-        {"data", TG_SETTING_STRING, &data, false, true, 0, 0},   {"flag", TG_SETTING_BOOL, &flag, false, true, 0, 0},
-        {"tokens", TG_SETTING_INT, &tokens, false, true, 1, 1e9},
+        {"steps", TG_SETTING_INT, &steps, true, true, 1, 1e7, NULL},
+        {"dim", TG_SETTING_INT, &dim, false, true, 1, 8192, NULL},
+        {"lr", TG_SETTING_REAL, &lr, true, true, 0, 10, NULL},
+        {"precision", TG_SETTING_STRING, &precision, true, true, 0, 0, NULL},
+        {"data", TG_SETTING_STRING, &data, false, true, 0, 0, "data.path"},
+        {"flag", TG_SETTING_BOOL, &flag, false, true, 0, 0, NULL},
+        {"tokens", TG_SETTING_INT, &tokens, false, true, 1, 1e9, NULL},
     };
     enum { N = sizeof set / sizeof set[0] };
     reg r;
@@ -559,7 +562,7 @@ Test(run, typed_settings_resume) {
     TG_REQUIRE(run);
     cr_expect_eq(run_through(&r, run, NULL), 0);
     expect_meta("train_state.safetensors", "lr", "0.002");
-    expect_meta("train_state.safetensors", "data", "a \"quoted\"\tpath");
+    expect_meta("train_state.safetensors", "data.path", "a \"quoted\"\tpath"); /* its key */
     expect_meta("train_state.safetensors", "flag", "true");
     expect_meta("train_state.safetensors", "n_layer", "2");
     /* A new process's values: nothing given but steps (changed) and dim (the same). */

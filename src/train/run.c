@@ -255,7 +255,7 @@ int tg_run_claim(const tg_run_config *cfg) {
     for (int i = 0; i < 2; i++) {
         char *p = tg_run_path(cfg->dir, names[i]);
         struct stat sb;
-        bool there = p && lstat(p, &sb) == 0;
+        bool there = p && lstat(p, &sb) == 0 && S_ISREG(sb.st_mode); /* a symlink there is replaced, not a run */
         free(p);
         if (there) {
             lock_release();
@@ -363,7 +363,8 @@ static int settings_against(const char *file, const char *dir, tg_setting *set, 
     int rc = 0;
     for (int i = 0; rc == 0 && i < n; i++) {
         tg_setting *e = &set[i];
-        long len = tg_safetensors_meta(&st, e->name, NULL, 0);
+        const char *key = e->key ? e->key : e->name;
+        long len = tg_safetensors_meta(&st, key, NULL, 0);
         if (len < 0) continue; /* a state written before this setting: the value stays */
         char *v = malloc((size_t)len + 1), now[4096];
         int iv = 0;
@@ -374,9 +375,9 @@ static int settings_against(const char *file, const char *dir, tg_setting *set, 
             rc = -1;
             break;
         }
-        tg_safetensors_meta(&st, e->name, v, (size_t)len + 1);
+        tg_safetensors_meta(&st, key, v, (size_t)len + 1);
         if (setting_parse(e, v, &iv, &dv, &bv) != 0) {
-            tg_set_error("run: %s: metadata '%s' is '%s': not %s", file, e->name, v,
+            tg_set_error("run: %s: metadata '%s' is '%s': not %s", file, key, v,
                          e->type == TG_SETTING_BOOL ? "true or false"
                          : e->min < e->max          ? "a number in the setting's range"
                                                     : "a finite number");
@@ -440,9 +441,10 @@ static char *state_meta(const tg_run *r) {
     char text[64];
     for (int i = 0; i < r->cfg.n_settings; i++) {
         const tg_setting *e = &r->settings[i];
-        tg_strbuf_str(&b, first ? "" : ", ");
-        tg_json_write_string(&b, e->name, strlen(e->name));
-        tg_strbuf_str(&b, ": ");
+        tg_strbuf_str(&b, first ? "" : ",");
+        const char *key = e->key ? e->key : e->name;
+        tg_json_write_string(&b, key, strlen(key));
+        tg_strbuf_str(&b, ":");
         const char *v = e->type == TG_SETTING_STRING ? *(const char **)e->value : text;
         if (e->type != TG_SETTING_STRING) tg_setting_text(e, text, sizeof text);
         tg_json_write_string(&b, v ? v : "", v ? strlen(v) : 0);

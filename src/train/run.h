@@ -60,7 +60,7 @@ typedef enum {
 
 /** One of a run's settings (a program's flag, the model's shape, the
  * tokenizer, the precision): the run records it with each checkpoint
- * (metadata key: name, value: its text: "%d", "%.17g", the string, "true"
+ * (metadata key: name or key, value: its text: "%d", "%.17g", the string, "true"
  * or "false"), and a resumed run reads it back by its type (strictly, in
  * its range), fills it when the user left it out, applies a changed one
  * that may change with a line saying so, and refuses one that may not,
@@ -72,6 +72,7 @@ typedef struct {
     bool changeable;      /**< may differ on resume (a larger steps, another lr); else fixed (the model's shape) */
     bool given;           /**< the user set it (a flag given); else a resume takes the run's value */
     double min, max;      /**< INT and REAL: the values a checkpoint may hold (min == max: any finite one) */
+    const char *key;      /**< the metadata key when it is not name (a model's own key is taken), or NULL */
 } tg_setting;
 
 /** Reads a run's settings back before the program builds anything: the
