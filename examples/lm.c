@@ -184,25 +184,6 @@ static int prepare_tokens(lm_run *r) {
     return rc;
 }
 
-/* Mean validation loss over the fixed windows (eval mode, no graph). With
- * --ddp each rank takes every size-th batch; the sums are added in rank order. */
-static double evaluate(lm_run *r) {
-    int B = r->o.batch, T = r->c.block;
-    double sum = 0;
-    tg_decoder_train(r->m, false);
-    bool grad = tg_set_grad_enabled(false);
-    for (int i = tg_dist_rank(); i < r->n_eval; i += tg_dist_size()) {
-        tg_token_data_val_batch(r->d, i, B, T, r->x, r->y);
-        tg_scope_begin();
-        tg_tensor *loss = tg_decoder_loss(r->m, r->x, r->y, B, T);
-        sum += loss ? (double)tg_item(loss) : NAN;
-        tg_scope_end();
-    }
-    tg_set_grad_enabled(grad);
-    tg_decoder_train(r->m, true);
-    return tg_dist_allreduce_sum(&sum, 1) == 0 ? sum / r->n_eval : NAN;
-}
-
 /* After each checkpoint (rank 0): the model alone, for nanoGPT and
  * --sample, and the figures. */
 static int on_save(void *ctx, int64_t step) {
@@ -213,11 +194,7 @@ static int on_save(void *ctx, int64_t step) {
     int rc = all ? tg_decoder_save(r->m, r->model_path, all) : -1;
     free(all);
     if (rc != 0) return -1;
-    const float *train, *vs, *vl;
-    int64_t n;
-    int nv;
-    tg_run_history(r->run, &train, &n, &vs, &vl, &nv);
-    r->drew = lm_draw_losses(r->o.out, r->o.data, &r->c, train, n, vs, vl, nv) == 0 &&
+    r->drew = lm_draw_losses(r->run, r->o.data, &r->c) == 0 &&
               lm_draw_attention(r->o.out, r->m, r->d, r->o.batch, r->x, r->y) == 0;
     lm_report(&r->o, r->m, &r->tok, r->d, r->x, r->y, step); /* report.html (and a sample) */
     return 0; /* a figure that cannot be drawn is said, and the run goes on */
@@ -252,7 +229,7 @@ static int train_mode(lm_run *r) {
         !(r->d = tg_token_data_open(r->tokens_path, 0.1, (uint64_t)p->seed)) ||
         lm_check_data(r->d, &r->c, p->batch, size) != 0)
         return 1;
-    int B = p->batch, T = r->c.block, Bl = B / size;
+    int B = p->batch, T = r->c.block;
     r->n_eval = (int)fmin((double)tg_token_data_val_batches(r->d, B, T), p->eval_batches);
     tg_rng init = tg_rng_new((uint64_t)p->seed);
     tg_decoder_config dc = decoder_config(&r->c, p->dropout);
@@ -279,22 +256,10 @@ static int train_mode(lm_run *r) {
     tg_run_on_save(r->run, on_save, r);
     print_setup(r, tg_run_steps_done(r->run));
     double val = NAN;
-    while (tg_run_next(r->run)) {
-        for (int k = 0; k < p->accum; k++) {
-            /* --ddp: this rank's Bl windows of the B every rank draws. */
-            tg_token_data_batch_shard(r->d, B, T, rank, size, r->x, r->y);
-            tg_scope_begin();
-            /* Micro-batches: their summed losses over all their targets (run.h: exact with ignored targets). */
-            int64_t n = 0;
-            tg_tensor *sum = p->accum > 1 ? tg_decoder_loss_sum(r->m, r->x, r->y, Bl, T, &n) : NULL;
-            int bad = p->accum > 1 ? tg_run_backward_sum(r->run, sum, n)
-                                   : tg_run_backward(r->run, tg_decoder_loss(r->m, r->x, r->y, Bl, T));
-            tg_scope_end();
-            if (bad) break;
-        }
-        if (tg_run_step(r->run) != 0) break;
-        if (tg_run_eval_due(r->run) && tg_run_eval(r->run, val = evaluate(r)) != 0) break;
-    }
+    while (tg_run_next(r->run) && tg_run_decoder_step(r->run, r->m, r->d, B, T, p->accum, r->x, r->y) == 0)
+        if (tg_run_eval_due(r->run) &&
+            tg_run_eval(r->run, val = tg_run_decoder_val_loss(r->m, r->d, r->n_eval, B, T, r->x, r->y)) != 0)
+            break;
     int64_t step = tg_run_steps_done(r->run), best_step;
     double best = tg_run_best_val(r->run, &best_step);
     if (tg_run_stopped_early(r->run)) val = best; /* the run ends on the best model */

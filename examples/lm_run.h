@@ -97,19 +97,9 @@ static int lm_shape(options *o, const cli_opt *opts, int nopt, const char *from,
  * its settings and model into o, c and tok. -1 with why set (a bad flag:
  * exit 2) or the error recorded (a bad checkpoint: exit 1). */
 static int lm_resume(options *o, const cli_opt *opts, int nopt, lm_config *c, lm_tok *tok, char *why, size_t cap) {
-    static char dir[4096];
-    struct stat sb;
-    size_t n = strlen(o->resume), k = strlen("train_state.safetensors");
-    bool file = stat(o->resume, &sb) == 0 && !S_ISDIR(sb.st_mode);
-    if (file &&
-        (n < k || strcmp(o->resume + n - k, "train_state.safetensors") != 0 || (n > k && o->resume[n - k - 1] != '/')))
-        return snprintf(why, cap,
-                        "--resume takes a run's folder (or its train_state.safetensors); to start from %s, "
-                        "use --init-from",
-                        o->resume),
-               -1;
-    snprintf(dir, sizeof dir, "%.*s", file ? (n == k ? 1 : (int)(n - k - 1)) : (int)n,
-             file && n == k ? "." : o->resume);
+    static char *dir; /* the run's folder, o->out from here */
+    free(dir);
+    if (!(dir = tg_run_resume_folder(o->resume))) return snprintf(why, cap, "%s", tg_last_error()), -1;
     if (cli_given(opts, nopt, "out") && strcmp(o->out, dir) != 0)
         return snprintf(why, cap, "--out %s and --resume %s name different runs (a resumed run stays in its folder)",
                         o->out, dir),
@@ -151,21 +141,18 @@ static int lm_check_data(const tg_token_data *d, const lm_config *c, int B, int 
 }
 
 /* ---- figures ------------------------------------------------------------------ */
-static int lm_draw_losses(const char *out, const char *data, const lm_config *c, const float *train, int64_t n,
-                          const float *vs, const float *vl, int nv) {
-    char *path = tg_run_path(out, "lm_loss.png"), title[160];
+static int lm_draw_losses(const tg_run *run, const char *data, const lm_config *c) {
+    char *path = tg_run_path(tg_run_dir(run), "lm_loss.png"), title[160];
     const char *name = data ? strrchr(data, '/') : NULL;
-    name = name ? name + 1 : data ? data : "Debian's fortunes";
     snprintf(title, sizeof title, "GPT (%d layers, d %d, T %d, %s positions) on %.50s: loss per %s", c->layers, c->dim,
-             c->block, c->pe, name, c->vocab == TG_BYTE_VOCAB ? "byte" : "token");
-    float *xs = malloc(sizeof(float) * (size_t)(n ? n : 1)); /* steps count from 1 */
-    int rc = path && xs ? 0 : -1;
-    for (int64_t i = 0; xs && i < n; i++) xs[i] = (float)(i + 1);
-    tg_series s[2] = {{"train", xs, train, (int)n}, {"validation", vs, vl, nv}};
-    tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = "cross-entropy (nats)"};
-    if (rc == 0 && (rc = tg_viz_lineplot(path, s, nv > 0 ? 2 : 1, &po)) != 0)
-        fprintf(stderr, "lm: %s\n", tg_viz_last_error());
-    free(xs), free(path);
+             c->block, c->pe,
+             name   ? name + 1
+             : data ? data
+                    : "Debian's fortunes",
+             c->vocab == TG_BYTE_VOCAB ? "byte" : "token");
+    int rc = path ? tg_run_draw_losses(run, path, title, "cross-entropy (nats)") : -1;
+    if (rc != 0) fprintf(stderr, "lm: %s\n", path ? tg_last_error() : "out of memory");
+    free(path);
     return rc;
 }
 

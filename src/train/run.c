@@ -24,6 +24,7 @@
 #include "../dist/dist.h"
 #include "../io/checkpoint.h"
 #include "../io/json.h"
+#include "../viz/viz.h"
 
 typedef enum { RUN_GOING, RUN_DONE, RUN_EARLY, RUN_STOPPED, RUN_SIGNALLED, RUN_FAILED } run_state;
 
@@ -935,4 +936,66 @@ int tg_run_init_from(const char *path, const tg_params *params) {
     }
     free(file);
     return rc;
+}
+
+/* ---- figures and folders ------------------------------------------------------ */
+int tg_run_draw_losses(const tg_run *r, const char *png, const char *title, const char *ylabel) {
+    if (!r || !png) return tg_set_error("run: figure: NULL run or path"), -1;
+    float *xs = malloc(sizeof(float) * (size_t)(r->step ? r->step : 1)); /* steps count from 1 */
+    if (!xs) return tg_set_error("run: figure: out of memory"), -1;
+    for (int64_t i = 0; i < r->step; i++) xs[i] = (float)(i + 1);
+    tg_series s[2] = {{"train", xs, r->train, (int)r->step}, {"validation", r->val_step, r->val_loss, r->n_val}};
+    tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = ylabel};
+    int rc = tg_viz_lineplot(png, s, r->n_val > 0 ? 2 : 1, &po);
+    if (rc != 0) tg_set_error("run: figure: %s", tg_viz_last_error());
+    free(xs);
+    return rc;
+}
+
+char *tg_run_resume_folder(const char *path) {
+    const char *name = "train_state.safetensors";
+    struct stat sb;
+    size_t n = path ? strlen(path) : 0, k = strlen(name);
+    if (!path) return tg_set_error("run: resume: NULL path"), NULL;
+    if (stat(path, &sb) != 0 || S_ISDIR(sb.st_mode)) return strdup(path);
+    bool state = n >= k && strcmp(path + n - k, name) == 0 && (n == k || path[n - k - 1] == '/');
+    if (!state)
+        return tg_set_error("--resume takes a run's folder (or its train_state.safetensors); to start from %s, use "
+                            "--init-from",
+                            path),
+               NULL;
+    char *dir = n == k ? strdup(".") : strndup(path, n - k - 1 > 0 ? n - k - 1 : 1);
+    if (!dir) tg_set_error("run: out of memory");
+    return dir;
+}
+
+/* ---- a decoder on a token file ------------------------------------------------ */
+int tg_run_decoder_step(tg_run *r, tg_decoder *m, tg_token_data *d, int B, int T, int accum, int *x, int *y) {
+    int size = tg_dist_size(), rank = tg_dist_rank(), Bl = B / size;
+    for (int k = 0; k < accum; k++) {
+        tg_token_data_batch_shard(d, B, T, rank, size, x, y); /* this rank's Bl windows of the B all draw */
+        tg_scope_begin();
+        int64_t n = 0;
+        tg_tensor *sum = accum > 1 ? tg_decoder_loss_sum(m, x, y, Bl, T, &n) : NULL;
+        int bad = accum > 1 ? tg_run_backward_sum(r, sum, n) : tg_run_backward(r, tg_decoder_loss(m, x, y, Bl, T));
+        tg_scope_end();
+        if (bad) return -1;
+    }
+    return tg_run_step(r);
+}
+
+double tg_run_decoder_val_loss(tg_decoder *m, const tg_token_data *d, int n_batches, int B, int T, int *x, int *y) {
+    double sum = 0;
+    tg_decoder_train(m, false);
+    bool grad = tg_set_grad_enabled(false);
+    for (int i = tg_dist_rank(); i < n_batches; i += tg_dist_size()) {
+        tg_token_data_val_batch(d, i, B, T, x, y);
+        tg_scope_begin();
+        tg_tensor *loss = tg_decoder_loss(m, x, y, B, T);
+        sum += loss ? (double)tg_item(loss) : NAN;
+        tg_scope_end();
+    }
+    tg_set_grad_enabled(grad);
+    tg_decoder_train(m, true);
+    return tg_dist_allreduce_sum(&sum, 1) == 0 ? sum / n_batches : NAN;
 }

@@ -49,6 +49,7 @@
 #define TG_TRAIN_RUN_H
 
 #include "train.h"
+#include "../nn/decoder.h"
 
 /** A run setting's type: what tg_setting.value points to. */
 typedef enum {
@@ -227,6 +228,31 @@ int tg_run_metrics_read(const char *dir, tg_metrics **lines, int64_t *n);
  * the run: it returns 0, or -1 to fail the run. fn is called with (ctx, the
  * step); fn NULL removes it. */
 void tg_run_on_save(tg_run *run, int (*fn)(void *ctx, int64_t step), void *ctx);
+
+/** Draws the run's training loss per step and its validation losses into
+ * png_path (tg_viz_lineplot), titled title, the y axis named ylabel. 0, or
+ * -1 with viz's error recorded ("run: figure: ..."). */
+int tg_run_draw_losses(const tg_run *run, const char *png_path, const char *title, const char *ylabel);
+
+/** The run folder that a resume names: path itself (a folder), or the
+ * folder of a path ending in train_state.safetensors; malloc'd (free it).
+ * NULL with the error recorded when path is another file ("... to start
+ * from it, use --init-from"), or out of memory. */
+char *tg_run_resume_folder(const char *path);
+
+/* ---- a decoder on a token file (src/nn/decoder.h, tg_token_data) ---------- */
+/** One step of decoder m on d: accum micro-batches of B windows of T
+ * tokens (under data parallelism this rank's B / size of the B every rank
+ * draws), each backward through the run (the exact sums,
+ * tg_run_backward_sum, when accum > 1), then tg_run_step. x and y hold
+ * B * T ints (scratch). 0, or -1 (the run has failed). */
+int tg_run_decoder_step(tg_run *run, tg_decoder *m, tg_token_data *d, int B, int T, int accum, int *x, int *y);
+/** The mean loss of m over the first n_batches fixed validation batches
+ * of d (B windows of T), in eval mode without a graph (training mode
+ * after); under data parallelism each rank takes every size-th batch and
+ * the sums are added in rank order. NaN when a loss fails (tg_run_eval
+ * then fails the run, saying so). */
+double tg_run_decoder_val_loss(tg_decoder *m, const tg_token_data *d, int n_batches, int B, int T, int *x, int *y);
 
 /* ---- starting from another run (nanoGPT's init_from) ----------------------- */
 /** Loads the weights of a checkpoint into params: a run folder (its
