@@ -293,7 +293,8 @@ Test(hostile, programs_free_everything_on_success_and_error_paths, .timeout = 90
     valgrind_run("lm", "--sample --load truncated.safetensors", 1);
     valgrind_run("lm", "--sample --load reverse_fixed.safetensors", 1);
     valgrind_run("lm", "--resume lm/lm.safetensors --out lm", 2); /* not a run's checkpoint: a bad flag */
-    valgrind_run("lm", "--data missing.txt --out lm", 1);
+    valgrind_run("lm", "--data missing.txt --out lm --overwrite", 1);
+    valgrind_run("lm", "--data missing.txt --out lm", 1); /* a run is there: refused */
     valgrind_run("lm", "--bogus", 2);
     valgrind_run("extrapolate",
                  "--steps 2 --batch 2 --heldout 2 --dim 8 --heads 2 --ffn 8 --layers 1 --task shift --out e", 0);
