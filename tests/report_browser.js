@@ -15,8 +15,10 @@
 // Then saves screenshots. Then each further page (reverse's run, extrapolate's
 // summary): no console error or request, every position plot of the data
 // drawn and titled with its kind, a heatmap cell's hover read-out equal to
-// the embedded value, and, where there is an encoder's attention, hovering a
-// token shades the recorded row (which sums to 1).
+// the embedded value, where there is attention, hovering a token shades the
+// recorded row (which sums to 1), a table of rows (a profiler's) shows every
+// cell as written, and the title and samples are the data's (the last page
+// is an lm run's copy with a profile.json and a crafted samples.jsonl).
 // Usage: node report_browser.js REPORT.html SHOT_PREFIX [PAGE.html ...]
 "use strict";
 const path = require("path");
@@ -100,6 +102,19 @@ async function checkPositionsPage(browser, file) {
     await hoverAndCompare(page, D, 0, 0, 0, false);
     await hoverAndCompare(page, D, T - 1, L - 1, H - 1, false);
   }
+  /* Tables of rows (a profiler's) show every cell as written; the page's
+   * title and samples are the data's (a crafted samples.jsonl line cannot
+   * rewrite them). */
+  for (const [k, Tb] of (Array.isArray(D.table) ? D.table : []).entries()) {
+    if (!Tb.columns) continue;
+    const id = "table" + (k ? k + 1 : "");
+    const cells = await page.$$eval(`#${id} td`, (xs) => xs.map((x) => x.textContent));
+    const want = await page.evaluate((rows) => rows.flat().map((v) => typeof v === "string" ? v : fmt(v)), Tb.rows);
+    check(JSON.stringify(cells) === JSON.stringify(want), `table "${Tb.title}": ${cells.length} cells as written (${cells.join(" | ")})`);
+  }
+  const h1 = await page.$eval("h1", (e) => e.textContent), pre = await page.$$eval("#samples pre.sample", (xs) => xs.map((x) => x.textContent));
+  check(h1 === (D.title || "Run report") && pre.length === (D.samples || []).length && pre.every((t, i) => t === D.samples[i].text),
+        `title "${h1}" and ${pre.length} sample(s) as in the data`);
   check(errors.length === 0, `still no console errors after interaction (${errors.join(" | ") || "none"})`);
   await page.close();
 }

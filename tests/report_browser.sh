@@ -44,8 +44,20 @@ rm -rf "$DIR/toy"
     cmp -s "$DIR/toy/reverse_learned/report.html" "$DIR/reverse_rebuilt.html" ||
     { echo "report_browser: FAILED: tgrad-report's page differs from reverse's"; exit 1; }
 echo "ok   tgrad-report rebuilds reverse's page byte for byte from the run folder"
+# A copy of the lm run with a profiler's table (profile.json) and a crafted
+# samples.jsonl: a line with text after its object (trying to set the page's
+# title) is left out with a warning; the good line, holding "</script>",
+# is shown as text; the page checked below like the others.
+rm -rf "$DIR/crafted" && cp -r "$(dirname "$REPORT")" "$DIR/crafted" || exit 1
+echo '{"title": "Time per op", "columns": ["op", "calls", "ms"], "rows": [["matmul", 120, 3.5], ["soft<max</script>", 4, null]]}' > "$DIR/crafted/profile.json"
+printf '%s\n' '{"step": 1, "text": "x"}], "title": "pwned", "z": [' \
+    '{"step": 2, "text": "</script><script>document.title = 1</script>"}' > "$DIR/crafted/samples.jsonl"
+"$BUILD/bin/report" "$DIR/crafted" --out "$DIR/crafted.html" > /dev/null 2> "$DIR/crafted.err" &&
+    grep -q "samples.jsonl: 1 line left out" "$DIR/crafted.err" && ! grep -q pwned "$DIR/crafted.html" ||
+    { cat "$DIR/crafted.err"; echo "report_browser: FAILED: a crafted samples.jsonl line reached the page"; exit 1; }
+echo "ok   a crafted samples.jsonl line is left out with a warning"
 "$BUILD/bin/extrapolate" --task shift --steps 20 --eval-every 10 --heldout 10 --out "$DIR/toy" > "$DIR/extrapolate.log" 2>&1 ||
     { tail -20 "$DIR/extrapolate.log"; echo "report_browser: FAILED: extrapolate"; exit 1; }
 echo "report_browser: $REPORT ($(wc -c < "$REPORT") bytes)"
 PUPPETEER_DIR=$PUPPETEER_DIR timeout 300 node tests/report_browser.js "$REPORT" "$SHOTS" \
-    "$DIR/toy/reverse_learned/report.html" "$DIR/toy/extrapolate/report.html"
+    "$DIR/toy/reverse_learned/report.html" "$DIR/toy/extrapolate/report.html" "$DIR/crafted.html"

@@ -1,8 +1,15 @@
-/* The strict JSON reader of file headers (io/json.c), on its own: strings
- * with every escape and surrogate pairs, what it refuses, integers at the
- * edge of 64 bits, and the nesting limit of skipped values. */
+/* The library's JSON (io/json.c), on its own. The strict reader of file
+ * headers: strings with every escape and surrogate pairs, what it refuses,
+ * integers at the edge of 64 bits, and the nesting limit of skipped values.
+ * The one writer: its separators, the escaper (every byte, read back by the
+ * reader), numbers that read back to the bit, and misuse refused. */
 #include <criterion/criterion.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "tensor/tensor.h"
 
 #include "io/json.h"
 
@@ -60,4 +67,113 @@ Test(json, skipped_values_nest_at_most_64_deep) {
     tg_json j = at("{\"a\": [true, false, null, -1.5e3, \"x\", {}]}");
     cr_expect_eq(tg_json_skip_value(&j, 1), 0, "%s", j.why);
     cr_expect_eq(j.p, j.end);
+}
+
+Test(json, writer_places_separators_and_nests) {
+    tg_json_writer w = {0};
+    tg_json_begin(&w, '{');
+    tg_json_key(&w, "a"), tg_json_put_int(&w, -3);
+    tg_json_key(&w, "b"), tg_json_begin(&w, '[');
+    tg_json_put_bool(&w, true), tg_json_put_null(&w), tg_json_put_str(&w, "x");
+    tg_json_break(&w), tg_json_begin(&w, '{'), tg_json_end(&w);
+    tg_json_put_number(&w, 0.5), tg_json_put_digits(&w, 2.0 / 3, 3), tg_json_put_number(&w, NAN);
+    tg_json_end(&w);
+    tg_json_end(&w);
+    char *text = tg_json_finish(&w, "test");
+    cr_assert_not_null(text, "%s", tg_last_error());
+    cr_expect_str_eq(text, "{\"a\": -3, \"b\": [true,null,\"x\",\n{},0.5,0.667,null]}");
+    free(text);
+    w.compact = true; /* a file header's separators */
+    tg_json_begin(&w, '{'), tg_json_key(&w, "k"), tg_json_put_str(&w, "v"), tg_json_key(&w, "n");
+    tg_json_put_int(&w, 1), tg_json_end(&w);
+    text = tg_json_finish(&w, "test");
+    cr_expect_str_eq(text, "{\"k\":\"v\",\"n\":1}");
+    free(text);
+}
+
+Test(json, writer_refuses_misuse) {
+    tg_json_writer w = {0};
+    tg_json_begin(&w, '{'), tg_json_put_int(&w, 1), tg_json_end(&w); /* a value without its key */
+    cr_expect_null(tg_json_finish(&w, "test"));
+    cr_expect(strstr(tg_last_error(), "test: JSON written out of order"), "%s", tg_last_error());
+    tg_json_begin(&w, '['); /* left open */
+    cr_expect_null(tg_json_finish(&w, "test"));
+    tg_json_put_int(&w, 1), tg_json_put_int(&w, 2); /* two values at the top */
+    cr_expect_null(tg_json_finish(&w, "test"));
+    tg_json_begin(&w, '['), tg_json_key(&w, "k"), tg_json_end(&w); /* a key in an array */
+    cr_expect_null(tg_json_finish(&w, "test"));
+    tg_json_begin(&w, '{'), tg_json_key(&w, "k"), tg_json_end(&w); /* a key without its value */
+    cr_expect_null(tg_json_finish(&w, "test"));
+    cr_expect_null(tg_json_finish(&w, "test"), "nothing written");
+}
+
+/* s[0..n) through the escaper and back through the reader. */
+static char *round_trip(const char *s, size_t n, size_t *len) {
+    tg_json_writer w = {0};
+    tg_json_put_string(&w, s, n);
+    char *text = tg_json_finish(&w, "test");
+    cr_assert_not_null(text);
+    cr_expect(tg_json_valid_utf8((const unsigned char *)text, strlen(text)), "%s", text);
+    cr_expect(!strchr(text, '<'), "'<' is never written as it is: %s", text);
+    for (const char *p = text; *p; p++) cr_expect((unsigned char)*p >= 0x20, "a raw control byte in %s", text);
+    static char out[1024];
+    tg_json j = at(text);
+    cr_expect_eq(tg_json_string(&j, out, sizeof out, len), 0, "%s: %s", text, j.why);
+    cr_expect_eq(j.p, j.end);
+    free(text);
+    return out;
+}
+
+Test(json, escaper_reads_back_and_always_writes_valid_utf8) {
+    /* Every ASCII byte but NUL, quotes, backslashes, '<', and UTF-8 of 2, 3 and 4 bytes: read back as they were. */
+    char all[160];
+    size_t n = 0;
+    for (int c = 1; c < 128; c++) all[n++] = (char)c;
+    const char *multi = "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    memcpy(all + n, multi, strlen(multi)), n += strlen(multi);
+    size_t len;
+    char *out = round_trip(all, n, &len);
+    cr_expect_eq(len, n);
+    cr_expect(memcmp(out, all, n) == 0);
+    /* Bytes that are not UTF-8 (a lone continuation, a cut sequence, an
+     * overlong, a surrogate, 0xff) and NUL: each a U+FFFD. */
+    const char bad[] = "a\x80"
+                       "b\xe2\x82"
+                       "c\xc0\xaf"
+                       "d\xed\xa0\x80"
+                       "e\xff"
+                       "f\0g";
+    out = round_trip(bad, sizeof bad - 1, &len);
+    const char *want = "a\xef\xbf\xbd"
+                       "b\xef\xbf\xbd\xef\xbf\xbd"
+                       "c\xef\xbf\xbd\xef\xbf\xbd"
+                       "d\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                       "e\xef\xbf\xbd"
+                       "f\xef\xbf\xbdg";
+    cr_expect_eq(len, strlen(want));
+    cr_expect(memcmp(out, want, strlen(want)) == 0, "%s", out);
+}
+
+Test(json, numbers_read_back_to_the_bit) {
+    const double v[] = {0.1, 1.0 / 3, 1e-300, 5e-324, DBL_MAX, -2.5, 123456789012345678.0, 0.0, 2.0 / 3e10};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        tg_json_writer w = {0};
+        tg_json_put_number(&w, v[i]);
+        char *text = tg_json_finish(&w, "test");
+        cr_assert_not_null(text);
+        tg_json j = at(text);
+        double back;
+        cr_expect_eq(tg_json_number(&j, &back, "n"), 0, "%s", text);
+        cr_expect(memcmp(&back, &v[i], sizeof back) == 0, "%.17g written as %s", v[i], text);
+        cr_expect(strlen(text) <= 24, "%s", text);
+        free(text);
+    }
+    const double odd[] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) {
+        tg_json_writer w = {0};
+        tg_json_put_number(&w, odd[i]);
+        char *text = tg_json_finish(&w, "test");
+        cr_expect_str_eq(text, "null");
+        free(text);
+    }
 }

@@ -3,8 +3,10 @@
  * strings (escapes, surrogate pairs, no control characters), non-negative
  * integers, and a skipper for any value. See json.h. */
 #include "json.h"
+#include "../tensor/tensor.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,17 +310,155 @@ int tg_json_skip_value(tg_json *j, int depth) {
     return 0;
 }
 
-/* ---- writing ---------------------------------------------------------------- */
-void tg_json_write_string(tg_strbuf *b, const char *s, size_t n) {
-    tg_strbuf_put(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            tg_strbuf_fmt(b, "\\%c", c);
-        else if (c < 0x20) /* RFC 8259: control characters only escaped */
-            tg_strbuf_fmt(b, "\\u%04x", c);
-        else
-            tg_strbuf_put(b, (const char *)&s[i], 1);
+/* ---- the writer (json.h) ---- */
+
+/* The separator before a value, and the value's place checked: in an
+ * object a value follows its key, in an array any value may come, at the
+ * top only one. */
+static bool before_value(tg_json_writer *w) {
+    if (w->failed || w->out.oom) return false;
+    if (w->depth == 0) {
+        if (w->out.n > 0) w->failed = true; /* a second value at the top */
+    } else if (w->open[w->depth - 1] == '{') {
+        if (!w->keyed) w->failed = true; /* a value without its key */
+        w->keyed = false;
+    } else {
+        if (w->has_item[w->depth - 1]) tg_strbuf_str(&w->out, w->brk ? ",\n" : ",");
+        w->has_item[w->depth - 1] = true;
+        w->brk = false;
     }
+    return !w->failed;
+}
+
+/* The one escaper: see json.h. Valid UTF-8 sequences (tg_json_valid_utf8's
+ * rule) are copied; any other byte becomes U+FFFD. */
+static void put_escaped(tg_strbuf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
     tg_strbuf_put(b, "\"", 1);
+    size_t run = 0; /* s[run..i) is copied as it is, in one put */
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char u[7];
+        size_t len = 1;
+        if (c >= 0x80) {
+            len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+            if (len == 0 || n - i < len || !tg_json_valid_utf8((const unsigned char *)s + i, len))
+                esc = "\\ufffd", len = 1;
+        } else if (c == '"') {
+            esc = "\\\"";
+        } else if (c == '\\') {
+            esc = "\\\\";
+        } else if (c == '\n') {
+            esc = "\\n";
+        } else if (c == '\t') {
+            esc = "\\t";
+        } else if (c == 0) {
+            esc = "\\ufffd"; /* tg_json_string refuses \u0000 (C strings end there) */
+        } else if (c < 0x20 || c == '<' || c == 0x7f) {
+            snprintf(u, sizeof u, "\\u00%c%c", hex[c >> 4], hex[c & 15]);
+            esc = u;
+        }
+        if (esc) {
+            tg_strbuf_put(b, s + run, i - run);
+            tg_strbuf_str(b, esc);
+            run = i + len;
+        }
+        i += len;
+    }
+    tg_strbuf_put(b, s + run, n - run);
+    tg_strbuf_put(b, "\"", 1);
+}
+
+void tg_json_begin(tg_json_writer *w, char open) {
+    if (open != '{' && open != '[') w->failed = true;
+    if (!before_value(w)) return;
+    if (w->depth == TG_JSON_MAX_DEPTH) {
+        w->failed = true;
+        return;
+    }
+    w->open[w->depth] = open, w->has_item[w->depth] = false, w->depth++;
+    tg_strbuf_put(&w->out, &open, 1);
+}
+
+void tg_json_end(tg_json_writer *w) {
+    if (w->depth == 0 || w->keyed) w->failed = true; /* nothing open, or a key without its value */
+    if (w->failed) return;
+    w->depth--;
+    tg_strbuf_str(&w->out, w->open[w->depth] == '{' ? "}" : "]");
+    w->brk = false;
+}
+
+void tg_json_key(tg_json_writer *w, const char *key) {
+    if (w->failed || w->out.oom) return;
+    if (w->depth == 0 || w->open[w->depth - 1] != '{' || w->keyed || !key) {
+        w->failed = true;
+        return;
+    }
+    if (w->has_item[w->depth - 1]) tg_strbuf_str(&w->out, w->brk ? ",\n" : w->compact ? "," : ", ");
+    w->has_item[w->depth - 1] = true, w->brk = false, w->keyed = true;
+    put_escaped(&w->out, key, strlen(key));
+    tg_strbuf_str(&w->out, w->compact ? ":" : ": ");
+}
+
+void tg_json_put_string(tg_json_writer *w, const char *s, size_t n) {
+    if (!s && n) w->failed = true;
+    if (before_value(w)) put_escaped(&w->out, s ? s : "", n);
+}
+
+void tg_json_put_str(tg_json_writer *w, const char *s) { tg_json_put_string(w, s ? s : "", s ? strlen(s) : 0); }
+
+void tg_json_put_number(tg_json_writer *w, double v) {
+    if (!before_value(w)) return;
+    if (!isfinite(v)) {
+        tg_strbuf_str(&w->out, "null");
+        return;
+    }
+    char buf[32];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    tg_strbuf_str(&w->out, buf);
+}
+
+void tg_json_put_digits(tg_json_writer *w, double v, int digits) {
+    if (!before_value(w)) return;
+    if (isfinite(v))
+        tg_strbuf_fmt(&w->out, "%.*g", digits < 1 ? 1 : digits > 17 ? 17 : digits, v);
+    else
+        tg_strbuf_str(&w->out, "null");
+}
+
+void tg_json_put_int(tg_json_writer *w, int64_t v) {
+    if (before_value(w)) tg_strbuf_fmt(&w->out, "%lld", (long long)v);
+}
+
+void tg_json_put_bool(tg_json_writer *w, bool v) {
+    if (before_value(w)) tg_strbuf_str(&w->out, v ? "true" : "false");
+}
+
+void tg_json_put_null(tg_json_writer *w) {
+    if (before_value(w)) tg_strbuf_str(&w->out, "null");
+}
+
+void tg_json_break(tg_json_writer *w) { w->brk = true; }
+
+void tg_json_discard(tg_json_writer *w) {
+    free(w->out.p);
+    bool compact = w->compact;
+    *w = (tg_json_writer){.compact = compact};
+}
+
+char *tg_json_finish(tg_json_writer *w, const char *what) {
+    char *text = NULL;
+    if (w->out.oom)
+        tg_set_error("%s: out of memory writing JSON", what);
+    else if (w->failed || w->depth != 0 || w->out.n == 0)
+        tg_set_error("%s: JSON written out of order (%s)", what,
+                     w->failed ? "a value without its key, or a second value" : "a container left open, or nothing");
+    else
+        text = w->out.p, w->out.p = NULL; /* the caller's now */
+    tg_json_discard(w);
+    return text;
 }

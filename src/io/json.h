@@ -1,14 +1,24 @@
-/* A strict JSON reader for file headers (internal to src/io; not installed).
+/* The library's JSON (internal to the library; not installed): a strict
+ * reader for file headers and logs, and the one writer (with the one string
+ * escaper) for everything the library writes as JSON: the training state's
+ * metadata, the metrics log, samples.jsonl and the run report's data.
  *
- * A tg_json is a cursor over [start, end). Every reader advances it and
- * returns 0, or -1 with the reason of the first failure kept in j->why
+ * Reader: a tg_json is a cursor over [start, end). Every reader advances it
+ * and returns 0, or -1 with the reason of the first failure kept in j->why
  * ("header JSON: expected ':' at byte 17, found ','"), so a caller checks
- * once at the end of a chain and reports one message. */
+ * once at the end of a chain and reports one message.
+ *
+ * Writer: a tg_json_writer streams values into a growing string
+ * (io/strbuf.h), placing the commas and colons itself. Like the strbuf it
+ * keeps its first failure (out of memory, a value where a key belongs, more
+ * closes than opens) and does nothing after it; tg_json_finish checks once. */
 #ifndef TG_IO_JSON_H
 #define TG_IO_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include "strbuf.h"
 
 /* Nesting limit for skipped values. */
@@ -50,8 +60,48 @@ int tg_json_null(tg_json *j);
 /* Any value, nested at most TG_JSON_MAX_DEPTH deep. */
 int tg_json_skip_value(tg_json *j, int depth);
 
-/* Writing: s[0..n) as a JSON string, quoted and escaped ('"', '\\', and
- * control characters as \u00XX), appended to b. */
-void tg_json_write_string(tg_strbuf *b, const char *s, size_t n);
+/* ---- the writer ---- */
+
+typedef struct {
+    tg_strbuf out; /* the text so far (out.p, out.n) */
+    bool compact;  /* separators "," and ":" (a file header); else ", " and ": " */
+    bool failed;   /* misuse: see tg_json_finish */
+    bool keyed;    /* a key was written: its value comes next */
+    bool brk;      /* the next separator ends its line (tg_json_break) */
+    int depth;
+    char open[TG_JSON_MAX_DEPTH];     /* '{' or '[' of each open container */
+    bool has_item[TG_JSON_MAX_DEPTH]; /* it holds an item already */
+} tg_json_writer;
+
+/* Opens an object ('{') or an array ('['), as a value. */
+void tg_json_begin(tg_json_writer *w, char open);
+/* Closes the innermost container. */
+void tg_json_end(tg_json_writer *w);
+/* The next member's name (inside an object); its value follows. */
+void tg_json_key(tg_json_writer *w, const char *key);
+/* The one escaper: s[0..n) as a JSON string. '"', '\\' and control
+ * characters escaped, '<' as \u003c (the text can sit in an HTML <script>
+ * block as it is), and each byte that is not part of valid UTF-8 (and NUL)
+ * as U+FFFD, so the output is always valid UTF-8 that tg_json_string reads
+ * back. */
+void tg_json_put_string(tg_json_writer *w, const char *s, size_t n);
+void tg_json_put_str(tg_json_writer *w, const char *s); /* a NUL-terminated s */
+/* A number that reads back as v: the shortest of %.15g, %.16g, %.17g that
+ * strtod returns to v; null for NaN and infinities, which JSON lacks. */
+void tg_json_put_number(tg_json_writer *w, double v);
+/* A number to `digits` significant digits (%.*g), for figures' data where
+ * size matters more than the last bits; null when not finite. */
+void tg_json_put_digits(tg_json_writer *w, double v, int digits);
+void tg_json_put_int(tg_json_writer *w, int64_t v);
+void tg_json_put_bool(tg_json_writer *w, bool v);
+void tg_json_put_null(tg_json_writer *w);
+/* Starts a new line before the next item (a list a person may read). */
+void tg_json_break(tg_json_writer *w);
+/* The text (malloc'd, the caller frees it), or NULL when the writer failed
+ * or a container is still open, with the error recorded under `what`. The
+ * writer is empty again afterwards. */
+char *tg_json_finish(tg_json_writer *w, const char *what);
+/* Drops what was written (after an error of the caller's). */
+void tg_json_discard(tg_json_writer *w);
 
 #endif

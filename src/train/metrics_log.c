@@ -56,34 +56,24 @@ tg_metrics_log *tg_metrics_log_open(const char *path, bool append) {
     return log;
 }
 
-/* The shortest of %.15g, %.16g, %.17g that reads back as v; null for NaN
- * and infinities, which JSON cannot write. */
-static void number(char *buf, size_t cap, double v) {
-    if (!isfinite(v)) {
-        snprintf(buf, cap, "null");
-        return;
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) return;
-    }
-}
-
 int tg_metrics_log_write(tg_metrics_log *log, const tg_metrics *m) {
     if (!log || !m) {
         tg_set_error("metrics_log_write: NULL %s", !log ? "log" : "metrics");
         return -1;
     }
-    char lr[32], loss[32], val[32], tps[32], gn[32];
-    number(lr, sizeof lr, m->lr);
-    number(loss, sizeof loss, m->loss);
-    number(val, sizeof val, m->val_loss);
-    number(tps, sizeof tps, m->tokens_per_s);
-    number(gn, sizeof gn, m->grad_norm);
-    int n = fprintf(log->f,
-                    "{\"step\": %lld, \"lr\": %s, \"loss\": %s, \"val_loss\": %s, \"tokens_per_s\": %s, "
-                    "\"grad_norm\": %s}\n",
-                    (long long)m->step, lr, loss, val, tps, gn);
+    /* Numbers that read back to the bit (io/json.h); null for NaN and
+     * infinities, which JSON cannot write. */
+    const char *keys[5] = {"lr", "loss", "val_loss", "tokens_per_s", "grad_norm"};
+    const double vals[5] = {m->lr, m->loss, m->val_loss, m->tokens_per_s, m->grad_norm};
+    tg_json_writer w = {0};
+    tg_json_begin(&w, '{');
+    tg_json_key(&w, "step"), tg_json_put_int(&w, m->step);
+    for (int i = 0; i < 5; i++) tg_json_key(&w, keys[i]), tg_json_put_number(&w, vals[i]);
+    tg_json_end(&w);
+    char *line = tg_json_finish(&w, "metrics_log_write");
+    if (!line) return -1;
+    int n = fprintf(log->f, "%s\n", line);
+    free(line);
     if (n < 0 || fflush(log->f) != 0) {
         log->failed = true;
         tg_set_error("metrics_log_write: write failed: %s", strerror(errno));

@@ -1,5 +1,8 @@
 /* The run's report: its data gathered as JSON (report.h); the page itself
- * is src/viz/report.c's. */
+ * is src/viz/report.c's. Every part is written by io/json.h's writer from
+ * values: what comes from a file (the checkpoint's settings, metrics.jsonl,
+ * samples.jsonl, a table file) is parsed and written again, never copied,
+ * so a crafted log line can neither reach the page as text nor break it. */
 #include "report.h"
 #include "run.h"
 
@@ -24,56 +27,48 @@ enum { REPORT_MAX_PARTS = 16 };
 struct tg_report {
     char *name[REPORT_MAX_PARTS], *json[REPORT_MAX_PARTS];
     int n;
+    int64_t dropped; /* log lines left out (tg_report_dropped) */
 };
 
-/* ---- JSON text: a growing string (io/strbuf.h) ---- */
-typedef tg_strbuf sbuf;
+/* ---- JSON text: io/json.h's writer ---- */
+typedef tg_json_writer jw;
 
-/* A number as JSON (NaN and infinities: null, which JSON has instead). */
-static void sb_num(sbuf *b, double v) {
-    if (isfinite(v))
-        tg_strbuf_fmt(b, "%.6g", v);
-    else
-        tg_strbuf_str(b, "null");
-}
-/* A JSON string of s[0..n): quote, backslash and control characters escaped. */
-static void sb_jstr(sbuf *b, const char *s, size_t n) {
-    tg_strbuf_put(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            tg_strbuf_fmt(b, "\\%c", c);
-        else if (c < 0x20)
-            tg_strbuf_fmt(b, "\\u%04x", c);
-        else
-            tg_strbuf_put(b, (const char *)&s[i], 1);
-    }
-    tg_strbuf_put(b, "\"", 1);
-}
-/* Takes b's text as part name of r (or records the failure). */
-static int sb_finish(sbuf *b, tg_report *r, const char *name) {
-    int rc = b->oom ? (tg_set_error("report: %s: out of memory", name), -1) : tg_report_add(r, name, b->p);
-    free(b->p);
+/* Takes w's text as part name of r (or records the failure). */
+static int jw_finish(jw *w, tg_report *r, const char *name) {
+    char *text = tg_json_finish(w, "report");
+    int rc = text ? tg_report_add(r, name, text) : -1;
+    free(text);
     return rc;
 }
 
-/* sb_finish for a part that is a list (b holds "[...]"): its items join
- * those of a part already there under name, after them. */
-static int sb_finish_list(sbuf *b, tg_report *r, const char *name) {
+/* jw_finish for a part that is a list (w holds "[...]"): its items join
+ * those of a part already there under name, after them. Both are the
+ * writer's text, so joining them is joining two lists. */
+static int jw_finish_list(jw *w, tg_report *r, const char *name) {
+    char *text = tg_json_finish(w, "report");
+    if (!text) return -1;
     int i = 0;
     while (i < r->n && strcmp(r->name[i], name) != 0) i++;
     size_t had = i < r->n ? strlen(r->json[i]) : 0;
-    if (had > 2 && !b->oom && strcmp(b->p, "[]") != 0) {
-        sbuf all = {0};
+    int rc = 0;
+    if (had > 2 && strcmp(text, "[]") != 0) {
+        tg_strbuf all = {0};
         tg_strbuf_put(&all, r->json[i], had - 1); /* without its ']' */
-        tg_strbuf_str(&all, ",\n"), tg_strbuf_str(&all, b->p + 1);
-        free(b->p);
-        *b = all;
-    } else if (had > 2 && !b->oom) { /* nothing to add */
-        free(b->p);
-        return 0;
-    }
-    return sb_finish(b, r, name);
+        tg_strbuf_str(&all, ",\n"), tg_strbuf_str(&all, text + 1);
+        rc = all.oom ? (tg_set_error("report: %s: out of memory", name), -1) : tg_report_add(r, name, all.p);
+        free(all.p);
+    } else if (had <= 2) {
+        rc = tg_report_add(r, name, text);
+    } /* else nothing to add */
+    free(text);
+    return rc;
+}
+
+/* A log line left out: counted in the report and said once per file. */
+static void dropped(tg_report *r, const char *path, int64_t k, const char *why) {
+    if (k <= 0) return;
+    r->dropped += k;
+    fprintf(stderr, "report: warning: %s: %lld line%s left out (%s)\n", path, (long long)k, k == 1 ? "" : "s", why);
 }
 
 tg_report *tg_report_new(void) {
@@ -88,8 +83,17 @@ void tg_report_free(tg_report *r) {
     free(r);
 }
 
+int64_t tg_report_dropped(const tg_report *r) { return r ? r->dropped : 0; }
+
 int tg_report_add(tg_report *r, const char *name, const char *json) {
     if (!r || !name || !json) return tg_set_error("report: NULL report, name or JSON"), -1;
+    /* One JSON value and nothing after it: a part can hold nothing that
+     * would end the page's data block early or add keys beside it. */
+    tg_json c = {.p = json, .end = json + strlen(json), .start = json};
+    if (tg_json_skip_value(&c, 0) != 0 || (tg_json_skip_ws(&c), c.p != c.end))
+        return tg_set_error("report: part '%s' is not one JSON value: %s", name,
+                            c.why[0] ? c.why : "text after the value"),
+               -1;
     int i = 0;
     while (i < r->n && strcmp(r->name[i], name) != 0) i++;
     if (i == REPORT_MAX_PARTS) return tg_set_error("report: more than %d parts", REPORT_MAX_PARTS), -1;
@@ -120,7 +124,7 @@ static int add_settings(tg_report *r, const char *dir, int64_t *step) {
         return 0; /* no checkpoint yet: no settings, all the curves */
     }
     free(file);
-    sbuf b = {0};
+    jw w = {0};
     tg_json j = {.p = st.metadata, .end = st.metadata + st.metadata_len, .start = st.metadata};
     int more = st.metadata ? tg_json_open(&j, '{', '}') == 0 : 0, first = 1;
     while (more == 1) {
@@ -133,16 +137,16 @@ static int add_settings(tg_report *r, const char *dir, int64_t *step) {
                    strncmp(key, "rng.", 4) == 0;
         if (strcmp(key, "step") == 0) *step = strtoll(v, NULL, 10);
         if (!own && klen < sizeof key && vlen < sizeof v) {
-            tg_strbuf_str(&b, first ? "{" : ", ");
-            sb_jstr(&b, key, klen), tg_strbuf_str(&b, ": "), sb_jstr(&b, v, vlen);
+            if (first) tg_json_begin(&w, '{');
+            tg_json_key(&w, key), tg_json_put_string(&w, v, vlen);
             first = 0;
         }
         more = tg_json_next(&j, '}');
     }
     tg_safetensors_close(&st);
-    if (first) return free(b.p), 0;
-    tg_strbuf_str(&b, "}");
-    return sb_finish(&b, r, "settings");
+    if (first) return tg_json_discard(&w), 0;
+    tg_json_end(&w);
+    return jw_finish(&w, r, "settings");
 }
 
 int tg_report_add_run(tg_report *r, const char *dir) {
@@ -152,6 +156,19 @@ int tg_report_add_run(tg_report *r, const char *dir) {
     tg_metrics *m = NULL;
     int64_t n = 0;
     if (tg_run_metrics_read(dir, &m, &n) != 0) return -1;
+    /* The log's lines that do not parse were skipped by the reader: counted
+     * here (whole lines only; the last may still be being written). */
+    char *path = tg_run_path(dir, "metrics.jsonl");
+    unsigned char *buf;
+    size_t size;
+    if (path && tg_read_file(path, "report", &buf, &size) == 0) {
+        int64_t lines = 0;
+        for (size_t i = 0; i < size; i++) lines += buf[i] == '\n';
+        dropped(r, path, lines - n, "not a metrics line");
+        tg_sys_free(buf);
+    }
+    tg_clear_error();
+    free(path);
     /* A resumed run's log was cut back to its checkpoint; a killed one may
      * hold later steps that the checkpoint lacks: the page shows the run
      * that resumes. Lines are kept in order, one per step (the last). */
@@ -161,94 +178,88 @@ int tg_report_add_run(tg_report *r, const char *dir) {
         while (k > 0 && m[k - 1].step >= m[i].step) k--;
         m[k++] = m[i];
     }
-    sbuf b = {0};
-    const char *keys[3] = {"step", "loss", "lr"};
-    tg_strbuf_str(&b, "{");
-    for (int f = 0; f < 3; f++) {
-        tg_strbuf_fmt(&b, "%s\"%s\": [", f ? ", " : "", keys[f]);
+    /* The curves to 6 digits: the page shows 4, the log keeps every bit. */
+    jw w = {0};
+    const char *keys[5] = {"step", "loss", "lr", "val_step", "val_loss"};
+    tg_json_begin(&w, '{');
+    for (int f = 0; f < 5; f++) {
+        tg_json_key(&w, keys[f]);
+        tg_json_begin(&w, '[');
         for (int64_t i = 0; i < k; i++) {
-            if (i) tg_strbuf_str(&b, ",");
-            if (f == 0)
-                tg_strbuf_fmt(&b, "%lld", (long long)m[i].step);
+            if (f >= 3 && !isfinite(m[i].val_loss)) continue; /* the evaluated steps only */
+            if (f == 0 || f == 3)
+                tg_json_put_int(&w, m[i].step);
             else
-                sb_num(&b, f == 1 ? m[i].loss : m[i].lr);
+                tg_json_put_digits(&w, f == 1 ? m[i].loss : f == 2 ? m[i].lr : m[i].val_loss, 6);
         }
-        tg_strbuf_str(&b, "]");
+        tg_json_end(&w);
     }
-    for (int f = 0; f < 2; f++) {
-        tg_strbuf_fmt(&b, ", \"%s\": [", f ? "val_loss" : "val_step");
-        int c = 0;
-        for (int64_t i = 0; i < k; i++) {
-            if (!isfinite(m[i].val_loss)) continue;
-            if (c++) tg_strbuf_str(&b, ",");
-            if (f == 0)
-                tg_strbuf_fmt(&b, "%lld", (long long)m[i].step);
-            else
-                sb_num(&b, m[i].val_loss);
-        }
-        tg_strbuf_str(&b, "]");
-    }
-    tg_strbuf_str(&b, "}");
+    tg_json_end(&w);
     tg_sys_free(m);
-    return sb_finish(&b, r, "metrics");
+    if (jw_finish(&w, r, "metrics") != 0) return -1;
+    /* A profiler's tables (DIR/profile.json), when the run has them; one
+     * that cannot be read is said and left out, the page still written. */
+    path = tg_run_path(dir, "profile.json");
+    if (path && access(path, F_OK) == 0 && tg_report_add_rows_file(r, path) != 0)
+        fprintf(stderr, "report: warning: %s\n", tg_last_error()), tg_clear_error();
+    free(path);
+    return 0;
 }
 
 /* ---- a decoder: attention over real text, positional encodings ---- */
 
+/* A key and its string value. */
+static void jw_pair(jw *w, const char *key, const char *value) { tg_json_key(w, key), tg_json_put_str(w, value); }
+
 /* A weight to 3 decimals, as short as JSON allows ("0", "1", "0.25"). */
-static void sb_weight(sbuf *b, double w) {
-    long k = lround(w * 1000);
-    if (k <= 0)
-        tg_strbuf_str(b, "0");
-    else if (k >= 1000)
-        tg_strbuf_str(b, "1");
-    else {
-        char t[8];
-        snprintf(t, sizeof t, "%03ld", k);
-        for (int e = 2; e > 0 && t[e] == '0'; e--) t[e] = 0;
-        tg_strbuf_fmt(b, "0.%s", t);
-    }
+static void jw_weight(jw *w, double v) {
+    long k = lround(v * 1000);
+    tg_json_put_digits(w, (double)(k < 0 ? 0 : k > 1000 ? 1000 : k) / 1000, 3);
 }
 
-static void sb_token(sbuf *b, int id, const char *const *token_text) {
+static void jw_token(jw *w, int id, const char *const *token_text) {
     if (token_text) {
-        sb_jstr(b, token_text[id], strlen(token_text[id]));
+        tg_json_put_str(w, token_text[id]);
         return;
     }
     char c = (char)id, hex[8];
     if ((id >= 0x20 && id < 0x7f) || id == '\n' || id == '\t')
-        sb_jstr(b, &c, 1);
+        tg_json_put_string(w, &c, 1);
     else
-        snprintf(hex, sizeof hex, "\\x%02x", id & 0xff), sb_jstr(b, hex, strlen(hex));
+        snprintf(hex, sizeof hex, "\\x%02x", id & 0xff), tg_json_put_str(w, hex);
 }
 
-static void sb_heatmap(sbuf *b, const char *title, const char *xlabel, const char *ylabel, const tg_real *d, int rows,
+static void jw_heatmap(jw *w, const char *title, const char *xlabel, const char *ylabel, const tg_real *d, int rows,
                        int cols) {
-    tg_strbuf_str(b, "{\"kind\": \"heatmap\", \"title\": "), sb_jstr(b, title, strlen(title));
-    tg_strbuf_fmt(b, ", \"xlabel\": \"%s\", \"ylabel\": \"%s\", \"rows\": %d, \"cols\": %d, \"data\": [", xlabel,
-                  ylabel, rows, cols);
-    for (int i = 0; i < rows * cols; i++) {
-        if (i) tg_strbuf_str(b, ",");
-        tg_strbuf_fmt(b, "%.3g", (double)d[i]);
-    }
-    tg_strbuf_str(b, "]}");
+    tg_json_begin(w, '{');
+    jw_pair(w, "kind", "heatmap"), jw_pair(w, "title", title), jw_pair(w, "xlabel", xlabel);
+    jw_pair(w, "ylabel", ylabel);
+    tg_json_key(w, "rows"), tg_json_put_int(w, rows);
+    tg_json_key(w, "cols"), tg_json_put_int(w, cols);
+    tg_json_key(w, "data"), tg_json_begin(w, '[');
+    for (int i = 0; i < rows * cols; i++) tg_json_put_digits(w, (double)d[i], 3);
+    tg_json_end(w), tg_json_end(w);
 }
 
 /* Lines y[s * n + i] over offsets 0..n-1, one per series. */
-static void sb_lines(sbuf *b, const char *title, const char *ylabel, const double *y, int n, int n_series,
+static void jw_lines(jw *w, const char *title, const char *ylabel, const double *y, int n, int n_series,
                      const char *name_fmt) {
-    tg_strbuf_str(b, "{\"kind\": \"lines\", \"title\": "), sb_jstr(b, title, strlen(title));
-    tg_strbuf_fmt(b, ", \"xlabel\": \"offset i - j (query i, key j)\", \"ylabel\": \"%s\", \"x\": [", ylabel);
-    for (int i = 0; i < n; i++) tg_strbuf_fmt(b, "%s%d", i ? "," : "", i);
-    tg_strbuf_str(b, "], \"series\": [");
+    tg_json_begin(w, '{');
+    jw_pair(w, "kind", "lines"), jw_pair(w, "title", title);
+    jw_pair(w, "xlabel", "offset i - j (query i, key j)"), jw_pair(w, "ylabel", ylabel);
+    tg_json_key(w, "x"), tg_json_begin(w, '[');
+    for (int i = 0; i < n; i++) tg_json_put_int(w, i);
+    tg_json_end(w);
+    tg_json_key(w, "series"), tg_json_begin(w, '[');
     for (int s = 0; s < n_series; s++) {
-        tg_strbuf_fmt(b, "%s{\"name\": \"", s ? ", " : "");
-        tg_strbuf_fmt(b, name_fmt, s + 1);
-        tg_strbuf_str(b, "\", \"y\": [");
-        for (int i = 0; i < n; i++) tg_strbuf_fmt(b, "%s%.4g", i ? "," : "", y[s * n + i]);
-        tg_strbuf_str(b, "]}");
+        char name[64];
+        snprintf(name, sizeof name, name_fmt, s + 1);
+        tg_json_begin(w, '{'), jw_pair(w, "name", name);
+        tg_json_key(w, "y"), tg_json_begin(w, '[');
+        for (int i = 0; i < n; i++) tg_json_put_digits(w, y[s * n + i], 4);
+        tg_json_end(w), tg_json_end(w);
     }
-    tg_strbuf_str(b, "]}");
+    tg_json_end(w), tg_json_end(w);
 }
 
 /* What a model's positions are, for the "positions" part, whatever the
@@ -264,7 +275,7 @@ typedef struct {
 } pos_view;
 
 /* The plots of v's positions, as items of a JSON list (none for "none"). */
-static int sb_positions(sbuf *b, const pos_view *v) {
+static int jw_positions(jw *b, const pos_view *v) {
     int T = v->T;
     char title[200];
     if (strcmp(v->kind, "fixed") == 0 || strcmp(v->kind, "learned") == 0) {
@@ -277,15 +288,15 @@ static int sb_positions(sbuf *b, const pos_view *v) {
                      T, T, d);
         else
             snprintf(title, sizeof title, "Learned absolute positions: %s[:%d] [%d, %d]", v->table_name, T, T, d);
-        sb_heatmap(b, title, "encoding dimension", "position", v->table->data, T, d);
+        jw_heatmap(b, title, "encoding dimension", "position", v->table->data, T, d);
         if (!fixed && v->beside_fixed) {
             tg_rng rng = tg_rng_new(0);
             tg_posenc *pe = tg_posenc_new(d, 0, T, &rng);
             if (!pe) return -1;
             snprintf(title, sizeof title, "Fixed sinusoidal positions: P[:%d] [%d, %d], beside the learned table", T, T,
                      d);
-            tg_strbuf_str(b, ",\n");
-            sb_heatmap(b, title, "encoding dimension", "position", pe->P->data, T, d);
+            tg_json_break(b);
+            jw_heatmap(b, title, "encoding dimension", "position", pe->P->data, T, d);
             tg_posenc_free(pe);
         }
     } else if (strcmp(v->kind, "relative") == 0) {
@@ -294,7 +305,7 @@ static int sb_positions(sbuf *b, const pos_view *v) {
         snprintf(title, sizeof title,
                  "Relative positions (Shaw et al.): layer 1's relative_k [%d, %d], rows: offsets -%d..%d", k->shape[0],
                  k->shape[1], clip, clip);
-        sb_heatmap(b, title, "dimension", "offset + clip", k->data, k->shape[0], k->shape[1]);
+        jw_heatmap(b, title, "dimension", "offset + clip", k->data, k->shape[0], k->shape[1]);
     } else if (strcmp(v->kind, "alibi") == 0 || strcmp(v->kind, "rope") == 0) {
         bool alibi = strcmp(v->kind, "alibi") == 0;
         int nl = alibi ? v->heads : 1, dh = v->head_dim;
@@ -308,10 +319,10 @@ static int sb_positions(sbuf *b, const pos_view *v) {
                 y[s * T + o] = val;
             }
         if (alibi)
-            sb_lines(b, "ALiBi positions: the bias -m_h (i - j) added to each head's scores", "bias", y, T, nl,
+            jw_lines(b, "ALiBi positions: the bias -m_h (i - j) added to each head's scores", "bias", y, T, nl,
                      "head %d");
         else
-            sb_lines(b, "RoPE positions: q.k of two equal vectors against their offset (mean cos)", "score", y, T, 1,
+            jw_lines(b, "RoPE positions: q.k of two equal vectors against their offset (mean cos)", "score", y, T, 1,
                      "rope, d_head");
         free(y);
     } else {
@@ -322,12 +333,12 @@ static int sb_positions(sbuf *b, const pos_view *v) {
 
 /* Appends v's plots to the "positions" part. */
 static int add_positions(tg_report *r, const pos_view *v) {
-    sbuf b = {0};
-    tg_strbuf_str(&b, "[");
-    int rc = sb_positions(&b, v);
-    tg_strbuf_str(&b, "]");
-    if (rc < 0) return free(b.p), -1;
-    return sb_finish_list(&b, r, "positions");
+    jw w = {0};
+    tg_json_begin(&w, '[');
+    int rc = jw_positions(&w, v);
+    tg_json_end(&w);
+    if (rc < 0) return tg_json_discard(&w), -1;
+    return jw_finish_list(&w, r, "positions");
 }
 
 /* "attention": every layer's and head's weights over tokens[0..T) of the
@@ -336,35 +347,34 @@ static int add_positions(tg_report *r, const pos_view *v) {
 static int add_attention(tg_report *r, const char *what, const char *pe, int L, int H, const int *tokens, int T,
                          const char *const *token_text, const tg_tensor *(*weights)(const void *, int, int),
                          const void *m) {
-    sbuf b = {0};
-    tg_strbuf_fmt(&b,
-                  "{\"title\": \"Attention over %s (%s positions)\", \"layers\": %d, \"heads\": %d, \"pe\": \"%s\", "
-                  "\"tokens\": [",
-                  what, pe, L, H, pe);
-    for (int i = 0; i < T; i++) {
-        if (i) tg_strbuf_str(&b, ",");
-        sb_token(&b, tokens[i], token_text);
-    }
-    tg_strbuf_str(&b, "], \"w\": [");
+    jw b = {0};
+    char title[200];
+    snprintf(title, sizeof title, "Attention over %s (%s positions)", what, pe);
+    tg_json_begin(&b, '{');
+    jw_pair(&b, "title", title);
+    tg_json_key(&b, "layers"), tg_json_put_int(&b, L);
+    tg_json_key(&b, "heads"), tg_json_put_int(&b, H);
+    jw_pair(&b, "pe", pe);
+    tg_json_key(&b, "tokens"), tg_json_begin(&b, '[');
+    for (int i = 0; i < T; i++) jw_token(&b, tokens[i], token_text);
+    tg_json_end(&b);
+    tg_json_key(&b, "w"), tg_json_begin(&b, '[');
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++) {
             const tg_tensor *w = weights(m, l, h); /* [1, T, T] */
-            if (!w) return free(b.p), -1;
-            tg_strbuf_str(&b, l + h ? ",\n[" : "[");
+            if (!w) return tg_json_discard(&b), -1;
+            tg_json_break(&b), tg_json_begin(&b, '[');
             for (int i = 0; i < T; i++) {
                 int len = T;
                 while (len > 1 && w->data[(int64_t)i * T + len - 1] == 0) len--;
-                tg_strbuf_str(&b, i ? ",[" : "[");
-                for (int j = 0; j < len; j++) {
-                    if (j) tg_strbuf_str(&b, ",");
-                    sb_weight(&b, (double)w->data[(int64_t)i * T + j]);
-                }
-                tg_strbuf_str(&b, "]");
+                tg_json_begin(&b, '[');
+                for (int j = 0; j < len; j++) jw_weight(&b, (double)w->data[(int64_t)i * T + j]);
+                tg_json_end(&b);
             }
-            tg_strbuf_str(&b, "]");
+            tg_json_end(&b);
         }
-    tg_strbuf_str(&b, "]}");
-    return sb_finish(&b, r, "attention");
+    tg_json_end(&b), tg_json_end(&b);
+    return jw_finish(&b, r, "attention");
 }
 
 static pos_view decoder_positions(const tg_decoder *m) {
@@ -463,9 +473,7 @@ int tg_report_add_positions(tg_report *r, const tg_encoder *m, int T) {
 int tg_report_append_sample(const char *dir, int64_t step, const char *text, size_t n) {
     char *path = dir && text ? tg_run_path(dir, "samples.jsonl") : NULL;
     if (!path) return tg_set_error("report: sample: NULL folder or text"), -1;
-    sbuf b = {0};
-    tg_strbuf_fmt(&b, "{\"step\": %lld, \"text\": ", (long long)step);
-    sbuf t = {0};
+    tg_strbuf t = {0};
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)text[i];
         if ((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t')
@@ -473,20 +481,44 @@ int tg_report_append_sample(const char *dir, int64_t step, const char *text, siz
         else
             tg_strbuf_fmt(&t, "\\x%02x", c);
     }
-    sb_jstr(&b, t.p ? t.p : "", t.n);
-    tg_strbuf_str(&b, "}\n");
+    jw w = {0};
+    tg_json_begin(&w, '{');
+    tg_json_key(&w, "step"), tg_json_put_int(&w, step);
+    tg_json_key(&w, "text"), tg_json_put_string(&w, t.p ? t.p : "", t.oom ? 0 : t.n);
+    tg_json_end(&w);
+    char *line = t.oom ? (tg_json_discard(&w), NULL) : tg_json_finish(&w, "report: sample");
     free(t.p);
     /* O_NOFOLLOW: a symlink planted at the name is refused, never appended
      * through (a resumed run appends to the file it finds). */
-    int fd = b.oom || t.oom ? -1 : open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0666);
+    size_t len = line ? strlen(line) : 0;
+    int fd = line ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0666) : -1;
     FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
-    bool link = fd < 0 && errno == ELOOP;
+    bool link = line && fd < 0 && errno == ELOOP;
     if (fd >= 0 && !f) close(fd);
-    int rc = f && fwrite(b.p, 1, b.n, f) == b.n ? 0 : -1;
+    int rc = f && fwrite(line, 1, len, f) == len && fputc('\n', f) == '\n' ? 0 : -1;
     if (f && fclose(f) != 0) rc = -1;
     if (rc) tg_set_error("report: cannot append a sample to %s%s", path, link ? ": it is a symbolic link" : "");
-    free(path), free(b.p);
+    free(path), free(line);
     return rc;
+}
+
+/* One line of samples.jsonl, {"step": n, "text": "..."} and nothing after
+ * it: 0 with the step and the unescaped text (malloc'd) in *text, or -1. */
+static int parse_sample(const char *p, const char *end, uint64_t *step, char **text, size_t *len) {
+    tg_json j = {.p = p, .end = end, .start = p};
+    char key[8];
+    *text = NULL;
+    if (tg_json_open(&j, '{', '}') != 0 || tg_json_string(&j, key, sizeof key, NULL) != 0 || strcmp(key, "step") != 0 ||
+        tg_json_expect(&j, ':') != 0 || tg_json_uint(&j, step, "step") != 0 || tg_json_next(&j, '}') != 1 ||
+        tg_json_string(&j, key, sizeof key, NULL) != 0 || strcmp(key, "text") != 0 || tg_json_expect(&j, ':') != 0)
+        return -1;
+    tg_json_skip_ws(&j);
+    tg_json at = j; /* the text's string: measured, then read */
+    if (tg_json_string(&j, NULL, 0, len) != 0 || tg_json_next(&j, '}') != 0) return -1;
+    tg_json_skip_ws(&j);
+    if (j.p != j.end || *step > (uint64_t)INT64_MAX) return -1; /* text after the object */
+    *text = malloc(*len + 1);
+    return *text && tg_json_string(&at, *text, *len + 1, NULL) == 0 ? 0 : -1;
 }
 
 int tg_report_add_samples(tg_report *r, const char *dir, int64_t max_step) {
@@ -499,50 +531,55 @@ int tg_report_add_samples(tg_report *r, const char *dir, int64_t max_step) {
         tg_clear_error();
         return 0; /* no samples: no section */
     }
-    free(path);
     /* Lines in order; a later line of the same or an earlier step (a
-     * resumed run) replaces those after it. Each line is checked as JSON
-     * {"step": n, "text": "..."} and copied as it is. */
+     * resumed run) replaces those after it. Each line is parsed as
+     * {"step": n, "text": "..."} with nothing after it, and the page gets
+     * the values written again, never the line's bytes. */
     typedef struct {
         int64_t step;
-        const char *p;
+        char *text;
         size_t n;
     } line;
     size_t cap = 1, k = 0;
+    int64_t bad = 0;
     for (size_t i = 0; i < size; i++) cap += buf[i] == '\n';
     line *ls = malloc(sizeof(line) * cap);
     const char *p = (const char *)buf, *end = p + size;
     while (ls && p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (!nl) break;
-        tg_json j = {.p = p, .end = nl, .start = p};
-        char key[8];
+        if (!nl) break; /* a line still being written */
         uint64_t step = 0;
-        int ok = tg_json_open(&j, '{', '}') == 0 && tg_json_string(&j, key, sizeof key, NULL) == 0 &&
-                 strcmp(key, "step") == 0 && tg_json_expect(&j, ':') == 0 && (tg_json_skip_ws(&j), 1) &&
-                 tg_json_uint(&j, &step, "step") == 0 && tg_json_next(&j, '}') == 1 &&
-                 tg_json_string(&j, key, sizeof key, NULL) == 0 && strcmp(key, "text") == 0 &&
-                 tg_json_expect(&j, ':') == 0 && (tg_json_skip_ws(&j), 1) && tg_json_string(&j, NULL, 0, NULL) == 0 &&
-                 tg_json_next(&j, '}') == 0;
-        if (ok && (max_step <= 0 || (int64_t)step <= max_step)) {
-            while (k > 0 && ls[k - 1].step >= (int64_t)step) k--;
-            ls[k++] = (line){(int64_t)step, p, (size_t)(nl - p)};
+        char *text;
+        size_t len;
+        if (parse_sample(p, nl, &step, &text, &len) != 0) {
+            bad++;
+            free(text);
+        } else if (max_step > 0 && (int64_t)step > max_step) {
+            free(text);
+        } else {
+            while (k > 0 && ls[k - 1].step >= (int64_t)step) free(ls[--k].text);
+            ls[k++] = (line){(int64_t)step, text, len};
         }
         p = nl + 1;
     }
-    sbuf b = {0};
-    tg_strbuf_str(&b, "[");
+    jw w = {0};
+    tg_json_begin(&w, '[');
     for (size_t i = 0; ls && i < k; i++) {
-        if (i) tg_strbuf_str(&b, ",\n");
-        tg_strbuf_put(&b, ls[i].p, ls[i].n);
+        tg_json_break(&w), tg_json_begin(&w, '{');
+        tg_json_key(&w, "step"), tg_json_put_int(&w, ls[i].step);
+        tg_json_key(&w, "text"), tg_json_put_string(&w, ls[i].text, ls[i].n);
+        tg_json_end(&w);
+        free(ls[i].text);
     }
-    tg_strbuf_str(&b, "]");
+    tg_json_end(&w);
     int rc = !ls ? (tg_set_error("report: samples: out of memory"), -1) : 0;
+    if (rc == 0) dropped(r, path, bad, "not one {\"step\", \"text\"} object");
     if (rc == 0 && k > 0)
-        rc = sb_finish(&b, r, "samples");
+        rc = jw_finish(&w, r, "samples");
     else
-        free(b.p);
+        tg_json_discard(&w);
     free(ls);
+    free(path);
     tg_sys_free(buf);
     return rc;
 }
@@ -553,21 +590,135 @@ int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, con
                         const char *const *names, const double *ys, int n_series) {
     if (!r || !title || !xlabel || !ylabel || !x || !names || !ys || n < 1 || n_series < 1)
         return tg_set_error("report: table: NULL argument or no rows (%d) or series (%d)", n, n_series), -1;
-    sbuf b = {0};
-    tg_strbuf_str(&b, "[{\"title\": "), sb_jstr(&b, title, strlen(title));
-    tg_strbuf_str(&b, ", \"xlabel\": "), sb_jstr(&b, xlabel, strlen(xlabel));
-    tg_strbuf_str(&b, ", \"ylabel\": "), sb_jstr(&b, ylabel, strlen(ylabel));
-    tg_strbuf_str(&b, ", \"x\": [");
-    for (int i = 0; i < n; i++) tg_strbuf_str(&b, i ? "," : ""), sb_num(&b, x[i]);
-    tg_strbuf_str(&b, "], \"series\": [");
+    jw w = {0};
+    tg_json_begin(&w, '['), tg_json_begin(&w, '{');
+    jw_pair(&w, "title", title), jw_pair(&w, "xlabel", xlabel), jw_pair(&w, "ylabel", ylabel);
+    tg_json_key(&w, "x"), tg_json_begin(&w, '[');
+    for (int i = 0; i < n; i++) tg_json_put_digits(&w, x[i], 6);
+    tg_json_end(&w);
+    tg_json_key(&w, "series"), tg_json_begin(&w, '[');
     for (int s = 0; s < n_series; s++) {
-        tg_strbuf_str(&b, s ? ", {\"name\": " : "{\"name\": "), sb_jstr(&b, names[s], strlen(names[s]));
-        tg_strbuf_str(&b, ", \"y\": [");
-        for (int i = 0; i < n; i++) tg_strbuf_str(&b, i ? "," : ""), sb_num(&b, ys[(size_t)s * n + i]);
-        tg_strbuf_str(&b, "]}");
+        tg_json_begin(&w, '{'), jw_pair(&w, "name", names[s]);
+        tg_json_key(&w, "y"), tg_json_begin(&w, '[');
+        for (int i = 0; i < n; i++) tg_json_put_digits(&w, ys[(size_t)s * n + i], 6);
+        tg_json_end(&w), tg_json_end(&w);
     }
-    tg_strbuf_str(&b, "]}]");
-    return sb_finish_list(&b, r, "table");
+    tg_json_end(&w), tg_json_end(&w), tg_json_end(&w);
+    return jw_finish_list(&w, r, "table");
+}
+
+/* ---- a table of rows from a file (a profiler's, ...) ---- */
+
+/* tg_json_open's answer as tg_json_next's: 1 when items follow, 0 when
+ * the container is empty, -1 on an error. */
+static int items(int open) { return open == 0 ? 1 : open == 1 ? 0 : -1; }
+
+/* One table {"title": "...", "columns": ["...", ...], "rows": [[cell, ...],
+ * ...]} at j, each cell a string, a number or null and each row as long as
+ * columns, written again into w (keys in that order, others skipped). 0, or
+ * -1 with the reason in j->why. */
+static int copy_rows_table(tg_json *j, jw *w) {
+    enum { MAX_COLS = 64 };
+    int cols = -1, have = 0, more = -1;
+    tg_json rows = {0};
+    char *title = NULL, *col[MAX_COLS] = {0};
+    for (more = items(tg_json_open(j, '{', '}')); more == 1; more = tg_json_next(j, '}')) {
+        char key[16];
+        if (tg_json_string(j, key, sizeof key, NULL) != 0 || tg_json_expect(j, ':') != 0) break;
+        tg_json_skip_ws(j);
+        if (strcmp(key, "title") == 0 && !title) {
+            tg_json at = *j;
+            size_t n;
+            if (tg_json_string(j, NULL, 0, &n) != 0 || !(title = malloc(n + 1))) break;
+            tg_json_string(&at, title, n + 1, NULL);
+        } else if (strcmp(key, "columns") == 0 && cols < 0) {
+            int in = items(tg_json_open(j, '[', ']'));
+            for (cols = 0; in == 1; in = tg_json_next(j, ']')) {
+                char name[128];
+                if (cols == MAX_COLS) in = tg_json_fail(j, "table: more than %d columns", MAX_COLS);
+                if (in < 0 || tg_json_string(j, name, sizeof name, NULL) != 0 || !(col[cols] = strdup(name))) break;
+                cols++;
+            }
+            if (in != 0) break;
+        } else if (strcmp(key, "rows") == 0 && !have) {
+            rows = *j, have = 1; /* read once the columns are known */
+            if (tg_json_skip_value(j, 0) != 0) break;
+        } else if (tg_json_skip_value(j, 0) != 0) {
+            break;
+        }
+    }
+    if (more == 0 && (!title || cols < 1 || !have))
+        more = tg_json_fail(j, "table: \"title\", \"columns\" (at least one) and \"rows\" are needed");
+    if (more == 0) {
+        tg_json_begin(w, '{');
+        jw_pair(w, "title", title);
+        tg_json_key(w, "columns"), tg_json_begin(w, '[');
+        for (int c = 0; c < cols; c++) tg_json_put_str(w, col[c]);
+        tg_json_end(w);
+        tg_json_key(w, "rows"), tg_json_begin(w, '[');
+        int in = items(tg_json_open(&rows, '[', ']'));
+        for (; in == 1; in = tg_json_next(&rows, ']')) {
+            int c = 0, cell = items(tg_json_open(&rows, '[', ']'));
+            tg_json_break(w), tg_json_begin(w, '[');
+            for (; cell == 1 && c <= cols; cell = tg_json_next(&rows, ']'), c++) {
+                double v;
+                tg_json_skip_ws(&rows);
+                if (rows.p < rows.end && *rows.p == '"') {
+                    tg_json at = rows;
+                    size_t n;
+                    char *t = tg_json_string(&rows, NULL, 0, &n) == 0 ? malloc(n + 1) : NULL;
+                    if (!t) break;
+                    tg_json_string(&at, t, n + 1, NULL);
+                    tg_json_put_string(w, t, n);
+                    free(t);
+                } else if (tg_json_null(&rows)) {
+                    tg_json_put_null(w);
+                } else if (tg_json_number(&rows, &v, "table cell") == 0) {
+                    tg_json_put_number(w, v);
+                } else {
+                    break;
+                }
+            }
+            if (cell != 0 || c != cols) {
+                in = tg_json_fail(&rows, "table: a row of %d cells, not %d strings, numbers or nulls", c, cols);
+                break;
+            }
+            tg_json_end(w);
+        }
+        tg_json_end(w), tg_json_end(w);
+        if (in != 0) more = tg_json_fail(j, "%s", rows.why[0] ? rows.why : "table: bad rows");
+    }
+    free(title);
+    for (int c = 0; c < MAX_COLS; c++) free(col[c]);
+    return more == 0 ? 0 : (tg_json_fail(j, "table: not {\"title\", \"columns\", \"rows\"}"), -1);
+}
+
+int tg_report_add_rows_file(tg_report *r, const char *path) {
+    if (!r || !path) return tg_set_error("report: table file: NULL report or path"), -1;
+    unsigned char *buf;
+    size_t size;
+    if (tg_read_file(path, "report", &buf, &size) != 0) return -1;
+    tg_json j = {.p = (const char *)buf, .end = (const char *)buf + size, .start = (const char *)buf};
+    jw w = {0};
+    tg_json_begin(&w, '[');
+    tg_json_skip_ws(&j);
+    int rc = 0;
+    if (j.p < j.end && *j.p == '[') { /* a list of tables */
+        int more = items(tg_json_open(&j, '[', ']'));
+        for (; more == 1 && rc == 0; more = tg_json_next(&j, ']')) tg_json_break(&w), rc = copy_rows_table(&j, &w);
+        if (more < 0) rc = -1;
+    } else {
+        rc = copy_rows_table(&j, &w);
+    }
+    tg_json_skip_ws(&j);
+    if (rc == 0 && j.p != j.end) rc = tg_json_fail(&j, "text after the table");
+    tg_json_end(&w);
+    tg_sys_free(buf);
+    if (rc != 0) {
+        tg_json_discard(&w);
+        return tg_set_error("report: %s: %s", path, j.why), -1;
+    }
+    return jw_finish_list(&w, r, "table");
 }
 
 int tg_report_write(const tg_report *r, const char *path, const char *title) {

@@ -35,12 +35,19 @@ tg_report *tg_report_new(void);
 void tg_report_free(tg_report *r);
 /** A part of the page's data under name (tg_viz_report's list), its JSON
  * text copied; a part added again replaces the first. 0, or -1 with the
- * error recorded (NULL argument, a 17th part, out of memory). */
+ * error recorded (NULL argument, json not exactly one JSON value, a 17th
+ * part, out of memory). */
 int tg_report_add(tg_report *r, const char *name, const char *json);
+/** How many lines of the run's logs (metrics.jsonl, samples.jsonl) the
+ * report left out because they did not parse; each file with such lines
+ * also gets one warning on stderr. 0 for NULL. */
+int64_t tg_report_dropped(const tg_report *r);
 /** From a run folder: "settings", the metadata of DIR/train_state.safetensors
- * (the training state's own keys left out), and "metrics", the curves of
+ * (the training state's own keys left out), "metrics", the curves of
  * DIR/metrics.jsonl (steps past the checkpoint's, left by a kill before a
- * resume, are dropped). A missing checkpoint leaves the settings out. 0, or
+ * resume, are dropped), and the tables of DIR/profile.json when there is
+ * one (tg_report_add_rows_file; one that cannot be read is a warning on
+ * stderr). A missing checkpoint leaves the settings out. 0, or
  * -1 with the error recorded: a missing or unreadable DIR/metrics.jsonl is
  * an error ("metrics_log_read: ..."). */
 int tg_report_add_run(tg_report *r, const char *dir);
@@ -74,9 +81,12 @@ int tg_report_add_encoder(tg_report *r, tg_encoder *m, const int *tokens, int T,
 int tg_report_add_positions(tg_report *r, const tg_encoder *m, int T);
 /** "samples": the lines {"step": s, "text": "..."} of DIR/samples.jsonl with
  * step <= max_step (0 or less: all), the last one of each step; a line of an
- * earlier step (a resumed run) drops the lines after it, and malformed lines
- * are skipped. No file or no line: no part. 0, or -1 with the error recorded
- * (NULL argument, out of memory). */
+ * earlier step (a resumed run) drops the lines after it. Each line is parsed
+ * and its values written again (never copied): a line that does not parse,
+ * or has anything after its object, is left out, counted
+ * (tg_report_dropped) and said in one warning on stderr. No file or no
+ * line: no part. 0, or -1 with the error recorded (NULL argument, out of
+ * memory). */
 int tg_report_add_samples(tg_report *r, const char *dir, int64_t max_step);
 /** Appends a sample to DIR/samples.jsonl as one line {"step": step, "text":
  * "..."} (text of n bytes; bytes that are not printable ASCII or newline/tab
@@ -90,6 +100,14 @@ int tg_report_append_sample(const char *dir, int64_t step, const char *text, siz
  * below 1). */
 int tg_report_add_table(tg_report *r, const char *title, const char *xlabel, const char *ylabel, const double *x, int n,
                         const char *const *names, const double *ys, int n_series);
+/** Appends to "table" the tables of a JSON file (a profiler's, ...): one
+ * table or a list of them, each {"title": "...", "columns": ["name", ...],
+ * "rows": [[cell, ...], ...]}, a cell a string, a number or null, every row
+ * as long as columns (at most 64). The file is parsed and its values
+ * written again; other keys are ignored. The page shows each as a plain
+ * table. tg_report_add_run adds DIR/profile.json this way when the run
+ * has one. 0, or -1 with "report: <path>: <reason>" recorded. */
+int tg_report_add_rows_file(tg_report *r, const char *path);
 /** Writes the page to path (tg_viz_report, atomically; title NULL: "Run
  * report"). 0, or -1 with "report: <viz's message>" recorded. */
 int tg_report_write(const tg_report *r, const char *path, const char *title);

@@ -429,33 +429,40 @@ int tg_run_settings_resume(const char *dir, tg_setting *set, int n) {
 
 /* ---- checkpoints ------------------------------------------------------------ */
 /* The model's metadata, the run's settings and its own keys (best so far,
- * patience): one JSON object of string values for the training state. */
+ * patience): one JSON object of string values for the training state
+ * (which reads it and writes it again, train_state.c). */
 static char *state_meta(const tg_run *r) {
-    tg_strbuf b = {0};
-    const char *m = r->meta;
-    size_t n = m ? strlen(m) : 0;
-    while (n > 0 && m[n - 1] != '}') n--; /* up to the closing brace */
-    size_t k = n ? n - 1 : 0;
-    while (k > 0 && (m[k - 1] == ' ' || m[k - 1] == '\n')) k--;
-    tg_strbuf_put(&b, n ? m : "{", n ? k : 1);
-    bool first = !n || m[k - 1] == '{';
+    tg_json_writer w = {0};
     char text[64];
+    tg_json_begin(&w, '{');
     for (int i = 0; i < r->cfg.n_settings; i++) {
         const tg_setting *e = &r->settings[i];
-        tg_strbuf_str(&b, first ? "" : ",");
-        const char *key = e->key ? e->key : e->name;
-        tg_json_write_string(&b, key, strlen(key));
-        tg_strbuf_str(&b, ":");
-        const char *v = e->type == TG_SETTING_STRING ? *(const char **)e->value : text;
+        const char *v = e->type == TG_SETTING_STRING ? *(const char *const *)e->value : text;
         if (e->type != TG_SETTING_STRING) tg_setting_text(e, text, sizeof text);
-        tg_json_write_string(&b, v ? v : "", v ? strlen(v) : 0);
-        first = false;
+        tg_json_key(&w, e->key ? e->key : e->name), tg_json_put_str(&w, v ? v : "");
     }
-    tg_strbuf_fmt(&b, "%s\"run.best_val_loss\": \"%.17g\", \"run.best_step\": \"%lld\"", first ? "" : ", ", r->best,
-                  (long long)r->best_step);
-    tg_strbuf_fmt(&b, ", \"run.evals_since_best\": \"%d\", \"run.evals_above_best\": \"%d\"}", r->evals_since_best,
-                  r->evals_above);
-    if (b.oom) free(b.p);
+    snprintf(text, sizeof text, "%.17g", r->best);
+    tg_json_key(&w, "run.best_val_loss"), tg_json_put_str(&w, text);
+    snprintf(text, sizeof text, "%lld", (long long)r->best_step);
+    tg_json_key(&w, "run.best_step"), tg_json_put_str(&w, text);
+    snprintf(text, sizeof text, "%d", r->evals_since_best);
+    tg_json_key(&w, "run.evals_since_best"), tg_json_put_str(&w, text);
+    snprintf(text, sizeof text, "%d", r->evals_above);
+    tg_json_key(&w, "run.evals_above_best"), tg_json_put_str(&w, text);
+    tg_json_end(&w);
+    char *own = tg_json_finish(&w, "run: settings");
+    /* The model's object (a JSON object of strings) and ours, one object. */
+    const char *m = r->meta;
+    size_t n = m ? strlen(m) : 0;
+    while (n > 0 && m[n - 1] != '}') n--;
+    size_t k = n ? n - 1 : 0;
+    while (k > 0 && (m[k - 1] == ' ' || m[k - 1] == '\n')) k--;
+    bool members = k > 0 && m[k - 1] != '{';
+    if (!own || !k) return own; /* NULL: the writer's error is recorded */
+    tg_strbuf b = {0};
+    tg_strbuf_put(&b, m, k), tg_strbuf_str(&b, members ? "," : ""), tg_strbuf_str(&b, own + 1);
+    free(own);
+    if (b.oom) free(b.p), tg_set_error("run: out of memory");
     return b.oom ? NULL : b.p;
 }
 

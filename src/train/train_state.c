@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../io/checkpoint.h"
+#include "../io/json.h"
 #include "../tensor/tensor_internal.h"
 
 #define FORMAT_VERSION "1"
@@ -160,28 +161,70 @@ int tg_train_state_save(const char *path, const tg_params *model, tg_optim *opt,
     return tg_train_state_save_meta(path, model, opt, step, rngs, n_rngs, NULL);
 }
 
-/* The extra metadata's inside, between its braces (NULL for none), or NULL
- * with the error recorded when it is not one object or uses a format key. */
-static const char *extra_inside(const char *op, const char *path, const char *extra, size_t *len) {
-    *len = 0;
-    if (!extra) return "";
-    while (*extra == ' ' || *extra == '\n') extra++;
-    size_t n = strlen(extra);
-    while (n > 0 && (extra[n - 1] == ' ' || extra[n - 1] == '\n')) n--;
-    if (n < 2 || extra[0] != '{' || extra[n - 1] != '}') {
+/* A JSON string of the extra metadata at j, unescaped into a malloc'd
+ * text (NULL with j->why set when it is not one, or out of memory). */
+static char *extra_string(tg_json *j) {
+    tg_json at = *j;
+    size_t n;
+    if (tg_json_string(j, NULL, 0, &n) != 0) return NULL;
+    char *s = malloc(n + 1);
+    if (!s || tg_json_string(&at, s, n + 1, NULL) != 0) tg_json_fail(j, "out of memory"), free(s), s = NULL;
+    return s;
+}
+
+/* The state's metadata: the format's keys, then the members of the extra
+ * object (strings, as safetensors' metadata holds), each read and written
+ * again by io/json.h's writer, after the format's so a reader taking the
+ * first of a duplicated key still reads the format's. A format key in the
+ * extra is refused. NULL with the error recorded. */
+static char *state_metadata(const char *op, const char *path, int64_t step, const tg_named_rng *rngs, int n_rngs,
+                            const char *extra) {
+    tg_json_writer w = {.compact = true}; /* a safetensors header, compact like the reference writer */
+    char key[64], v[80];
+    tg_json_begin(&w, '{');
+    tg_json_key(&w, "tgrad_train_state"), tg_json_put_str(&w, FORMAT_VERSION);
+    snprintf(v, sizeof v, "%lld", (long long)step);
+    tg_json_key(&w, "step"), tg_json_put_str(&w, v);
+    tg_strbuf names = {0}; /* "a,b,c": check_args allows no ',' in a name */
+    for (int i = 0; i < n_rngs; i++) tg_strbuf_str(&names, i ? "," : ""), tg_strbuf_str(&names, rngs[i].name);
+    tg_json_key(&w, "rngs"), tg_json_put_string(&w, names.p ? names.p : "", names.oom ? 0 : names.n);
+    free(names.p);
+    for (int i = 0; i < n_rngs; i++) {
+        snprintf(key, sizeof key, "rng.%s", rngs[i].name);
+        snprintf(v, sizeof v, "%" PRIu64 " %" PRIu64 " %" PRIu64, rngs[i].rng->seed, rngs[i].rng->stream,
+                 rngs[i].rng->counter);
+        tg_json_key(&w, key), tg_json_put_str(&w, v);
+    }
+    tg_json j = {.p = extra, .end = extra ? extra + strlen(extra) : NULL, .start = extra};
+    int more = extra ? tg_json_open(&j, '{', '}') : 1; /* 1: empty, 0: members follow */
+    if (more < 0) {
+        tg_json_discard(&w);
         tg_set_error("%s: %s: extra metadata must be one JSON object", op, path);
         return NULL;
     }
-    static const char *const reserved[] = {"\"tgrad_train_state\"", "\"step\"", "\"rngs\"", "\"rng."};
-    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-        if (strstr(extra, reserved[i])) {
-            tg_set_error("%s: %s: extra metadata uses the format's key %s", op, path, reserved[i]);
+    for (more = more == 0; more == 1; more = tg_json_next(&j, '}')) {
+        char *k = extra_string(&j), *val = k && tg_json_expect(&j, ':') == 0 ? extra_string(&j) : NULL;
+        bool own = k && (strcmp(k, "tgrad_train_state") == 0 || strcmp(k, "step") == 0 || strcmp(k, "rngs") == 0 ||
+                         strncmp(k, "rng.", 4) == 0);
+        if (own) tg_set_error("%s: %s: extra metadata uses the format's key \"%s\"", op, path, k);
+        if (val && !own) tg_json_key(&w, k), tg_json_put_str(&w, val);
+        free(k), free(val);
+        if (!val || own) {
+            if (!own) tg_set_error("%s: %s: extra metadata: %s", op, path, j.why[0] ? j.why : "not a string value");
+            tg_json_discard(&w);
             return NULL;
         }
-    const char *in = extra + 1;
-    *len = n - 2;
-    while (*len > 0 && (*in == ' ' || *in == '\n')) in++, --*len;
-    return in;
+    }
+    tg_json_skip_ws(&j);
+    if (more < 0 || j.p != j.end) {
+        tg_set_error("%s: %s: extra metadata must be one JSON object: %s", op, path,
+                     j.why[0] ? j.why : "text after it");
+        tg_json_discard(&w);
+        return NULL;
+    }
+    tg_json_end(&w);
+    char *text = tg_json_finish(&w, op);
+    return text;
 }
 
 int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim *opt, int64_t step,
@@ -192,28 +235,8 @@ int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim 
         tg_set_error("%s: %s: negative step %lld", op, path, (long long)step);
         return -1;
     }
-    size_t extra_len;
-    const char *extra = extra_inside(op, path, extra_json, &extra_len);
-    if (!extra) return -1;
-    /* Each generator: ", \"rng.<31>\": \"<20> <20> <20>\"" is under 128 bytes. */
-    size_t cap = 256 + (size_t)n_rngs * 160 + extra_len;
-    char *meta = tg_sys_alloc(cap);
-    if (!meta) {
-        tg_set_error("%s: %s: out of memory", op, path);
-        return -1;
-    }
-    int n = snprintf(meta, cap, "{\"tgrad_train_state\": \"" FORMAT_VERSION "\", \"step\": \"%lld\", \"rngs\": \"",
-                     (long long)step);
-    for (int i = 0; i < n_rngs; i++) n += snprintf(meta + n, cap - (size_t)n, "%s%s", i ? "," : "", rngs[i].name);
-    n += snprintf(meta + n, cap - (size_t)n, "\"");
-    for (int i = 0; i < n_rngs; i++)
-        n += snprintf(meta + n, cap - (size_t)n, ", \"rng.%s\": \"%" PRIu64 " %" PRIu64 " %" PRIu64 "\"", rngs[i].name,
-                      rngs[i].rng->seed, rngs[i].rng->stream, rngs[i].rng->counter);
-    /* The extra keys after the format's, so a reader taking the first of a
-     * duplicated key (tg_safetensors_meta) still reads the format's. The
-     * save checks the whole object (tg_safetensors_save). */
-    if (extra_len) n += snprintf(meta + n, cap - (size_t)n, ", %.*s", (int)extra_len, extra);
-    snprintf(meta + n, cap - (size_t)n, "}");
+    char *meta = state_metadata(op, path, step, rngs, n_rngs, extra_json);
+    if (!meta) return -1;
     tg_params all;
     int rc = all_tensors(&all, model, opt);
     if (rc == 0) {
@@ -224,7 +247,7 @@ int tg_train_state_save_meta(const char *path, const tg_params *model, tg_optim 
         }
         tg_params_free(&all);
     }
-    tg_sys_free(meta);
+    free(meta);
     return rc;
 }
 

@@ -1,4 +1,7 @@
-/* The run report: one self-contained HTML page (no network, no external
+/* viz keeps its own small JSON string escaper (put_json_string, for the
+ * title) by design: viz stands alone and knows nothing of src/io.
+ *
+ * The run report: one self-contained HTML page (no network, no external
  * file, no framework) that shows what a training run holds.
  *
  * The page is the caller's data, embedded as JSON in a
@@ -8,7 +11,10 @@
  * browser. viz knows nothing of runs or tensors: the caller names each
  * part ("settings", "metrics", "attention", ... : report.js lists the
  * shapes it draws) and hands over its JSON text. A Content-Security-Policy
- * forbids every fetch, so the page provably works offline. */
+ * forbids every fetch, so the page provably works offline, and lets only
+ * the page's own script run: it names that script by its SHA-256
+ * ('sha256-...' of the script element's exact text), so even data that
+ * escaped its block could not run as script. */
 #include <stdio.h>
 #include <string.h>
 
@@ -56,6 +62,19 @@ static void put_lines(FILE *f, const char *const *lines) {
     for (; *lines; lines++) fputs(*lines, f);
 }
 
+/* The page's script element holds exactly SCRIPT_LEAD and then the lines
+ * of viz_report_js; its CSP source is 'sha256-<base64 of their SHA-256>'. */
+#define SCRIPT_LEAD "\n"
+static void script_hash(char out[45]) {
+    viz_sha256 s;
+    unsigned char d[32];
+    viz_sha256_init(&s);
+    viz_sha256_update(&s, SCRIPT_LEAD, strlen(SCRIPT_LEAD));
+    for (const char *const *l = viz_report_js; *l; l++) viz_sha256_update(&s, *l, strlen(*l));
+    viz_sha256_final(&s, d);
+    viz_base64(d, sizeof d, out);
+}
+
 /* A part's name: what report.js looks up, so a plain identifier. */
 static int valid_name(const char *s) {
     if (!s || !*s) return 0;
@@ -79,12 +98,16 @@ int tg_viz_report(const char *html_path, const char *title, const tg_viz_report_
     FILE *f = viz_atomic_open(html_path, &tmp, fn);
     if (!f) return -1;
     title = title ? title : "Run report";
-    fputs("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-          /* No network: nothing may be fetched, only the inline style and script run. */
-          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-          "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n<title>",
-          f);
+    char hash[45];
+    script_hash(hash);
+    /* No network: nothing may be fetched; only the inline style and the one
+     * script whose hash is given run. */
+    fprintf(f,
+            "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+            "script-src 'sha256-%s'; style-src 'unsafe-inline'; img-src data:\">\n<title>",
+            hash);
     put_html(f, title);
     fputs("</title>\n<style>\n", f);
     put_lines(f, viz_report_css);
@@ -96,7 +119,7 @@ int tg_viz_report(const char *html_path, const char *title, const tg_viz_report_
         fprintf(f, ",\n\"%s\": ", parts[i].name);
         put_json(f, parts[i].json);
     }
-    fputs("}\n</script>\n<script>\n", f);
+    fputs("}\n</script>\n<script>" SCRIPT_LEAD, f);
     put_lines(f, viz_report_js);
     fputs("</script>\n</body>\n</html>\n", f);
     int failed = ferror(f) != 0;

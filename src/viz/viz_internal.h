@@ -10,11 +10,13 @@
  *   stb_impl.c  the one place the stb implementations are compiled
  *   report.c    the run report's HTML page; report_assets.c holds its CSS
  *               and JavaScript (generated from report/ by tools/embed_report.sh)
+ *   sha256.c    SHA-256 and base64, for the page's script hash (its CSP)
  */
 #ifndef TG_VIZ_INTERNAL_H
 #define TG_VIZ_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include "viz.h"
 
@@ -101,5 +103,17 @@ int viz_nice_ticks(double lo, double hi, int want, double *ticks, double *step);
 int viz_log_ticks(double lo, double hi, int want, double *ticks);
 /* A short label for v on an axis whose ticks are `step` apart. */
 void viz_format_tick(double v, double step, char *buf, size_t size);
+
+/* ---- SHA-256 (FIPS 180-4) and base64 (RFC 4648), for the page's CSP ---- */
+typedef struct {
+    uint32_t h[8];
+    uint64_t bytes; /* taken so far */
+    unsigned char buf[64];
+} viz_sha256;
+void viz_sha256_init(viz_sha256 *s);
+void viz_sha256_update(viz_sha256 *s, const void *data, size_t n);
+void viz_sha256_final(viz_sha256 *s, unsigned char out[32]);
+/* n bytes as base64 with padding into out (4 * ceil(n / 3) + 1 bytes). */
+void viz_base64(const unsigned char *p, size_t n, char *out);
 
 #endif

@@ -6,7 +6,8 @@
  *   attention  {title, tokens: [text], layers, heads, pe, w}    w[l * heads + h][i]:
  *              the weights of query i over keys 0.. (a row; missing = 0)
  *   positions  [{kind: "heatmap", rows, cols, data, ...} | {kind: "lines", x, series, ...}]
- *   table      [{title, xlabel, ylabel, x, series: [{name, y}]}]  tables and their charts
+ *   table      [{title, xlabel, ylabel, x, series: [{name, y}]}  a table and its chart
+ *               | {title, columns: [name], rows: [[cell]]}]    a plain table (cells: text, numbers, null)
  *   samples    [{step, text}]
  * Everything is keyboard-usable: charts take the arrow keys, tokens take
  * Tab and the arrow keys, every control is a native <select> or <input>. */
@@ -313,6 +314,14 @@ function drawPositions(P) {
 
 function drawTable(Tb, k) {
   const s = section("table" + (k ? k + 1 : ""), Tb.title);
+  if (Tb.columns) { /* rows of cells, no chart (a profiler's table) */
+    const tbl = el("table", {}, el("tr", {}, ...Tb.columns.map((c) => el("th", {text: c}))));
+    for (const row of Tb.rows) {
+      tbl.append(el("tr", {}, ...row.map((v) => typeof v === "string" ? el("td", {text: v}) : el("td", {class: "num", text: fmt(v)}))));
+    }
+    s.append(tbl);
+    return;
+  }
   const tbl = el("table", {}), head = el("tr", {}, el("th", {text: Tb.xlabel}));
   Tb.series.forEach((q) => head.append(el("th", {text: q.name})));
   tbl.append(head);
