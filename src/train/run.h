@@ -11,6 +11,8 @@
  *                                  can never be out of step (train.h's format)
  *     DIR/best.safetensors         the same at the best validation loss so far
  *     DIR/metrics.jsonl            one JSON object per step, appended
+ *     DIR/lock                     flock'ed by the process writing the run
+ *                                  (its pid inside): one writer at a time
  *
  * A checkpoint is written at every evaluation (or every save_every steps),
  * on SIGINT and SIGTERM (then the run stops cleanly), and at the end. A run
