@@ -75,6 +75,7 @@ static int lm_options(options *o, cli_opt *opts) {
         {"resume", CLI_STR, &o->resume, "continue the run in this folder (its settings come from its checkpoint)", 0,
          0},
         {"init-from", CLI_STR, &o->init_from, "start a new run from this checkpoint's (or run folder's) weights", 0, 0},
+        {"overwrite", CLI_FLAG, &o->overwrite, "a new run replaces the run already in --out (else refused)", 0, 0},
         {"stop-after", CLI_INT, &o->stop_after, "stop after this step and save, as if interrupted (0: no)", 0, 1e7},
         {"sample", CLI_FLAG, &o->sample, "generate from --load CKPT instead of training", 0, 0},
         {"load", CLI_STR, &o->load, "checkpoint (or run folder) for --sample or --logits", 0, 0},
@@ -177,8 +178,11 @@ typedef struct {
 static int prepare_tokens(lm_run *r) {
     const char *data = r->o.data;
     size_t n = data ? strlen(data) : 0;
-    if (data && n > 4 && strcmp(data + n - 4, ".npy") == 0) return (r->tokens_path = strdup(data)) ? 0 : -1;
+    struct stat sb;
     if (!(r->tokens_path = tg_run_path(r->o.out, "tokens.npy"))) return -1;
+    if (r->o.resume && lstat(r->tokens_path, &sb) == 0) return 0; /* the run's own, whatever --data's path meant */
+    if (data && n > 4 && strcmp(data + n - 4, ".npy") == 0)
+        return free(r->tokens_path), (r->tokens_path = strdup(data)) ? 0 : -1;
     if (tg_dist_rank() != 0) return 0; /* rank 0 writes it (a barrier follows) */
     if (tg_run_mkdir(r->o.out) != 0) return -1;
     char *corpus = data ? NULL : tg_run_path(r->o.out, "fortunes.txt");
@@ -187,25 +191,6 @@ static int prepare_tokens(lm_run *r) {
     int rc = k < 0 ? -1 : lm_tok_encode_file(&r->tok, data ? data : corpus, r->tokens_path);
     free(corpus);
     return rc;
-}
-
-/* Mean validation loss over the fixed windows (eval mode, no graph). With
- * --ddp each rank takes every size-th batch; the sums are added in rank order. */
-static double evaluate(lm_run *r) {
-    int B = r->o.batch, T = r->c.block;
-    double sum = 0;
-    tg_decoder_train(r->m, false);
-    bool grad = tg_set_grad_enabled(false);
-    for (int i = tg_dist_rank(); i < r->n_eval; i += tg_dist_size()) {
-        tg_token_data_val_batch(r->d, i, B, T, r->x, r->y);
-        tg_scope_begin();
-        tg_tensor *loss = tg_decoder_loss(r->m, r->x, r->y, B, T);
-        sum += loss ? (double)tg_item(loss) : NAN;
-        tg_scope_end();
-    }
-    tg_set_grad_enabled(grad);
-    tg_decoder_train(r->m, true);
-    return tg_dist_allreduce_sum(&sum, 1) == 0 ? sum / r->n_eval : NAN;
 }
 
 /* After each checkpoint (rank 0): the model alone, for nanoGPT and
@@ -218,11 +203,7 @@ static int on_save(void *ctx, int64_t step) {
     int rc = all ? tg_decoder_save(r->m, r->model_path, all) : -1;
     free(all);
     if (rc != 0) return -1;
-    const float *train, *vs, *vl;
-    int64_t n;
-    int nv;
-    tg_run_history(r->run, &train, &n, &vs, &vl, &nv);
-    r->drew = lm_draw_losses(r->o.out, r->o.data, &r->c, train, n, vs, vl, nv) == 0 &&
+    r->drew = lm_draw_losses(r->run, r->o.data, &r->c) == 0 &&
               lm_draw_attention(r->o.out, r->m, r->d, r->o.batch, r->x, r->y) == 0;
     lm_report(&r->o, r->m, &r->tok, r->d, r->x, r->y, step); /* report.html (and a sample) */
     return 0; /* a figure that cannot be drawn is said, and the run goes on */
@@ -249,11 +230,15 @@ static void print_setup(const lm_run *r, int64_t step) {
 static int train_mode(lm_run *r) {
     options *p = &r->o;
     int size = tg_dist_size(), rank = tg_dist_rank();
-    if (prepare_tokens(r) != 0 || tg_dist_barrier() != 0 ||
+    tg_run_config rc = tg_run_defaults(p->out, p->steps);
+    rc.accum = p->accum, rc.clip = p->clip, rc.eval_every = p->eval_every, rc.save_every = p->save_every;
+    rc.patience = p->patience, rc.stop_after = p->stop_after, rc.resume = p->resume != NULL;
+    rc.overwrite = p->overwrite, rc.init_from = p->init_from;
+    if (tg_run_claim(&rc) != 0 || prepare_tokens(r) != 0 || tg_dist_barrier() != 0 ||
         !(r->d = tg_token_data_open(r->tokens_path, 0.1, (uint64_t)p->seed)) ||
-        lm_check_data(r->d, p->resume ? p->resume : p->init_from, &r->c, p->batch, size) != 0)
+        lm_check_data(r->d, &r->c, p->batch, size) != 0)
         return 1;
-    int B = p->batch, T = r->c.block, Bl = B / size;
+    int B = p->batch, T = r->c.block;
     r->n_eval = (int)fmin((double)tg_token_data_val_batches(r->d, B, T), p->eval_batches);
     tg_rng init = tg_rng_new((uint64_t)p->seed);
     tg_decoder_config dc = decoder_config(&r->c, p->dropout);
@@ -264,40 +249,30 @@ static int train_mode(lm_run *r) {
         tg_decoder_rngs(r->m, &r->rngs) || (p->init_from && lm_init_weights(r->m, &r->params, p->init_from) != 0) ||
         !(r->x = malloc(sizeof(int) * (size_t)B * T)) || !(r->y = malloc(sizeof(int) * (size_t)B * T)))
         return 1;
-    char *settings = lm_settings_json(p, r->opts, r->nopt, &r->c, &r->tok, r->d->n);
-    tg_run_config rc = tg_run_defaults(p->out, p->steps);
-    rc.accum = p->accum, rc.clip = p->clip, rc.eval_every = p->eval_every, rc.save_every = p->save_every;
-    rc.patience = p->patience, rc.stop_after = p->stop_after, rc.resume = p->resume != NULL;
+    char meta[1024];
+    model_meta(meta, sizeof meta, &r->c);
+    char *all = lm_tok_meta(&r->tok, meta); /* the model's metadata: its config and tokenizer */
+    tg_setting set[LM_MAX_SETTINGS];
+    int data_tokens = r->d->n > INT_MAX ? INT_MAX : (int)r->d->n;
     rc.schedule = tg_lr_warmup_cosine(p->lr, p->min_lr, p->warmup, p->decay_steps);
     rc.max_loss = 100 * log((double)r->c.vocab); /* a uniform guess costs ln V */
     rc.tokens_per_step = (double)B * T * p->accum;
     rc.flops_per_step = tg_decoder_flops(&dc, B * p->accum, T);
-    rc.settings = settings;
-    r->run = settings ? tg_run_open(&rc, &r->params, r->opt, &r->rngs) : NULL;
-    free(settings);
+    rc.settings = set, rc.n_settings = lm_settings(set, r->opts, r->nopt, &data_tokens), rc.meta = all;
+    r->run = all ? tg_run_open(&rc, &r->params, r->opt, &r->rngs) : NULL;
+    free(all);
     if (!r->run) return 1;
     tg_run_on_save(r->run, on_save, r);
     print_setup(r, tg_run_steps_done(r->run));
     double val = NAN;
-    while (tg_run_next(r->run)) {
-        for (int k = 0; k < p->accum; k++) {
-            /* --ddp: this rank's Bl windows of the B every rank draws. */
-            tg_token_data_batch_shard(r->d, B, T, rank, size, r->x, r->y);
-            tg_scope_begin();
-            /* Micro-batches: their summed losses over all their targets (run.h: exact with ignored targets). */
-            int64_t n = 0;
-            tg_tensor *sum = p->accum > 1 ? tg_decoder_loss_sum(r->m, r->x, r->y, Bl, T, &n) : NULL;
-            int bad = p->accum > 1 ? tg_run_backward_sum(r->run, sum, n)
-                                   : tg_run_backward(r->run, tg_decoder_loss(r->m, r->x, r->y, Bl, T));
-            tg_scope_end();
-            if (bad) break;
-        }
-        if (tg_run_step(r->run) != 0) break;
-        if (tg_run_eval_due(r->run) && tg_run_eval(r->run, val = evaluate(r)) != 0) break;
-    }
+    while (tg_run_next(r->run) && tg_run_decoder_step(r->run, r->m, r->d, B, T, p->accum, r->x, r->y) == 0)
+        if (tg_run_eval_due(r->run) &&
+            tg_run_eval(r->run, val = tg_run_decoder_val_loss(r->m, r->d, r->n_eval, B, T, r->x, r->y)) != 0)
+            break;
     int64_t step = tg_run_steps_done(r->run), best_step;
     double best = tg_run_best_val(r->run, &best_step);
-    int status = tg_run_close(r->run); /* the last checkpoint */
+    if (tg_run_stopped_early(r->run)) val = best; /* the run ends on the best model */
+    int status = tg_run_close(r->run);            /* the last checkpoint */
     if (status != 0 || rank != 0) return status;
     printf("wrote %s (the run's checkpoint at step %lld; continue with --resume %s), %s/best.safetensors "
            "(val_loss %.4f at step %lld), %s (the model), %s/metrics.jsonl%s and %s/report.html (open it in a "
@@ -334,18 +309,19 @@ int main(int argc, char **argv) {
     const char *stray = o->load ? cli_given_outside(opts, nopt, sampling) : NULL;
     if (!why[0] && stray)
         snprintf(why, sizeof why, "--%s has no effect with --load (it samples; it does not train)", stray);
-    /* A resumed run takes its settings from its checkpoint: the flags given
-     * must agree with what cannot change, the others are applied and said. */
-    if ((o->resume || o->init_from) && cli_given(opts, nopt, "tokenizer"))
+    /* A resumed run takes its settings from its checkpoint (run.h); one
+     * started from another takes the model's shape and tokenizer. */
+    if (o->init_from && cli_given(opts, nopt, "tokenizer"))
         snprintf(why, sizeof why, "--tokenizer: the run's tokenizer is the one its checkpoint carries");
-    if (!why[0] && o->resume && lm_resume_settings(o, opts, nopt, &r.c, &r.tok, why, sizeof why) != 0 && !why[0]) {
+    if (!why[0] &&
+        (o->resume      ? lm_resume(o, opts, nopt, &r.c, &r.tok, why, sizeof why)
+         : o->init_from ? lm_shape(o, opts, nopt, o->init_from, &r.c, &r.tok, why, sizeof why)
+                        : 0) != 0 &&
+        !why[0]) {
         fprintf(stderr, "lm: %s\n", tg_last_error());
         return 1;
     }
-    if (!why[0] && o->init_from && lm_init_settings(o, opts, nopt, &r.c, &r.tok, why, sizeof why) != 0 && !why[0]) {
-        fprintf(stderr, "lm: %s\n", tg_last_error());
-        return 1;
-    }
+    if (o->init_from) o->tokenizer = r.tok.bpe ? o->init_from : "bytes"; /* recorded: its vocabulary */
     if (!why[0] && o->dim % o->heads != 0) snprintf(why, sizeof why, "--heads must divide --dim");
     int prec = tg_precision_parse(o->precision); /* the products' precision, for the whole run */
     if (!why[0] && prec >= 0) tg_set_precision((tg_precision)prec);

@@ -1,18 +1,11 @@
-/* The lm program's run: its flags, the settings a checkpoint records and
- * how a resumed or fine-tuning run reconciles them with the command line,
- * and its figures. In a header beside lm.c so that lm.c reads as data,
- * model, loop, output.
- *
- * A training state records the run's settings under their flags' names
- * (and the model's sizes under nanoGPT's names, lm_model.h). On --resume a
- * flag left out takes the run's value; a flag given that differs is applied
- * and said when it can change (steps, schedule, batch, evaluation,
- * checkpoints), and refused naming both values when it cannot (the model's
- * shape, the data, the seed). */
+/* The lm program's run: its flags, the settings a checkpoint records
+ * (typed run settings, src/train/run.h: a resume fills the flags left out,
+ * applies changeable ones and refuses fixed ones, naming both values),
+ * the model's shape from a checkpoint, and its figures. In a header beside
+ * lm.c so that lm.c reads as data, model, loop, output. */
 #ifndef LM_RUN_H
 #define LM_RUN_H
 
-#include <libgen.h>
 #include <math.h>
 #include "attention_figure.h"
 #include "lm_model.h"
@@ -23,213 +16,99 @@ typedef struct {
     int patience, seed, threads, stop_after, tokens, top_k;
     double lr, min_lr, weight_decay, clip, dropout, temperature;
     const char *data, *out, *resume, *init_from, *load, *prompt, *gelu, *pe, *logits, *tokenizer, *precision;
-    bool sample, ddp;
+    bool sample, ddp, overwrite;
 } options;
 
-/* The run's keys, in the order written; fixed: cannot change on resume.
- * Keys a state written before them lacks keep the flag's value. */
-typedef struct {
-    const char *flag;
-    bool fixed, optional;
-} lm_key;
-static const lm_key LM_KEYS[] = {
-    {"data", true, false},       {"seed", true, false},          {"steps", false, false},
-    {"batch", false, false},     {"lr", false, false},           {"min-lr", false, false},
-    {"warmup", false, false},    {"weight-decay", false, false}, {"clip", false, false},
-    {"accum", false, false},     {"dropout", false, false},      {"decay-steps", false, true},
-    {"eval-every", false, true}, {"eval-batches", false, true},  {"save-every", false, true},
-    {"patience", false, true},   {"precision", false, true},
-};
-enum { LM_N_KEYS = sizeof LM_KEYS / sizeof LM_KEYS[0] };
-static int64_t lm_data_tokens; /* the tokens a resumed run trained on */
+/* The run's settings (src/train/run.h, tg_setting): the flags a checkpoint
+ * records, by the flags' own types and ranges; the fixed ones cannot change
+ * on resume. The model's shape is the model's own metadata (lm_model.h),
+ * checked by lm_shape; so is "tokenizer" (its kind): the flag's key is
+ * "tokenizer.spec". */
+static const char *const LM_FIXED = " data seed tokenizer ";
+static const char *const LM_CHANGEABLE = " steps decay-steps batch lr min-lr warmup weight-decay clip accum dropout "
+                                         "eval-every eval-batches save-every patience precision ";
+enum { LM_MAX_SETTINGS = 24 };
 
-static const cli_opt *lm_find_opt(const cli_opt *opts, int n, const char *name) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(opts[i].name, name) == 0) return &opts[i];
-    return NULL;
+static bool lm_listed(const char *list, const char *name) {
+    const char *at = strstr(list, name);
+    size_t n = strlen(name);
+    return at && at[-1] == ' ' && at[n] == ' ';
 }
 
-/* An option's value as text (the metadata's form). */
-static void lm_opt_text(const cli_opt *opt, char *buf, size_t cap) {
-    if (opt->kind == CLI_INT) snprintf(buf, cap, "%d", *(int *)opt->dst);
-    if (opt->kind == CLI_REAL) snprintf(buf, cap, "%.17g", *(double *)opt->dst);
-    if (opt->kind == CLI_STR) snprintf(buf, cap, "%s", *(const char **)opt->dst ? *(const char **)opt->dst : "");
+/* The settings of the flags in opts, then the data's size (a late one: a
+ * resume checks it when the token file is read). Returns their number. */
+static int lm_settings(tg_setting *s, const cli_opt *opts, int nopt, int *data_tokens) {
+    static const tg_setting_type type[] = {TG_SETTING_INT, TG_SETTING_REAL, TG_SETTING_STRING, TG_SETTING_BOOL};
+    int n = 0;
+    for (int i = 0; i < nopt && n < LM_MAX_SETTINGS - 1; i++) {
+        bool fixed = lm_listed(LM_FIXED, opts[i].name), changeable = lm_listed(LM_CHANGEABLE, opts[i].name);
+        if (fixed || changeable)
+            s[n++] = (tg_setting){opts[i].name,
+                                  type[opts[i].kind],
+                                  opts[i].dst,
+                                  changeable,
+                                  cli_given(opts, nopt, opts[i].name),
+                                  opts[i].min,
+                                  opts[i].max,
+                                  strcmp(opts[i].name, "tokenizer") == 0 ? "tokenizer.spec" : NULL};
+    }
+    s[n++] = (tg_setting){"data_tokens", TG_SETTING_INT, data_tokens, false, true, 1, INT_MAX, NULL};
+    return n;
 }
 
-/* Appends s to buf as a JSON string body; -1 for a control character or no room. */
-static int lm_json_escape(char *buf, size_t cap, const char *s) {
-    size_t n = strlen(buf);
-    for (; *s; s++) {
-        if ((unsigned char)*s < 0x20 || n + 3 >= cap) return -1;
-        if (*s == '"' || *s == '\\') buf[n++] = '\\';
-        buf[n++] = *s;
-    }
-    buf[n] = 0;
-    return 0;
-}
-
-/* The training state's settings: the model's (model_meta) and the run's
- * (LM_KEYS), malloc'd; NULL with the error recorded. */
-static char *lm_settings_json(const options *o, const cli_opt *opts, int nopt, const lm_config *c, const lm_tok *tok,
-                              int64_t data_tokens) {
-    int k = 0;
-    size_t cap = 2048 + 2 * (o->data ? strlen(o->data) : 0);
-    char *buf = malloc(cap);
-    if (!buf) return tg_set_error("out of memory"), NULL;
-    model_meta(buf, cap, c);
-    k = (int)strlen(buf) - 1; /* over the closing brace */
-    k += snprintf(buf + k, cap - (size_t)k, ",\"data_tokens\":\"%lld\"", (long long)data_tokens);
-    for (int i = 0; i < LM_N_KEYS; i++) {
-        const cli_opt *opt = lm_find_opt(opts, nopt, LM_KEYS[i].flag);
-        char v[64];
-        k += snprintf(buf + k, cap - (size_t)k, ",\"%s\":\"", opt->name);
-        if (opt->kind == CLI_STR) {
-            const char *sv = *(const char **)opt->dst;
-            if (lm_json_escape(buf, cap - 3, sv ? sv : "") != 0) {
-                free(buf);
-                tg_set_error("--%s '%s' cannot be recorded in the checkpoint (a control character)", opt->name, sv);
-                return NULL;
-            }
-            k = (int)strlen(buf);
-        } else {
-            lm_opt_text(opt, v, sizeof v);
-            k += snprintf(buf + k, cap - (size_t)k, "%s", v);
-        }
-        k += snprintf(buf + k, cap - (size_t)k, "\"");
-    }
-    snprintf(buf + k, cap - (size_t)k, "}");
-    char *all = lm_tok_meta(tok, buf); /* and the vocabulary itself */
-    free(buf);
-    if (!all) tg_set_error("out of memory");
-    return all;
-}
-
-/* A flag given that contradicts the run: why names the flag and both. */
-static int lm_refuse(char *why, size_t cap, const char *flag, const char *given, const char *run, const char *dir) {
-    snprintf(why, cap,
-             "--%s %s: the run in %s has %s, which cannot change on resume (start a new run with "
-             "--init-from %s)",
-             flag, given, dir, run, dir);
-    return -1;
-}
-
-/* The model's shape flags against a checkpoint's (resume and init-from). */
-static int lm_check_shape(const cli_opt *opts, int nopt, const lm_config *c, const char *dir, char *why, size_t cap,
-                          options *o) {
-    const char *names[6] = {"block", "layers", "heads", "dim", "gelu", "pe"};
-    char run[6][32];
-    snprintf(run[0], 32, "%d", c->block), snprintf(run[1], 32, "%d", c->layers), snprintf(run[2], 32, "%d", c->heads);
-    snprintf(run[3], 32, "%d", c->dim), snprintf(run[4], 32, "%s", c->gelu), snprintf(run[5], 32, "%s", c->pe);
-    for (int i = 0; i < 6; i++) {
-        char given[64];
-        lm_opt_text(lm_find_opt(opts, nopt, names[i]), given, sizeof given);
-        if (cli_given(opts, nopt, names[i]) && strcmp(given, run[i]) != 0)
-            return lm_refuse(why, cap, names[i], given, run[i], dir);
-    }
-    o->block = c->block, o->layers = c->layers, o->heads = c->heads, o->dim = c->dim, o->gelu = c->gelu, o->pe = c->pe;
-    return 0;
-}
-
-/* --resume: the run's folder, its settings into o. -1 with why set (a bad
- * flag: exit 2) or with the error recorded (a bad checkpoint: exit 1). */
-static int lm_resume_settings(options *o, const cli_opt *opts, int nopt, lm_config *c, lm_tok *tok, char *why,
-                              size_t cap) {
-    static char *dir, *file, strs[LM_N_KEYS][4096]; /* the file's string values the options point to */
-    struct stat sb;
-    if (stat(o->resume, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* a file: its folder is the run */
-        char *copy = strdup(o->resume);
-        const char *base = copy ? basename(copy) : "";
-        if (strcmp(base, "train_state.safetensors") != 0) {
-            snprintf(why, cap,
-                     "--resume takes a run's folder (or its train_state.safetensors); to start from %s, "
-                     "use --init-from",
-                     o->resume);
-            free(copy);
-            return -1;
-        }
-        free(copy);
-        copy = strdup(o->resume);
-        dir = copy ? strdup(dirname(copy)) : NULL;
-        free(copy);
-    } else {
-        dir = strdup(o->resume);
-    }
-    if (!dir) return tg_set_error("out of memory"), -1;
-    if (cli_given(opts, nopt, "out") && strcmp(o->out, dir) != 0) {
-        snprintf(why, cap, "--out %s and --resume %s name different runs (a resumed run stays in its folder)", o->out,
-                 dir);
-        return -1;
-    }
-    o->out = dir;
-    file = tg_run_checkpoint_of(dir);
-    tg_safetensors st;
-    if (!file || tg_safetensors_open(file, &st) != 0) return -1;
-    int rc = config_from_file(&st, file, "model.", c);
-    if (rc == 0 && lm_tok_from_file(tok, &st, file) != 0) rc = -1;
-    char v[4096], vw[64], msg[160];
-    int file_steps = 0;
-    if (rc == 0 && meta_value(&st, file, "data_tokens", v, sizeof v) == 0) {
-        int64_t n = 0;
-        if (tg_parse_int64(v, &n) != 0 || n < 1) rc = -1, tg_set_error("%s: metadata 'data_tokens' is '%s'", file, v);
-        lm_data_tokens = n;
-    } else {
-        rc = -1;
-    }
-    if (rc == 0 && lm_check_shape(opts, nopt, c, dir, why, cap, o) != 0) rc = -1;
-    for (int i = 0; rc == 0 && !why[0] && i < LM_N_KEYS; i++) {
-        const cli_opt *opt = lm_find_opt(opts, nopt, LM_KEYS[i].flag);
-        long len = tg_safetensors_meta(&st, opt->name, v, sizeof v);
-        if (len < 0 && LM_KEYS[i].optional) {
-            if (strcmp(opt->name, "decay-steps") == 0 && !cli_given(opts, nopt, "decay-steps"))
-                o->decay_steps = -1; /* a run before --decay-steps decayed to its --steps */
-            continue;
-        }
-        /* The file's value into a scratch copy of the option, by its rules. */
-        int iv;
-        double dv;
-        const char *sv;
-        cli_opt file_opt = *opt;
-        file_opt.dst = opt->kind == CLI_INT ? (void *)&iv : opt->kind == CLI_REAL ? (void *)&dv : (void *)&sv;
-        if (len < 0 || len >= (long)sizeof v || !cli_set(&file_opt, v, msg, sizeof msg)) {
-            tg_set_error("%s: metadata '%s': %s", file, opt->name, len < 0 ? "missing" : msg);
-            rc = -1;
-            break;
-        }
-        if (strcmp(opt->name, "steps") == 0) file_steps = iv;
-        char given[4096];
-        lm_opt_text(opt, given, sizeof given);
-        lm_opt_text(&file_opt, vw, sizeof vw);
-        const char *run = opt->kind == CLI_STR ? v : vw;
-        if (!cli_given(opts, nopt, opt->name)) {
-            if (opt->kind == CLI_STR) snprintf(strs[i], sizeof strs[i], "%s", v), sv = strs[i];
-            if (opt->kind == CLI_STR) *(const char **)opt->dst = sv[0] ? sv : NULL;
-            if (opt->kind == CLI_INT) *(int *)opt->dst = iv;
-            if (opt->kind == CLI_REAL) *(double *)opt->dst = dv;
-        } else if (strcmp(given, run) != 0) {
-            if (LM_KEYS[i].fixed) rc = lm_refuse(why, cap, opt->name, given, run[0] ? run : "(none)", dir);
-            if (!LM_KEYS[i].fixed) printf("resume: --%s %s (the run had %s)\n", opt->name, given, run);
-        }
-    }
-    if (o->decay_steps == -1) o->decay_steps = file_steps;
-    tg_safetensors_close(&st);
-    return rc;
-}
-
-/* --init-from: the model's shape from the checkpoint (a run folder, a
- * training state or best, or an lm.safetensors), into c and o. */
-static int lm_init_settings(options *o, const cli_opt *opts, int nopt, lm_config *c, lm_tok *tok, char *why,
-                            size_t cap) {
-    char *file = tg_run_checkpoint_of(o->init_from);
+/* The model's shape and tokenizer from a checkpoint (--resume: the run's
+ * state; --init-from: a run folder, a state, best or an lm.safetensors)
+ * into c and o; a shape flag given that differs: why names both. */
+static int lm_shape(options *o, const cli_opt *opts, int nopt, const char *from, lm_config *c, lm_tok *tok, char *why,
+                    size_t cap) {
+    char *file = tg_run_checkpoint_of(from), v[8], given[64], run[64];
     tg_safetensors st;
     if (!file || tg_safetensors_open(file, &st) != 0) return free(file), -1;
-    char v[8];
     bool state = tg_safetensors_meta(&st, "tgrad_train_state", v, sizeof v) >= 0;
     int rc = config_from_file(&st, file, state ? "model." : "", c);
     if (rc == 0) rc = lm_tok_from_file(tok, &st, file);
     tg_safetensors_close(&st);
-    if (rc == 0) rc = lm_check_shape(opts, nopt, c, o->init_from, why, cap, o);
     free(file);
+    const char *names[] = {"block", "layers", "heads", "dim", "gelu", "pe"}, *str[] = {c->gelu, c->pe};
+    const int num[] = {c->block, c->layers, c->heads, c->dim};
+    for (int i = 0; rc == 0 && i < 6; i++) {
+        const cli_opt *opt = NULL;
+        for (int k = 0; k < nopt; k++) opt = strcmp(opts[k].name, names[i]) == 0 ? &opts[k] : opt;
+        i < 4 ? snprintf(run, sizeof run, "%d", num[i]) : snprintf(run, sizeof run, "%s", str[i - 4]);
+        i < 4 ? snprintf(given, sizeof given, "%d", *(int *)opt->dst)
+              : snprintf(given, sizeof given, "%s", *(const char **)opt->dst);
+        if (i >= 4) *(const char **)opt->dst = str[i - 4];
+        if (!cli_given(opts, nopt, names[i]) || strcmp(given, run) == 0) continue;
+        if (o->resume)
+            snprintf(why, cap,
+                     "--%s %s: the run in %s has %s, which cannot change on resume (start a new run from its weights "
+                     "with --init-from %s --out OTHER)",
+                     names[i], given, o->out, run, o->out);
+        else
+            snprintf(why, cap, "--%s %s: the checkpoint %s has %s (a run started from it keeps its model's shape)",
+                     names[i], given, from, run);
+        rc = -1;
+    }
+    o->block = c->block, o->layers = c->layers, o->heads = c->heads, o->dim = c->dim;
     return rc;
+}
+
+/* --resume: the run's folder (a folder, or a train_state.safetensors'),
+ * its settings and model into o, c and tok. -1 with why set (a bad flag:
+ * exit 2) or the error recorded (a bad checkpoint: exit 1). */
+static int lm_resume(options *o, const cli_opt *opts, int nopt, lm_config *c, lm_tok *tok, char *why, size_t cap) {
+    static char *dir; /* the run's folder, o->out from here */
+    free(dir);
+    if (!(dir = tg_run_resume_folder(o->resume))) return snprintf(why, cap, "%s", tg_last_error()), -1;
+    if (cli_given(opts, nopt, "out") && strcmp(o->out, dir) != 0)
+        return snprintf(why, cap, "--out %s and --resume %s name different runs (a resumed run stays in its folder)",
+                        o->out, dir),
+               -1;
+    o->out = dir;
+    tg_setting set[LM_MAX_SETTINGS];
+    int unused = 0, rc = tg_run_settings_resume(dir, set, lm_settings(set, opts, nopt, &unused) - 1);
+    if (rc == 1) snprintf(why, cap, "%s", tg_last_error());
+    return rc != 0 ? -1 : lm_shape(o, opts, nopt, dir, c, tok, why, cap);
 }
 
 /* The weights of --init-from into the new model. */
@@ -245,14 +124,11 @@ static int lm_init_weights(tg_decoder *m, const tg_params *params, const char *p
     return rc;
 }
 
-/* The token file against the run: the same data on resume, tokens the
- * model's vocabulary covers, enough for a window and a validation batch. */
-static int lm_check_data(const tg_token_data *d, const char *from, const lm_config *c, int B, int size) {
+/* The token file against the model: tokens its vocabulary covers, enough
+ * for a window and a validation batch (the same data on resume: the run's
+ * data_tokens setting). */
+static int lm_check_data(const tg_token_data *d, const lm_config *c, int B, int size) {
     int T = c->block;
-    if (lm_data_tokens && d->n != lm_data_tokens)
-        return tg_set_error("%s: the run trained on %lld tokens, the data holds %lld", from, (long long)lm_data_tokens,
-                            (long long)d->n),
-               -1;
     if (d->vocab > c->vocab)
         return tg_set_error("the data has tokens up to %d, the model's vocabulary is %d", d->vocab - 1, c->vocab), -1;
     if (B % size != 0) return tg_set_error("--batch %d: the %d ranks must divide it", B, size), -1;
@@ -265,21 +141,18 @@ static int lm_check_data(const tg_token_data *d, const char *from, const lm_conf
 }
 
 /* ---- figures ------------------------------------------------------------------ */
-static int lm_draw_losses(const char *out, const char *data, const lm_config *c, const float *train, int64_t n,
-                          const float *vs, const float *vl, int nv) {
-    char *path = tg_run_path(out, "lm_loss.png"), title[160];
+static int lm_draw_losses(const tg_run *run, const char *data, const lm_config *c) {
+    char *path = tg_run_path(tg_run_dir(run), "lm_loss.png"), title[160];
     const char *name = data ? strrchr(data, '/') : NULL;
-    name = name ? name + 1 : data ? data : "Debian's fortunes";
     snprintf(title, sizeof title, "GPT (%d layers, d %d, T %d, %s positions) on %.50s: loss per %s", c->layers, c->dim,
-             c->block, c->pe, name, c->vocab == TG_BYTE_VOCAB ? "byte" : "token");
-    float *xs = malloc(sizeof(float) * (size_t)(n ? n : 1)); /* steps count from 1 */
-    int rc = path && xs ? 0 : -1;
-    for (int64_t i = 0; xs && i < n; i++) xs[i] = (float)(i + 1);
-    tg_series s[2] = {{"train", xs, train, (int)n}, {"validation", vs, vl, nv}};
-    tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = "cross-entropy (nats)"};
-    if (rc == 0 && (rc = tg_viz_lineplot(path, s, nv > 0 ? 2 : 1, &po)) != 0)
-        fprintf(stderr, "lm: %s\n", tg_viz_last_error());
-    free(xs), free(path);
+             c->block, c->pe,
+             name   ? name + 1
+             : data ? data
+                    : "Debian's fortunes",
+             c->vocab == TG_BYTE_VOCAB ? "byte" : "token");
+    int rc = path ? tg_run_draw_losses(run, path, title, "cross-entropy (nats)") : -1;
+    if (rc != 0) fprintf(stderr, "lm: %s\n", path ? tg_last_error() : "out of memory");
+    free(path);
     return rc;
 }
 

@@ -139,7 +139,8 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
              "\"dim\":\"%d\",\"heads\":\"%d\",\"ffn\":\"%d\",\"layers\":\"%d\",\"lr\":\"%g\",\"dropout\":\"%g\","
              "\"seed\":\"%d\"}",
              o->task, pe, o->steps, B, T, o->vocab, o->dim, o->heads, o->ffn, o->layers, o->lr, o->dropout, o->seed);
-    c.settings = settings;
+    c.meta = settings;
+    c.overwrite = true; /* no --resume here: each run of a variant is new and replaces the last */
     tg_run *run = tg_run_open(&c, &m->params, opt, &rngs);
     if (!run) goto done;
     reverse_run_page page = {run, m, o, pe};

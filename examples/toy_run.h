@@ -37,7 +37,8 @@ static inline tg_run *toy_run_open(const toy_run_config *c, const tg_params *par
              "{\"program\":\"%s\",\"variant\":\"%s\",\"steps\":\"%d\",\"eval_every\":\"%d\",\"lr\":\"%g\","
              "\"clip\":\"%g\"}",
              c->prog, c->name, c->steps, c->eval_every, c->lr, c->clip);
-    rc.settings = settings;
+    rc.meta = settings;
+    rc.overwrite = true; /* no --resume here: each run of a variant is new and replaces the last */
     tg_run *run = dir && opt ? tg_run_open(&rc, params, opt, rngs) : NULL;
     if (run) tg_run_on_save(run, tg_report_on_save, run); /* the run's report.html */
     if (run)

@@ -210,8 +210,17 @@ Test(hostile, lm_load_rejects_crafted_metadata_quickly) {
                  0, "%s", out);
     snprintf(cmd, sizeof cmd, "head -c 3000 '%s/tests/data/fortunes_excerpt.txt' > '%s/t.txt'", TG_SRC_DIR, tmp);
     cr_assert_eq(system(cmd), 0);
+    /* A resume reads the run's own tokens.npy, not the text file... */
+    cr_assert_eq(run(60, "lm",
+                     "--data t.txt --steps 4 --batch 2 --block 16 --layers 1 --heads 2 --dim 16 "
+                     "--eval-batches 2 --tokens 0 --stop-after 2 --out s3"),
+                 0, "%s", out);
+    cr_expect_eq(run(60, "lm", "--resume s/train_state.safetensors --out s --stop-after 3"), 0, "%s", out);
+    /* ...and refuses that file when it no longer holds the run's tokens. */
+    snprintf(cmd, sizeof cmd, "cp '%s/s3/tokens.npy' '%s/s/tokens.npy'", tmp, tmp);
+    cr_assert_eq(system(cmd), 0);
     cr_expect_eq(run(60, "lm", "--resume s/train_state.safetensors --out s"), 1, "%s", out);
-    EXPECT_OUT("the run trained on 4000 tokens");
+    EXPECT_OUT("data_tokens is 3000 here, but the run in s has 4000");
 }
 
 /* ---- no leak on the success and the error paths of every program ----------- */
@@ -295,7 +304,8 @@ Test(hostile, programs_free_everything_on_success_and_error_paths, .timeout = 90
     valgrind_run("lm", "--sample --load truncated.safetensors", 1);
     valgrind_run("lm", "--sample --load reverse_fixed.safetensors", 1);
     valgrind_run("lm", "--resume lm/lm.safetensors --out lm", 2); /* not a run's checkpoint: a bad flag */
-    valgrind_run("lm", "--data missing.txt --out lm", 1);
+    valgrind_run("lm", "--data missing.txt --out lm --overwrite", 1);
+    valgrind_run("lm", "--data missing.txt --out lm", 1); /* a run is there: refused */
     valgrind_run("lm", "--bogus", 2);
     valgrind_run("extrapolate",
                  "--steps 2 --batch 2 --heldout 2 --dim 8 --heads 2 --ffn 8 --layers 1 --task shift --out e", 0);

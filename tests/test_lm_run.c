@@ -2,8 +2,10 @@
  * stop and resume with other evaluation intervals, a resumed run staying in
  * its folder, kills at random moments (during saves too) and SIGTERM, then
  * resume ending bit for bit where an uninterrupted run ends, extension,
- * --init-from, symlinks planted at every output name, long paths, and
- * --sample --load of every file a run writes. */
+ * --init-from, symlinks planted at every output name (samples.jsonl on
+ * resume too), long paths, --sample --load of every file a run writes, the
+ * folder's lock and replacement, resume from another directory, early stop
+ * on the best model and a resumed run's precision. */
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -231,7 +233,7 @@ Test(lm_run, symlinks_at_output_names_are_not_followed, .timeout = 120) {
         cr_expect(lstat(path_in(link), &sb) == 0 && S_ISREG(sb.st_mode), "%s is not a regular file", names[i]);
     }
     /* A symlink at a resumed run's log is refused. */
-    cr_assert_eq(lm(TINY " --steps 6 --eval-every 3 --out s --stop-after 3"), 0, "%s", out);
+    cr_assert_eq(lm(TINY " --steps 6 --eval-every 3 --out s --stop-after 3 --overwrite"), 0, "%s", out);
     cr_assert_eq(unlink(path_in("s/metrics.jsonl")), 0);
     cr_assert_eq(symlink(path_in("target0"), path_in("s/metrics.jsonl")), 0);
     cr_expect_eq(lm("--resume s"), 1, "%s", out);
@@ -303,4 +305,138 @@ Test(lm_run, precision_flag, .timeout = 60) {
         cr_expect(strstr(out, "double build"), "%s", out);
     }
     cr_expect_eq(lm(TINY " --steps 1 --eval-every 1 --precision fp32 --out p"), 0, "%s", out);
+}
+
+/* Two writers of one folder: while a run writes it, a new run (even with
+ * --overwrite) and a resume are refused naming its pid; its log stays one
+ * run's. */
+Test(lm_run, two_writers_of_one_folder, .timeout = 120) {
+    pid_t pid = start_lm(TINY " --steps 100000 --eval-every 50 --out w");
+    struct stat sb;
+    for (int i = 0; i < 20000 && stat(path_in("w/train_state.safetensors"), &sb) != 0; i++) sleep_us(1000);
+    cr_assert(exists("w/train_state.safetensors"), "the first run saved nothing");
+    char want[64];
+    snprintf(want, sizeof want, "in use by process %ld", (long)pid);
+    cr_expect_eq(lm(TINY " --steps 100 --out w --overwrite"), 1, "%s", out);
+    cr_expect(strstr(out, want), "%s: %s", want, out);
+    cr_expect_eq(lm("--resume w --steps 200000"), 1, "%s", out);
+    cr_expect(strstr(out, want), "%s: %s", want, out);
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM, "status %d", status);
+    log_steps("w/metrics.jsonl"); /* 1..n, one run's */
+    cr_expect_eq(lm("--resume w --steps 100000 --stop-after %d", 1 + log_steps("w/metrics.jsonl")), 0, "%s", out);
+}
+
+/* A new run over an existing one is refused (its best kept) naming the
+ * three ways on; --overwrite replaces it; --init-from X --out X is refused. */
+Test(lm_run, an_existing_run_is_replaced_only_with_overwrite, .timeout = 120) {
+    cr_assert_eq(lm(TINY " --steps 2 --eval-every 1 --out x"), 0, "%s", out);
+    struct stat before, after;
+    cr_assert_eq(stat(path_in("x/best.safetensors"), &before), 0);
+    cr_expect_eq(lm(TINY " --steps 2 --eval-every 1 --out x"), 1, "%s", out);
+    cr_expect(strstr(out, "--resume x") && strstr(out, "--init-from x") && strstr(out, "--overwrite"), "%s", out);
+    cr_assert_eq(stat(path_in("x/best.safetensors"), &after), 0);
+    cr_expect(before.st_ino == after.st_ino && before.st_mtime == after.st_mtime, "best.safetensors was touched");
+    cr_expect_eq(lm(TINY " --steps 2 --init-from x --out x"), 1, "%s", out);
+    cr_expect(strstr(out, "one folder"), "%s", out);
+    cr_expect_eq(lm(TINY " --steps 2 --init-from x/best.safetensors --out ./x/"), 1, "%s", out);
+    cr_expect_eq(lm(TINY " --steps 2 --eval-every 1 --out x --overwrite"), 0, "%s", out);
+    cr_expect(strstr(out, "replaced"), "%s", out);
+    /* --init-from names no "resume" rule: its shape comes from the checkpoint. */
+    cr_expect_eq(lm(TINY " --steps 2 --init-from x --dim 32 --out y"), 2, "%s", out);
+    cr_expect(strstr(out, "--dim 32: the checkpoint x has 16") && !strstr(out, "on resume"), "%s", out);
+}
+
+/* samples.jsonl on resume is appended without following a symlink: the
+ * target keeps its bytes. */
+Test(lm_run, symlinked_samples_on_resume_are_not_followed, .timeout = 120) {
+    cr_assert_eq(lm(TINY " --steps 4 --eval-every 2 --stop-after 2 --out s"), 0, "%s", out);
+    FILE *f = fopen(path_in("target"), "w");
+    fputs("precious", f);
+    fclose(f);
+    cr_assert_eq(unlink(path_in("s/samples.jsonl")), 0);
+    cr_assert_eq(symlink(path_in("target"), path_in("s/samples.jsonl")), 0);
+    lm("--resume s");
+    char got[64] = "";
+    f = fopen(path_in("target"), "r");
+    cr_expect(fgets(got, sizeof got, f) && strcmp(got, "precious") == 0, "samples.jsonl was appended through: %s", got);
+    fclose(f);
+    cr_expect(strstr(out, "symbolic link"), "%s", out);
+}
+
+/* A resume reads the folder's own tokens.npy: a relative --data made in one
+ * directory does not break a resume from another. */
+Test(lm_run, resume_from_another_directory_with_relative_data, .timeout = 120) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "cp '%s/tests/data/fortunes_excerpt.txt' '%s' && mkdir '%s'", TG_SRC_DIR,
+             path_in("d.txt"), path_in("elsewhere"));
+    cr_assert_eq(system(cmd), 0);
+    const char *args = "--data d.txt --batch 4 --block 16 --layers 1 --heads 2 --dim 16 --eval-batches 2 --tokens 8 "
+                       "--steps 6 --eval-every 3";
+    cr_assert_eq(lm("%s --out ref", args), 0, "%s", out);
+    cr_assert_eq(lm("%s --out r --stop-after 3", args), 0, "%s", out);
+    cr_assert_eq(run_wrapped("cd elsewhere &&", "lm", "--resume ../r"), 0, "%s", out);
+    expect_same_tensors("ref/train_state.safetensors", "r/train_state.safetensors");
+}
+
+/* Early stop: the final line, the sample and lm.safetensors are the best
+ * model's. */
+Test(lm_run, early_stop_ends_on_the_best_model, .timeout = 120) {
+    cr_assert_eq(lm(TINY " --steps 400 --eval-every 1 --lr 0.5 --min-lr 0.5 --warmup 0 --patience 2 --out e"), 0, "%s",
+                 out);
+    const char *stop = strstr(out, "early stop");
+    cr_assert_not_null(stop, "the run did not stop early: %s", out);
+    double best = 0, last = 0;
+    const char *b = strstr(stop, "the best model (");
+    cr_assert(b && sscanf(b, "the best model (%lf", &best) == 1, "%s", stop);
+    const char *v = strstr(out, "val_loss=");
+    cr_assert(v && sscanf(v, "val_loss=%lf", &last) == 1, "%s", out);
+    cr_expect_float_eq(last, best, 1e-4, "the final line %g, the best %g", last, best);
+    tg_safetensors st, bs;
+    cr_assert_eq(tg_safetensors_open(path_in("e/lm.safetensors"), &st), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_safetensors_open(path_in("e/best.safetensors"), &bs), 0, "%s", tg_last_error());
+    int compared = 0;
+    for (int i = 0; i < st.n; i++) {
+        char name[300];
+        snprintf(name, sizeof name, "model.%s", st.entries[i].name);
+        int j = tg_safetensors_find(&bs, name);
+        if (j < 0) continue; /* lm_head.weight: the tied embedding, exported for nanoGPT */
+        compared++;
+        const tg_st_entry *a = &st.entries[i], *b = &bs.entries[j];
+        cr_expect(a->end - a->begin == b->end - b->begin &&
+                      memcmp(st.data + a->begin, bs.data + b->begin, a->end - a->begin) == 0,
+                  "lm.safetensors' %s is not best's", a->name);
+    }
+    cr_expect_gt(compared, 3);
+    tg_safetensors_close(&st), tg_safetensors_close(&bs);
+}
+
+/* A resumed run keeps the precision it was trained in: bf16 recorded in the
+ * state comes back without --precision (in the double build, which has no
+ * bf16 products, it is refused by name: proof that it came back). */
+Test(lm_run, resumed_run_keeps_its_precision, .timeout = 60) {
+    cr_assert_eq(lm(TINY " --steps 4 --eval-every 2 --stop-after 2 --out p"), 0, "%s", out);
+    /* "fp32" -> "bf16" in the state's metadata: the same length, the header stays valid. */
+    FILE *f = fopen(path_in("p/train_state.safetensors"), "r+b");
+    cr_assert_not_null(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    char *at = NULL;
+    for (size_t i = 0; i + 20 < n && !at; i++)
+        if (memcmp(buf + i, "\"precision\":\"fp32\"", 18) == 0) at = buf + i + 13;
+    cr_assert_not_null(at, "no precision setting in the state");
+    fseek(f, at - buf, SEEK_SET);
+    fputs("bf16", f);
+    fclose(f);
+    int rc = lm("--resume p");
+    if (sizeof(tg_real) == 8) {
+        cr_expect_eq(rc, 2, "%s", out);
+        cr_expect(strstr(out, "--precision bf16"), "%s", out);
+    } else {
+        cr_expect_eq(rc, 0, "%s", out);
+    }
+    cr_expect_eq(lm("--resume p --precision fp32"), 0, "%s", out);
+    cr_expect(strstr(out, "resume: --precision fp32 (the run had bf16)"), "%s", out);
 }

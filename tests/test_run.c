@@ -1,8 +1,12 @@
 /* The training run (src/train/run.h) on a small regression: the best
  * checkpoint and patience, a last step that makes the weights non-finite
  * or a loss that diverges (the last good checkpoint stays, byte for byte),
- * and the metrics log cut back on resume without touching earlier lines. */
+ * the metrics log cut back on resume without touching earlier lines, the
+ * folder's lock and replacement, early stop on the best model, the
+ * overfitting warning, and typed settings read back on resume. */
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "test_util.h"
 
@@ -55,6 +59,7 @@ static int reg_backward(reg *r, tg_run *run) {
 static tg_run_config quiet_config(int64_t steps, int eval_every) {
     tg_run_config c = tg_run_defaults(dir, steps);
     c.eval_every = eval_every, c.quiet = true;
+    c.overwrite = true; /* each test's runs replace their folder's; the tests of replacement clear it */
     return c;
 }
 
@@ -309,4 +314,281 @@ Test(run, accumulation_of_sums_is_one_batch_with_uneven_ignored_targets) {
               want_loss);
     tg_linear_free(lin);
     tg_free(x);
+}
+
+/* A run of steps steps, evaluated at each with val[k] (val NULL: 1.0). */
+static int run_through(reg *r, tg_run *run, const double *val) {
+    int k = 0;
+    while (tg_run_next(run)) {
+        cr_assert_eq(reg_backward(r, run), 0);
+        cr_assert_eq(tg_run_step(run), 0);
+        if (tg_run_eval_due(run) && tg_run_eval(run, val ? val[k++] : 1.0) != 0) break;
+    }
+    return tg_run_close(run);
+}
+
+/* While one process writes the folder, another's run (new, replacing, or a
+ * resume) is refused naming the writer's pid; after it closes, one opens. */
+Test(run, a_second_writer_is_refused_naming_the_pid) {
+    reg r;
+    tg_run *run = reg_run(&r, 4, 2);
+    pid_t kid = fork();
+    cr_assert_geq(kid, 0);
+    if (kid == 0) {
+        reg k;
+        reg_new(&k);
+        tg_run_config c = quiet_config(4, 2);
+        char want[64];
+        snprintf(want, sizeof want, "in use by process %ld", (long)getppid());
+        bool refused = !tg_run_open(&c, &k.params, k.opt, &k.rngs) && error_has(want, dir);
+        c.resume = true;
+        tg_setting none[1];
+        refused = refused && tg_run_settings_resume(dir, none, 0) == -1 && error_has(want, NULL);
+        _exit(refused ? 0 : 1);
+    }
+    int status;
+    cr_assert_eq(waitpid(kid, &status, 0), kid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the second writer was not refused by pid");
+    cr_expect_eq(run_through(&r, run, NULL), 0);
+    kid = fork();
+    if (kid == 0) {
+        reg k;
+        reg_new(&k);
+        tg_run_config c = quiet_config(6, 2);
+        c.resume = true;
+        tg_run *again = tg_run_open(&c, &k.params, k.opt, &k.rngs);
+        _exit(again && run_through(&k, again, NULL) == 0 ? 0 : 1);
+    }
+    cr_assert_eq(waitpid(kid, &status, 0), kid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "after close, a resume opens");
+    reg_free(&r);
+}
+
+/* A killed writer leaves no stale lock: the kernel drops the flock. */
+Test(run, a_killed_writer_leaves_no_lock) {
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        reg k;
+        tg_run *run = reg_run(&k, 4, 2);
+        char c = run ? 'y' : 'n';
+        if (write(fds[1], &c, 1) != 1) _exit(1);
+        pause();
+        _exit(0);
+    }
+    char c = 0;
+    cr_assert_eq(read(fds[0], &c, 1), 1);
+    cr_assert_eq(c, 'y');
+    reg r;
+    reg_new(&r);
+    tg_run_config cfg = quiet_config(4, 2);
+    cr_expect_null(tg_run_open(&cfg, &r.params, r.opt, &r.rngs), "locked while the writer lives");
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    tg_run *run = tg_run_open(&cfg, &r.params, r.opt, &r.rngs);
+    cr_expect_not_null(run, "%s", tg_last_error());
+    if (run) cr_expect_eq(run_through(&r, run, NULL), 0);
+    close(fds[0]), close(fds[1]);
+    reg_free(&r);
+}
+
+/* A new run over a finished one is refused naming the three ways on, and
+ * the old run's files stay; with overwrite it replaces it; a run started
+ * from a checkpoint inside its own folder is refused. */
+Test(run, an_existing_run_is_replaced_only_with_overwrite) {
+    reg r;
+    cr_expect_eq(run_through(&r, reg_run(&r, 2, 1), NULL), 0);
+    char best[128];
+    snprintf(best, sizeof best, "%s/best.safetensors", dir);
+    size_t n;
+    unsigned char *before = read_all(best, &n);
+    tg_run_config c = quiet_config(2, 1);
+    c.overwrite = false;
+    cr_expect_null(tg_run_open(&c, &r.params, r.opt, &r.rngs));
+    cr_expect(error_has("--resume", "--init-from") && error_has("--overwrite", dir), "%s", tg_last_error());
+    expect_file_is(best, before, n);
+    c.init_from = best;
+    c.overwrite = true;
+    cr_expect_null(tg_run_open(&c, &r.params, r.opt, &r.rngs));
+    cr_expect(error_has("--init-from", "one folder"), "%s", tg_last_error());
+    c.init_from = NULL;
+    reg fresh;
+    reg_new(&fresh);
+    tg_run *run = tg_run_open(&c, &fresh.params, fresh.opt, &fresh.rngs);
+    cr_expect_not_null(run, "%s", tg_last_error());
+    cr_expect_neq(access(best, F_OK), 0, "the replaced run's best is gone");
+    if (run) cr_expect_eq(run_through(&fresh, run, NULL), 0);
+    free(before);
+    reg_free(&r), reg_free(&fresh);
+}
+
+/* The weights at each evaluation, by step (on_save sees them). */
+typedef struct {
+    const tg_params *p;
+    tg_real w[16][4];
+    int64_t last;
+} weights_seen;
+static int keep_weights(void *ctx, int64_t step) {
+    weights_seen *s = ctx;
+    tg_real *to = s->w[step < 16 ? step : 15];
+    for (int i = 0, k = 0; i < s->p->n; i++)
+        for (int64_t j = 0; j < s->p->items[i].t->size && k < 4; j++) to[k++] = s->p->items[i].t->data[j];
+    s->last = step;
+    return 0;
+}
+
+/* Early stop: the run ends on the best model (best.safetensors' weights
+ * back in params, on_save called with them last), not on the last one. */
+Test(run, early_stop_ends_on_the_best_model) {
+    reg r;
+    reg_new(&r);
+    tg_run_config c = quiet_config(100, 1);
+    c.patience = 2;
+    tg_run *run = tg_run_open(&c, &r.params, r.opt, &r.rngs);
+    TG_REQUIRE(run);
+    weights_seen seen = {.p = &r.params};
+    tg_run_on_save(run, keep_weights, &seen);
+    const double val[] = {3, 2, 2.5, 2.6, 1.0};
+    int k = 0;
+    while (tg_run_next(run)) {
+        cr_assert_eq(reg_backward(&r, run), 0);
+        cr_assert_eq(tg_run_step(run), 0);
+        cr_assert_eq(tg_run_eval(run, val[k++]), 0, "%s", tg_last_error());
+    }
+    cr_expect(tg_run_stopped_early(run));
+    cr_expect_eq(tg_run_steps_done(run), 4);
+    cr_expect_eq(seen.last, 2, "the last on_save is the best model's (step 2), not step %lld's", (long long)seen.last);
+    weights_seen now = {.p = &r.params};
+    keep_weights(&now, 0);
+    cr_expect(memcmp(now.w[0], seen.w[2], sizeof now.w[0]) == 0, "params hold the best model's weights");
+    cr_expect(memcmp(now.w[0], seen.w[4], sizeof now.w[0]) != 0, "...not the last model's");
+    cr_expect_eq(tg_run_close(run), 0);
+    expect_meta("train_state.safetensors", "step", "4"); /* a resume continues from the last model */
+    expect_meta("best.safetensors", "step", "2");
+    reg_free(&r);
+}
+
+/* The lines a quiet=false run prints on stderr while f runs, in buf. */
+static void stderr_of(void (*f)(void *), void *ctx, char *buf, size_t cap) {
+    fflush(stderr);
+    int saved = dup(2);
+    char path[128];
+    snprintf(path, sizeof path, "%s/stderr.txt", dir);
+    FILE *to = fopen(path, "w+");
+    cr_assert_not_null(to);
+    dup2(fileno(to), 2);
+    f(ctx);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(to);
+    size_t n = fread(buf, 1, cap - 1, to);
+    buf[n] = 0;
+    fclose(to);
+}
+
+/* A run through validation losses ctx (ending at 0), not quiet. */
+static void loud_run(void *ctx) {
+    const double *val = ctx;
+    int n = 0;
+    while (val[n] != 0) n++;
+    reg r;
+    reg_new(&r);
+    tg_run_config c = quiet_config(n, 1);
+    c.quiet = false;
+    tg_run *run = tg_run_open(&c, &r.params, r.opt, &r.rngs);
+    TG_REQUIRE(run);
+    run_through(&r, run, val);
+    reg_free(&r);
+}
+
+static int count(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* Overfitting is a sustained rise: noise around the best (isolated rises,
+ * rises within 1%) warns nothing; three evaluations in a row above the
+ * best by more than 1% while training loss falls warn once. */
+Test(run, overfitting_warning_only_on_a_sustained_rise) {
+    static char err[1 << 16];
+    double noise[] = {3, 2, 2.3, 2.01, 2.3, 1.9, 1.91, 2.2, 1.9, 2.25, 1.915, 1.92, 0};
+    stderr_of(loud_run, noise, err, sizeof err);
+    cr_expect_eq(count(err, "overfitting?"), 0, "noise warned:\n%s", err);
+    double rise[] = {3, 2, 2.1, 2.2, 2.3, 2.4, 2.5, 0};
+    stderr_of(loud_run, rise, err, sizeof err);
+    cr_expect_eq(count(err, "overfitting?"), 1, "a sustained rise warns once:\n%s", err);
+    cr_expect(strstr(err, "above its best (2.0000 at step 2"), "%s", err);
+}
+
+/* A NaN validation loss ends the run saying so, not "run: failed". */
+Test(run, nan_validation_loss_says_so) {
+    static char err[1 << 16];
+    double nan_at_3[] = {3, 2, NAN, 1, 0};
+    stderr_of(loud_run, nan_at_3, err, sizeof err);
+    cr_expect(strstr(err, "validation loss is NaN at step 3"), "%s", err);
+    cr_expect(strstr(err, "last good checkpoint (step 2"), "%s", err);
+}
+
+/* Typed settings: written with each checkpoint as text; on resume one left
+ * out takes the run's value (a string too: a bf16 run stays bf16), a
+ * changeable one given is applied and said, a fixed one given that differs
+ * is refused naming both values, and a value out of its type or range in
+ * the file is refused naming the key; at open a late one (the data's size)
+ * is checked. */
+Test(run, typed_settings_resume) {
+    int steps = 2, dim = 16, tokens = 500;
+    double lr = 0.002;
+    const char *precision = "bf16", *data = "a \"quoted\"\tpath";
+    bool flag = true;
+    tg_setting set[] = {
+        {"steps", TG_SETTING_INT, &steps, true, true, 1, 1e7, NULL},
+        {"dim", TG_SETTING_INT, &dim, false, true, 1, 8192, NULL},
+        {"lr", TG_SETTING_REAL, &lr, true, true, 0, 10, NULL},
+        {"precision", TG_SETTING_STRING, &precision, true, true, 0, 0, NULL},
+        {"data", TG_SETTING_STRING, &data, false, true, 0, 0, "data.path"},
+        {"flag", TG_SETTING_BOOL, &flag, false, true, 0, 0, NULL},
+        {"tokens", TG_SETTING_INT, &tokens, false, true, 1, 1e9, NULL},
+    };
+    enum { N = sizeof set / sizeof set[0] };
+    reg r;
+    reg_new(&r);
+    tg_run_config c = quiet_config(2, 1);
+    c.settings = set, c.n_settings = N;
+    c.meta = "{\"n_layer\": \"2\"}";
+    tg_run *run = tg_run_open(&c, &r.params, r.opt, &r.rngs);
+    TG_REQUIRE(run);
+    cr_expect_eq(run_through(&r, run, NULL), 0);
+    expect_meta("train_state.safetensors", "lr", "0.002");
+    expect_meta("train_state.safetensors", "data.path", "a \"quoted\"\tpath"); /* its key */
+    expect_meta("train_state.safetensors", "flag", "true");
+    expect_meta("train_state.safetensors", "n_layer", "2");
+    /* A new process's values: nothing given but steps (changed) and dim (the same). */
+    steps = 4, dim = 16, lr = 0, precision = "fp32", data = NULL, flag = false;
+    for (int i = 0; i < N; i++) set[i].given = i < 2;
+    cr_expect_eq(tg_run_settings_resume(dir, set, N), 0, "%s", tg_last_error());
+    cr_expect_eq(lr, 0.002);
+    cr_expect_str_eq(precision, "bf16", "a resumed bf16 run stays bf16");
+    cr_expect_str_eq(data, "a \"quoted\"\tpath");
+    cr_expect(flag);
+    cr_expect_eq(steps, 4);
+    dim = 32;
+    cr_expect_eq(tg_run_settings_resume(dir, set, N), 1);
+    cr_expect(error_has("--dim 32", "has 16, which cannot change on resume"), "%s", tg_last_error());
+    dim = 16;
+    /* At open: a late setting that differs (the data's size) is refused. */
+    tokens = 499;
+    c.resume = true, c.steps = 4;
+    cr_expect_null(tg_run_open(&c, &r.params, r.opt, &r.rngs));
+    cr_expect(error_has("tokens", "499") && error_has("500", NULL), "%s", tg_last_error());
+    tokens = 500;
+    TG_REQUIRE(run = tg_run_open(&c, &r.params, r.opt, &r.rngs));
+    cr_expect_eq(tg_run_close(run), 0);
+    /* A value out of its range in the file: refused naming the key. */
+    set[0].min = 3, set[0].max = 10;
+    cr_expect_eq(tg_run_settings_resume(dir, set, N), -1);
+    cr_expect(error_has("'steps'", "'2'"), "%s", tg_last_error());
+    reg_free(&r);
 }

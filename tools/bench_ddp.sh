@@ -30,7 +30,7 @@ ms() { sed -n 's/.*"step": \([0-9]*\),.*"tokens_per_s": \([^,]*\),.*/\1 \2/p' "$
 median() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]}'; }
 # lm's "ddp: ..." line: ms a step waited for the all-reduce after backward, appended to $2.
 wait_of() { sed -n 's/.*per step, \([0-9.]*\) ms per step waited.*/\1/p' "$1" >> "$2"; }
-run() { name=$1; shift; env "$@" $shape --steps "$steps" --data "$data" --out "$work/$name" > "$work/$name.log" 2>&1; ms "$work/$name/metrics.jsonl" "$work/$name.ms"; }
+run() { name=$1; shift; env "$@" $shape --steps "$steps" --data "$data" --out "$work/$name" --overwrite > "$work/$name.log" 2>&1; ms "$work/$name/metrics.jsonl" "$work/$name.ms"; }
 i=0
 while [ $i -lt "$reps" ]; do
     run one1 "$build/bin/lm" --threads 1

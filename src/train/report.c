@@ -12,6 +12,8 @@
 #include "../io/strbuf.h"
 #include "../viz/viz.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -486,11 +488,16 @@ int tg_report_append_sample(const char *dir, int64_t step, const char *text, siz
     tg_json_end(&w);
     char *line = t.oom ? (tg_json_discard(&w), NULL) : tg_json_finish(&w, "report: sample");
     free(t.p);
+    /* O_NOFOLLOW: a symlink planted at the name is refused, never appended
+     * through (a resumed run appends to the file it finds). */
     size_t len = line ? strlen(line) : 0;
-    FILE *f = line ? fopen(path, "a") : NULL;
+    int fd = line ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0666) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+    bool link = line && fd < 0 && errno == ELOOP;
+    if (fd >= 0 && !f) close(fd);
     int rc = f && fwrite(line, 1, len, f) == len && fputc('\n', f) == '\n' ? 0 : -1;
     if (f && fclose(f) != 0) rc = -1;
-    if (rc) tg_set_error("report: cannot append a sample to %s", path);
+    if (rc) tg_set_error("report: cannot append a sample to %s%s", path, link ? ": it is a symbolic link" : "");
     free(path), free(line);
     return rc;
 }

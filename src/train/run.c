@@ -3,28 +3,35 @@
  * gradient accumulation, the data-parallel averages, divergence, clipping,
  * the metrics log, progress, evaluations, checkpoints (periodic, best, on a
  * signal, at the end), early stopping, resume and extension. */
+#define _DEFAULT_SOURCE /* flock (the run folder's lock) */
 #include "run.h"
 #include "../tensor/number.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../dist/dist.h"
 #include "../io/checkpoint.h"
+#include "../io/json.h"
+#include "../viz/viz.h"
 
 typedef enum { RUN_GOING, RUN_DONE, RUN_EARLY, RUN_STOPPED, RUN_SIGNALLED, RUN_FAILED } run_state;
 
 struct tg_run {
     tg_run_config cfg;
-    char *dir, *state_path, *best_path, *log_path, *settings; /* copies: the config's may be freed */
+    char *dir, *state_path, *best_path, *log_path, *meta; /* copies: the config's may be freed */
+    tg_setting *settings;                                 /* a copy of the config's array */
     const tg_params *params;
     tg_optim *opt;
     const tg_rngs *rngs;
@@ -46,8 +53,8 @@ struct tg_run {
     int n_val, val_cap;
     double best, train_sum_since_eval, prev_val, prev_train;
     int64_t best_step, train_n_since_eval;
-    int evals_since_best;
-    double peak; /* GFLOP/s per core, or NaN */
+    int evals_since_best, evals_above; /* evaluations without a better loss; in a row above the best by a margin */
+    double peak;                       /* GFLOP/s per core, or NaN */
     int (*on_save)(void *ctx, int64_t step);
     void *on_save_ctx;
 };
@@ -121,6 +128,147 @@ int tg_run_mkdir(const char *dir) {
     return rc;
 }
 
+/* ---- the folder's lock ------------------------------------------------------- */
+/* One writer per run folder: DIR/lock, flock'ed for as long as this process
+ * writes the run (until tg_run_close, or its exit: the kernel drops a
+ * flock with the last descriptor, so a killed run leaves no stale lock)
+ * and holding its pid for the refusal's message. The file stays: removing
+ * it would let a third process lock a new file while the second still
+ * holds the old one. One lock at a time per process: the folder of the
+ * run being opened. */
+static struct {
+    int fd; /* -1: none held */
+    dev_t dev;
+    ino_t ino;
+    pid_t pid; /* the holder: a forked child inherits the descriptor, not the run */
+} g_lock = {-1, 0, 0, 0};
+
+static void lock_release(void) {
+    if (g_lock.fd >= 0 && g_lock.pid == getpid()) close(g_lock.fd);
+    g_lock.fd = -1;
+}
+static bool lock_is_ours(const struct stat *sb) {
+    return g_lock.fd >= 0 && g_lock.pid == getpid() && g_lock.dev == sb->st_dev && g_lock.ino == sb->st_ino;
+}
+
+static int lock_take(const char *dir) {
+    char *path = tg_run_path(dir, "lock");
+    if (!path) return tg_set_error("run: out of memory"), -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        tg_set_error("run: %s: cannot open the folder's lock: %s", path,
+                     fd < 0 && errno == ELOOP ? "it is a symbolic link"
+                     : fd < 0                 ? strerror(errno)
+                                              : "not a file");
+        if (fd >= 0) close(fd);
+        return free(path), -1;
+    }
+    if (lock_is_ours(&sb)) { /* claimed already */
+        close(fd);
+        return free(path), 0;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        tg_set_error("run: %s is in use by process %s (another run writes it; wait for it to end, or choose another "
+                     "folder)",
+                     dir, pid[0] ? pid : "(unknown)");
+        close(fd);
+        return free(path), -1;
+    }
+    char pid[32];
+    int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)k, 0) != k) {
+        tg_set_error("run: %s: cannot write the lock: %s", path, strerror(errno));
+        close(fd);
+        return free(path), -1;
+    }
+    if (g_lock.pid == getpid()) lock_release(); /* else a parent's, inherited: not this process's to close */
+    g_lock.fd = fd, g_lock.dev = sb.st_dev, g_lock.ino = sb.st_ino, g_lock.pid = getpid();
+    free(path);
+    return 0;
+}
+
+/* Before reading a run's files (tg_run_settings_resume): when another
+ * process holds dir's lock, -1 with the refusal recorded (its files may be
+ * half made: a run before its first checkpoint has none). */
+static int lock_probe(const char *dir) {
+    char *path = tg_run_path(dir, "lock");
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) : -1, rc = 0;
+    struct stat sb;
+    free(path);
+    if (fd < 0) return 0; /* no lock file: no run has written here */
+    bool ours = fstat(fd, &sb) == 0 && lock_is_ours(&sb);
+    if (!ours && flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        tg_set_error("run: %s is in use by process %s (another run writes it; wait for it to end, or choose another "
+                     "folder)",
+                     dir, pid[0] ? pid : "(unknown)");
+        rc = -1;
+    }
+    close(fd);
+    return rc;
+}
+
+/* The folder a checkpoint path belongs to (a folder itself, or a file's
+ * parent), resolved: malloc'd, NULL when it does not exist. */
+static char *folder_of(const char *path) {
+    struct stat sb;
+    char *copy = strdup(path), *real = NULL;
+    if (copy && stat(copy, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        char *slash = strrchr(copy, '/');
+        if (slash == copy)
+            slash[1] = 0;
+        else if (slash)
+            *slash = 0;
+        else
+            strcpy(copy, ".");
+    }
+    if (copy) real = realpath(copy, NULL);
+    free(copy);
+    return real;
+}
+
+int tg_run_claim(const tg_run_config *cfg) {
+    if (!cfg || !cfg->dir || !*cfg->dir) return tg_set_error("run: claim: no folder"), -1;
+    if (tg_dist_rank() != 0) return 0; /* rank 0 writes the folder */
+    if (cfg->init_from) {
+        char *a = folder_of(cfg->init_from), *b = folder_of(cfg->dir);
+        bool same = a && b && strcmp(a, b) == 0;
+        free(a), free(b);
+        if (same)
+            return tg_set_error("run: --init-from %s and --out %s are one folder: the new run would replace the one it "
+                                "starts from (choose another --out)",
+                                cfg->init_from, cfg->dir),
+                   -1;
+    }
+    if (tg_run_mkdir(cfg->dir) != 0 || lock_take(cfg->dir) != 0) return -1;
+    if (cfg->resume || cfg->overwrite) return 0;
+    /* A new run never replaces one without being told (a forgotten
+     * --resume would wipe it, best.safetensors included). */
+    const char *names[] = {"train_state.safetensors", "best.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char *p = tg_run_path(cfg->dir, names[i]);
+        struct stat sb;
+        bool there = p && lstat(p, &sb) == 0 && S_ISREG(sb.st_mode); /* a symlink there is replaced, not a run */
+        free(p);
+        if (there) {
+            lock_release();
+            return tg_set_error("run: %s holds a run: continue it with --resume %s, start a new run from its weights "
+                                "with --init-from %s --out OTHER, or replace it with --overwrite",
+                                cfg->dir, cfg->dir, cfg->dir),
+                   -1;
+        }
+    }
+    return 0;
+}
+
 /* ---- failure ------------------------------------------------------------------ */
 static bool fail(tg_run *r, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -164,24 +312,158 @@ static int history_add_val(tg_run *r, int64_t step, double v) {
     return 0;
 }
 
+/* ---- settings ---------------------------------------------------------------- */
+void tg_setting_text(const tg_setting *e, char *buf, size_t cap) {
+    if (!cap) return;
+    buf[0] = 0;
+    if (e->type == TG_SETTING_INT) snprintf(buf, cap, "%d", *(const int *)e->value);
+    if (e->type == TG_SETTING_REAL) snprintf(buf, cap, "%.17g", *(const double *)e->value);
+    if (e->type == TG_SETTING_BOOL) snprintf(buf, cap, "%s", *(const bool *)e->value ? "true" : "false");
+    if (e->type == TG_SETTING_STRING) {
+        const char *v = *(const char *const *)e->value;
+        snprintf(buf, cap, "%s", v ? v : "");
+    }
+}
+
+/* Strings read from checkpoints into the program's settings: kept until the
+ * process ends (reachable from here, so no leak checker counts them). */
+static char **g_strs;
+static int g_n_strs;
+static const char *keep_string(const char *v) {
+    char **a = realloc(g_strs, sizeof *a * (size_t)(g_n_strs + 1)), *copy = a ? strdup(v) : NULL;
+    if (a) g_strs = a;
+    if (copy) g_strs[g_n_strs++] = copy;
+    return copy;
+}
+
+/* A setting's value read from its metadata text v into *iv, *dv or *bv by
+ * its type and range: 0, or -1. */
+static int setting_parse(const tg_setting *e, const char *v, int *iv, double *dv, bool *bv) {
+    int64_t n;
+    bool ranged = e->min < e->max;
+    switch (e->type) {
+    case TG_SETTING_INT:
+        if (tg_parse_int64(v, &n) != 0 || n < INT_MIN || n > INT_MAX || (ranged && (n < e->min || n > e->max)))
+            return -1;
+        *iv = (int)n;
+        return 0;
+    case TG_SETTING_REAL: return tg_parse_real(v, dv) != 0 || (ranged && (*dv < e->min || *dv > e->max)) ? -1 : 0;
+    case TG_SETTING_BOOL: *bv = strcmp(v, "true") == 0; return *bv || strcmp(v, "false") == 0 ? 0 : -1;
+    default: return 0;
+    }
+}
+
+/* The settings against the checkpoint file of the run in dir. Not late
+ * (before the program builds anything): a setting not given takes the
+ * file's value, a given one that differs is applied and said when
+ * changeable. Late (tg_run_open): each compared as it is now, only fixed
+ * ones, silently. 0; 1 a fixed one differs; -1 a bad file or value. */
+static int settings_against(const char *file, const char *dir, tg_setting *set, int n, bool late) {
+    tg_safetensors st;
+    if (tg_safetensors_open(file, &st) != 0) return -1;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        tg_setting *e = &set[i];
+        const char *key = e->key ? e->key : e->name;
+        long len = tg_safetensors_meta(&st, key, NULL, 0);
+        if (len < 0) continue; /* a state written before this setting: the value stays */
+        char *v = malloc((size_t)len + 1), now[4096];
+        int iv = 0;
+        double dv = 0;
+        bool bv = false;
+        if (!v) {
+            tg_set_error("run: out of memory");
+            rc = -1;
+            break;
+        }
+        tg_safetensors_meta(&st, key, v, (size_t)len + 1);
+        if (setting_parse(e, v, &iv, &dv, &bv) != 0) {
+            tg_set_error("run: %s: metadata '%s' is '%s': not %s", file, key, v,
+                         e->type == TG_SETTING_BOOL ? "true or false"
+                         : e->min < e->max          ? "a number in the setting's range"
+                                                    : "a finite number");
+            rc = -1;
+        }
+        const char *sv = *(const char *const *)e->value;
+        bool same = e->type == TG_SETTING_INT    ? *(int *)e->value == iv
+                    : e->type == TG_SETTING_REAL ? *(double *)e->value == dv
+                    : e->type == TG_SETTING_BOOL ? *(bool *)e->value == bv
+                                                 : strcmp(sv ? sv : "", v) == 0;
+        tg_setting_text(e, now, sizeof now);
+        if (rc != 0 || same) {
+        } else if (!late && !e->given) { /* left out: the run's value */
+            if (e->type == TG_SETTING_INT) *(int *)e->value = iv;
+            if (e->type == TG_SETTING_REAL) *(double *)e->value = dv;
+            if (e->type == TG_SETTING_BOOL) *(bool *)e->value = bv;
+            if (e->type == TG_SETTING_STRING && !(*(const char **)e->value = v[0] ? keep_string(v) : NULL) && v[0])
+                rc = -1, tg_set_error("run: out of memory");
+        } else if (!e->changeable && late) { /* a setting the program knows only now, e.g. the data's size */
+            tg_set_error("run: %s is %s here, but the run in %s has %s, which cannot change on resume", e->name,
+                         now[0] ? now : "(none)", dir, v[0] ? v : "(none)");
+            rc = 1;
+        } else if (!e->changeable) {
+            tg_set_error("--%s %s: the run in %s has %s, which cannot change on resume (start a new run from its "
+                         "weights with --init-from %s --out OTHER)",
+                         e->name, now[0] ? now : "(none)", dir, v[0] ? v : "(none)", dir);
+            rc = 1;
+        } else if (!late) {
+            printf("resume: --%s %s (the run had %s)\n", e->name, now, v);
+        }
+        free(v);
+    }
+    tg_safetensors_close(&st);
+    return rc;
+}
+
+int tg_run_settings_resume(const char *dir, tg_setting *set, int n) {
+    if (!dir || (n > 0 && !set) || n < 0) return tg_set_error("run: settings: NULL folder or settings"), -1;
+    char *file = tg_run_checkpoint_of(dir), *folder = file ? folder_of(dir) : NULL;
+    if (!file) return tg_set_error("run: out of memory"), -1;
+    if (folder && lock_probe(folder) != 0) return free(file), free(folder), -1;
+    free(folder);
+    int rc = settings_against(file, dir, set, n, false);
+    fflush(stdout);
+    free(file);
+    return rc;
+}
+
 /* ---- checkpoints ------------------------------------------------------------ */
-/* The program's settings and the run's own keys (best so far, patience),
- * one JSON object for the training state's metadata. */
+/* The model's metadata, the run's settings and its own keys (best so far,
+ * patience): one JSON object of string values for the training state
+ * (which reads it and writes it again, train_state.c). */
 static char *state_meta(const tg_run *r) {
-    const char *s = r->cfg.settings;
-    size_t n = s ? strlen(s) : 0;
-    while (n > 0 && s[n - 1] != '}') n--; /* up to the closing brace */
-    size_t cap = n + 256;
-    char *m = malloc(cap);
-    if (!m) return NULL;
-    int k = n ? snprintf(m, cap, "%.*s", (int)(n - 1), s) : snprintf(m, cap, "{");
-    bool empty = true;
-    for (int i = 1; i < k; i++)
-        if (m[i] != ' ' && m[i] != '\n') empty = false;
-    snprintf(m + k, cap - (size_t)k,
-             "%s\"run.best_val_loss\": \"%.17g\", \"run.best_step\": \"%lld\", \"run.evals_since_best\": \"%d\"}",
-             empty ? "" : ", ", r->best, (long long)r->best_step, r->evals_since_best);
-    return m;
+    tg_json_writer w = {0};
+    char text[64];
+    tg_json_begin(&w, '{');
+    for (int i = 0; i < r->cfg.n_settings; i++) {
+        const tg_setting *e = &r->settings[i];
+        const char *v = e->type == TG_SETTING_STRING ? *(const char *const *)e->value : text;
+        if (e->type != TG_SETTING_STRING) tg_setting_text(e, text, sizeof text);
+        tg_json_key(&w, e->key ? e->key : e->name), tg_json_put_str(&w, v ? v : "");
+    }
+    snprintf(text, sizeof text, "%.17g", r->best);
+    tg_json_key(&w, "run.best_val_loss"), tg_json_put_str(&w, text);
+    snprintf(text, sizeof text, "%lld", (long long)r->best_step);
+    tg_json_key(&w, "run.best_step"), tg_json_put_str(&w, text);
+    snprintf(text, sizeof text, "%d", r->evals_since_best);
+    tg_json_key(&w, "run.evals_since_best"), tg_json_put_str(&w, text);
+    snprintf(text, sizeof text, "%d", r->evals_above);
+    tg_json_key(&w, "run.evals_above_best"), tg_json_put_str(&w, text);
+    tg_json_end(&w);
+    char *own = tg_json_finish(&w, "run: settings");
+    /* The model's object (a JSON object of strings) and ours, one object. */
+    const char *m = r->meta;
+    size_t n = m ? strlen(m) : 0;
+    while (n > 0 && m[n - 1] != '}') n--;
+    size_t k = n ? n - 1 : 0;
+    while (k > 0 && (m[k - 1] == ' ' || m[k - 1] == '\n')) k--;
+    bool members = k > 0 && m[k - 1] != '{';
+    if (!own || !k) return own; /* NULL: the writer's error is recorded */
+    tg_strbuf b = {0};
+    tg_strbuf_put(&b, m, k), tg_strbuf_str(&b, members ? "," : ""), tg_strbuf_str(&b, own + 1);
+    free(own);
+    if (b.oom) free(b.p), tg_set_error("run: out of memory");
+    return b.oom ? NULL : b.p;
 }
 
 static int save_to(tg_run *r, const char *path) {
@@ -300,6 +582,8 @@ static int read_run_meta(tg_run *r) {
         r->best_step = tg_parse_int64(v, &s) == 0 && s >= 0 && s <= r->step ? s : 0;
     if (tg_safetensors_meta(&st, "run.evals_since_best", v, sizeof v) > 0)
         r->evals_since_best = tg_parse_int64(v, &k) == 0 && k >= 0 && k < 1000000000 ? (int)k : 0;
+    if (tg_safetensors_meta(&st, "run.evals_above_best", v, sizeof v) > 0)
+        r->evals_above = tg_parse_int64(v, &k) == 0 && k >= 0 && k < 1000000000 ? (int)k : 0;
     tg_safetensors_close(&st);
     return 0;
 }
@@ -324,11 +608,12 @@ static int open_log(tg_run *r) {
     return rc;
 }
 
-/* A new run in a folder that holds another: its checkpoint and best go,
- * so that a later --resume cannot mix the two. */
+/* A new run in a folder that holds another (tg_run_claim allowed it:
+ * overwrite): its checkpoint and best go, so that a later --resume cannot
+ * mix the two. */
 static int replace_old(tg_run *r) {
     struct stat sb;
-    if (lstat(r->state_path, &sb) == 0) say(r, "run: starting a new run in %s (the run there is replaced)", r->dir);
+    if (lstat(r->state_path, &sb) == 0) say(r, "run: --overwrite: the run in %s is replaced", r->dir);
     if ((unlink(r->state_path) != 0 && errno != ENOENT) || (unlink(r->best_path) != 0 && errno != ENOENT)) {
         tg_set_error("run: %s: cannot remove the old run's checkpoint: %s", r->dir, strerror(errno));
         return -1;
@@ -339,9 +624,10 @@ static int replace_old(tg_run *r) {
 /* Everything the run owns but its log (closed apart: its failure counts). */
 static void run_free(tg_run *r) {
     signals_restore();
+    if (r->lead) lock_release();
     tg_dist_grads_free(r->grads);
     free(r->train), free(r->val_step), free(r->val_loss);
-    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path), free(r->settings);
+    free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path), free(r->meta), free(r->settings);
     free(r);
 }
 
@@ -360,18 +646,30 @@ tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim 
     r->lead = tg_dist_rank() == 0, r->tty = isatty(2);
     r->best = NAN, r->prev_val = NAN, r->prev_train = NAN, r->peak = NAN;
     r->dir = strdup(cfg->dir), r->cfg.dir = r->dir;
-    r->settings = cfg->settings ? strdup(cfg->settings) : NULL, r->cfg.settings = r->settings;
+    r->meta = cfg->meta ? strdup(cfg->meta) : NULL, r->cfg.meta = r->meta;
+    r->settings = cfg->n_settings > 0 ? malloc(sizeof *r->settings * (size_t)cfg->n_settings) : NULL;
+    if (r->settings) memcpy(r->settings, cfg->settings, sizeof *r->settings * (size_t)cfg->n_settings);
+    r->cfg.settings = r->settings;
     r->state_path = tg_run_path(cfg->dir, "train_state.safetensors");
     r->best_path = tg_run_path(cfg->dir, "best.safetensors");
     r->log_path = tg_run_path(cfg->dir, "metrics.jsonl");
-    if (!r->dir || !r->state_path || !r->best_path || !r->log_path || (cfg->settings && !r->settings)) {
+    if (!r->dir || !r->state_path || !r->best_path || !r->log_path || (cfg->meta && !r->meta) ||
+        (cfg->n_settings > 0 && !r->settings)) {
         tg_set_error("run: out of memory");
         goto fail;
     }
+    if (tg_run_claim(cfg) != 0) {
+        free(r->dir), free(r->state_path), free(r->best_path), free(r->log_path), free(r->meta), free(r->settings);
+        free(r);
+        return NULL; /* not run_free: the lock (another run's folder, or none) is not this run's to drop */
+    }
     signals_catch(); /* from here a signal stops the run at a step's end */
-    if (r->lead && tg_run_mkdir(r->dir) != 0) goto fail;
     if (cfg->resume) {
-        if (tg_train_state_load(r->state_path, params, opt, &r->step, rngs->item, rngs->n) != 0 ||
+        /* The settings as the program now has them (filled by
+         * tg_run_settings_resume, or late ones such as the data's size)
+         * against the run's: a fixed one that differs is refused. */
+        if (settings_against(r->state_path, r->dir, r->settings, cfg->n_settings, true) != 0 ||
+            tg_train_state_load(r->state_path, params, opt, &r->step, rngs->item, rngs->n) != 0 ||
             read_run_meta(r) != 0)
             goto fail;
         if (r->step >= cfg->steps) {
@@ -514,21 +812,46 @@ int tg_run_step(tg_run *r) {
 
 bool tg_run_eval_due(const tg_run *r) { return r && r->state == RUN_GOING && r->eval_due; }
 
+/* Overfitting is a sustained rise, not noise: validation loss above its
+ * best by more than RISE_MARGIN (relative) at RISE_EVALS evaluations in a
+ * row while training loss falls. One evaluation above the best is what
+ * sampling noise alone gives about half the time on a flat curve. */
+enum { RISE_EVALS = 3 };
+static const double RISE_MARGIN = 0.01;
+
+/* Early stop: the model the run ends with is the best one. The last
+ * model's checkpoint is written first (a resume continues from it), then
+ * best.safetensors' weights come back into params and the program's own
+ * files (on_save: a model export, a sample) are made from them. */
+static int end_on_best(tg_run *r) {
+    if (r->step > r->saved && save(r, false) != 0) return -1;
+    if (r->best_step == r->step) return 0;
+    if (tg_run_init_from(r->best_path, r->params) != 0) return fail(r, NULL), -1;
+    if (r->lead && r->on_save && r->on_save(r->on_save_ctx, r->best_step) != 0) return fail(r, NULL), -1;
+    return 0;
+}
+
 int tg_run_eval(tg_run *r, double val) {
     if (!r || r->state != RUN_GOING) return -1;
-    if (isnan(val)) return fail(r, NULL), -1;
+    if (isnan(val))
+        return fail(r,
+                    "run: the validation loss is NaN at step %lld: the model or the validation data holds a "
+                    "non-finite value; the last good checkpoint (step %lld, %s) is kept",
+                    (long long)r->step, (long long)r->saved, r->state_path),
+               -1;
     r->eval_due = false;
     r->line.val_loss = val;
     if (write_line(r) != 0 || history_add_val(r, r->step, val) != 0) return fail(r, "run: out of memory"), -1;
     progress(r, true, val);
-    /* Overfitting: validation loss up while training loss (mean since the
-     * last evaluation) down. */
+    /* Overfitting: a sustained rise above the best (RISE_EVALS) while
+     * training loss (mean since the last evaluation) falls. */
     double train = r->train_sum_since_eval / (double)(r->train_n_since_eval ? r->train_n_since_eval : 1);
-    if (val > r->prev_val && train < r->prev_train)
+    r->evals_above = !isnan(r->best) && val > r->best * (1 + RISE_MARGIN) ? r->evals_above + 1 : 0;
+    if (r->evals_above == RISE_EVALS && !(train >= r->prev_train))
         say(r,
-            "warning: validation loss rose %.4f -> %.4f while training loss fell %.4f -> %.4f: overfitting? (best "
-            "%.4f at step %lld, kept in %s)",
-            r->prev_val, val, r->prev_train, train, r->best, (long long)r->best_step, r->best_path);
+            "warning: validation loss %.4f has stayed above its best (%.4f at step %lld, kept in %s) for %d "
+            "evaluations while training loss fell to %.4f: overfitting?",
+            val, r->best, (long long)r->best_step, r->best_path, RISE_EVALS, train);
     r->prev_val = val, r->prev_train = train, r->train_sum_since_eval = 0, r->train_n_since_eval = 0;
     bool better = isnan(r->best) || val < r->best;
     if (better)
@@ -538,9 +861,12 @@ int tg_run_eval(tg_run *r, double val) {
     bool due = r->cfg.save_every == 0 || r->step % r->cfg.save_every == 0;
     if ((due || better) && save(r, better) != 0) return -1; /* best.safetensors comes with a checkpoint */
     if (r->cfg.patience && r->evals_since_best >= r->cfg.patience && r->step < r->cfg.steps) {
-        say(r, "early stop: no better validation loss in %d evaluations (best %.4f at step %lld, in %s)",
+        say(r,
+            "early stop: no better validation loss in %d evaluations; the run ends on the best model (%.4f at step "
+            "%lld, %s)",
             r->cfg.patience, r->best, (long long)r->best_step, r->best_path);
         r->state = RUN_EARLY;
+        if (end_on_best(r) != 0) return -1;
     }
     return 0;
 }
@@ -584,6 +910,7 @@ void tg_run_history(const tg_run *r, const float **train, int64_t *n_train, cons
                     const float **val_loss, int *n_val) {
     *train = r->train, *n_train = r->step, *val_step = r->val_step, *val_loss = r->val_loss, *n_val = r->n_val;
 }
+bool tg_run_stopped_early(const tg_run *r) { return r && r->state == RUN_EARLY; }
 double tg_run_best_val(const tg_run *r, int64_t *step) {
     if (step) *step = r ? r->best_step : 0;
     return r ? r->best : NAN;
@@ -616,4 +943,66 @@ int tg_run_init_from(const char *path, const tg_params *params) {
     }
     free(file);
     return rc;
+}
+
+/* ---- figures and folders ------------------------------------------------------ */
+int tg_run_draw_losses(const tg_run *r, const char *png, const char *title, const char *ylabel) {
+    if (!r || !png) return tg_set_error("run: figure: NULL run or path"), -1;
+    float *xs = malloc(sizeof(float) * (size_t)(r->step ? r->step : 1)); /* steps count from 1 */
+    if (!xs) return tg_set_error("run: figure: out of memory"), -1;
+    for (int64_t i = 0; i < r->step; i++) xs[i] = (float)(i + 1);
+    tg_series s[2] = {{"train", xs, r->train, (int)r->step}, {"validation", r->val_step, r->val_loss, r->n_val}};
+    tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = ylabel};
+    int rc = tg_viz_lineplot(png, s, r->n_val > 0 ? 2 : 1, &po);
+    if (rc != 0) tg_set_error("run: figure: %s", tg_viz_last_error());
+    free(xs);
+    return rc;
+}
+
+char *tg_run_resume_folder(const char *path) {
+    const char *name = "train_state.safetensors";
+    struct stat sb;
+    size_t n = path ? strlen(path) : 0, k = strlen(name);
+    if (!path) return tg_set_error("run: resume: NULL path"), NULL;
+    if (stat(path, &sb) != 0 || S_ISDIR(sb.st_mode)) return strdup(path);
+    bool state = n >= k && strcmp(path + n - k, name) == 0 && (n == k || path[n - k - 1] == '/');
+    if (!state)
+        return tg_set_error("--resume takes a run's folder (or its train_state.safetensors); to start from %s, use "
+                            "--init-from",
+                            path),
+               NULL;
+    char *dir = n == k ? strdup(".") : strndup(path, n - k - 1 > 0 ? n - k - 1 : 1);
+    if (!dir) tg_set_error("run: out of memory");
+    return dir;
+}
+
+/* ---- a decoder on a token file ------------------------------------------------ */
+int tg_run_decoder_step(tg_run *r, tg_decoder *m, tg_token_data *d, int B, int T, int accum, int *x, int *y) {
+    int size = tg_dist_size(), rank = tg_dist_rank(), Bl = B / size;
+    for (int k = 0; k < accum; k++) {
+        tg_token_data_batch_shard(d, B, T, rank, size, x, y); /* this rank's Bl windows of the B all draw */
+        tg_scope_begin();
+        int64_t n = 0;
+        tg_tensor *sum = accum > 1 ? tg_decoder_loss_sum(m, x, y, Bl, T, &n) : NULL;
+        int bad = accum > 1 ? tg_run_backward_sum(r, sum, n) : tg_run_backward(r, tg_decoder_loss(m, x, y, Bl, T));
+        tg_scope_end();
+        if (bad) return -1;
+    }
+    return tg_run_step(r);
+}
+
+double tg_run_decoder_val_loss(tg_decoder *m, const tg_token_data *d, int n_batches, int B, int T, int *x, int *y) {
+    double sum = 0;
+    tg_decoder_train(m, false);
+    bool grad = tg_set_grad_enabled(false);
+    for (int i = tg_dist_rank(); i < n_batches; i += tg_dist_size()) {
+        tg_token_data_val_batch(d, i, B, T, x, y);
+        tg_scope_begin();
+        tg_tensor *loss = tg_decoder_loss(m, x, y, B, T);
+        sum += loss ? (double)tg_item(loss) : NAN;
+        tg_scope_end();
+    }
+    tg_set_grad_enabled(grad);
+    tg_decoder_train(m, true);
+    return tg_dist_allreduce_sum(&sum, 1) == 0 ? sum / n_batches : NAN;
 }
