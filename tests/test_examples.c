@@ -157,6 +157,11 @@ Test(examples, lm_trains_samples_and_resumes, .timeout = 300) {
     cr_assert_eq(run("lm", "--sample --load run/lm.safetensors --prompt Hello --tokens 30 --seed 3"), 0, "%s", out);
     cr_expect_str_eq(out, first);
 
+    /* A user's program fine-tunes a head on the saved model, opened by one library call (tg_decoder_open). */
+    cr_assert_eq(run("classify", "--steps 20 --data '" TG_SRC_DIR "/tests/data/fortunes_excerpt.txt' run/lm.safetensors"),
+                 0, "%s", out);
+    cr_expect(strstr(out, "bytes tokenizer") && strstr(out, "held-out accuracy"), "%s", out);
+
     /* --logits: [1, n, V] of the prompt. */
     cr_assert_eq(run("lm", "--load run/lm.safetensors --logits l.npy --prompt abcd"), 0, "%s", out);
     snprintf(path, sizeof path, "%s/l.npy", tmp);
@@ -351,7 +356,7 @@ Test(examples, inspect_reads_every_file_of_a_run, .timeout = 120) {
 Test(examples, every_program_has_help_and_rejects_bad_flags) {
     const char *progs[] = {
         "positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "extrapolate", "lm", "tokenize",
-        "plot_runs",           "pool_costs"};
+        "plot_runs",           "pool_costs", "classify"};
     for (int i = 0; i < (int)(sizeof progs / sizeof progs[0]); i++) {
         cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
         cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);
