@@ -200,13 +200,16 @@ else
 FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_affine_gelu.c tests/test_mixed_precision.c \
                   tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c \
                   tests/progress.c
-# ...and last the run report in headless Chromium (tests/report_browser.sh;
+# ...then the edges between the library and its programs (tests/edges.sh:
+# no example header outside examples/, every program within 400 lines with
+# its own headers), and last the run report in headless Chromium (tests/report_browser.sh;
 # skipped, saying why, when Chromium or puppeteer-core is missing; not
 # under the sanitizers, nor again for MPI=1).
 REPORT_TEST ?= $(if $(filter 1,$(SANITIZE)),0,1)
 test: $(BUILD)/tests/float_kernels $(if $(filter 1,$(REPORT_TEST)),$(BUILD)/bin/lm $(BUILD)/bin/report $(BUILD)/bin/reverse $(BUILD)/bin/extrapolate)
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(MAKE) --no-print-directory DOUBLE=1 test
+	sh tests/edges.sh
 	@$(if $(filter 1,$(REPORT_TEST)),sh tests/report_browser.sh $(BUILD))
 	@$(if $(filter 1,$(SANITIZE)),,$(MAKE) --no-print-directory docs)
 	@$(if $(filter 0,$(DIST_NOTE)),,echo "skipped distributed tests: build with make test MPI=1")
