@@ -85,14 +85,16 @@ int main(int argc, char **argv) {
     };
     int nopt = (int)(sizeof opts / sizeof opts[0]);
     if (cli_parse(argc, argv, "[options] MODEL", ABOUT, opts, nopt, pos, 1) != 1)
-        return cli_usage_error(argv[0], "[options] MODEL", ABOUT, opts, nopt, "give lm's model: a run folder or a file");
+        return cli_usage_error(argv[0], "[options] MODEL", ABOUT, opts, nopt,
+                               "give lm's model: a run folder or a file");
     tg_tokenizer *tok = NULL;
     tg_decoder *m = tg_decoder_open(pos[0], &tok);
     if (m && T > m->cfg.block_size) T = m->cfg.block_size;
     unsigned char *text = NULL;
     size_t size = 0;
     lines train = {0}, held = {0};
-    int rc = m && tg_read_file(data, "classify", &text, &size) == 0 ? split_lines(tok, text, size, T, &train, &held) : -1;
+    int rc =
+        m && tg_read_file(data, "classify", &text, &size) == 0 ? split_lines(tok, text, size, T, &train, &held) : -1;
     tg_rng rng = tg_rng_new((uint64_t)seed);
     tg_linear *head = rc == 0 ? tg_linear_new(m->cfg.n_embd, 2, true, &rng) : NULL;
     tg_params p;

@@ -34,8 +34,14 @@ static tg_decoder_config decoder_config(const lm_config *c, double dropout) {
     return dc;
 }
 static lm_config lm_config_of(const tg_decoder_config *dc) {
-    return (lm_config){dc->vocab_size, dc->block_size, dc->n_layer, dc->n_head, dc->n_embd, dc->bias,
-                       dc->gelu == TG_DEC_GELU_ERF ? "erf" : "tanh", tg_pe_kind_name(dc->pos)};
+    return (lm_config){dc->vocab_size,
+                       dc->block_size,
+                       dc->n_layer,
+                       dc->n_head,
+                       dc->n_embd,
+                       dc->bias,
+                       dc->gelu == TG_DEC_GELU_ERF ? "erf" : "tanh",
+                       tg_pe_kind_name(dc->pos)};
 }
 
 /* The metadata of a model file, also the first keys of a training state's. */

@@ -40,7 +40,7 @@ static int cmd_train(int argc, char **argv) {
     const char *out = NULL;
     bool quiet = false;
     cli_opt o[] = {
-        {"vocab-size", CLI_INT, &vocab, "ids in the vocabulary: 256 bytes, merges, <|endoftext|>", 257, 1 << 24},
+        {"vocab-size", CLI_INT, &vocab, "ids in the vocabulary: 256 bytes, merges, <|endoftext|>", 257, TG_MAX_VOCAB},
         {"out", CLI_STR, &out, "the vocabulary to write (tiktoken's rank format)", 0, 0},
         {"quiet", CLI_FLAG, &quiet, "no progress line", 0, 0}};
     const char *pos[1];
@@ -132,6 +132,20 @@ static int cmd_encode(int argc, char **argv) {
     return rc;
 }
 
+/* True for a token file of no tokens: a 1-D uint8, uint16 or uint32 .npy
+ * array of shape (0,). */
+static bool token_file_empty(const char *path) {
+    unsigned char head[256] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    tg_npy_header h;
+    bool ok = got > 0 && tg_npy_parse_header(head, got, path, &h) == 0 && h.ndim == 1 && h.shape[0] == 0 &&
+              (strcmp(h.descr, "|u1") == 0 || strcmp(h.descr, "<u2") == 0 || strcmp(h.descr, "<u4") == 0);
+    tg_clear_error();
+    return ok;
+}
+
 static int cmd_decode(int argc, char **argv) {
     const char *vocab = NULL, *out = "-";
     cli_opt o[] = {
@@ -144,20 +158,24 @@ static int cmd_decode(int argc, char **argv) {
     if (bad) return bad;
     tg_bpe *b = tg_bpe_load(vocab);
     if (!b) return fail("decode");
-    tg_token_data *d = tg_token_data_open(pos[0], 0, 0);
-    if (!d) {
+    /* An empty text encodes to an empty token file (encode writes one), which
+     * decodes to the empty text; token_data, which trains on a file, refuses it. */
+    bool empty = token_file_empty(pos[0]);
+    tg_token_data *d = empty ? NULL : tg_token_data_open(pos[0], 0, 0);
+    if (!d && !empty) {
         tg_bpe_free(b);
         return fail("decode");
     }
-    int *ids = tg_sys_alloc((size_t)d->n * sizeof *ids);
+    int64_t n = d ? d->n : 0;
+    int *ids = tg_sys_alloc((size_t)(n ? n : 1) * sizeof *ids);
     unsigned char *text = NULL;
     int64_t size = -1;
     if (ids) {
-        for (int64_t i = 0; i < d->n; i++) ids[i] = tg_token_data_get(d, i);
-        size = tg_bpe_decoded_size(b, ids, (size_t)d->n);
+        for (int64_t i = 0; i < n; i++) ids[i] = tg_token_data_get(d, i);
+        size = tg_bpe_decoded_size(b, ids, (size_t)n);
     }
     if (size >= 0 && (text = tg_sys_alloc((size_t)size + 1)))
-        size = tg_bpe_decode(b, ids, (size_t)d->n, text, (size_t)size);
+        size = tg_bpe_decode(b, ids, (size_t)n, text, (size_t)size);
     int rc = 0;
     if (size < 0 || !text) {
         rc = fail("decode");

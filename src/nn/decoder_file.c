@@ -39,8 +39,10 @@ int tg_decoder_config_json(const tg_decoder_config *c, char *buf, size_t cap) {
  * its closing quote, or NULL. */
 static const char *string_end(const char *s) {
     for (s++; *s; s++) {
-        if (*s == '\\' && s[1]) s++;
-        else if (*s == '"') return s + 1;
+        if (*s == '\\' && s[1])
+            s++;
+        else if (*s == '"')
+            return s + 1;
     }
     return NULL;
 }
@@ -86,8 +88,10 @@ static char *merge_meta(const char *own, const char *extra) {
             k += (size_t)(val_end - key);
         }
         p = skip_ws(val_end);
-        if (*p == ',') p = skip_ws(p + 1);
-        else if (*p != '}') goto bad;
+        if (*p == ',')
+            p = skip_ws(p + 1);
+        else if (*p != '}')
+            goto bad;
     }
     out[k++] = '}', out[k] = 0;
     return out;
@@ -199,7 +203,8 @@ int tg_decoder_config_read(const tg_safetensors *st, const char *path, const cha
         c->pos = kind;
     }
     double drop = 0;
-    if (tg_safetensors_meta(st, "dropout", v, sizeof v) >= 0 && (tg_parse_real(v, &drop) != 0 || drop < 0 || drop >= 1)) {
+    if (tg_safetensors_meta(st, "dropout", v, sizeof v) >= 0 &&
+        (tg_parse_real(v, &drop) != 0 || drop < 0 || drop >= 1)) {
         tg_set_error("%s: metadata 'dropout' is '%.20s'; expected a number in [0, 1)", path, v);
         return -1;
     }

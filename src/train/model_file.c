@@ -96,7 +96,9 @@ char *tg_tokenizer_meta(const tg_tokenizer *t, const char *json) {
 
 const char *tg_tokenizer_name(const tg_tokenizer *t) { return !t ? NULL : t->bpe ? "bpe" : "bytes"; }
 
-int tg_tokenizer_vocab_size(const tg_tokenizer *t) { return !t ? 0 : t->bpe ? tg_bpe_vocab_size(t->bpe) : TG_BYTE_VOCAB; }
+int tg_tokenizer_vocab_size(const tg_tokenizer *t) {
+    return !t ? 0 : t->bpe ? tg_bpe_vocab_size(t->bpe) : TG_BYTE_VOCAB;
+}
 
 const tg_bpe *tg_tokenizer_bpe(const tg_tokenizer *t) { return t ? t->bpe : NULL; }
 
@@ -227,8 +229,8 @@ tg_decoder *tg_decoder_open(const char *path, tg_tokenizer **tok) {
     tg_tokenizer *t = rc == 0 && tok ? tg_tokenizer_read(&st, file) : NULL;
     if (rc == 0 && tok && !t) rc = -1;
     if (rc == 0 && t && tg_tokenizer_vocab_size(t) > c.vocab_size)
-        rc = -1, tg_set_error("%s: its tokenizer has %d tokens, its model %d", file, tg_tokenizer_vocab_size(t),
-                              c.vocab_size);
+        rc = -1,
+        tg_set_error("%s: its tokenizer has %d tokens, its model %d", file, tg_tokenizer_vocab_size(t), c.vocab_size);
     tg_safetensors_close(&st);
     tg_rng rng = tg_rng_new(0);
     tg_decoder *m = rc == 0 ? tg_decoder_new(&c, &rng) : NULL;
@@ -241,13 +243,15 @@ tg_decoder *tg_decoder_open(const char *path, tg_tokenizer **tok) {
     tg_params_free(&p);
     free(file);
     tg_decoder_train(m, false); /* a model opened is for use: dropout off until the caller trains it */
-    if (m && tok) *tok = t;
-    else tg_tokenizer_free(t);
+    if (m && tok)
+        *tok = t;
+    else
+        tg_tokenizer_free(t);
     return m;
 }
 
-int tg_decoder_report(const char *dir, const char *page, tg_decoder *m, const tg_tokenizer *tok,
-                      const tg_token_data *d, int B, int64_t step) {
+int tg_decoder_report(const char *dir, const char *page, tg_decoder *m, const tg_tokenizer *tok, const tg_token_data *d,
+                      int B, int64_t step) {
     if (!dir || !m || !d || B < 1) {
         tg_set_error("decoder_report: %s", !dir ? "NULL dir" : !m ? "NULL model" : !d ? "NULL data" : "B < 1");
         return -1;

@@ -100,7 +100,7 @@ tg_decoder *tg_decoder_open(const char *path, tg_tokenizer **tok);
  * tokens shown as tok's text), the positional encoding in use and the
  * samples up to step (0: all). What lm writes after each checkpoint and
  * tgrad-report from the folder alone. 0, or -1 with the error recorded. */
-int tg_decoder_report(const char *dir, const char *page, tg_decoder *m, const tg_tokenizer *tok,
-                      const tg_token_data *d, int B, int64_t step);
+int tg_decoder_report(const char *dir, const char *page, tg_decoder *m, const tg_tokenizer *tok, const tg_token_data *d,
+                      int B, int64_t step);
 
 #endif
