@@ -320,6 +320,13 @@ Test(examples, tokenize_trains_encodes_and_decodes_back) {
     cr_expect(strstr(out, "t.npy: token file,") && strstr(out, "(uint16)"), "%s", out);
     cr_assert_eq(run("inspect", "v.tiktoken"), 0, "%s", out);
     cr_expect(strstr(out, "v.tiktoken: BPE vocabulary, 400 ids"), "%s", out);
+    /* The token file is tied to its vocabulary (it was not, and another one decoded it to garbage). */
+    snprintf(args, sizeof args, "train --vocab-size 300 '%s' -o w.tiktoken", text);
+    cr_assert_eq(run("tokenize", args), 0, "%s", out);
+    cr_expect_eq(run("tokenize", "decode --vocab w.tiktoken t.npy -o wrong.txt"), 1, "%s", out);
+    cr_expect(strstr(out, "t.npy was made with the bpe tokenizer of 400 ids") &&
+                  strstr(out, "not this bpe tokenizer of 300"),
+              "%s", out);
     /* An empty text encodes to a token file that decodes back to the empty text (decode refused it). */
     snprintf(path, sizeof path, "%s/empty.txt", tmp);
     FILE *f = fopen(path, "w");

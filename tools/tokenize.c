@@ -122,6 +122,11 @@ static int cmd_encode(int argc, char **argv) {
         for (int64_t i = 0; i < k; i++) printf("%d\n", ids[i]);
     } else if (tg_tokens_save(out, ids, k, tg_bpe_vocab_size(b)) != 0) {
         rc = fail("encode");
+    } else { /* the file tied to its vocabulary: decode and lm refuse another */
+        tg_tokenizer *t = tg_tokenizer_from_bpe(b);
+        b = NULL;
+        if (!t || tg_tokens_tie(out, t) != 0) rc = fail("encode");
+        tg_tokenizer_free(t);
     }
     if (!rc && !quiet)
         fprintf(stderr, "encoded %zu bytes into %lld tokens in %.3f s (%.1f MB/s)\n", n, (long long)k, dt,
@@ -156,14 +161,19 @@ static int cmd_decode(int argc, char **argv) {
                    (int)(sizeof o / sizeof o[0]), pos, 1, (const char **const[]){&vocab, NULL},
                    "give one token file and --vocab");
     if (bad) return bad;
-    tg_bpe *b = tg_bpe_load(vocab);
-    if (!b) return fail("decode");
+    tg_tokenizer *t = tg_tokenizer_open(vocab);
+    const tg_bpe *b = tg_tokenizer_bpe(t);
+    if (!b || tg_tokens_check(pos[0], t) != 0) {
+        if (t && !b) tg_set_error("tokenize decode: --vocab bytes: decode takes a BPE vocabulary");
+        tg_tokenizer_free(t);
+        return fail("decode");
+    }
     /* An empty text encodes to an empty token file (encode writes one), which
      * decodes to the empty text; token_data, which trains on a file, refuses it. */
     bool empty = token_file_empty(pos[0]);
     tg_token_data *d = empty ? NULL : tg_token_data_open(pos[0], 0, 0);
     if (!d && !empty) {
-        tg_bpe_free(b);
+        tg_tokenizer_free(t);
         return fail("decode");
     }
     int64_t n = d ? d->n : 0;
@@ -195,7 +205,7 @@ static int cmd_decode(int argc, char **argv) {
     tg_sys_free(text);
     tg_sys_free(ids);
     tg_token_data_close(d);
-    tg_bpe_free(b);
+    tg_tokenizer_free(t);
     return rc;
 }
 

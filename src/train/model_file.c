@@ -177,10 +177,73 @@ int tg_tokenizer_encode_file(const tg_tokenizer *t, const char *text_path, const
     int *ids = tg_tokenizer_encode(t, text, n, &k);
     tg_sys_free(text);
     int rc = ids ? tg_tokens_save(tokens_path, ids, k, tg_tokenizer_vocab_size(t)) : -1;
+    if (rc == 0) rc = tg_tokens_tie(tokens_path, t);
     free(ids);
     if (bytes) *bytes = n;
     if (count) *count = k;
     return rc;
+}
+
+/* "<path>.tokenizer", malloc'd. */
+static char *sidecar_of(const char *tokens_path) {
+    size_t n = strlen(tokens_path);
+    char *p = malloc(n + 11);
+    if (p)
+        memcpy(p, tokens_path, n), memcpy(p + n, ".tokenizer", 11);
+    else
+        tg_set_error("tokens_tie: out of memory");
+    return p;
+}
+
+/* t's sidecar line: "<name> <vocab size> <hash>". */
+static int tie_line(const tg_tokenizer *t, char *line, size_t cap) {
+    char hex[17];
+    if (tg_tokenizer_hash(t, hex) != 0) return -1;
+    snprintf(line, cap, "%s %d %s", tg_tokenizer_name(t), tg_tokenizer_vocab_size(t), hex);
+    return 0;
+}
+
+int tg_tokens_tie(const char *tokens_path, const tg_tokenizer *t) {
+    char line[64], *side = tokens_path && t ? sidecar_of(tokens_path) : NULL;
+    if (!side) {
+        if (!tokens_path || !t) tg_set_error("tokens_tie: NULL %s", !t ? "tokenizer" : "path");
+        return -1;
+    }
+    tie_line(t, line, sizeof line);
+    tg_atomic_file af;
+    int rc = tg_atomic_begin(&af, side, "tokens_tie");
+    if (rc == 0 && fprintf(af.f, "%s\n", line) < 0) {
+        tg_atomic_abort(&af);
+        tg_set_error("tokens_tie: %s: write failed", side);
+        rc = -1;
+    } else if (rc == 0)
+        rc = tg_atomic_commit(&af, "tokens_tie");
+    free(side);
+    return rc;
+}
+
+int tg_tokens_check(const char *tokens_path, const tg_tokenizer *t) {
+    char want[64], got[64] = "", *side = tokens_path && t ? sidecar_of(tokens_path) : NULL;
+    if (!side) {
+        if (!tokens_path || !t) tg_set_error("tokens_check: NULL %s", !t ? "tokenizer" : "path");
+        return -1;
+    }
+    FILE *f = fopen(side, "r");
+    free(side);
+    if (!f) return 0; /* not made by tgrad: nothing to check */
+    bool read = fgets(got, sizeof got, f) != NULL;
+    fclose(f);
+    got[strcspn(got, "\r\n")] = 0;
+    tie_line(t, want, sizeof want);
+    if (read && strcmp(got, want) == 0) return 0;
+    char name[16] = "?", hash[24] = "?";
+    int vocab = 0;
+    if (sscanf(got, "%15s %d %23s", name, &vocab, hash) != 3) snprintf(name, sizeof name, "?");
+    tg_set_error("%s was made with the %s tokenizer of %d ids (hash %s), not this %s tokenizer of %d ids (hash %s): "
+                 "its ids would decode to other text",
+                 tokens_path, name, vocab, hash, tg_tokenizer_name(t), tg_tokenizer_vocab_size(t),
+                 want + strlen(want) - 16);
+    return -1;
 }
 
 void tg_tokenizer_free(tg_tokenizer *t) {

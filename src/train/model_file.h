@@ -75,11 +75,24 @@ int *tg_tokenizer_encode(const tg_tokenizer *t, const unsigned char *text, size_
  * with the error recorded (an id that is not a token, cap too small). With
  * out NULL, only the number. */
 int64_t tg_tokenizer_decode(const tg_tokenizer *t, const int *ids, size_t n, unsigned char *out, size_t cap);
-/** Encodes the file text_path into the token file tokens_path (tg_tokens_save),
- * atomically; the text's bytes and the tokens' count in *bytes and *count
+/** Encodes the file text_path into the token file tokens_path (tg_tokens_save,
+ * tied to t: tg_tokens_tie), atomically; the text's bytes and the tokens' count in *bytes and *count
  * when not NULL. 0, or -1 with the error recorded. */
 int tg_tokenizer_encode_file(const tg_tokenizer *t, const char *text_path, const char *tokens_path, size_t *bytes,
                              int64_t *count);
+/** Ties the token file at tokens_path to t: writes the sidecar
+ * "<tokens_path>.tokenizer", one line "<name> <vocab size> <hash>"
+ * (tg_tokenizer_name, tg_tokenizer_vocab_size, tg_tokenizer_hash),
+ * atomically. tg_tokenizer_encode_file calls it. 0, or -1 with the error
+ * recorded. */
+int tg_tokens_tie(const char *tokens_path, const tg_tokenizer *t);
+/** Checks that the token file at tokens_path was made with t: 0 when its
+ * sidecar (tg_tokens_tie) names t's vocabulary, or when it has none (a file
+ * made by another program: numpy, nanoGPT's prepare.py); -1 with
+ * "<path> was made with the <name> tokenizer of <V> ids (hash <h>), not
+ * this <name> of <V> ids (hash <h>)" when it names another, so ids are
+ * never decoded with a vocabulary they do not belong to. */
+int tg_tokens_check(const char *tokens_path, const tg_tokenizer *t);
 /** Frees t; NULL is a no-op. */
 void tg_tokenizer_free(tg_tokenizer *t);
 
