@@ -164,7 +164,7 @@ static int cmd_decode(int argc, char **argv) {
     tg_tokenizer *t = tg_tokenizer_open(vocab);
     const tg_bpe *b = tg_tokenizer_bpe(t);
     if (!b || tg_tokens_check(pos[0], t) != 0) {
-        if (t && !b) tg_set_error("tokenize decode: --vocab bytes: decode takes a BPE vocabulary");
+        if (t && !b) tg_set_error("--vocab bytes: decode takes a BPE vocabulary");
         tg_tokenizer_free(t);
         return fail("decode");
     }
