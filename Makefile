@@ -200,7 +200,9 @@ else
 FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_affine_gelu.c tests/test_mixed_precision.c \
                   tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c \
                   tests/progress.c
-# ...and last the run report in headless Chromium (tests/report_browser.sh;
+# ...then the edges between the library and its programs (tests/edges.sh:
+# no example header outside examples/, every program within 400 lines with
+# its own headers), and last the run report in headless Chromium (tests/report_browser.sh;
 # skipped, saying why, when Chromium or puppeteer-core is missing; not
 # under the sanitizers, nor again for MPI=1).
 REPORT_TEST ?= $(if $(filter 1,$(SANITIZE)),0,1)
@@ -208,6 +210,7 @@ test: $(BUILD)/tests/float_kernels $(if $(filter 1,$(REPORT_TEST)),$(BUILD)/bin/
 	$(BUILD)/tests/float_kernels $(TEST_ARGS)
 	@$(if $(filter 1,$(REPORT_TEST)),/usr/bin/python3 tools/readme_numbers.py check --rerun --build $(BUILD))
 	@$(MAKE) --no-print-directory DOUBLE=1 test
+	sh tests/edges.sh
 	@$(if $(filter 1,$(REPORT_TEST)),sh tests/report_browser.sh $(BUILD))
 	@$(if $(filter 1,$(SANITIZE)),,$(MAKE) --no-print-directory docs)
 	@$(if $(filter 0,$(DIST_NOTE)),,echo "skipped distributed tests: build with make test MPI=1")
@@ -239,7 +242,7 @@ readme-numbers: programs
 	/usr/bin/python3 tools/readme_numbers.py run --build $(BUILD) $(READMENUMBERS)
 
 # Public headers only, listed: the internal ones stay in the tree.
-PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/number.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/bpe.h src/train/report.h src/train/figure.h \
+PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/number.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/bpe.h src/train/model_file.h src/train/report.h src/train/figure.h \
                   src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h src/dist/dist.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad

@@ -12,6 +12,7 @@
 #include "train/train.h"
 #include "train/run.h"
 #include "train/bpe.h"
+#include "train/model_file.h"
 #include "train/report.h"
 #include "train/figure.h"
 #include "io/file.h"

@@ -4,6 +4,8 @@
  * files come from tools/install-tokenizer-deps.sh, which `make test` runs),
  * training against a plain recount of minbpe's algorithm and against the
  * committed vocabulary, and every reader's refusal of malformed files. */
+#include <time.h>
+
 #include "io_test_util.h"
 #include "test_util.h"
 
@@ -423,16 +425,15 @@ static char *byte_ranks(const char *more) {
 
 Test(bpe, tiktoken_files_read_and_their_errors_name_file_and_line) {
     tmpdir();
-    char *good = byte_ranks("aGk= 256\n\nIGhp 258\n"); /* "hi", a blank line (skipped), " hi"; rank 257 is a gap */
+    char *good = byte_ranks("aGk= 256\n\nIGhp 257\n"); /* "hi", a blank line (skipped), " hi" */
     write_all(in_dir("v.tiktoken"), good, strlen(good));
     tg_bpe *b = tg_bpe_load_tiktoken(in_dir("v.tiktoken"));
     cr_assert_not_null(b, "%s", tg_last_error());
-    cr_expect_eq(tg_bpe_vocab_size(b), 260);
-    cr_expect_eq(tg_bpe_special_id(b, TG_BPE_ENDOFTEXT), 259);
-    cr_expect_null(tg_bpe_token(b, 257, NULL));
+    cr_expect_eq(tg_bpe_vocab_size(b), 259);
+    cr_expect_eq(tg_bpe_special_id(b, TG_BPE_ENDOFTEXT), 258);
     size_t k;
     int *ids = encode(b, (const unsigned char *)"hi hi!", 6, 0, &k);
-    cr_expect(k == 3 && ids[0] == 256 && ids[1] == 258 && ids[2] == '!');
+    cr_expect(k == 3 && ids[0] == 256 && ids[1] == 257 && ids[2] == '!');
     free(ids);
     tg_bpe_free(b);
     free(good);
@@ -450,16 +451,104 @@ Test(bpe, tiktoken_files_read_and_their_errors_name_file_and_line) {
         {"aGk= 255\n", ":257: rank 255 after rank 255"},           /* not increasing */
         {"aGk= 256\naGk= 257\n", ":258: the token of rank 257 has rank 256 already"},
         {"AA== 256\n", ":257: the token of rank 256 has rank 0 already"},
+        /* issue 34, item 8: a gap was accepted, and a model sampled ids that print nothing */
+        {"aGk= 256\n\nIGhp 258\n", ":259: rank 258 after rank 256: ranks must be 0, 1, 2, ... without gaps (id 257"},
+        {"aGk= 257\n", ":257: rank 257 after rank 255"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *s = byte_ranks(bad[i].more);
         expect_tiktoken_error(s, bad[i].what);
         free(s);
     }
+    expect_tiktoken_error("AQ== 1\n", ":1: rank 1 after the start, expected 0");
+    /* One bound for every id (issue 34, item 9): the largest rank leaves room for <|endoftext|> below
+     * TG_MAX_VOCAB, so every vocabulary fits a token file (a rank 2^24 - 1 made one id too many). */
+    char *top = byte_ranks("aGk= 16777215\n");
+    expect_tiktoken_error(top, ":257: the rank \"16777215\" is not a decimal number below 16777215");
+    free(top);
+    cr_expect_null(tg_bpe_train((const unsigned char *)"ab", 2, TG_MAX_VOCAB + 1, NULL, NULL));
+    cr_expect(error_has("bpe_train", "to 16777216"));
     expect_tiktoken_error("", "byte 0x00 is not a token");
     expect_tiktoken_error("AA== 0\n", "byte 0x01 is not a token");
     cr_expect_null(tg_bpe_load_tiktoken(in_dir("missing.tiktoken")));
     cr_expect(error_has("bpe_load_tiktoken", "missing.tiktoken"));
+}
+
+/* A rank file with CRLF line ends (written on Windows) reads as tiktoken's
+ * splitlines() reads it; it was refused with a message that ended in an
+ * invisible carriage return (issue 34, item 9). */
+Test(bpe, tiktoken_crlf_lines_read_as_lf) {
+    tmpdir();
+    char *lf = byte_ranks("aGk= 256\nIGhp 257\n"), *crlf = malloc(2 * strlen(lf) + 1), *q = crlf;
+    for (const char *c = lf; *c; c++) *c == '\n' ? (*q++ = '\r', *q++ = '\n') : (*q++ = *c);
+    *q = 0;
+    write_all(in_dir("crlf.tiktoken"), crlf, strlen(crlf));
+    tg_bpe *b = tg_bpe_load_tiktoken(in_dir("crlf.tiktoken"));
+    cr_assert_not_null(b, "%s", tg_last_error());
+    size_t k;
+    int *ids = encode(b, (const unsigned char *)"hi hi", 5, 0, &k);
+    cr_expect(k == 2 && ids[0] == 256 && ids[1] == 257);
+    free(ids);
+    tg_bpe_free(b);
+    strcpy(crlf + strlen(crlf) - 2, "x\r\n"); /* a bad rank's message shows no carriage return */
+    write_all(in_dir("crlf.tiktoken"), crlf, strlen(crlf));
+    cr_expect_null(tg_bpe_load_tiktoken(in_dir("crlf.tiktoken")));
+    cr_expect(error_has("bpe_load_tiktoken", "the rank \"257x\"") && !strchr(tg_last_error(), '\r'), "%s",
+              tg_last_error());
+    free(lf), free(crlf);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Issue 34, item 7: a vocabulary with one long token loaded in time
+ * quadratic in its length (a 64 KB token about 1 s, 3 MB over 30 s), and
+ * BPE training on a long run of one character builds such tokens itself
+ * (200 KB of 'a': 19 s). Both are linear now: well under a second. */
+Test(bpe, a_64kb_token_loads_encodes_and_trains_fast) {
+    tmpdir();
+    enum { LONG = 1 << 16 };
+    /* ranks 256.. : "aa", "aaaa", ..., 2^16 a's (each the one before, twice) */
+    char *more = malloc(4 * LONG), *p = more;
+    for (int len = 2, r = 256; len <= LONG; len *= 2, r++) {
+        for (int i = 0; i < len / 3; i++) p += sprintf(p, "YWFh"); /* "aaa" */
+        p += sprintf(p, "%s %d\n", len % 3 == 1 ? "YQ==" : "YWE=", r);
+    }
+    char *text = byte_ranks(more);
+    double t0 = now_s();
+    tg_bpe *b = tg_bpe_parse_tiktoken((const unsigned char *)text, strlen(text), "long.tiktoken");
+    double load = now_s() - t0;
+    cr_assert_not_null(b, "%s", tg_last_error());
+    size_t len = 0;
+    cr_assert_not_null(tg_bpe_token(b, 256 + 15, &len));
+    cr_expect_eq(len, (size_t)LONG);
+    unsigned char *a = malloc(200 * 1024);
+    memset(a, 'a', 200 * 1024);
+    size_t k;
+    t0 = now_s();
+    int *ids = encode(b, a, LONG, 0, &k); /* one token, the longest */
+    double enc = now_s() - t0;
+    cr_expect(k == 1 && ids[0] == 256 + 15, "%zu ids, the first %d", k, ids[0]);
+    free(ids);
+    ids = encode(b, a, LONG + 3, 0, &k); /* the longest, then "aa", "a" */
+    cr_expect(k == 3 && ids[0] == 256 + 15 && ids[1] == 256 && ids[2] == 'a');
+    free(ids);
+    tg_bpe_free(b);
+    t0 = now_s();
+    b = tg_bpe_train(a, 200 * 1024, 300, NULL, NULL);
+    double train = now_s() - t0;
+    cr_assert_not_null(b, "%s", tg_last_error());
+    ids = encode(b, a, 200 * 1024, 0, &k);
+    unsigned char *back = malloc(200 * 1024);
+    cr_expect_eq(tg_bpe_decode(b, ids, k, back, 200 * 1024), 200 * 1024);
+    cr_expect(memcmp(back, a, 200 * 1024) == 0);
+    cr_expect(k < 20, "200 KB of 'a' in %zu tokens", k);
+    cr_expect(load < 0.5 && enc < 0.5 && train < 0.9, "load %.3f s, encode %.3f s, train %.3f s", load, enc, train);
+    free(ids), free(back), free(a), free(more), free(text);
+    tg_bpe_free(b);
 }
 
 /* GPT-2's byte-to-unicode mapping of one byte, as UTF-8 into out. */

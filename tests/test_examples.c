@@ -158,6 +158,12 @@ Test(examples, lm_trains_samples_and_resumes, .timeout = 300) {
     cr_assert_eq(run("lm", "--sample --load run/lm.safetensors --prompt Hello --tokens 30 --seed 3"), 0, "%s", out);
     cr_expect_str_eq(out, first);
 
+    /* A user's program fine-tunes a head on the saved model, opened by one library call (tg_decoder_open). */
+    cr_assert_eq(
+        run("classify", "--steps 20 --data '" TG_SRC_DIR "/tests/data/fortunes_excerpt.txt' run/lm.safetensors"), 0,
+        "%s", out);
+    cr_expect(strstr(out, "bytes tokenizer") && strstr(out, "held-out accuracy"), "%s", out);
+
     /* --logits: [1, n, V] of the prompt. */
     cr_assert_eq(run("lm", "--load run/lm.safetensors --logits l.npy --prompt abcd"), 0, "%s", out);
     snprintf(path, sizeof path, "%s/l.npy", tmp);
@@ -239,6 +245,9 @@ Test(examples, bench_precision_and_inspect_convert, .timeout = 120) {
     cr_expect(strstr(out, "wrote half.safetensors as BF16") != NULL, "%s", out);
     cr_expect_eq(run("inspect", "half.safetensors"), 0, "%s", out);
     cr_expect(strstr(out, "lm_head.weight                           BF16 (256,128)") != NULL, "%s", out);
+    /* The copy keeps the metadata (it was dropped): the model file describes itself, so lm samples it. */
+    cr_expect(strstr(out, "model_type = decoder") && strstr(out, "n_layer = "), "%s", out);
+    cr_expect_eq(run("lm", "--sample --load half.safetensors --tokens 4"), 0, "%s", out);
     cr_expect_eq(run("inspect", "init.safetensors --convert bad.safetensors --dtype I8"), 1, "%s", out);
     cr_expect(strstr(out, "'I8'") != NULL && !file_exists("bad.safetensors"), "%s", out);
 }
@@ -312,6 +321,22 @@ Test(examples, tokenize_trains_encodes_and_decodes_back) {
     cr_expect(strstr(out, "t.npy: token file,") && strstr(out, "(uint16)"), "%s", out);
     cr_assert_eq(run("inspect", "v.tiktoken"), 0, "%s", out);
     cr_expect(strstr(out, "v.tiktoken: BPE vocabulary, 400 ids"), "%s", out);
+    /* The token file is tied to its vocabulary (it was not, and another one decoded it to garbage). */
+    snprintf(args, sizeof args, "train --vocab-size 300 '%s' -o w.tiktoken", text);
+    cr_assert_eq(run("tokenize", args), 0, "%s", out);
+    cr_expect_eq(run("tokenize", "decode --vocab w.tiktoken t.npy -o wrong.txt"), 1, "%s", out);
+    cr_expect(strstr(out, "t.npy was made with the bpe tokenizer of 400 ids") &&
+                  strstr(out, "not this bpe tokenizer of 300"),
+              "%s", out);
+    /* An empty text encodes to a token file that decodes back to the empty text (decode refused it). */
+    snprintf(path, sizeof path, "%s/empty.txt", tmp);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    cr_assert_eq(run("tokenize", "encode --vocab v.tiktoken empty.txt -o e.npy"), 0, "%s", out);
+    cr_expect_eq(run("tokenize", "decode --vocab v.tiktoken e.npy -o e.txt"), 0, "%s", out);
+    snprintf(args, sizeof args, "test -f '%s/e.txt' && ! test -s '%s/e.txt'", tmp, tmp);
+    cr_expect_eq(system(args), 0, "decode of an empty token file writes an empty text");
     cr_expect_eq(run("tokenize", "encode --vocab missing.tiktoken x.txt -o t.npy"), 1);
     cr_expect(strstr(out, "bpe_load_tiktoken: missing.tiktoken") != NULL, "%s", out);
     cr_expect_eq(run("tokenize", "train --vocab-size 10 x.txt -o v"), 2, "%s", out);
@@ -352,7 +377,7 @@ Test(examples, inspect_reads_every_file_of_a_run, .timeout = 120) {
 Test(examples, every_program_has_help_and_rejects_bad_flags) {
     const char *progs[] = {
         "positional_encoding", "attention_basics", "reverse", "inspect", "heatmap", "extrapolate", "lm", "tokenize",
-        "plot_runs",           "pool_costs"};
+        "plot_runs",           "pool_costs",       "classify"};
     for (int i = 0; i < (int)(sizeof progs / sizeof progs[0]); i++) {
         cr_expect_eq(run(progs[i], "--help"), 0, "%s --help", progs[i]);
         cr_expect(strstr(out, "usage:") != NULL, "%s --help prints usage: %s", progs[i], out);

@@ -170,11 +170,15 @@ int main(int argc, char **argv) {
     if (rc == 0) printf("%d tensors, %lld values\n", st.n, (long long)total);
     if (rc == 0) metadata(&st);
     if (rc == 0 && convert) {
-        if (tg_safetensors_save_dtype(convert, &out, NULL, dtype) != 0) {
-            fprintf(stderr, "inspect: %s\n", tg_last_error());
+        /* The metadata goes along as it was: a model file describes itself
+         * (tg_decoder_open), so a BF16 copy of lm's model still samples. */
+        char *meta = st.metadata ? strndup(st.metadata, st.metadata_len) : NULL;
+        if ((st.metadata && !meta) || tg_safetensors_save_dtype(convert, &out, meta, dtype) != 0) {
+            fprintf(stderr, "inspect: %s\n", meta || !st.metadata ? tg_last_error() : "out of memory");
             rc = 1;
         } else
-            printf("wrote %s as %s\n", convert, dtype);
+            printf("wrote %s as %s, metadata kept\n", convert, dtype);
+        free(meta);
     }
     for (int i = 0; i < out.n; i++) tg_free(out.items[i].t);
     tg_params_free(&out);

@@ -2,8 +2,8 @@
  *
  *   settings and curves   DIR/train_state.safetensors's metadata, DIR/metrics.jsonl
  *   samples               DIR/samples.jsonl (lm writes one at each evaluation)
- *   lm's attention        the decoder rebuilt from the checkpoint (examples/lm_model.h,
- *                         the code lm itself runs) over the first validation window
+ *   lm's attention        the decoder rebuilt from the checkpoint (tg_decoder_open, the
+ *                         call lm itself makes) over the first validation window
  *                         of its token file: DIR/tokens.npy, or --data's .npy
  *   reverse's attention   the encoder rebuilt from the checkpoint (examples/reverse_model.h)
  *                         over the first held-out sequence, and its positions
@@ -11,8 +11,6 @@
  * A run of lm is told by its checkpoint's metadata (nanoGPT's n_layer and
  * tgrad's tokenizer), a run of reverse by its task (reverse or sort) and
  * ffn; any other run gets the settings and curves. */
-#include "../examples/lm_model.h"
-#include "../examples/lm_report.h"
 #include "../examples/reverse_report.h"
 
 static const char *const ABOUT =
@@ -34,18 +32,15 @@ static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
     long n = tg_safetensors_meta(st, "data", data, sizeof data);
     bool npy = n > 4 && n < (long)sizeof data && strcmp(data + n - 4, ".npy") == 0;
     char *tokens = npy ? strdup(data) : tg_run_path(dir, "tokens.npy");
-    lm_config c;
-    lm_tok tok;
-    tg_decoder *m = lm_load(dir, &c, &tok);
+    tg_tokenizer *tok = NULL;
+    tg_decoder *m = tg_decoder_open(dir, &tok);
     tg_token_data *d = m && tokens ? tg_token_data_open(tokens, 0.1, (uint64_t)seed) : NULL;
     int T = m ? m->cfg.block_size : 0;
     if (B < 1 || B > 4096) B = 1;
     if (d && tg_token_data_val_batches(d, (int)B, T) < 1) B = 1;
-    int *x = malloc(sizeof(int) * (size_t)B * (T ? T : 1)), *y = malloc(sizeof(int) * (size_t)B * (T ? T : 1));
-    int rc = d && x && y ? 0 : -1;
-    if (rc == 0) rc = lm_write_report(dir, out, m, &tok, d, (int)B, x, y, step);
-    if (m) lm_tok_free(&tok);
-    free(x), free(y), free(tokens);
+    int rc = d ? tg_decoder_report(dir, out, m, tok, d, (int)B, step) : -1;
+    tg_tokenizer_free(tok);
+    free(tokens);
     tg_token_data_close(d);
     tg_decoder_free(m);
     return rc;
@@ -84,7 +79,6 @@ int main(int argc, char **argv) {
     int n = cli_parse(argc, argv, "DIR", ABOUT, opts, 1, pos, 1);
     if (n != 1) return cli_usage_error(argv[0], "DIR", ABOUT, opts, 1, "give one run folder");
     const char *dir = pos[0];
-    (void)model_meta; /* lm_model.h's writer: lm's, not needed to read */
     char *state = tg_run_path(dir, "train_state.safetensors");
     tg_safetensors st;
     if (!state || tg_safetensors_open(state, &st) != 0) {

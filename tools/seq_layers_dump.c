@@ -4,7 +4,7 @@
  * gradients of L = sum(y^2) / 2 with respect to x and to every parameter
  * ("grad." + name). bench/torch_seq_layers.py loads the weights into
  * torch.nn.Conv1d / RNN / GRU and compares outputs and gradients. */
-#include "../examples/cli.h"
+#include "cli.h"
 #include "tgrad.h"
 
 int main(int argc, char **argv) {

@@ -40,7 +40,7 @@ static int cmd_train(int argc, char **argv) {
     const char *out = NULL;
     bool quiet = false;
     cli_opt o[] = {
-        {"vocab-size", CLI_INT, &vocab, "ids in the vocabulary: 256 bytes, merges, <|endoftext|>", 257, 1 << 24},
+        {"vocab-size", CLI_INT, &vocab, "ids in the vocabulary: 256 bytes, merges, <|endoftext|>", 257, TG_MAX_VOCAB},
         {"out", CLI_STR, &out, "the vocabulary to write (tiktoken's rank format)", 0, 0},
         {"quiet", CLI_FLAG, &quiet, "no progress line", 0, 0}};
     const char *pos[1];
@@ -122,6 +122,11 @@ static int cmd_encode(int argc, char **argv) {
         for (int64_t i = 0; i < k; i++) printf("%d\n", ids[i]);
     } else if (tg_tokens_save(out, ids, k, tg_bpe_vocab_size(b)) != 0) {
         rc = fail("encode");
+    } else { /* the file tied to its vocabulary: decode and lm refuse another */
+        tg_tokenizer *t = tg_tokenizer_from_bpe(b);
+        b = NULL;
+        if (!t || tg_tokens_tie(out, t) != 0) rc = fail("encode");
+        tg_tokenizer_free(t);
     }
     if (!rc && !quiet)
         fprintf(stderr, "encoded %zu bytes into %lld tokens in %.3f s (%.1f MB/s)\n", n, (long long)k, dt,
@@ -130,6 +135,20 @@ static int cmd_encode(int argc, char **argv) {
     tg_sys_free(text);
     tg_bpe_free(b);
     return rc;
+}
+
+/* True for a token file of no tokens: a 1-D uint8, uint16 or uint32 .npy
+ * array of shape (0,). */
+static bool token_file_empty(const char *path) {
+    unsigned char head[256] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    tg_npy_header h;
+    bool ok = got > 0 && tg_npy_parse_header(head, got, path, &h) == 0 && h.ndim == 1 && h.shape[0] == 0 &&
+              (strcmp(h.descr, "|u1") == 0 || strcmp(h.descr, "<u2") == 0 || strcmp(h.descr, "<u4") == 0);
+    tg_clear_error();
+    return ok;
 }
 
 static int cmd_decode(int argc, char **argv) {
@@ -142,22 +161,31 @@ static int cmd_decode(int argc, char **argv) {
                    (int)(sizeof o / sizeof o[0]), pos, 1, (const char **const[]){&vocab, NULL},
                    "give one token file and --vocab");
     if (bad) return bad;
-    tg_bpe *b = tg_bpe_load(vocab);
-    if (!b) return fail("decode");
-    tg_token_data *d = tg_token_data_open(pos[0], 0, 0);
-    if (!d) {
-        tg_bpe_free(b);
+    tg_tokenizer *t = tg_tokenizer_open(vocab);
+    const tg_bpe *b = tg_tokenizer_bpe(t);
+    if (!b || tg_tokens_check(pos[0], t) != 0) {
+        if (t && !b) tg_set_error("--vocab bytes: decode takes a BPE vocabulary");
+        tg_tokenizer_free(t);
         return fail("decode");
     }
-    int *ids = tg_sys_alloc((size_t)d->n * sizeof *ids);
+    /* An empty text encodes to an empty token file (encode writes one), which
+     * decodes to the empty text; token_data, which trains on a file, refuses it. */
+    bool empty = token_file_empty(pos[0]);
+    tg_token_data *d = empty ? NULL : tg_token_data_open(pos[0], 0, 0);
+    if (!d && !empty) {
+        tg_tokenizer_free(t);
+        return fail("decode");
+    }
+    int64_t n = d ? d->n : 0;
+    int *ids = tg_sys_alloc((size_t)(n ? n : 1) * sizeof *ids);
     unsigned char *text = NULL;
     int64_t size = -1;
     if (ids) {
-        for (int64_t i = 0; i < d->n; i++) ids[i] = tg_token_data_get(d, i);
-        size = tg_bpe_decoded_size(b, ids, (size_t)d->n);
+        for (int64_t i = 0; i < n; i++) ids[i] = tg_token_data_get(d, i);
+        size = tg_bpe_decoded_size(b, ids, (size_t)n);
     }
     if (size >= 0 && (text = tg_sys_alloc((size_t)size + 1)))
-        size = tg_bpe_decode(b, ids, (size_t)d->n, text, (size_t)size);
+        size = tg_bpe_decode(b, ids, (size_t)n, text, (size_t)size);
     int rc = 0;
     if (size < 0 || !text) {
         rc = fail("decode");
@@ -177,7 +205,7 @@ static int cmd_decode(int argc, char **argv) {
     tg_sys_free(text);
     tg_sys_free(ids);
     tg_token_data_close(d);
-    tg_bpe_free(b);
+    tg_tokenizer_free(t);
     return rc;
 }
 

@@ -383,15 +383,6 @@ int64_t tg_decoder_num_params(tg_decoder *m) {
     return n;
 }
 
-int tg_decoder_save(tg_decoder *m, const char *path, const char *metadata_json) {
-    if (!tg_module_present("decoder", "save", m)) return -1;
-    tg_params p;
-    tg_params_init(&p);
-    int rc = tg_decoder_state_dict(m, &p, NULL) ? -1 : tg_checkpoint_save(path, &p, metadata_json);
-    tg_params_free(&p);
-    return rc;
-}
-
 /* True when tensors i and j of st hold the same values (after conversion). */
 static int same_values(const tg_safetensors *st, int i, int j, bool *same) {
     const tg_st_entry *a = &st->entries[i], *b = &st->entries[j];

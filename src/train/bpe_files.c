@@ -11,10 +11,15 @@
 #include "../io/json.h"
 #include "../tensor/tensor.h"
 #include "bpe_internal.h"
+#include "train.h"
 
-/* The largest rank a file may give: ids are ints, and a vocabulary of 16M
- * tokens is far past any BPE in use (GPT-4o's has 200k). */
-#define MAX_RANK (1 << 24)
+/* One bound for every id: a vocabulary has at most TG_MAX_VOCAB ids (train.h:
+ * what a token file holds and an embedding takes), its special tokens
+ * included, so a rank is below TG_MAX_VOCAB - 1 and <|endoftext|>, added after
+ * the largest rank, is below TG_MAX_VOCAB too (a rank of 2^24 - 1 made a
+ * vocabulary one id past what a token file holds). 16M tokens is far past
+ * any BPE in use (GPT-4o's has 200k). */
+#define MAX_RANK (TG_MAX_VOCAB - 1)
 
 /* ---- GPT-2's byte-to-unicode mapping ---------------------------------------------
  * encoder.py's bytes_to_unicode(): GPT-2 writes a token's bytes as one
@@ -301,8 +306,9 @@ tg_bpe *tg_bpe_parse_tiktoken(const unsigned char *buf, size_t size, const char 
         for (size_t pos = 0; pos < size; line++) {
             size_t eol = pos;
             while (eol < size && buf[eol] != '\n') eol++;
-            const unsigned char *s = buf + pos, *sp = memchr(s, ' ', eol - pos);
             size_t next = eol + 1;
+            if (eol > pos && buf[eol - 1] == '\r') eol--; /* CRLF lines, as tiktoken's splitlines() reads them */
+            const unsigned char *s = buf + pos, *sp = memchr(s, ' ', eol - pos);
             if (eol == pos) { /* tiktoken skips empty lines */
                 pos = next;
                 continue;
@@ -327,6 +333,14 @@ tg_bpe *tg_bpe_parse_tiktoken(const unsigned char *buf, size_t size, const char 
             if (rank <= prev) {
                 tg_set_error("bpe_load_tiktoken: %s:%ld: rank %ld after rank %ld: ranks must increase", path, line,
                              rank, prev);
+                goto fail;
+            }
+            /* A gap would be an id the model can sample that decodes to nothing. */
+            if (rank != prev + 1) {
+                tg_set_error("bpe_load_tiktoken: %s:%ld: rank %ld after %s%ld: ranks must be 0, 1, 2, ... without "
+                             "gaps (id %ld would be no token)",
+                             path, line, rank, prev < 0 ? "the start, expected " : "rank ", prev < 0 ? 0 : prev,
+                             prev + 1);
                 goto fail;
             }
             prev = rank;

@@ -22,6 +22,7 @@
 
 #include "../tensor/tensor.h"
 #include "bpe_internal.h"
+#include "train.h"
 
 typedef struct {
     uint32_t text_off, text_len; /* the piece in the text */
@@ -210,8 +211,9 @@ tg_bpe *tg_bpe_train(const unsigned char *text, size_t n, int vocab_size,
         tg_set_error("bpe_train: NULL text");
         return NULL;
     }
-    if (vocab_size < 257 || vocab_size > (1 << 24)) {
-        tg_set_error("bpe_train: vocab_size %d: need 257 (the 256 bytes and <|endoftext|>) to %d", vocab_size, 1 << 24);
+    if (vocab_size < 257 || vocab_size > TG_MAX_VOCAB) {
+        tg_set_error("bpe_train: vocab_size %d: need 257 (the 256 bytes and <|endoftext|>) to %d", vocab_size,
+                     TG_MAX_VOCAB);
         return NULL;
     }
     if (n >= UINT32_MAX) {

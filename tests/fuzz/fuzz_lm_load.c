@@ -1,22 +1,21 @@
-/* libFuzzer harness: the whole `lm --sample --load` path (examples/lm_model.h)
- * on any bytes: metadata parsed by the flags' rules, sizes checked against
- * the tensors, the decoder built and its weights loaded strictly. Either the
- * model loads, or the path fails with a message and frees what it built. */
+/* libFuzzer harness: the whole `lm --sample --load` path (tg_decoder_open,
+ * train/model_file.h) on any bytes: metadata parsed strictly, sizes checked
+ * against the tensors, the decoder built and its weights loaded strictly,
+ * the tokenizer read from the metadata. Either the model loads, or the path
+ * fails with a message and frees what it built. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "fuzz_util.h"
-#include "../../examples/lm_model.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     const char *path = input_path("lm.safetensors");
     write_input(path, data, size);
-    lm_config c;
-    lm_tok tok;
-    tg_decoder *m = lm_load(path, &c, &tok);
-    if (m) lm_tok_free(&tok);
+    tg_tokenizer *tok = NULL;
+    tg_decoder *m = tg_decoder_open(path, &tok);
+    tg_tokenizer_free(tok);
     if (m)
         tg_decoder_free(m);
     else if (!tg_last_error())

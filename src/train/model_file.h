@@ -1,0 +1,119 @@
+/** @file
+ * Files that describe themselves: a tokenizer (tg_tokenizer: bytes or a
+ * byte-level BPE) and a model (tg_decoder_open), each opened from its file
+ * alone, as nanoGPT's checkpoint carries `model_args` and Hugging Face's
+ * config.json its `model_type`: any program, tool or user needs one call,
+ * never another program's header.
+ *
+ * A model file is a safetensors file whose metadata holds (all strings)
+ *   model_type   "decoder" (absent: a decoder, as files written before the key)
+ *   vocab_size, block_size, n_layer, n_head, n_embd, bias, dropout
+ *                nanoGPT's GPTConfig names; gelu ("tanh" or "erf") and pe
+ *                (tg_pe_kind_name's: learned, none, relative, rope, alibi;
+ *                absent: learned, nanoGPT's)
+ *   tokenizer    "bytes" or "bpe" (absent: bytes), and with "bpe"
+ *   tokenizer.tiktoken  the whole vocabulary in tiktoken's rank format
+ * (tg_decoder_config_json, tg_tokenizer_meta). The sizes are checked
+ * against the file's tensors before any model is built, so a crafted file
+ * makes a reader allocate no more than the file itself holds.
+ *
+ *     tg_tokenizer *tok;
+ *     tg_decoder *m = tg_decoder_open("out/lm", &tok);       (a run folder or a file)
+ *     int64_t n; int *ids = tg_tokenizer_encode(tok, text, len, &n);
+ *     ...  tg_decoder_free(m); tg_tokenizer_free(tok); free(ids);
+ *
+ * Errors: NULL or -1 with one message (tg_last_error) naming the file and
+ * what is wrong with it. */
+#ifndef TG_TRAIN_MODEL_FILE_H
+#define TG_TRAIN_MODEL_FILE_H
+
+#include "../io/safetensors.h"
+#include "../nn/decoder.h"
+#include "bpe.h"
+#include "train.h"
+
+/* ---- tokenizers ----------------------------------------------------------- */
+/** A tokenizer (opaque): the bytes (token = byte, 256 ids) or a byte-level
+ * BPE (bpe.h). Read-only once made: encode and decode may run from several
+ * threads at once. Free with tg_tokenizer_free. */
+typedef struct tg_tokenizer tg_tokenizer;
+
+/** A tokenizer by name, as the programs' --tokenizer flags take it: "bytes",
+ * or any spec of tg_bpe_load ("gpt2", a directory holding encoder.json and
+ * vocab.bpe, a .tiktoken rank file). NULL with the error recorded. */
+tg_tokenizer *tg_tokenizer_open(const char *spec);
+/** A BPE tokenizer around b (taken over: freed with the tokenizer, also on
+ * failure); b NULL gives the byte tokenizer. NULL when out of memory. */
+tg_tokenizer *tg_tokenizer_from_bpe(tg_bpe *b);
+/** The tokenizer a file's metadata records ("tokenizer" and
+ * "tokenizer.tiktoken"); the byte tokenizer when it records none (a model
+ * from before tokenizers, or nanoGPT's). path is for messages. NULL with
+ * "<path>: metadata 'tokenizer' ..." or the vocabulary's own error. */
+tg_tokenizer *tg_tokenizer_read(const tg_safetensors *st, const char *path);
+/** The JSON object json (NULL: "{}") with the tokenizer's keys added
+ * ("tokenizer" and, for a BPE, "tokenizer.tiktoken"): malloc'd (free it),
+ * NULL when out of memory or json is not an object. */
+char *tg_tokenizer_meta(const tg_tokenizer *t, const char *json);
+/** "bytes" or "bpe" (NULL for NULL). */
+const char *tg_tokenizer_name(const tg_tokenizer *t);
+/** Ids in use: 256 for bytes, tg_bpe_vocab_size for a BPE; 0 for NULL. */
+int tg_tokenizer_vocab_size(const tg_tokenizer *t);
+/** The bytes of token id (*len receives their count; owned by t), or NULL
+ * when id is not a token. */
+const unsigned char *tg_tokenizer_token(const tg_tokenizer *t, int id, size_t *len);
+/** The BPE inside t (owned by t), or NULL for the byte tokenizer. */
+const tg_bpe *tg_tokenizer_bpe(const tg_tokenizer *t);
+/** A fingerprint of the vocabulary (64-bit FNV-1a over its tiktoken text,
+ * "bytes" for the byte tokenizer), as 16 hex digits in hex[17]: what ties a
+ * token file to the tokenizer that made it. 0, or -1 for NULL arguments. */
+int tg_tokenizer_hash(const tg_tokenizer *t, char hex[17]);
+/** text (n bytes) as ids: malloc'd (free it; room for at least one id, so
+ * an empty text gives a valid pointer and *count 0), their number in
+ * *count. NULL with the error recorded. */
+int *tg_tokenizer_encode(const tg_tokenizer *t, const unsigned char *text, size_t n, int64_t *count);
+/** The bytes of ids into out (room for cap bytes): their number, or -1
+ * with the error recorded (an id that is not a token, cap too small). With
+ * out NULL, only the number. */
+int64_t tg_tokenizer_decode(const tg_tokenizer *t, const int *ids, size_t n, unsigned char *out, size_t cap);
+/** Encodes the file text_path into the token file tokens_path (tg_tokens_save,
+ * tied to t: tg_tokens_tie), atomically; the text's bytes and the tokens' count in *bytes and *count
+ * when not NULL. 0, or -1 with the error recorded. */
+int tg_tokenizer_encode_file(const tg_tokenizer *t, const char *text_path, const char *tokens_path, size_t *bytes,
+                             int64_t *count);
+/** Ties the token file at tokens_path to t: writes the sidecar
+ * "<tokens_path>.tokenizer", one line "<name> <vocab size> <hash>"
+ * (tg_tokenizer_name, tg_tokenizer_vocab_size, tg_tokenizer_hash),
+ * atomically. tg_tokenizer_encode_file calls it. 0, or -1 with the error
+ * recorded. */
+int tg_tokens_tie(const char *tokens_path, const tg_tokenizer *t);
+/** Checks that the token file at tokens_path was made with t: 0 when its
+ * sidecar (tg_tokens_tie) names t's vocabulary, or when it has none (a file
+ * made by another program: numpy, nanoGPT's prepare.py); -1 with
+ * "<path> was made with the <name> tokenizer of <V> ids (hash <h>), not
+ * this <name> of <V> ids (hash <h>)" when it names another, so ids are
+ * never decoded with a vocabulary they do not belong to. */
+int tg_tokens_check(const char *tokens_path, const tg_tokenizer *t);
+/** Frees t; NULL is a no-op. */
+void tg_tokenizer_free(tg_tokenizer *t);
+
+/* ---- decoder model files -------------------------------------------------- */
+/** Opens a decoder: a run folder (its train_state.safetensors), a training
+ * state or best.safetensors (tensors "model.<name>"), or a model file
+ * (tg_decoder_save, nanoGPT's names). The configuration comes from the
+ * metadata (tg_decoder_config_read, checked against the tensors), then the
+ * weights (strict). With tok not NULL, *tok receives the file's tokenizer
+ * (tg_tokenizer_read; its vocabulary must fit the model's). NULL with the
+ * exact reason recorded (for a file that is no checkpoint, what it is);
+ * nothing is left allocated then. The model comes in eval mode; its
+ * dropout is the file's (0 when it records none), for tg_decoder_train. */
+tg_decoder *tg_decoder_open(const char *path, tg_tokenizer **tok);
+/** Writes page (NULL: DIR/report.html), the report of the decoder run in
+ * dir (report.h): its settings and curves, m's attention of every layer and
+ * head over validation window 0 of d (B windows of m's block size; the
+ * tokens shown as tok's text), the positional encoding in use and the
+ * samples up to step (0: all). What lm writes after each checkpoint and
+ * tgrad-report from the folder alone. 0, or -1 with the error recorded. */
+int tg_decoder_report(const char *dir, const char *page, tg_decoder *m, const tg_tokenizer *tok, const tg_token_data *d,
+                      int B, int64_t step);
+
+#endif
