@@ -1,6 +1,11 @@
 /** @file
- * tgrad: tensors, reverse-mode autograd and the self-attention modules of
- * d2l, in C. Include this one header. */
+ * tgrad: a C11 training framework. Tensors and reverse-mode autograd with a
+ * gradient check for every op; the modules of d2l's chapter "Self-Attention
+ * and Positional Encoding", Transformer encoders and a GPT-2 decoder;
+ * training runs that are folders (typed settings, checkpoints, resume, a
+ * report page), optimizers, BPE tokenizers identical to tiktoken, bf16
+ * mixed precision, data parallelism over MPI, and PNG figures. Include this
+ * one header. */
 #ifndef TGRAD_H
 #define TGRAD_H
 #include "tensor/tensor.h"

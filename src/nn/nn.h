@@ -1,6 +1,9 @@
 /** @file
  * tgrad modules: the layers of d2l's chapter "Self-Attention and Positional
- * Encoding" and what is needed around them to train a Transformer encoder.
+ * Encoding" (attention scoring, multi-head attention, positional encodings
+ * fixed, learned, relative, RoPE and ALiBi), the Transformer encoder and the
+ * layers around them, plus the CNN and RNN layers the comparison uses; the
+ * GPT-2 decoder is in decoder.h.
  *
  * Every module follows one pattern:
  *

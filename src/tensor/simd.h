@@ -1,8 +1,11 @@
-/* Run-time AVX2 dispatch, shared by every kernel with a hand-written AVX2
- * path (gemm.c, kernels_exp.c, dropout_mask.c, kernels_attention.c). Files build
- * with the baseline ISA; functions marked TG_AVX2 are compiled for AVX2 and
- * FMA and called only when tg_cpu_has_avx2() says the CPU has both, so the
- * same binary runs on a machine without them, on the portable loops. */
+/* Run-time instruction-set dispatch, one mechanism for every kernel with a
+ * hand-written path (the GEMMs, the bf16 and AMX engines, exp, dropout
+ * masks, attention rows): levels portable < AVX2 < AVX-512 < AVX-512 BF16
+ * < AMX. Files build with the baseline ISA; functions marked TG_AVX2,
+ * TG_AVX512, TG_AVX512_BF16 or TG_AMX are compiled for that level and called
+ * only when tg_isa_level() says the CPU (and, for AMX, the kernel's
+ * permission) allows it, so one binary runs anywhere; TG_ISA caps the level
+ * (TG_ISA=avx2 reproduces the README's figures on any x86-64). */
 #ifndef TG_SIMD_H
 #define TG_SIMD_H
 
