@@ -167,9 +167,21 @@ bool tg_in_parallel(void) { return t_in_job; }
 
 /* CPUs this process may run on (affinity), at least 1. A TG_NO_THREADS
  * build (make OMP=0) counts one, so its pool never starts a thread. */
+#ifdef TG_TEST_HOOKS
+static int g_fake_cpus; /* > 0: tg__parallel_fake_cpus */
+int tg__parallel_fake_cpus(int n) {
+    int old = g_fake_cpus;
+    g_fake_cpus = n;
+    return old;
+}
+#endif
+
 static int cpus_available(void) {
 #ifdef TG_NO_THREADS
     return 1;
+#endif
+#ifdef TG_TEST_HOOKS
+    if (g_fake_cpus > 0) return g_fake_cpus;
 #endif
 #ifdef CPU_COUNT
     cpu_set_t set;
