@@ -135,3 +135,27 @@ Test(splits, embedding_gather_and_scatter) {
     const tg_prof_dir dirs[] = {TG_PROF_FORWARD, TG_PROF_BACKWARD};
     expect_same_bits("gather_rows", gather_case, rows, dirs, 2);
 }
+
+/* Layer norm's parameter gradients (row chunks x column blocks, chunk sums
+ * in order) and its input's; cross-entropy's logits gradient, zeroed row
+ * by row on the rows' threads. */
+static void norm_and_loss_case(outputs *o) {
+    tg_tensor *x = randn_param(TG_SHAPE(1000, 70), 8, true), *gamma = randn_param(TG_SHAPE(70), 9, true),
+              *beta = randn_param(TG_SHAPE(70), 10, true);
+    static int targets[1000];
+    for (int r = 0; r < 1000; r++) targets[r] = r % 7 == 0 ? -100 : (r * 31) % 70; /* some rows ignored */
+    tg_scope_begin();
+    tg_tensor *y = tg_layer_norm(x, gamma, beta, (tg_real)1e-5);
+    keep(o, y);
+    tg_tensor *loss = tg_cross_entropy(y, targets, NULL, -100);
+    cr_assert(loss && tg_backward(loss) == 0, "%s", tg_last_error());
+    keep(o, loss), keep(o, gamma->grad), keep(o, beta->grad), keep(o, x->grad);
+    tg_scope_end();
+    tg_free(x), tg_free(gamma), tg_free(beta);
+}
+
+Test(splits, layer_norm_parameters_and_cross_entropy) {
+    const char *rows[] = {"layer_norm", "cross_entropy"};
+    const tg_prof_dir dirs[] = {TG_PROF_BACKWARD, TG_PROF_BACKWARD};
+    expect_same_bits("layer_norm + cross_entropy", norm_and_loss_case, rows, dirs, 2);
+}
