@@ -200,6 +200,18 @@ int tg_profile_print(FILE *f, int steps) {
     fprintf(f, "profile: %.3f ms%s, %d thread%s, %d rows (self time; the rows add up to the total)\n",
             total * 1e-6 / (steps > 0 ? steps : 1), steps > 0 ? " per step" : "", tg_get_num_threads(),
             tg_get_num_threads() > 1 ? "s" : "", n);
+    double serial = 0, wait = 0, jobs = 0, par_jobs = 0, per = steps > 0 ? steps : 1;
+    for (int i = 0; i < n; i++)
+        if (rows[i].name[0] != '(') { /* the library's rows, not the program's own code */
+            serial += rows[i].wall_ns - rows[i].par_ns;
+            wait += rows[i].wait_ns;
+            jobs += (double)rows[i].jobs;
+            par_jobs += (double)rows[i].par_jobs;
+        }
+    /* the part a larger machine cannot shorten, and how often the pool hands work over */
+    fprintf(f, "on one thread (ops and regions): %.3f ms%s (%.1f%%); pool jobs %.0f (%.0f split), waited %.3f ms\n",
+            serial * 1e-6 / per, steps > 0 ? " per step" : "", total > 0 ? 100 * serial / total : 0, jobs / per,
+            par_jobs / per, wait * 1e-6 / per);
     fprintf(f,
             "| op | direction | calls%s | ms%s | share | us/call | of which 1 thread | threads busy | pool wait "
             "| GFLOP/s | GB/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
