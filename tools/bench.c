@@ -62,7 +62,7 @@
 
 enum { MAX_STEPS = 100000, MAX_ROUNDS = 9 };
 /* gpt2's activation memory per token of a sample (gpt2_bytes). */
-#define GPT2_SAMPLE_BYTES_PER_TOKEN 2.0e6
+#define GPT2_SAMPLE_BYTES_PER_TOKEN 1.7e6
 static bool g_profile; /* --profile */
 
 /* ---- clocks, statistics, memory -------------------------------------------- */

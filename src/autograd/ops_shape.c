@@ -262,7 +262,7 @@ typedef struct {
  * thread would: the same bits at any split. A bucket by id modulo, not by
  * range, keeps the pieces even when the ids in use are few and close
  * (bytes of text in a 50257-token table). Pieces: 16 x d / 64. */
-#define GATHER_BUCKETS 16
+#define GATHER_BUCKETS 16 /* a power of 2 */
 #define GATHER_COLS    64
 typedef struct {
     const int *ids;
@@ -278,7 +278,7 @@ static void gather_backward_pieces(void *ctx, int64_t b, int64_t e, int tid) {
         int bucket = (int)(p / c->cblocks);
         int64_t k0 = p % c->cblocks * GATHER_COLS, w = c->d - k0 < GATHER_COLS ? c->d - k0 : GATHER_COLS;
         for (int64_t j = 0; j < c->count; j++) {
-            if (c->ids[j] % GATHER_BUCKETS != bucket) continue;
+            if ((c->ids[j] & (GATHER_BUCKETS - 1)) != bucket) continue; /* ids >= 0: the forward checked */
             tg_real *dst = c->table + (int64_t)c->ids[j] * c->d + k0;
             const tg_real *src = c->g + j * c->d + k0;
 #pragma omp simd
