@@ -161,6 +161,7 @@ static void wake_waiters(void) {
 static _Thread_local int t_id;      /* 0 for the caller and outside jobs */
 static _Thread_local int t_nth = 1; /* threads of the job this thread runs */
 static _Thread_local bool t_in_job;
+static _Thread_local bool t_serial; /* inside run_serial (the profile's job count) */
 
 int tg_thread_id(void) { return t_id; }
 bool tg_in_parallel(void) { return t_in_job; }
@@ -364,14 +365,18 @@ static int claim_share(uint64_t gen) {
 
 /* The job run on the calling thread alone (not parallel, or nested). */
 static void run_serial(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_t n) {
-    if (TG_PROF_ON() && !t_in_job && tg__prof_owner()) tg__prof_job(1, 0, 0, 0);
+    /* the profile counts the outermost job only, as a parallel job's nested calls */
+    if (TG_PROF_ON() && !t_in_job && !t_serial && tg__prof_owner()) tg__prof_job(1, 0, 0, 0);
     int outer = t_nth;
+    bool outer_serial = t_serial;
     t_nth = 1;
+    t_serial = true;
     if (kind == TEAM)
         team(ctx, t_id, 1);
     else if (n > 0)
         fn(ctx, 0, n, t_id);
     t_nth = outer;
+    t_serial = outer_serial;
 }
 
 static void *worker_main(void *arg) {
