@@ -317,6 +317,7 @@ bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize $(BUILD)/bin/ins
 	$(if $(filter 1,$(NO_DEPS)),,sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone")
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md
 	sh tools/bench_threads.sh $(BUILD) 7 >> BENCHMARKS.md
+	sh bench/profile_bench.sh $(BUILD) >> BENCHMARKS.md
 	{ echo; /usr/bin/python3 bench/gpt_interop.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/gpt_interop.py failed (or PyTorch is missing)"
 	{ echo; /usr/bin/python3 bench/lm_torch_ref.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/lm_torch_ref.py failed (or PyTorch is missing)"
 	{ echo; /usr/bin/python3 bench/bf16_roundtrip.py --build $(BUILD); } >> BENCHMARKS.md || echo "bench: bench/bf16_roundtrip.py failed (or PyTorch is missing)"

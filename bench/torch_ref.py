@@ -12,6 +12,9 @@ Workloads (the same as tools/bench.c):
              batch 16. Byte windows of --text at the starts tools/bench.c uses
              (gpt_batch), AdamW lr 3e-4, betas (0.9, 0.95), weight decay 0.1 on
              matrices, no dropout. --init FILE starts from tgrad's weights.
+  gpt2       the same GPT at GPT-2 small's size: V 50257, T 1024, 12 layers,
+             12 heads, d 768, B 1 (--batch, --seq: B and T, as bench's).
+             nanoGPT's eager attention keeps B h T^2 floats per layer.
   attn-T     one multi-head self-attention layer (d 64, 4 heads, batch 1,
              dropout 0.1) on a [1, T, 64] input: forward and backward of sum(out).
   gemm-n     C = A B, n x n float32 (torch.mm with out=).
@@ -314,6 +317,9 @@ except ImportError:
 GPTS = {
     "gpt-mini": dict(V=256, T=64, B=32, L=2, heads=4, d=128),
     "gpt-small": dict(V=256, T=128, B=16, L=4, heads=8, d=256),
+    # GPT-2 small's shape; B (and T) from --batch and --seq, as tools/bench.c
+    # (which chooses B for memory when not given: run it first and pass its B)
+    "gpt2": dict(V=50257, T=1024, B=1, L=12, heads=12, d=768),
 }
 
 
@@ -392,6 +398,8 @@ def default_steps(kind, size):
         s, w = 30, 5
     if kind == "gpt-small":
         s, w = 20, 3
+    if kind == "gpt2":
+        s, w = 2, 1
     if kind == "attn" and size <= 1024:
         s, w = 20, 3
     if kind == "attn" and size >= 4096:
@@ -487,7 +495,7 @@ def run(workload, variant, steps, warmup, text=None, init=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workload", required=True, help="toy, mid, attn-T or gemm-n")
+    ap.add_argument("--workload", required=True, help="toy, mid, gpt-mini, gpt-small, gpt2, attn-T or gemm-n")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--variant", choices=["d2l", "nn", "both", "nanogpt"], default="both",
                     help="attention implementation (ignored for gemm; the gpt workloads have one, nanogpt)")
@@ -495,6 +503,8 @@ def main():
     ap.add_argument("--init", default=None, help="gpt workloads: initial weights (a tgrad safetensors file)")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                     help="bf16: gpt workloads under torch.autocast(cpu, bfloat16), gemm on bf16 tensors")
+    ap.add_argument("--batch", type=int, default=0, help="gpt2: the batch B (0: 1)")
+    ap.add_argument("--seq", type=int, default=0, help="gpt2: the sequence length T (0: 1024)")
     ap.add_argument("--steps", type=int, default=0, help="timed steps (0: the workload's default)")
     ap.add_argument("--warmup", type=int, default=-1, help="warm-up steps (-1: the workload's default)")
     a = ap.parse_args()
@@ -505,6 +515,12 @@ def main():
         ap.error("--precision bf16 is measured for the gpt and gemm workloads only")
     if not (w in MODELS or w in GPTS or (w.startswith(("attn-", "gemm-")) and w[5:].isdigit() and int(w[5:]) > 0)):
         ap.error(f"unknown workload '{w}'")
+    if (a.batch or a.seq) and w != "gpt2":
+        ap.error("--batch and --seq are for --workload gpt2")
+    if a.batch:
+        GPTS["gpt2"]["B"] = a.batch
+    if a.seq:
+        GPTS["gpt2"]["T"] = a.seq
     torch.set_num_threads(a.threads)
     if w in GPTS:
         variants = ["nanogpt"]
@@ -519,6 +535,9 @@ def main():
         med = statistics.median(times)
         print(f"variant={v} median_ms={med:.4f} min_ms={min(times):.4f} max_ms={max(times):.4f} "
               f"steps={len(times)}")
+        if w in GPTS:
+            print(f"tokens_per_step={GPTS[w]['B'] * GPTS[w]['T']} "
+                  f"tokens_per_s={GPTS[w]['B'] * GPTS[w]['T'] / (med * 1e-3):.1f}")
         if best is None or med < best[1]:
             best = (v, med, min(times), max(times))
     print(f"blas={blas_library()}")

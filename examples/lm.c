@@ -38,6 +38,7 @@ static const char *const SYNOPSIS = "[options]  |  --resume DIR [options]  |  --
 
 /* The defaults train for about 40 s on 2 shared cores; measured on the
  * fortunes, at this budget more tokens beat more depth (BENCHMARKS.md). */
+static bool g_profile; /* --profile: tg_run_close writes the table (src/tensor/profile.h) */
 static int lm_options(options *o, cli_opt *opts) {
     *o = (options){.steps = 1200, .batch = 32, .block = 64, .layers = 2, .heads = 4, .dim = 128, .warmup = 50};
     o->accum = 1, o->eval_every = 100, o->eval_batches = 8, o->seed = 1, o->tokens = 300, o->top_k = 40, o->lr = 2e-3;
@@ -84,6 +85,8 @@ static int lm_options(options *o, cli_opt *opts) {
         {"temperature", CLI_REAL, &o->temperature, "sampling temperature (0: greedy)", 0, 100},
         {"top-k", CLI_INT, &o->top_k, "sample among the k likeliest bytes (0: all)", 0, 65536},
         {"logits", CLI_STR, &o->logits, "with --load: write the logits of the prompt, [1, n, V], to this .npy", 0, 0},
+        {"profile", CLI_FLAG, &g_profile, "write the profiler's table of the steps into the run folder (profile.txt)",
+         0, 0},
         {"ddp", CLI_FLAG, &o->ddp, "data-parallel under mpirun -np N (make MPI=1); --batch is the global batch", 0, 0},
     };
     int n = (int)(sizeof table / sizeof table[0]);
@@ -335,6 +338,7 @@ int main(int argc, char **argv) {
     if (o->threads > 0 && tg_set_num_threads(o->threads) < o->threads)
         fprintf(stderr, "lm: --threads %d capped at the CPUs available\n", o->threads);
     if (o->load) return sample_mode(o);
+    if (g_profile) tg_profile_begin();
     if (o->decay_steps == 0) o->decay_steps = o->steps;
     if (o->warmup > o->decay_steps) o->warmup = o->decay_steps; /* a run shorter than its warm-up warms up over all */
     if (!o->resume && !o->init_from && lm_tok_open(&r.tok, o->tokenizer) != 0) {

@@ -10,6 +10,7 @@
 #define TGRAD_H
 #include "tensor/tensor.h"
 #include "tensor/number.h"
+#include "tensor/profile.h"
 #include "autograd/autograd.h"
 #include "tensor/params.h"
 #include "nn/nn.h"

@@ -225,6 +225,17 @@ Test(examples, bench_gpt_writes_init_and_losses, .timeout = 120) {
     cr_expect(strstr(out, "missing.txt") != NULL, "%s", out);
 }
 
+/* bench --profile: the profiler's table of the timed steps (src/tensor/profile.h);
+ * --profile without a workload, and gpt2's --batch elsewhere, are usage errors. */
+Test(examples, bench_profile_prints_the_table, .timeout = 120) {
+    cr_assert_eq(run("bench", "--workload toy --steps 2 --warmup 1 --profile"), 0, "%s", out);
+    cr_expect(strstr(out, "| affine | backward | 9 |") != NULL, "%s", out);
+    cr_expect(strstr(out, "| step | optimizer | 1 |") != NULL, "%s", out);
+    cr_expect(strstr(out, "on one thread (ops and regions):") != NULL, "%s", out);
+    cr_expect_eq(run("bench", "--profile"), 2, "%s", out);
+    cr_expect_eq(run("bench", "--workload toy --batch 2"), 2, "%s", out);
+}
+
 /* bench --precision (bf16 is refused by the double build, where the suite
  * runs) and inspect --convert (a checkpoint rewritten as BF16, read back). */
 Test(examples, bench_precision_and_inspect_convert, .timeout = 120) {

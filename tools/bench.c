@@ -17,11 +17,21 @@
  *              One step = zero_grad + forward + loss + backward + AdamW.
  *              --save-init FILE writes the initial weights (nanoGPT names) and
  *              --losses FILE every step's loss, for bench/gpt_interop.py.
+ *   gpt2       the same GPT at GPT-2 small's size: V 50257 (GPT-2's tokens;
+ *              the byte windows use ids < 256, which changes no cost), T 1024,
+ *              12 layers, 12 heads, d 768, batch chosen for memory (the
+ *              largest of 8, 4, 2, 1 whose estimate fits half the memory
+ *              available; --batch, --seq override B and T). Reports tokens/s
+ *              and peak RSS; 2 timed steps by default (one step is tens of
+ *              seconds on 2 cores). Not in the full comparison: run it alone,
+ *              with bench/torch_ref.py --workload gpt2 beside it.
  *   attn-T     one multi-head self-attention layer (d 64, 4 heads, batch 1,
  *              dropout 0.1) on a [1, T, 64] input: forward and backward of
  *              the sum of its output; also the arena memory one step adds.
  *   gemm-n     C = A B for n x n floats, in GFLOP/s and as a fraction of the
  *              core's single-precision FMA peak, measured here.
+ * --profile (with --workload): the library's profiler (src/tensor/profile.h)
+ * over the timed steps, its table printed before the key=value lines.
  * Times are the median (with min and max) of >= 10 timed steps after warm-up;
  * the full comparison runs tgrad and PyTorch alternately in 3 rounds
  * (--rounds; a slow workload's steps shared among them, at least 5 each),
@@ -51,6 +61,9 @@
 #include "tgrad.h"
 
 enum { MAX_STEPS = 100000, MAX_ROUNDS = 9 };
+/* gpt2's activation memory per token of a sample (gpt2_bytes). */
+#define GPT2_SAMPLE_BYTES_PER_TOKEN 1.7e6
+static bool g_profile; /* --profile */
 
 /* ---- clocks, statistics, memory -------------------------------------------- */
 
@@ -160,7 +173,10 @@ static int time_workload(const workload *w, int steps, int warmup, timing *out) 
     double *ms = malloc(sizeof(double) * (size_t)steps);
     if (!ms) return -1;
     for (int i = 0; i < warmup + steps; i++) {
+        if (g_profile && i == warmup) tg_profile_begin(); /* the timed steps only */
+        tg_profile_region_begin(TG_PROF_DATA, "bench batch");
         if (w->prepare) w->prepare(w->ctx);
+        tg_profile_region_end();
         size_t before = tg_memory().arena_in_use;
         double t0 = now();
         int rc = w->step(w->ctx);
@@ -171,6 +187,10 @@ static int time_workload(const workload *w, int steps, int warmup, timing *out) 
         }
         if (i == 0) out->arena_mb = (double)(tg_memory().arena_peak - before) / (1024.0 * 1024.0);
         if (i >= warmup) ms[i - warmup] = 1e3 * t;
+    }
+    if (g_profile) {
+        tg_profile_end();
+        tg_profile_print(stdout, steps);
     }
     out->steps = steps;
     out->gflop = w->gflop;
@@ -282,6 +302,35 @@ typedef struct {
 } gpt_shape;
 static const gpt_shape GPT_MINI = {256, 64, 32, 2, 4, 128};
 static const gpt_shape GPT_SMALL = {256, 128, 16, 4, 8, 256};
+static const gpt_shape GPT2 = {50257, 1024, 0, 12, 12, 768}; /* B: gpt2_batch */
+static int g_batch, g_seq;                                   /* --batch, --seq: gpt2's B and T (0: chosen) */
+
+/* Bytes of one gpt2 step besides the model: per sample, measured arena of
+ * one step at T 1024 (BENCHMARKS.md), linear in T (the fused attention
+ * keeps O(T) per head); the model's parameters, gradients and AdamW's two
+ * moments are 16 bytes a parameter. */
+static double gpt2_bytes(int B, int T) {
+    double P = 12 * 12.0 * 768 * 768 + (50257.0 + T) * 768;
+    return 16 * P + B * GPT2_SAMPLE_BYTES_PER_TOKEN * T;
+}
+
+static double mem_available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb > 0 ? kb * 1024 : 4.0 * (1 << 30); /* unknown: assume 4 GiB */
+}
+
+/* The largest of 8, 4, 2, 1 whose step fits half the memory available. */
+static int gpt2_batch(int T) {
+    double half = 0.5 * mem_available_bytes();
+    for (int B = 8; B > 1; B /= 2)
+        if (gpt2_bytes(B, T) <= half) return B;
+    return 1;
+}
 
 typedef struct {
     gpt_shape s;
@@ -431,7 +480,7 @@ static int gemm_step(void *ctx) {
 static const char *parse_workload(const char *name, int *size) {
     *size = 0;
     if (strcmp(name, "toy") == 0 || strcmp(name, "mid") == 0 || strcmp(name, "gpt-mini") == 0 ||
-        strcmp(name, "gpt-small") == 0)
+        strcmp(name, "gpt-small") == 0 || strcmp(name, "gpt2") == 0)
         return name;
     const char *kinds[] = {"attn", "gemm"};
     for (int k = 0; k < 2; k++) {
@@ -453,6 +502,7 @@ static void default_steps(const char *kind, int size, int *steps, int *warmup) {
     if (strcmp(kind, "toy") == 0) s = 50, w = 10;
     if (strcmp(kind, "gpt-mini") == 0) s = 30, w = 5;
     if (strcmp(kind, "gpt-small") == 0) s = 20, w = 3;
+    if (strcmp(kind, "gpt2") == 0) s = 2, w = 1;
     if (strcmp(kind, "attn") == 0 && size <= 1024) s = 20, w = 3;
     if (strcmp(kind, "attn") == 0 && size >= 4096) w = 1;
     if (strcmp(kind, "gemm") == 0) s = size <= 512 ? 50 : 10, w = size <= 512 ? 5 : 1;
@@ -482,10 +532,18 @@ static int run_workload(const char *name, int threads, int steps, int warmup) {
     double rss0 = rss_now_mb(), peak = NAN;
     timing t = {0};
     int rc;
-    if (strncmp(kind, "gpt-", 4) == 0) {
+    double tokens = 0; /* per step, gpt workloads */
+    if (strncmp(kind, "gpt", 3) == 0) {
         gpt_bench g;
         workload w = {&g, gpt_prepare, gpt_step, 0};
-        gpt_shape s = strcmp(kind, "gpt-mini") == 0 ? GPT_MINI : GPT_SMALL;
+        gpt_shape s = strcmp(kind, "gpt-mini") == 0 ? GPT_MINI : strcmp(kind, "gpt-small") == 0 ? GPT_SMALL : GPT2;
+        if (strcmp(kind, "gpt2") == 0) {
+            if (g_seq) s.T = g_seq;
+            s.B = g_batch ? g_batch : gpt2_batch(s.T);
+            printf("gpt2: B %d, T %d (estimated %.1f GB; %.1f GB available)\n", s.B, s.T, gpt2_bytes(s.B, s.T) * 1e-9,
+                   mem_available_bytes() * 1e-9);
+        }
+        tokens = (double)s.B * s.T;
         w.gflop = gpt_gflop(s);
         if (g_bf16) bf16_engine_peak(); /* prints the engine */
         rc = gpt_new(&g, s) == 0 ? time_workload(&w, steps, warmup, &t) : -1;
@@ -524,6 +582,7 @@ static int run_workload(const char *name, int threads, int steps, int warmup) {
         printf("peak_gflops_per_core=%.2f peak_fraction=%.4f peak256=%.2f peak512=%.2f peak_bf16=%.2f\n", peak,
                gflops / (threads * peak), g_peak256, g_peak512, g_peak_bf16);
     printf("arena_step_mb=%.2f rss_peak_mb=%.1f rss_added_mb=%.1f\n", t.arena_mb, rss_peak_mb(), rss_peak_mb() - rss0);
+    if (tokens > 0) printf("tokens_per_step=%.0f tokens_per_s=%.1f\n", tokens, tokens / (t.med * 1e-3));
     printf("ms_per_step=%.4f\n", t.med);
     tg_release_all();
     return 0;
@@ -1058,8 +1117,11 @@ int main(int argc, char **argv) {
                   .torch = true,
                   .rounds = 3};
     cli_opt opts[] = {
-        {"workload", CLI_STR, &name, "run one workload (toy, mid, gpt-mini, gpt-small, attn-T, gemm-n), tgrad only", 0,
-         0},
+        {"workload", CLI_STR, &name,
+         "run one workload (toy, mid, gpt-mini, gpt-small, gpt2, attn-T, gemm-n), tgrad only", 0, 0},
+        {"profile", CLI_FLAG, &g_profile, "with --workload: print the profiler's table of the timed steps", 0, 0},
+        {"batch", CLI_INT, &g_batch, "gpt2: the batch (0: the largest of 8, 4, 2, 1 that fits memory)", 0, 64},
+        {"seq", CLI_INT, &g_seq, "gpt2: the sequence length T (0: 1024)", 0, 16384},
         {"threads", CLI_INT, &threads, "threads for --workload", 1, 1024},
         {"precision", CLI_STR, &precision, "products for --workload: fp32, or bf16 (bfloat16, float sums)", 0, 0},
         {"steps", CLI_INT, &steps, "timed steps (0: the workload's default, >= 10)", 0, MAX_STEPS},
@@ -1105,6 +1167,10 @@ int main(int argc, char **argv) {
     }
     /* The full comparison's flags mean nothing to one workload or the
      * determinism check: refused rather than ignored. */
+    if (!name && cli_given(opts, nopt, "profile"))
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--profile needs --workload");
+    if ((!name || strcmp(name, "gpt2") != 0) && (cli_given(opts, nopt, "batch") || cli_given(opts, nopt, "seq")))
+        return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--batch and --seq are for --workload gpt2");
     static const char *const comparison[] = {"markdown", "only", "no-torch", "python", "torch-script"};
     for (size_t k = 0; (name || determinism) && k < sizeof comparison / sizeof *comparison; k++)
         if (cli_given(opts, nopt, comparison[k]))

@@ -78,6 +78,18 @@ static tg_tensor *affine_output(const char *op, const tg_tensor *x, const tg_ten
     return tg_empty_arena(x->ndim, shape);
 }
 
+/* b copied to rows [r0, r1) of h: rows split over threads (a copy; any split gives the same bits). */
+typedef struct {
+    const tg_real *b;
+    tg_real *h;
+    int out;
+} bias_rows_ctx;
+static void bias_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
+    const bias_rows_ctx *c = ctx;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) memcpy(c->h + r * c->out, c->b, sizeof(tg_real) * (size_t)c->out);
+}
+
 /* h = x W^T + b into h: b copied to every row, then the GEMM with beta = 1
  * (beta = 0 without a bias), with the epilogue ep (NULL: none). x's rows
  * are h's (N = size / out): with in = 0 the GEMM only sets h to b or 0. */
@@ -85,7 +97,7 @@ static void affine_product(const tg_tensor *x, const tg_tensor *w, const tg_tens
                            const tg_gemm_epilogue *ep) {
     int in = w->shape[1], out = w->shape[0];
     int64_t N = out ? h->size / out : 0;
-    for (int64_t r = 0; b && r < N; r++) memcpy(h->data + r * out, b->data, sizeof(tg_real) * (size_t)out);
+    if (b) tg_parallel_for_ns(N, (double)h->size * TG_NS_STREAM, bias_rows, &(bias_rows_ctx){b->data, h->data, out});
     if (N > 0)
         TG_GEMM_EP(tg_prec_bf16(), false, true, (int)N, out, in, 1, x->data, in, w->data, in, b ? 1 : 0, h->data, out,
                    ep);

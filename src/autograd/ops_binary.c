@@ -23,6 +23,27 @@ static tg_tensor *binary(const tg_op *op, tg_binary_kind kind, tg_tensor *a, tg_
     return y;
 }
 
+/* dst = s src over ranges split among threads (a copy when s is 1; each
+ * element one product: any split gives the same bits). A residual add's
+ * gradient copy was a memcpy of [B, T, d] on one thread. */
+typedef struct {
+    tg_real *dst;
+    const tg_real *src;
+    tg_real s;
+} scale_ctx;
+static void scale_range(void *ctx, int64_t b, int64_t e, int tid) {
+    const scale_ctx *c = ctx;
+    (void)tid;
+    if (c->s == 1) {
+        if (c->dst != c->src) memcpy(c->dst + b, c->src + b, sizeof(tg_real) * (size_t)(e - b));
+        return;
+    }
+    for (int64_t i = b; i < e; i++) c->dst[i] = c->s * c->src[i];
+}
+static void scale_into(tg_real *dst, const tg_real *src, tg_real s, int64_t n) {
+    tg_parallel_for_ns(n, (double)n * TG_NS_STREAM, scale_range, &(scale_ctx){dst, src, s});
+}
+
 /* grad(x) += sum_to(g * factor) where factor is (tensor f, scaled by s), or
  * just s * g when f is NULL. When x has g's shape and this pass has not
  * touched grad(x) yet, the product is written straight into it. */
@@ -36,14 +57,14 @@ static void accumulate(tg_tensor *x, const tg_tensor *g, const tg_tensor *f, tg_
         if (!direct) t = tg_empty_arena(g->ndim, g->shape);
         tg_k_binary(k, g, f, t);
     } else if (direct) {
-        memcpy(t->data, g->data, sizeof(tg_real) * (size_t)g->size);
+        scale_into(t->data, g->data, 1, g->size);
     }
     if (s != 1) {
         if (t == g) {
             t = tg_empty_arena(g->ndim, g->shape);
-            for (int64_t i = 0; i < t->size; i++) t->data[i] = s * g->data[i];
+            scale_into(t->data, g->data, s, t->size);
         } else {
-            for (int64_t i = 0; i < t->size; i++) t->data[i] *= s;
+            scale_into(t->data, t->data, s, t->size);
         }
     }
     if (!direct) tg_k_sum_to(t, gx, !fresh);

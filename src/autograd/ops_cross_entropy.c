@@ -22,22 +22,26 @@ typedef struct {
 /* dx_j = scale (softmax(x)_j - [j = target]), softmax from the saved lse */
 static void backward_row(const tg_rows_ctx *c, int64_t r) {
     const cross_entropy_state *s = c->state;
-    if (s->target[r] < 0) return;
     const int64_t V = c->n;
     tg_real *dr = c->gx->data + r * V;
+    /* a fresh gradient (tg_grad_begin) is zeroed here, row by row on the
+     * row's thread, not by one memset of [N, V] on one thread */
+    if (c->fresh) memset(dr, 0, sizeof(tg_real) * (size_t)V);
+    if (s->target[r] < 0) return;
     tg_k_add_scaled_exp(dr, c->x->data + r * V, V, s->lse[r], c->scale);
     dr[s->target[r]] -= c->scale;
 }
 
 static void cross_entropy_backward(tg_node *n) {
-    tg_tensor *gx = tg_grad_of(n->in[0]);
     const cross_entropy_state *s = n->state;
+    bool fresh;
+    tg_tensor *gx = s->counted == 0 ? tg_grad_of(n->in[0]) : tg_grad_begin(n->in[0], &fresh);
     if (!gx || s->counted == 0) return;
     const tg_tensor *x = n->in[0];
     int64_t V = x->shape[x->ndim - 1], N = x->size / V;
     tg_real scale = n->out->grad->data[0] / (tg_real)s->divisor;
     tg_parallel_rows_ns(N, (double)x->size * TG_NS_ROW_EXP, backward_row,
-                        &(tg_rows_ctx){.x = x, .gx = gx, .state = s, .scale = scale, .n = V});
+                        &(tg_rows_ctx){.x = x, .gx = gx, .state = s, .scale = scale, .n = V, .fresh = fresh});
 }
 const tg_op tg_op_cross_entropy = {"cross_entropy", cross_entropy_backward};
 

@@ -8,6 +8,7 @@
  * Scopes save and restore the list head (tensor/memory.c), so nodes a scope
  * has released are never visited again. */
 #include "op.h"
+#include "../tensor/profile_internal.h"
 #include "../tensor/tensor_internal.h"
 
 #include <stdlib.h>
@@ -82,6 +83,7 @@ static bool alive(const tg_tensor *t) {
 }
 
 bool tg_any_null(const char *op, int n, const tg_tensor *const *in) {
+    if (TG_PROF_ON()) tg__prof_op_start(); /* every op's first call: its time starts here */
     for (int i = 0; i < n; i++) {
         if (!in[i]) {
             tg_error_null(op);
@@ -103,6 +105,37 @@ static void shapes_of(char *buf, size_t cap, const tg_tensor *out, int n_in, tg_
         k += snprintf(buf + k, cap - (size_t)k, " %s", tg_tshape(s, in[i]));
 }
 
+/* The profiler's estimate of an op's work (profile.h): a product
+ * 2 M N K (matmul, the affine family: K the inner size, from the first
+ * input's last dimension), fused attention 4 B Q K (h d) (its two products,
+ * the causal half not subtracted), anything else one flop per output
+ * element; bytes: the inputs read and the output written once. A backward
+ * is counted twice that (two products per product; reading the output's
+ * gradient and writing the inputs'), attention's 2.5 times (it also
+ * recomputes the scores). */
+static void op_cost(const tg_op *op, const tg_tensor *out, int n_in, tg_tensor *const *in, bool backward, double *flops,
+                    double *bytes) {
+    double b = (double)out->size, f = (double)out->size, mult = backward ? 2 : 1;
+    for (int i = 0; i < n_in; i++) b += (double)in[i]->size;
+    const char *name = op->name;
+    if (n_in >= 2 && (strcmp(name, "matmul") == 0 || strncmp(name, "affine", 6) == 0))
+        f = 2 * (double)out->size * (double)in[0]->shape[in[0]->ndim - 1];
+    else if (strcmp(name, "attention") == 0 && out->ndim >= 2) {
+        /* keys: k's rows, or the packed qkv's own rows (one input) */
+        int keys = n_in >= 2 && in[1]->ndim >= 2 ? in[1]->shape[1] : out->shape[1];
+        f = 4 * (double)out->size * keys;
+        if (backward) mult = 2.5;
+    }
+    *flops = f * mult;
+    *bytes = b * (double)sizeof(tg_real) * (backward ? 2 : 1);
+}
+
+static void prof_op_end(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in, bool backward) {
+    double f = 0, b = 0;
+    if (out) op_cost(op, out, n_in, in, backward, &f, &b);
+    tg__prof_op_end(op->name, backward ? TG_PROF_BACKWARD : TG_PROF_FORWARD, f, b);
+}
+
 bool tg_node_will_record(int n_in, tg_tensor *const *in) {
     bool any = false;
     for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
@@ -110,6 +143,7 @@ bool tg_node_will_record(int n_in, tg_tensor *const *in) {
 }
 
 tg_node *tg_node_record(const tg_op *op, tg_tensor *out, int n_in, tg_tensor *const *in) {
+    if (TG_PROF_ON()) prof_op_end(op, out, n_in, in, false); /* the forward is done: its time ends here */
     if (g_anomaly && out && !g_anomaly_forward[0] && !all_finite(out)) {
         char sh[160];
         shapes_of(sh, sizeof sh, out, n_in, in);
@@ -148,20 +182,31 @@ void *tg_node_state(tg_node *n, size_t bytes) {
     return s;
 }
 
+/* A gradient's zeros, split over threads by ranges (a fill: any split
+ * gives the same bits). The fused attention's gradient of the packed qkv
+ * [B, T, 3 h d] was a memset of megabytes on one thread before its tasks. */
+static void zero_range(void *ctx, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    memset((tg_real *)ctx + b, 0, (size_t)(e - b) * sizeof(tg_real));
+}
+static void zero_fill(tg_tensor *g) {
+    tg_parallel_for_ns(g->size, (double)g->size * TG_NS_STREAM, zero_range, g->data);
+}
+
 tg_tensor *tg_grad_of(tg_tensor *t) {
     if (!t || !t->requires_grad) return NULL;
     bool leaf = t->node == NULL;
     if (!t->grad) {
         t->grad = t->persistent ? tg_empty_persistent(t->ndim, t->shape) : tg_empty_arena(t->ndim, t->shape);
         if (!t->grad) return NULL;
-        memset(t->grad->data, 0, (size_t)t->size * sizeof(tg_real));
+        zero_fill(t->grad);
         t->grad_epoch = g_epoch;
     } else if (!leaf && t->grad_epoch != g_epoch) {
         /* A non-leaf's gradient belongs to one backward pass: start from 0,
          * in a buffer of its own if the last pass shared one (tg_grad_share). */
         if (!t->grad->owns_data) t->grad = tg_empty_arena(t->ndim, t->shape);
         if (!t->grad) return NULL;
-        memset(t->grad->data, 0, (size_t)t->size * sizeof(tg_real));
+        zero_fill(t->grad);
         t->grad_epoch = g_epoch;
     }
     return t->grad;
@@ -204,7 +249,7 @@ bool tg_grad_share(tg_tensor *t, const tg_tensor *g) {
 }
 
 void tg_zero_grad(tg_tensor *t) {
-    if (t && t->grad) memset(t->grad->data, 0, (size_t)t->size * sizeof(tg_real));
+    if (t && t->grad) zero_fill(t->grad); /* GPT-2's token table: 154 MB */
 }
 
 /* The gradient-ready hook (tg_set_grad_ready_hook): the leaves, a hash from
@@ -278,7 +323,13 @@ static void hook_used(const tg_tensor *t) {
 
 /* Backward of node n, then in anomaly mode a check of what it produced. */
 static int run_backward(tg_node *n) {
-    n->op->backward(n);
+    if (TG_PROF_ON()) {
+        tg__prof_op_start();
+        n->op->backward(n);
+        prof_op_end(n->op, n->out, n->n_in, n->in, true);
+    } else {
+        n->op->backward(n);
+    }
     if (!g_anomaly) return 0;
     for (int i = 0; i < n->n_in; i++) {
         const tg_tensor *g = n->in[i]->grad;
@@ -293,7 +344,7 @@ static int run_backward(tg_node *n) {
     return 0;
 }
 
-static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
+static int backward_walk(tg_tensor *out, const tg_tensor *seed, bool retain) {
     char b1[64], b2[64];
     if (!out || !seed) {
         tg_error_null("backward");
@@ -363,6 +414,15 @@ static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
         }
     }
     tg_set_grad_enabled(prev);
+    return rc;
+}
+
+/* The walk's own time (marking, seeding) is the profile's "backward walk"
+ * row; each node's rule is its op's backward row. */
+static int backward(tg_tensor *out, const tg_tensor *seed, bool retain) {
+    tg_profile_region_begin(TG_PROF_BACKWARD, "backward walk");
+    int rc = backward_walk(out, seed, retain);
+    tg_profile_region_end();
     return rc;
 }
 

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../tensor/profile.h"
 #include "../tensor/tensor_internal.h"
 #include "safetensors.h"
 
@@ -18,7 +19,17 @@ int tg_checkpoint_save(const char *path, const tg_params *params, const char *me
     return tg_checkpoint_save_dtype(path, params, metadata_json, NULL);
 }
 
+static int save_dtype(const char *path, const tg_params *params, const char *metadata_json, const char *dtype);
+
+/* A save or a load is one row of the profile (profile.h): "save" and "load". */
 int tg_checkpoint_save_dtype(const char *path, const tg_params *params, const char *metadata_json, const char *dtype) {
+    tg_profile_region_begin(TG_PROF_CHECKPOINT, "save");
+    int rc = save_dtype(path, params, metadata_json, dtype);
+    tg_profile_region_end();
+    return rc;
+}
+
+static int save_dtype(const char *path, const tg_params *params, const char *metadata_json, const char *dtype) {
     /* The load refuses a NaN or infinite value, so a file holding one could
      * never be read back: refused before any file is made, so that a run
      * whose last step diverged keeps its previous good checkpoint. */
@@ -54,7 +65,9 @@ int tg_checkpoint_load(const char *path, const tg_params *params) {
         tg__error_rename("safetensors_open", "checkpoint_load", path); /* under this function's name */
         return -1;
     }
+    tg_profile_region_begin(TG_PROF_CHECKPOINT, "load");
     int rc = tg_checkpoint_load_from(&st, path, params);
+    tg_profile_region_end();
     tg_safetensors_close(&st);
     return rc;
 }

@@ -242,22 +242,95 @@ void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg
     tg_parallel_for_ns(rows, (double)n * TG_NS_STREAM, binary_rows, &c);
 }
 
+/* ---- the reduction of a broadcast gradient (tg_k_sum_to) ---------------------
+ * Bias gradients and the like: dst_j += sum_r src[r, j] over R rows of D.
+ * Split into pieces of SUM_ROWS rows by SUM_COLS columns (a column block is
+ * whole cache lines, so two threads never write one line); each row chunk
+ * sums its rows in order into its own scratch row, then each column adds
+ * the chunks' sums in chunk order. The pieces depend on the shape only, so
+ * the bits are the same at any thread count; R / SUM_ROWS x D / SUM_COLS
+ * pieces: 16 x 2 for a GPT bias of d 128 over 2048 rows, where the one
+ * loop it replaces ran on one thread. A single chunk (R <= SUM_ROWS) sums
+ * straight into dst. */
+#define SUM_ROWS 128
+#define SUM_COLS 64
+typedef struct {
+    const tg_real *src;
+    tg_real *dst, *part;                /* part: [chunks, D] */
+    int64_t R, D, chunks, cblocks, per; /* per: rows a chunk */
+} sum_rows_ctx;
+
+/* Pieces [b, e): piece p is row chunk p / cblocks, column block p % cblocks. */
+static void sum_rows_pieces(void *ctx, int64_t b, int64_t e, int tid) {
+    const sum_rows_ctx *c = ctx;
+    (void)tid;
+    for (int64_t p = b; p < e; p++) {
+        int64_t k = p / c->cblocks, j0 = p % c->cblocks * SUM_COLS;
+        int64_t r0 = k * c->per, r1 = r0 + c->per < c->R ? r0 + c->per : c->R;
+        int64_t w = c->D - j0 < SUM_COLS ? c->D - j0 : SUM_COLS;
+        tg_real *out = c->part ? c->part + k * c->D + j0 : c->dst + j0;
+        if (c->part) memset(out, 0, sizeof(tg_real) * (size_t)w);
+        for (int64_t r = r0; r < r1; r++) {
+            const tg_real *row = c->src + r * c->D + j0;
+#pragma omp simd
+            for (int64_t j = 0; j < w; j++) out[j] += row[j];
+        }
+    }
+}
+
+/* Column blocks [b, e) of dst: the chunks' sums, in chunk order. */
+static void sum_rows_combine(void *ctx, int64_t b, int64_t e, int tid) {
+    const sum_rows_ctx *c = ctx;
+    (void)tid;
+    int64_t j0 = b * SUM_COLS, j1 = e * SUM_COLS < c->D ? e * SUM_COLS : c->D;
+    for (int64_t k = 0; k < c->chunks; k++) {
+        const tg_real *row = c->part + k * c->D;
+#pragma omp simd
+        for (int64_t j = j0; j < j1; j++) c->dst[j] += row[j];
+    }
+}
+
+static void sum_rows(const tg_real *src, tg_real *dst, int64_t R, int64_t D) {
+    sum_rows_ctx c = {.src = src, .dst = dst, .R = R, .D = D};
+    c.chunks = (R + SUM_ROWS - 1) / SUM_ROWS;
+    c.cblocks = (D + SUM_COLS - 1) / SUM_COLS;
+    if (c.chunks > 1) c.part = tg_arena_alloc(sizeof(tg_real) * (size_t)(c.chunks * D));
+    if (c.chunks > 1 && !c.part) c.chunks = 1, c.part = NULL; /* no memory: one chunk, still exact */
+    c.per = c.chunks > 1 ? SUM_ROWS : R;
+    tg_parallel_for_ns(c.chunks * c.cblocks, (double)(R * D) * TG_NS_STREAM, sum_rows_pieces, &c);
+    if (c.part) tg_parallel_for_ns(c.cblocks, (double)(c.chunks * D) * TG_NS_STREAM, sum_rows_combine, &c);
+}
+
+/* dst += src over [b, e) (same shape). */
+typedef struct {
+    const tg_real *src;
+    tg_real *dst;
+} add_into_ctx;
+static void add_into_range(void *ctx, int64_t b, int64_t e, int tid) {
+    const add_into_ctx *c = ctx;
+    (void)tid;
+#pragma omp simd
+    for (int64_t i = b; i < e; i++) c->dst[i] += c->src[i];
+}
+
 void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate) {
     if (!accumulate) memset(dst->data, 0, (size_t)dst->size * sizeof(tg_real));
     if (src->size == dst->size) {
-        for (int64_t i = 0; i < src->size; i++) dst->data[i] += src->data[i];
+        tg_parallel_for_ns(src->size, (double)src->size * TG_NS_STREAM, add_into_range,
+                           &(add_into_ctx){src->data, dst->data});
         return;
     }
     int nd = src->ndim;
-    /* Common case (bias gradients): dst's shape is a suffix of src's, so src
-     * is rows of dst->size values to add up in order. */
-    bool suffix = dst->ndim <= nd;
-    for (int i = 0; suffix && i < dst->ndim; i++) suffix = dst->shape[i] == src->shape[nd - dst->ndim + i];
+    /* Common case (bias gradients, a position table): dst's shape, less
+     * leading 1s, is a suffix of src's, so src is rows of dst->size values
+     * to add up. */
+    int lead = 0;
+    while (lead < dst->ndim && dst->shape[lead] == 1) lead++;
+    int dn = dst->ndim - lead;
+    bool suffix = dn <= nd;
+    for (int i = 0; suffix && i < dn; i++) suffix = dst->shape[lead + i] == src->shape[nd - dn + i];
     if (suffix && dst->size > 0) {
-        for (int64_t r = 0; r < src->size / dst->size; r++) {
-            const tg_real *row = src->data + r * dst->size;
-            for (int64_t i = 0; i < dst->size; i++) dst->data[i] += row[i];
-        }
+        sum_rows(src->data, dst->data, src->size / dst->size, dst->size);
         return;
     }
     int64_t sd[TG_MAX_DIMS];

@@ -13,6 +13,10 @@ typedef struct {
     int64_t d, rows;
     tg_real eps;
     bool fresh;
+    /* backward_params: pieces of `per` rows x 64 columns; part [chunks, 2 d]
+     * holds each row chunk's sums (NULL: one chunk, summed into dgamma, dbeta) */
+    tg_real *part;
+    int64_t chunks, per, cblocks;
 } norm_ctx;
 
 /* mean and biased variance in one pass, over the row shifted by its first
@@ -106,34 +110,66 @@ void tg_k_layer_norm_backward_dx(const tg_real *x, const tg_real *g, const tg_re
     tg_parallel_for_ns(rows, (double)(rows * d) * TG_NS_POLY, backward_dx_rows, &c);
 }
 
-/* dgamma_j += sum_rows g_j xhat_j, dbeta_j += sum_rows g_j over a block of
- * 64 columns, rows in order (so the result does not depend on the thread
- * count); the inner loop runs along a row, in vector lanes. */
+/* dgamma_j += sum_rows g_j xhat_j, dbeta_j += sum_rows g_j, in pieces of
+ * LN_ROWS rows by 64 columns: each row chunk sums its rows in order into its
+ * own scratch row, then each column adds the chunks' sums in chunk order
+ * (backward_param_combine). The pieces depend on the shape only, so the
+ * result does not depend on the thread count; ceil(rows / 128) ceil(d / 64)
+ * of them (16 x 2 for gpt-mini's 2048 rows of 128), where column blocks
+ * alone gave d / 64 (2) and left the other threads idle. The inner loop
+ * runs along a row, in vector lanes. */
+#define LN_ROWS 128
 TG_KERNEL_BODY void backward_param_blocks_body(void *ctx, int64_t begin, int64_t end, int tid) {
     const norm_ctx *c = ctx;
     const int64_t d = c->d;
     (void)tid;
-    for (int64_t blk = begin; blk < end; blk++) {
-        int64_t j0 = blk * 64, w = d - j0 < 64 ? d - j0 : 64;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t k = p / c->cblocks, j0 = p % c->cblocks * 64, w = d - j0 < 64 ? d - j0 : 64;
+        int64_t r0 = k * c->per, r1 = r0 + c->per < c->rows ? r0 + c->per : c->rows;
         tg_real sg[64] = {0}, sgx[64] = {0};
-        for (int64_t r = 0; r < c->rows; r++) {
+        for (int64_t r = r0; r < r1; r++) {
             const tg_real *restrict gr = c->g + r * d + j0, *restrict xr = c->x + r * d + j0;
-            tg_real k = c->x[r * d], dm = c->mean[r], rs = c->rstd[r];
+            tg_real kx = c->x[r * d], dm = c->mean[r], rs = c->rstd[r];
             for (int64_t j = 0; j < w; j++) {
                 sg[j] += gr[j];
-                sgx[j] += gr[j] * ((xr[j] - k) - dm) * rs;
+                sgx[j] += gr[j] * ((xr[j] - kx) - dm) * rs;
             }
         }
+        tg_real *pgx = c->part ? c->part + k * 2 * d + j0 : c->dgamma ? c->dgamma + j0 : NULL;
+        tg_real *pg = c->part ? c->part + k * 2 * d + d + j0 : c->dbeta ? c->dbeta + j0 : NULL;
         for (int64_t j = 0; j < w; j++) {
-            if (c->dgamma) c->dgamma[j0 + j] += sgx[j];
-            if (c->dbeta) c->dbeta[j0 + j] += sg[j];
+            if (c->part) {
+                pgx[j] = sgx[j], pg[j] = sg[j];
+            } else {
+                if (pgx) pgx[j] += sgx[j];
+                if (pg) pg[j] += sg[j];
+            }
         }
     }
 }
 TG_ISA_DISPATCH(backward_param_blocks, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
 
+/* Column blocks [b, e): the row chunks' sums, in chunk order, into dgamma and dbeta. */
+static void backward_param_combine(void *ctx, int64_t b, int64_t e, int tid) {
+    const norm_ctx *c = ctx;
+    const int64_t d = c->d, j1 = e * 64 < d ? e * 64 : d;
+    (void)tid;
+    for (int64_t j = b * 64; j < j1; j++) {
+        tg_real sgx = 0, sg = 0;
+        for (int64_t k = 0; k < c->chunks; k++) sgx += c->part[k * 2 * d + j], sg += c->part[k * 2 * d + d + j];
+        if (c->dgamma) c->dgamma[j] += sgx;
+        if (c->dbeta) c->dbeta[j] += sg;
+    }
+}
+
 void tg_k_layer_norm_backward_params(const tg_real *x, const tg_real *g, const tg_real *mean, const tg_real *rstd,
                                      tg_real *dgamma, tg_real *dbeta, int64_t rows, int64_t d) {
     norm_ctx c = {.x = x, .g = g, .mean = mean, .rstd = rstd, .dgamma = dgamma, .dbeta = dbeta, .d = d, .rows = rows};
-    tg_parallel_for_ns((d + 63) / 64, (double)(rows * d) * TG_NS_POLY, backward_param_blocks, &c);
+    c.cblocks = (d + 63) / 64;
+    c.chunks = (rows + LN_ROWS - 1) / LN_ROWS;
+    if (c.chunks > 1) c.part = tg_arena_alloc(sizeof(tg_real) * (size_t)(c.chunks * 2 * d));
+    if (!c.part) c.chunks = 1; /* one chunk (or no memory for the scratch): straight into dgamma, dbeta */
+    c.per = c.chunks > 1 ? LN_ROWS : rows;
+    tg_parallel_for_ns(c.chunks * c.cblocks, (double)(rows * d) * TG_NS_POLY, backward_param_blocks, &c);
+    if (c.part) tg_parallel_for_ns(c.cblocks, (double)(c.chunks * 2 * d) * TG_NS_STREAM, backward_param_combine, &c);
 }

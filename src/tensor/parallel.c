@@ -19,6 +19,7 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "number.h"
 #include "parallel.h"
+#include "profile_internal.h"
 #include "tensor.h"
 
 #include <pthread.h>
@@ -66,6 +67,8 @@ typedef struct {
     _Atomic int done;          /* shares finished */
     _Atomic int barrier_count; /* tg_parallel_barrier: arrivals */
     _Atomic int barrier_sense;
+    bool prof;               /* profiled (profile.h): shares add their time to busy_ns */
+    _Atomic int64_t busy_ns; /* the shares' summed time, when prof */
 } job;
 
 /* The claim word: which job is current and which of its shares are taken,
@@ -158,15 +161,28 @@ static void wake_waiters(void) {
 static _Thread_local int t_id;      /* 0 for the caller and outside jobs */
 static _Thread_local int t_nth = 1; /* threads of the job this thread runs */
 static _Thread_local bool t_in_job;
+static _Thread_local bool t_serial; /* inside run_serial (the profile's job count) */
 
 int tg_thread_id(void) { return t_id; }
 bool tg_in_parallel(void) { return t_in_job; }
 
 /* CPUs this process may run on (affinity), at least 1. A TG_NO_THREADS
  * build (make OMP=0) counts one, so its pool never starts a thread. */
+#ifdef TG_TEST_HOOKS
+static int g_fake_cpus; /* > 0: tg__parallel_fake_cpus */
+int tg__parallel_fake_cpus(int n) {
+    int old = g_fake_cpus;
+    g_fake_cpus = n;
+    return old;
+}
+#endif
+
 static int cpus_available(void) {
 #ifdef TG_NO_THREADS
     return 1;
+#endif
+#ifdef TG_TEST_HOOKS
+    if (g_fake_cpus > 0) return g_fake_cpus;
 #endif
 #ifdef CPU_COUNT
     cpu_set_t set;
@@ -319,6 +335,8 @@ int tg_set_num_threads(int n) {
  * reports the share while it runs. */
 static void run_share(job *j, int share) {
     int id = t_id, nshares = j->nshares;
+    bool prof = j->prof;
+    int64_t t0 = prof ? tg__prof_now() : 0;
     t_id = share;
     t_nth = nshares;
     if (j->kind == TASKS) {
@@ -331,6 +349,7 @@ static void run_share(job *j, int share) {
     }
     t_nth = 1;
     t_id = id;
+    if (prof) atomic_fetch_add(&j->busy_ns, tg__prof_now() - t0);
     /* nshares was read before: once done is full the caller may start a new job. */
     if (atomic_fetch_add(&j->done, 1) == nshares - 1) wake_waiters();
 }
@@ -346,13 +365,18 @@ static int claim_share(uint64_t gen) {
 
 /* The job run on the calling thread alone (not parallel, or nested). */
 static void run_serial(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_t n) {
+    /* the profile counts the outermost job only, as a parallel job's nested calls */
+    if (TG_PROF_ON() && !t_in_job && !t_serial && tg__prof_owner()) tg__prof_job(1, 0, 0, 0);
     int outer = t_nth;
+    bool outer_serial = t_serial;
     t_nth = 1;
+    t_serial = true;
     if (kind == TEAM)
         team(ctx, t_id, 1);
     else if (n > 0)
         fn(ctx, 0, n, t_id);
     t_nth = outer;
+    t_serial = outer_serial;
 }
 
 static void *worker_main(void *arg) {
@@ -442,6 +466,12 @@ static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_
     atomic_store(&j->next, 0);
     atomic_store(&j->done, 0);
     atomic_store(&j->barrier_count, 0);
+    j->prof = TG_PROF_ON() && tg__prof_owner();
+    int64_t t0 = 0, t_own = 0;
+    if (j->prof) {
+        atomic_store(&j->busy_ns, 0);
+        t0 = tg__prof_now();
+    }
     /* Publishing the new claim word starts the job (seq_cst: the fields above are seen first). */
     uint64_t gen = CLAIM_GEN(atomic_load(&pool.claim)) + 1;
     atomic_store(&pool.claim, gen << GEN_SHIFT | (uint64_t)(kind == TEAM) << 16 | (uint64_t)j->nshares << 8);
@@ -456,7 +486,12 @@ static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_
     else
         for (int share; (share = claim_share(gen)) >= 0;) run_share(j, share);
     t_in_job = false;
+    if (j->prof) t_own = tg__prof_now();
     for (int d; (d = atomic_load(&j->done)) < j->nshares;) wait_while_eq(&j->done, d);
+    if (j->prof) {
+        int64_t t1 = tg__prof_now();
+        tg__prof_job(j->nshares, (double)(t1 - t0), (double)atomic_load(&j->busy_ns), (double)(t1 - t_own));
+    }
     pthread_mutex_unlock(&pool.run_mu);
 }
 

@@ -56,6 +56,9 @@ int tg__parallel_fake_load(int others);
  * sleeps (else a microsecond or two); test builds only, as above.
  * parallel.c */
 int64_t tg__parallel_sleeps(void);
+/* Pretends the machine has n CPUs (0: the real count), so that a test can
+ * run 3 or 7 threads on 2 cores; returns the previous setting. */
+int tg__parallel_fake_cpus(int n);
 bool tg__parallel_spins_long(void);
 
 #endif

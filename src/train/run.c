@@ -6,6 +6,7 @@
 #define _DEFAULT_SOURCE /* flock (the run folder's lock) */
 #include "run.h"
 #include "../tensor/number.h"
+#include "../tensor/profile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -693,6 +694,8 @@ tg_run *tg_run_open(const tg_run_config *cfg, const tg_params *params, tg_optim 
         goto fail;
     if (cfg->flops_per_step > 0 && r->lead && !cfg->quiet) r->peak = tg_fma_peak_measure(0.05).gflops;
     r->t_open = now_s();
+    /* A profile the program started (lm --profile) covers the steps, not the setup. */
+    if (tg_profile_enabled()) tg_profile_begin();
     return r;
 fail:
     tg_metrics_log_close(r->log);
@@ -871,6 +874,20 @@ int tg_run_eval(tg_run *r, double val) {
     return 0;
 }
 
+/* The profile of the run's steps (profile.h), when the program started one:
+ * profile.txt (the table) and profile.json in the run's folder. */
+static int write_profile(tg_run *r) {
+    tg_profile_end();
+    int steps = (int)(r->step - r->first);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/profile.txt", r->dir);
+    if (tg_profile_save(path, steps) != 0) return -1;
+    snprintf(path, sizeof path, "%s/profile.json", r->dir);
+    if (tg_profile_save(path, steps) != 0) return -1;
+    if (!r->cfg.quiet) printf("profile of %d steps: %s/profile.txt\n", steps, r->dir);
+    return 0;
+}
+
 int tg_run_close(tg_run *r) {
     if (!r) return 1;
     if (r->state == RUN_GOING) r->state = RUN_STOPPED; /* the caller left the loop: keep what it did */
@@ -900,6 +917,7 @@ int tg_run_close(tg_run *r) {
         say(r, "stopped at step %lld of %lld; saved %s (continue with --resume %s)", (long long)r->step,
             (long long)r->cfg.steps, r->state_path, r->dir);
     if (tg_metrics_log_close(r->log) != 0 && rc == 0) rc = 1;
+    if (tg_profile_enabled() && r->lead && write_profile(r) != 0 && rc == 0) rc = 1;
     run_free(r);
     return rc;
 }

@@ -7,6 +7,7 @@
 
 #include "../io/file.h"
 #include "../io/npy.h"
+#include "../tensor/profile.h"
 #include "../tensor/tensor_internal.h"
 
 /* Token k; k is in range. */
@@ -122,7 +123,17 @@ int tg_token_data_batch(tg_token_data *d, int B, int T, int *x, int *y) {
     return tg_token_data_batch_shard(d, B, T, 0, 1, x, y);
 }
 
+static int batch_shard(tg_token_data *d, int B, int T, int rank, int size, int *x, int *y);
+
+/* A batch is one row of the profile (profile.h): data "batch". */
 int tg_token_data_batch_shard(tg_token_data *d, int B, int T, int rank, int size, int *x, int *y) {
+    tg_profile_region_begin(TG_PROF_DATA, "batch");
+    int rc = batch_shard(d, B, T, rank, size, x, y);
+    tg_profile_region_end();
+    return rc;
+}
+
+static int batch_shard(tg_token_data *d, int B, int T, int rank, int size, int *x, int *y) {
     if (!check_bt("token_data_batch", d, B, T, x, y)) return -1;
     if (size < 1 || rank < 0 || rank >= size || B % size != 0) {
         tg_set_error("token_data_batch_shard: rank %d of %d ranks, batch %d: the ranks must divide the batch", rank,

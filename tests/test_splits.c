@@ -1,0 +1,161 @@
+/* The thread splits of the ops that used to run on one thread (BENCHMARKS.md,
+ * "Where the time goes"): each gives the same bits at 1, 2, 3 and 7 threads
+ * (tg__parallel_fake_cpus lets a 2-core machine run 7), and the profiler
+ * (profile.h) shows that the op's work was split at all. */
+#include <string.h>
+
+#include "tensor/tensor_internal.h"
+#include "test_util.h"
+
+static const int THREADS[] = {1, 2, 3, 7};
+enum { NT = sizeof THREADS / sizeof THREADS[0], MAX_OUT = 6 };
+
+/* What one run of a case produced: copies of up to MAX_OUT tensors. */
+typedef struct {
+    int n;
+    tg_real *data[MAX_OUT];
+    int64_t size[MAX_OUT];
+} outputs;
+
+static void keep(outputs *o, const tg_tensor *t) {
+    cr_assert(t, "%s", tg_last_error());
+    o->size[o->n] = t->size;
+    o->data[o->n] = malloc(sizeof(tg_real) * (size_t)t->size);
+    memcpy(o->data[o->n], t->data, sizeof(tg_real) * (size_t)t->size);
+    o->n++;
+}
+
+static void outputs_free(outputs *o) {
+    for (int i = 0; i < o->n; i++) free(o->data[i]);
+}
+
+/* Runs the case at each thread count under the profiler: the outputs must be
+ * bitwise those of one thread, and at 2 or more threads the rows named
+ * must have split a job over 2 threads or more. */
+typedef void (*case_fn)(outputs *o);
+static void expect_same_bits(const char *what, case_fn run, const char *const *split_rows, const tg_prof_dir *dirs,
+                             int nrows) {
+    int old = tg__parallel_fake_cpus(8);
+    outputs ref = {0};
+    for (int k = 0; k < NT; k++) {
+        int got = tg_set_num_threads(THREADS[k]);
+        cr_assert_eq(got, THREADS[k]);
+        outputs o = {0};
+        tg_profile_begin();
+        run(&o);
+        tg_profile_end();
+        if (k == 0) {
+            ref = o;
+            continue;
+        }
+        cr_assert_eq(o.n, ref.n);
+        for (int i = 0; i < o.n; i++)
+            cr_expect(memcmp(o.data[i], ref.data[i], sizeof(tg_real) * (size_t)o.size[i]) == 0,
+                      "%s: output %d at %d threads differs from 1 thread's", what, i, THREADS[k]);
+        tg_profile_entry rows[64];
+        int n = tg_profile_entries(rows, 64);
+        for (int r = 0; r < nrows; r++) {
+            int max = 0;
+            for (int i = 0; i < n && i < 64; i++)
+                if (rows[i].dir == dirs[r] && strcmp(rows[i].name, split_rows[r]) == 0) max = rows[i].max_threads;
+            cr_expect_geq(max, 2, "%s: %s %s used %d thread(s) at %d", what, split_rows[r], tg_prof_dir_name(dirs[r]),
+                          max, THREADS[k]);
+        }
+        outputs_free(&o);
+    }
+    outputs_free(&ref);
+    tg_set_num_threads(0);
+    tg__parallel_fake_cpus(old);
+}
+
+static tg_tensor *randn_param(int ndim, const int *shape, uint64_t seed, bool grad) {
+    tg_rng rng = tg_rng_new(seed);
+    tg_tensor *t = tg_randn(ndim, shape, &rng);
+    tg_set_requires_grad(t, grad);
+    return t;
+}
+
+/* A Linear's bias: copied to every row forward (the rows split), summed
+ * over the rows backward (tg_k_sum_to: row chunks x column blocks). */
+static void affine_case(outputs *o) {
+    tg_tensor *x = randn_param(TG_SHAPE(3, 333, 24), 1, true), *w = randn_param(TG_SHAPE(200, 24), 2, true),
+              *b = randn_param(TG_SHAPE(200), 3, true);
+    tg_scope_begin();
+    tg_tensor *y = tg_affine(x, w, b);
+    keep(o, y);
+    cr_assert(tg_backward(tg_sum_all(tg_mul(y, y))) == 0, "%s", tg_last_error());
+    keep(o, b->grad), keep(o, w->grad), keep(o, x->grad);
+    tg_scope_end();
+    tg_free(x), tg_free(w), tg_free(b);
+}
+
+Test(splits, affine_bias_forward_and_gradient) {
+    const char *rows[] = {"affine", "affine"};
+    const tg_prof_dir dirs[] = {TG_PROF_FORWARD, TG_PROF_BACKWARD};
+    expect_same_bits("affine", affine_case, rows, dirs, 2);
+}
+
+/* A broadcast add's gradient: b [1, T, d] (a position table, leading 1) and
+ * c [d] (a bias) summed over the rows of a [B, T, d]. */
+static void add_case(outputs *o) {
+    tg_tensor *a = randn_param(TG_SHAPE(9, 130, 70), 4, true), *b = randn_param(TG_SHAPE(1, 130, 70), 5, true),
+              *c = randn_param(TG_SHAPE(70), 6, true);
+    tg_scope_begin();
+    tg_tensor *y = tg_add(tg_add(a, b), c);
+    cr_assert(tg_backward(tg_sum_all(tg_mul(y, y))) == 0, "%s", tg_last_error());
+    keep(o, b->grad), keep(o, c->grad), keep(o, a->grad);
+    tg_scope_end();
+    tg_free(a), tg_free(b), tg_free(c);
+}
+
+Test(splits, broadcast_add_gradient) {
+    const char *rows[] = {"add"};
+    const tg_prof_dir dirs[] = {TG_PROF_BACKWARD};
+    expect_same_bits("add", add_case, rows, dirs, 1);
+}
+
+/* The embedding: rows gathered forward, scattered with repeats backward
+ * (pieces by id modulo 16 x column blocks, positions in order). */
+static void gather_case(outputs *o) {
+    tg_tensor *table = randn_param(TG_SHAPE(300, 130), 7, true);
+    enum { N = 4000 };
+    static int ids[N];
+    for (int j = 0; j < N; j++) ids[j] = (int)((j * 2654435761u) % 97u) * 3; /* repeats, multiples of 3 */
+    tg_scope_begin();
+    tg_tensor *y = tg_gather_rows(table, ids, 2, (int[]){40, 100});
+    keep(o, y);
+    cr_assert(tg_backward(tg_sum_all(tg_mul(y, y))) == 0, "%s", tg_last_error());
+    keep(o, table->grad);
+    tg_scope_end();
+    tg_free(table);
+}
+
+Test(splits, embedding_gather_and_scatter) {
+    const char *rows[] = {"gather_rows", "gather_rows"};
+    const tg_prof_dir dirs[] = {TG_PROF_FORWARD, TG_PROF_BACKWARD};
+    expect_same_bits("gather_rows", gather_case, rows, dirs, 2);
+}
+
+/* Layer norm's parameter gradients (row chunks x column blocks, chunk sums
+ * in order) and its input's; cross-entropy's logits gradient, zeroed row
+ * by row on the rows' threads. */
+static void norm_and_loss_case(outputs *o) {
+    tg_tensor *x = randn_param(TG_SHAPE(1000, 70), 8, true), *gamma = randn_param(TG_SHAPE(70), 9, true),
+              *beta = randn_param(TG_SHAPE(70), 10, true);
+    static int targets[1000];
+    for (int r = 0; r < 1000; r++) targets[r] = r % 7 == 0 ? -100 : (r * 31) % 70; /* some rows ignored */
+    tg_scope_begin();
+    tg_tensor *y = tg_layer_norm(x, gamma, beta, (tg_real)1e-5);
+    keep(o, y);
+    tg_tensor *loss = tg_cross_entropy(y, targets, NULL, -100);
+    cr_assert(loss && tg_backward(loss) == 0, "%s", tg_last_error());
+    keep(o, loss), keep(o, gamma->grad), keep(o, beta->grad), keep(o, x->grad);
+    tg_scope_end();
+    tg_free(x), tg_free(gamma), tg_free(beta);
+}
+
+Test(splits, layer_norm_parameters_and_cross_entropy) {
+    const char *rows[] = {"layer_norm", "cross_entropy"};
+    const tg_prof_dir dirs[] = {TG_PROF_BACKWARD, TG_PROF_BACKWARD};
+    expect_same_bits("layer_norm + cross_entropy", norm_and_loss_case, rows, dirs, 2);
+}
