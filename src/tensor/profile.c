@@ -226,24 +226,29 @@ int tg_profile_print(FILE *f, int steps) {
     return ferror(f) ? -1 : 0;
 }
 
+/* The run report's table format (train/report.h, tg_report_add_rows_file):
+ * {"title", "columns", "rows": [[cells]]}, so a run folder's profile.json
+ * shows on its report page as it is. Names are the library's op and region
+ * names ([a-z_ ()] only: nothing to escape), which is why this layer, below
+ * io's JSON writer, may print them directly. */
 int tg_profile_write_json(FILE *f, int steps) {
     tg_profile_entry rows[MAX_ROWS];
     int n = tg_profile_entries(rows, MAX_ROWS);
-    double total = tg_profile_total_ns();
-    fprintf(f, "{\"total_ms\": %.6f, \"steps\": %d, \"threads\": %d, \"rows\": [", total * 1e-6, steps,
-            tg_get_num_threads());
+    double total = tg_profile_total_ns(), per = steps > 0 ? steps : 1;
+    fprintf(f,
+            "{\"title\": \"Profile: %.3f ms%s, %d thread%s (self time per op)\",\n \"columns\": [\"op\", "
+            "\"direction\", \"calls%s\", \"ms%s\", \"share %%\", \"one thread ms%s\", \"threads busy\", "
+            "\"max threads\", \"pool wait ms%s\", \"GFLOP/s\", \"GB/s\"],\n \"rows\": [",
+            total * 1e-6 / per, steps > 0 ? " per step" : "", tg_get_num_threads(), tg_get_num_threads() > 1 ? "s" : "",
+            steps > 0 ? "/step" : "", steps > 0 ? "/step" : "", steps > 0 ? "/step" : "", steps > 0 ? "/step" : "");
     for (int i = 0; i < n; i++) {
         const tg_profile_entry *e = &rows[i];
         derived d = derive(e, total, steps);
-        /* names are the library's op and region names: [a-z_ ()] only, nothing to escape */
-        fprintf(f,
-                "%s\n  {\"name\": \"%s\", \"direction\": \"%s\", \"calls\": %lld, \"ms\": %.6f, \"share\": %.4f, "
-                "\"one_thread_ms\": %.6f, \"threads_busy\": %.4f, \"max_threads\": %d, \"pool_wait_ms\": %.6f, "
-                "\"jobs\": %lld, \"parallel_jobs\": %lld, \"gflop\": %.6f, \"gbytes\": %.6f, \"gflops\": %.3f, "
-                "\"gbs\": %.3f}",
-                i ? "," : "", e->name, tg_prof_dir_name(e->dir), (long long)e->calls, e->wall_ns * 1e-6, d.share / 100,
-                (e->wall_ns - e->par_ns) * 1e-6, d.threads, e->max_threads, e->wait_ns * 1e-6, (long long)e->jobs,
-                (long long)e->par_jobs, e->flops * 1e-9, e->bytes * 1e-9, d.gflops, d.gbs);
+        double serial = e->wall_ns - e->par_ns;
+        fprintf(f, "%s\n  [\"%s\", \"%s\", %.6g, %.6f, %.2f, %.6f, %.3f, %d, %.6f, %.3f, %.3f]", i ? "," : "", e->name,
+                tg_prof_dir_name(e->dir), (double)e->calls / per, d.per_step, d.share,
+                (serial > 0 ? serial : 0) * 1e-6 / per, d.threads, e->max_threads, e->wait_ns * 1e-6 / per, d.gflops,
+                d.gbs);
     }
     fprintf(f, "\n]}\n");
     return ferror(f) ? -1 : 0;
