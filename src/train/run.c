@@ -429,6 +429,18 @@ int tg_run_settings_resume(const char *dir, tg_setting *set, int n) {
 }
 
 /* ---- checkpoints ------------------------------------------------------------ */
+/* The profile of the run's steps so far (profile.h), when the program
+ * started one: profile.txt (the table) and profile.json (the report's table
+ * format) in the run's folder. */
+static int profile_files(const tg_run *r) {
+    int steps = (int)(r->step - r->first);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/profile.txt", r->dir);
+    if (tg_profile_save(path, steps) != 0) return -1;
+    snprintf(path, sizeof path, "%s/profile.json", r->dir);
+    return tg_profile_save(path, steps);
+}
+
 /* The model's metadata, the run's settings and its own keys (best so far,
  * patience): one JSON object of string values for the training state
  * (which reads it and writes it again, train_state.c). */
@@ -450,6 +462,11 @@ static char *state_meta(const tg_run *r) {
     tg_json_key(&w, "run.evals_since_best"), tg_json_put_str(&w, text);
     snprintf(text, sizeof text, "%d", r->evals_above);
     tg_json_key(&w, "run.evals_above_best"), tg_json_put_str(&w, text);
+    if (tg_get_precision() == TG_PREC_BF16) { /* which engine ran the bf16 products, and its measured peak */
+        tg_bf16_engine_info e = tg_bf16_engine();
+        snprintf(text, sizeof text, isnan(e.gflops) ? "%s" : "%s (%.0f GFLOP/s a core, measured)", e.engine, e.gflops);
+        tg_json_key(&w, "run.bf16_engine"), tg_json_put_str(&w, text);
+    }
     tg_json_end(&w);
     char *own = tg_json_finish(&w, "run: settings");
     /* The model's object (a JSON object of strings) and ours, one object. */
@@ -491,6 +508,8 @@ static int save(tg_run *r, bool best) {
     }
     if (r->lead) {
         if (save_to(r, r->state_path) != 0 || (best && save_to(r, r->best_path) != 0)) return fail(r, NULL), -1;
+        /* the profile so far, before on_save, so the report written there shows it */
+        if (tg_profile_enabled() && profile_files(r) != 0) return fail(r, NULL), -1;
         if (r->on_save && r->on_save(r->on_save_ctx, r->step) != 0) return fail(r, NULL), -1;
     }
     /* Data parallel: the others wait for rank 0's files here, at a barrier
@@ -874,17 +893,12 @@ int tg_run_eval(tg_run *r, double val) {
     return 0;
 }
 
-/* The profile of the run's steps (profile.h), when the program started one:
- * profile.txt (the table) and profile.json in the run's folder. */
+/* The profile of the run's steps, at its end (profile_files is also called
+ * at each checkpoint, so the report of a save shows the profile so far). */
 static int write_profile(tg_run *r) {
     tg_profile_end();
-    int steps = (int)(r->step - r->first);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/profile.txt", r->dir);
-    if (tg_profile_save(path, steps) != 0) return -1;
-    snprintf(path, sizeof path, "%s/profile.json", r->dir);
-    if (tg_profile_save(path, steps) != 0) return -1;
-    if (!r->cfg.quiet) printf("profile of %d steps: %s/profile.txt\n", steps, r->dir);
+    if (profile_files(r) != 0) return -1;
+    if (!r->cfg.quiet) printf("profile of %d steps: %s/profile.txt\n", (int)(r->step - r->first), r->dir);
     return 0;
 }
 
