@@ -1,30 +1,20 @@
 /* tg_k_gemm: C = alpha * op(A) op(B) + beta * C, row-major.
  *
- * The large-matrix path follows the GotoBLAS / BLIS scheme (Goto & van de
- * Geijn, "Anatomy of high-performance matrix multiplication", TOMS 2008;
- * Van Zee & van de Geijn, "BLIS", TOMS 2015). Five loops around a register
- * micro-kernel:
- *
- *   for jc in N by NC            B panel KC x NC  -> packed once, lives in L3
- *     for pc in K by KC
- *       pack B(pc, jc) into NR-wide slivers          (shared by all threads)
- *       for ic in M by MC        A block MC x KC  -> packed per thread, in L2
- *         pack A(ic, pc) into MR-tall micro-panels
- *         for jr in NC by NR     one B sliver KC x NR stays in L1
- *           for ir in MC by MR
- *             micro-kernel: MR x NR tile of C += A micro-panel * B sliver
- *
- * Packing makes every operand the kernel reads contiguous and aligned, and
- * is where the transposes are handled: op(A) and op(B) are read through
- * their strides while packing, so no transposed copy of a whole matrix is
- * ever made.
+ * The large-matrix path is the one GEMM driver (gemm_driver.c: GotoBLAS /
+ * BLIS loops, K blocks, thread split, epilogue), shared with the bf16
+ * products; this file gives it the float engines, one row each
+ * (float_engine below): the micro-kernels and their packers. Packing is
+ * where the transposes are handled: op(A) and op(B) are read through their
+ * strides while packing, so no transposed copy of a whole matrix is ever
+ * made.
  *
  * The micro-kernel keeps an MR x NR tile of C in registers: 6 x 16 floats
  * (6 x 8 doubles) = 12 AVX2 accumulators, enough independent FMA chains to
- * hide the FMA latency on two pipes. It is compiled with
- * __attribute__((target("avx2,fma"))) and chosen at run time from the CPU
- * features, so the file builds with plain -O2 and the same binary runs on a
- * machine without AVX2, where a portable C kernel takes over.
+ * hide the FMA latency on two pipes (6 x 32 in zmm registers at AVX-512).
+ * It is compiled with __attribute__((target("avx2,fma"))) and chosen at run
+ * time from the CPU features, so the file builds with plain -O2 and the same
+ * binary runs on a machine without AVX2, where a portable C kernel takes
+ * over.
  *
  * Small products (the attention heads are 16 x 16 x 16) skip packing: a
  * "direct" kernel reads A through its strides and B rows in place. So do
@@ -32,17 +22,18 @@
  * element of B serves only M multiply-adds, so packing B would cost as much
  * as the product; the few-row loops read B in the order it lies in memory.
  *
- * Epilogue (tg_k_gemm_ep): with one, each block of C a thread finishes
- * (the rows of one block of A across one panel of B, after the last KC
- * block) goes through act (Y = act(C), gemm_epilogue) on that thread,
- * before its next block: the values come from L2, so an activation after
- * a Linear costs no pass of its own over [M, N] in memory. Not tile by
- * tile from L1: a 32-wide row vectorises worse than a panel-wide one, and
- * Y written 6 short rows at a time cost more than the L2 reads saved, so
- * that was slower than a separate pass (the commit that added this has
- * the measurements). The direct loops apply it to each tile they finish
- * (a row, for the portable ones), the few-row loops to each block of sums
- * they store (B transposed: to their rows once all are stored).
+ * These two paths stay in front of the driver because they do not pack:
+ * the driver is packing, blocking and a split over packed panels, and they
+ * have none of that but the split (gemm_split_choose, the same rule).
+ *
+ * Epilogue (tg_k_gemm_ep): the driver's on the packed path (gemm_driver.c:
+ * per finished block of C, from L2; not tile by tile from L1, where a
+ * 32-wide row vectorises worse than a panel-wide one and Y written 6 short
+ * rows at a time cost more than the L2 reads saved, so that was slower
+ * than a separate pass; the commit that added it has the measurements).
+ * The direct loops apply it to each tile they finish (a row, for the
+ * portable ones), the few-row loops to each block of sums they store (B
+ * transposed: to their rows once all are stored).
  *
  * Determinism: the path is chosen by the shape alone, and on each path the
  * value of C(i,j) depends only on K: on how K is split into KC blocks (each
@@ -51,15 +42,14 @@
  * of C or its columns (gemm_split_choose), never K, so results are
  * bit-identical for any number of threads.
  *
- * Memory: packing buffers belong to the calling thread (thread-local), are
- * allocated once through tg_sys_alloc and grown only when a larger product
- * comes, so after the first training step gemm makes no allocation. Worker
- * threads use slices of the caller's buffer; they never allocate. */
+ * Memory: the packing buffers are the driver's (tg__gemm_workspace:
+ * thread-local, grown only when a larger product comes), so after the
+ * first training step gemm makes no allocation. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "tensor/gemm_common.h"
+#include "tensor/gemm_driver.h"
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor_internal.h"
@@ -107,7 +97,7 @@
  * 32^3 76 against 81). */
 #define Z_DIRECT_MAX_WORK      (40.0 * 40.0 * 40.0)
 /* The AVX-512 path reads A in place up to this many 32-wide slivers of B
- * per panel (N <= 512), and packs it for wider products (multiply_range). */
+ * per panel (N <= 512), and packs it for wider products (fe_avx512). */
 #define A_IN_PLACE_MAX_SLIVERS 16
 #define PORT_DIRECT_MAX_WORK   (24.0 * 24.0 * 24.0)
 /* Products of a few rows read B as it lies (few_rows_nn, few_rows_nt; from
@@ -439,7 +429,7 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
  * the panel's rows (zero rows past m, and two more to make 8) transposed
  * in registers, so each k column of 6 values is one store. The store of
  * column k writes 8 values; its last 2 land where column k+1 goes next (or,
- * for the last column, in the 8 elements of slack gemm_blocked leaves after
+ * for the last column, in the 8 elements of slack the driver leaves after (a_slack)
  * the buffer). Measured: packing went from 9% of a 1024^3 product to 3%. */
 TG_AVX2 static void pack_a_avx2(int mc, int kc, const tg_real *A, int lda, int i0, int k0, tg_real *dst) {
     for (int ip = 0; ip < mc; ip += AVX_MR) {
@@ -779,70 +769,123 @@ TG_AVX512 static void few_rows_nn_avx512(bool trans_a, int m, int N, int K, floa
 }
 #endif
 
-/* ---- run-time dispatch ------------------------------------------------------ */
-typedef void (*kernel_fn)(int kc, const tg_real *a, const tg_real *b, tg_real *c, int ldc, tg_real alpha, tg_real beta,
-                          int m, int n);
-/* A kernel that reads A in place (z_tile): row r, depth k at a[r*a_rs + k*a_ks]. */
-typedef void (*kernel_a_fn)(int kc, const tg_real *a, size_t a_rs, size_t a_ks, const tg_real *b, tg_real *c, int ldc,
-                            tg_real alpha, tg_real beta, int m, int n);
-typedef struct {
-    kernel_fn kernel;
-    int mr, nr, mc, kc, nc;
-    kernel_a_fn kernel_a; /* NULL: A is packed */
-    double direct_max;    /* products of at most this many multiply-adds take the direct loops */
-} gemm_isa;
+/* ---- the engines: rows of the one GEMM driver (gemm_driver.h) --------------
+ * Each is a micro-kernel and its packers; the loops, the K blocks, the
+ * thread split and the epilogue are gemm_drive's. The wrappers adapt the
+ * kernels' own signatures to the driver's. */
+static void pack_a_generic(const gemm_job *j, int i0, int m, void *dst) {
+    pack_a(j->trans_a, m, j->kcur, j->A, j->lda, i0, j->pc, j->eng->mr, dst);
+}
+static void pack_b_generic(const gemm_job *j, int j0, int n, void *dst) {
+    pack_b_sliver(j->trans_b, n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, j->eng->nr, dst);
+}
+static void kernel_portable_e(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m, int n) {
+    kernel_portable(j->depth, a, b, c, j->ldc, j->alpha, beta, m, n);
+}
 
-/* One row per ISA (clang-format off: it would give each field a line). */
-/* clang-format off */
-static const gemm_isa isa_portable = {kernel_portable, PORT_MR, PORT_NR, PORT_MC, PORT_KC, PORT_NC, NULL,
-                                      PORT_DIRECT_MAX_WORK};
-/* clang-format on */
 #if TG_X86
-static const gemm_isa isa_avx2 = {kernel_avx2, AVX_MR, AVX_NR, AVX_MC, AVX_KC, AVX_NC, NULL, DIRECT_MAX_WORK};
-#endif
-/* The AVX-512 kernel exists for float only: the double build runs AVX2's. */
-#if TG_SIMD_F32
-static const gemm_isa isa_avx512 = {kernel_avx512, Z_MR, Z_NR, Z_MC, Z_KC, Z_NC, kernel_avx512_a, Z_DIRECT_MAX_WORK};
-#define ISA_AVX512 (&isa_avx512)
+/* The AVX2 and AVX-512 kernels both take 6-row micro-panels, so they share
+ * the fast packers of A (float; the double build packs with the loops). */
+static void pack_a_6(const gemm_job *j, int i0, int m, void *dst) {
+#ifndef TG_DOUBLE
+    if (j->trans_a)
+        pack_at_avx2(m, j->kcur, j->A, j->lda, i0, j->pc, dst);
+    else
+        pack_a_avx2(m, j->kcur, j->A, j->lda, i0, j->pc, dst);
 #else
-#define ISA_AVX512 (&isa_avx2)
+    pack_a_generic(j, i0, m, dst);
+#endif
+}
+static void pack_b_avx2(const gemm_job *j, int j0, int n, void *dst) {
+#ifndef TG_DOUBLE
+    if (j->trans_b) {
+        pack_bt_avx2(AVX_NR, n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
+        return;
+    }
+#endif
+    pack_b_generic(j, j0, n, dst);
+}
+TG_AVX2 static void kernel_avx2_e(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m,
+                                  int n) {
+    kernel_avx2(j->depth, a, b, c, j->ldc, j->alpha, beta, m, n);
+}
 #endif
 
-/* ---- packing buffers: thread-local, grown on demand, never shrunk ----------
- * tg__gemm_workspace (gemm_common.h): gemm_bf16.c packs into the same one. */
-static _Thread_local void *ws_raw;
-static _Thread_local void *ws_buf;
-static _Thread_local size_t ws_cap; /* bytes */
-
-static void gemm_release(void);
-
-void *tg__gemm_workspace(size_t bytes) {
-    if (bytes > ws_cap) {
-        tg__on_release_all(gemm_release);
-        if (ws_raw) tg_sys_free(ws_raw);
-        ws_cap = 0;
-        ws_buf = NULL;
-        ws_raw = tg_sys_alloc(bytes + 64);
-        if (!ws_raw) return NULL;
-        ws_buf = (void *)(((uintptr_t)ws_raw + 63) & ~(uintptr_t)63);
-        ws_cap = bytes;
-    }
-    return ws_buf;
+#if TG_SIMD_F32
+static void pack_b_z(const gemm_job *j, int j0, int n, void *dst) {
+    if (j->trans_b)
+        pack_bt_avx2(Z_NR, n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
+    else
+        pack_b_avx512(n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
 }
-
-/* Frees the calling thread's packing buffers. */
-static void release_on_thread(void *ctx, int tid, int nth) {
-    (void)ctx, (void)tid, (void)nth;
-    if (ws_raw) tg_sys_free(ws_raw);
-    ws_raw = NULL;
-    ws_buf = NULL;
-    ws_cap = 0;
+TG_AVX512 static void kernel_avx512_e(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m,
+                                      int n) {
+    kernel_avx512(j->depth, a, b, c, j->ldc, j->alpha, beta, m, n);
 }
+TG_AVX512 static void kernel_avx512_a_e(const gemm_job *j, const tg_real *a, size_t a_rs, size_t a_ks, const void *b,
+                                        tg_real *c, tg_real beta, int m, int n) {
+    kernel_avx512_a(j->kcur, a, a_rs, a_ks, b, c, j->ldc, j->alpha, beta, m, n);
+}
+#endif
 
-/* Run by tg_release_all: every thread of the pool frees its own buffers (a
- * worker has some when it ran a product of a batch, tg_k_gemm called from a
- * parallel loop). */
-static void gemm_release(void) { tg_parallel_team(true, release_on_thread, NULL); }
+/* An engine of the float products: its driver row, and up to how many
+ * multiply-adds a product takes the direct loops instead. */
+typedef struct {
+    gemm_engine e;
+    double direct_max;
+} float_engine;
+
+/* a_slack 8: pack_a_avx2 and pack_at_avx2 write up to 8 values past a block */
+static const float_engine fe_portable = {{.elem = sizeof(tg_real),
+                                          .mr = PORT_MR,
+                                          .nr = PORT_NR,
+                                          .mc = PORT_MC,
+                                          .kc = PORT_KC,
+                                          .nc = PORT_NC,
+                                          .kalign = 1,
+                                          .a_slack = 8,
+                                          .pack_a = pack_a_generic,
+                                          .pack_b = pack_b_generic,
+                                          .kernel = kernel_portable_e},
+                                         PORT_DIRECT_MAX_WORK};
+#if TG_X86
+static const float_engine fe_avx2 = {{.elem = sizeof(tg_real),
+                                      .mr = AVX_MR,
+                                      .nr = AVX_NR,
+                                      .mc = AVX_MC,
+                                      .kc = AVX_KC,
+                                      .nc = AVX_NC,
+                                      .kalign = 1,
+                                      .a_slack = 8,
+                                      .pack_a = pack_a_6,
+                                      .pack_b = pack_b_avx2,
+                                      .kernel = kernel_avx2_e},
+                                     DIRECT_MAX_WORK};
+#endif
+/* The AVX-512 kernel exists for float only: the double build runs AVX2's.
+ * It reads A in place up to A_IN_PLACE_MAX_SLIVERS slivers per panel of B
+ * (N <= 512) and packs it for wider products: packing A was 9% of a
+ * gpt-mini step (perf, bench); in place, gemm-512 ran 1.18x faster and
+ * gemm-2048 (128 slivers) 7% slower. */
+#if TG_SIMD_F32
+static const float_engine fe_avx512 = {{.elem = sizeof(tg_real),
+                                        .mr = Z_MR,
+                                        .nr = Z_NR,
+                                        .mc = Z_MC,
+                                        .kc = Z_KC,
+                                        .nc = Z_NC,
+                                        .kalign = 1,
+                                        .a_slack = 8,
+                                        .pack_a = pack_a_6,
+                                        .pack_b = pack_b_z,
+                                        .kernel = kernel_avx512_e,
+                                        .kernel_a = kernel_avx512_a_e,
+                                        .in_place_max_slivers = A_IN_PLACE_MAX_SLIVERS},
+                                       Z_DIRECT_MAX_WORK};
+#define FE_AVX512 (&fe_avx512)
+#else
+#define FE_AVX512 (&fe_avx2)
+#endif
 
 static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, int N, int K, tg_real alpha,
                         const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
@@ -858,18 +901,13 @@ static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, i
 }
 
 typedef struct {
-    const gemm_isa *isa;              /* blocked path */
-    bool avx2, few, trans_a, trans_b; /* few: the few-row loops (unpacked path) */
+    bool avx2, few, trans_a, trans_b; /* few: the few-row loops, else the direct ones */
     int M, N, K, mr, nr, nt, lda, ldb, ldc;
     tg_real alpha, beta;
     const tg_real *A, *B;
     tg_real *C;
     const tg_gemm_epilogue *ep; /* NULL: none */
-    int kblocks, nc, mc;        /* blocked path */
     bool split_n;               /* threads split C's columns (B's slivers), not its rows */
-    int jc, ncur, kb, pc, kcur; /* blocked path: the panel of the current jobs */
-    tg_real *ws;
-    size_t b_elems, a_elems;
 } gemm_ctx;
 /* A product's operands, named as every gemm_* function names its arguments:
  * the start of each path's gemm_ctx initialiser. */
@@ -933,136 +971,6 @@ static void gemm_unpacked(bool few, bool avx2, bool trans_a, bool trans_b, int M
         tg_parallel_for(split.nt, true, unpacked_range, &c);
 }
 
-/* The AVX2 and AVX-512 packers where they apply (float), else the generic loops. */
-static void pack_a_isa(const gemm_isa *isa, bool trans, int mc, int kc, const tg_real *A, int lda, int i0, int k0,
-                       tg_real *dst) {
-#if TG_X86 && !defined(TG_DOUBLE)
-    if (isa == &isa_avx2 || isa == &isa_avx512) { /* both take 6-row micro-panels */
-        if (trans)
-            pack_at_avx2(mc, kc, A, lda, i0, k0, dst);
-        else
-            pack_a_avx2(mc, kc, A, lda, i0, k0, dst);
-        return;
-    }
-#endif
-    pack_a(trans, mc, kc, A, lda, i0, k0, isa->mr, dst);
-}
-
-static void pack_b_isa(const gemm_isa *isa, bool trans, int n, int kc, const tg_real *B, int ldb, int k0, int j0,
-                       tg_real *dst) {
-#if TG_X86 && !defined(TG_DOUBLE)
-    if ((isa == &isa_avx2 || isa == &isa_avx512) && trans) {
-        pack_bt_avx2(isa->nr, n, kc, B, ldb, k0, j0, dst);
-        return;
-    }
-    if (isa == &isa_avx512) {
-        pack_b_avx512(n, kc, B, ldb, k0, j0, dst);
-        return;
-    }
-#endif
-    pack_b_sliver(trans, n, kc, B, ldb, k0, j0, isa->nr, dst);
-}
-
-/* ---- blocked, packed, threaded path ------------------------------------------ */
-/* Two range jobs per panel of B (columns jc.., depth pc..): the threads pack
- * the panel together, then each multiplies its rows by it. Range jobs, not
- * a team meeting at barriers: a share that no thread has started is run by
- * the caller, so a thread the OS has not scheduled (two programs on two
- * cores) does not hold up the product; the end of the packing job is the
- * barrier. */
-static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
-    (void)tid;
-    const gemm_ctx *c = ctx;
-    const int nr = c->isa->nr;
-    for (int64_t s = b; s < e; s++) {
-        int j0 = (int)s * nr, n = c->ncur - j0 < nr ? c->ncur - j0 : nr;
-        pack_b_isa(c->isa, c->trans_b, n, c->kcur, c->B, c->ldb, c->pc, c->jc + j0, c->ws + (size_t)s * nr * c->kcur);
-    }
-}
-
-/* Row blocks [b, e) of the product's nt (thread_rows) times the packed panel;
- * share tid packs its rows of A into its own buffer. With split_n, shares
- * [b, e) are runs of the panel's slivers instead, times every row. */
-static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
-    const gemm_ctx *c = ctx;
-    const int mr = c->isa->mr, nr = c->isa->nr, mc = c->mc, kcur = c->kcur;
-    tg_real *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
-    int row0 = 0, row1 = c->M, slivers = (c->ncur + nr - 1) / nr, s0 = 0, s1 = slivers;
-    if (c->split_n)
-        block_rows(slivers, 1, b, e, c->nt, &s0, &s1);
-    else
-        block_rows(c->M, mr, b, e, c->nt, &row0, &row1);
-    tg_real beta_k = c->kb == 0 ? c->beta : 1;
-    const tg_gemm_epilogue *ep = c->kb == c->kblocks - 1 ? c->ep : NULL; /* only the last K block finishes C */
-    /* A read in place (op(A)(i, k) at A[i*lda + k], or A[k*lda + i]
-     * transposed) when its block serves few slivers of B: packing it costs
-     * a pass over A that only many slivers repay. Measured (perf, bench):
-     * packing A was 9% of a gpt-mini step (N <= 512); in place, gemm-512 ran
-     * 1.18x faster and gemm-2048 (128 slivers) 7% slower. */
-    const bool in_place = c->isa->kernel_a && slivers <= A_IN_PLACE_MAX_SLIVERS;
-    const size_t lda = (size_t)c->lda, a_rs = c->trans_a ? 1 : lda, a_ks = c->trans_a ? lda : 1;
-    for (int ic = row0; ic < row1; ic += mc) {
-        int mcur = row1 - ic < mc ? row1 - ic : mc;
-        if (!in_place) pack_a_isa(c->isa, c->trans_a, mcur, kcur, c->A, c->lda, ic, c->pc, apack);
-        for (int s = s0; s < s1; s++) {
-            int j0 = s * nr;
-            int n = c->ncur - j0 < nr ? c->ncur - j0 : nr;
-            const tg_real *bs = c->ws + (size_t)s * nr * kcur;
-            for (int ir = 0; ir < mcur; ir += mr) {
-                int m = mcur - ir < mr ? mcur - ir : mr;
-                tg_real *cs = c->C + (size_t)(ic + ir) * c->ldc + c->jc + j0;
-                if (in_place)
-                    c->isa->kernel_a(kcur, c->A + (size_t)(ic + ir) * a_rs + (size_t)c->pc * a_ks, a_rs, a_ks, bs, cs,
-                                     c->ldc, c->alpha, beta_k, m, n);
-                else
-                    c->isa->kernel(kcur, apack + (size_t)ir * kcur, bs, cs, c->ldc, c->alpha, beta_k, m, n);
-            }
-        }
-        /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
-        int j1 = s1 * nr < c->ncur ? s1 * nr : c->ncur; /* this share's columns of the panel */
-        if (j1 > s0 * nr)
-            gemm_epilogue(ep, c->C, c->C + (size_t)ic * c->ldc + c->jc + s0 * nr, c->ldc, mcur, j1 - s0 * nr);
-    }
-}
-
-static void gemm_blocked(const gemm_isa *isa, bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha,
-                         const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
-                         const tg_gemm_epilogue *ep) {
-    const int mr = isa->mr, nr = isa->nr;
-    /* K in near-equal blocks of at most KC (257 -> 129 + 128, not 256 + 1);
-     * the split depends on K only, which keeps results thread-independent. */
-    int kblocks = (K + isa->kc - 1) / isa->kc;
-    int kc_max = (K + kblocks - 1) / kblocks;
-    int nc = (int)round_up((size_t)(N < isa->nc ? N : isa->nc), (size_t)nr);
-    int mc = (int)round_up((size_t)(M < isa->mc ? M : isa->mc), (size_t)mr);
-
-    /* Threads split C's rows or B's slivers, whichever keeps the shares
-     * full (gemm_split_choose). Either way each element of C is one
-     * thread's, summed in the same order: the same bits at any thread count. */
-    gemm_split split = gemm_split_choose(M, N, K, mr, nr);
-    int nt = split.nt;
-    bool split_n = split.split_n;
-    size_t b_elems = round_up((size_t)kc_max * nc, 16);
-    size_t a_elems = round_up((size_t)kc_max * mc + 8, 16); /* + 8: pack_a_avx2's overhang */
-    tg_real *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(tg_real));
-    if (!ws) { /* out of memory: slow but correct, and no crash */
-        direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
-        return;
-    }
-    gemm_ctx c = {GEMM_OPERANDS,      .isa = isa, .mr = mr, .nt = nt,
-                  .kblocks = kblocks, .nc = nc,   .mc = mc, .split_n = split_n};
-    c.ws = ws, c.b_elems = b_elems, c.a_elems = a_elems;
-    for (c.jc = 0; c.jc < N; c.jc += nc) {
-        c.ncur = N - c.jc < nc ? N - c.jc : nc;
-        for (c.kb = 0; c.kb < kblocks; c.kb++) {
-            c.pc = (int)((long long)K * c.kb / kblocks);
-            c.kcur = (int)((long long)K * (c.kb + 1) / kblocks) - c.pc;
-            tg_parallel_for((c.ncur + nr - 1) / nr, nt > 1, pack_b_range, &c);
-            tg_parallel_for(nt, nt > 1, multiply_range, &c);
-        }
-    }
-}
-
 /* Whether a product takes the few-row loops (few_rows_nn, few_rows_nt),
  * on B as it lies, rather than the direct or the packed path. */
 static bool few_rows(bool trans_a, bool trans_b, int M, int N, int K) {
@@ -1081,18 +989,20 @@ void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha
     }
     /* The kernels follow tg_isa_level() (simd.h, TG_PICK), which tests cap
      * to run the paths the CPU would not pick. */
-    const gemm_isa *isa = TG_PICK(TG_X86, &isa_portable, &isa_avx2, ISA_AVX512);
-    bool avx2 = isa != &isa_portable; /* the direct loops: AVX2 or portable */
+    const float_engine *fe = TG_PICK(TG_X86, &fe_portable, &fe_avx2, FE_AVX512);
+    bool avx2 = fe != &fe_portable; /* the direct loops: AVX2 or portable */
     /* Without AVX2 only tiny products with B untransposed take the direct
      * loops: at -O2 GCC leaves them scalar (a loop needing a remainder is
      * not vectorised, a float dot product never is), while the packed
      * path's fixed-size kernel is vectorised. */
     bool few = avx2 && few_rows(trans_a, trans_b, M, N, K);
-    if (few || ((double)M * N * K <= isa->direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b))) {
+    if (few || ((double)M * N * K <= fe->direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b))) {
         gemm_unpacked(few, avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
-    gemm_blocked(isa, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+    /* the packed path: the one driver, with this ISA's engine */
+    if (!gemm_drive(&fe->e, &(gemm_job){GEMM_OPERANDS})) /* out of memory: slow but correct, and no crash */
+        direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
 }
 
 void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,

@@ -11,12 +11,11 @@
  * significant bits <= 24), so the only rounding after the operands' is the
  * float summation's, in k order within a KC block.
  *
- * The loops are gemm.c's (Goto / BLIS: B panels shared by the threads, A
- * blocks per thread, threads split rows of C or B's slivers as gemm.c's do
- * (gemm_split_choose), never K, so the result does not depend on the thread
- * count), with the rounding done while packing: the
- * packed operands are bf16, half the bytes of float, and every path below
- * reads the same packed buffers.
+ * The loops are the one GEMM driver's (gemm_driver.c, the float products'
+ * too: B panels shared by the threads, A blocks per thread, threads split
+ * rows of C or B's slivers (gemm_split_choose), never K, so the result does
+ * not depend on the thread count), with the rounding done while packing:
+ * the packed operands are bf16, half the bytes of float.
  *
  * The pair layout is that of vdpbf16ps (AVX-512 BF16), which per 32-bit lane
  * j multiplies a pair of bf16 from each source and adds both products to a
@@ -34,19 +33,17 @@
  * instruction flushes subnormal sums to zero, which C does not), and is what
  * a CPU without AVX-512 BF16 runs.
  *
- * Engines: the driver below (packing of B, blocking, the thread split, the
- * epilogue) is one; what differs is the micro-kernel and how A is packed
- * for it: vdpbf16ps and its portable twin (6-row panels of pairs), the AMX
- * tiles and their twin (32-row panels in tile rows, depth padded to 32),
- * and fp32 (the rounded operands through tg_k_gemm). Which one runs is
- * chosen by measured rate (bf16_engine_pick). gemm.c is still a second
- * driver for the float products: merging the two is left to do.
+ * Engines, each a row of the driver (ENGINES): vdpbf16ps and its portable
+ * twin (6-row panels of pairs), the AMX tiles and their twin (32-row panels
+ * in tile rows, depth padded to 32), and fp32 (the rounded operands through
+ * tg_k_gemm, the float engines' rows of the same driver). Which one runs is
+ * chosen by measured rate (bf16_engine_pick).
  *
- * Epilogue (tg_k_gemm_bf16_ep): as gemm.c's, each block of C (one block
- * of A across one panel of B) once after its last KC block, on the thread
- * that computed it (gemm_epilogue).
+ * Epilogue (tg_k_gemm_bf16_ep): the driver's, as for the float products:
+ * each block of C once after its last KC block, on the thread that
+ * computed it.
  *
- * Memory: the packing buffers are gemm.c's (tg__gemm_workspace: thread-local,
+ * Memory: the packing buffers are the driver's (tg__gemm_workspace: thread-local,
  * grown on demand, released by tg_release_all). */
 #include <float.h>
 #include <math.h>
@@ -58,7 +55,7 @@
 #include <string.h>
 
 #include "tensor/amx.h"
-#include "tensor/gemm_common.h"
+#include "tensor/gemm_driver.h"
 #include "tensor/half.h"
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
@@ -489,25 +486,13 @@ TG_AVX512 static void add_tile(const float *t, float *c, int ldc) {
 #endif
 
 /* ---- engines -------------------------------------------------------------------
- * An engine is a micro-kernel and the packing rule of its A panels (B's
- * slivers are the pair layout for all); the driver below is the same for
- * every one. Which one runs: bf16_engine_pick. */
-typedef struct ctx ctx_t;
+ * An engine is a row of the one GEMM driver (gemm_driver.h): a
+ * micro-kernel and the packing rule of its A panels (B's slivers are the
+ * pair layout for all, depth padded to the engine's chunks); the loops,
+ * the K blocks (on pair boundaries: kalign 2), the thread split and the
+ * epilogue are gemm_drive's, the same as the float products'. Which one
+ * runs: bf16_engine_pick. */
 typedef enum { ENG_PORTABLE, ENG_VDP, ENG_AMX_TWIN, ENG_AMX, ENG_FP32, ENG_COUNT } engine_id;
-typedef struct {
-    const char *name;
-    tg_isa level;       /* the ISA level it needs */
-    int mr, mc, kc, kq; /* tile rows, block rows, block depth, depth padded to chunks of kq pairs */
-    bool amx_layout;    /* A in AMX panels (pack_a_amx), else 6-row pair panels */
-    bool tiles;         /* the thread's tile configuration around its share */
-} bf16_engine;
-static const bf16_engine ENGINES[ENG_COUNT] = {
-    [ENG_PORTABLE] = {"portable", TG_ISA_PORTABLE, MR, BF_MC, BF_KC, 1, false, false},
-    [ENG_VDP] = {"avx512_bf16", TG_ISA_AVX512_BF16, MR, BF_MC, BF_KC, 1, false, false},
-    [ENG_AMX_TWIN] = {"amx_twin", TG_ISA_PORTABLE, AMX_MR, AMX_MC, AMX_KC, AMX_KQ, true, false},
-    [ENG_AMX] = {"amx", TG_ISA_AMX, AMX_MR, AMX_MC, AMX_KC, AMX_KQ, true, true},
-    [ENG_FP32] = {"fp32", TG_ISA_AVX2, 0, 0, 0, 0, false, false}, /* operands rounded, then tg_k_gemm */
-};
 
 /* The tile of one A panel and one B sliver, kp pairs deep (a whole number
  * of the engine's chunks), into the m x n corner of C. */
@@ -544,65 +529,40 @@ static void tile(engine_id e, int kp, const uint16_t *a, const uint16_t *b, tg_r
     store_tile(t, m, n, alpha, beta, c, ldc);
 }
 
-/* ---- blocked, packed, threaded path (gemm.c's, in bf16) --------------------- */
-struct ctx {
-    engine_id eng;
-    bool bf16, trans_a, trans_b; /* bf16: the AVX-512 BF16 packers may run */
-    int M, N, K, nt, lda, ldb, ldc, mc, mr, kq;
-    tg_real alpha, beta;
-    const tg_real *A, *B;
-    tg_real *C;
-    const tg_gemm_epilogue *ep; /* NULL: none */
-    int kblocks;
-    bool split_n;               /* threads split B's slivers (columns of C), not C's rows */
-    int jc, ncur, kb, pc, kcur; /* the panel of the current jobs */
-    uint16_t *ws;
-    size_t b_elems, a_elems;
-};
-
-/* Pairs of a kc-deep block, padded to the engine's chunks. */
-static inline int padded_pairs(const ctx_t *c) { return (int)round_up((size_t)(c->kcur + 1) / 2, (size_t)c->kq); }
-
-static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
-    (void)tid;
-    const ctx_t *c = ctx;
-    const int kp = (c->kcur + 1) / 2, kpad = padded_pairs(c);
-    size_t sliver = (size_t)kpad * 2 * NR;
-    for (int64_t s = b; s < e; s++) {
-        int j0 = (int)s * NR, n = c->ncur - j0 < NR ? c->ncur - j0 : NR;
-        uint16_t *dst = c->ws + (size_t)s * sliver;
-        if (kpad > kp) memset(dst + (size_t)kp * 2 * NR, 0, (size_t)(kpad - kp) * 2 * NR * sizeof(uint16_t));
-#ifdef HAVE_FAST_PACK
-        if (c->bf16) {
-            (c->trans_b ? pack_bt_fast : pack_b_fast)(n, c->kcur, c->B, c->ldb, c->pc, c->jc + j0, dst);
-            continue;
-        }
-#endif
-        pack_b_sliver(c->trans_b, n, c->kcur, c->B, c->ldb, c->pc, c->jc + j0, dst);
-    }
+/* The packed depth of a kcur-deep block, in bf16: its pairs, padded to
+ * chunks of AMX_KQ pairs for the AMX layout. */
+static int depth_pairs(const gemm_engine *e, int kcur) {
+    (void)e;
+    return 2 * ((kcur + 1) / 2);
+}
+static int depth_amx(const gemm_engine *e, int kcur) {
+    (void)e;
+    return 2 * (int)round_up((size_t)(kcur + 1) / 2, AMX_KQ);
 }
 
-/* Rows ic.. (mcur of them) of op(A), depth pc.., into micro-panels of
- * panel elements each: the AVX-512 packers where they apply, else the loop. */
-static void pack_a_block(const ctx_t *c, int ic, int mcur, uint16_t *apack, size_t panel) {
-    if (ENGINES[c->eng].amx_layout) {
-        const int kq = padded_pairs(c) / AMX_KQ;
-        for (int ir = 0; ir < mcur; ir += AMX_MR) {
-            int m = mcur - ir < AMX_MR ? mcur - ir : AMX_MR;
-            uint16_t *dst = apack + (size_t)ir / AMX_MR * panel;
+/* An NR-wide sliver of op(B) in pairs, zero pairs past kcur up to the
+ * padded depth; the AVX-512 BF16 packers where the ISA level allows
+ * (flags), else the loop (the same bits). */
+static void pack_b_pairs(const gemm_job *j, int j0, int n, void *dst_) {
+    uint16_t *dst = dst_;
+    const int kp = (j->kcur + 1) / 2, kpad = j->depth / 2;
+    if (kpad > kp) memset(dst + (size_t)kp * 2 * NR, 0, (size_t)(kpad - kp) * 2 * NR * sizeof(uint16_t));
 #ifdef HAVE_FAST_PACK
-            if (c->bf16) {
-                (c->trans_a ? pack_at_amx_fast : pack_a_amx_fast)(m, c->kcur, kq, c->A, c->lda, ic + ir, c->pc, dst);
-                continue;
-            }
-#endif
-            pack_a_amx(c->trans_a, m, c->kcur, kq, c->A, c->lda, ic + ir, c->pc, dst);
-        }
+    if (j->flags) {
+        (j->trans_b ? pack_bt_fast : pack_b_fast)(n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
         return;
     }
+#endif
+    pack_b_sliver(j->trans_b, n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
+}
+
+/* Rows i0.. (mcur of them) of op(A), depth pc.., into MR-row pair panels. */
+static void pack_a_pairs(const gemm_job *j, int ic, int mcur, void *apack_) {
+    uint16_t *apack = apack_;
+    const size_t panel = (size_t)j->depth * MR;
 #ifdef HAVE_FAST_PACK
-    if (c->bf16 && c->trans_a) {
-        pack_at_block(mcur, c->kcur, c->A, c->lda, ic, c->pc, apack);
+    if (j->flags && j->trans_a) {
+        pack_at_block(mcur, j->kcur, j->A, j->lda, ic, j->pc, apack);
         return;
     }
 #endif
@@ -610,51 +570,61 @@ static void pack_a_block(const ctx_t *c, int ic, int mcur, uint16_t *apack, size
         int m = mcur - ir < MR ? mcur - ir : MR;
         uint16_t *dst = apack + (size_t)ir / MR * panel;
 #ifdef HAVE_FAST_PACK
-        if (c->bf16) {
-            pack_a_fast(m, c->kcur, c->A, c->lda, ic + ir, c->pc, dst);
+        if (j->flags) {
+            pack_a_fast(m, j->kcur, j->A, j->lda, ic + ir, j->pc, dst);
             continue;
         }
 #endif
-        pack_a_panel(c->trans_a, m, c->kcur, c->A, c->lda, ic + ir, c->pc, dst);
+        pack_a_panel(j->trans_a, m, j->kcur, j->A, j->lda, ic + ir, j->pc, dst);
     }
 }
 
-/* Shares [b, e) of the rows times the packed panel of B; each packs its
- * own blocks of A (pack_a_block). With split_n, shares [b, e) are runs of
- * the panel's slivers instead, times every row (each share packs all of A).
- * The AMX engine's thread loads its tile configuration first and releases
- * the tiles when done (amx.c). */
-static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
-    const ctx_t *c = ctx;
-    const int kp = padded_pairs(c), mr = c->mr;
-    const size_t panel = (size_t)kp * 2 * mr, sliver = (size_t)kp * 2 * NR;
-    uint16_t *apack = c->ws + c->b_elems + (size_t)(c->nt == 1 ? 0 : tid) * c->a_elems;
-    int row0 = 0, row1 = c->M, slivers = (c->ncur + NR - 1) / NR, s0 = 0, s1 = slivers;
-    if (c->split_n)
-        block_rows(slivers, 1, b, e, c->nt, &s0, &s1);
-    else
-        block_rows(c->M, mr, b, e, c->nt, &row0, &row1);
-    tg_real beta_k = c->kb == 0 ? c->beta : 1;
-    const tg_gemm_epilogue *ep = c->kb == c->kblocks - 1 ? c->ep : NULL; /* only the last K block finishes C */
-    if (ENGINES[c->eng].tiles) tg__amx_begin();
-    for (int ic = row0; ic < row1; ic += c->mc) {
-        int mcur = row1 - ic < c->mc ? row1 - ic : c->mc;
-        pack_a_block(c, ic, mcur, apack, panel);
-        for (int s = s0; s < s1; s++) {
-            int j0 = s * NR, n = c->ncur - j0 < NR ? c->ncur - j0 : NR;
-            for (int ir = 0; ir < mcur; ir += mr) {
-                int m = mcur - ir < mr ? mcur - ir : mr;
-                tile(c->eng, kp, apack + (size_t)ir / mr * panel, c->ws + (size_t)s * sliver,
-                     c->C + (size_t)(ic + ir) * c->ldc + c->jc + j0, c->ldc, c->alpha, beta_k, m, n);
-            }
+/* Rows i0.. of op(A) into AMX_MR-row panels of 16-pair chunks. */
+static void pack_a_amx_block(const gemm_job *j, int ic, int mcur, void *apack_) {
+    uint16_t *apack = apack_;
+    const size_t panel = (size_t)j->depth * AMX_MR;
+    const int kq = j->depth / 2 / AMX_KQ;
+    for (int ir = 0; ir < mcur; ir += AMX_MR) {
+        int m = mcur - ir < AMX_MR ? mcur - ir : AMX_MR;
+        uint16_t *dst = apack + (size_t)ir / AMX_MR * panel;
+#ifdef HAVE_FAST_PACK
+        if (j->flags) {
+            (j->trans_a ? pack_at_amx_fast : pack_a_amx_fast)(m, j->kcur, kq, j->A, j->lda, ic + ir, j->pc, dst);
+            continue;
         }
-        /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
-        int j1 = s1 * NR < c->ncur ? s1 * NR : c->ncur; /* this share's columns of the panel */
-        if (j1 > s0 * NR)
-            gemm_epilogue(ep, c->C, c->C + (size_t)ic * c->ldc + c->jc + s0 * NR, c->ldc, mcur, j1 - s0 * NR);
+#endif
+        pack_a_amx(j->trans_a, m, j->kcur, kq, j->A, j->lda, ic + ir, j->pc, dst);
     }
-    if (ENGINES[c->eng].tiles) tg__amx_end();
 }
+
+static void tile_e(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m, int n) {
+    tile((engine_id)j->eng->id, j->depth / 2, a, b, c, j->ldc, j->alpha, beta, m, n);
+}
+
+typedef struct {
+    const char *name;
+    tg_isa level;    /* the ISA level it needs */
+    gemm_engine drv; /* its row of the driver (unused by fp32) */
+} bf16_engine;
+/* a_slack 16: pack_a_fast writes up to 16 values past a block. (clang-format
+ * off: it would give each field a line.) */
+/* clang-format off */
+#define PAIRS_ROW(id_)                                                                                           \
+    {.id = id_, .elem = sizeof(uint16_t), .mr = MR, .nr = NR, .mc = BF_MC, .kc = BF_KC, .nc = BF_NC, .kalign = 2, \
+     .a_slack = 16, .depth = depth_pairs, .pack_a = pack_a_pairs, .pack_b = pack_b_pairs, .kernel = tile_e}
+#define AMX_ROW(id_, begin_, end_)                                                                                    \
+    {.id = id_, .elem = sizeof(uint16_t), .mr = AMX_MR, .nr = NR, .mc = AMX_MC, .kc = AMX_KC, .nc = BF_NC,           \
+     .kalign = 2, .a_slack = 16, .depth = depth_amx, .pack_a = pack_a_amx_block, .pack_b = pack_b_pairs,             \
+     .kernel = tile_e, .begin = begin_, .end = end_}
+/* clang-format on */
+static const bf16_engine ENGINES[ENG_COUNT] = {
+    [ENG_PORTABLE] = {"portable", TG_ISA_PORTABLE, PAIRS_ROW(ENG_PORTABLE)},
+    [ENG_VDP] = {"avx512_bf16", TG_ISA_AVX512_BF16, PAIRS_ROW(ENG_VDP)},
+    [ENG_AMX_TWIN] = {"amx_twin", TG_ISA_PORTABLE, AMX_ROW(ENG_AMX_TWIN, NULL, NULL)},
+    /* the thread's tile configuration around its share, then the release (amx.c) */
+    [ENG_AMX] = {"amx", TG_ISA_AMX, AMX_ROW(ENG_AMX, tg__amx_begin, tg__amx_end)},
+    [ENG_FP32] = {"fp32", TG_ISA_AVX2, {.id = ENG_FP32}}, /* operands rounded, then tg_k_gemm */
+};
 
 /* Scalar fallback when the packing buffers cannot be had: the same sums in
  * the same order, slowly, so an out-of-memory machine still gets the
@@ -818,61 +788,23 @@ void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real 
     engine_id eng = bf16_engine_pick();
     if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep)) return;
     if (eng == ENG_FP32) eng = ENG_PORTABLE; /* out of memory for the copies */
-    const bf16_engine *e = &ENGINES[eng];
-    /* K in near-equal blocks of at most KC, each an even number deep except
-     * the last (the split depends on K alone: thread-independent results). */
-    int kblocks = (K + e->kc - 1) / e->kc;
-    /* block ends are the even floor of K*kb/kblocks: a block is at most one
-     * deeper than ceil(K / kblocks), and its pairs one more; then padded to
-     * the engine's chunks */
-    int kc_max = (int)round_up((size_t)(K + kblocks - 1) / kblocks + 1, 2 * (size_t)e->kq);
-    int nc = (int)round_up((size_t)(N < BF_NC ? N : BF_NC), NR);
-    int mc = (int)round_up((size_t)(M < e->mc ? M : e->mc), (size_t)e->mr);
-    gemm_split split = gemm_split_choose(M, N, K, e->mr, NR); /* rows or B's slivers, as gemm.c */
-    int nt = split.nt;
-    size_t b_elems = round_up((size_t)kc_max * nc, 32);
-    size_t a_elems = round_up((size_t)kc_max * mc + 16, 32); /* + 16: pack_a_fast's overhang */
-    uint16_t *ws = tg__gemm_workspace((b_elems + (size_t)nt * a_elems) * sizeof(uint16_t));
-    if (!ws) {
+    const gemm_job job = {.trans_a = trans_a,
+                          .trans_b = trans_b,
+                          .M = M,
+                          .N = N,
+                          .K = K,
+                          .lda = lda,
+                          .ldb = ldb,
+                          .ldc = ldc,
+                          .alpha = alpha,
+                          .beta = beta,
+                          .A = A,
+                          .B = B,
+                          .C = C,
+                          .ep = ep,
+                          .flags = tg_isa_level() >= TG_ISA_AVX512_BF16}; /* the AVX-512 BF16 packers may run */
+    if (!gemm_drive(&ENGINES[eng].drv, &job))
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
-        return;
-    }
-    ctx_t c = {.eng = eng,
-               .bf16 = tg_isa_level() >= TG_ISA_AVX512_BF16,
-               .trans_a = trans_a,
-               .trans_b = trans_b,
-               .M = M,
-               .N = N,
-               .K = K,
-               .nt = nt,
-               .lda = lda,
-               .ldb = ldb,
-               .ldc = ldc,
-               .mc = mc,
-               .mr = e->mr,
-               .kq = e->kq,
-               .alpha = alpha,
-               .beta = beta,
-               .A = A,
-               .B = B,
-               .C = C,
-               .ep = ep,
-               .kblocks = kblocks,
-               .split_n = split.split_n,
-               .ws = ws,
-               .b_elems = b_elems,
-               .a_elems = a_elems};
-    for (c.jc = 0; c.jc < N; c.jc += nc) {
-        c.ncur = N - c.jc < nc ? N - c.jc : nc;
-        for (c.kb = 0; c.kb < kblocks; c.kb++) {
-            /* block boundaries on even k, so only the last block can be odd */
-            c.pc = (int)((long long)K * c.kb / kblocks) & ~1;
-            int end = c.kb + 1 == kblocks ? K : (int)((long long)K * (c.kb + 1) / kblocks) & ~1;
-            c.kcur = end - c.pc;
-            tg_parallel_for((c.ncur + NR - 1) / NR, nt > 1, pack_b_range, &c);
-            tg_parallel_for(nt, nt > 1, multiply_range, &c);
-        }
-    }
 }
 
 void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,

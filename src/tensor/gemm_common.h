@@ -39,22 +39,11 @@ typedef struct {
  * smaller largest share, rows on a tie. A share costs its rows times its
  * columns plus SPLIT_A_COLS, rows rounded up to whole mr-row tiles and
  * columns to nr-wide slivers (a part-filled tile costs a full one).
- * Measured at 2 threads: the CPU time of each share (wall times on this
- * shared 2-core machine were too noisy), medians of 21-31 interleaved
- * runs, float, the larger share in ms, split by rows -> by columns, and
- * what the rule picks:
- *   AVX-512    18 x  256 x 512   0.030 -> 0.022  columns
- *              42 x  256 x 512   0.057 -> 0.050  columns
- *             102 x 1024 x 512   0.497 -> 0.483  columns
- *              24 x 1024 x 512   0.113 -> 0.113  rows (the tiles tie)
- *             512 x  512 x 512   1.31  -> 1.33   rows
- *            1024 x 1024 x 1024 10.1   -> 10.5   rows
- *   AVX2      600 x   40 x 512   0.144 -> 0.193  rows (direct loops)
- * By tiles alone 256^3 and 1024^3 would split by columns (2.3% and 0.6%
- * fewer tiles) and 512^3 tie; every thread's A costs the column split more
- * (1-3% more CPU time in all, 3-5% in the bf16 GEMM, which rounds A as it
- * packs it), hence SPLIT_A_COLS. Missed: 102 x 256 x 512, 1.06x faster by
- * columns, a tie here. Each element of C
+ * Why the SPLIT_A_COLS term: by tiles alone large square products would
+ * split by columns (a few % fewer tiles), yet every thread packing all of
+ * A costs the column split more than that (more still in the bf16 GEMM,
+ * which rounds A as it packs it). The measured shares, and the one case
+ * the rule misses, are in BENCHMARKS.md ("GEMM split"). Each element of C
  * is computed by one thread in the same k order either way, so the choice
  * never changes a bit of the result. */
 static inline gemm_split gemm_split_choose(int M, int N, int K, int mr, int nr) {
@@ -88,7 +77,7 @@ static inline void block_rows(int M, int mr, int64_t b, int64_t e, int nth, int 
     thread_rows(M, mr, (int)e - 1, nth, &unused, r1);
 }
 
-/* The calling thread's packing buffer (gemm.c), at least `bytes`, 64-byte
+/* The calling thread's packing buffer (gemm_driver.c), at least `bytes`, 64-byte
  * aligned: thread-local, grown on demand, never shrunk, freed by
  * tg_release_all; NULL when out of memory. One buffer serves both products
  * (neither runs inside the other). */

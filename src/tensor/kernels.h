@@ -117,8 +117,8 @@ void tg_k_unary_tile(tg_unary_kind kind, tg_real param, int m, int n, const tg_r
  * tg_k_gemm_ep is tg_k_gemm (tg_k_gemm_bf16_ep: tg_k_gemm_bf16) that also
  * writes Y = act(C) for the finished C, block by block, each block once,
  * after its last K block, on the thread that computed it, while the block
- * is still in cache: no second pass over C in memory (gemm.c says which
- * blocks). C keeps the product (a backward needs the pre-activation); Y has
+ * is still in cache: no second pass over C in memory (gemm_driver.c says
+ * which blocks). C keeps the product (a backward needs the pre-activation); Y has
  * C's shape and ldc, and may be C itself (then only act(C) is kept). act
  * is a row of TG_UNARY_OPS without a scalar (GELU, GELU tanh, ReLU, ...);
  * Y(i,j) is bit for bit tg_k_unary's f(C(i,j)). ep NULL: tg_k_gemm

@@ -17,8 +17,8 @@ extern void *tg__tape_head;
  * by tensor.c when a persistent tensor is made or freed). */
 void tg__persistent_account(long long delta);
 
-/* Registers fn to run at tg_release_all(), e.g. gemm.c's release of the
- * calling thread's packing buffer. Registering the same fn again does
+/* Registers fn to run at tg_release_all(), e.g. the GEMM driver's release
+ * (gemm_driver.c) of the calling thread's packing buffer. Registering the same fn again does
  * nothing; safe to call from several threads. A hook instead of a direct
  * call, so memory.c does not depend on the kernels that use it. */
 void tg__on_release_all(void (*fn)(void));

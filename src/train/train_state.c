@@ -206,7 +206,7 @@ static char *state_metadata(const char *op, const char *path, int64_t step, cons
     snprintf(v, sizeof v, "%lld", (long long)step);
     tg_json_key(&w, "step"), tg_json_put_str(&w, v);
     tg_json_key(&w, "optim"), tg_json_put_str(&w, optim->name); /* the optimizer's row */
-    tg_strbuf names = {0}; /* "a,b,c": check_args allows no ',' in a name */
+    tg_strbuf names = {0};                                      /* "a,b,c": check_args allows no ',' in a name */
     for (int i = 0; i < n_rngs; i++) tg_strbuf_str(&names, i ? "," : ""), tg_strbuf_str(&names, rngs[i].name);
     tg_json_key(&w, "rngs"), tg_json_put_string(&w, names.p ? names.p : "", names.oom ? 0 : names.n);
     free(names.p);
@@ -226,8 +226,7 @@ static char *state_metadata(const char *op, const char *path, int64_t step, cons
     for (more = more == 0; more == 1; more = tg_json_next(&j, '}')) {
         char *k = extra_string(&j), *val = k && tg_json_expect(&j, ':') == 0 ? extra_string(&j) : NULL;
         bool own = k && (strcmp(k, "tgrad_train_state") == 0 || strcmp(k, "step") == 0 || strcmp(k, "optim") == 0 ||
-                         strcmp(k, "rngs") == 0 ||
-                         strncmp(k, "rng.", 4) == 0);
+                         strcmp(k, "rngs") == 0 || strncmp(k, "rng.", 4) == 0);
         if (own) tg_set_error("%s: %s: extra metadata uses the format's key \"%s\"", op, path, k);
         if (val && !own) tg_json_key(&w, k), tg_json_put_str(&w, val);
         free(k), free(val);

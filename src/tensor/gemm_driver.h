@@ -1,0 +1,82 @@
+/* Internal: the one blocked GEMM driver (gemm_driver.c) and what an engine
+ * plugs into it. The float products (gemm.c: portable, AVX2 FMA, AVX-512
+ * FMA) and the bf16 ones (gemm_bf16.c: vdpbf16ps, AMX tiles, their
+ * portable twins) differ only in their gemm_engine rows: the element and
+ * the layout of the packed operands, the tile and block sizes, the packers
+ * and the micro-kernel. The loops around them (Goto / BLIS: B panels shared
+ * by the threads, A blocks packed per thread), the K blocks, the thread
+ * split (gemm_split_choose) and the epilogue are written once, here, in
+ * the scheme of BLIS and oneDNN's brgemm: one driver, many micro-kernels.
+ * A new engine costs a row, a micro-kernel, its packing rule and a test. */
+#ifndef TG_GEMM_DRIVER_H
+#define TG_GEMM_DRIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tensor/gemm_common.h"
+
+typedef struct gemm_engine gemm_engine;
+typedef struct gemm_job gemm_job;
+
+/* A product, and (jc.. pc..) the panel of B the threads are working on;
+ * filled by gemm_drive, read by the engine's packers and kernels. */
+struct gemm_job {
+    const gemm_engine *eng;
+    bool trans_a, trans_b;
+    int M, N, K, lda, ldb, ldc;
+    tg_real alpha, beta;
+    const tg_real *A, *B;
+    tg_real *C;
+    const tg_gemm_epilogue *ep; /* NULL: none */
+    int flags;                  /* the caller's, for its engine (bf16: the AVX-512 BF16 packers may run) */
+    /* set by gemm_drive */
+    int nt;       /* threads: shares of the product */
+    bool split_n; /* threads split B's slivers (columns of C), not C's rows */
+    int mc, nc, kblocks;
+    int jc, ncur, kb, pc, kcur; /* the current panel: columns jc.. (ncur), depth pc.. (kcur) */
+    int depth;                  /* packed depth of this K block (eng->depth), in packed elements */
+    unsigned char *ws;          /* the packed panel of B, then one A block per thread */
+    size_t b_bytes, a_bytes;
+};
+
+/* An engine: one row of constants and functions. Packed A is micro-panels
+ * of mr rows, depth * mr elements each; packed B slivers of nr columns,
+ * depth * nr elements each; elements of elem bytes. */
+struct gemm_engine {
+    int id;      /* the owner's name for the row (its table index) */
+    size_t elem; /* bytes of a packed element */
+    int mr, nr;  /* the micro-kernel's tile of C */
+    int mc, kc, nc;
+    int kalign;  /* K blocks start on multiples of this (2: bf16 pairs) */
+    int a_slack; /* elements pack_a may write past a block */
+    /* packed depth of a kcur-deep block (padding to pairs, chunks); NULL: kcur */
+    int (*depth)(const gemm_engine *e, int kcur);
+    /* rows i0.. (m of them, whole panels but the last) of op(A), depth
+     * pc.., into m / mr micro-panels at dst, zeros past m */
+    void (*pack_a)(const gemm_job *j, int i0, int m, void *dst);
+    /* columns jc + j0.. (n <= nr) of op(B), depth pc.., into a sliver at
+     * dst, zeros past n and past kcur */
+    void (*pack_b)(const gemm_job *j, int j0, int n, void *dst);
+    /* the tile of panel a times sliver b into the m x n corner of C at c:
+     * C = alpha * tile + beta * C (beta == 0 never reads C) */
+    void (*kernel)(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m, int n);
+    /* optional (NULL: A is always packed): the same with A read in place,
+     * row r, depth k at a[r*a_rs + k*a_ks], used when a panel of B has at
+     * most in_place_max_slivers slivers */
+    void (*kernel_a)(const gemm_job *j, const tg_real *a, size_t a_rs, size_t a_ks, const void *b, tg_real *c,
+                     tg_real beta, int m, int n);
+    int in_place_max_slivers;
+    /* optional: run by each thread around its share (AMX: the tile
+     * configuration, then its release) */
+    void (*begin)(void), (*end)(void);
+};
+
+/* C = alpha * op(A) op(B) + beta * C through engine e, the operands (and
+ * flags) in *op. Each element of C is one thread's, summed in k order
+ * within each K block, the blocks' boundaries a function of K alone: the
+ * same bits at any thread count. false: the packing buffers could not be
+ * had (out of memory), nothing done; the caller runs an unpacked loop. */
+bool gemm_drive(const gemm_engine *e, const gemm_job *op);
+
+#endif
