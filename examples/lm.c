@@ -23,9 +23,19 @@
  *
  * A checkpoint is untrusted input: its metadata is parsed by the flags'
  * own rules (cli_set) and the sizes checked against its tensors before a
- * model is built (lm_model.h). */
+ * model is built (tg_decoder_config_of, tg_decoder_open). */
+#include <limits.h>
 #include <math.h>
-#include "lm_run.h"
+#include "cli.h"
+#include "tgrad.h"
+
+typedef struct {
+    int steps, decay_steps, batch, block, layers, heads, dim, warmup, accum, eval_every, eval_batches, save_every;
+    int patience, seed, threads, stop_after, tokens, top_k;
+    double lr, min_lr, weight_decay, clip, dropout, temperature;
+    const char *data, *out, *resume, *init_from, *load, *prompt, *gelu, *pe, *logits, *tokenizer, *precision;
+    bool sample, ddp, overwrite;
+} options;
 
 static const char *const ABOUT =
     "Trains a GPT-2 style decoder (nanoGPT's GPT) on text, one byte per token: by default on\n"
@@ -51,7 +61,7 @@ static int lm_options(options *o, cli_opt *opts) {
         {"decay-steps", CLI_INT, &o->decay_steps, "step where the cosine reaches --min-lr (0: --steps)", 0, 1e7},
         {"batch", CLI_INT, &o->batch, "windows per micro-batch", 1, 4096},
         {"block", CLI_INT, &o->block, "window length T (block_size)", 2, 4096},
-        {"layers", CLI_INT, &o->layers, "decoder blocks", 1, LM_MAX_LAYERS},
+        {"layers", CLI_INT, &o->layers, "decoder blocks", 1, TG_DECODER_MAX_LAYERS},
         {"heads", CLI_INT, &o->heads, "attention heads (must divide --dim)", 1, 256},
         {"dim", CLI_INT, &o->dim, "model width n_embd", 1, 8192},
         {"dropout", CLI_REAL, &o->dropout, "dropout probability (embeddings, attention, residual branches)", 0, 0.9},
@@ -94,65 +104,52 @@ static int lm_options(options *o, cli_opt *opts) {
     return n;
 }
 
-/* ---- sampling from a checkpoint (--sample, --logits) ------------------------ */
-static int generate(tg_decoder *m, const lm_tok *tok, const options *o) {
-    const char *prompt = *o->prompt ? o->prompt : "\n"; /* "": one newline, as nanoGPT's start */
-    int64_t n;
-    int *ids = lm_tok_encode(tok, (const unsigned char *)prompt, strlen(prompt), &n), rc = -1;
-    int *out = malloc(sizeof(int) * (size_t)(o->tokens + 1));
-    if (ids && out && n > 0 &&
-        tg_decoder_generate(m, ids, (int)n, o->tokens, (tg_real)o->temperature, o->top_k, (uint64_t)o->seed, out) ==
-            0) {
-        printf("--- sample (temperature %g, top-k %d, seed %d) ---\n", o->temperature, o->top_k, o->seed);
-        lm_tok_print(tok, ids, (int)n);
-        lm_tok_print(tok, out, o->tokens);
-        printf("\n---\n");
-        rc = 0;
-    } else {
-        fprintf(stderr, "lm: %s\n", ids && out ? tg_last_error() : "out of memory for the sample");
+/* The run's settings (src/train/run.h, tg_setting): the flags a checkpoint
+ * records, by the flags' own types and ranges; the fixed ones cannot change
+ * on resume. The model's shape is the model's own metadata, checked by
+ * lm_shape; so is "tokenizer" (its kind): the flag's key is "tokenizer.spec". */
+static const char *const LM_FIXED = " data seed tokenizer ";
+static const char *const LM_CHANGEABLE = " steps decay-steps batch lr min-lr warmup weight-decay clip accum dropout "
+                                         "eval-every eval-batches save-every patience precision ";
+enum { LM_MAX_SETTINGS = 24 };
+
+static bool lm_listed(const char *list, const char *name) {
+    const char *at = strstr(list, name);
+    size_t n = strlen(name);
+    return at && at[-1] == ' ' && at[n] == ' ';
+}
+
+/* The settings of the flags in opts, then the data's size (a late one: a
+ * resume checks it when the token file is read). Returns their number. */
+static int lm_settings(tg_setting *s, const cli_opt *opts, int nopt, int *data_tokens) {
+    static const tg_setting_type type[] = {TG_SETTING_INT, TG_SETTING_REAL, TG_SETTING_STRING, TG_SETTING_BOOL};
+    int n = 0;
+    for (int i = 0; i < nopt && n < LM_MAX_SETTINGS - 1; i++) {
+        bool fixed = lm_listed(LM_FIXED, opts[i].name), changeable = lm_listed(LM_CHANGEABLE, opts[i].name);
+        if (fixed || changeable)
+            s[n++] = (tg_setting){opts[i].name,
+                                  type[opts[i].kind],
+                                  opts[i].dst,
+                                  changeable,
+                                  cli_given(opts, nopt, opts[i].name),
+                                  opts[i].min,
+                                  opts[i].max,
+                                  strcmp(opts[i].name, "tokenizer") == 0 ? "tokenizer.spec" : NULL};
     }
-    free(ids), free(out);
-    return rc;
+    s[n++] = (tg_setting){"data_tokens", TG_SETTING_INT, data_tokens, false, true, 1, INT_MAX, NULL};
+    return n;
 }
 
-/* The logits of the prompt, [1, n, V], in eval mode, as .npy. */
-static int write_logits(tg_decoder *m, const lm_tok *tok, const options *o) {
-    int64_t k;
-    int *ids = lm_tok_encode(tok, (const unsigned char *)o->prompt, strlen(o->prompt), &k), n = (int)k;
-    if (!ids || !n) return free(ids), fprintf(stderr, "lm: --logits needs a non-empty --prompt\n"), -1;
-    tg_decoder_train(m, false);
-    bool grad = tg_set_grad_enabled(false);
-    tg_scope_begin();
-    tg_tensor *logits = tg_decoder_forward(m, ids, 1, n);
-    int64_t bad = -1; /* the first logit that is not finite: refused, not written (weights that overflow float) */
-    for (int64_t i = 0; logits && bad < 0 && i < (int64_t)n * m->cfg.vocab_size; i++)
-        if (!isfinite((double)logits->data[i])) bad = i;
-    int rc = logits && bad < 0 && tg_npy_save(o->logits, logits) == 0 ? 0 : -1;
-    if (bad >= 0)
-        fprintf(stderr,
-                "lm: --logits: logit %lld (position %lld, token %lld) is %g: the model's weights overflow; "
-                "nothing written to %s\n",
-                (long long)bad, (long long)(bad / m->cfg.vocab_size), (long long)(bad % m->cfg.vocab_size),
-                (double)logits->data[bad], o->logits);
-    else if (rc)
-        fprintf(stderr, "lm: %s\n", tg_last_error());
-    else
-        printf("wrote %s: logits [1, %d, %d] of the prompt\n", o->logits, n, m->cfg.vocab_size);
-    tg_scope_end();
-    tg_set_grad_enabled(grad);
-    free(ids);
-    return rc;
-}
-
+/* ---- sampling from a checkpoint (--sample, --logits) ------------------------ */
 static int sample_mode(const options *o) {
-    lm_config c;
-    lm_tok tok;
-    tg_decoder *m = lm_load(o->load, &c, &tok);
+    tg_tokenizer *tok = NULL;
+    tg_decoder *m = tg_decoder_open(o->load, &tok);
     int rc = m ? 0 : -1;
+    if (rc == 0 && o->logits) rc = tg_decoder_write_logits(m, tok, o->prompt, o->logits);
+    if (rc == 0 && (o->sample || !o->logits))
+        rc = tg_decoder_print_sample(m, tok, o->prompt, o->tokens, o->temperature, o->top_k, (uint64_t)o->seed);
     if (rc != 0) fprintf(stderr, "lm: %s\n", tg_last_error());
-    if (rc == 0 && o->logits) rc = write_logits(m, &tok, o);
-    if (rc == 0 && (o->sample || !o->logits)) rc = generate(m, &tok, o);
-    if (m) lm_tok_free(&tok);
+    tg_tokenizer_free(tok);
     tg_decoder_free(m);
     tg_release_all();
     return rc == 0 ? 0 : 1;
@@ -161,7 +158,7 @@ static int sample_mode(const options *o) {
 /* ---- training ------------------------------------------------------------------ */
 typedef struct {
     options o;
-    lm_config c;
+    tg_decoder_config dc; /* the model's shape: the flags', or a checkpoint's */
     char *tokens_path, *model_path;
     tg_token_data *d;
     tg_decoder *m;
@@ -169,59 +166,75 @@ typedef struct {
     tg_optim *opt;
     tg_rngs rngs;
     tg_run *run;
-    lm_tok tok;
+    tg_tokenizer *tok;
+    tg_decoder_outputs outs; /* what each checkpoint writes besides the state */
     int *x, *y, n_eval;
-    bool drew;
     const cli_opt *opts; /* the flags' table, for the settings a checkpoint records */
     int nopt;
 } lm_run;
 
-/* The corpus as a token file in the run: the fortunes, a text file's bytes,
- * or a .npy token file used as it is. */
-static int prepare_tokens(lm_run *r) {
-    const char *data = r->o.data;
-    size_t n = data ? strlen(data) : 0;
-    struct stat sb;
-    if (!(r->tokens_path = tg_run_path(r->o.out, "tokens.npy"))) return -1;
-    if (r->o.resume && lstat(r->tokens_path, &sb) == 0) return 0; /* the run's own, whatever --data's path meant */
-    if (data && n > 4 && strcmp(data + n - 4, ".npy") == 0)
-        return free(r->tokens_path), (r->tokens_path = strdup(data)) ? 0 : -1;
-    if (tg_dist_rank() != 0) return 0; /* rank 0 writes it (a barrier follows) */
-    if (tg_run_mkdir(r->o.out) != 0) return -1;
-    char *corpus = data ? NULL : tg_run_path(r->o.out, "fortunes.txt");
-    int64_t k = data ? 0 : corpus ? tg_fortunes_corpus(NULL, corpus) : -1;
-    if (k > 0) printf("corpus: %lld fortunes from %s -> %s\n", (long long)k, TG_FORTUNES_DIR, corpus);
-    int rc = k < 0 ? -1 : lm_tok_encode_file(&r->tok, data ? data : corpus, r->tokens_path);
-    free(corpus);
+/* The model's shape and tokenizer from a checkpoint (--resume: the run's
+ * state; --init-from: a run folder, a state, best or an lm.safetensors)
+ * into r and its flags; a shape flag given that differs: why names both. */
+static int lm_shape(lm_run *r, const char *from, char *why, size_t cap) {
+    options *o = &r->o;
+    tg_decoder_config *c = &r->dc;
+    char given[64], run[64];
+    int rc = tg_decoder_config_of(from, c, &r->tok);
+    const char *names[] = {"block", "layers", "heads", "dim", "gelu", "pe"};
+    const char *str[] = {c->gelu == TG_DEC_GELU_ERF ? "erf" : "tanh", tg_pe_kind_name(c->pos)};
+    const int num[] = {c->block_size, c->n_layer, c->n_head, c->n_embd};
+    for (int i = 0; rc == 0 && i < 6; i++) {
+        const cli_opt *opt = NULL;
+        for (int k = 0; k < r->nopt; k++) opt = strcmp(r->opts[k].name, names[i]) == 0 ? &r->opts[k] : opt;
+        i < 4 ? snprintf(run, sizeof run, "%d", num[i]) : snprintf(run, sizeof run, "%s", str[i - 4]);
+        i < 4 ? snprintf(given, sizeof given, "%d", *(int *)opt->dst)
+              : snprintf(given, sizeof given, "%s", *(const char **)opt->dst);
+        if (i >= 4) *(const char **)opt->dst = str[i - 4];
+        if (!cli_given(r->opts, r->nopt, names[i]) || strcmp(given, run) == 0) continue;
+        if (o->resume)
+            snprintf(why, cap,
+                     "--%s %s: the run in %s has %s, which cannot change on resume (start a new run from its weights "
+                     "with --init-from %s --out OTHER)",
+                     names[i], given, o->out, run, o->out);
+        else
+            snprintf(why, cap, "--%s %s: the checkpoint %s has %s (a run started from it keeps its model's shape)",
+                     names[i], given, from, run);
+        rc = -1;
+    }
+    o->block = c->block_size, o->layers = c->n_layer, o->heads = c->n_head, o->dim = c->n_embd;
     return rc;
 }
 
-/* After each checkpoint (rank 0): the model alone, for nanoGPT and
- * --sample, and the figures. */
-static int on_save(void *ctx, int64_t step) {
-    lm_run *r = ctx;
-    char meta[1024];
-    model_meta(meta, sizeof meta, &r->c);
-    char *all = lm_tok_meta(&r->tok, meta); /* the model and its tokenizer */
-    int rc = all ? tg_decoder_save(r->m, r->model_path, all) : -1;
-    free(all);
-    if (rc != 0) return -1;
-    r->drew = lm_draw_losses(r->run, r->o.data, &r->c) == 0 &&
-              lm_draw_attention(r->o.out, r->m, r->d, r->o.batch, r->x, r->y) == 0;
-    lm_report(&r->o, r->m, &r->tok, r->d, r->x, r->y, step); /* report.html (and a sample) */
-    return 0; /* a figure that cannot be drawn is said, and the run goes on */
+/* --resume: the run's folder (a folder, or a train_state.safetensors'),
+ * its settings and model into r. -1 with why set (a bad flag: exit 2) or
+ * the error recorded (a bad checkpoint: exit 1). */
+static int lm_resume(lm_run *r, char *why, size_t cap) {
+    static char *dir; /* the run's folder, o->out from here */
+    options *o = &r->o;
+    free(dir);
+    if (!(dir = tg_run_resume_folder(o->resume))) return snprintf(why, cap, "%s", tg_last_error()), -1;
+    if (cli_given(r->opts, r->nopt, "out") && strcmp(o->out, dir) != 0)
+        return snprintf(why, cap, "--out %s and --resume %s name different runs (a resumed run stays in its folder)",
+                        o->out, dir),
+               -1;
+    o->out = dir;
+    tg_setting set[LM_MAX_SETTINGS];
+    int unused = 0, rc = tg_run_settings_resume(dir, set, lm_settings(set, r->opts, r->nopt, &unused) - 1);
+    if (rc == 1) snprintf(why, cap, "%s", tg_last_error());
+    return rc != 0 ? -1 : lm_shape(r, dir, why, cap);
 }
 
 static void print_setup(const lm_run *r, int64_t step) {
     const options *p = &r->o;
-    int B = p->batch, T = r->c.block;
+    int B = p->batch, T = r->dc.block_size;
     printf("data: %s, %lld tokens (%lld train, %lld validation; %d validation windows of %d per evaluation)\n",
            r->tokens_path, (long long)r->d->n, (long long)r->d->n_train, (long long)(r->d->n - r->d->n_train),
            r->n_eval * B, T);
     printf("model: GPT, V %d, T %d, %d layers, %d heads, d %d, %lld parameters; batch %d x %d accum, %d steps, "
            "AdamW lr %g -> %g (warm-up %d, cosine to step %d), weight decay %g, clip %g, dropout %g\n",
-           r->c.vocab, T, r->c.layers, r->c.heads, r->c.dim, (long long)tg_decoder_num_params(r->m), B, p->accum,
-           p->steps, p->lr, p->min_lr, p->warmup, p->decay_steps, p->weight_decay, p->clip, p->dropout);
+           r->dc.vocab_size, T, r->dc.n_layer, r->dc.n_head, r->dc.n_embd, (long long)tg_decoder_num_params(r->m), B,
+           p->accum, p->steps, p->lr, p->min_lr, p->warmup, p->decay_steps, p->weight_decay, p->clip, p->dropout);
     if (step > 0) printf("resumed %s at step %lld\n", p->out, (long long)step);
     if (p->init_from) printf("weights from %s\n", p->init_from);
     if (tg_dist_active())
@@ -237,35 +250,52 @@ static int train_mode(lm_run *r) {
     rc.accum = p->accum, rc.clip = p->clip, rc.eval_every = p->eval_every, rc.save_every = p->save_every;
     rc.patience = p->patience, rc.stop_after = p->stop_after, rc.resume = p->resume != NULL;
     rc.overwrite = p->overwrite, rc.init_from = p->init_from;
-    if (tg_run_claim(&rc) != 0 || prepare_tokens(r) != 0 || tg_dist_barrier() != 0 ||
+    if (tg_run_claim(&rc) != 0 || !(r->tokens_path = tg_run_tokens(p->out, p->data, r->tok, p->resume != NULL)) ||
+        tg_dist_barrier() != 0 || tg_tokens_check(r->tokens_path, r->tok) != 0 ||
         !(r->d = tg_token_data_open(r->tokens_path, 0.1, (uint64_t)p->seed)) ||
-        lm_check_data(r->d, &r->c, p->batch, size) != 0)
+        tg_decoder_check_data(r->d, &r->dc, p->batch, size) != 0)
         return 1;
-    int B = p->batch, T = r->c.block;
+    int B = p->batch, T = r->dc.block_size;
     r->n_eval = (int)fmin((double)tg_token_data_val_batches(r->d, B, T), p->eval_batches);
     tg_rng init = tg_rng_new((uint64_t)p->seed);
-    tg_decoder_config dc = decoder_config(&r->c, p->dropout);
+    r->dc.dropout = (tg_real)p->dropout;
     tg_optim_config oc = tg_adamw_config((tg_real)p->lr, (tg_real)p->weight_decay);
     oc.beta2 = (tg_real)0.95; /* nanoGPT's train.py */
-    if (!(r->m = tg_decoder_new(&dc, &init)) || tg_decoder_params(r->m, &r->params, NULL) ||
+    if (!(r->m = tg_decoder_new(&r->dc, &init)) || tg_decoder_params(r->m, &r->params, NULL) ||
         !(r->opt = tg_optim_new_groups(&oc, &r->params)) || tg_rngs_add(&r->rngs, "data", tg_token_data_rng(r->d)) ||
-        tg_decoder_rngs(r->m, &r->rngs) || (p->init_from && lm_init_weights(r->m, &r->params, p->init_from) != 0) ||
+        tg_decoder_rngs(r->m, &r->rngs) || (p->init_from && tg_decoder_init_from(r->m, &r->params, p->init_from)) ||
         !(r->x = malloc(sizeof(int) * (size_t)B * T)) || !(r->y = malloc(sizeof(int) * (size_t)B * T)))
         return 1;
     char meta[1024];
-    model_meta(meta, sizeof meta, &r->c);
-    char *all = lm_tok_meta(&r->tok, meta); /* the model's metadata: its config and tokenizer */
+    tg_decoder_config_json(&r->dc, meta, sizeof meta);
+    char *all = tg_tokenizer_meta(r->tok, meta); /* the model's metadata: its config and tokenizer */
     tg_setting set[LM_MAX_SETTINGS];
     int data_tokens = r->d->n > INT_MAX ? INT_MAX : (int)r->d->n;
     rc.schedule = tg_lr_warmup_cosine(p->lr, p->min_lr, p->warmup, p->decay_steps);
-    rc.max_loss = 100 * log((double)r->c.vocab); /* a uniform guess costs ln V */
+    rc.max_loss = 100 * log((double)r->dc.vocab_size); /* a uniform guess costs ln V */
     rc.tokens_per_step = (double)B * T * p->accum;
-    rc.flops_per_step = tg_decoder_flops(&dc, B * p->accum, T);
+    rc.flops_per_step = tg_decoder_flops(&r->dc, B * p->accum, T);
     rc.settings = set, rc.n_settings = lm_settings(set, r->opts, r->nopt, &data_tokens), rc.meta = all;
     r->run = all ? tg_run_open(&rc, &r->params, r->opt, &r->rngs) : NULL;
     free(all);
     if (!r->run) return 1;
-    tg_run_on_save(r->run, on_save, r);
+    r->outs = (tg_decoder_outputs){.run = r->run,
+                                   .m = r->m,
+                                   .tok = r->tok,
+                                   .d = r->d,
+                                   .batch = B,
+                                   .x = r->x,
+                                   .y = r->y,
+                                   .model_path = r->model_path,
+                                   .data = p->data,
+                                   .prompt = p->prompt,
+                                   .tokens = p->tokens,
+                                   .top_k = p->top_k,
+                                   .temperature = p->temperature,
+                                   .seed = (uint64_t)p->seed,
+                                   .resumed = p->resume != NULL,
+                                   .prog = "lm"};
+    tg_run_on_save(r->run, tg_decoder_outputs_save, &r->outs);
     print_setup(r, tg_run_steps_done(r->run));
     double val = NAN;
     while (tg_run_next(r->run) && tg_run_decoder_step(r->run, r->m, r->d, B, T, p->accum, r->x, r->y) == 0)
@@ -281,12 +311,13 @@ static int train_mode(lm_run *r) {
            "(val_loss %.4f at step %lld), %s (the model), %s/metrics.jsonl%s and %s/report.html (open it in a "
            "browser)\n",
            p->out, (long long)step, p->out, p->out, best, (long long)best_step, r->model_path, p->out,
-           r->drew ? ", lm_loss.png, lm_attention.png" : "", p->out);
-    if (generate(r->m, &r->tok, p) != 0) return 1;
-    if (!r->tok.bpe) {
+           r->outs.drew ? ", lm_loss.png, lm_attention.png" : "", p->out);
+    if (tg_decoder_print_sample(r->m, r->tok, p->prompt, p->tokens, p->temperature, p->top_k, (uint64_t)p->seed))
+        return fprintf(stderr, "lm: %s\n", tg_last_error()), 1;
+    if (!tg_tokenizer_bpe(r->tok)) {
         printf("val_loss=%.4f nats/byte\n", val); /* (bits per byte: / ln 2) */
     } else {
-        double bytes = lm_tok_bytes_per_token(&r->tok, r->d, r->n_eval, B, T, r->x, r->y);
+        double bytes = tg_tokenizer_bytes_per_token(r->tok, r->d, r->n_eval, B, T, r->x, r->y);
         printf("val_loss=%.4f nats/token (%.4f bits/byte, %.2f bytes a token)\n", val, val / log(2.0) / bytes, bytes);
     }
     return 0;
@@ -300,9 +331,8 @@ int main(int argc, char **argv) {
     cli_parse(argc, argv, SYNOPSIS, ABOUT, opts, nopt, NULL, 0);
     r.opts = opts, r.nopt = nopt;
     char why[32768] = "";
-    if (strcmp(o->gelu, "tanh") != 0 && strcmp(o->gelu, "erf") != 0)
-        snprintf(why, sizeof why, "--gelu must be tanh or erf");
-    if (lm_pe_kind(o->pe) < 0) snprintf(why, sizeof why, "--pe must be learned, none, relative, rope or alibi");
+    r.dc = tg_decoder_config_default(TG_BYTE_VOCAB, o->block, o->layers, o->heads, o->dim); /* V: the tokenizer's */
+    if (tg_decoder_config_kinds(&r.dc, o->pe, o->gelu) != 0) snprintf(why, sizeof why, "--%s", tg_last_error());
     if ((o->sample || o->logits) && !o->load) snprintf(why, sizeof why, "--sample and --logits need --load CKPT");
     if (o->load && (o->resume || o->init_from || o->ddp))
         snprintf(why, sizeof why, "--load samples; --resume, --init-from and --ddp train");
@@ -317,14 +347,14 @@ int main(int argc, char **argv) {
     if (o->init_from && cli_given(opts, nopt, "tokenizer"))
         snprintf(why, sizeof why, "--tokenizer: the run's tokenizer is the one its checkpoint carries");
     if (!why[0] &&
-        (o->resume      ? lm_resume(o, opts, nopt, &r.c, &r.tok, why, sizeof why)
-         : o->init_from ? lm_shape(o, opts, nopt, o->init_from, &r.c, &r.tok, why, sizeof why)
+        (o->resume      ? lm_resume(&r, why, sizeof why)
+         : o->init_from ? lm_shape(&r, o->init_from, why, sizeof why)
                         : 0) != 0 &&
         !why[0]) {
         fprintf(stderr, "lm: %s\n", tg_last_error());
         return 1;
     }
-    if (o->init_from) o->tokenizer = r.tok.bpe ? o->init_from : "bytes"; /* recorded: its vocabulary */
+    if (o->init_from) o->tokenizer = tg_tokenizer_bpe(r.tok) ? o->init_from : "bytes"; /* recorded: its vocabulary */
     if (!why[0] && o->dim % o->heads != 0) snprintf(why, sizeof why, "--heads must divide --dim");
     int prec = tg_precision_parse(o->precision); /* the products' precision, for the whole run */
     if (!why[0] && prec >= 0) tg_set_precision((tg_precision)prec);
@@ -341,12 +371,11 @@ int main(int argc, char **argv) {
     if (g_profile) tg_profile_begin();
     if (o->decay_steps == 0) o->decay_steps = o->steps;
     if (o->warmup > o->decay_steps) o->warmup = o->decay_steps; /* a run shorter than its warm-up warms up over all */
-    if (!o->resume && !o->init_from && lm_tok_open(&r.tok, o->tokenizer) != 0) {
+    if (!o->resume && !o->init_from && !(r.tok = tg_tokenizer_open(o->tokenizer))) {
         fprintf(stderr, "lm: --tokenizer %s: %s\n", o->tokenizer, tg_last_error());
         return 1;
     }
-    if (!o->resume && !o->init_from)
-        r.c = (lm_config){lm_tok_vocab(&r.tok), o->block, o->layers, o->heads, o->dim, true, o->gelu, o->pe};
+    if (!o->resume && !o->init_from) r.dc.vocab_size = tg_tokenizer_vocab_size(r.tok);
     if (o->ddp && tg_dist_init(&argc, &argv) != 0) {
         fprintf(stderr, "lm: --ddp: %s\n", tg_last_error());
         return 2;
@@ -366,7 +395,7 @@ int main(int argc, char **argv) {
     tg_decoder_free(r.m);
     tg_token_data_close(r.d);
     free(r.x), free(r.y), free(r.tokens_path), free(r.model_path);
-    lm_tok_free(&r.tok);
+    tg_tokenizer_free(r.tok);
     tg_release_all();
     return rc;
 }

@@ -29,7 +29,6 @@
  * numbers); rank 0 alone prints and writes the files, while the others
  * wait for it at a barrier (which has no deadline for them). */
 #include <math.h>
-#include "attention_figure.h"
 #include "reverse_report.h"
 #include "toy_run.h"
 
@@ -197,7 +196,8 @@ static int draw_attention(model *m, const options *o, const int *tokens, const c
              pe_kind(pe) == TG_PE_NONE ? "no positional encoding" : pe, pe_kind(pe) == TG_PE_NONE ? "" : " PE",
              o->layers);
     int rc = logits_of(m, tokens, 1, T) ? 0 : -1;
-    if (rc == 0) rc = draw_attention_grid("reverse", path, title, m->encoder, encoder_weights, o->layers, o->heads);
+    if (rc == 0 && (rc = tg_figure_attention(path, title, m->encoder, encoder_weights, o->layers, o->heads)) != 0)
+        fprintf(stderr, "reverse: %s\n", tg_last_error());
     if (rc == 0) printf("  wrote %s\n", path);
     tg_scope_end();
     tg_set_grad_enabled(grad);

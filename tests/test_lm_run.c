@@ -5,7 +5,8 @@
  * --init-from, symlinks planted at every output name (samples.jsonl on
  * resume too), long paths, --sample --load of every file a run writes, the
  * folder's lock and replacement, resume from another directory, early stop
- * on the best model and a resumed run's precision. */
+ * on the best model, a resumed run's precision and a token file of another
+ * vocabulary refused. */
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -293,6 +294,10 @@ Test(lm_run, trained_bpe_end_to_end, .timeout = 120) {
     cr_expect(strstr(out, "nats/token"), "%s", out);
     cr_expect_eq(lm(TINY " --tokenizer missing.tiktoken --out c"), 1, "%s", out);
     cr_expect(strstr(out, "missing.tiktoken"), "%s", out);
+    /* The run's token file, tied to the BPE: refused as --data of a byte run (tg_tokens_check). */
+    cr_expect_eq(lm("--data b/tokens.npy --batch 4 --block 16 --layers 1 --heads 2 --dim 16 --steps 2 --out d"), 1,
+                 "%s", out);
+    cr_expect(strstr(out, "b/tokens.npy was made with the bpe tokenizer"), "%s", out);
 }
 
 /* --precision: bf16 products are the float build's; the double build (the

@@ -166,3 +166,20 @@ Test(model_file, token_files_are_tied_to_their_vocabulary) {
     cr_expect_eq(tg_tokens_check(in_dir("plain.npy"), b), 0, "a file without a sidecar is not judged");
     tg_tokenizer_free(a), tg_tokenizer_free(b), tg_tokenizer_free(bytes);
 }
+
+/* The position kind and GELU by the names a model file and the --pe and
+ * --gelu flags spell them: the encoder's fixed table is refused, pe named
+ * first, and a refused pair leaves the configuration as it was. */
+Test(model_file, decoder_config_kinds_by_name) {
+    tg_decoder_config c = tg_decoder_config_default(256, 16, 1, 2, 16);
+    cr_assert_eq(tg_decoder_config_kinds(&c, "rope", "erf"), 0, "%s", tg_last_error());
+    cr_expect_eq(c.pos, TG_PE_ROPE);
+    cr_expect_eq(c.gelu, TG_DEC_GELU_ERF);
+    cr_expect_eq(tg_decoder_config_kinds(&c, "fixed", "tanh"), -1);
+    cr_expect_str_eq(tg_last_error(), "pe must be learned, none, relative, rope or alibi");
+    cr_expect_eq(tg_decoder_config_kinds(&c, "bogus", "bogus"), -1);
+    cr_expect_str_eq(tg_last_error(), "pe must be learned, none, relative, rope or alibi");
+    cr_expect_eq(tg_decoder_config_kinds(&c, "alibi", "relu"), -1);
+    cr_expect_str_eq(tg_last_error(), "gelu must be tanh or erf");
+    cr_expect(c.pos == TG_PE_ROPE && c.gelu == TG_DEC_GELU_ERF, "a refused pair changes nothing");
+}

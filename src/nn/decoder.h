@@ -108,6 +108,13 @@ typedef struct {
  * learned positions, GELU tanh (relative_clip 0, rope_half false). Nothing is
  * checked here: tg_decoder_new checks the configuration. */
 tg_decoder_config tg_decoder_config_default(int vocab_size, int block_size, int n_layer, int n_head, int n_embd);
+/** Sets c's position kind and GELU by the names a model file's "pe" and
+ * "gelu" keys spell them (tg_decoder_config_json): pe one of learned, none,
+ * relative, rope or alibi (tg_pe_kind_name's kinds but fixed, the
+ * encoder's alone), gelu tanh or erf, as programs' --pe and --gelu flags
+ * take them. 0, or -1 with "pe must be learned, none, relative, rope or
+ * alibi" or "gelu must be tanh or erf" recorded (pe checked first), c unchanged. */
+int tg_decoder_config_kinds(tg_decoder_config *c, const char *pe, const char *gelu);
 
 /** One pre-LayerNorm block, transformer.h.N (see the file's diagram); owned
  * by its tg_decoder. The fields are read-only for users. */

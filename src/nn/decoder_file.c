@@ -17,6 +17,17 @@
 
 static const char *gelu_name(tg_decoder_gelu g) { return g == TG_DEC_GELU_ERF ? "erf" : "tanh"; }
 
+int tg_decoder_config_kinds(tg_decoder_config *c, const char *pe, const char *gelu) {
+    tg_pe_kind kind;
+    if (!pe || tg_pe_kind_parse(pe, &kind) != 0 || kind == TG_PE_FIXED)
+        return tg_set_error("pe must be learned, none, relative, rope or alibi"), -1;
+    if (!gelu || (strcmp(gelu, "tanh") != 0 && strcmp(gelu, "erf") != 0))
+        return tg_set_error("gelu must be tanh or erf"), -1;
+    c->pos = kind;
+    c->gelu = strcmp(gelu, "erf") == 0 ? TG_DEC_GELU_ERF : TG_DEC_GELU_TANH;
+    return 0;
+}
+
 int tg_decoder_config_json(const tg_decoder_config *c, char *buf, size_t cap) {
     if (!c || !buf) {
         tg_set_error("decoder_config_json: NULL %s", !c ? "config" : "buffer");

@@ -1,6 +1,7 @@
 /* Figures of tensors (figure.h): the values converted to float, then viz. */
 #include "figure.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* The rows and columns of t drawn as a matrix; false with the error
@@ -104,5 +105,29 @@ int tg_figure_lineplot(const char *png_path, const tg_tensor *const *ys, const c
     for (int s = 0; series && s < n; s++) free((float *)series[s].y);
     free(series);
     free(fx);
+    return rc;
+}
+
+int tg_figure_attention(const char *png_path, const char *title, const void *model,
+                        tg_tensor *(*weights)(const void *model, int l, int h), int L, int H) {
+    const tg_tensor **heads = malloc(sizeof(tg_tensor *) * (size_t)L * H);
+    char(*titles)[32] = malloc(sizeof(char[32]) * (size_t)H);
+    const char **tp = malloc(sizeof(char *) * (size_t)H);
+    int rc = heads && titles && tp ? 0 : (tg_set_error("figure: out of memory"), -1);
+    for (int k = 0; rc == 0 && k < L * H; k++)
+        if (!(heads[k] = weights(model, k / H, k % H))) rc = -1;
+    for (int h = 0; rc == 0 && h < H; h++) {
+        snprintf(titles[h], 32, "Head %d", h + 1);
+        tp[h] = titles[h];
+    }
+    tg_heatmap_opts ho = {.title = title,
+                          .xlabel = "Key positions",
+                          .ylabel = "Query positions",
+                          .cmap = TG_CMAP_BLUES,
+                          .shared_scale = 1};
+    if (rc == 0) rc = tg_figure_heatmap_grid(png_path, L, H, heads, tp, &ho);
+    free(heads);
+    free(titles);
+    free(tp);
     return rc;
 }

@@ -24,6 +24,12 @@ int tg_figure_heatmap(const char *png_path, const tg_tensor *t, const tg_heatmap
  * table beside the fixed one, every layer and head of recorded attention. */
 int tg_figure_heatmap_grid(const char *png_path, int grid_rows, int grid_cols, const tg_tensor *const *ts,
                            const char *const *panel_titles, const tg_heatmap_opts *o);
+/** One figure of recorded attention: weights(model, l, h), layer l's head
+ * h for the sequence just run ([1, T, T]: tg_encoder_attention_weights,
+ * tg_decoder_attention_weights), for every layer l < L (rows) and head
+ * h < H (columns, "Head 1" ...), on one shared colour scale. */
+int tg_figure_attention(const char *png_path, const char *title, const void *model,
+                        tg_tensor *(*weights)(const void *model, int l, int h), int L, int H);
 /** Line plots of n 1-D tensors ys[s] (labels[s] in the legend, labels may
  * be NULL), against x (1-D, as long as each y) or 0, 1, ... when x is NULL
  * (tg_viz_lineplot). */

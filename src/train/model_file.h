@@ -30,6 +30,7 @@
 #include "../io/safetensors.h"
 #include "../nn/decoder.h"
 #include "bpe.h"
+#include "run.h"
 #include "train.h"
 
 /* ---- tokenizers ----------------------------------------------------------- */
@@ -115,5 +116,76 @@ tg_decoder *tg_decoder_open(const char *path, tg_tokenizer **tok);
  * tgrad-report from the folder alone. 0, or -1 with the error recorded. */
 int tg_decoder_report(const char *dir, const char *page, tg_decoder *m, const tg_tokenizer *tok, const tg_token_data *d,
                       int B, int64_t step);
+
+/* ---- decoder runs (decoder_run.c) ------------------------------------------ */
+/** The configuration (and, with tok not NULL, the tokenizer: *tok, free it)
+ * of the checkpoint at path (a run folder, a training state,
+ * best.safetensors or a model file), read and checked as tg_decoder_open
+ * does, without building the model: what a run started from it (or
+ * resuming it) takes as its shape. 0, or -1 with the error recorded. */
+int tg_decoder_config_of(const char *path, tg_decoder_config *c, tg_tokenizer **tok);
+/** The weights of path (a run folder, a training state: tg_run_init_from;
+ * a model file: tg_decoder_load) into m, whose parameters are params: a new
+ * run started from another's weights. 0, or -1 with the error recorded. */
+int tg_decoder_init_from(tg_decoder *m, const tg_params *params, const char *path);
+/** Checks a token file against a model of c trained on B windows a step
+ * over ranks processes: tokens the vocabulary covers, B divisible by ranks,
+ * a training split longer than a window and a validation split of at least
+ * one batch. 0, or -1 with the reason recorded (naming --batch and --block). */
+int tg_decoder_check_data(const tg_token_data *d, const tg_decoder_config *c, int B, int ranks);
+/** The token file of the run in dir, malloc'd (free it): a resumed run's
+ * own DIR/tokens.npy when it has one; data itself when it is a .npy token
+ * file (check it with tg_tokens_check); otherwise, on rank 0, the text file
+ * data (NULL: Debian's fortunes, written to DIR/fortunes.txt) encoded with
+ * tok into DIR/tokens.npy, saying what it did on stdout (the other ranks
+ * get the path and wait at a barrier for the file). NULL with the error
+ * recorded. */
+char *tg_run_tokens(const char *dir, const char *data, const tg_tokenizer *tok, bool resume);
+/** Bytes per token over the targets of d's first n_batches validation
+ * batches (B windows of T; x and y room for B*T ids): what turns a loss per
+ * token into bits per byte, bpb = loss / ln 2 / bytes a token, so runs of
+ * different vocabularies compare. 1 for the byte tokenizer. */
+double tg_tokenizer_bytes_per_token(const tg_tokenizer *t, const tg_token_data *d, int n_batches, int B, int T, int *x,
+                                    int *y);
+/** Prints a sample on stdout: "--- sample (temperature T, top-k K, seed S)
+ * ---", the prompt ("" starts from one newline, as nanoGPT's) and n_new
+ * generated tokens as tok's text (control bytes but newline and tab as
+ * \xNN: a byte-level model samples any byte), then "---". 0, or -1 with the
+ * error recorded. */
+int tg_decoder_print_sample(tg_decoder *m, const tg_tokenizer *tok, const char *prompt, int n_new, double temperature,
+                            int top_k, uint64_t seed);
+/** Writes the logits of prompt (tok's ids), [1, n, V] in eval mode, to the
+ * .npy file path and prints "wrote PATH: logits [1, n, V] of the prompt". A
+ * logit that is not finite is refused and nothing written. 0, or -1 with
+ * the error recorded. */
+int tg_decoder_write_logits(tg_decoder *m, const tg_tokenizer *tok, const char *prompt, const char *path);
+/** What a decoder run writes after each checkpoint (tg_run_on_save with
+ * tg_decoder_outputs_save): the model file (tg_decoder_save with the
+ * tokenizer's keys), the loss curves (lm_loss.png), the attention of every
+ * layer and head over validation window 0 (lm_attention.png), a sample of
+ * at most 160 tokens appended to samples.jsonl (a new run starts the file
+ * afresh) and report.html (tg_decoder_report). */
+typedef struct {
+    tg_run *run;             /**< the run (its folder and losses) */
+    tg_decoder *m;           /**< the model */
+    const tg_tokenizer *tok; /**< its tokenizer */
+    const tg_token_data *d;  /**< the data (validation window 0 for the figure and report) */
+    int batch;               /**< windows a batch (B of the report's window) */
+    int *x, *y;              /**< room for batch * block ids each */
+    const char *model_path;  /**< the model file, e.g. DIR/lm.safetensors */
+    const char *data;        /**< the text's path for the figure's title (NULL: Debian's fortunes) */
+    const char *prompt;      /**< the sample's start ("": one newline) */
+    int tokens, top_k;       /**< the sample's tokens (at most 160 are drawn) and top-k */
+    double temperature;      /**< the sample's temperature */
+    uint64_t seed;           /**< the sample's seed */
+    bool resumed;            /**< a resumed run keeps the samples it has */
+    const char *prog;        /**< the program's name, before its messages on stderr */
+    bool started, drew;      /**< set by the calls: one has run; the last drew both figures */
+} tg_decoder_outputs;
+/** The outputs above for ctx, a tg_decoder_outputs, at step: 0 when the
+ * model file was written (a figure or report that could not be is said on
+ * stderr after "prog: ", and the run goes on), -1 with the error recorded
+ * otherwise. The signature of tg_run_on_save's callback. */
+int tg_decoder_outputs_save(void *ctx, int64_t step);
 
 #endif
