@@ -230,32 +230,30 @@ Test(attention_heads, bit_identical_for_any_thread_count) {
     tg_tensor *toy = tg_randn(TG_SHAPE(16, 16, 3 * 64), &init); /* the toy's shape: T 16, 4 heads of 16 */
     tg_set_requires_grad(qkv, true);
     tg_set_requires_grad(toy, true);
-    tg_tensor *out[2], *grad[2], *out16[2], *grad16[2];
-    for (int t = 0; t < 2; t++) {
-        tg_set_num_threads(t + 1);
-        tg_zero_grad(toy);
-        tg_rng rng = tg_rng_new(9);
-        tg_tensor *y = tg_attention_qkv(toy, 4, (tg_mask){NULL, 0, false}, 0.1, &rng, NULL);
-        TG_REQUIRE(y);
-        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
-        out16[t] = tg_clone(y);
-        grad16[t] = tg_clone(toy->grad);
+    /* the toy's shape without a mask, then a causal mask at T 100 */
+    struct {
+        tg_tensor *x;
+        bool causal;
+        const char *what;
+    } cases[] = {{toy, false, "T 16"}, {qkv, true, "T 100, causal"}};
+    for (int ci = 0; ci < 2; ci++) {
+        tg_tensor *x = cases[ci].x, *out[2], *grad[2];
+        for (int t = 0; t < 2; t++) {
+            tg_set_num_threads(t + 1);
+            tg_zero_grad(x);
+            tg_rng rng = tg_rng_new(9);
+            tg_tensor *y = tg_attention_qkv(x, 4, (tg_mask){NULL, 0, cases[ci].causal}, 0.1, &rng, NULL);
+            TG_REQUIRE(y);
+            cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
+            out[t] = tg_clone(y);
+            grad[t] = tg_clone(x->grad);
+        }
+        tg_set_num_threads(0);
+        cr_expect(memcmp(out[0]->data, out[1]->data, sizeof(tg_real) * (size_t)out[0]->size) == 0, "%s",
+                  cases[ci].what);
+        cr_expect(memcmp(grad[0]->data, grad[1]->data, sizeof(tg_real) * (size_t)grad[0]->size) == 0, "%s",
+                  cases[ci].what);
     }
-    cr_expect(memcmp(out16[0]->data, out16[1]->data, sizeof(tg_real) * (size_t)out16[0]->size) == 0, "T 16");
-    cr_expect(memcmp(grad16[0]->data, grad16[1]->data, sizeof(tg_real) * (size_t)grad16[0]->size) == 0, "T 16");
-    for (int t = 0; t < 2; t++) {
-        tg_set_num_threads(t + 1);
-        tg_zero_grad(qkv);
-        tg_rng rng = tg_rng_new(9);
-        tg_tensor *y = tg_attention_qkv(qkv, 4, (tg_mask){NULL, 0, true}, 0.1, &rng, NULL);
-        TG_REQUIRE(y);
-        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
-        out[t] = tg_clone(y);
-        grad[t] = tg_clone(qkv->grad);
-    }
-    tg_set_num_threads(0);
-    cr_expect(memcmp(out[0]->data, out[1]->data, sizeof(tg_real) * (size_t)out[0]->size) == 0);
-    cr_expect(memcmp(grad[0]->data, grad[1]->data, sizeof(tg_real) * (size_t)grad[0]->size) == 0);
 }
 
 /* MHA's forward (heads in place on the fused path) against the split copies
