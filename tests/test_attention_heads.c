@@ -97,16 +97,23 @@ static void expect_same(const result *a, const result *b, int n, const char *wha
     }
 }
 
+/* A case's inputs from init: q [B, Q, h d], k [B, K, h d], v [B, K, h dv]
+ * (all three requiring gradients) and the output's seed R [B, Q, h dv]. */
+static void make_inputs(const heads_case *c, tg_rng *init, tg_tensor **q, tg_tensor **k, tg_tensor **v, tg_tensor **R) {
+    *q = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->d), init);
+    *k = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->d), init);
+    *v = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->dv), init);
+    *R = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->dv), init);
+    tg_set_requires_grad(*q, true), tg_set_requires_grad(*k, true), tg_set_requires_grad(*v, true);
+}
+
 static void compare_heads(const heads_case *c) {
     char what[128];
     snprintf(what, sizeof what, "B%d Q%d K%d h%d d%d dv%d mask %d p %g pos %d", c->B, c->Q, c->K, c->h, c->d, c->dv,
              c->mask, (double)c->p, c->pos);
     tg_rng init = tg_rng_new(11);
-    tg_tensor *q = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->d), &init);
-    tg_tensor *k = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->d), &init);
-    tg_tensor *v = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->dv), &init);
-    tg_tensor *R = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->dv), &init);
-    tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
+    tg_tensor *q, *k, *v, *R;
+    make_inputs(c, &init, &q, &k, &v, &R);
     pos_terms terms;
     const tg_attn_pos *pos = make_pos(c, &terms, &init);
     tg_mask mask = make_mask(c);
@@ -154,11 +161,8 @@ Test(attention_heads, short_heads_in_place_match_the_stored_path) {
         snprintf(what, sizeof what, "B%d Q%d K%d h%d d%d dv%d mask %d p %g", c->B, c->Q, c->K, c->h, c->d, c->dv,
                  c->mask, (double)c->p);
         tg_rng init = tg_rng_new(12);
-        tg_tensor *q = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->d), &init);
-        tg_tensor *k = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->d), &init);
-        tg_tensor *v = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->dv), &init);
-        tg_tensor *R = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->dv), &init);
-        tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
+        tg_tensor *q, *k, *v, *R;
+        make_inputs(c, &init, &q, &k, &v, &R);
         tg_mask mask = make_mask(c);
         tg_tensor *in[3] = {q, k, v};
         result r[2];
