@@ -97,16 +97,23 @@ static void expect_same(const result *a, const result *b, int n, const char *wha
     }
 }
 
+/* A case's inputs from init: q [B, Q, h d], k [B, K, h d], v [B, K, h dv]
+ * (all three requiring gradients) and the output's seed R [B, Q, h dv]. */
+static void make_inputs(const heads_case *c, tg_rng *init, tg_tensor **q, tg_tensor **k, tg_tensor **v, tg_tensor **R) {
+    *q = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->d), init);
+    *k = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->d), init);
+    *v = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->dv), init);
+    *R = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->dv), init);
+    tg_set_requires_grad(*q, true), tg_set_requires_grad(*k, true), tg_set_requires_grad(*v, true);
+}
+
 static void compare_heads(const heads_case *c) {
     char what[128];
     snprintf(what, sizeof what, "B%d Q%d K%d h%d d%d dv%d mask %d p %g pos %d", c->B, c->Q, c->K, c->h, c->d, c->dv,
              c->mask, (double)c->p, c->pos);
     tg_rng init = tg_rng_new(11);
-    tg_tensor *q = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->d), &init);
-    tg_tensor *k = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->d), &init);
-    tg_tensor *v = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->dv), &init);
-    tg_tensor *R = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->dv), &init);
-    tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
+    tg_tensor *q, *k, *v, *R;
+    make_inputs(c, &init, &q, &k, &v, &R);
     pos_terms terms;
     const tg_attn_pos *pos = make_pos(c, &terms, &init);
     tg_mask mask = make_mask(c);
@@ -154,11 +161,8 @@ Test(attention_heads, short_heads_in_place_match_the_stored_path) {
         snprintf(what, sizeof what, "B%d Q%d K%d h%d d%d dv%d mask %d p %g", c->B, c->Q, c->K, c->h, c->d, c->dv,
                  c->mask, (double)c->p);
         tg_rng init = tg_rng_new(12);
-        tg_tensor *q = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->d), &init);
-        tg_tensor *k = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->d), &init);
-        tg_tensor *v = tg_randn(TG_SHAPE(c->B, c->K, c->h * c->dv), &init);
-        tg_tensor *R = tg_randn(TG_SHAPE(c->B, c->Q, c->h * c->dv), &init);
-        tg_set_requires_grad(q, true), tg_set_requires_grad(k, true), tg_set_requires_grad(v, true);
+        tg_tensor *q, *k, *v, *R;
+        make_inputs(c, &init, &q, &k, &v, &R);
         tg_mask mask = make_mask(c);
         tg_tensor *in[3] = {q, k, v};
         result r[2];
@@ -230,32 +234,30 @@ Test(attention_heads, bit_identical_for_any_thread_count) {
     tg_tensor *toy = tg_randn(TG_SHAPE(16, 16, 3 * 64), &init); /* the toy's shape: T 16, 4 heads of 16 */
     tg_set_requires_grad(qkv, true);
     tg_set_requires_grad(toy, true);
-    tg_tensor *out[2], *grad[2], *out16[2], *grad16[2];
-    for (int t = 0; t < 2; t++) {
-        tg_set_num_threads(t + 1);
-        tg_zero_grad(toy);
-        tg_rng rng = tg_rng_new(9);
-        tg_tensor *y = tg_attention_qkv(toy, 4, (tg_mask){NULL, 0, false}, 0.1, &rng, NULL);
-        TG_REQUIRE(y);
-        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
-        out16[t] = tg_clone(y);
-        grad16[t] = tg_clone(toy->grad);
+    /* the toy's shape without a mask, then a causal mask at T 100 */
+    struct {
+        tg_tensor *x;
+        bool causal;
+        const char *what;
+    } cases[] = {{toy, false, "T 16"}, {qkv, true, "T 100, causal"}};
+    for (int ci = 0; ci < 2; ci++) {
+        tg_tensor *x = cases[ci].x, *out[2], *grad[2];
+        for (int t = 0; t < 2; t++) {
+            tg_set_num_threads(t + 1);
+            tg_zero_grad(x);
+            tg_rng rng = tg_rng_new(9);
+            tg_tensor *y = tg_attention_qkv(x, 4, (tg_mask){NULL, 0, cases[ci].causal}, 0.1, &rng, NULL);
+            TG_REQUIRE(y);
+            cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
+            out[t] = tg_clone(y);
+            grad[t] = tg_clone(x->grad);
+        }
+        tg_set_num_threads(0);
+        cr_expect(memcmp(out[0]->data, out[1]->data, sizeof(tg_real) * (size_t)out[0]->size) == 0, "%s",
+                  cases[ci].what);
+        cr_expect(memcmp(grad[0]->data, grad[1]->data, sizeof(tg_real) * (size_t)grad[0]->size) == 0, "%s",
+                  cases[ci].what);
     }
-    cr_expect(memcmp(out16[0]->data, out16[1]->data, sizeof(tg_real) * (size_t)out16[0]->size) == 0, "T 16");
-    cr_expect(memcmp(grad16[0]->data, grad16[1]->data, sizeof(tg_real) * (size_t)grad16[0]->size) == 0, "T 16");
-    for (int t = 0; t < 2; t++) {
-        tg_set_num_threads(t + 1);
-        tg_zero_grad(qkv);
-        tg_rng rng = tg_rng_new(9);
-        tg_tensor *y = tg_attention_qkv(qkv, 4, (tg_mask){NULL, 0, true}, 0.1, &rng, NULL);
-        TG_REQUIRE(y);
-        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
-        out[t] = tg_clone(y);
-        grad[t] = tg_clone(qkv->grad);
-    }
-    tg_set_num_threads(0);
-    cr_expect(memcmp(out[0]->data, out[1]->data, sizeof(tg_real) * (size_t)out[0]->size) == 0);
-    cr_expect(memcmp(grad[0]->data, grad[1]->data, sizeof(tg_real) * (size_t)grad[0]->size) == 0);
 }
 
 /* MHA's forward (heads in place on the fused path) against the split copies

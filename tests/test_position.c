@@ -322,13 +322,8 @@ Test(position_table, every_kind_has_a_complete_row_that_its_models_accept) {
         const int tokens[6] = {1, 2, 3, 0, 2, 1};
         tg_rng rng = tg_rng_new(3);
 
-        tg_encoder_config ec = {.vocab_size = 4,
-                                .num_hiddens = 8,
-                                .ffn_hiddens = 16,
-                                .num_heads = 2,
-                                .num_layers = 1,
-                                .max_len = 8,
-                                .pe = (tg_pe_kind)k};
+        tg_encoder_config ec = tiny_encoder(4, 8, 16, 2, 1, 8);
+        ec.pe = (tg_pe_kind)k;
         tg_encoder *e = tg_encoder_new(&ec, &rng);
         if (r->models & TG_PE_ENCODER) {
             cr_assert_not_null(e, "encoder with %s: %s", r->name, tg_last_error());

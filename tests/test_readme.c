@@ -41,13 +41,7 @@ Test(readme, gradcheck_call_passes_on_a_transformer_block, .timeout = 120) {
     cr_assert(readme_gradcheck_args(&eps, &tol),
               "README.md has no tg_gradcheck(f, inputs, n, ctx, EPS, TOL, ...) call");
     tg_rng rng = tg_rng_new(1);
-    tg_encoder_config cfg = {.vocab_size = 7,
-                             .num_hiddens = 32,
-                             .ffn_hiddens = 64,
-                             .num_heads = 4,
-                             .num_layers = 1,
-                             .max_len = 5,
-                             .pe = TG_PE_FIXED};
+    tg_encoder_config cfg = tiny_encoder(7, 32, 64, 4, 1, 5);
     block_ctx c = {.enc = tg_encoder_new(&cfg, &rng), .tokens = {1, 2, 3, 4, 5, 6, 0, 1, 2, 3}};
     cr_assert_not_null(c.enc, "%s", tg_last_error());
     tg_encoder_train(c.enc, false);

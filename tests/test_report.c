@@ -136,13 +136,8 @@ Test(report, encoder_attention_and_the_positions_of_every_kind) {
     tg_report *r = tg_report_new();
     tg_encoder *ms[6];
     for (int k = 0; k < 6; k++) { /* TG_PE_FIXED .. TG_PE_ALIBI */
-        tg_encoder_config c = {.vocab_size = 6,
-                               .num_hiddens = 8,
-                               .ffn_hiddens = 8,
-                               .num_heads = 2,
-                               .num_layers = 2,
-                               .max_len = 10,
-                               .pe = (tg_pe_kind)k};
+        tg_encoder_config c = tiny_encoder(6, 8, 8, 2, 2, 10);
+        c.pe = (tg_pe_kind)k;
         ms[k] = tg_encoder_new(&c, &rng);
         TG_REQUIRE(ms[k]);
     }

@@ -67,6 +67,21 @@ static tg_real *filled(size_t n, int salt) {
     return x;
 }
 
+/* A gradient got [rows, s] (the kernel added to g0) against g0 + scale A B:
+ * A's (r, m) at A[r ar + m am], m < M, B's (m, t) at B[m bs + t]; the
+ * columns t >= n (the padding) keep g0. */
+static void expect_grad(const char *what, const char *name, const tg_real *got, const tg_real *g0, int rows, int s,
+                        int n, int M, double scale, const double *A, int ar, int am, const tg_real *B, int bs,
+                        double tol) {
+    for (int r = 0; r < rows; r++)
+        for (int t = 0; t < s; t++) {
+            double want = g0[r * s + t];
+            for (int m = 0; t < n && m < M; m++) want += scale * A[r * ar + m * am] * B[m * bs + t];
+            cr_expect(fabs(got[r * s + t] - want) <= tol * (1 + fabs(want)), "%s: %s[%d,%d] = %g, want %g", what, name,
+                      r, t, (double)got[r * s + t], want);
+        }
+}
+
 static void short_case_check(const short_case *c, int cap) {
     int Q = c->Q, K = c->K, d = c->d, dv = c->dv, KP = tg_k_attention_short_stride(K);
     int qs = d + PAD, ks = d + PAD, vs = dv + PAD, os = dv + PAD;
@@ -143,27 +158,9 @@ static void short_case_check(const short_case *c, int cap) {
             cr_expect(fabs(out[i * os + t] - want) <= tol * (1 + fabs(want)), "%s: out[%d,%d] = %g, want %g", what, i,
                       t, (double)out[i * os + t], want);
         }
-    for (int i = 0; i < Q; i++)
-        for (int t = 0; t < qs; t++) {
-            double want = gq0[i * qs + t];
-            for (int j = 0; t < d && j < K; j++) want += scale * dS[i * K + j] * k[j * ks + t];
-            cr_expect(fabs(gq[i * qs + t] - want) <= tol * (1 + fabs(want)), "%s: dq[%d,%d] = %g, want %g", what, i, t,
-                      (double)gq[i * qs + t], want);
-        }
-    for (int j = 0; j < K; j++) {
-        for (int t = 0; t < ks; t++) {
-            double want = gk0[j * ks + t];
-            for (int i = 0; t < d && i < Q; i++) want += scale * dS[i * K + j] * q[i * qs + t];
-            cr_expect(fabs(gk[j * ks + t] - want) <= tol * (1 + fabs(want)), "%s: dk[%d,%d] = %g, want %g", what, j, t,
-                      (double)gk[j * ks + t], want);
-        }
-        for (int t = 0; t < vs; t++) {
-            double want = gv0[j * vs + t];
-            for (int i = 0; t < dv && i < Q; i++) want += Pdr[i * K + j] * dO[i * os + t];
-            cr_expect(fabs(gv[j * vs + t] - want) <= tol * (1 + fabs(want)), "%s: dv[%d,%d] = %g, want %g", what, j, t,
-                      (double)gv[j * vs + t], want);
-        }
-    }
+    expect_grad(what, "dq", gq, gq0, Q, qs, d, K, scale, dS, K, 1, k, ks, tol);
+    expect_grad(what, "dk", gk, gk0, K, ks, d, Q, scale, dS, 1, K, q, qs, tol);
+    expect_grad(what, "dv", gv, gv0, K, vs, dv, Q, 1, Pdr, 1, K, dO, os, tol);
     for (int i = 0; i < 64; i++) cr_expect(scratch[ns + (size_t)i] == SENTINEL, "%s: written past the scratch", what);
     free(Sr), free(Pr), free(Pdr), free(dS), free(scratch), free(lim), free(zf), free(P);
     free(q), free(k), free(v), free(dO), free(out), free(gq), free(gk), free(gv), free(gq0), free(gk0), free(gv0);

@@ -100,24 +100,51 @@ static void expect_meta(const char *file, const char *key, const char *want) {
     tg_safetensors_close(&st);
 }
 
+/* The weights at each evaluation, by step (on_save sees them). */
+typedef struct {
+    const tg_params *p;
+    tg_real w[16][4];
+    int64_t last;
+} weights_seen;
+static int keep_weights(void *ctx, int64_t step) {
+    weights_seen *s = ctx;
+    tg_real *to = s->w[step < 16 ? step : 15];
+    for (int i = 0, k = 0; i < s->p->n; i++)
+        for (int64_t j = 0; j < s->p->items[i].t->size && k < 4; j++) to[k++] = s->p->items[i].t->data[j];
+    s->last = step;
+    return 0;
+}
+
+/* A run of r (made here) with patience 2, evaluated at every step on
+ * validation losses 3, 2, 2.5, 2.6, 1.0, run to its end; seen (when not
+ * NULL) keeps the weights on_save sees. */
+static tg_run *patience_run(reg *r, weights_seen *seen) {
+    reg_new(r);
+    tg_run_config c = quiet_config(100, 1);
+    c.patience = 2;
+    tg_run *run = tg_run_open(&c, &r->params, r->opt, &r->rngs);
+    TG_REQUIRE(run);
+    if (seen) {
+        seen->p = &r->params;
+        tg_run_on_save(run, keep_weights, seen);
+    }
+    const double val[] = {3, 2, 2.5, 2.6, 1.0};
+    int k = 0;
+    while (tg_run_next(run)) {
+        cr_assert_eq(reg_backward(r, run), 0);
+        cr_assert_eq(tg_run_step(run), 0);
+        cr_assert(tg_run_eval_due(run));
+        cr_assert_eq(tg_run_eval(run, val[k++]), 0, "%s", tg_last_error());
+    }
+    return run;
+}
+
 /* Validation losses 3, 2, 2.5, 2.6 with patience 2: best at the second
  * evaluation (best.safetensors holds that step), early stop after the
  * fourth, exit status 0. */
 Test(run, best_checkpoint_and_patience) {
     reg r;
-    reg_new(&r);
-    tg_run_config c = quiet_config(100, 1);
-    c.patience = 2;
-    tg_run *run = tg_run_open(&c, &r.params, r.opt, &r.rngs);
-    TG_REQUIRE(run);
-    const double val[] = {3, 2, 2.5, 2.6, 1.0};
-    int k = 0;
-    while (tg_run_next(run)) {
-        cr_assert_eq(reg_backward(&r, run), 0);
-        cr_assert_eq(tg_run_step(run), 0);
-        cr_assert(tg_run_eval_due(run));
-        cr_assert_eq(tg_run_eval(run, val[k++]), 0, "%s", tg_last_error());
-    }
+    tg_run *run = patience_run(&r, NULL);
     int64_t best_step;
     cr_expect_eq(tg_run_best_val(run, &best_step), 2.0);
     cr_expect_eq(best_step, 2);
@@ -423,39 +450,12 @@ Test(run, an_existing_run_is_replaced_only_with_overwrite) {
     reg_free(&r), reg_free(&fresh);
 }
 
-/* The weights at each evaluation, by step (on_save sees them). */
-typedef struct {
-    const tg_params *p;
-    tg_real w[16][4];
-    int64_t last;
-} weights_seen;
-static int keep_weights(void *ctx, int64_t step) {
-    weights_seen *s = ctx;
-    tg_real *to = s->w[step < 16 ? step : 15];
-    for (int i = 0, k = 0; i < s->p->n; i++)
-        for (int64_t j = 0; j < s->p->items[i].t->size && k < 4; j++) to[k++] = s->p->items[i].t->data[j];
-    s->last = step;
-    return 0;
-}
-
 /* Early stop: the run ends on the best model (best.safetensors' weights
  * back in params, on_save called with them last), not on the last one. */
 Test(run, early_stop_ends_on_the_best_model) {
     reg r;
-    reg_new(&r);
-    tg_run_config c = quiet_config(100, 1);
-    c.patience = 2;
-    tg_run *run = tg_run_open(&c, &r.params, r.opt, &r.rngs);
-    TG_REQUIRE(run);
-    weights_seen seen = {.p = &r.params};
-    tg_run_on_save(run, keep_weights, &seen);
-    const double val[] = {3, 2, 2.5, 2.6, 1.0};
-    int k = 0;
-    while (tg_run_next(run)) {
-        cr_assert_eq(reg_backward(&r, run), 0);
-        cr_assert_eq(tg_run_step(run), 0);
-        cr_assert_eq(tg_run_eval(run, val[k++]), 0, "%s", tg_last_error());
-    }
+    weights_seen seen = {0};
+    tg_run *run = patience_run(&r, &seen);
     cr_expect(tg_run_stopped_early(run));
     cr_expect_eq(tg_run_steps_done(run), 4);
     cr_expect_eq(seen.last, 2, "the last on_save is the best model's (step 2), not step %lld's", (long long)seen.last);

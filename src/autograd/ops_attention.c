@@ -575,32 +575,23 @@ static void short_dropout(const attention_state *pl, int b, int KP, tg_real *zf)
     }
 }
 
-static void short_forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
+/* Tasks [begin, end) of `group` entries each: entries [begin group, end
+ * group), forward or (dO set) backward. */
+static void short_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const short_ctx *c = ctx;
     const attention_state *pl = c->pl;
     int KP = tg_k_attention_short_stride(pl->K);
     int64_t QKP = (int64_t)pl->Q * KP;
     tg_real *zf = c->scratch + c->per_thread * (size_t)tid, *work = zf + QKP;
-    /* tasks [begin, end) of `group` entries each: entries [begin group, end group) */
-    for (int b = (int)(begin * c->group); b < pl->B && b < end * c->group; b++) {
-        tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
-        if (pl->dropout) short_dropout(pl, b, KP, zf);
-        tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, c->out + at(pl, &pl->vo, b, 0),
-                                     pl->probs ? pl->probs + b * QKP : NULL, work);
-    }
-}
-
-static void short_backward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
-    const short_ctx *c = ctx;
-    const attention_state *pl = c->pl;
-    int KP = tg_k_attention_short_stride(pl->K);
-    int64_t QKP = (int64_t)pl->Q * KP;
-    tg_real *zf = c->scratch + c->per_thread * (size_t)tid, *work = zf + QKP;
-    /* tasks [begin, end) of `group` entries each: entries [begin group, end group) */
     for (int b = (int)(begin * c->group); b < pl->B && b < end * c->group; b++) {
         tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
         int64_t o = at(pl, &pl->vo, b, 0);
-        if (pl->dropout) short_dropout(pl, b, KP, zf); /* the forward's mask, drawn again */
+        if (pl->dropout) short_dropout(pl, b, KP, zf); /* the backward draws the forward's mask again */
+        if (!c->dO) {
+            tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, c->out + o,
+                                         pl->probs ? pl->probs + b * QKP : NULL, work);
+            continue;
+        }
         tg_k_attention_short_backward(
             &e, pl->probs + b * QKP, pl->dropout ? zf : NULL, c->dO + o, c->gq ? c->gq + at(pl, &pl->vq, b, 0) : NULL,
             c->gk ? c->gk + at(pl, &pl->vk, b, 0) : NULL, c->gv ? c->gv + at(pl, &pl->vv, b, 0) : NULL, work);
@@ -608,11 +599,11 @@ static void short_backward_tasks(void *ctx, int64_t begin, int64_t end, int tid)
 }
 
 /* Tasks of groups of entries, on a thread team when the whole is worth it. */
-static void short_run(const attention_state *pl, tg_range_fn fn, short_ctx *c, int nth) {
+static void short_run(const attention_state *pl, short_ctx *c, int nth) {
     c->group = short_group(pl);
     int64_t tasks = (pl->B + c->group - 1) / c->group;
     bool big = (double)pl->B * pl->Q * pl->K * (pl->d + pl->dv) > 65536;
-    tg_parallel_tasks_at_most(tasks, big && tasks > 1 ? nth : 1, fn, c);
+    tg_parallel_tasks_at_most(tasks, big && tasks > 1 ? nth : 1, short_tasks, c);
 }
 
 static void attention_backward(tg_node *n) {
@@ -641,7 +632,7 @@ static void attention_backward(tg_node *n) {
                        .gv = gv ? gv->data : NULL,
                        .scratch = scratch,
                        .per_thread = per_thread};
-        short_run(pl, short_backward_tasks, &c, nth);
+        short_run(pl, &c, nth);
         return;
     }
     int B = pl->B, Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, R = pl->R;
@@ -854,7 +845,7 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
                        .out = out->data,
                        .scratch = scratch,
                        .per_thread = per_thread};
-        short_run(pl, short_forward_tasks, &c, nth);
+        short_run(pl, &c, nth);
         tg_node *n = tg_node_record(&tg_op_attention, out, n_in, inputs);
         if (n) n->state = pl;
         return out;

@@ -8,6 +8,7 @@
  * table. The position term inside one attention layer (tg_position) is set
  * up, applied and freed here for MHA and the decoder's blocks alike. */
 #include "module.h"
+#include "../tensor/tensor_internal.h"
 
 #include <string.h>
 
@@ -229,14 +230,7 @@ int tg_pe_kind_parse(const char *name, tg_pe_kind *out) {
             return 0;
         }
     char list[MAX_KINDS * 34] = "";
-    for (int k = 0; k < n; k++) {
-        size_t len = strlen(list);
-        snprintf(list + len, sizeof list - len, "%s%s",
-                 k == 0       ? ""
-                 : k == n - 1 ? " or "
-                              : ", ",
-                 tg_pe_rule_of((tg_pe_kind)k)->name);
-    }
+    for (int k = 0; k < n; k++) tg__list_append(list, sizeof list, k, n, tg_pe_rule_of((tg_pe_kind)k)->name);
     tg_set_error("position kind '%s': expected %s", name ? name : "(NULL)", list);
     return -1;
 }
@@ -269,10 +263,7 @@ int tg_pe_check_model(const char *op, tg_pe_kind kind, unsigned model, int head_
     for (int k = 0; k < tg_pe_kind_count(); k++) taken += (tg_pe_rule_of((tg_pe_kind)k)->models & model) != 0;
     for (int k = 0; k < tg_pe_kind_count(); k++) {
         const tg_pe_rule *r = tg_pe_rule_of((tg_pe_kind)k);
-        if (!(r->models & model)) continue;
-        size_t len = strlen(list);
-        snprintf(list + len, sizeof list - len, "%s%s", n == 0 ? "" : n == taken - 1 ? " or " : ", ", r->name);
-        n++;
+        if (r->models & model) tg__list_append(list, sizeof list, n++, taken, r->name);
     }
     tg_set_error("%s: position kind %s: %s", op, tg_pe_kind_name(kind), list);
     return -1;

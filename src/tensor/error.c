@@ -64,3 +64,8 @@ const char *tg_tshape(char *buf, const tg_tensor *t) {
     }
     return tg_shape_str(buf, t->ndim, t->shape);
 }
+
+void tg__list_append(char *buf, size_t cap, int k, int n, const char *name) {
+    size_t len = strlen(buf);
+    snprintf(buf + len, cap - len, "%s%s", k == 0 ? "" : k == n - 1 ? " or " : ", ", name);
+}

@@ -30,6 +30,11 @@ void tg__on_release_all(void (*fn)(void));
  * the length of the paths in it (error.c). */
 void tg__error_rename(const char *from, const char *to, const char *fallback);
 
+/* Appends name, the k-th of n, to the list in buf (cap bytes, "" to
+ * start): "a", "a or b", "a, b or c", as the messages that list the valid
+ * choices say them (error.c). */
+void tg__list_append(char *buf, size_t cap, int k, int n, const char *name);
+
 /* Test switch: the widest ISA the kernels may use (a tg_isa of simd.h:
  * 0 portable, 1 AVX2, 2 AVX-512, 3 AVX-512 BF16, the default); the CPU
  * still caps it.

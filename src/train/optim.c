@@ -24,6 +24,7 @@
  * earlier steps, which then gets the bias correction of the global t). */
 #include "../nn/nn.h"
 #include "train.h"
+#include "../tensor/tensor_internal.h"
 #include "../tensor/kernels.h" /* the update loops: tensor/kernels_optim.c */
 #include "../tensor/profile.h"
 
@@ -170,14 +171,7 @@ const tg_optim_rule *tg_optim_find(const char *name) {
     for (int i = 0; name && i < n_rows; i++)
         if (strcmp(tg_optim_rule_at(i)->name, name) == 0) return tg_optim_rule_at(i);
     char list[MAX_ROWS * 34] = "";
-    for (int i = 0; i < n_rows; i++) {
-        size_t n = strlen(list);
-        snprintf(list + n, sizeof list - n, "%s%s",
-                 i == 0            ? ""
-                 : i == n_rows - 1 ? " or "
-                                   : ", ",
-                 tg_optim_rule_at(i)->name);
-    }
+    for (int i = 0; i < n_rows; i++) tg__list_append(list, sizeof list, i, n_rows, tg_optim_rule_at(i)->name);
     tg_set_error("optimizer '%s': expected %s", name ? name : "(NULL)", list);
     return NULL;
 }

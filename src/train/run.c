@@ -152,6 +152,18 @@ static bool lock_is_ours(const struct stat *sb) {
     return g_lock.fd >= 0 && g_lock.pid == getpid() && g_lock.dev == sb->st_dev && g_lock.ino == sb->st_ino;
 }
 
+/* The refusal when another process holds dir's lock (open as fd): names
+ * the process whose id the lock file holds. */
+static void lock_refused(int fd, const char *dir) {
+    char pid[32] = "";
+    ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+    pid[n > 0 ? n : 0] = 0;
+    pid[strcspn(pid, "\n")] = 0;
+    tg_set_error("run: %s is in use by process %s (another run writes it; wait for it to end, or choose another "
+                 "folder)",
+                 dir, pid[0] ? pid : "(unknown)");
+}
+
 static int lock_take(const char *dir) {
     char *path = tg_run_path(dir, "lock");
     if (!path) return tg_set_error("run: out of memory"), -1;
@@ -170,13 +182,7 @@ static int lock_take(const char *dir) {
         return free(path), 0;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        char pid[32] = "";
-        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = 0;
-        pid[strcspn(pid, "\n")] = 0;
-        tg_set_error("run: %s is in use by process %s (another run writes it; wait for it to end, or choose another "
-                     "folder)",
-                     dir, pid[0] ? pid : "(unknown)");
+        lock_refused(fd, dir);
         close(fd);
         return free(path), -1;
     }
@@ -204,13 +210,7 @@ static int lock_probe(const char *dir) {
     if (fd < 0) return 0; /* no lock file: no run has written here */
     bool ours = fstat(fd, &sb) == 0 && lock_is_ours(&sb);
     if (!ours && flock(fd, LOCK_SH | LOCK_NB) != 0) {
-        char pid[32] = "";
-        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = 0;
-        pid[strcspn(pid, "\n")] = 0;
-        tg_set_error("run: %s is in use by process %s (another run writes it; wait for it to end, or choose another "
-                     "folder)",
-                     dir, pid[0] ? pid : "(unknown)");
+        lock_refused(fd, dir);
         rc = -1;
     }
     close(fd);

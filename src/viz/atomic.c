@@ -1,4 +1,6 @@
-/* Writing a file so that readers only ever see the old or the new whole file.
+/* A copy of src/io/file.c's atomic writer on purpose: viz stands alone (it could be lifted into another project as is).
+ *
+ * Writing a file so that readers only ever see the old or the new whole file.
  *
  * The bytes go to a temporary "<path>.tmp.<pid>.XXXXXX" in the target's
  * directory, created exclusively by mkstemp (O_CREAT | O_EXCL: a symlink
@@ -6,10 +8,7 @@
  * temporary is renamed over path. Every writer has its own temporary, so
  * concurrent writers of one path never fail or tear it: the last rename
  * wins. Temporaries of the same path whose writer is gone (killed mid-save:
- * its pid no longer runs) are removed before a new one is made.
- *
- * The viz layer stands alone (it could be lifted into another project), so
- * it has this small writer of its own; src/io/file.c follows the same rules. */
+ * its pid no longer runs) are removed before a new one is made. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
