@@ -95,8 +95,7 @@ static int lm_options(options *o, cli_opt *opts) {
         {"temperature", CLI_REAL, &o->temperature, "sampling temperature (0: greedy)", 0, 100},
         {"top-k", CLI_INT, &o->top_k, "sample among the k likeliest bytes (0: all)", 0, 65536},
         {"logits", CLI_STR, &o->logits, "with --load: write the logits of the prompt, [1, n, V], to this .npy", 0, 0},
-        {"profile", CLI_FLAG, &g_profile, "write the profiler's table of the steps into the run folder (profile.txt)",
-         0, 0},
+        {"profile", CLI_FLAG, &g_profile, "time each op of the steps: profile.txt and .json in the run folder", 0, 0},
         {"ddp", CLI_FLAG, &o->ddp, "data-parallel under mpirun -np N (make MPI=1); --batch is the global batch", 0, 0},
     };
     int n = (int)(sizeof table / sizeof table[0]);
