@@ -385,7 +385,8 @@ static int settings_against(const char *file, const char *dir, tg_setting *set, 
                                                     : "a finite number");
             rc = -1;
         }
-        const char *sv = *(const char *const *)e->value;
+        /* only a string setting's value is a pointer (an int's may not even be 8 bytes) */
+        const char *sv = e->type == TG_SETTING_STRING ? *(const char *const *)e->value : NULL;
         bool same = e->type == TG_SETTING_INT    ? *(int *)e->value == iv
                     : e->type == TG_SETTING_REAL ? *(double *)e->value == dv
                     : e->type == TG_SETTING_BOOL ? *(bool *)e->value == bv
