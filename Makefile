@@ -240,7 +240,7 @@ readme-numbers: programs
 	/usr/bin/python3 tools/readme_numbers.py run --build $(BUILD) $(READMENUMBERS)
 
 # Public headers only, listed: the internal ones stay in the tree.
-PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/number.h src/tensor/params.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/bpe.h src/train/model_file.h src/train/report.h src/train/figure.h \
+PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/number.h src/tensor/params.h src/tensor/profile.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/bpe.h src/train/model_file.h src/train/report.h src/train/figure.h \
                   src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h src/dist/dist.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
