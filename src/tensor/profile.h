@@ -39,6 +39,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/** Where a row's time was spent: an op's forward or backward, the
+ * optimizer's step, data (token batches), checkpoints, or other. */
 typedef enum {
     TG_PROF_FORWARD,
     TG_PROF_BACKWARD,
@@ -51,17 +53,18 @@ typedef enum {
 
 /** One row of the profile: one (name, direction). Times in nanoseconds. */
 typedef struct {
-    const char *name; /* the op's name (tg_op.name) or the region's */
-    tg_prof_dir dir;
-    int64_t calls;
-    double wall_ns;      /* self time on the profiled thread */
-    double par_ns;       /* of which inside pool jobs on >= 2 threads; wall - par ran on one thread */
-    double busy_ns;      /* all threads' time running shares of those jobs */
-    double wait_ns;      /* the profiled thread waiting for the other threads at a job's end */
-    int64_t jobs;        /* pool jobs started (parallel or not) */
-    int64_t par_jobs;    /* of which split over >= 2 threads */
-    int max_threads;     /* most threads one job used (1: none was split) */
-    double flops, bytes; /* estimated from shapes */
+    const char *name; /**< the op's name (tg_op.name) or the region's */
+    tg_prof_dir dir;  /**< forward, backward, optimizer, data, checkpoint or other */
+    int64_t calls;    /**< times it ran */
+    double wall_ns;   /**< self time on the profiled thread */
+    double par_ns;    /**< of which inside pool jobs on >= 2 threads; wall - par ran on one thread */
+    double busy_ns;   /**< all threads' time running shares of those jobs */
+    double wait_ns;   /**< the profiled thread waiting for the other threads at a job's end */
+    int64_t jobs;     /**< pool jobs started (parallel or not) */
+    int64_t par_jobs; /**< of which split over >= 2 threads */
+    int max_threads;  /**< most threads one job used (1: none was split) */
+    double flops;     /**< estimated from shapes */
+    double bytes;     /**< estimated from shapes: moved to and from memory */
 } tg_profile_entry;
 
 /** Clears the profile and starts recording on the calling thread. */
@@ -78,6 +81,7 @@ int tg_profile_entries(tg_profile_entry *out, int cap);
 /** A region of the program's own (dir: any; name: a string that outlives
  * the profile, e.g. a literal). Regions nest; each row is self time. */
 void tg_profile_region_begin(tg_prof_dir dir, const char *name);
+/** Closes the innermost region opened by tg_profile_region_begin. */
 void tg_profile_region_end(void);
 /** Adds estimated work to the innermost open region. */
 void tg_profile_add_work(double flops, double bytes);

@@ -150,7 +150,7 @@ double tg_tokenizer_bytes_per_token(const tg_tokenizer *t, const tg_token_data *
 /** Prints a sample on stdout: "--- sample (temperature T, top-k K, seed S)
  * ---", the prompt ("" starts from one newline, as nanoGPT's) and n_new
  * generated tokens as tok's text (control bytes but newline and tab as
- * \xNN: a byte-level model samples any byte), then "---". 0, or -1 with the
+ * backslash-x and two hex digits: a byte-level model samples any byte), then "---". 0, or -1 with the
  * error recorded. */
 int tg_decoder_print_sample(tg_decoder *m, const tg_tokenizer *tok, const char *prompt, int n_new, double temperature,
                             int top_k, uint64_t seed);
@@ -171,16 +171,19 @@ typedef struct {
     const tg_tokenizer *tok; /**< its tokenizer */
     const tg_token_data *d;  /**< the data (validation window 0 for the figure and report) */
     int batch;               /**< windows a batch (B of the report's window) */
-    int *x, *y;              /**< room for batch * block ids each */
+    int *x;                  /**< room for batch * block ids (inputs) */
+    int *y;                  /**< room for batch * block ids (targets) */
     const char *model_path;  /**< the model file, e.g. DIR/lm.safetensors */
     const char *data;        /**< the text's path for the figure's title (NULL: Debian's fortunes) */
     const char *prompt;      /**< the sample's start ("": one newline) */
-    int tokens, top_k;       /**< the sample's tokens (at most 160 are drawn) and top-k */
+    int tokens;              /**< the sample's tokens (at most 160 are drawn) */
+    int top_k;               /**< the sample's top-k */
     double temperature;      /**< the sample's temperature */
     uint64_t seed;           /**< the sample's seed */
     bool resumed;            /**< a resumed run keeps the samples it has */
     const char *prog;        /**< the program's name, before its messages on stderr */
-    bool started, drew;      /**< set by the calls: one has run; the last drew both figures */
+    bool started;            /**< set by the calls: one has run */
+    bool drew;               /**< set by the calls: the last drew both figures */
 } tg_decoder_outputs;
 /** The outputs above for ctx, a tg_decoder_outputs, at step: 0 when the
  * model file was written (a figure or report that could not be is said on

@@ -74,7 +74,8 @@ typedef struct {
     void *value;          /**< the program's variable: filled on resume when not given */
     bool changeable;      /**< may differ on resume (a larger steps, another lr); else fixed (the model's shape) */
     bool given;           /**< the user set it (a flag given); else a resume takes the run's value */
-    double min, max;      /**< INT and REAL: the values a checkpoint may hold (min == max: any finite one) */
+    double min;           /**< INT and REAL: the least value a checkpoint may hold (min == max: any finite one) */
+    double max;           /**< INT and REAL: the largest value a checkpoint may hold */
     const char *key;      /**< the metadata key when it is not name (a model's own key is taken), or NULL */
 } tg_setting;
 
@@ -109,13 +110,13 @@ typedef struct {
     double flops_per_step;      /**< for the share of the FMA peak (all ranks); 0: not shown */
     const tg_setting *settings; /**< the run's settings (tg_setting), saved with each checkpoint; a resume checks
                                      them against the run's again (a late one, e.g. the data's size) */
-    int n_settings;
-    const char *meta;      /**< NULL, or a model's own metadata saved beside them (a JSON object of string
+    int n_settings;             /**< how many settings */
+    const char *meta;           /**< NULL, or a model's own metadata saved beside them (a JSON object of string
                                   values: its config, its tokenizer), as a model file's writer makes it */
-    bool resume;           /**< continue from DIR/train_state.safetensors (its step, optimizer, generators) */
-    bool overwrite;        /**< a new run may replace the run already in DIR (else refused) */
-    const char *init_from; /**< NULL, or the checkpoint the program loaded the weights from: must not be in DIR */
-    bool quiet;            /**< no progress on stderr */
+    bool resume;                /**< continue from DIR/train_state.safetensors (its step, optimizer, generators) */
+    bool overwrite;             /**< a new run may replace the run already in DIR (else refused) */
+    const char *init_from;      /**< NULL, or the checkpoint the program loaded the weights from: must not be in DIR */
+    bool quiet;                 /**< no progress on stderr */
 } tg_run_config;
 
 /** Defaults for a run of steps steps in dir: accum 1, the optimizer's
