@@ -89,7 +89,6 @@ $(BUILD)/bin/%: tools/%.c tools/cli.h $(A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(A) $(LDFLAGS) $(LDLIBS)
 # tgrad-report rebuilds lm's model with lm's own code (examples/lm_model.h).
-$(BUILD)/bin/report: examples/lm_model.h examples/lm_report.h examples/cli.h
 
 # `make deps` installs the Debian packages tgrad uses when they are missing
 # (tools/install-deps.sh says which; with MPI=1, and for make bench's

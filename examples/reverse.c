@@ -30,7 +30,7 @@
  * wait for it at a barrier (which has no deadline for them). */
 #include <math.h>
 #include "attention_figure.h"
-#include "reverse_report.h"
+#include "reverse_model.h"
 #include "toy_run.h"
 
 typedef struct { /* what one training run reports */
@@ -99,13 +99,33 @@ static double evaluate(model *m, const options *o, const int *tokens, const int 
     return loss;
 }
 
-static int save_model(model *m, const options *o, const char *pe, const char *path) {
-    char meta[512];
-    snprintf(meta, sizeof meta,
-             "{\"task\":\"%s\",\"pe\":\"%s\",\"vocab\":\"%d\",\"seq_len\":\"%d\",\"dim\":\"%d\",\"heads\":\"%d\","
-             "\"ffn\":\"%d\",\"layers\":\"%d\"}",
-             o->task, pe, o->vocab, o->seq_len, o->dim, o->heads, o->ffn, o->layers);
-    return tg_checkpoint_save(path, &m->params, meta);
+/* The run's report.html (tg_encoder_report): the encoder's attention over
+ * the first held-out sequence, the seed's stream 2 as make_batch draws it
+ * (tgrad-report draws the same from the folder alone). */
+static int write_report(tg_run *run, model *m, const options *o, const char *pe) {
+    char title[160];
+    snprintf(title, sizeof title, "reverse: the %s task, T %d, V %d, d %d, %d heads, %d blocks, %s positions", o->task,
+             o->seq_len, o->vocab, o->dim, o->heads, o->layers, pe);
+    int x[1000];
+    tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 2);
+    for (int t = 0; t < o->seq_len; t++) x[t] = (int)(tg_rng_next_u64(&held) % (uint64_t)o->vocab);
+    return tg_encoder_report(tg_run_dir(run), NULL, m, x, title);
+}
+
+typedef struct { /* what the page of a run in progress shows */
+    tg_run *run;
+    model *m;
+    const options *o;
+    const char *pe;
+} run_page;
+
+/* tg_run_on_save's callback (rank 0, after each checkpoint): the run's
+ * page; one that cannot be written is said on stderr and the run goes on. */
+static int report_on_save(void *ctx, int64_t step) {
+    (void)step;
+    const run_page *p = ctx;
+    if (write_report(p->run, p->m, p->o, p->pe) != 0) fprintf(stderr, "reverse: report: %s\n", tg_last_error());
+    return 0;
 }
 
 /* One variant is one run (src/train/run.h) in <out>/<task>_<pe>/: its
@@ -132,7 +152,7 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     c.max_loss = 100 * log((double)o->vocab); /* a uniform guess costs ln V */
     /* Recorded with each checkpoint: the run's report.html shows them, and
      * they are the model's metadata, so --load and tgrad-report rebuild it
-     * from the run folder's checkpoints (reverse_model.h). */
+     * from the run folder's checkpoints (tg_encoder_open). */
     char settings[512];
     snprintf(settings, sizeof settings,
              "{\"task\":\"%s\",\"pe\":\"%s\",\"steps\":\"%d\",\"batch\":\"%d\",\"seq_len\":\"%d\",\"vocab\":\"%d\","
@@ -143,8 +163,8 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     c.overwrite = true; /* no --resume here: each run of a variant is new and replaces the last */
     tg_run *run = tg_run_open(&c, &m->params, opt, &rngs);
     if (!run) goto done;
-    reverse_run_page page = {run, m, o, pe};
-    tg_run_on_save(run, reverse_report_on_save, &page); /* the run's report.html, after each checkpoint */
+    run_page page = {run, m, o, pe};
+    tg_run_on_save(run, report_on_save, &page); /* the run's report.html, after each checkpoint */
     printf("[%s] training in %s/\n", pe, dir);
     fflush(stdout);
     double t0 = toy_now();
@@ -246,11 +266,11 @@ static int draw_losses(const result *r, int n, const options *o) {
     return rc;
 }
 
-/* --load: rebuild the model from the checkpoint (reverse_model.h) and evaluate it. */
-static int evaluate_checkpoint(options *o, const cli_opt *opts, int nopt) {
+/* --load: rebuild the model from the checkpoint (tg_encoder_open) and evaluate it. */
+static int evaluate_checkpoint(options *o) {
     model m;
     const char *pe;
-    if (reverse_load(o->load, o, opts, nopt, &m, &pe) != 0) {
+    if (reverse_load(o->load, o, &m, &pe) != 0) {
         fprintf(stderr, "reverse: %s\n", tg_last_error());
         return 1;
     }
@@ -309,7 +329,7 @@ int main(int argc, char **argv) {
     if (stray)
         return cli_usage_error(argv[0], "[options]", about, opts, nopt,
                                "--%s has no effect with --load (the checkpoint says what the model is)", stray);
-    if (o.load) return evaluate_checkpoint(&o, opts, nopt);
+    if (o.load) return evaluate_checkpoint(&o);
     if (o.ddp) {
         if (tg_dist_init(&argc, &argv) != 0) {
             fprintf(stderr, "reverse: --ddp: %s\n", tg_last_error());
@@ -349,7 +369,7 @@ int main(int argc, char **argv) {
         if (lead) {
             char path[4200];
             snprintf(path, sizeof path, "%s/%s_%s.safetensors", o.out, o.task, variants[v]);
-            if (save_model(&models[v], &o, variants[v], path) != 0) {
+            if (tg_encoder_save(&models[v], path) != 0) {
                 fprintf(stderr, "reverse: %s\n", tg_last_error());
                 rc = 1;
             }
