@@ -29,7 +29,8 @@ static void expect_same_logits(tg_encoder_model *a, tg_encoder_model *b) {
     tg_tensor *ya = tg_linear_forward(a->head, tg_encoder_forward(a->encoder, x, 1, 10, none));
     tg_tensor *yb = tg_linear_forward(b->head, tg_encoder_forward(b->encoder, x, 1, 10, none));
     cr_assert(ya && yb, "%s", tg_last_error());
-    for (int64_t i = 0; i < tg_numel(ya->ndim, ya->shape); i++) cr_expect_eq(ya->data[i], yb->data[i], "logit %lld", (long long)i);
+    for (int64_t i = 0; i < tg_numel(ya->ndim, ya->shape); i++)
+        cr_expect_eq(ya->data[i], yb->data[i], "logit %lld", (long long)i);
     tg_scope_end();
 }
 
@@ -89,7 +90,8 @@ Test(encoder_file, metadata_is_checked_against_the_tensors) {
         {"\"vocab\":\"12junk\",\"dim\":\"16\",\"heads\":\"2\",\"layers\":\"2\",\"pe\":\"learned\"", "12junk"},
         {"\"vocab\":\"12\",\"dim\":\"16\",\"heads\":\"2\",\"layers\":\"2\",\"pe\":\"rotary\"", "rotary"},
         {"\"vocab\":\"12\",\"dim\":\"16\",\"heads\":\"2\",\"layers\":\"2\"", "'pe' is missing"},
-        {"\"model_type\":\"decoder\",\"vocab\":\"12\",\"dim\":\"16\",\"heads\":\"2\",\"layers\":\"2\",\"pe\":\"learned\"",
+        {"\"model_type\":\"decoder\",\"vocab\":\"12\",\"dim\":\"16\",\"heads\":\"2\",\"layers\":\"2\",\"pe\":"
+         "\"learned\"",
          "an encoder's is 'encoder'"},
         {"\"vocab\":\"12\",\"dim\":\"16\",\"heads\":\"2\",\"layers\":\"2\",\"pe\":\"learned\",\"max_len\":\"5\"",
          "max_len"},
@@ -106,5 +108,34 @@ Test(encoder_file, metadata_is_checked_against_the_tensors) {
     }
     cr_expect_neq(tg_encoder_open(NULL, &o), 0);
     cr_expect_neq(tg_encoder_open(in_dir("none.safetensors"), &o), 0);
+    tg_encoder_model_free(&m);
+}
+
+/* Held-out scores: the reversal of 3 sequences scored by hand from the
+ * logits, the mode restored, n < 1 refused. */
+Test(encoder_file, evaluate_scores_tokens_and_sequences) {
+    tg_encoder_model m = small(TG_PE_FIXED);
+    int x[30], y[30];
+    for (int i = 0; i < 30; i++) x[i] = (i * 7) % 12;
+    for (int s = 0; s < 3; s++)
+        for (int t = 0; t < 10; t++) y[s * 10 + t] = x[s * 10 + 9 - t];
+    double ta, sa, loss = tg_encoder_model_evaluate(&m, x, y, 3, &ta, &sa);
+    cr_assert(loss > 0 && ta >= 0 && ta <= 1 && sa >= 0 && sa <= ta, "%g %g %g", loss, ta, sa);
+    tg_encoder_train(m.encoder, false);
+    tg_scope_begin();
+    tg_tensor *logits = tg_encoder_model_forward(&m, x, 3, 10);
+    cr_assert_not_null(logits, "%s", tg_last_error());
+    int hits = 0;
+    for (int r = 0; r < 30; r++) {
+        int best = 0;
+        for (int v = 1; v < 12; v++)
+            if (logits->data[r * 12 + v] > logits->data[r * 12 + best]) best = v;
+        hits += best == y[r];
+    }
+    tg_scope_end();
+    cr_expect_eq(ta, hits / 30.0);
+    cr_expect(m.encoder->blocks[0]->attention->attention->dropout->training == false, "mode restored");
+    cr_expect(isnan(tg_encoder_model_evaluate(&m, x, y, 0, &ta, &sa)) && isnan(ta));
+    cr_expect(error_has("encoder_model_evaluate", "no sequences"), "%s", tg_last_error());
     tg_encoder_model_free(&m);
 }

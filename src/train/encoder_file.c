@@ -10,6 +10,7 @@
  * than the file itself holds. */
 #include "model_file.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,58 @@ void tg_encoder_model_free(tg_encoder_model *m) {
     tg_linear_free(m->head);
     tg_params_free(&m->params);
     m->encoder = NULL, m->head = NULL;
+}
+
+tg_tensor *tg_encoder_model_forward(tg_encoder_model *m, const int *tokens, int B, int T) {
+    if (!m || !m->encoder) {
+        tg_set_error("encoder_model_forward: NULL model");
+        return NULL;
+    }
+    tg_mask none = {0};
+    return tg_linear_forward(m->head, tg_encoder_forward(m->encoder, tokens, B, T, none));
+}
+
+double tg_encoder_model_evaluate(tg_encoder_model *m, const int *tokens, const int *targets, int n, double *token_acc,
+                                 double *seq_acc) {
+    if (!m || !m->encoder || !tokens || !targets || n < 1) {
+        tg_set_error("encoder_model_evaluate: %s", n < 1 ? "no sequences" : "NULL argument");
+        if (token_acc) *token_acc = NAN;
+        if (seq_acc) *seq_acc = NAN;
+        return NAN;
+    }
+    int T = m->seq_len, V = m->encoder->cfg.vocab_size;
+    long right = 0, seqs = 0;
+    double loss = 0;
+    tg_encoder_block *b0 = m->encoder->cfg.num_layers > 0 ? m->encoder->blocks[0] : NULL;
+    bool training = b0 ? b0->attention->attention->dropout->training : true;
+    tg_encoder_train(m->encoder, false);
+    bool grad = tg_set_grad_enabled(false);
+    for (int start = 0; start < n; start += 256) {
+        int B = n - start < 256 ? n - start : 256;
+        tg_scope_begin();
+        tg_tensor *logits = tg_encoder_model_forward(m, tokens + (size_t)start * T, B, T);
+        tg_tensor *ce = tg_cross_entropy(logits, targets + (size_t)start * T, NULL, TG_IGNORE_INDEX);
+        loss += ce ? (double)tg_item(ce) * B / n : NAN;
+        for (int b = 0; logits && b < B; b++) {
+            int ok = 1;
+            for (int t = 0; t < T; t++) {
+                const tg_real *row = logits->data + ((int64_t)b * T + t) * V;
+                int best = 0;
+                for (int v = 1; v < V; v++)
+                    if (row[v] > row[best]) best = v;
+                int hit = best == targets[(size_t)(start + b) * T + t];
+                right += hit;
+                ok &= hit;
+            }
+            seqs += ok;
+        }
+        tg_scope_end();
+    }
+    tg_set_grad_enabled(grad);
+    tg_encoder_train(m->encoder, training);
+    if (token_acc) *token_acc = (double)right / ((double)n * T);
+    if (seq_acc) *seq_acc = (double)seqs / n;
+    return loss;
 }
 
 /* A word is letters, digits, '_' and '-' (no escaping needed in JSON). */
@@ -180,7 +233,8 @@ int tg_encoder_config_read(const tg_safetensors *st, const char *path, tg_encode
     /* The sizes against the tensors, before anything is allocated for them. */
     const char *pre = model_prefix(st);
     char name[TG_PARAM_NAME_MAX];
-    if (expect_shape(st, path, pre, "encoder.embedding.weight", V, d) || expect_shape(st, path, pre, "head.weight", V, d))
+    if (expect_shape(st, path, pre, "encoder.embedding.weight", V, d) ||
+        expect_shape(st, path, pre, "head.weight", V, d))
         return -1;
     snprintf(name, sizeof name, "encoder.blocks.%d.ffn.dense1.weight", L - 1);
     if (expect_shape(st, path, pre, name, F, d)) return -1;

@@ -137,6 +137,18 @@ typedef struct {
 int tg_encoder_model_init(tg_encoder_model *m, const tg_encoder_config *cfg, int seq_len, tg_rng *rng);
 /** Frees what m holds (not m); NULL members and NULL are no-ops. */
 void tg_encoder_model_free(tg_encoder_model *m);
+/** The logits [B*T, vocab] of tokens [B, T] (ids in [0, vocab)) in the
+ * current scope: the head over the encoder's output, no mask. NULL with
+ * the error recorded. */
+tg_tensor *tg_encoder_model_forward(tg_encoder_model *m, const int *tokens, int B, int T);
+/** Held-out scores of n sequences of m->seq_len tokens and their targets
+ * (one per token), in eval mode and without gradients, 256 sequences a
+ * forward: *token_acc the share of tokens whose largest logit is the
+ * target, *seq_acc the share of sequences right at every token (either may
+ * be NULL). Returns their mean cross-entropy; NaN with the error recorded
+ * for NULL arguments or n < 1. The model's mode is restored. */
+double tg_encoder_model_evaluate(tg_encoder_model *m, const int *tokens, const int *targets, int n, double *token_acc,
+                                 double *seq_acc);
 /** Writes m's weights ("encoder.*", "head.*") with its configuration as
  * metadata (see tg_encoder_model); atomic (tg_checkpoint_save). 0, or -1
  * with the error recorded (a task that is not a word included). */
