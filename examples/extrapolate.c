@@ -42,11 +42,7 @@ typedef struct {
     const tg_optim_rule *rule; /* --optim's row */
 } options;
 
-typedef struct {
-    tg_encoder *encoder;
-    tg_linear *head;
-    tg_params params;
-} model;
+typedef tg_encoder_model model; /* encoder + Linear(d, V) at every position (model_file.h) */
 
 /* n random sequences of length T and their targets; shift leaves its first
  * SHIFT targets ignored. */
@@ -60,7 +56,6 @@ static void make_batch(const options *o, int task, tg_rng *rng, int n, int T, in
 
 static int model_new(model *m, const options *o, int kind) {
     tg_rng rng = tg_rng_new((uint64_t)o->seed);
-    tg_params_init(&m->params);
     /* The absolute tables hold train_len rows: the learned one is trained
      * on those only. The fixed one is a formula and could be longer; it is
      * made long enough to be tested (what it does there is the question). */
@@ -72,22 +67,10 @@ static int model_new(model *m, const options *o, int kind) {
                              .max_len = (tg_pe_kind)kind == TG_PE_LEARNED ? o->train_len : 1000,
                              .pe = (tg_pe_kind)kind,
                              .relative_clip = o->clip};
-    m->encoder = tg_encoder_new(&cfg, &rng);
-    m->head = m->encoder ? tg_linear_new(o->dim, o->vocab, true, &rng) : NULL;
-    if (!m->head) return -1;
-    return tg_encoder_params(m->encoder, &m->params, "encoder") || tg_linear_params(m->head, &m->params, "head") ? -1
-                                                                                                                 : 0;
+    return tg_encoder_model_init(m, &cfg, o->train_len, &rng);
 }
 
-static void model_free(model *m) {
-    tg_encoder_free(m->encoder);
-    tg_linear_free(m->head);
-    tg_params_free(&m->params);
-}
-
-static tg_tensor *logits_of(model *m, const int *x, int B, int T) {
-    return tg_linear_forward(m->head, tg_encoder_forward(m->encoder, x, B, T, (tg_mask){0}));
-}
+static void model_free(model *m) { tg_encoder_model_free(m); }
 
 /* Held-out token accuracy at length T (targets that are not ignored), and
  * in *loss (when not NULL) the mean cross-entropy; NAN with the library's
@@ -105,7 +88,7 @@ static double evaluate(model *m, const options *o, int task, int T, double *loss
         int B = n - s < 64 ? n - s : 64;
         long scored = 0;
         tg_scope_begin();
-        tg_tensor *logits = logits_of(m, x + (size_t)s * T, B, T);
+        tg_tensor *logits = tg_encoder_model_forward(m, x + (size_t)s * T, B, T);
         if (!logits) {
             if (why && !why[0]) snprintf(why, cap, "%s", tg_last_error()); /* the first length that failed */
             tg_scope_end();
@@ -154,7 +137,8 @@ static int train(model *m, const options *o, int task, int kind) {
     while (tg_run_next(run)) {
         make_batch(o, task, &data, B, T, x, y);
         tg_scope_begin();
-        int bad = tg_run_backward(run, tg_cross_entropy(logits_of(m, x, B, T), y, NULL, TG_IGNORE_INDEX));
+        int bad =
+            tg_run_backward(run, tg_cross_entropy(tg_encoder_model_forward(m, x, B, T), y, NULL, TG_IGNORE_INDEX));
         tg_scope_end();
         if (bad || tg_run_step(run) != 0) break;
         if (tg_run_eval_due(run) && tg_run_eval(run, val_loss(m, o, task)) != 0) break;

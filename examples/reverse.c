@@ -29,7 +29,7 @@
  * numbers); rank 0 alone prints and writes the files, while the others
  * wait for it at a barrier (which has no deadline for them). */
 #include <math.h>
-#include "reverse_report.h"
+#include "reverse_model.h"
 #include "toy_run.h"
 
 typedef struct { /* what one training run reports */
@@ -56,55 +56,33 @@ static void make_batch(const options *o, tg_rng *rng, int n, int *tokens, int *t
     }
 }
 
-static tg_tensor *logits_of(model *m, const int *tokens, int B, int T) {
-    tg_mask none = {0};
-    return tg_linear_forward(m->head, tg_encoder_forward(m->encoder, tokens, B, T, none));
+/* The run's report.html (tg_encoder_report): the encoder's attention over
+ * the first held-out sequence, the seed's stream 2 as make_batch draws it
+ * (tgrad-report draws the same from the folder alone). */
+static int write_report(tg_run *run, model *m, const options *o, const char *pe) {
+    char title[160];
+    snprintf(title, sizeof title, "reverse: the %s task, T %d, V %d, d %d, %d heads, %d blocks, %s positions", o->task,
+             o->seq_len, o->vocab, o->dim, o->heads, o->layers, pe);
+    int x[1000];
+    tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 2);
+    for (int t = 0; t < o->seq_len; t++) x[t] = (int)(tg_rng_next_u64(&held) % (uint64_t)o->vocab);
+    return tg_encoder_report(tg_run_dir(run), NULL, m, x, title);
 }
 
-/* Token and whole-sequence accuracy on n held-out sequences, in eval mode;
- * returns their mean cross-entropy (the run's validation loss). */
-static double evaluate(model *m, const options *o, const int *tokens, const int *targets, int n, double *token_acc,
-                       double *seq_acc) {
-    int T = o->seq_len, V = o->vocab;
-    long right = 0, seqs = 0;
-    double loss = 0;
-    tg_encoder_train(m->encoder, false);
-    bool grad = tg_set_grad_enabled(false);
-    for (int start = 0; start < n; start += 256) {
-        int B = n - start < 256 ? n - start : 256;
-        tg_scope_begin();
-        tg_tensor *logits = logits_of(m, tokens + start * T, B, T);
-        tg_tensor *ce = tg_cross_entropy(logits, targets + start * T, NULL, TG_IGNORE_INDEX);
-        loss += ce ? (double)tg_item(ce) * B / n : NAN;
-        for (int b = 0; logits && b < B; b++) {
-            int ok = 1;
-            for (int t = 0; t < T; t++) {
-                const tg_real *row = logits->data + ((int64_t)b * T + t) * V;
-                int best = 0;
-                for (int v = 1; v < V; v++)
-                    if (row[v] > row[best]) best = v;
-                int hit = best == targets[(start + b) * T + t];
-                right += hit;
-                ok &= hit;
-            }
-            seqs += ok;
-        }
-        tg_scope_end();
-    }
-    tg_set_grad_enabled(grad);
-    tg_encoder_train(m->encoder, true);
-    *token_acc = (double)right / ((double)n * T);
-    *seq_acc = (double)seqs / n;
-    return loss;
-}
+typedef struct { /* what the page of a run in progress shows */
+    tg_run *run;
+    model *m;
+    const options *o;
+    const char *pe;
+} run_page;
 
-static int save_model(model *m, const options *o, const char *pe, const char *path) {
-    char meta[512];
-    snprintf(meta, sizeof meta,
-             "{\"task\":\"%s\",\"pe\":\"%s\",\"vocab\":\"%d\",\"seq_len\":\"%d\",\"dim\":\"%d\",\"heads\":\"%d\","
-             "\"ffn\":\"%d\",\"layers\":\"%d\"}",
-             o->task, pe, o->vocab, o->seq_len, o->dim, o->heads, o->ffn, o->layers);
-    return tg_checkpoint_save(path, &m->params, meta);
+/* tg_run_on_save's callback (rank 0, after each checkpoint): the run's
+ * page; one that cannot be written is said on stderr and the run goes on. */
+static int report_on_save(void *ctx, int64_t step) {
+    (void)step;
+    const run_page *p = ctx;
+    if (write_report(p->run, p->m, p->o, p->pe) != 0) fprintf(stderr, "reverse: report: %s\n", tg_last_error());
+    return 0;
 }
 
 /* One variant is one run (src/train/run.h) in <out>/<task>_<pe>/: its
@@ -131,7 +109,7 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     c.max_loss = 100 * log((double)o->vocab); /* a uniform guess costs ln V */
     /* Recorded with each checkpoint: the run's report.html shows them, and
      * they are the model's metadata, so --load and tgrad-report rebuild it
-     * from the run folder's checkpoints (reverse_model.h). */
+     * from the run folder's checkpoints (tg_encoder_open). */
     char settings[512];
     snprintf(settings, sizeof settings,
              "{\"task\":\"%s\",\"pe\":\"%s\",\"steps\":\"%d\",\"batch\":\"%d\",\"seq_len\":\"%d\",\"vocab\":\"%d\","
@@ -142,20 +120,21 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     c.overwrite = true; /* no --resume here: each run of a variant is new and replaces the last */
     tg_run *run = tg_run_open(&c, &m->params, opt, &rngs);
     if (!run) goto done;
-    reverse_run_page page = {run, m, o, pe};
-    tg_run_on_save(run, reverse_report_on_save, &page); /* the run's report.html, after each checkpoint */
+    run_page page = {run, m, o, pe};
+    tg_run_on_save(run, report_on_save, &page); /* the run's report.html, after each checkpoint */
     printf("[%s] training in %s/\n", pe, dir);
     fflush(stdout);
     double t0 = toy_now();
     while (tg_run_next(run)) {
         make_batch(o, &data, B, x, y); /* the global batch on every rank, of which this slice: */
         tg_scope_begin();
-        tg_tensor *logits = logits_of(m, x + (size_t)rank * Bl * T, Bl, T);
+        tg_tensor *logits = tg_encoder_model_forward(m, x + (size_t)rank * Bl * T, Bl, T);
         int bad = tg_run_backward(run, tg_cross_entropy(logits, y + (size_t)rank * Bl * T, NULL, TG_IGNORE_INDEX));
         tg_scope_end();
         if (bad || tg_run_step(run) != 0) break;
         if (tg_run_eval_due(run)) {
-            double ta, sa, loss = evaluate(m, o, ho_x, ho_y, o->heldout < 256 ? o->heldout : 256, &ta, &sa);
+            double ta, sa,
+                loss = tg_encoder_model_evaluate(m, ho_x, ho_y, o->heldout < 256 ? o->heldout : 256, &ta, &sa);
             if (r->first_99 < 0 && ta >= 0.99) r->first_99 = (int)tg_run_steps_done(run);
             if (tg_run_eval(run, loss) != 0) break;
         }
@@ -167,7 +146,7 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     tg_run_history(run, &train, &n, &vs, &vl, &nv);
     if ((r->losses = malloc(sizeof(float) * (size_t)(n ? n : 1)))) memcpy(r->losses, train, sizeof(float) * (size_t)n);
     if (tg_run_close(run) != 0 || !r->losses) goto done; /* (the run said why) */
-    evaluate(m, o, ho_x, ho_y, o->heldout, &r->token_acc, &r->seq_acc);
+    tg_encoder_model_evaluate(m, ho_x, ho_y, o->heldout, &r->token_acc, &r->seq_acc);
     rc = 0;
 done:
     if (rc != 0 && !r->losses && tg_last_error()) fprintf(stderr, "reverse: %s run: %s\n", pe, tg_last_error());
@@ -195,7 +174,7 @@ static int draw_attention(model *m, const options *o, const int *tokens, const c
     snprintf(title, sizeof title, "Attention weights, %s%s (rows: layers 1..%d)",
              pe_kind(pe) == TG_PE_NONE ? "no positional encoding" : pe, pe_kind(pe) == TG_PE_NONE ? "" : " PE",
              o->layers);
-    int rc = logits_of(m, tokens, 1, T) ? 0 : -1;
+    int rc = tg_encoder_model_forward(m, tokens, 1, T) ? 0 : -1;
     if (rc == 0 && (rc = tg_figure_attention(path, title, m->encoder, encoder_weights, o->layers, o->heads)) != 0)
         fprintf(stderr, "reverse: %s\n", tg_last_error());
     if (rc == 0) printf("  wrote %s\n", path);
@@ -238,19 +217,14 @@ static int draw_losses(const result *r, int n, const options *o) {
     snprintf(path, sizeof path, "%s/%s_loss.png", o->out, o->task);
     snprintf(title, sizeof title, "Training loss (%s task) by positional encoding", o->task);
     tg_plot_opts po = {.title = title, .xlabel = "step", .ylabel = "cross-entropy", .log_y = 1};
-    int rc = tg_viz_lineplot(path, s, n, &po);
-    if (rc != 0)
-        fprintf(stderr, "reverse: %s\n", tg_viz_last_error());
-    else
-        printf("  wrote %s\n", path);
-    return rc;
+    return toy_wrote("reverse", tg_viz_lineplot(path, s, n, &po), path, true);
 }
 
-/* --load: rebuild the model from the checkpoint (reverse_model.h) and evaluate it. */
-static int evaluate_checkpoint(options *o, const cli_opt *opts, int nopt) {
+/* --load: rebuild the model from the checkpoint (tg_encoder_open) and evaluate it. */
+static int evaluate_checkpoint(options *o) {
     model m;
     const char *pe;
-    if (reverse_load(o->load, o, opts, nopt, &m, &pe) != 0) {
+    if (reverse_load(o->load, o, &m, &pe) != 0) {
         fprintf(stderr, "reverse: %s\n", tg_last_error());
         return 1;
     }
@@ -263,7 +237,7 @@ static int evaluate_checkpoint(options *o, const cli_opt *opts, int nopt) {
         tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 2);
         make_batch(o, &held, n, x, y);
         double ta, sa;
-        evaluate(&m, o, x, y, n, &ta, &sa);
+        tg_encoder_model_evaluate(&m, x, y, n, &ta, &sa);
         printf("%s (%s task, %s PE): held-out token accuracy %.2f%%, sequence accuracy %.2f%% on %d sequences\n",
                o->load, o->task, pe, 100 * ta, 100 * sa, n);
     }
@@ -309,7 +283,7 @@ int main(int argc, char **argv) {
     if (stray)
         return cli_usage_error(argv[0], "[options]", about, opts, nopt,
                                "--%s has no effect with --load (the checkpoint says what the model is)", stray);
-    if (o.load) return evaluate_checkpoint(&o, opts, nopt);
+    if (o.load) return evaluate_checkpoint(&o);
     if (o.ddp) {
         if (tg_dist_init(&argc, &argv) != 0) {
             fprintf(stderr, "reverse: --ddp: %s\n", tg_last_error());
@@ -349,7 +323,7 @@ int main(int argc, char **argv) {
         if (lead) {
             char path[4200];
             snprintf(path, sizeof path, "%s/%s_%s.safetensors", o.out, o.task, variants[v]);
-            if (save_model(&models[v], &o, variants[v], path) != 0) {
+            if (tg_encoder_save(&models[v], path) != 0) {
                 fprintf(stderr, "reverse: %s\n", tg_last_error());
                 rc = 1;
             }

@@ -5,13 +5,15 @@
  *   lm's attention        the decoder rebuilt from the checkpoint (tg_decoder_open, the
  *                         call lm itself makes) over the first validation window
  *                         of its token file: DIR/tokens.npy, or --data's .npy
- *   reverse's attention   the encoder rebuilt from the checkpoint (examples/reverse_model.h)
+ *   reverse's attention   the encoder rebuilt from the checkpoint (tg_encoder_open, the
+ *                         call reverse itself makes)
  *                         over the first held-out sequence, and its positions
  *
  * A run of lm is told by its checkpoint's metadata (nanoGPT's n_layer and
  * tgrad's tokenizer), a run of reverse by its task (reverse or sort) and
  * ffn; any other run gets the settings and curves. */
-#include "../examples/reverse_report.h"
+#include "cli.h"
+#include "tgrad.h"
 
 static const char *const ABOUT =
     "Rebuilds DIR/report.html, the run's self-contained page, from the run folder: settings and\n"
@@ -46,30 +48,35 @@ static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
     return rc;
 }
 
-/* A reverse run: the model from the checkpoint, by reverse's own rules. */
+/* A reverse run: the model from the checkpoint, the first held-out sequence
+ * from the run's seed (reverse draws its held-out set from the seed's
+ * stream 2, one draw per token). */
 static int reverse_page(const char *dir, const char *out, const char *state) {
-    options o;
-    cli_opt opts[REVERSE_MAX_OPTS];
-    int nopt = reverse_options(&o, opts);
-    model m = {0};
-    const char *pe;
-    if (reverse_load(state, &o, opts, nopt, &m, &pe) != 0) return -1;
-    /* The held-out set comes from the run's seed, by the flag's rules. */
-    const cli_opt *seed = NULL;
-    for (int i = 0; i < nopt; i++)
-        if (strcmp(opts[i].name, "seed") == 0) seed = &opts[i];
-    char v[32], why[128];
+    tg_encoder_model m;
+    if (tg_encoder_open(state, &m) != 0) return -1;
+    char v[32];
+    int64_t seed = 1;
     tg_safetensors st;
     int rc = tg_safetensors_open(state, &st);
     if (rc == 0) {
-        if (tg_safetensors_meta(&st, "seed", v, sizeof v) > 0 && !cli_set(seed, v, why, sizeof why)) {
-            tg_set_error("%s: metadata 'seed': %s", state, why);
+        if (tg_safetensors_meta(&st, "seed", v, sizeof v) > 0 &&
+            (tg_parse_int64(v, &seed) != 0 || seed < 0 || seed > 2000000000)) {
+            tg_set_error("%s: metadata 'seed': '%s' is not a whole number in [0, 2000000000]", state, v);
             rc = -1;
         }
         tg_safetensors_close(&st);
     }
-    if (rc == 0) rc = reverse_write_report(dir, out, &m, &o, pe);
-    model_free(&m);
+    const tg_encoder_config *c = &m.encoder->cfg;
+    int T = m.seq_len, *x = malloc(sizeof(int) * (size_t)T);
+    char title[160];
+    snprintf(title, sizeof title, "reverse: the %s task, T %d, V %d, d %d, %d heads, %d blocks, %s positions", m.task,
+             T, c->vocab_size, c->num_hiddens, c->num_heads, c->num_layers, tg_pe_kind_name(c->pe));
+    tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)seed, 0, 0}, 2);
+    for (int t = 0; x && t < T; t++) x[t] = (int)(tg_rng_next_u64(&held) % (uint64_t)c->vocab_size);
+    if (rc == 0 && !x) rc = -1, tg_set_error("report: out of memory");
+    if (rc == 0) rc = tg_encoder_report(dir, out, &m, x, title);
+    free(x);
+    tg_encoder_model_free(&m);
     return rc;
 }
 

@@ -1,6 +1,6 @@
 /** @file
  * Files that describe themselves: a tokenizer (tg_tokenizer: bytes or a
- * byte-level BPE) and a model (tg_decoder_open), each opened from its file
+ * byte-level BPE) and a model (tg_decoder_open, tg_encoder_open), each opened from its file
  * alone, as nanoGPT's checkpoint carries `model_args` and Hugging Face's
  * config.json its `model_type`: any program, tool or user needs one call,
  * never another program's header.
@@ -190,5 +190,68 @@ typedef struct {
  * stderr after "prog: ", and the run goes on), -1 with the error recorded
  * otherwise. The signature of tg_run_on_save's callback. */
 int tg_decoder_outputs_save(void *ctx, int64_t step);
+
+/* ---- encoder model files -------------------------------------------------- */
+/** The model of the toy sequence tasks (reverse, sort): a Transformer
+ * encoder and Linear(d, vocab) at every position, one logit row per token.
+ * Its file describes itself: tg_encoder_save writes model_type "encoder"
+ * and the configuration under the names reverse has always used (vocab,
+ * seq_len, dim, heads, ffn, layers, pe, task, then max_len, bias, dropout),
+ * so reverse's older files and its runs' checkpoints open too. */
+typedef struct {
+    tg_encoder *encoder; /**< the encoder, tensors "encoder.*" */
+    tg_linear *head;     /**< Linear(d, vocab) at every position, tensors "head.*" */
+    tg_params params;    /**< both, under those names */
+    int seq_len;         /**< the sequence length it is trained on (the file's "seq_len") */
+    char task[16];       /**< what it was trained for, a word ("reverse"; the file's "task"), or "" */
+} tg_encoder_model;
+/** Builds m as cfg describes (tg_encoder_new, then the head, both drawn
+ * from rng in that order), for sequences of seq_len tokens; task is left
+ * "" for the caller. 0, or -1 with the error recorded and nothing left
+ * allocated. */
+int tg_encoder_model_init(tg_encoder_model *m, const tg_encoder_config *cfg, int seq_len, tg_rng *rng);
+/** Frees what m holds (not m); NULL members and NULL are no-ops. */
+void tg_encoder_model_free(tg_encoder_model *m);
+/** The logits [B*T, vocab] of tokens [B, T] (ids in [0, vocab)) in the
+ * current scope: the head over the encoder's output, no mask. NULL with
+ * the error recorded. */
+tg_tensor *tg_encoder_model_forward(tg_encoder_model *m, const int *tokens, int B, int T);
+/** Held-out scores of n sequences of m->seq_len tokens and their targets
+ * (one per token), in eval mode and without gradients, 256 sequences a
+ * forward: *token_acc the share of tokens whose largest logit is the
+ * target, *seq_acc the share of sequences right at every token (either may
+ * be NULL). Returns their mean cross-entropy; NaN with the error recorded
+ * for NULL arguments or n < 1. The model's mode is restored. */
+double tg_encoder_model_evaluate(tg_encoder_model *m, const int *tokens, const int *targets, int n, double *token_acc,
+                                 double *seq_acc);
+/** Writes m's weights ("encoder.*", "head.*") with its configuration as
+ * metadata (see tg_encoder_model); atomic (tg_checkpoint_save). 0, or -1
+ * with the error recorded (a task that is not a word included). */
+int tg_encoder_save(const tg_encoder_model *m, const char *path);
+/** Reads an encoder model's configuration from st's metadata (path names
+ * the file in errors) and checks it against the tensors (under "model." in
+ * a run's checkpoint, else bare) before anything is built: every number a
+ * whole decimal string in its range (vocab 2..4096, seq_len 2..1000, dim
+ * 2..4096, heads 1..256 dividing dim, ffn 1..100000, layers 1..64), pe one
+ * of the six kinds, model_type "encoder" when present, the embedding, head,
+ * last block's FFN and a learned table of the implied shapes, no block
+ * beyond layers. max_len absent: 1000, or seq_len when longer. 0, or -1
+ * with the reason recorded ("metadata 'vocab' is missing", "... has shape
+ * (16,64), but the metadata says (16,32)"). */
+int tg_encoder_config_read(const tg_safetensors *st, const char *path, tg_encoder_config *c, int *seq_len);
+/** Opens an encoder model into m: a run folder (its
+ * train_state.safetensors), a run's checkpoint or a model file
+ * (tg_encoder_save, or reverse's older files). Configuration by
+ * tg_encoder_config_read, task (a word) from the metadata, then the weights
+ * (strict). The model comes in eval mode. 0, or -1 with the exact reason
+ * recorded; nothing is left allocated then (m may still be freed). */
+int tg_encoder_open(const char *path, tg_encoder_model *m);
+/** Writes page (NULL: DIR/report.html), the report of the encoder run in
+ * dir (report.h): its settings and curves, m's attention of every layer
+ * and head over tokens[0..m->seq_len) (shown as their ids) and its
+ * positional encoding, under title (NULL: dir). What reverse writes after
+ * each checkpoint and tgrad-report from the folder alone. 0, or -1 with the
+ * error recorded. */
+int tg_encoder_report(const char *dir, const char *page, tg_encoder_model *m, const int *tokens, const char *title);
 
 #endif
