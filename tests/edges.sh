@@ -7,12 +7,18 @@
 #     through another such header), is at most 400 lines: a program is a page
 #     of flags and a call into the library. A header two programs include is
 #     shared code and counts for neither (the rule of the before-stop hook).
-# Prints each program over budget with its count, and fails when any is.
+# Prints each program over budget with its count, and fails when any is,
+# except the programs in OVER below, which are known to be over and may not
+# grow past the count written there (a ratchet: the count only comes down,
+# and a program that reaches the budget leaves the list). They are issue 33's
+# remaining debt, named in its closing note.
 #   sh tests/edges.sh [budget]
 set -u
 cd "$(dirname "$0")/.." || exit 1
 budget=${1:-400}
 fail=0
+# program:most lines allowed (the count when it was listed)
+OVER="examples/reverse.c:494 examples/compare_layers.c:614 tools/bench.c:1200"
 
 inc=$(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*examples/' src tools tests 2> /dev/null)
 if [ -n "$inc" ]; then
@@ -47,11 +53,18 @@ for prog in examples/*.c tools/*.c; do
     n=$(wc -l < "$prog")
     for h in $(grep -Fxf "$tmp/own" "$tmp/$(echo "$prog" | tr / _).h"); do n=$((n + $(wc -l < "$h"))); done
     [ "${EDGES_VERBOSE:-0}" = 1 ] && echo "$n $prog"
-    [ "$n" -gt "$budget" ] && over="$over $prog ($n lines with its own headers)"
+    cap=$budget
+    for e in $OVER; do [ "${e%%:*}" = "$prog" ] && cap=${e##*:}; done
+    if [ "$n" -gt "$cap" ]; then
+        over="$over $prog ($n lines with its own headers)"
+    elif [ "$cap" -gt "$budget" ]; then
+        [ "$n" -le "$budget" ] && over="$over $prog (now $n lines: take it off OVER)"
+        [ "$n" -gt "$budget" ] && echo "edges: known over budget: $prog ($n lines, at most $cap; budget $budget)"
+    fi
 done
 if [ -n "$over" ]; then
     echo "edges: programs over $budget lines:$over"
     fail=1
 fi
-[ $fail = 0 ] && echo "edges: no example header outside examples/, every program within $budget lines"
+[ $fail = 0 ] && echo "edges: no example header outside examples/, every other program within $budget lines"
 exit $fail
