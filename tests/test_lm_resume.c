@@ -52,15 +52,15 @@ static void run_new(lm_run *r) {
     tg_optim_config oc = tg_adamw_config((tg_real)1e-3, (tg_real)0.1);
     TG_REQUIRE(r->opt = tg_optim_new_groups(&oc, &r->params));
     add_rng(r, "data", tg_token_data_rng(r->d));
-    add_rng(r, "drop", tg_dropout_rng(r->m->drop));
+    add_rng(r, "drop", tg_dropout_layer_rng(r->m->drop));
     for (int i = 0; i < 2; i++) {
         char n[16];
         snprintf(n, sizeof n, "h%d.attn", i);
-        add_rng(r, n, tg_dropout_rng(r->m->h[i]->attn->dropout));
+        add_rng(r, n, tg_dropout_layer_rng(r->m->h[i]->attn->dropout));
         snprintf(n, sizeof n, "h%d.resid", i);
-        add_rng(r, n, tg_dropout_rng(r->m->h[i]->resid_drop));
+        add_rng(r, n, tg_dropout_layer_rng(r->m->h[i]->resid_drop));
         snprintf(n, sizeof n, "h%d.mlp", i);
-        add_rng(r, n, tg_dropout_rng(r->m->h[i]->mlp_drop));
+        add_rng(r, n, tg_dropout_layer_rng(r->m->h[i]->mlp_drop));
     }
 }
 

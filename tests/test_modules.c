@@ -138,29 +138,29 @@ Test(modules, linear_gradcheck) {
 
 Test(modules, dropout_eval_is_identity) {
     tg_rng rng = tg_rng_new(5);
-    tg_dropout_layer *d = tg_dropout_new(0.5, &rng);
+    tg_dropout_layer *d = tg_dropout_layer_new(0.5, &rng);
     TG_REQUIRE(d);
     cr_expect(d->training, "a new layer trains, as in PyTorch");
     tg_scope_begin();
     tg_tensor *x = tg_randn(TG_SHAPE(4, 8), &rng);
-    tg_dropout_train(d, false);
-    cr_expect_eq(tg_dropout_forward(d, x), x, "eval returns its input");
-    tg_dropout_train(d, true);
-    tg_tensor *y = tg_dropout_forward(d, x);
+    tg_dropout_layer_train(d, false);
+    cr_expect_eq(tg_dropout_layer_forward(d, x), x, "eval returns its input");
+    tg_dropout_layer_train(d, true);
+    tg_tensor *y = tg_dropout_layer_forward(d, x);
     TG_REQUIRE(y);
     int zeros = dropped_entries(y, x, 2);
     cr_expect(zeros > 0 && zeros < 32, "%d of 32 dropped", zeros);
     tg_scope_end();
-    tg_dropout_free(d);
+    tg_dropout_layer_free(d);
 }
 
 Test(modules, dropout_training_keeps_the_mean) {
     tg_rng rng = tg_rng_new(6);
-    tg_dropout_layer *d = tg_dropout_new(0.3, &rng);
+    tg_dropout_layer *d = tg_dropout_layer_new(0.3, &rng);
     TG_REQUIRE(d);
     tg_scope_begin();
     tg_tensor *x = tg_ones(TG_SHAPE(1000, 1000));
-    tg_tensor *y = tg_dropout_forward(d, x);
+    tg_tensor *y = tg_dropout_layer_forward(d, x);
     TG_REQUIRE(y);
     double sum = 0;
     int64_t kept = 0;
@@ -171,20 +171,20 @@ Test(modules, dropout_training_keeps_the_mean) {
     cr_expect(fabs(sum / 1e6 - 1) < 0.01, "mean %g", sum / 1e6);
     cr_expect(fabs((double)kept / 1e6 - 0.7) < 0.01, "kept fraction %g", (double)kept / 1e6);
     tg_scope_end();
-    tg_dropout_free(d);
+    tg_dropout_layer_free(d);
 }
 
 Test(modules, dropout_is_deterministic_for_a_seed) {
     tg_rng r1 = tg_rng_new(77), r2 = tg_rng_new(77);
-    tg_dropout_layer *a = tg_dropout_new(0.5, &r1), *b = tg_dropout_new(0.5, &r2);
-    tg_dropout_layer *c = tg_dropout_new(0.5, &r1); /* second layer of the same generator */
+    tg_dropout_layer *a = tg_dropout_layer_new(0.5, &r1), *b = tg_dropout_layer_new(0.5, &r2);
+    tg_dropout_layer *c = tg_dropout_layer_new(0.5, &r1); /* second layer of the same generator */
     TG_REQUIRE(a);
     TG_REQUIRE(b);
     TG_REQUIRE(c);
     tg_scope_begin();
     tg_tensor *x = tg_ones(TG_SHAPE(256));
-    tg_tensor *ya = tg_dropout_forward(a, x), *yb = tg_dropout_forward(b, x);
-    tg_tensor *yc = tg_dropout_forward(c, x), *ya2 = tg_dropout_forward(a, x);
+    tg_tensor *ya = tg_dropout_layer_forward(a, x), *yb = tg_dropout_layer_forward(b, x);
+    tg_tensor *yc = tg_dropout_layer_forward(c, x), *ya2 = tg_dropout_layer_forward(a, x);
     int same_ab = 0, same_ac = 0, same_aa = 0;
     for (int i = 0; i < 256; i++) {
         same_ab += ya->data[i] == yb->data[i];
@@ -195,18 +195,18 @@ Test(modules, dropout_is_deterministic_for_a_seed) {
     cr_expect(same_ac < 200, "two layers of one generator draw different masks (%d equal)", same_ac);
     cr_expect(same_aa < 200, "each call draws a new mask (%d equal)", same_aa);
     tg_scope_end();
-    tg_dropout_free(a);
-    tg_dropout_free(b);
-    tg_dropout_free(c);
+    tg_dropout_layer_free(a);
+    tg_dropout_layer_free(b);
+    tg_dropout_layer_free(c);
 }
 
 Test(modules, dropout_bad_probability) {
     tg_rng rng = tg_rng_new(8);
     tg_clear_error();
-    cr_expect_null(tg_dropout_new(1.5, &rng));
+    cr_expect_null(tg_dropout_layer_new(1.5, &rng));
     cr_expect(error_has("dropout", "1.5"), "%s", tg_last_error());
-    cr_expect_null(tg_dropout_new(-0.1, &rng));
-    tg_dropout_free(NULL);
+    cr_expect_null(tg_dropout_layer_new(-0.1, &rng));
+    tg_dropout_layer_free(NULL);
 }
 
 /* ---- Embedding -------------------------------------------------------------------- */
@@ -264,13 +264,13 @@ Test(modules, embedding_gradcheck) {
 /* ---- LayerNorm ------------------------------------------------------------------------- */
 
 Test(modules, layernorm_matches_pytorch_semantics) {
-    tg_layernorm *ln = tg_layernorm_new(7, 1e-5);
+    tg_layer_norm_layer *ln = tg_layer_norm_layer_new(7, 1e-5);
     TG_REQUIRE(ln);
     for (int i = 0; i < 7; i++) cr_expect(ln->weight->data[i] == 1 && ln->bias->data[i] == 0);
     tg_rng rng = tg_rng_new(11);
     tg_scope_begin();
     tg_tensor *x = tg_normal(TG_SHAPE(2, 3, 7), 3, 2, &rng); /* mean 3, std 2: not normalised already */
-    tg_tensor *y = tg_layernorm_forward(ln, x);
+    tg_tensor *y = tg_layer_norm_layer_forward(ln, x);
     TG_REQUIRE(y);
     cr_assert(y->ndim == 3 && y->shape[2] == 7);
     for (int r = 0; r < 6; r++) {
@@ -296,28 +296,30 @@ Test(modules, layernorm_matches_pytorch_semantics) {
         ln->weight->data[i] = i + 1;
         ln->bias->data[i] = -i;
     }
-    tg_tensor *y2 = tg_layernorm_forward(ln, x);
+    tg_tensor *y2 = tg_layer_norm_layer_forward(ln, x);
     TG_REQUIRE(y2);
     for (int64_t k = 0; k < y->size; k++) {
         int j = (int)(k % 7);
         cr_expect(fabs(y2->data[k] - (y->data[k] * (j + 1) - j)) < 1e-12);
     }
     tg_clear_error();
-    cr_expect_null(tg_layernorm_forward(ln, tg_zeros(TG_SHAPE(2, 6))));
+    cr_expect_null(tg_layer_norm_layer_forward(ln, tg_zeros(TG_SHAPE(2, 6))));
     cr_expect(error_has("layernorm: input (2,6) last dim 6, expected 7", NULL), "%s", tg_last_error());
     tg_scope_end();
     tg_clear_error();
-    cr_expect_null(tg_layernorm_new(0, 1e-5));
+    cr_expect_null(tg_layer_norm_layer_new(0, 1e-5));
     cr_expect(error_has("layernorm", "dim 0"), "%s", tg_last_error());
-    tg_layernorm_free(ln);
-    tg_layernorm_free(NULL);
+    tg_layer_norm_layer_free(ln);
+    tg_layer_norm_layer_free(NULL);
 }
 
-static tg_tensor *layernorm_f(tg_tensor *const *in, int n, void *ctx) { return tg_layernorm_forward(ctx, in[n - 1]); }
+static tg_tensor *layernorm_f(tg_tensor *const *in, int n, void *ctx) {
+    return tg_layer_norm_layer_forward(ctx, in[n - 1]);
+}
 
 Test(modules, layernorm_gradcheck) {
     tg_rng rng = tg_rng_new(12);
-    tg_layernorm *ln = tg_layernorm_new(6, 1e-5);
+    tg_layer_norm_layer *ln = tg_layer_norm_layer_new(6, 1e-5);
     TG_REQUIRE(ln);
     /* Away from (1, 0), so that the gradient of x goes through gamma. */
     tg_fill_normal(ln->weight, 1, 0.5, &rng);
@@ -331,7 +333,7 @@ Test(modules, layernorm_gradcheck) {
               tg_last_error() ? tg_last_error() : "");
     cr_expect_eq(r.checked, 6 + 6 + 36);
     tg_free(x);
-    tg_layernorm_free(ln);
+    tg_layer_norm_layer_free(ln);
 }
 
 /* ---- parameter names ----------------------------------------------------------------- */
@@ -339,13 +341,13 @@ Test(modules, layernorm_gradcheck) {
 Test(modules, param_names) {
     tg_rng rng = tg_rng_new(13);
     tg_linear *l = tg_linear_new(4, 3, true, &rng), *lnb = tg_linear_new(4, 3, false, &rng);
-    tg_layernorm *ln = tg_layernorm_new(4, 1e-5);
+    tg_layer_norm_layer *ln = tg_layer_norm_layer_new(4, 1e-5);
     tg_embedding *e = tg_embedding_new(9, 4, 1, &rng);
     tg_params p;
     tg_params_init(&p);
     tg_linear_params(l, &p, "fc");
     tg_linear_params(lnb, &p, "proj");
-    tg_layernorm_params(ln, &p, "blocks.0.ln");
+    tg_layer_norm_layer_params(ln, &p, "blocks.0.ln");
     tg_embedding_params(e, &p, NULL);
     const char *want[] = {"fc.weight", "fc.bias", "proj.weight", "blocks.0.ln.weight", "blocks.0.ln.bias", "weight"};
     cr_assert_eq(p.n, 6);
@@ -357,7 +359,7 @@ Test(modules, param_names) {
     tg_params_free(&p);
     tg_linear_free(l);
     tg_linear_free(lnb);
-    tg_layernorm_free(ln);
+    tg_layer_norm_layer_free(ln);
     tg_embedding_free(e);
 }
 

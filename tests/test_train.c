@@ -64,26 +64,26 @@ Test(train, lr_errors) {
  * tensors do not. Gradients come from loss = sum_p sum(p * C_p). */
 typedef struct {
     tg_linear *lin;
-    tg_layernorm *ln;
+    tg_layer_norm_layer *ln;
     tg_params p;
 } small;
 
 static void small_new(small *s) {
     tg_rng rng = tg_rng_new(3);
     s->lin = tg_linear_new(3, 2, true, &rng);
-    s->ln = tg_layernorm_new(2, (tg_real)1e-5);
+    s->ln = tg_layer_norm_layer_new(2, (tg_real)1e-5);
     TG_REQUIRE(s->lin);
     TG_REQUIRE(s->ln);
     tg_fill_uniform(s->ln->weight, (tg_real)0.5, (tg_real)1.5, &rng); /* not all ones: decay would show */
     tg_fill_uniform(s->ln->bias, -1, 1, &rng);
     tg_params_init(&s->p);
     cr_assert_eq(tg_linear_params(s->lin, &s->p, "lin"), 0);
-    cr_assert_eq(tg_layernorm_params(s->ln, &s->p, "ln"), 0);
+    cr_assert_eq(tg_layer_norm_layer_params(s->ln, &s->p, "ln"), 0);
 }
 
 static void small_free(small *s) {
     tg_linear_free(s->lin);
-    tg_layernorm_free(s->ln);
+    tg_layer_norm_layer_free(s->ln);
     tg_params_free(&s->p);
 }
 
@@ -410,7 +410,7 @@ static void run_new(run *r, const char *tokens, uint64_t init_seed) {
     tg_rng rng = tg_rng_new(init_seed);
     r->data = tg_token_data_open(tokens, 0.1, 1234);
     r->emb = tg_embedding_new(256, 8, (tg_real)0.5, &rng);
-    r->drop = tg_dropout_new((tg_real)0.25, &rng);
+    r->drop = tg_dropout_layer_new((tg_real)0.25, &rng);
     r->head = tg_linear_new(8, 256, true, &rng);
     TG_REQUIRE(r->data);
     TG_REQUIRE(r->emb);
@@ -424,7 +424,7 @@ static void run_new(run *r, const char *tokens, uint64_t init_seed) {
     TG_REQUIRE(r->opt);
     r->lr = tg_lr_warmup_cosine(0.01, 0.001, 5, 20);
     r->rngs[0] = (tg_named_rng){"data", tg_token_data_rng(r->data)};
-    r->rngs[1] = (tg_named_rng){"dropout", tg_dropout_rng(r->drop)};
+    r->rngs[1] = (tg_named_rng){"dropout", tg_dropout_layer_rng(r->drop)};
 }
 
 static void run_steps(run *r, int64_t from, int64_t to) {
@@ -434,7 +434,7 @@ static void run_steps(run *r, int64_t from, int64_t to) {
         tg_optim_zero_grad(r->opt);
         cr_assert_eq(tg_token_data_batch(r->data, RB, RT, x, y), 0);
         tg_scope_begin();
-        tg_tensor *h = tg_dropout_forward(r->drop, tg_embedding_forward(r->emb, x, TG_SHAPE(RB, RT)));
+        tg_tensor *h = tg_dropout_layer_forward(r->drop, tg_embedding_forward(r->emb, x, TG_SHAPE(RB, RT)));
         tg_tensor *loss = tg_cross_entropy(tg_linear_forward(r->head, h), y, NULL, TG_IGNORE_INDEX);
         cr_assert_eq(tg_backward(loss), 0, "%s", tg_last_error());
         tg_scope_end();
@@ -447,7 +447,7 @@ static void run_free(run *r) {
     tg_optim_free(r->opt);
     tg_params_free(&r->p);
     tg_embedding_free(r->emb);
-    tg_dropout_free(r->drop);
+    tg_dropout_layer_free(r->drop);
     tg_linear_free(r->head);
     tg_token_data_close(r->data);
 }

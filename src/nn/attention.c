@@ -109,7 +109,7 @@ static bool check_values(const char *op, const tg_tensor *q, const tg_tensor *k,
 tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng) {
     tg_dot_attention *m = tg_module_alloc("dot_attention", sizeof *m, false, NULL);
     if (!m) return NULL;
-    m->dropout = tg_dropout_new(dropout, rng);
+    m->dropout = tg_dropout_layer_new(dropout, rng);
     if (!m->dropout) {
         tg_sys_free(m);
         return NULL;
@@ -170,8 +170,8 @@ tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries,
     int K = keys->shape[keys->ndim - 2];
     bool fused = tg_dot_attention_takes_fused(m, K, pos != NULL);
     if (fused)
-        return tg_attention_pos(queries, keys, values, mask, tg_dropout_active_p(m->dropout),
-                                tg_dropout_rng(m->dropout), pos);
+        return tg_attention_pos(queries, keys, values, mask, tg_dropout_layer_active_p(m->dropout),
+                                tg_dropout_layer_rng(m->dropout), pos);
     if (pos && queries->ndim != 3) {
         tg_set_error("dot_attention: position terms need 3-D queries [B h, Q, d]");
         return NULL;
@@ -180,7 +180,7 @@ tg_tensor *tg_dot_attention_forward_pos(tg_dot_attention *m, tg_tensor *queries,
     if (pos) scores = add_pos_scores(scores, queries, pos);
     tg_tensor *w = m->sparse ? tg_sparsemax(scores, mask) : tg_masked_softmax(scores, mask);
     if (m->record) m->attention_weights = w; /* before dropout, as d2l keeps them */
-    tg_tensor *wd = tg_dropout_forward(m->dropout, w);
+    tg_tensor *wd = tg_dropout_layer_forward(m->dropout, w);
     tg_tensor *out = tg_matmul(wd, values);
     if (pos && pos->rel_v) /* Shaw's value term: the weights summed per offset, times a^V */
         out = tg_add(out, tg_matmul(tg_rel_scatter(wd, pos), pos->rel_v));
@@ -218,8 +218,8 @@ tg_tensor *tg_dot_attention_forward_heads(tg_dot_attention *m, tg_tensor *querie
     if (!check_qk("dot_attention", queries, keys, true) || !check_values("dot_attention", queries, keys, values))
         return NULL;
     if (tg_dot_attention_takes_fused(m, keys->shape[1], pos != NULL))
-        return tg_attention_heads(queries, keys, values, heads, mask, tg_dropout_active_p(m->dropout),
-                                  tg_dropout_rng(m->dropout), pos);
+        return tg_attention_heads(queries, keys, values, heads, mask, tg_dropout_layer_active_p(m->dropout),
+                                  tg_dropout_layer_rng(m->dropout), pos);
     tg_tensor *out =
         tg_dot_attention_forward_pos(m, tg_module_split_heads(queries, heads), tg_module_split_heads(keys, heads),
                                      tg_module_split_heads(values, heads), mask, pos);
@@ -238,7 +238,8 @@ tg_tensor *tg_dot_attention_forward_qkv(tg_dot_attention *m, tg_tensor *qkv, int
     }
     int B = qkv->shape[0], T = qkv->shape[1], h = heads, hd = qkv->shape[2] / (3 * h);
     if (tg_dot_attention_takes_fused(m, T, pos != NULL))
-        return tg_attention_qkv(qkv, h, mask, tg_dropout_active_p(m->dropout), tg_dropout_rng(m->dropout), pos);
+        return tg_attention_qkv(qkv, h, mask, tg_dropout_layer_active_p(m->dropout), tg_dropout_layer_rng(m->dropout),
+                                pos);
     /* [B, T, 3, h, hd] -> [3, B h, T, hd], then one slice per third. */
     tg_tensor *t = tg_reshape(tg_permute(tg_reshape(qkv, TG_SHAPE(B, T, 3, h, hd)), (const int[]){2, 0, 3, 1, 4}),
                               TG_SHAPE(3, B * h, T, hd));
@@ -255,11 +256,11 @@ void tg_dot_attention_record(tg_dot_attention *m, bool on) {
     }
 }
 
-void tg_dot_attention_train(tg_dot_attention *m, bool on) { tg_dropout_train(m ? m->dropout : NULL, on); }
+void tg_dot_attention_train(tg_dot_attention *m, bool on) { tg_dropout_layer_train(m ? m->dropout : NULL, on); }
 
 void tg_dot_attention_free(tg_dot_attention *m) {
     if (!m) return;
-    tg_dropout_free(m->dropout);
+    tg_dropout_layer_free(m->dropout);
     tg_sys_free(m);
 }
 
@@ -272,7 +273,7 @@ tg_additive_attention *tg_additive_attention_new(int key_size, int query_size, i
     m->W_k = tg_linear_new(key_size, num_hiddens, false, rng);
     m->W_q = m->W_k ? tg_linear_new(query_size, num_hiddens, false, rng) : NULL;
     m->w_v = m->W_q ? tg_linear_new(num_hiddens, 1, false, rng) : NULL;
-    m->dropout = m->w_v ? tg_dropout_new(dropout, rng) : NULL;
+    m->dropout = m->w_v ? tg_dropout_layer_new(dropout, rng) : NULL;
     if (!m->dropout) {
         tg_additive_attention_free(m);
         return NULL;
@@ -296,7 +297,7 @@ tg_tensor *tg_additive_attention_forward(tg_additive_attention *m, tg_tensor *qu
     tg_tensor *scores = tg_score_additive(queries, keys, m->W_q->weight, m->W_k->weight, m->w_v->weight);
     tg_tensor *w = tg_masked_softmax(scores, mask);
     m->attention_weights = w;
-    return tg_matmul(tg_dropout_forward(m->dropout, w), values);
+    return tg_matmul(tg_dropout_layer_forward(m->dropout, w), values);
 }
 
 int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const char *prefix) {
@@ -305,11 +306,13 @@ int tg_additive_attention_params(tg_additive_attention *m, tg_params *p, const c
                              prefix);
 }
 
-void tg_additive_attention_train(tg_additive_attention *m, bool on) { tg_dropout_train(m ? m->dropout : NULL, on); }
+void tg_additive_attention_train(tg_additive_attention *m, bool on) {
+    tg_dropout_layer_train(m ? m->dropout : NULL, on);
+}
 
 void tg_additive_attention_free(tg_additive_attention *m) {
     if (!m) return;
     tg_linears_free(3, (tg_linear *[]){m->W_k, m->W_q, m->w_v});
-    tg_dropout_free(m->dropout);
+    tg_dropout_layer_free(m->dropout);
     tg_sys_free(m);
 }

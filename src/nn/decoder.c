@@ -49,8 +49,8 @@ static tg_linear *linear_new(int in, int out, bool bias, tg_real std, tg_rng *rn
 
 /* A LayerNorm (weight 1, bias 0); without bias, as nanoGPT's bias=False,
  * the bias stays a constant zero that is neither trained nor listed. */
-static tg_layernorm *layernorm_new(int d, bool bias) {
-    tg_layernorm *ln = tg_layernorm_new(d, (tg_real)LN_EPS);
+static tg_layer_norm_layer *layernorm_new(int d, bool bias) {
+    tg_layer_norm_layer *ln = tg_layer_norm_layer_new(d, (tg_real)LN_EPS);
     if (ln && !bias) tg_set_requires_grad(ln->bias, false);
     return ln;
 }
@@ -58,15 +58,15 @@ static tg_layernorm *layernorm_new(int d, bool bias) {
 static void block_free(tg_decoder_block *b) {
     if (!b) return;
     /* in the order of the forward */
-    tg_layernorm_free(b->ln_1);
+    tg_layer_norm_layer_free(b->ln_1);
     tg_linear_free(b->c_attn);
     tg_dot_attention_free(b->attn);
     tg_linear_free(b->attn_proj);
-    tg_dropout_free(b->resid_drop);
-    tg_layernorm_free(b->ln_2);
+    tg_dropout_layer_free(b->resid_drop);
+    tg_layer_norm_layer_free(b->ln_2);
     tg_linear_free(b->c_fc);
     tg_linear_free(b->mlp_proj);
-    tg_dropout_free(b->mlp_drop);
+    tg_dropout_layer_free(b->mlp_drop);
     tg_position_free(&b->pos);
     tg_sys_free(b);
 }
@@ -81,10 +81,11 @@ static tg_decoder_block *block_new(const tg_decoder_config *c, tg_rng *rng) {
     tg_real resid_std = (tg_real)(INIT_STD / sqrt(2.0 * c->n_layer));
     bool ok = (b->ln_1 = layernorm_new(d, c->bias)) && (b->c_attn = linear_new(d, 3 * d, c->bias, INIT_STD, rng)) &&
               (b->attn_proj = linear_new(d, d, c->bias, resid_std, rng)) &&
-              (b->attn = tg_dot_attention_new(c->dropout, rng)) && (b->resid_drop = tg_dropout_new(c->dropout, rng)) &&
-              (b->ln_2 = layernorm_new(d, c->bias)) && (b->c_fc = linear_new(d, 4 * d, c->bias, INIT_STD, rng)) &&
+              (b->attn = tg_dot_attention_new(c->dropout, rng)) &&
+              (b->resid_drop = tg_dropout_layer_new(c->dropout, rng)) && (b->ln_2 = layernorm_new(d, c->bias)) &&
+              (b->c_fc = linear_new(d, 4 * d, c->bias, INIT_STD, rng)) &&
               (b->mlp_proj = linear_new(4 * d, d, c->bias, resid_std, rng)) &&
-              (b->mlp_drop = tg_dropout_new(c->dropout, rng));
+              (b->mlp_drop = tg_dropout_layer_new(c->dropout, rng));
     /* The block's position term (relative tables at GPT-2's init std, as
      * the other tables; ALiBi's slopes; RoPE's pairing; none otherwise). */
     ok = ok && tg_position_init(&b->pos, "decoder", c->pos, c->n_head, d / c->n_head,
@@ -137,7 +138,7 @@ tg_decoder *tg_decoder_new(const tg_decoder_config *cfg, tg_rng *rng) {
     bool ok =
         (m->wte = tg_embedding_new(cfg->vocab_size, d, (tg_real)INIT_STD, rng)) &&
         (pe->where != TG_PE_AT_INPUT || (m->wpe = pe->decoder_table(cfg->block_size, d, (tg_real)INIT_STD, rng))) &&
-        (m->drop = tg_dropout_new(cfg->dropout, rng));
+        (m->drop = tg_dropout_layer_new(cfg->dropout, rng));
     if (ok) {
         m->h = tg_sys_calloc((size_t)cfg->n_layer, sizeof *m->h);
         if (!m->h) tg_set_error("decoder: out of memory");
@@ -156,11 +157,11 @@ void tg_decoder_free(tg_decoder *m) {
     if (!m) return;
     tg_embedding_free(m->wte);
     tg_embedding_free(m->wpe);
-    tg_dropout_free(m->drop);
+    tg_dropout_layer_free(m->drop);
     if (m->h)
         for (int i = 0; i < m->cfg.n_layer; i++) block_free(m->h[i]);
     tg_sys_free(m->h);
-    tg_layernorm_free(m->ln_f);
+    tg_layer_norm_layer_free(m->ln_f);
     tg_sys_free(m);
 }
 
@@ -188,7 +189,7 @@ static tg_tensor *cache_read(tg_tensor *cache, int len) {
 
 static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x, int B, int T, block_cache *cache) {
     int h = m->cfg.n_head, d = m->cfg.n_embd, hd = d / h;
-    tg_tensor *qkv = tg_linear_forward(b->c_attn, tg_layernorm_forward(b->ln_1, x));
+    tg_tensor *qkv = tg_linear_forward(b->c_attn, tg_layer_norm_layer_forward(b->ln_1, x));
     tg_mask mask = {.causal = true};
     tg_tensor *y; /* [B, T, d] */
     tg_attn_pos terms;
@@ -226,10 +227,11 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
         }
         y = tg_module_merge_heads(tg_dot_attention_forward_pos(b->attn, q, k, v, mask, pp), h); /* [B h, T, hd] -> */
     }
-    x = tg_add(x, tg_dropout_forward(b->resid_drop, tg_linear_forward(b->attn_proj, y)));
+    x = tg_add(x, tg_dropout_layer_forward(b->resid_drop, tg_linear_forward(b->attn_proj, y)));
     /* c_fc and its GELU as one op: the GEMM applies the GELU as it finishes each block */
-    tg_tensor *f = tg_linear_gelu_forward(b->c_fc, tg_layernorm_forward(b->ln_2, x), m->cfg.gelu == TG_DEC_GELU_TANH);
-    return tg_add(x, tg_dropout_forward(b->mlp_drop, tg_linear_forward(b->mlp_proj, f)));
+    tg_tensor *f =
+        tg_linear_gelu_forward(b->c_fc, tg_layer_norm_layer_forward(b->ln_2, x), m->cfg.gelu == TG_DEC_GELU_TANH);
+    return tg_add(x, tg_dropout_layer_forward(b->mlp_drop, tg_linear_forward(b->mlp_proj, f)));
 }
 
 /* Checks tokens [B, T] at positions start..start+T-1 against the model. */
@@ -270,13 +272,13 @@ static tg_tensor *hidden_forward(tg_decoder *m, const int *tokens, int B, int T,
         tg_tensor *pos = start == 0 && T == m->cfg.block_size ? wpe : tg_slice(wpe, 0, start, start + T);
         x = tg_add(x, pos); /* [B,T,d] + [T,d] */
     }
-    x = tg_dropout_forward(m->drop, x);
+    x = tg_dropout_layer_forward(m->drop, x);
     for (int i = 0; i < m->cfg.n_layer; i++) {
         block_cache bc = {c ? c->k[i] : NULL, c ? c->v[i] : NULL, start};
         x = block_forward(m, m->h[i], x, B, T, c ? &bc : NULL);
     }
     if (last_only && T > 1) x = tg_slice(x, 1, T - 1, T);
-    return tg_layernorm_forward(m->ln_f, x);
+    return tg_layer_norm_layer_forward(m->ln_f, x);
 }
 
 /* hidden_forward, then the tied head: logits = x wte^T. */
@@ -321,7 +323,7 @@ static int linear_params(tg_linear *l, tg_params *p, const char *prefix, const c
 }
 
 /* weight, and bias unless the model has none (nanoGPT's bias=False). */
-static int layernorm_params(tg_layernorm *ln, bool bias, tg_params *p, const char *prefix, const char *name) {
+static int layernorm_params(tg_layer_norm_layer *ln, bool bias, tg_params *p, const char *prefix, const char *name) {
     char b[TG_PARAM_NAME_MAX];
     if (tg_param_name(b, prefix, name) || tg_params_add(p, b, "weight", ln->weight)) return -1;
     return bias ? tg_params_add(p, b, "bias", ln->bias) : 0;
@@ -357,11 +359,11 @@ double tg_decoder_flops(const tg_decoder_config *c, int B, int T) {
 
 int tg_decoder_rngs(tg_decoder *m, tg_rngs *out) {
     char name[32];
-    if (!tg_module_present("decoder", "rngs", m) || tg_rngs_add(out, "drop", tg_dropout_rng(m->drop))) return -1;
+    if (!tg_module_present("decoder", "rngs", m) || tg_rngs_add(out, "drop", tg_dropout_layer_rng(m->drop))) return -1;
     for (int i = 0; i < m->cfg.n_layer; i++) {
         const char *part[3] = {"attn", "resid", "mlp"};
-        tg_rng *g[3] = {tg_dropout_rng(m->h[i]->attn->dropout), tg_dropout_rng(m->h[i]->resid_drop),
-                        tg_dropout_rng(m->h[i]->mlp_drop)};
+        tg_rng *g[3] = {tg_dropout_layer_rng(m->h[i]->attn->dropout), tg_dropout_layer_rng(m->h[i]->resid_drop),
+                        tg_dropout_layer_rng(m->h[i]->mlp_drop)};
         for (int j = 0; j < 3; j++) {
             snprintf(name, sizeof name, "h%d.%s", i, part[j]);
             if (tg_rngs_add(out, name, g[j])) return -1;
@@ -436,11 +438,11 @@ int tg_decoder_load(tg_decoder *m, const char *path) {
 void tg_decoder_train(tg_decoder *m, bool on) {
     if (!m) return;
     m->training = on;
-    tg_dropout_train(m->drop, on);
+    tg_dropout_layer_train(m->drop, on);
     for (int i = 0; i < m->cfg.n_layer; i++) {
         tg_dot_attention_train(m->h[i]->attn, on);
-        tg_dropout_train(m->h[i]->resid_drop, on);
-        tg_dropout_train(m->h[i]->mlp_drop, on);
+        tg_dropout_layer_train(m->h[i]->resid_drop, on);
+        tg_dropout_layer_train(m->h[i]->mlp_drop, on);
     }
 }
 

@@ -119,13 +119,13 @@ int tg_decoder_config_kinds(tg_decoder_config *c, const char *pe, const char *ge
 /** One pre-LayerNorm block, transformer.h.N (see the file's diagram); owned
  * by its tg_decoder. The fields are read-only for users. */
 typedef struct {
-    tg_layernorm *ln_1, *ln_2;     /**< ln_2: before the MLP, [d] */
-    tg_linear *c_attn, *attn_proj; /**< attn.c_attn [3d, d], attn.c_proj [d, d] */
-    tg_linear *c_fc, *mlp_proj;    /**< mlp.c_fc [4d, d], mlp.c_proj [d, 4d] */
-    tg_dot_attention *attn;        /**< scaled dot-product, attention-weight dropout */
-    tg_dropout_layer *resid_drop;  /**< attn.resid_dropout */
-    tg_dropout_layer *mlp_drop;    /**< mlp.dropout */
-    tg_position pos;               /**< attn's position term: RELATIVE's tables, ALIBI's slopes, ROPE */
+    tg_layer_norm_layer *ln_1, *ln_2; /**< ln_2: before the MLP, [d] */
+    tg_linear *c_attn, *attn_proj;    /**< attn.c_attn [3d, d], attn.c_proj [d, d] */
+    tg_linear *c_fc, *mlp_proj;       /**< mlp.c_fc [4d, d], mlp.c_proj [d, 4d] */
+    tg_dot_attention *attn;           /**< scaled dot-product, attention-weight dropout */
+    tg_dropout_layer *resid_drop;     /**< attn.resid_dropout */
+    tg_dropout_layer *mlp_drop;       /**< mlp.dropout */
+    tg_position pos;                  /**< attn's position term: RELATIVE's tables, ALIBI's slopes, ROPE */
 } tg_decoder_block;
 /** @var tg_decoder_block::ln_1
  * The LayerNorm before attention, [d]. */
@@ -138,12 +138,12 @@ typedef struct {
  * tg_decoder_free, which frees every module and parameter it owns. The
  * fields are read-only for users (change the mode with tg_decoder_train). */
 typedef struct {
-    tg_decoder_config cfg;   /**< the configuration it was built with (a copy) */
-    tg_embedding *wte, *wpe; /**< wte->weight is also the LM head; wpe NULL unless pos is LEARNED */
-    tg_dropout_layer *drop;  /**< dropout of the embeddings (transformer.drop) */
-    tg_decoder_block **h;    /**< the cfg.n_layer blocks, h[0] first */
-    tg_layernorm *ln_f;      /**< the final LayerNorm, [d] */
-    bool training;           /**< training mode (dropout on); true for a new model */
+    tg_decoder_config cfg;     /**< the configuration it was built with (a copy) */
+    tg_embedding *wte, *wpe;   /**< wte->weight is also the LM head; wpe NULL unless pos is LEARNED */
+    tg_dropout_layer *drop;    /**< dropout of the embeddings (transformer.drop) */
+    tg_decoder_block **h;      /**< the cfg.n_layer blocks, h[0] first */
+    tg_layer_norm_layer *ln_f; /**< the final LayerNorm, [d] */
+    bool training;             /**< training mode (dropout on); true for a new model */
 } tg_decoder;
 /** @var tg_decoder::wte
  * Token embedding, weight [V, d] (transformer.wte), tied to the LM head. */

@@ -7,7 +7,7 @@
  * rebuilt from the same seed draws the same masks again. */
 #include "module.h"
 
-tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng) {
+tg_dropout_layer *tg_dropout_layer_new(tg_real p, tg_rng *rng) {
     if (!tg_check_dropout("dropout", p)) return NULL;
     tg_dropout_layer *m = tg_module_alloc("dropout", sizeof *m, false, NULL);
     if (!m) return NULL;
@@ -21,20 +21,20 @@ tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng) {
     return m;
 }
 
-tg_tensor *tg_dropout_forward(tg_dropout_layer *m, tg_tensor *x) {
+tg_tensor *tg_dropout_layer_forward(tg_dropout_layer *m, tg_tensor *x) {
     if (!tg_module_input("dropout", m, x)) return NULL;
     if (!m->training || m->p == 0) return x;
     return tg_dropout(x, m->p, &m->rng);
 }
 
-tg_real tg_dropout_active_p(const tg_dropout_layer *m) { return m && m->training ? m->p : 0; }
+tg_real tg_dropout_layer_active_p(const tg_dropout_layer *m) { return m && m->training ? m->p : 0; }
 
-tg_rng *tg_dropout_rng(tg_dropout_layer *m) { return m ? &m->rng : NULL; }
+tg_rng *tg_dropout_layer_rng(tg_dropout_layer *m) { return m ? &m->rng : NULL; }
 
-void tg_dropout_train(tg_dropout_layer *m, bool on) {
+void tg_dropout_layer_train(tg_dropout_layer *m, bool on) {
     if (m) m->training = on;
 }
 
-void tg_dropout_free(tg_dropout_layer *m) {
+void tg_dropout_layer_free(tg_dropout_layer *m) {
     if (m) tg_sys_free(m);
 }

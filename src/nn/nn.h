@@ -16,6 +16,10 @@
  *     void tg_X_train(tg_X *m, bool on)         train/eval, reaching its children
  *     void tg_X_free(tg_X *m)
  *
+ * A module named like an op takes _layer, so each spelling means one thing:
+ * tg_dropout and tg_layer_norm are the ops, tg_dropout_layer and
+ * tg_layer_norm_layer (with tg_dropout_layer_new, ...) the modules.
+ *
  * Modules are built from public ops only, so they are differentiable and
  * gradient-checkable for free. Constructors return NULL with an error
  * recorded on bad configuration; forwards return NULL on bad input.
@@ -100,24 +104,24 @@ typedef struct {
  * stream (seed 0), for layers that never drop (p = 0) or programs that do
  * not care which elements are dropped. NULL with "dropout: dropout p = ...
  * is outside [0, 1]" recorded for a bad p (NaN included). */
-tg_dropout_layer *tg_dropout_new(tg_real p, tg_rng *rng);
+tg_dropout_layer *tg_dropout_layer_new(tg_real p, tg_rng *rng);
 /** x of any shape -> the same shape: tg_dropout(x, p) with the layer's
  * stream in training mode; in eval mode or with p = 0, x itself (no new
  * tensor, nothing drawn). A new tensor lives in the current scope. NULL with
  * the error recorded for a NULL layer ("dropout_forward: NULL module") or a
  * NULL x. */
-tg_tensor *tg_dropout_forward(tg_dropout_layer *m, tg_tensor *x);
+tg_tensor *tg_dropout_layer_forward(tg_dropout_layer *m, tg_tensor *x);
 /** The probability a forward would use now: p in training, 0 in eval (and 0
  * for a NULL layer). */
-tg_real tg_dropout_active_p(const tg_dropout_layer *m);
+tg_real tg_dropout_layer_active_p(const tg_dropout_layer *m);
 /** The layer's mask stream, for an op that applies the same dropout itself
  * (the fused attention) and for a training state to save (tg_rngs). NULL
  * for a NULL layer, without an error. Owned by the layer. */
-tg_rng *tg_dropout_rng(tg_dropout_layer *m);
+tg_rng *tg_dropout_layer_rng(tg_dropout_layer *m);
 /** Training (on: drop) or eval (off: identity) mode; NULL is a no-op. */
-void tg_dropout_train(tg_dropout_layer *m, bool on);
+void tg_dropout_layer_train(tg_dropout_layer *m, bool on);
 /** Frees the layer; NULL is a no-op. */
-void tg_dropout_free(tg_dropout_layer *m);
+void tg_dropout_layer_free(tg_dropout_layer *m);
 
 /* ---- Embedding --------------------------------------------------------------- */
 /** Embedding(vocab, d), as torch.nn.Embedding: row i of weight [vocab, d]
@@ -155,22 +159,22 @@ typedef struct {
     tg_real eps;       /**< added to the variance (PyTorch's default 1e-5) */
     tg_tensor *weight, /**< [dim], gamma, ones at first; persistent, requires grad */
         *bias;         /**< [dim], beta, zeros at first; persistent, requires grad */
-} tg_layernorm;
+} tg_layer_norm_layer;
 /** A LayerNorm over dim features with the given eps (PyTorch's default:
  * 1e-5). Draws nothing, so it takes no rng. NULL with "layernorm: dim ...,
  * eps ...: need dim > 0 and eps >= 0" recorded, or on running out of
  * memory. */
-tg_layernorm *tg_layernorm_new(int dim, tg_real eps);
+tg_layer_norm_layer *tg_layer_norm_layer_new(int dim, tg_real eps);
 /** x [..., dim] (any rank >= 1) -> the same shape, normalised over the last
  * axis (the fused op tg_layer_norm), in the current scope. NULL with
  * "layernorm: input <shape> last dim d, expected dim" recorded on a
  * mismatch, or when m or x is NULL. */
-tg_tensor *tg_layernorm_forward(tg_layernorm *m, tg_tensor *x);
+tg_tensor *tg_layer_norm_layer_forward(tg_layer_norm_layer *m, tg_tensor *x);
 /** Appends "<prefix>.weight" and "<prefix>.bias" to p. 0, or -1 with the
  * error recorded. */
-int tg_layernorm_params(tg_layernorm *m, tg_params *p, const char *prefix);
+int tg_layer_norm_layer_params(tg_layer_norm_layer *m, tg_params *p, const char *prefix);
 /** Frees the layer and its weight and bias; NULL is a no-op. */
-void tg_layernorm_free(tg_layernorm *m);
+void tg_layer_norm_layer_free(tg_layer_norm_layer *m);
 
 /* ---- attention scoring functions (the four of the seed blog post) ---------- */
 /** Dot-product scores Q K^T: queries [B, Q, d] and keys [B, K, d] -> scores
@@ -226,7 +230,7 @@ typedef struct {
 } tg_dot_attention;
 /** Dot-product attention with dropout probability dropout on its weights,
  * whose dropout stream is forked from rng (NULL allowed, as
- * tg_dropout_new). Not recording, softmax, TG_PATH_AUTO, training mode.
+ * tg_dropout_layer_new). Not recording, softmax, TG_PATH_AUTO, training mode.
  * NULL with the error recorded for a dropout outside [0, 1] (named
  * "dropout") or no memory. */
 tg_dot_attention *tg_dot_attention_new(tg_real dropout, tg_rng *rng);
@@ -444,7 +448,7 @@ typedef struct {
 } tg_posenc;
 /** The fixed (sinusoidal) encoding, as d2l's PositionalEncoding(num_hiddens,
  * dropout, max_len); max_len 0 means d2l's 1000. The table draws nothing:
- * rng only seeds the dropout stream and may be NULL (as tg_dropout_new).
+ * rng only seeds the dropout stream and may be NULL (as tg_dropout_layer_new).
  * NULL with "posenc: ..." recorded for a negative max_len, a non-positive
  * num_hiddens or a bad dropout, or when memory runs out. */
 tg_posenc *tg_posenc_new(int num_hiddens, tg_real dropout, int max_len, tg_rng *rng);
@@ -557,10 +561,10 @@ void tg_ffn_free(tg_ffn *m);
  * exact. */
 typedef struct {
     tg_dropout_layer *dropout; /**< dropout on Y */
-    tg_layernorm *ln;          /**< LayerNorm over dim features, eps 1e-5 */
+    tg_layer_norm_layer *ln;   /**< LayerNorm over dim features, eps 1e-5 */
 } tg_addnorm;
 /** An AddNorm over dim features with dropout probability dropout (stream
- * forked from rng; NULL allowed, as tg_dropout_new). NULL with "addnorm:
+ * forked from rng; NULL allowed, as tg_dropout_layer_new). NULL with "addnorm:
  * ..." recorded for a non-positive dim or a bad dropout, or no memory. */
 tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng);
 /** X and Y of one shape [..., dim] -> ln(dropout(Y) + X), the same shape,

@@ -44,7 +44,7 @@ static tg_posenc *posenc_alloc(const char *op, int num_hiddens, tg_real dropout,
     m->num_hiddens = num_hiddens;
     m->learned = learned;
     m->P = tg_empty_persistent(TG_SHAPE(max_len, num_hiddens));
-    m->dropout = tg_dropout_new(dropout, rng);
+    m->dropout = tg_dropout_layer_new(dropout, rng);
     if (!m->P || !m->dropout) {
         tg_posenc_free(m);
         return NULL;
@@ -92,7 +92,7 @@ tg_tensor *tg_posenc_forward(tg_posenc *m, tg_tensor *X) {
      * require grad, so the slice records nothing and acts as a constant; the
      * learned one records a slice node that routes gradient to rows < T. */
     tg_tensor *PT = T == m->max_len ? m->P : tg_slice(m->P, 0, 0, T);
-    return tg_dropout_forward(m->dropout, tg_add(X, PT));
+    return tg_dropout_layer_forward(m->dropout, tg_add(X, PT));
 }
 
 int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix) {
@@ -100,11 +100,11 @@ int tg_posenc_params(tg_posenc *m, tg_params *p, const char *prefix) {
     return m->learned ? tg_params_add(p, prefix, "P", m->P) : 0;
 }
 
-void tg_posenc_train(tg_posenc *m, bool on) { tg_dropout_train(m ? m->dropout : NULL, on); }
+void tg_posenc_train(tg_posenc *m, bool on) { tg_dropout_layer_train(m ? m->dropout : NULL, on); }
 
 void tg_posenc_free(tg_posenc *m) {
     if (!m) return;
     tg_free(m->P);
-    tg_dropout_free(m->dropout);
+    tg_dropout_layer_free(m->dropout);
     tg_sys_free(m);
 }

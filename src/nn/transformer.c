@@ -59,8 +59,8 @@ tg_addnorm *tg_addnorm_new(int dim, tg_real dropout, tg_rng *rng) {
     if (!tg_check_dropout("addnorm", dropout)) return NULL;
     tg_addnorm *m = tg_module_alloc("addnorm", sizeof *m, false, NULL);
     if (!m) return NULL;
-    m->dropout = tg_dropout_new(dropout, rng);
-    m->ln = tg_layernorm_new(dim, (tg_real)1e-5);
+    m->dropout = tg_dropout_layer_new(dropout, rng);
+    m->ln = tg_layer_norm_layer_new(dim, (tg_real)1e-5);
     if (!m->dropout || !m->ln) {
         tg_addnorm_free(m);
         return NULL;
@@ -76,21 +76,21 @@ tg_tensor *tg_addnorm_forward(tg_addnorm *m, tg_tensor *X, tg_tensor *Y) {
         tg_set_error("addnorm: X %s and Y %s differ in shape", tg_tshape(b1, X), tg_tshape(b2, Y));
         return NULL;
     }
-    return tg_layernorm_forward(m->ln, tg_add(tg_dropout_forward(m->dropout, Y), X));
+    return tg_layer_norm_layer_forward(m->ln, tg_add(tg_dropout_layer_forward(m->dropout, Y), X));
 }
 
 int tg_addnorm_params(tg_addnorm *m, tg_params *p, const char *prefix) {
     char b[TG_PARAM_NAME_MAX];
     if (!tg_module_present("addnorm", "params", m)) return -1;
-    return tg_param_name(b, prefix, "ln") || tg_layernorm_params(m->ln, p, b) ? -1 : 0;
+    return tg_param_name(b, prefix, "ln") || tg_layer_norm_layer_params(m->ln, p, b) ? -1 : 0;
 }
 
-void tg_addnorm_train(tg_addnorm *m, bool on) { tg_dropout_train(m ? m->dropout : NULL, on); }
+void tg_addnorm_train(tg_addnorm *m, bool on) { tg_dropout_layer_train(m ? m->dropout : NULL, on); }
 
 void tg_addnorm_free(tg_addnorm *m) {
     if (!m) return;
-    tg_dropout_free(m->dropout);
-    tg_layernorm_free(m->ln);
+    tg_dropout_layer_free(m->dropout);
+    tg_layer_norm_layer_free(m->ln);
     tg_sys_free(m);
 }
 
@@ -196,7 +196,7 @@ tg_encoder *tg_encoder_new(const tg_encoder_config *cfg, tg_rng *rng) {
     if (ok && pe->where == TG_PE_AT_INPUT)
         ok = (m->pos_encoding = pe->encoder_table(c.num_hiddens, c.dropout, c.max_len, c.learned_pe_std, rng)) != NULL;
     else if (ok)
-        ok = (m->dropout = tg_dropout_new(c.dropout, rng)) != NULL;
+        ok = (m->dropout = tg_dropout_layer_new(c.dropout, rng)) != NULL;
     if (ok && c.num_layers > 0) {
         m->blocks = tg_sys_calloc((size_t)c.num_layers, sizeof *m->blocks);
         if (!m->blocks) tg_set_error("encoder: out of memory");
@@ -227,7 +227,7 @@ tg_tensor *tg_encoder_forward(tg_encoder *m, const int *tokens, int B, int T, tg
     }
     tg_tensor *X = tg_embedding_forward(m->embedding, tokens, TG_SHAPE(B, T));
     X = tg_mul_scalar(X, (tg_real)sqrt((double)m->cfg.num_hiddens));
-    X = m->pos_encoding ? tg_posenc_forward(m->pos_encoding, X) : tg_dropout_forward(m->dropout, X);
+    X = m->pos_encoding ? tg_posenc_forward(m->pos_encoding, X) : tg_dropout_layer_forward(m->dropout, X);
     for (int i = 0; i < m->cfg.num_layers; i++) X = tg_encoder_block_forward(m->blocks[i], X, mask);
     return X;
 }
@@ -248,14 +248,14 @@ int tg_encoder_params(tg_encoder *m, tg_params *p, const char *prefix) {
 
 int tg_encoder_rngs(tg_encoder *m, tg_rngs *out) {
     char name[32];
-    if (!tg_module_present("encoder", "rngs", m) || tg_rngs_add(out, "dropout", tg_dropout_rng(m->dropout)) ||
-        (m->pos_encoding && tg_rngs_add(out, "pos_encoding", tg_dropout_rng(m->pos_encoding->dropout))))
+    if (!tg_module_present("encoder", "rngs", m) || tg_rngs_add(out, "dropout", tg_dropout_layer_rng(m->dropout)) ||
+        (m->pos_encoding && tg_rngs_add(out, "pos_encoding", tg_dropout_layer_rng(m->pos_encoding->dropout))))
         return -1;
     for (int i = 0; i < m->cfg.num_layers; i++) {
         const char *part[3] = {"attention", "addnorm1", "addnorm2"};
         tg_encoder_block *b = m->blocks[i];
-        tg_rng *g[3] = {tg_dropout_rng(b->attention->attention->dropout), tg_dropout_rng(b->addnorm1->dropout),
-                        tg_dropout_rng(b->addnorm2->dropout)};
+        tg_rng *g[3] = {tg_dropout_layer_rng(b->attention->attention->dropout),
+                        tg_dropout_layer_rng(b->addnorm1->dropout), tg_dropout_layer_rng(b->addnorm2->dropout)};
         for (int j = 0; j < 3; j++) {
             snprintf(name, sizeof name, "blocks.%d.%s", i, part[j]);
             if (tg_rngs_add(out, name, g[j])) return -1;
@@ -267,7 +267,7 @@ int tg_encoder_rngs(tg_encoder *m, tg_rngs *out) {
 void tg_encoder_train(tg_encoder *m, bool on) {
     if (!m) return;
     tg_posenc_train(m->pos_encoding, on);
-    if (m->dropout) tg_dropout_train(m->dropout, on);
+    if (m->dropout) tg_dropout_layer_train(m->dropout, on);
     for (int i = 0; i < m->cfg.num_layers; i++) tg_encoder_block_train(m->blocks[i], on);
 }
 
@@ -290,7 +290,7 @@ void tg_encoder_free(tg_encoder *m) {
     if (!m) return;
     tg_embedding_free(m->embedding);
     tg_posenc_free(m->pos_encoding);
-    tg_dropout_free(m->dropout);
+    tg_dropout_layer_free(m->dropout);
     if (m->blocks)
         for (int i = 0; i < m->cfg.num_layers; i++) tg_encoder_block_free(m->blocks[i]);
     tg_sys_free(m->blocks);

@@ -456,7 +456,7 @@ int tg_metrics_log_read(const char *path, tg_metrics **lines, int64_t *n);
  *                  "rng.<name>"         "<seed> <stream> <counter>" in decimal
  *
  * The generators are the data sampler (tg_token_data_rng) and any other
- * stream the run draws from (dropout layers: tg_dropout_rng); 64-bit
+ * stream the run draws from (dropout layers: tg_dropout_layer_rng); 64-bit
  * values go in the metadata as text because a tensor of F32 or F64 could
  * not hold them exactly.
  * The optimizer steps once per step of the run, so "optim.step" equals
