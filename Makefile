@@ -10,7 +10,7 @@
 #   NO_DEPS=1  never install (packagers, systems without dpkg or sudo)
 #   DOUBLE=1   tg_real is double          OMP=0      single-threaded
 #   SANITIZE=1 ASan + UBSan                CC=clang   another compiler
-#   MPI=1      data-parallel training (src/dist/, Open MPI; `make test MPI=1` adds its tests)
+#   MPI=1      data-parallel training (src/distributed/, Open MPI; `make test MPI=1` adds its tests)
 CC ?= cc
 OMP ?= 1
 DOUBLE ?= 0
@@ -60,9 +60,9 @@ ifeq ($(SANITIZE),1)
 endif
 override LDLIBS += -lm
 
-LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/io/*.c src/nn/*.c src/train/*.c src/viz/*.c src/dist/*.c)
+LIB_SRC := $(wildcard src/tensor/*.c src/autograd/*.c src/io/*.c src/nn/*.c src/train/*.c src/viz/*.c src/distributed/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/io/*.h src/nn/*.h src/train/*.h src/viz/*.h src/dist/*.h)
+HEADERS := src/tgrad.h $(wildcard src/tensor/*.h src/autograd/*.h src/io/*.h src/nn/*.h src/train/*.h src/viz/*.h src/distributed/*.h)
 # tests/progress.c: the suite's progress lines, in both test binaries.
 TEST_SRC := $(wildcard tests/test_*.c tests/cases_*.c) tests/progress.c
 
@@ -156,7 +156,7 @@ $(SO): $(LIB_OBJ) $(BUILD)/$(NAME).map
 # Test hooks (a fake machine load in parallel.c, a failing or slow rank in
 # dist.c) are compiled only into $(INTERNAL) and the programs the tests
 # build from it: those files again, with -DTG_TEST_HOOKS.
-HOOK_SRC := src/tensor/parallel.c src/dist/dist.c
+HOOK_SRC := src/tensor/parallel.c src/distributed/dist.c
 HOOK_OBJ := $(HOOK_SRC:%.c=$(BUILD)/obj-hooks/%.o)
 $(BUILD)/obj-hooks/%.o: %.c $(HEADERS) | $(FIRST_DEPS)
 	@mkdir -p $(dir $@)
@@ -241,7 +241,7 @@ readme-numbers: programs
 
 # Public headers only, listed: the internal ones stay in the tree.
 PUBLIC_HEADERS := src/tgrad.h src/tensor/tensor.h src/tensor/number.h src/tensor/params.h src/tensor/profile.h src/autograd/autograd.h src/nn/nn.h src/nn/decoder.h src/train/train.h src/train/run.h src/train/bpe.h src/train/model_file.h src/train/report.h src/train/figure.h \
-                  src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h src/dist/dist.h
+                  src/io/file.h src/io/safetensors.h src/io/npy.h src/io/checkpoint.h src/viz/viz.h src/distributed/dist.h
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/tgrad
 BINDIR := $(DESTDIR)$(PREFIX)/bin

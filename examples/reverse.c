@@ -24,7 +24,7 @@
  * global batch and trains on its slice of it, with its slice of the
  * dropout masks (tg_dropout_set_shard: each mask draw takes the rank's
  * block of the indices one process would draw), and the gradients are
- * averaged over the ranks (src/dist/), so the run is the single-process
+ * averaged over the ranks (src/distributed/), so the run is the single-process
  * one up to rounding. Every rank evaluates the held-out set (the same
  * numbers); rank 0 alone prints and writes the files, while the others
  * wait for it at a barrier (which has no deadline for them). */

@@ -26,5 +26,5 @@
 #include "io/npy.h"
 #include "io/checkpoint.h"
 #include "viz/viz.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #endif

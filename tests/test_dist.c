@@ -1,6 +1,6 @@
 /* Data-parallel training, what a single process can check: the autograd's
  * gradient-ready hook (order, finality, unreached and repeated leaves), the
- * bucket layout, the single-process behaviour of src/dist/ (the stubs of a
+ * bucket layout, the single-process behaviour of src/distributed/ (the stubs of a
  * build without MPI=1, or MPI not initialised), and the data shard of
  * tg_token_data_batch_shard. The collectives themselves run under mpirun
  * in tests/dist_test.sh (make test MPI=1). */

@@ -137,7 +137,7 @@ void tg_zero_grad(tg_tensor *t);
  * this backward pass; ctx is the pointer given to the hook. */
 typedef void (*tg_grad_ready_fn)(int i, void *ctx);
 /** Gradient-ready hook, for overlapping communication with backward
- * (src/dist/): while set, each backward pass calls fn(i, ctx) once for each
+ * (src/distributed/): while set, each backward pass calls fn(i, ctx) once for each
  * leaves[i] as soon as its gradient can receive nothing more in that pass,
  * that is, right after the backward rule of the last node that takes it as an
  * input (backward counts each leaf's uses in the graph when it starts; a
@@ -282,7 +282,7 @@ tg_tensor *tg_gather_rows(tg_tensor *table, const int *ids, int ndim, const int 
  * nothing); p = 1 returns zeros (and draws nothing). p outside [0, 1] is an
  * error (tg_check_dropout), and so is a NULL rng when 0 < p < 1. */
 tg_tensor *tg_dropout(tg_tensor *x, tg_real p, tg_rng *rng);
-/** Data-parallel dropout. Under data parallelism (src/dist/) each of `size`
+/** Data-parallel dropout. Under data parallelism (src/distributed/) each of `size`
  * ranks runs the forward on its slice of the global batch, rank r holding
  * rows [r Bl, r Bl + Bl) of B = size Bl. With the shard (rank, size) set,
  * every mask draw of n elements (tg_dropout, tg_attention's dropout) from a

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "../autograd/autograd.h"
-#include "../dist/dist.h"
+#include "../distributed/dist.h"
 #include "../io/npy.h"
 #include "figure.h"
 #include "model_file.h"

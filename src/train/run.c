@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../dist/dist.h"
+#include "../distributed/dist.h"
 #include "../io/checkpoint.h"
 #include "../io/json.h"
 #include "../viz/viz.h"

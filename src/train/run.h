@@ -42,7 +42,7 @@
  *     }
  *     return tg_run_close(run);                  // last checkpoint; the exit status
  *
- * Under data parallelism (src/dist/, tg_dist_init before tg_run_open) the
+ * Under data parallelism (src/distributed/, tg_dist_init before tg_run_open) the
  * run starts every rank from rank 0's weights, averages the gradients
  * (bucketed, overlapped with the last micro-batch's backward) and the
  * losses, and only rank 0 writes files and prints; every rank stops at the

@@ -158,7 +158,7 @@ int tg_token_data_get(const tg_token_data *d, int64_t k);
  * T < 1 or the training split has fewer than T + 1 tokens (nothing drawn
  * then). */
 int tg_token_data_batch(tg_token_data *d, int B, int T, int *x, int *y);
-/** Data-parallel training (src/dist/): rank's shard of the global batch of
+/** Data-parallel training (src/distributed/): rank's shard of the global batch of
  * B windows. That is windows [rank * B / size, (rank + 1) * B / size) of what
  * tg_token_data_batch(d, B, ...) would draw, into x and y (each
  * B / size * T ints). Every rank draws the same B windows from the same
