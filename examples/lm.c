@@ -363,7 +363,7 @@ int main(int argc, char **argv) {
                  : tg_last_error() ? tg_last_error()
                                    : "not available");
     if (!why[0] && o->stop_after > o->steps) snprintf(why, sizeof why, "--stop-after is past --steps");
-    if (why[0]) return cli_usage_error(argv[0], SYNOPSIS, ABOUT, opts, nopt, "%s", why);
+    if (why[0]) return tg_tokenizer_free(r.tok), cli_usage_error(argv[0], SYNOPSIS, ABOUT, opts, nopt, "%s", why);
     if (o->threads > 0 && tg_set_num_threads(o->threads) < o->threads)
         fprintf(stderr, "lm: --threads %d capped at the CPUs available\n", o->threads);
     if (o->load) return sample_mode(o);
