@@ -9,6 +9,7 @@
 #include "module.h"
 
 #include "../io/checkpoint.h"
+#include "../io/safetensors_meta.h"
 #include "../tensor/number.h"
 
 #include <stdio.h>
@@ -132,49 +133,7 @@ int tg_decoder_save(tg_decoder *m, const char *path, const char *metadata_json) 
 
 /* ---- reading ---------------------------------------------------------------- */
 
-/* Metadata key into v; -1 with the reason recorded when missing, empty or
- * too long. */
-static int meta_value(const tg_safetensors *st, const char *path, const char *key, char *v, size_t cap) {
-    long len = tg_safetensors_meta(st, key, v, cap);
-    if (len <= 0 || len >= (long)cap) {
-        tg_set_error("%s: metadata '%s' is %s", path, key, len < 0 ? "missing" : len == 0 ? "empty" : "too long");
-        return -1;
-    }
-    return 0;
-}
-
-/* An integer key in [lo, hi]. */
-static int meta_int(const tg_safetensors *st, const char *path, const char *key, int lo, int hi, int *out) {
-    char v[64];
-    int64_t k;
-    if (meta_value(st, path, key, v, sizeof v)) return -1;
-    if (tg_parse_int64(v, &k) != 0 || k < lo || k > hi) {
-        tg_set_error("%s: metadata '%s': '%s' is not a valid integer in [%d, %d]", path, key, v, lo, hi);
-        return -1;
-    }
-    *out = (int)k;
-    return 0;
-}
-
-/* Tensor prefix+name exists with shape (rows, cols). */
-static int expect_shape(const tg_safetensors *st, const char *path, const char *prefix, const char *name, int rows,
-                        int cols) {
-    char full[TG_PARAM_NAME_MAX + 8];
-    snprintf(full, sizeof full, "%s%s", prefix, name);
-    int i = tg_safetensors_find(st, full);
-    if (i < 0) {
-        tg_set_error("%s: no tensor '%s'", path, full);
-        return -1;
-    }
-    const tg_st_entry *e = &st->entries[i];
-    if (e->ndim != 2 || e->shape[0] != rows || e->shape[1] != cols) {
-        char got[64];
-        tg_set_error("%s: tensor '%s' has shape %s, but the metadata says (%d,%d)", path, full,
-                     tg_shape_str(got, e->ndim, e->shape), rows, cols);
-        return -1;
-    }
-    return 0;
-}
+/* The metadata and shape checks: src/io/safetensors_meta.c. */
 
 int tg_decoder_config_read(const tg_safetensors *st, const char *path, const char *prefix, tg_decoder_config *c) {
     if (!st || !c) {
@@ -188,18 +147,18 @@ int tg_decoder_config_read(const tg_safetensors *st, const char *path, const cha
         return -1;
     }
     int V, T, L, H, d;
-    if (meta_int(st, path, "vocab_size", 2, 65536, &V) || meta_int(st, path, "block_size", 2, 4096, &T) ||
-        meta_int(st, path, "n_layer", 1, TG_DECODER_MAX_LAYERS, &L) || meta_int(st, path, "n_head", 1, 256, &H) ||
-        meta_int(st, path, "n_embd", 1, 8192, &d))
+    if (tg__st_meta_int(st, path, "vocab_size", 2, 65536, &V) || tg__st_meta_int(st, path, "block_size", 2, 4096, &T) ||
+        tg__st_meta_int(st, path, "n_layer", 1, TG_DECODER_MAX_LAYERS, &L) ||
+        tg__st_meta_int(st, path, "n_head", 1, 256, &H) || tg__st_meta_int(st, path, "n_embd", 1, 8192, &d))
         return -1;
     *c = tg_decoder_config_default(V, T, L, H, d);
-    if (meta_value(st, path, "bias", v, sizeof v)) return -1;
+    if (tg__st_meta_value(st, path, "bias", v, sizeof v)) return -1;
     if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
         tg_set_error("%s: metadata 'bias' is '%s'; expected true or false", path, v);
         return -1;
     }
     c->bias = strcmp(v, "true") == 0;
-    if (meta_value(st, path, "gelu", v, sizeof v)) return -1;
+    if (tg__st_meta_value(st, path, "gelu", v, sizeof v)) return -1;
     if (strcmp(v, "tanh") != 0 && strcmp(v, "erf") != 0) {
         tg_set_error("%s: metadata 'gelu' is '%s'; expected tanh or erf", path, v);
         return -1;
@@ -228,11 +187,11 @@ int tg_decoder_config_read(const tg_safetensors *st, const char *path, const cha
     char name[TG_PARAM_NAME_MAX + 8];
     snprintf(name, sizeof name, "%stransformer.wte.weight", prefix);
     const char *wte = tg_safetensors_find(st, name) >= 0 ? "transformer.wte.weight" : "lm_head.weight";
-    if (expect_shape(st, path, prefix, wte, V, d)) return -1;
-    if (c->pos == TG_PE_LEARNED && expect_shape(st, path, prefix, "transformer.wpe.weight", T, d)) return -1;
+    if (tg__st_expect_shape(st, path, prefix, wte, V, d)) return -1;
+    if (c->pos == TG_PE_LEARNED && tg__st_expect_shape(st, path, prefix, "transformer.wpe.weight", T, d)) return -1;
     char blk[64];
     snprintf(blk, sizeof blk, "transformer.h.%d.mlp.c_fc.weight", L - 1);
-    if (expect_shape(st, path, prefix, blk, 4 * d, d)) return -1;
+    if (tg__st_expect_shape(st, path, prefix, blk, 4 * d, d)) return -1;
     snprintf(name, sizeof name, "%stransformer.h.%d.ln_1.weight", prefix, L);
     if (tg_safetensors_find(st, name) >= 0) {
         tg_set_error("%s: the file has more blocks than the metadata's n_layer %d", path, L);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../io/checkpoint.h"
+#include "../io/safetensors_meta.h"
 #include "../tensor/number.h"
 #include "report.h"
 #include "run.h"
@@ -137,49 +138,7 @@ int tg_encoder_save(const tg_encoder_model *m, const char *path) {
 
 /* ---- reading ---------------------------------------------------------------- */
 
-/* Metadata key into v; -1 with the reason recorded when missing, empty or
- * too long. */
-static int meta_value(const tg_safetensors *st, const char *path, const char *key, char *v, size_t cap) {
-    long len = tg_safetensors_meta(st, key, v, cap);
-    if (len <= 0 || len >= (long)cap) {
-        tg_set_error("%s: metadata '%s' is %s", path, key, len < 0 ? "missing" : len == 0 ? "empty" : "too long");
-        return -1;
-    }
-    return 0;
-}
-
-/* An integer key in [lo, hi]. */
-static int meta_int(const tg_safetensors *st, const char *path, const char *key, int lo, int hi, int *out) {
-    char v[64];
-    int64_t k;
-    if (meta_value(st, path, key, v, sizeof v)) return -1;
-    if (tg_parse_int64(v, &k) != 0 || k < lo || k > hi) {
-        tg_set_error("%s: metadata '%s': '%s' is not a whole number in [%d, %d]", path, key, v, lo, hi);
-        return -1;
-    }
-    *out = (int)k;
-    return 0;
-}
-
-/* Tensor prefix+name exists with shape (rows, cols). */
-static int expect_shape(const tg_safetensors *st, const char *path, const char *prefix, const char *name, int rows,
-                        int cols) {
-    char full[TG_PARAM_NAME_MAX + 8];
-    snprintf(full, sizeof full, "%s%s", prefix, name);
-    int i = tg_safetensors_find(st, full);
-    if (i < 0) {
-        tg_set_error("%s: no tensor '%s'", path, full);
-        return -1;
-    }
-    const tg_st_entry *e = &st->entries[i];
-    if (e->ndim != 2 || e->shape[0] != rows || e->shape[1] != cols) {
-        char got[64];
-        tg_set_error("%s: tensor '%s' has shape %s, but the metadata says (%d,%d)", path, full,
-                     tg_shape_str(got, e->ndim, e->shape), rows, cols);
-        return -1;
-    }
-    return 0;
-}
+/* The metadata and shape checks: src/io/safetensors_meta.c. */
 
 /* "model." in a run's checkpoint (the model beside the optimizer), "" in a
  * model file. */
@@ -199,11 +158,11 @@ int tg_encoder_config_read(const tg_safetensors *st, const char *path, tg_encode
         return -1;
     }
     int V, T, d, H, F, L, max_len;
-    if (meta_int(st, path, "vocab", 2, 4096, &V) || meta_int(st, path, "seq_len", 2, 1000, &T) ||
-        meta_int(st, path, "dim", 2, 4096, &d) || meta_int(st, path, "heads", 1, 256, &H) ||
-        meta_int(st, path, "ffn", 1, 100000, &F) || meta_int(st, path, "layers", 1, 64, &L))
+    if (tg__st_meta_int(st, path, "vocab", 2, 4096, &V) || tg__st_meta_int(st, path, "seq_len", 2, 1000, &T) ||
+        tg__st_meta_int(st, path, "dim", 2, 4096, &d) || tg__st_meta_int(st, path, "heads", 1, 256, &H) ||
+        tg__st_meta_int(st, path, "ffn", 1, 100000, &F) || tg__st_meta_int(st, path, "layers", 1, 64, &L))
         return -1;
-    if (meta_value(st, path, "pe", v, sizeof v)) return -1;
+    if (tg__st_meta_value(st, path, "pe", v, sizeof v)) return -1;
     tg_pe_kind pe;
     if (tg_pe_kind_parse(v, &pe) != 0) {
         tg_set_error("%s: metadata 'pe' is '%.20s'; expected fixed, learned, none, relative, rope or alibi", path, v);
@@ -214,7 +173,8 @@ int tg_encoder_config_read(const tg_safetensors *st, const char *path, tg_encode
         return -1;
     }
     max_len = default_max_len(T);
-    if (tg_safetensors_meta(st, "max_len", v, sizeof v) >= 0 && meta_int(st, path, "max_len", T, 100000, &max_len))
+    if (tg_safetensors_meta(st, "max_len", v, sizeof v) >= 0 &&
+        tg__st_meta_int(st, path, "max_len", T, 100000, &max_len))
         return -1;
     bool bias = false;
     if (tg_safetensors_meta(st, "bias", v, sizeof v) >= 0) {
@@ -233,17 +193,17 @@ int tg_encoder_config_read(const tg_safetensors *st, const char *path, tg_encode
     /* The sizes against the tensors, before anything is allocated for them. */
     const char *pre = model_prefix(st);
     char name[TG_PARAM_NAME_MAX];
-    if (expect_shape(st, path, pre, "encoder.embedding.weight", V, d) ||
-        expect_shape(st, path, pre, "head.weight", V, d))
+    if (tg__st_expect_shape(st, path, pre, "encoder.embedding.weight", V, d) ||
+        tg__st_expect_shape(st, path, pre, "head.weight", V, d))
         return -1;
     snprintf(name, sizeof name, "encoder.blocks.%d.ffn.dense1.weight", L - 1);
-    if (expect_shape(st, path, pre, name, F, d)) return -1;
+    if (tg__st_expect_shape(st, path, pre, name, F, d)) return -1;
     snprintf(name, sizeof name, "%sencoder.blocks.%d.attention.W_q.weight", pre, L);
     if (tg_safetensors_find(st, name) >= 0) {
         tg_set_error("%s: the file has more blocks than the metadata's layers %d", path, L);
         return -1;
     }
-    if (pe == TG_PE_LEARNED && expect_shape(st, path, pre, "encoder.pos_encoding.P", max_len, d)) return -1;
+    if (pe == TG_PE_LEARNED && tg__st_expect_shape(st, path, pre, "encoder.pos_encoding.P", max_len, d)) return -1;
     *c = (tg_encoder_config){.vocab_size = V,
                              .num_hiddens = d,
                              .ffn_hiddens = F,
