@@ -163,7 +163,7 @@ Test(lm_run, sigterm_saves_and_resume_matches_one_run, .timeout = 300) {
     waitpid(pid, &status, 0);
     cr_assert(WIFEXITED(status), "status %d", status);
     if (WEXITSTATUS(status) == 0) {
-        cr_log_warn("the run finished before SIGTERM arrived");
+        cr_log_info("the run finished before SIGTERM arrived");
         return;
     }
     cr_expect_eq(WEXITSTATUS(status), 128 + SIGTERM);
