@@ -32,6 +32,18 @@ static tg_tensor *leaf(int ndim, const int *shape, tg_rng *rng) {
     return x;
 }
 
+/* An attention's data inputs as leaves, drawn in this order: q [2, 3, dq],
+ * k [2, 4, dk], v [2, 4, dv] (2 batch entries, 3 queries, 4 keys). */
+static void qkv_leaves(tg_tensor **qkv, int dq, int dk, int dv, tg_rng *rng) {
+    qkv[0] = leaf(TG_SHAPE(2, 3, dq), rng);
+    qkv[1] = leaf(TG_SHAPE(2, 4, dk), rng);
+    qkv[2] = leaf(TG_SHAPE(2, 4, dv), rng);
+}
+
+static void free_all(tg_tensor *const *t, int n) {
+    for (int i = 0; i < n; i++) tg_free(t[i]);
+}
+
 /* Sum of a row of weights [.., K] and whether it is zero from `from` on. */
 static void expect_row(const tg_real *w, int K, int valid, const char *what, int row) {
     double s = 0;
@@ -217,32 +229,38 @@ static tg_tensor *dot_fn(void *att, tg_tensor *q, tg_tensor *k, tg_tensor *v, tg
     return tg_dot_attention_forward(att, q, k, v, mask);
 }
 
-Test(attention, d2l_additive_attention_example) {
+/* d2l's additive (query 20, key 2, 8 hidden) and dot-product examples, both
+ * with dropout in eval mode: the same keys, values and lengths give both the
+ * same output, whatever the queries. */
+Test(attention, d2l_additive_and_dot_product_attention_examples) {
     tg_rng rng = tg_rng_new(21);
-    tg_additive_attention *att = tg_additive_attention_new(2, 20, 8, 0.1, &rng);
-    TG_REQUIRE(att);
-    tg_additive_attention_train(att, false);
-    run_d2l_example(additive_fn, att, &att->attention_weights, 20, &rng, "additive");
-    tg_additive_attention_free(att);
+    tg_additive_attention *add = tg_additive_attention_new(2, 20, 8, 0.1, &rng);
+    tg_dot_attention *dot = tg_dot_attention_new(0.5, &rng);
+    TG_REQUIRE(add);
+    TG_REQUIRE(dot);
+    tg_dot_attention_record(dot, true);
+    tg_additive_attention_train(add, false);
+    tg_dot_attention_train(dot, false);
+    run_d2l_example(additive_fn, add, &add->attention_weights, 20, &rng, "additive");
+    run_d2l_example(dot_fn, dot, &dot->attention_weights, 2, &rng, "dot");
+    tg_additive_attention_free(add);
+    tg_dot_attention_free(dot);
 }
 
-Test(attention, d2l_dot_product_attention_example) {
-    tg_rng rng = tg_rng_new(22);
-    tg_dot_attention *att = tg_dot_attention_new(0.5, &rng);
-    tg_dot_attention_record(att, true);
-    TG_REQUIRE(att);
-    tg_dot_attention_train(att, false);
-    run_d2l_example(dot_fn, att, &att->attention_weights, 2, &rng, "dot");
-    tg_dot_attention_free(att);
+/* An MHA with every input size H and h heads, in eval mode, keeping its
+ * attention weights (the stored path). */
+static tg_mha *recording_mha(int H, int h, tg_real dropout, tg_rng *rng) {
+    tg_mha *m = tg_mha_new(H, H, H, H, h, dropout, false, rng);
+    TG_REQUIRE(m);
+    tg_mha_record_attention(m, true);
+    tg_mha_train(m, false);
+    return m;
 }
 
 Test(attention, d2l_multihead_example_shape_and_head_weights) {
     /* num_hiddens 100, 5 heads, dropout 0.5, eval; X ones (2,4,100), Y ones (2,6,100). */
     tg_rng rng = tg_rng_new(23);
-    tg_mha *m = tg_mha_new(100, 100, 100, 100, 5, 0.5, false, &rng);
-    tg_mha_record_attention(m, true);
-    TG_REQUIRE(m);
-    tg_mha_train(m, false);
+    tg_mha *m = recording_mha(100, 5, 0.5, &rng);
     tg_scope_begin();
     tg_tensor *X = tg_ones(TG_SHAPE(2, 4, 100)), *Y = tg_ones(TG_SHAPE(2, 6, 100));
     int lens[2] = {3, 2};
@@ -299,9 +317,7 @@ Test(attention, mha_matches_per_head_reference) {
 
 Test(attention, mha_two_dim_lens_and_causal_reach_every_head) {
     tg_rng rng = tg_rng_new(25);
-    tg_mha *m = tg_mha_new(8, 8, 8, 8, 4, 0, false, &rng);
-    tg_mha_record_attention(m, true);
-    TG_REQUIRE(m);
+    tg_mha *m = recording_mha(8, 4, 0, &rng);
     tg_scope_begin();
     tg_tensor *X = tg_randn(TG_SHAPE(2, 3, 8), &rng);
     int lens[6] = {1, 2, 3, 3, 1, 2}; /* [B, Q] */
@@ -488,13 +504,7 @@ Test(attention, gradcheck_scoring_functions) {
     expect_gradcheck("score_scaled_dot (2,3,4) (2,5,4)", f_scaled, (tg_tensor *[]){q, k}, 2, NULL);
     expect_gradcheck("score_general (2,3,4) W(4,6) (2,5,6)", f_general, (tg_tensor *[]){q, k6, W}, 3, NULL);
     expect_gradcheck("score_additive h=3", f_additive, (tg_tensor *[]){q, k6, Wq, Wk, wv}, 5, NULL);
-    tg_free(q);
-    tg_free(k);
-    tg_free(k6);
-    tg_free(W);
-    tg_free(Wq);
-    tg_free(Wk);
-    tg_free(wv);
+    free_all((tg_tensor *[]){q, k, k6, W, Wq, Wk, wv}, 7);
 }
 
 typedef struct {
@@ -514,9 +524,8 @@ Test(attention, gradcheck_dot_product_attention) {
     tg_rng rng = tg_rng_new(32);
     tg_dot_attention *att = tg_dot_attention_new(0, NULL);
     TG_REQUIRE(att);
-    tg_tensor *q = leaf(TG_SHAPE(2, 3, 4), &rng), *k = leaf(TG_SHAPE(2, 4, 4), &rng),
-              *v = leaf(TG_SHAPE(2, 4, 5), &rng);
-    tg_tensor *in[3] = {q, k, v};
+    tg_tensor *in[3];
+    qkv_leaves(in, 4, 4, 5, &rng);
     int lens1[2] = {2, 3}, lens2[6] = {1, 4, 2, 3, 2, 1};
     att_ctx c = {att, {NULL, 0, false}, 0, false};
     expect_gradcheck("dot_attention no mask", f_dot_attention, in, 3, &c);
@@ -531,9 +540,7 @@ Test(attention, gradcheck_dot_product_attention) {
     att->sparse = true;
     c.mask = (tg_mask){lens1, 1, false};
     expect_gradcheck("dot_attention sparsemax 1-D lens", f_dot_attention, in, 3, &c);
-    tg_free(q);
-    tg_free(k);
-    tg_free(v);
+    free_all(in, 3);
     tg_dot_attention_free(att);
 }
 
@@ -546,15 +553,12 @@ Test(attention, gradcheck_additive_attention) {
     tg_rng rng = tg_rng_new(33);
     tg_additive_attention *att = tg_additive_attention_new(3, 4, 5, 0, &rng);
     TG_REQUIRE(att);
-    tg_tensor *q = leaf(TG_SHAPE(2, 3, 4), &rng), *k = leaf(TG_SHAPE(2, 4, 3), &rng),
-              *v = leaf(TG_SHAPE(2, 4, 2), &rng);
+    tg_tensor *in[6] = {att->W_k->weight, att->W_q->weight, att->w_v->weight};
+    qkv_leaves(in + 3, 4, 3, 2, &rng);
     int lens[2] = {3, 2};
     att_ctx c = {att, {lens, 1, false}, 3, false};
-    tg_tensor *in[6] = {att->W_k->weight, att->W_q->weight, att->w_v->weight, q, k, v};
     expect_gradcheck("additive_attention 1-D lens", f_additive_attention, in, 6, &c);
-    tg_free(q);
-    tg_free(k);
-    tg_free(v);
+    free_all(in + 3, 3);
     tg_additive_attention_free(att);
 }
 
@@ -578,23 +582,21 @@ static int mha_inputs(tg_mha *m, tg_tensor **in, tg_tensor *const *data, int n_d
 
 Test(attention, gradcheck_multihead_attention) {
     tg_rng rng = tg_rng_new(34);
-    tg_tensor *q = leaf(TG_SHAPE(2, 3, 6), &rng), *k = leaf(TG_SHAPE(2, 4, 5), &rng),
-              *v = leaf(TG_SHAPE(2, 4, 7), &rng);
+    tg_tensor *qkv[3];
+    qkv_leaves(qkv, 6, 5, 7, &rng);
     int lens1[2] = {3, 2}, lens2[6] = {1, 4, 2, 3, 2, 1};
     for (int bias = 0; bias <= 1; bias++) {
         tg_mha *m = tg_mha_new(5, 6, 7, 8, 2, 0, bias, &rng);
         TG_REQUIRE(m);
         tg_tensor *in[11];
-        int n = mha_inputs(m, in, (tg_tensor *[]){q, k, v}, 3);
+        int n = mha_inputs(m, in, qkv, 3);
         att_ctx c = {m, {lens1, 1, false}, n - 3, false};
         expect_gradcheck(bias ? "mha H8 h2 1-D lens, bias" : "mha H8 h2 1-D lens, no bias", f_mha, in, n, &c);
         c.mask = (tg_mask){lens2, 2, false};
         expect_gradcheck(bias ? "mha H8 h2 2-D lens, bias" : "mha H8 h2 2-D lens, no bias", f_mha, in, n, &c);
         tg_mha_free(m);
     }
-    tg_free(q);
-    tg_free(k);
-    tg_free(v);
+    free_all(qkv, 3);
 }
 
 Test(attention, gradcheck_self_attention) {
@@ -802,16 +804,14 @@ Test(attention, dropout_one_gives_zeros_on_both_paths) {
     cr_expect_not_null(tg_attention(in[0], in[1], in[2], (tg_mask){0}, 1, &rng));
     cr_expect_eq(rng.counter, before.counter, "p = 1 draws nothing");
     tg_scope_end();
-    for (int i = 0; i < 3; i++) tg_free(in[i]);
+    free_all(in, 3);
 }
 
 /* The recorded weights live in the forward's scope: asked for after it
  * ended, the modules say so instead of copying freed memory. */
 Test(attention, weights_asked_for_after_their_scope_are_refused) {
     tg_rng rng = tg_rng_new(41);
-    tg_mha *m = tg_mha_new(8, 8, 8, 8, 2, 0, false, &rng);
-    TG_REQUIRE(m);
-    tg_mha_record_attention(m, true);
+    tg_mha *m = recording_mha(8, 2, 0, &rng);
     tg_decoder_config cfg = tg_decoder_config_default(11, 8, 1, 2, 8);
     tg_decoder *d = tg_decoder_new(&cfg, &rng);
     TG_REQUIRE(d);

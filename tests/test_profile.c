@@ -29,6 +29,15 @@ static tg_real one_step(tg_tensor *x, tg_tensor *w) {
     return v;
 }
 
+/* one_step's inputs, drawn from seed: x [m, k] and the parameter w [k, n]. */
+static void step_inputs(uint64_t seed, int m, int k, int n, tg_tensor **x, tg_tensor **w) {
+    tg_rng rng = tg_rng_new(seed);
+    *x = tg_randn(TG_SHAPE(m, k), &rng);
+    *w = tg_randn(TG_SHAPE(k, n), &rng);
+    cr_assert(*x && *w, "%s", tg_last_error());
+    tg_set_requires_grad(*w, true);
+}
+
 static double rows_sum(const tg_profile_entry *rows, int n) {
     double s = 0;
     for (int i = 0; i < n; i++) s += rows[i].wall_ns;
@@ -36,9 +45,8 @@ static double rows_sum(const tg_profile_entry *rows, int n) {
 }
 
 Test(profile, counts_every_op_and_backward_rule_once) {
-    tg_rng rng = tg_rng_new(3);
-    tg_tensor *x = tg_randn(TG_SHAPE(4, 5), &rng), *w = tg_randn(TG_SHAPE(5, 3), &rng);
-    tg_set_requires_grad(w, true);
+    tg_tensor *x, *w;
+    step_inputs(3, 4, 5, 3, &x, &w);
     tg_profile_begin();
     cr_assert(tg_profile_enabled());
     for (int i = 0; i < 3; i++) one_step(x, w);
@@ -100,9 +108,8 @@ Test(profile, regions_nest_as_self_time) {
 }
 
 Test(profile, off_means_off) {
-    tg_rng rng = tg_rng_new(5);
-    tg_tensor *x = tg_randn(TG_SHAPE(6, 4), &rng), *w = tg_randn(TG_SHAPE(4, 4), &rng);
-    tg_set_requires_grad(w, true);
+    tg_tensor *x, *w;
+    step_inputs(5, 6, 4, 4, &x, &w);
     tg_profile_begin();
     tg_profile_end();
     int before = tg_profile_entries(NULL, 0);
@@ -148,9 +155,8 @@ Test(profile, the_pool_columns_see_a_split_job) {
 }
 
 Test(profile, writes_a_table_and_json) {
-    tg_rng rng = tg_rng_new(7);
-    tg_tensor *x = tg_randn(TG_SHAPE(4, 5), &rng), *w = tg_randn(TG_SHAPE(5, 3), &rng);
-    tg_set_requires_grad(w, true);
+    tg_tensor *x, *w;
+    step_inputs(7, 4, 5, 3, &x, &w);
     tg_profile_begin();
     one_step(x, w);
     tg_profile_end();
