@@ -36,9 +36,10 @@ static inline double max_diff(const tg_tensor *a, const tg_tensor *b) {
     return m;
 }
 
-/* How many entries of y dropout zeroed; every other one must be scale times
- * x's (scale = 1/(1-p)). */
-static inline int dropped_entries(const tg_tensor *y, const tg_tensor *x, double scale) {
+/* y is dropout of x (not NULL): more than lo and fewer than hi entries
+ * zeroed, every other one scale times x's (scale = 1/(1-p)). */
+static inline void expect_dropped(const tg_tensor *y, const tg_tensor *x, double scale, int lo, int hi) {
+    cr_assert_not_null(y, "%s", tg_last_error() ? tg_last_error() : "(no message)");
     int zeros = 0;
     for (int64_t i = 0; i < y->size; i++) {
         if (y->data[i] == 0)
@@ -47,7 +48,8 @@ static inline int dropped_entries(const tg_tensor *y, const tg_tensor *x, double
             cr_expect(fabs(y->data[i] - scale * x->data[i]) < 1e-12, "entry %lld kept but not scaled by 1/(1-p)",
                       (long long)i);
     }
-    return zeros;
+    cr_expect(zeros > lo && zeros < hi, "%d of %lld dropped, expected more than %d and fewer than %d", zeros,
+              (long long)y->size, lo, hi);
 }
 
 /* The sample standard deviation of t's entries (divisor n); their mean in
