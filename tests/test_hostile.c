@@ -141,6 +141,19 @@ Test(hostile, reverse_stops_at_divergence) {
 static const char *LM_META = "{\"vocab_size\":\"256\",\"block_size\":\"16\",\"n_layer\":\"2\",\"n_head\":\"2\","
                              "\"n_embd\":\"16\",\"bias\":\"true\",\"gelu\":\"tanh\"}";
 
+/* An lm run in folder dir, stopped after 2 of its 4 steps, trained on t.txt:
+ * the first `bytes` bytes of the test excerpt (t.txt rewritten). */
+static void lm_stopped_on_excerpt_head(int bytes, const char *dir) {
+    char cmd[600], args[300];
+    snprintf(cmd, sizeof cmd, "head -c %d '%s/tests/data/fortunes_excerpt.txt' > '%s/t.txt'", bytes, TG_SRC_DIR, tmp);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(args, sizeof args,
+             "--data t.txt --steps 4 --batch 2 --block 16 --layers 1 --heads 2 --dim 16 --eval-batches 2 --tokens 0 "
+             "--stop-after 2 --out %s",
+             dir);
+    cr_assert_eq(run(60, "lm", args), 0, "%s", out);
+}
+
 Test(hostile, lm_load_rejects_crafted_metadata_quickly) {
     char good[256], bad[256];
     cr_assert_eq(run(120, "lm", LM_TINY_ARGS " --out ."), 0, "%s", out);
@@ -201,22 +214,12 @@ Test(hostile, lm_load_rejects_crafted_metadata_quickly) {
     }
 
     /* The data changed under a stopped run: its windows would not be the same. */
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "head -c 4000 '%s/tests/data/fortunes_excerpt.txt' > '%s/t.txt'", TG_SRC_DIR, tmp);
-    cr_assert_eq(system(cmd), 0);
-    cr_assert_eq(run(60, "lm",
-                     "--data t.txt --steps 4 --batch 2 --block 16 --layers 1 --heads 2 --dim 16 "
-                     "--eval-batches 2 --tokens 0 --stop-after 2 --out s"),
-                 0, "%s", out);
-    snprintf(cmd, sizeof cmd, "head -c 3000 '%s/tests/data/fortunes_excerpt.txt' > '%s/t.txt'", TG_SRC_DIR, tmp);
-    cr_assert_eq(system(cmd), 0);
+    lm_stopped_on_excerpt_head(4000, "s");
     /* A resume reads the run's own tokens.npy, not the text file... */
-    cr_assert_eq(run(60, "lm",
-                     "--data t.txt --steps 4 --batch 2 --block 16 --layers 1 --heads 2 --dim 16 "
-                     "--eval-batches 2 --tokens 0 --stop-after 2 --out s3"),
-                 0, "%s", out);
+    lm_stopped_on_excerpt_head(3000, "s3");
     cr_expect_eq(run(60, "lm", "--resume s/train_state.safetensors --out s --stop-after 3"), 0, "%s", out);
     /* ...and refuses that file when it no longer holds the run's tokens. */
+    char cmd[600];
     snprintf(cmd, sizeof cmd, "cp '%s/s3/tokens.npy' '%s/s/tokens.npy'", tmp, tmp);
     cr_assert_eq(system(cmd), 0);
     cr_expect_eq(run(60, "lm", "--resume s/train_state.safetensors --out s"), 1, "%s", out);
