@@ -193,18 +193,26 @@ Test(posenc, gradcheck_fixed) {
     tg_posenc_free(pe);
 }
 
+/* A learned table is a parameter, listed as pos_encoding.P, drawn
+ * N(0, 0.02^2) (sample mean and std of the table). */
+Test(posenc, learned_table_is_a_parameter_drawn_n_0_002) {
+    tg_rng rng = tg_rng_new(3);
+    tg_posenc *pe = tg_posenc_learned_new(32, 0, 1000, &rng);
+    TG_REQUIRE(pe);
+    tg_params p;
+    tg_params_init(&p);
+    cr_expect_eq(tg_posenc_params(pe, &p, "pos_encoding"), 0);
+    cr_expect(p.n == 1 && tg_params_get(&p, "pos_encoding.P") == pe->P && pe->P->requires_grad);
+    tg_params_free(&p);
+    expect_normal_init(pe->P, 0.02, 0.001, 0.0005, "learned table");
+    tg_posenc_free(pe);
+}
+
 Test(posenc, gradcheck_learned_reaches_only_the_used_rows) {
     tg_rng rng = tg_rng_new(12);
     const int max_len = 7, T = 4, d = 6;
     tg_posenc *pe = tg_posenc_learned_new(d, 0, max_len, &rng);
     TG_REQUIRE(pe);
-    cr_expect(pe->P->requires_grad);
-    tg_params p;
-    tg_params_init(&p);
-    tg_posenc_params(pe, &p, "pos_encoding");
-    cr_expect(p.n == 1 && tg_params_get(&p, "pos_encoding.P") == pe->P);
-    tg_params_free(&p);
-
     tg_tensor *X = tg_randn(TG_SHAPE(3, T, d), &rng);
     tg_set_requires_grad(X, true);
     tg_tensor *in[2] = {X, pe->P};
@@ -223,14 +231,5 @@ Test(posenc, gradcheck_learned_reaches_only_the_used_rows) {
                       (double)pe->P->grad->data[i * d + c]);
     tg_scope_end();
     tg_free(X);
-    tg_posenc_free(pe);
-}
-
-/* Learned init N(0, 0.02^2): sample mean and std of the table. */
-Test(posenc, learned_init_std) {
-    tg_rng rng = tg_rng_new(3);
-    tg_posenc *pe = tg_posenc_learned_new(32, 0, 1000, &rng);
-    TG_REQUIRE(pe);
-    expect_normal_init(pe->P, 0.02, 0.001, 0.0005, "learned table");
     tg_posenc_free(pe);
 }
