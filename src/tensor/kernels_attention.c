@@ -138,22 +138,32 @@ TG_AVX2 static inline float hsum8(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
+/* The first two rounds of an n x n tile's transpose, the same at both
+ * widths W (256: AVX2, 512: AVX-512) but for the intrinsics' names: rows
+ * r[] interleaved in pairs (unpack lo/hi) into t[], then pairs of those
+ * (shuffle 0x44 / 0xEE) back into r[]: then 128-bit lane L of r[4q + k]
+ * holds column 4L + k of rows 4q .. 4q + 3. What is left is moving lanes,
+ * which differs by width. Shuffles only: the bits are the input's. */
+#define TRANSPOSE_ROUNDS_1_2(W, n, r, t)                              \
+    do {                                                              \
+        for (int i = 0; i < (n); i += 2) {                            \
+            t[i] = _mm##W##_unpacklo_ps(r[i], r[i + 1]);              \
+            t[i + 1] = _mm##W##_unpackhi_ps(r[i], r[i + 1]);          \
+        }                                                             \
+        for (int i = 0; i < (n); i += 4) {                            \
+            r[i] = _mm##W##_shuffle_ps(t[i], t[i + 2], 0x44);         \
+            r[i + 1] = _mm##W##_shuffle_ps(t[i], t[i + 2], 0xEE);     \
+            r[i + 2] = _mm##W##_shuffle_ps(t[i + 1], t[i + 3], 0x44); \
+            r[i + 3] = _mm##W##_shuffle_ps(t[i + 1], t[i + 3], 0xEE); \
+        }                                                             \
+    } while (0)
 /* One 8 x 8 tile transposed (V_TRANSPOSE, kernels_attention_short.h): the
  * classic unpack, shuffle, permute of 8 rows. */
 TG_AVX2 static inline void transpose8(const float *src, int64_t rs, int rows, int cols, float *dst, int ld) {
     __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     __m256 r[8], t[8];
     for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_maskload_ps(src + i * rs, keep) : _mm256_setzero_ps();
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
+    TRANSPOSE_ROUNDS_1_2(256, 8, r, t);
     for (int i = 0; i < 4; i++) {
         t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
         t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
@@ -194,16 +204,7 @@ static inline __mmask16 lanes16(int n) { return (__mmask16)(n <= 0 ? 0 : n >= 16
 TG_AVX512 static inline void transpose16(const float *src, int64_t rs, int rows, int cols, float *dst, int ld) {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++) r[i] = _mm512_maskz_loadu_ps(i < rows ? lanes16(cols) : 0, src + i * rs);
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
+    TRANSPOSE_ROUNDS_1_2(512, 16, r, t);
     for (int h = 0; h < 16; h += 8)
         for (int i = 0; i < 4; i++) {
             t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
