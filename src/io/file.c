@@ -107,7 +107,9 @@ static char *dir_of(const char *path) {
     return dir;
 }
 
-/* Removes "<base>.tmp.<pid>.*" in dir for every pid that no longer runs. */
+/* Removes "<base>.tmp.<pid>.*" in dir for every pid that no longer runs.
+ * src/viz/atomic.c has its own copy on purpose (viz stands alone): a fix
+ * here belongs there too. */
 static void remove_stale_temps(const char *dir, const char *base) {
     DIR *d = opendir(dir);
     if (!d) return;
