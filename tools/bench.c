@@ -1,5 +1,10 @@
 /* bench: how fast tgrad trains small self-attention models on the CPU, one
  * workload at a time; with no --workload, every workload against PyTorch.
+ * The front door of three programs, which it runs with the same flags:
+ * bench itself (the encoder workloads and the determinism check), bench_gpt
+ * (tools/bench_gpt.c: nanoGPT's GPT) and bench_ops (tools/bench_ops.c: one
+ * attention layer, one GEMM, the core's peaks), all timed and printed alike
+ * (tools/bench_timing.h).
  *
  * Workloads (the same in bench/torch_ref.py):
  *   toy        d2l's post-norm Transformer encoder, V 16, T 16, B 64, d 64,
@@ -8,14 +13,10 @@
  *              dropout 0.1. One step = zero_grad + forward + loss + backward
  *              + Adam update.
  *   mid        the same with V 64, T 128, B 32, d 256, 8 heads, FFN 1024, 4 blocks.
- *   gpt-mini, gpt-small, gpt2   nanoGPT's GPT: bench_gpt (tools/bench_gpt.c),
- *              which bench runs with the same flags; --text, --save-init,
- *              --losses, --batch and --seq are its.
- *   attn-T     one multi-head self-attention layer (d 64, 4 heads, batch 1,
- *              dropout 0.1) on a [1, T, 64] input: forward and backward of
- *              the sum of its output; also the arena memory one step adds.
- *   gemm-n     C = A B for n x n floats, in GFLOP/s and as a fraction of the
- *              core's single-precision FMA peak, measured here.
+ *   gpt-mini, gpt-small, gpt2   nanoGPT's GPT (bench_gpt; --text, --save-init,
+ *              --losses, --batch and --seq are its flags).
+ *   attn-T, gemm-n   one attention layer over T tokens, C = A B for n x n
+ *              floats (bench_ops).
  * --profile (with --workload): the library's profiler (src/tensor/profile.h)
  * over the timed steps, its table printed before the key=value lines.
  * Times are the median (with min and max) of >= 10 timed steps after warm-up.
@@ -33,7 +34,6 @@
  * processes, alternating rounds, medians, BENCHMARKS.md's tables), which
  * reads best as a script; it runs this program once per measurement. */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,17 +46,6 @@
 #ifndef TG_SRC_DIR /* the source tree, where bench/compare.py is (the Makefile sets it) */
 #define TG_SRC_DIR "."
 #endif
-
-/* ---- the core's peaks (tensor.h: tg_fma_peak_measure, tg_bf16_peak_measure:
- * the library's probes, 2 ms trials, the best one counts) --------------------- */
-/* --peaks: what the full comparison's "of peak" is against, measured at its
- * start and end (1 s over both FMA widths, 0.5 s of vdpbf16ps). */
-static int print_peaks(void) {
-    tg_fma_peak p = tg_fma_peak_measure(1.0);
-    printf("isa=%s peak_gflops_per_core=%.2f peak256=%.2f peak512=%.2f peak_bf16=%.2f\n", tg_isa_name(), or0(p.gflops),
-           or0(p.gflops256), or0(p.gflops512), or0(tg_bf16_peak_measure(0.5)));
-    return 0;
-}
 
 /* ---- the Transformer encoder workloads (toy, mid): the library's model of
  * the toy sequence tasks (model_file.h: tg_encoder_model) ---------------------- */
@@ -143,141 +132,6 @@ static double encoder_gflop(model_shape s) {
     return 3 * (s.L * block + 2 * N * d * s.V) * 1e-9;
 }
 
-/* ---- one attention layer (attn-T) ------------------------------------------- */
-typedef struct {
-    tg_mha *mha;
-    tg_params params;
-    tg_tensor *X; /* [1, T, 64] */
-} attn_bench;
-
-static int attn_new(attn_bench *a, int T) {
-    tg_rng rng = tg_rng_new(1);
-    a->mha = tg_mha_new(64, 64, 64, 64, 4, (tg_real)0.1, false, &rng);
-    a->X = tg_randn(TG_SHAPE(1, T, 64), &rng);
-    if (!a->mha || !a->X) return -1;
-    tg_params_init(&a->params);
-    return tg_mha_params(a->mha, &a->params, "attention");
-}
-
-static void attn_free(attn_bench *a) {
-    tg_mha_free(a->mha);
-    tg_free(a->X);
-    tg_params_free(&a->params);
-}
-
-static int attn_step(void *ctx) {
-    attn_bench *a = ctx;
-    tg_mask none = {0};
-    tg_scope_begin();
-    for (int i = 0; i < a->params.n; i++) tg_zero_grad(a->params.items[i].t);
-    tg_tensor *out = tg_mha_forward(a->mha, a->X, a->X, a->X, none);
-    int rc = out && tg_backward(tg_sum_all(out)) == 0 ? 0 : -1;
-    tg_scope_end();
-    return rc;
-}
-
-static double attn_gflop(int T) {
-    double d = 64;
-    return 3 * (4 * 2 * T * d * d + 2 * 2 * (double)T * T * d) * 1e-9;
-}
-
-/* ---- C = A B (gemm-n) ------------------------------------------------------- */
-typedef struct {
-    int n;
-    tg_tensor *A, *B, *C;
-} gemm_bench;
-
-static int gemm_step(void *ctx) {
-    gemm_bench *g = ctx;
-    (g_bf16 ? tg_k_gemm_bf16 : tg_k_gemm)(false, false, g->n, g->n, g->n, 1, g->A->data, g->n, g->B->data, g->n, 0,
-                                          g->C->data, g->n);
-    return 0;
-}
-
-/* ---- one workload by name ------------------------------------------------------ */
-
-/* Splits "attn-1024" into its kind and size; returns the kind ("gpt" for
- * bench_gpt's workloads), or NULL. */
-static const char *parse_workload(const char *name, int *size) {
-    *size = 0;
-    if (strcmp(name, "toy") == 0 || strcmp(name, "mid") == 0) return name;
-    if (strcmp(name, "gpt-mini") == 0 || strcmp(name, "gpt-small") == 0 || strcmp(name, "gpt2") == 0) return "gpt";
-    const char *kinds[] = {"attn", "gemm"};
-    for (int k = 0; k < 2; k++) {
-        size_t len = strlen(kinds[k]);
-        char *end;
-        if (strncmp(name, kinds[k], len) == 0 && name[len] == '-') {
-            long v = strtol(name + len + 1, &end, 10);
-            if (*end || v < 1 || v > 65536) return NULL;
-            *size = (int)v;
-            return kinds[k];
-        }
-    }
-    return NULL;
-}
-
-/* Steps and warm-up when not given: >= 10 timed steps, more for cheap ones
- * (in one of the full comparison's rounds: round_steps). */
-static void default_steps(const char *kind, int size, int rounds, int *steps, int *warmup) {
-    int s = 10, w = 2;
-    if (strcmp(kind, "toy") == 0) s = 50, w = 10;
-    if (strcmp(kind, "attn") == 0 && size <= 1024) s = 20, w = 3;
-    if (strcmp(kind, "attn") == 0 && size >= 4096) w = 1;
-    if (strcmp(kind, "gemm") == 0) s = size <= 512 ? 50 : 10, w = size <= 512 ? 5 : 1;
-    if (*steps <= 0) *steps = round_steps(s, rounds);
-    if (*warmup < 0) *warmup = w;
-}
-
-/* Runs one workload in this process and prints bench_timing.h's key=value
- * lines (with a gemm's peak), the last one ms_per_step=<median>. */
-static int run_workload(const char *name, int threads, int steps, int warmup, int rounds) {
-    int size;
-    const char *kind = parse_workload(name, &size);
-    default_steps(kind, size, rounds, &steps, &warmup);
-    if (set_precision("bench")) return 1;
-    double rss0 = status_mb("VmRSS");
-    char peak_line[160] = "";
-    timing t = {0};
-    workload w;
-    int rc;
-    if (kind[0] == 'g') {
-        tg_fma_peak p = {NAN, NAN, NAN};
-        if (!g_bf16) p = tg_fma_peak_measure(1.0);
-        double bf16 = g_bf16 ? or0(bf16_engine_peak(true)) : 0, peak = g_bf16 ? bf16 : p.gflops;
-        gemm_bench g = {size, NULL, NULL, NULL};
-        tg_rng rng = tg_rng_new(1);
-        g.A = tg_randn(TG_SHAPE(size, size), &rng);
-        g.B = tg_randn(TG_SHAPE(size, size), &rng);
-        g.C = tg_zeros(TG_SHAPE(size, size));
-        w = (workload){&g, NULL, gemm_step, 2.0 * size * size * (double)size * 1e-9};
-        rc = g.C ? time_workload(&w, steps, warmup, &t) : -1;
-        tg_free(g.A), tg_free(g.B), tg_free(g.C);
-        double gflops = w.gflop / (t.med * 1e-3);
-        if (!isnan(peak))
-            snprintf(peak_line, sizeof peak_line,
-                     "peak_gflops_per_core=%.2f peak_fraction=%.4f peak256=%.2f peak512=%.2f peak_bf16=%.2f", peak,
-                     gflops / (threads * peak), or0(p.gflops256), or0(p.gflops512), bf16);
-    } else if (kind[0] == 'a') {
-        attn_bench a = {0};
-        w = (workload){&a, NULL, attn_step, attn_gflop(size)};
-        rc = attn_new(&a, size) == 0 ? time_workload(&w, steps, warmup, &t) : -1;
-        attn_free(&a);
-    } else {
-        encoder_bench e;
-        model_shape s = strcmp(kind, "toy") == 0 ? TOY : MID;
-        w = (workload){&e, encoder_prepare, encoder_step, encoder_gflop(s)};
-        rc = encoder_new(&e, s) == 0 ? time_workload(&w, steps, warmup, &t) : -1;
-        encoder_free(&e);
-    }
-    if (rc != 0) {
-        fprintf(stderr, "bench: %s: %s\n", name, tg_last_error() ? tg_last_error() : "failed");
-        return 1;
-    }
-    print_timing(name, threads, steps, warmup, &w, &t, peak_line[0] ? peak_line : NULL, rss0, 0);
-    tg_release_all();
-    return 0;
-}
-
 /* ---- determinism: 100 toy steps, 1 vs 2 threads vs a second run -------------- */
 enum { DET_STEPS = 100 };
 
@@ -332,9 +186,45 @@ static int check_determinism(void) {
     return 0;
 }
 
-/* ---- what runs elsewhere: the gpt workloads (bench_gpt, beside this program,
- * with the same flags) and the full comparison (bench/compare.py, given this
- * program's path) ------------------------------------------------------------- */
+/* Runs toy or mid in this process and prints bench_timing.h's key=value
+ * lines, the last one ms_per_step=<median>. Default steps: toy's 50 (cheap),
+ * mid's 10 (in one of the full comparison's rounds: round_steps). */
+static int run_encoder(const char *name, int threads, int steps, int warmup, int rounds) {
+    bool toy = strcmp(name, "toy") == 0;
+    if (steps <= 0) steps = round_steps(toy ? 50 : 10, rounds);
+    if (warmup < 0) warmup = toy ? 10 : 2;
+    if (set_precision("bench")) return 1;
+    double rss0 = status_mb("VmRSS");
+    encoder_bench e;
+    model_shape s = toy ? TOY : MID;
+    workload w = {&e, encoder_prepare, encoder_step, encoder_gflop(s)};
+    timing t = {0};
+    int rc = encoder_new(&e, s) == 0 ? time_workload(&w, steps, warmup, &t) : -1;
+    encoder_free(&e);
+    if (rc != 0) {
+        fprintf(stderr, "bench: %s: %s\n", name, tg_last_error() ? tg_last_error() : "failed");
+        return 1;
+    }
+    print_timing(name, threads, steps, warmup, &w, &t, NULL, rss0, 0);
+    tg_release_all();
+    return 0;
+}
+
+/* Which program runs a workload: bench (toy, mid), bench_gpt or bench_ops;
+ * NULL for a name that is none of the workloads. */
+static const char *program_of(const char *name) {
+    if (strcmp(name, "toy") == 0 || strcmp(name, "mid") == 0) return "bench";
+    if (strcmp(name, "gpt-mini") == 0 || strcmp(name, "gpt-small") == 0 || strcmp(name, "gpt2") == 0)
+        return "bench_gpt";
+    if (strncmp(name, "attn-", 5) != 0 && strncmp(name, "gemm-", 5) != 0) return NULL;
+    char *end;
+    long n = strtol(name + 5, &end, 10); /* T or n: 1 to 65536 */
+    return *end || n < 1 || n > 65536 ? NULL : "bench_ops";
+}
+
+/* ---- what runs elsewhere: the other workloads and the peaks (bench_gpt,
+ * bench_ops: beside this program, given its command line) and the full
+ * comparison (bench/compare.py, given this program's path) ------------------- */
 typedef struct {
     const char *only, *markdown, *python, *script, *text;
     int rounds, steps, warmup;
@@ -349,17 +239,18 @@ static int run_instead(const char **argv) {
     return 1;
 }
 
-static int run_elsewhere(const comparison *c, int argc, char **args) {
-    char self[4096], gpt[4200], rounds[16], steps[16], warmup[16];
+/* prog (or NULL: the full comparison) with args, argc of them. */
+static int run_elsewhere(const char *prog, const comparison *c, int argc, char **args) {
+    char self[4096], path[4200], rounds[16], steps[16], warmup[16];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
         fprintf(stderr, "bench: cannot find this program's path (/proc/self/exe): %s\n", strerror(errno));
         return 1;
     }
     self[n] = 0;
-    if (argc > 0) { /* a gpt workload */
-        const char *argv[64] = {gpt};
-        snprintf(gpt, sizeof gpt, "%.*s/bench_gpt", (int)(strrchr(self, '/') - self), self);
+    if (prog) {
+        const char *argv[64] = {path};
+        snprintf(path, sizeof path, "%.*s/%s", (int)(strrchr(self, '/') - self), self, prog);
         for (int i = 0; i < argc && i < 62; i++) argv[i + 1] = args[i];
         return run_instead(argv);
     }
@@ -420,11 +311,10 @@ int main(int argc, char **argv) {
                         "against PyTorch (run as a subprocess), as one table.";
 #define USAGE_ERROR(...) cli_usage_error(argv[0], "[options]", about, opts, nopt, __VA_ARGS__)
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
-    int size;
     if (strcmp(precision, "fp32") != 0 && strcmp(precision, "bf16") != 0)
         return USAGE_ERROR("--precision: fp32 or bf16, not '%s'", precision);
     g_bf16 = strcmp(precision, "bf16") == 0;
-    if (name && !parse_workload(name, &size)) return USAGE_ERROR("unknown workload '%s'", name);
+    if (name && !program_of(name)) return USAGE_ERROR("unknown workload '%s'", name);
     if ((name != NULL) + determinism + peaks > 1)
         return USAGE_ERROR("--workload, --check-determinism and --peaks: one at a time");
     /* The full comparison's flags mean nothing to one workload, the
@@ -445,10 +335,10 @@ int main(int argc, char **argv) {
         if (cli_given(opts, nopt, gpt_only[k]))
             return USAGE_ERROR("--%s is for the gpt workloads, not %s", gpt_only[k], name);
     if (determinism) return check_determinism();
-    if (peaks) return print_peaks();
-    if (!name || strcmp(parse_workload(name, &size), "gpt") == 0)
-        return run_elsewhere(&c, name ? argc - 1 : 0, argv + 1);
+    if (peaks) return run_elsewhere("bench_ops", &c, argc - 1, argv + 1);
+    if (!name) return run_elsewhere(NULL, &c, 0, NULL);
+    if (strcmp(program_of(name), "bench") != 0) return run_elsewhere(program_of(name), &c, argc - 1, argv + 1);
     int got = tg_set_num_threads(threads);
     if (got < threads) fprintf(stderr, "bench: --threads %d capped at %d (the CPUs available)\n", threads, got);
-    return run_workload(name, threads, c.steps, c.warmup, cli_given(opts, nopt, "rounds") ? c.rounds : 1);
+    return run_encoder(name, threads, c.steps, c.warmup, cli_given(opts, nopt, "rounds") ? c.rounds : 1);
 }
