@@ -189,9 +189,9 @@ static int check_determinism(void) {
 /* Runs toy or mid in this process and prints bench_timing.h's key=value
  * lines, the last one ms_per_step=<median>. Default steps: toy's 50 (cheap),
  * mid's 10 (in one of the full comparison's rounds: round_steps). */
-static int run_encoder(const char *name, int threads, int steps, int warmup, int rounds) {
+static int run_encoder(const char *name, const run_flags *r) {
     bool toy = strcmp(name, "toy") == 0;
-    if (steps <= 0) steps = round_steps(toy ? 50 : 10, rounds);
+    int steps = r->steps > 0 ? r->steps : round_steps(toy ? 50 : 10, r->rounds), warmup = r->warmup;
     if (warmup < 0) warmup = toy ? 10 : 2;
     if (set_precision("bench")) return 1;
     double rss0 = status_mb("VmRSS");
@@ -205,7 +205,7 @@ static int run_encoder(const char *name, int threads, int steps, int warmup, int
         fprintf(stderr, "bench: %s: %s\n", name, tg_last_error() ? tg_last_error() : "failed");
         return 1;
     }
-    print_timing(name, threads, steps, warmup, &w, &t, NULL, rss0, 0);
+    print_timing(name, r->threads, steps, warmup, &w, &t, NULL, rss0, 0);
     tg_release_all();
     return 0;
 }
@@ -227,7 +227,7 @@ static const char *program_of(const char *name) {
  * comparison (bench/compare.py, given this program's path) ------------------- */
 typedef struct {
     const char *only, *markdown, *python, *script, *text;
-    int rounds, steps, warmup;
+    const run_flags *r; /* its --rounds, --steps, --warmup */
     bool no_torch;
 } comparison;
 
@@ -254,9 +254,9 @@ static int run_elsewhere(const char *prog, const comparison *c, int argc, char *
         for (int i = 0; i < argc && i < 62; i++) argv[i + 1] = args[i];
         return run_instead(argv);
     }
-    snprintf(rounds, sizeof rounds, "%d", c->rounds);
-    snprintf(steps, sizeof steps, "%d", c->steps);
-    snprintf(warmup, sizeof warmup, "%d", c->warmup);
+    snprintf(rounds, sizeof rounds, "%d", c->r->rounds);
+    snprintf(steps, sizeof steps, "%d", c->r->steps);
+    snprintf(warmup, sizeof warmup, "%d", c->r->warmup);
     const char *argv[24] = {"/usr/bin/python3", TG_SRC_DIR "/bench/compare.py",
                             "--bench",          self,
                             "--rounds",         rounds,
@@ -273,32 +273,25 @@ static int run_elsewhere(const char *prog, const comparison *c, int argc, char *
 }
 
 int main(int argc, char **argv) {
-    const char *name = NULL, *precision = "fp32", *init = NULL, *losses = NULL;
-    int threads = 1, batch = 0, seq = 0;
+    const char *name = NULL, *init = NULL, *losses = NULL;
+    int batch = 0, seq = 0;
     bool determinism = false, peaks = false;
+    run_flags r = RUN_FLAGS_DEFAULT;
+    r.rounds = 3; /* the full comparison's */
     comparison c = {.python = "/usr/bin/python3",
                     .script = "bench/torch_ref.py",
                     .text = "tests/data/fortunes_excerpt.txt",
-                    .rounds = 3,
-                    .warmup = -1};
+                    .r = &r};
     cli_opt opts[] = {
         {"workload", CLI_STR, &name,
          "run one workload (toy, mid, gpt-mini, gpt-small, gpt2, attn-T, gemm-n), tgrad only", 0, 0},
-        {"profile", CLI_FLAG, &g_profile, "with --workload: print the profiler's table of the timed steps", 0, 0},
+        RUN_FLAGS(r),
         {"batch", CLI_INT, &batch, "gpt2: the batch (0: the largest of 8, 4, 2, 1 that fits memory)", 0, 64},
         {"seq", CLI_INT, &seq, "gpt2: the sequence length T (0: 1024)", 0, 16384},
-        {"threads", CLI_INT, &threads, "threads for --workload", 1, 1024},
-        {"precision", CLI_STR, &precision, "products for --workload: fp32, or bf16 (bfloat16, float sums)", 0, 0},
-        {"steps", CLI_INT, &c.steps, "timed steps (0: the workload's default, >= 10)", 0, MAX_STEPS},
-        {"warmup", CLI_INT, &c.warmup, "warm-up steps (-1: the workload's default)", -1, MAX_STEPS},
         {"markdown", CLI_STR, &c.markdown, "also write the full comparison to this file", 0, 0},
         {"check-determinism", CLI_FLAG, &determinism, "100 toy steps at 1 and 2 threads and again: PASS/FAIL", 0, 0},
         {"peaks", CLI_FLAG, &peaks, "measure the core's FMA and bf16 dot-product peaks (GFLOP/s)", 0, 0},
         {"only", CLI_STR, &c.only, "comma-separated workloads for the full comparison (default all)", 0, 0},
-        {"rounds", CLI_INT, &c.rounds,
-         "full comparison: tgrad and PyTorch measured alternately this many times (a slow workload's default steps "
-         "shared among them); the table has the median of the rounds' medians",
-         1, MAX_ROUNDS},
         {"no-torch", CLI_FLAG, &c.no_torch, "skip PyTorch in the full comparison", 0, 0},
         {"python", CLI_STR, &c.python, "Python with torch, for the comparison", 0, 0},
         {"torch-script", CLI_STR, &c.script, "the PyTorch side of the comparison", 0, 0},
@@ -311,9 +304,7 @@ int main(int argc, char **argv) {
                         "against PyTorch (run as a subprocess), as one table.";
 #define USAGE_ERROR(...) cli_usage_error(argv[0], "[options]", about, opts, nopt, __VA_ARGS__)
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
-    if (strcmp(precision, "fp32") != 0 && strcmp(precision, "bf16") != 0)
-        return USAGE_ERROR("--precision: fp32 or bf16, not '%s'", precision);
-    g_bf16 = strcmp(precision, "bf16") == 0;
+    if (run_flags_check(&r, argv, about, opts, nopt)) return 2;
     if (name && !program_of(name)) return USAGE_ERROR("unknown workload '%s'", name);
     if ((name != NULL) + determinism + peaks > 1)
         return USAGE_ERROR("--workload, --check-determinism and --peaks: one at a time");
@@ -335,10 +326,10 @@ int main(int argc, char **argv) {
         if (cli_given(opts, nopt, gpt_only[k]))
             return USAGE_ERROR("--%s is for the gpt workloads, not %s", gpt_only[k], name);
     if (determinism) return check_determinism();
-    if (peaks) return run_elsewhere("bench_ops", &c, argc - 1, argv + 1);
+    if (peaks) return run_elsewhere("bench_ops", NULL, argc - 1, argv + 1);
     if (!name) return run_elsewhere(NULL, &c, 0, NULL);
-    if (strcmp(program_of(name), "bench") != 0) return run_elsewhere(program_of(name), &c, argc - 1, argv + 1);
-    int got = tg_set_num_threads(threads);
-    if (got < threads) fprintf(stderr, "bench: --threads %d capped at %d (the CPUs available)\n", threads, got);
-    return run_encoder(name, threads, c.steps, c.warmup, cli_given(opts, nopt, "rounds") ? c.rounds : 1);
+    if (strcmp(program_of(name), "bench") != 0) return run_elsewhere(program_of(name), NULL, argc - 1, argv + 1);
+    if (!cli_given(opts, nopt, "rounds")) r.rounds = 1; /* one workload alone */
+    start_threads(r.threads);
+    return run_encoder(name, &r);
 }

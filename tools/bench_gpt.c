@@ -155,10 +155,9 @@ static int gpt_step(void *ctx) {
 }
 
 /* Runs one workload and prints bench's key=value lines (bench_timing.h). */
-static int run_gpt(gpt_shape s, int threads, int steps, int warmup, int rounds) {
-    const char *name = s.name;
-    if (steps <= 0) steps = round_steps(s.steps, rounds);
-    if (warmup < 0) warmup = s.warmup;
+static int run_gpt(gpt_shape s, const run_flags *r) {
+    int steps = r->steps > 0 ? r->steps : round_steps(s.steps, r->rounds),
+        warmup = r->warmup < 0 ? s.warmup : r->warmup;
     if (set_precision("bench")) return 1;
     if (s.B == 0) {
         if (g_seq) s.T = g_seq;
@@ -175,26 +174,20 @@ static int run_gpt(gpt_shape s, int threads, int steps, int warmup, int rounds) 
     int rc = gpt_new(&g, s) == 0 ? time_workload(&w, steps, warmup, &t) : -1;
     gpt_free(&g);
     if (rc != 0) {
-        fprintf(stderr, "bench: %s: %s\n", name, tg_last_error() ? tg_last_error() : "failed");
+        fprintf(stderr, "bench: %s: %s\n", s.name, tg_last_error() ? tg_last_error() : "failed");
         return 1;
     }
-    print_timing(name, threads, steps, warmup, &w, &t, NULL, rss0, (double)s.B * s.T);
+    print_timing(s.name, r->threads, steps, warmup, &w, &t, NULL, rss0, (double)s.B * s.T);
     tg_release_all();
     return 0;
 }
 
 int main(int argc, char **argv) {
-    const char *name = "gpt-mini", *precision = "fp32";
-    int threads = 1, steps = 0, warmup = -1, rounds = 1;
+    const char *name = "gpt-mini";
+    run_flags r = RUN_FLAGS_DEFAULT;
     cli_opt opts[] = {
         {"workload", CLI_STR, &name, "gpt-mini, gpt-small or gpt2", 0, 0},
-        {"threads", CLI_INT, &threads, "threads", 1, 1024},
-        {"precision", CLI_STR, &precision, "products: fp32, or bf16 (bfloat16, float sums)", 0, 0},
-        {"steps", CLI_INT, &steps, "timed steps (0: the workload's default)", 0, MAX_STEPS},
-        {"warmup", CLI_INT, &warmup, "warm-up steps (-1: the workload's default)", -1, MAX_STEPS},
-        {"rounds", CLI_INT, &rounds, "one of this many rounds of bench's full comparison (default steps shared)", 1,
-         MAX_ROUNDS},
-        {"profile", CLI_FLAG, &g_profile, "print the profiler's table of the timed steps", 0, 0},
+        RUN_FLAGS(r),
         {"batch", CLI_INT, &g_batch, "gpt2: the batch (0: the largest of 8, 4, 2, 1 that fits memory)", 0, 64},
         {"seq", CLI_INT, &g_seq, "gpt2: the sequence length T (0: 1024)", 0, 16384},
         {"text", CLI_STR, &gpt_text, "the text whose bytes they train on", 0, 0},
@@ -204,16 +197,12 @@ int main(int argc, char **argv) {
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     const char *about = "Times training steps of nanoGPT's GPT on a text's byte windows.";
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
-    if (strcmp(precision, "fp32") != 0 && strcmp(precision, "bf16") != 0)
-        return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--precision: fp32 or bf16, not '%s'",
-                               precision);
-    g_bf16 = strcmp(precision, "bf16") == 0;
+    if (run_flags_check(&r, argv, about, opts, nopt)) return 2;
     int k = 0;
     while (k < 3 && strcmp(SHAPES[k].name, name) != 0) k++;
     if (k == 3) return cli_usage_error(argv[0], "[options]", about, opts, nopt, "unknown workload '%s'", name);
     if (SHAPES[k].B != 0 && (cli_given(opts, nopt, "batch") || cli_given(opts, nopt, "seq")))
         return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--batch and --seq are for --workload gpt2");
-    int got = tg_set_num_threads(threads);
-    if (got < threads) fprintf(stderr, "bench: --threads %d capped at %d (the CPUs available)\n", threads, got);
-    return run_gpt(SHAPES[k], threads, steps, warmup, rounds);
+    start_threads(r.threads);
+    return run_gpt(SHAPES[k], &r);
 }

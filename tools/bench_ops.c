@@ -88,10 +88,10 @@ static int gemm_step(void *ctx) {
 /* Runs attn-T or gemm-n and prints bench's key=value lines (bench_timing.h),
  * with a gemm's peak; the default steps: >= 10 timed, more for cheap ones
  * (in one of the full comparison's rounds: round_steps). */
-static int run_op(const char *name, bool gemm, int n, int threads, int steps, int warmup, int rounds) {
-    int s = gemm ? (n <= 512 ? 50 : 10) : n <= 1024 ? 20 : 10;
-    if (steps <= 0) steps = round_steps(s, rounds);
-    if (warmup < 0) warmup = gemm ? (n <= 512 ? 5 : 1) : n <= 1024 ? 3 : n >= 4096 ? 1 : 2;
+static int run_op(const char *name, bool gemm, int n, const run_flags *r) {
+    int steps = r->steps > 0 ? r->steps : round_steps(gemm ? (n <= 512 ? 50 : 10) : n <= 1024 ? 20 : 10, r->rounds);
+    int warmup = r->warmup >= 0 ? r->warmup : gemm ? (n <= 512 ? 5 : 1) : n <= 1024 ? 3 : n >= 4096 ? 1 : 2;
+    int threads = r->threads;
     if (set_precision("bench")) return 1;
     double rss0 = status_mb("VmRSS");
     char peak_line[160] = "";
@@ -131,27 +131,18 @@ static int run_op(const char *name, bool gemm, int n, int threads, int steps, in
 }
 
 int main(int argc, char **argv) {
-    const char *name = NULL, *precision = "fp32";
-    int threads = 1, steps = 0, warmup = -1, rounds = 1;
+    const char *name = NULL;
+    run_flags r = RUN_FLAGS_DEFAULT;
     bool peaks = false;
     cli_opt opts[] = {
         {"workload", CLI_STR, &name, "attn-T (T tokens) or gemm-n (n x n)", 0, 0},
-        {"threads", CLI_INT, &threads, "threads", 1, 1024},
-        {"precision", CLI_STR, &precision, "products: fp32, or bf16 (bfloat16, float sums)", 0, 0},
-        {"steps", CLI_INT, &steps, "timed steps (0: the workload's default)", 0, MAX_STEPS},
-        {"warmup", CLI_INT, &warmup, "warm-up steps (-1: the workload's default)", -1, MAX_STEPS},
-        {"rounds", CLI_INT, &rounds, "one of this many rounds of bench's full comparison (default steps shared)", 1,
-         MAX_ROUNDS},
-        {"profile", CLI_FLAG, &g_profile, "print the profiler's table of the timed steps", 0, 0},
+        RUN_FLAGS(r),
         {"peaks", CLI_FLAG, &peaks, "measure the core's FMA and bf16 dot-product peaks (GFLOP/s) instead", 0, 0},
     };
     const int nopt = (int)(sizeof opts / sizeof opts[0]);
     const char *about = "Times one attention layer or one GEMM, or measures the core's peaks.";
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
-    if (strcmp(precision, "fp32") != 0 && strcmp(precision, "bf16") != 0)
-        return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--precision: fp32 or bf16, not '%s'",
-                               precision);
-    g_bf16 = strcmp(precision, "bf16") == 0;
+    if (run_flags_check(&r, argv, about, opts, nopt)) return 2;
     if (peaks)
         return name ? cli_usage_error(argv[0], "[options]", about, opts, nopt, "--peaks or --workload") : print_peaks();
     /* "attn-1024": the kind and its size, 1 to 65536 */
@@ -160,7 +151,6 @@ int main(int argc, char **argv) {
     long n = name && (gemm || strncmp(name, "attn-", 5) == 0) ? strtol(name + 5, &end, 10) : 0;
     if (!end || *end || n < 1 || n > 65536)
         return cli_usage_error(argv[0], "[options]", about, opts, nopt, "unknown workload '%s'", name ? name : "");
-    int got = tg_set_num_threads(threads);
-    if (got < threads) fprintf(stderr, "bench: --threads %d capped at %d (the CPUs available)\n", threads, got);
-    return run_op(name, gemm, (int)n, threads, steps, warmup, rounds);
+    start_threads(r.threads);
+    return run_op(name, gemm, (int)n, &r);
 }

@@ -15,10 +15,45 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "tgrad.h"
 
 enum { MAX_STEPS = 100000, MAX_ROUNDS = 9 };
 static bool g_profile, g_bf16; /* --profile; --precision bf16 (tg_set_precision) */
+
+/* The flags of one workload that the three programs share, as the rows of
+ * their cli_opt tables (RUN_FLAGS(r)) and checked alike (run_flags_check). */
+typedef struct {
+    const char *precision;
+    int threads, steps, warmup, rounds;
+} run_flags;
+#define RUN_FLAGS_DEFAULT \
+    { "fp32", 1, 0, -1, 1 }
+#define RUN_FLAGS(r)                                                                                                   \
+    {"threads", CLI_INT, &(r).threads, "threads for --workload", 1, 1024},                                             \
+        {"precision", CLI_STR, &(r).precision, "products for --workload: fp32, or bf16 (bfloat16, float sums)", 0, 0}, \
+        {"steps", CLI_INT, &(r).steps, "timed steps (0: the workload's default, >= 10)", 0, MAX_STEPS},                \
+        {"warmup", CLI_INT, &(r).warmup, "warm-up steps (-1: the workload's default)", -1, MAX_STEPS},                 \
+        {"profile", CLI_FLAG, &g_profile, "with --workload: print the profiler's table of the timed steps", 0, 0}, {   \
+        "rounds", CLI_INT, &(r).rounds,                                                                                \
+            "full comparison: tgrad and PyTorch measured alternately this many times (a slow workload's default "      \
+            "steps "                                                                                                   \
+            "shared among them); the table has the median of the rounds' medians",                                     \
+            1, MAX_ROUNDS                                                                                              \
+    }
+
+/* --precision is fp32 or bf16 (g_bf16 set): 0, or 2 with the usage error. */
+static inline int run_flags_check(const run_flags *r, char **argv, const char *about, const cli_opt *o, int n) {
+    g_bf16 = strcmp(r->precision, "bf16") == 0;
+    if (g_bf16 || strcmp(r->precision, "fp32") == 0) return 0;
+    return cli_usage_error(argv[0], "[options]", about, o, n, "--precision: fp32 or bf16, not '%s'", r->precision);
+}
+
+/* The pool started with --threads threads, capped at the CPUs (said on stderr). */
+static inline void start_threads(int threads) {
+    int got = tg_set_num_threads(threads);
+    if (got < threads) fprintf(stderr, "bench: --threads %d capped at %d (the CPUs available)\n", threads, got);
+}
 
 static inline double now(void) {
     struct timespec ts;
