@@ -302,8 +302,8 @@ clean:
 	rm -rf build out
 
 # `make bench`: every workload of tools/bench.c at 1 and 2 threads against
-# PyTorch (bench/compare.py) (installed first when missing, unless NO_DEPS=1; without it,
-# tgrad's numbers alone), written to BENCHMARKS.md, then the GPT checks
+# PyTorch (bench/compare.py; PyTorch installed first when missing, unless
+# NO_DEPS=1; without it, tgrad's numbers alone), written to BENCHMARKS.md, then the GPT checks
 # against PyTorch (checkpoints both ways, loss curves, lm's default run),
 # then data-parallel gpt-small (an MPI=1 build), then the tokenizers against
 # tiktoken (bench/tokenizer_bench.sh: GPT-2 ids identity, encoding MB/s, BPE
