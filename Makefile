@@ -302,8 +302,8 @@ clean:
 	rm -rf build out
 
 # `make bench`: every workload of tools/bench.c at 1 and 2 threads against
-# PyTorch (installed first when missing, unless NO_DEPS=1; without it,
-# tgrad's numbers alone), written to BENCHMARKS.md, then the GPT checks
+# PyTorch (bench/compare.py; PyTorch installed first when missing, unless
+# NO_DEPS=1; without it, tgrad's numbers alone), written to BENCHMARKS.md, then the GPT checks
 # against PyTorch (checkpoints both ways, loss curves, lm's default run),
 # then data-parallel gpt-small (an MPI=1 build), then the tokenizers against
 # tiktoken (bench/tokenizer_bench.sh: GPT-2 ids identity, encoding MB/s, BPE
@@ -311,6 +311,11 @@ clean:
 # summary rewritten from BENCHMARKS.md (tools/readme_bench.py).
 # Takes about 40 minutes.
 .PHONY: bench fuzz fuzz-deps format format-check
+# bench runs bench_gpt and bench_ops beside it for their workloads, and its
+# full comparison, bench/compare.py, from the source tree.
+$(BUILD)/bin/bench: private CFLAGS += -DTG_SRC_DIR='"$(CURDIR)"'
+$(BUILD)/bin/bench: tools/bench_timing.h | $(BUILD)/bin/bench_gpt $(BUILD)/bin/bench_ops
+$(BUILD)/bin/bench_gpt $(BUILD)/bin/bench_ops: tools/bench_timing.h
 bench: $(BUILD)/bin/bench $(BUILD)/bin/lm $(BUILD)/bin/tokenize $(BUILD)/bin/inspect $(BUILD)/bin/plot_runs
 	$(if $(filter 1,$(NO_DEPS)),,sh tools/install-bench-deps.sh || echo "bench: could not install PyTorch; the table will have tgrad alone")
 	$(BUILD)/bin/bench --markdown BENCHMARKS.md

@@ -31,7 +31,6 @@ Prints key=value lines; the last line is ms_per_step=<median>.
 import argparse
 import math
 import os
-import resource
 import statistics
 import sys
 import time
@@ -415,7 +414,9 @@ def rss_now_mb():
 
 
 def rss_peak_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """VmHWM, this program's peak resident set: getrusage's ru_maxrss keeps the parent's across exec."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
 
 
 def blas_library():
