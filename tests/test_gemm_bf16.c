@@ -307,8 +307,11 @@ Test(gemm_bf16, amx_hardware_equals_twin_bit_for_bit) {
         cr_log_info("AMX hardware kernel not tested: %s (the twin's tests ran)", tg__amx_why_not());
         cr_skip_test("no AMX here: %s", tg__amx_why_not());
     }
-    static const int s[][3] = {{1, 1, 1},    {5, 7, 3},      {32, 32, 32},    {33, 31, 33},    {64, 96, 64},
-                               {37, 33, 31}, {3, 2000, 300}, {255, 257, 129}, {130, 70, 1100}, {97, 700, 2100}};
+    /* the fourth column: alpha = beta = 1, where the tiles' sums go on
+     * from C's values (gemm_bf16.c, tile_amx), C holding float subnormals */
+    static const int s[][4] = {{1, 1, 1, 0},      {5, 7, 3, 1},       {32, 32, 32, 0},   {33, 31, 33, 1},
+                               {64, 96, 64, 0},   {37, 33, 31, 0},    {3, 2000, 300, 0}, {255, 257, 129, 0},
+                               {130, 70, 1100, 0}, {97, 700, 2100, 0}, {96, 64, 1500, 1}, {70, 45, 1100, 1}};
     int saved = tg_get_num_threads();
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         for (int t = 0; t < 4; t++)
@@ -322,10 +325,11 @@ Test(gemm_bf16, amx_hardware_equals_twin_bit_for_bit) {
                     tg__bf16_engine_force(h ? "amx" : "amx_twin");
                     C[h] = malloc((size_t)M * N * sizeof(tg_real)), Y[h] = malloc((size_t)M * N * sizeof(tg_real));
                     cr_assert(C[h] && Y[h]);
-                    for (int k = 0; k < M * N; k++) C[h][k] = (tg_real)(k % 7) - 3;
+                    for (int k = 0; k < M * N; k++) C[h][k] = k % 13 ? (tg_real)(k % 7) - 3 : (tg_real)0x1p-130f;
                     tg_gemm_epilogue ep = {TG_UNARY_GELU_TANH, Y[h]};
-                    tg_k_gemm_bf16_ep(ta, tb, M, N, K, (tg_real)0.75, A, ta ? M : K, B, tb ? K : N, (tg_real)0.5, C[h],
-                                      N, i % 2 ? &ep : NULL);
+                    tg_real alpha = s[i][3] ? 1 : (tg_real)0.75, beta = s[i][3] ? 1 : (tg_real)0.5;
+                    tg_k_gemm_bf16_ep(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C[h], N,
+                                      i % 2 ? &ep : NULL);
                 }
                 tg__bf16_engine_force(NULL);
                 for (int k = 0; k < M * N; k++) {

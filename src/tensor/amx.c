@@ -102,24 +102,46 @@ TG_AMX void tg__amx_end(void) { _tile_release(); }
 
 /* The 32 x 32 tile of C of an A panel (32 rows, kq chunks of 16 pairs,
  * chunk q's rows at a + q*1024, 32 bf16 a row) and a B sliver (pair p of
- * column j at b[p*64 + 2j], kq*16 pairs), summed from zero into t[r*32 + j]. */
-TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+ * column j at b[p*64 + 2j], kq*16 pairs), summed from zero (from_c: from
+ * t's values) into t[r*ldt + j].
+ *
+ * Prefetch: with two tiles of A and two of B, the next chunk's loads
+ * reuse registers the current tdpbf16ps still read, so they cannot run far
+ * ahead, and a line they miss in L1 stalls the engine for a trip to L2
+ * (perf: the tdpbf16ps after the second B load held a third of the
+ * kernel's samples). So while
+ * a chunk is multiplied (64 cycles at the engine's rate) its successor's
+ * 32 lines of A and 32 of B are asked for (prefetcht0): past the last
+ * chunk they are the next panel's and the next sliver's first (the
+ * driver's blocks are contiguous). Asking for both beat A alone and none
+ * (bench/measured.md, AMX). */
+TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c) {
+    const size_t ld = (size_t)ldt;
+    if (from_c) {
+        _tile_loadd(0, t, ld * 4);
+        _tile_loadd(1, t + 16, ld * 4);
+        _tile_loadd(2, t + 16 * ld, ld * 4);
+        _tile_loadd(3, t + 16 * ld + 16, ld * 4);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
     for (int q = 0; q < kq; q++) {
         const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
+        for (int l = 0; l < 1024; l += 64) _mm_prefetch((const char *)(aq + 1024 + l), _MM_HINT_T0);
         _tile_loadd(4, aq, 64);
         _tile_loadd(6, bq, 128);
         _tile_loadd(7, bq + 32, 128);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
+        for (int l = 32; l < 1024; l += 64) _mm_prefetch((const char *)(aq + 1024 + l), _MM_HINT_T0);
+        for (int l = 0; l < 1024; l += 32) _mm_prefetch((const char *)(bq + 1024 + l), _MM_HINT_T0);
         _tile_loadd(5, aq + 512, 64);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    const size_t ld = (size_t)ldt;
     _tile_stored(0, t, ld * 4);
     _tile_stored(1, t + 16, ld * 4);
     _tile_stored(2, t + 16 * ld, ld * 4);
@@ -167,7 +189,9 @@ bool tg_cpu_has_amx(void) { return false; }
 const char *tg__amx_why_not(void) { return "not an x86-64 Linux build"; }
 void tg__amx_begin(void) {}
 void tg__amx_end(void) {}
-void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t) { (void)kq, (void)a, (void)b, (void)t; }
+void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c) {
+    (void)kq, (void)a, (void)b, (void)t, (void)ldt, (void)from_c;
+}
 double tg__amx_rate(double seconds) {
     (void)seconds;
     return 0;

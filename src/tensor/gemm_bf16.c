@@ -336,7 +336,9 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
  * each started at zero and chained in pair order with a fused multiply-add
  * (round to nearest even, subnormal results flushed to zero: FTZ), then
  *     C(i,j) = C(i,j) + (even + odd)      (each add FTZ too)
- * with bf16 subnormal operands read as zero (DAZ). This is what the twin
+ * with bf16 subnormal operands read as zero (DAZ), and a float subnormal
+ * in C too (C = 2^-130 plus a sum near 2^-110 gives the sum alone on the
+ * hardware). This is what the twin
  * below computes, and what the hardware kernel was found to give, bit for
  * bit, on an Emerald Rapids Xeon (tests/test_gemm_bf16.c runs the check
  * wherever AMX is present). The order differs from vdpbf16ps's (one chain,
@@ -364,8 +366,9 @@ static inline float amx_out(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0
 
 /* The twin of tg__amx_tile (amx.h): the same tile, the same bits, in C
  * (fmaf is exact whether the compiler calls libm's or emits an FMA). */
-TG_KERNEL_BODY void amx_twin_tile_body(int kq, const uint16_t *a, const uint16_t *b, float *t) {
-    for (int i = 0; i < AMX_MR * NR; i++) t[i] = 0;
+TG_KERNEL_BODY void amx_twin_tile_body(int kq, const uint16_t *a, const uint16_t *b, float *t, bool from_c) {
+    if (!from_c)
+        for (int i = 0; i < AMX_MR * NR; i++) t[i] = 0;
     for (int q = 0; q < kq; q++) {
         const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
         for (int r = 0; r < AMX_MR; r++)
@@ -375,11 +378,12 @@ TG_KERNEL_BODY void amx_twin_tile_body(int kq, const uint16_t *a, const uint16_t
                     even = amx_out(fmaf(amx_in(aq[r * 32 + 2 * p]), amx_in(bq[p * 64 + 2 * j]), even));
                     odd = amx_out(fmaf(amx_in(aq[r * 32 + 2 * p + 1]), amx_in(bq[p * 64 + 2 * j + 1]), odd));
                 }
-                t[r * NR + j] = amx_out(t[r * NR + j] + amx_out(even + odd));
+                t[r * NR + j] = amx_out(amx_out(t[r * NR + j]) + amx_out(even + odd)); /* C: DAZ too */
             }
     }
 }
-TG_ISA_DISPATCH(amx_twin_tile, (int kq, const uint16_t *a, const uint16_t *b, float *t), (kq, a, b, t))
+TG_ISA_DISPATCH(amx_twin_tile, (int kq, const uint16_t *a, const uint16_t *b, float *t, bool from_c),
+                (kq, a, b, t, from_c))
 
 /* One AMX_MR-row panel of op(A) (rows i0.., m <= AMX_MR of them, depth
  * k0.., kc deep, kq chunks), zeros past m and past kc. */
@@ -473,17 +477,6 @@ TG_AVX512_BF16 static void pack_at_amx_fast(int m, int kc, int kq, const float *
 }
 #endif
 
-#ifdef HAVE_FAST_PACK
-/* C += t on a whole 32 x 32 tile: store_tile's sums (1 * t + 1 * C) with
- * the same bits, 16 at a time. */
-TG_AVX512 static void add_tile(const float *t, float *c, int ldc) {
-    for (int r = 0; r < AMX_MR; r++)
-        for (int h = 0; h < NR; h += 16) {
-            float *cr = c + (size_t)r * ldc + h;
-            _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(t + r * NR + h), _mm512_loadu_ps(cr)));
-        }
-}
-#endif
 
 /* ---- engines -------------------------------------------------------------------
  * An engine is a row of the one GEMM driver (gemm_driver.h): a
@@ -494,38 +487,56 @@ TG_AVX512 static void add_tile(const float *t, float *c, int ldc) {
  * runs: bf16_engine_pick. */
 typedef enum { ENG_PORTABLE, ENG_VDP, ENG_AMX_TWIN, ENG_AMX, ENG_FP32, ENG_COUNT } engine_id;
 
+/* The AMX engines' tile (hardware or twin) into the m x n corner of C.
+ * When alpha and beta are 1 (a later K block of the driver, or a caller's
+ * C += AB) the tile's sums go on from C's values: tdpbf16ps adds to its
+ * destination, so C is loaded into the tiles and no partial sum goes
+ * through memory and a separate add; the twin starts from the same values,
+ * so both give the same bits. (Not in the double build, where C is double:
+ * there a block's float sum is added to C in double.) */
+static void tile_amx(engine_id e, int kq, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
+                     tg_real beta, int m, int n) {
+    _Alignas(64) float t[AMX_MR * NR];
+#ifdef TG_DOUBLE
+    const bool from_c = false;
+#else
+    const bool from_c = alpha == 1 && beta == 1;
+#if TG_X86 && defined(__GNUC__)
+    if (e == ENG_AMX && m == AMX_MR && n == NR && alpha == 1 && (beta == 0 || from_c)) {
+        tg__amx_tile(kq, a, b, c, ldc, from_c); /* the tiles straight from and to C */
+        return;
+    }
+#endif
+    if (from_c)
+        for (int r = 0; r < AMX_MR; r++)
+            for (int j = 0; j < NR; j++) t[r * NR + j] = r < m && j < n ? c[(size_t)r * ldc + j] : 0;
+#endif
+#if TG_X86 && defined(__GNUC__)
+    if (e == ENG_AMX)
+        tg__amx_tile(kq, a, b, t, NR, from_c);
+    else
+#endif
+        amx_twin_tile(kq, a, b, t, from_c);
+    if (from_c) alpha = 1, beta = 0; /* C's value is in the sums */
+    store_tile(t, m, n, alpha, beta, c, ldc);
+}
+
 /* The tile of one A panel and one B sliver, kp pairs deep (a whole number
  * of the engine's chunks), into the m x n corner of C. */
 static void tile(engine_id e, int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
                  tg_real beta, int m, int n) {
-    _Alignas(64) float t[AMX_MR * NR];
+    if (e == ENG_AMX || e == ENG_AMX_TWIN) {
+        tile_amx(e, kp / AMX_KQ, a, b, c, ldc, alpha, beta, m, n);
+        return;
+    }
 #if TG_X86 && defined(__GNUC__)
     if (e == ENG_VDP) {
         kernel_avx512_bf16(kp, a, b, c, ldc, alpha, beta, m, n);
         return;
     }
-    if (e == ENG_AMX) {
-#ifndef TG_DOUBLE
-        if (m == AMX_MR && n == NR && alpha == 1 && beta == 0) { /* the tiles straight into C */
-            tg__amx_tile(kp / AMX_KQ, a, b, c, ldc);
-            return;
-        }
 #endif
-        tg__amx_tile(kp / AMX_KQ, a, b, t, NR);
-#ifdef HAVE_FAST_PACK
-        if (m == AMX_MR && n == NR && alpha == 1 && beta == 1) { /* a later K block: C += t */
-            add_tile(t, c, ldc);
-            return;
-        }
-#endif
-        store_tile(t, m, n, alpha, beta, c, ldc);
-        return;
-    }
-#endif
-    if (e == ENG_AMX_TWIN)
-        amx_twin_tile(kp / AMX_KQ, a, b, t);
-    else
-        kernel_portable(kp, a, b, t);
+    _Alignas(64) float t[MR * NR];
+    kernel_portable(kp, a, b, t);
     store_tile(t, m, n, alpha, beta, c, ldc);
 }
 
