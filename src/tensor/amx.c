@@ -105,16 +105,10 @@ TG_AMX void tg__amx_end(void) { _tile_release(); }
  * column j at b[p*64 + 2j], kq*16 pairs), summed from zero (from_c: from
  * t's values) into t[r*ldt + j].
  *
- * Prefetch: with two tiles of A and two of B, the next chunk's loads
- * reuse registers the current tdpbf16ps still read, so they cannot run far
- * ahead, and a line they miss in L1 stalls the engine for a trip to L2
- * (perf: the tdpbf16ps after the second B load held a third of the
- * kernel's samples). So while
- * a chunk is multiplied (64 cycles at the engine's rate) its successor's
- * 32 lines of A and 32 of B are asked for (prefetcht0): past the last
- * chunk they are the next panel's and the next sliver's first (the
- * driver's blocks are contiguous). Asking for both beat A alone and none
- * (bench/measured.md, AMX). */
+ * No software prefetch: asking for the next chunk's lines of A and B
+ * (prefetcht0, one to four chunks ahead, A and B or B alone) was no faster
+ * than the hardware prefetchers on the driver's loops (bench/measured.md,
+ * AMX). */
 TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c) {
     const size_t ld = (size_t)ldt;
     if (from_c) {
@@ -130,14 +124,11 @@ TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t,
     }
     for (int q = 0; q < kq; q++) {
         const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
-        for (int l = 0; l < 1024; l += 64) _mm_prefetch((const char *)(aq + 1024 + l), _MM_HINT_T0);
         _tile_loadd(4, aq, 64);
         _tile_loadd(6, bq, 128);
         _tile_loadd(7, bq + 32, 128);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
-        for (int l = 32; l < 1024; l += 64) _mm_prefetch((const char *)(aq + 1024 + l), _MM_HINT_T0);
-        for (int l = 0; l < 1024; l += 32) _mm_prefetch((const char *)(bq + 1024 + l), _MM_HINT_T0);
         _tile_loadd(5, aq + 512, 64);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
