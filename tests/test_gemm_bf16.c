@@ -309,8 +309,8 @@ Test(gemm_bf16, amx_hardware_equals_twin_bit_for_bit) {
     }
     /* the fourth column: alpha = beta = 1, where the tiles' sums go on
      * from C's values (gemm_bf16.c, tile_amx), C holding float subnormals */
-    static const int s[][4] = {{1, 1, 1, 0},      {5, 7, 3, 1},       {32, 32, 32, 0},   {33, 31, 33, 1},
-                               {64, 96, 64, 0},   {37, 33, 31, 0},    {3, 2000, 300, 0}, {255, 257, 129, 0},
+    static const int s[][4] = {{1, 1, 1, 0},       {5, 7, 3, 1},       {32, 32, 32, 0},   {33, 31, 33, 1},
+                               {64, 96, 64, 0},    {37, 33, 31, 0},    {3, 2000, 300, 0}, {255, 257, 129, 0},
                                {130, 70, 1100, 0}, {97, 700, 2100, 0}, {96, 64, 1500, 1}, {70, 45, 1100, 1}};
     int saved = tg_get_num_threads();
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)

@@ -494,7 +494,6 @@ TG_AVX512_BF16 static void pack_at_amx_fast(int m, int kc, int kq, const float *
 }
 #endif
 
-
 /* ---- engines -------------------------------------------------------------------
  * An engine is a row of the one GEMM driver (gemm_driver.h): a
  * micro-kernel and the packing rule of its A panels (B's slivers are the
