@@ -362,7 +362,11 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
  * loops over KC x MC were timed in isolation on this Emerald Rapids,
  * 1024^3 (bench/measured.md, AMX): 512 x 32 the fastest, then 256 x 32,
  * 512 x 64 and 256 x 64; 1024 or 128 deep and 128 rows or more well
- * behind. */
+ * behind. Since every 32 rows pass the whole panel of B, the panel is
+ * kept within L2: AMX_NC = 1024 columns (512 x 1024 bf16, 1 MB of the
+ * core's 2 MB), where the float engines' 4064 (4 MB) sent the slivers to
+ * L3 (2048^3: 1.2-1.5x slower; bench/measured.md, AMX). NC does not
+ * change any sum (K blocks do), so neither the bits. */
 #define AMX_MR 32
 #define AMX_KQ 16 /* pairs a chunk (a tile row of A) */
 #ifndef AMX_MC
@@ -370,6 +374,9 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
 #endif
 #ifndef AMX_KC
 #define AMX_KC 512
+#endif
+#ifndef AMX_NC
+#define AMX_NC 1024
 #endif
 
 /* A bf16 operand as tdpbf16ps reads it: subnormals as zero (DAZ). */
@@ -664,7 +671,7 @@ typedef struct {
      .a_slack = 16, .depth = depth_pairs, .pack_a = pack_a_pairs, .pack_b = pack_b_pairs,                    \
      .pack_b_run = pack_b_pairs_run, .kernel = tile_e}
 #define AMX_ROW(id_, begin_, end_)                                                                                    \
-    {.id = id_, .elem = sizeof(uint16_t), .mr = AMX_MR, .nr = NR, .mc = AMX_MC, .kc = AMX_KC, .nc = BF_NC,           \
+    {.id = id_, .elem = sizeof(uint16_t), .mr = AMX_MR, .nr = NR, .mc = AMX_MC, .kc = AMX_KC, .nc = AMX_NC,          \
      .kalign = 2, .a_slack = 16, .depth = depth_amx, .pack_a = pack_a_amx_block, .pack_b = pack_b_pairs,             \
      .pack_b_run = pack_b_pairs_run, .kernel = tile_e, .begin = begin_, .end = end_}
 /* clang-format on */
