@@ -307,8 +307,11 @@ Test(gemm_bf16, amx_hardware_equals_twin_bit_for_bit) {
         cr_log_info("AMX hardware kernel not tested: %s (the twin's tests ran)", tg__amx_why_not());
         cr_skip_test("no AMX here: %s", tg__amx_why_not());
     }
-    static const int s[][3] = {{1, 1, 1},    {5, 7, 3},      {32, 32, 32},    {33, 31, 33},    {64, 96, 64},
-                               {37, 33, 31}, {3, 2000, 300}, {255, 257, 129}, {130, 70, 1100}, {97, 700, 2100}};
+    /* the fourth column: alpha = beta = 1, where the tiles' sums go on
+     * from C's values (gemm_bf16.c, tile_amx), C holding float subnormals */
+    static const int s[][4] = {{1, 1, 1, 0},       {5, 7, 3, 1},       {32, 32, 32, 0},   {33, 31, 33, 1},
+                               {64, 96, 64, 0},    {37, 33, 31, 0},    {3, 2000, 300, 0}, {255, 257, 129, 0},
+                               {130, 70, 1100, 0}, {97, 700, 2100, 0}, {96, 64, 1500, 1}, {70, 45, 1100, 1}};
     int saved = tg_get_num_threads();
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         for (int t = 0; t < 4; t++)
@@ -322,10 +325,11 @@ Test(gemm_bf16, amx_hardware_equals_twin_bit_for_bit) {
                     tg__bf16_engine_force(h ? "amx" : "amx_twin");
                     C[h] = malloc((size_t)M * N * sizeof(tg_real)), Y[h] = malloc((size_t)M * N * sizeof(tg_real));
                     cr_assert(C[h] && Y[h]);
-                    for (int k = 0; k < M * N; k++) C[h][k] = (tg_real)(k % 7) - 3;
+                    for (int k = 0; k < M * N; k++) C[h][k] = k % 13 ? (tg_real)(k % 7) - 3 : (tg_real)0x1p-130f;
                     tg_gemm_epilogue ep = {TG_UNARY_GELU_TANH, Y[h]};
-                    tg_k_gemm_bf16_ep(ta, tb, M, N, K, (tg_real)0.75, A, ta ? M : K, B, tb ? K : N, (tg_real)0.5, C[h],
-                                      N, i % 2 ? &ep : NULL);
+                    tg_real alpha = s[i][3] ? 1 : (tg_real)0.75, beta = s[i][3] ? 1 : (tg_real)0.5;
+                    tg_k_gemm_bf16_ep(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C[h], N,
+                                      i % 2 ? &ep : NULL);
                 }
                 tg__bf16_engine_force(NULL);
                 for (int k = 0; k < M * N; k++) {
@@ -427,4 +431,46 @@ Test(half, bf16_matches_double_reference) {
         uint16_t want = dl < dh ? lo : dh < dl ? hi : (lo & 1) ? hi : lo;
         cr_assert_eq(tg__bf16_from_bits(x), want, "x = 0x%08x", x);
     }
+}
+
+/* C += A B (alpha = beta = 1) on the AMX engines: the tiles' sums go on
+ * from C's values (tile_amx), through several K blocks, whole tiles (the
+ * hardware's tiles loaded from C) and partial ones (C copied in and out),
+ * every transpose, 1 and 3 threads. Small integers keep every sum exact in
+ * any order, so C must come out as C + A B exactly: C counted once, no
+ * block lost. The twin everywhere, the hardware where AMX runs. */
+Test(gemm_bf16, amx_sums_go_on_from_c) {
+    static const int s[][3] = {{64, 64, 1100}, {70, 45, 1100}, {33, 31, 33}, {5, 96, 1500}};
+    int saved = tg_get_num_threads();
+    for (int h = 0; h < 2; h++) {
+        if (h && !force_engine("amx")) break;
+        tg__bf16_engine_force(h ? "amx" : "amx_twin");
+        for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+            for (int t = 0; t < 4; t++)
+                for (int nt = 1; nt <= 3; nt += 2) {
+                    bool ta = t & 1, tb = t & 2;
+                    int M = s[i][0], N = s[i][1], K = s[i][2];
+                    tg_real *A = malloc((size_t)M * K * sizeof(tg_real)), *B = malloc((size_t)K * N * sizeof(tg_real));
+                    tg_real *C = malloc((size_t)M * N * sizeof(tg_real));
+                    cr_assert(A && B && C);
+                    for (int k = 0; k < M * K; k++) A[k] = (tg_real)((k * 7) % 5 - 2);
+                    for (int k = 0; k < K * N; k++) B[k] = (tg_real)((k * 3) % 7 - 3);
+                    for (int k = 0; k < M * N; k++) C[k] = (tg_real)(k % 11 - 5);
+                    tg_set_num_threads(nt);
+                    tg_k_gemm_bf16(ta, tb, M, N, K, 1, A, ta ? M : K, B, tb ? K : N, 1, C, N);
+                    for (int r = 0; r < M; r++)
+                        for (int c = 0; c < N; c++) {
+                            double want = (double)((r * N + c) % 11 - 5);
+                            for (int k = 0; k < K; k++)
+                                want += (double)A[ta ? (size_t)k * M + r : (size_t)r * K + k] *
+                                        (double)B[tb ? (size_t)c * K + k : (size_t)k * N + c];
+                            cr_assert(C[r * N + c] == (tg_real)want,
+                                      "%s ta=%d tb=%d %dx%dx%d, %d threads: C(%d,%d) %g, want %g",
+                                      h ? "amx" : "amx_twin", ta, tb, M, N, K, nt, r, c, (double)C[r * N + c], want);
+                        }
+                    free(A), free(B), free(C);
+                }
+    }
+    tg__bf16_engine_force(NULL);
+    tg_set_num_threads(saved);
 }

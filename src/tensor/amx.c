@@ -102,12 +102,26 @@ TG_AMX void tg__amx_end(void) { _tile_release(); }
 
 /* The 32 x 32 tile of C of an A panel (32 rows, kq chunks of 16 pairs,
  * chunk q's rows at a + q*1024, 32 bf16 a row) and a B sliver (pair p of
- * column j at b[p*64 + 2j], kq*16 pairs), summed from zero into t[r*32 + j]. */
-TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+ * column j at b[p*64 + 2j], kq*16 pairs), summed from zero (from_c: from
+ * t's values) into t[r*ldt + j].
+ *
+ * No software prefetch: asking for the next chunk's lines of A and B
+ * (prefetcht0, one to four chunks ahead, A and B or B alone) was no faster
+ * than the hardware prefetchers on the driver's loops (bench/measured.md,
+ * AMX). */
+TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c) {
+    const size_t ld = (size_t)ldt;
+    if (from_c) {
+        _tile_loadd(0, t, ld * 4);
+        _tile_loadd(1, t + 16, ld * 4);
+        _tile_loadd(2, t + 16 * ld, ld * 4);
+        _tile_loadd(3, t + 16 * ld + 16, ld * 4);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
     for (int q = 0; q < kq; q++) {
         const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
         _tile_loadd(4, aq, 64);
@@ -119,7 +133,6 @@ TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t,
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    const size_t ld = (size_t)ldt;
     _tile_stored(0, t, ld * 4);
     _tile_stored(1, t + 16, ld * 4);
     _tile_stored(2, t + 16 * ld, ld * 4);
@@ -167,7 +180,9 @@ bool tg_cpu_has_amx(void) { return false; }
 const char *tg__amx_why_not(void) { return "not an x86-64 Linux build"; }
 void tg__amx_begin(void) {}
 void tg__amx_end(void) {}
-void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t) { (void)kq, (void)a, (void)b, (void)t; }
+void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c) {
+    (void)kq, (void)a, (void)b, (void)t, (void)ldt, (void)from_c;
+}
 double tg__amx_rate(double seconds) {
     (void)seconds;
     return 0;

@@ -14,12 +14,13 @@ const char *tg__amx_why_not(void);
  * share of a product is done. */
 void tg__amx_begin(void);
 void tg__amx_end(void);
-/* The 32 x 32 float tile of C, summed from zero, of an A panel and a B
- * sliver kq chunks of 16 bf16 pairs deep, in the AMX engine's layout
- * (gemm_bf16.c): chunk q of A at a + 1024 q, row r's 16 pairs at 32 r
- * (rows 0-15, then 16-31); pair p of column j of B at b[64 p + 2 j]. Stored
- * to t[ldt r + j]. tdpbf16ps: see gemm_bf16.c for its arithmetic. */
-void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt);
+/* The 32 x 32 float tile of C of an A panel and a B sliver kq chunks of
+ * 16 bf16 pairs deep, in the AMX engine's layout (gemm_bf16.c): chunk q of
+ * A at a + 1024 q, row r's 16 pairs at 32 r (rows 0-15, then 16-31); pair
+ * p of column j of B at b[64 p + 2 j]. Summed from zero, or (from_c) from
+ * the tile's values at t, and stored to t[ldt r + j]. tdpbf16ps: see
+ * gemm_bf16.c for its arithmetic. */
+void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c);
 /* tdpbf16ps's rate on one core in GFLOP/s, measured for about `seconds` on
  * tiles in registers; 0 where tiles cannot run. */
 double tg__amx_rate(double seconds);

@@ -277,21 +277,30 @@ TG_AVX512_BF16 static void pack_at_block(int mc, int kc, const float *A, int lda
     }
 }
 
-/* pack_b_sliver, B untransposed: rows 2p and 2p+1 of 16 columns give 16
- * pair-words (even k in the low half) with one shift and or; masked loads
- * past n (masked-off lanes are neither read nor faulted on). */
-TG_AVX512_BF16 static void pack_b_fast(int n, int kc, const float *B, int ldb, int k0, int j0, uint16_t *dst) {
-    __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
-    __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
+/* pack_b_sliver, B untransposed, for ns slivers side by side (sliver s at
+ * dst + s * stride; n columns in all, zeros past n): rows 2p and 2p+1 of
+ * 16 columns converted by one vcvtne2ps2bf16 (row 2p's 16 bf16, then row
+ * 2p+1's) and interleaved into 16 pairs by one vpermw; masked loads past
+ * n (masked-off lanes are neither read nor faulted on). A pair of rows is
+ * read across all the slivers before the next: each row of B is on pages
+ * of its own, and a sliver at a time read 128 bytes of a page and moved
+ * on, where the hardware prefetchers do not follow (bench/measured.md,
+ * AMX: 1.35-1.5x the rate). */
+TG_AVX512_BF16 static void pack_b_fast(int ns, int n, int kc, const float *B, int ldb, int k0, int j0, uint16_t *dst,
+                                       size_t stride) {
+    /* word 2j of the result: word j of the conversion (row 2p, column j); word 2j + 1: word 16 + j (row 2p + 1) */
+    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     for (int p = 0; p < (kc + 1) / 2; p++) {
         const float *s0 = B + (size_t)(k0 + 2 * p) * ldb + j0, *s1 = s0 + ldb;
         bool odd = 2 * p + 1 < kc;
-        for (int h = 0; h < 2; h++) {
-            __mmask16 mk = h ? m1 : m0;
-            __m512i e = _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s0 + 16 * h)));
-            __m512i o =
-                odd ? _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s1 + 16 * h))) : _mm512_setzero_si512();
-            _mm512_storeu_si512(dst + (size_t)p * 2 * NR + 32 * h, _mm512_or_si512(e, _mm512_slli_epi32(o, 16)));
+        for (int c = 0; c < ns * NR; c += 16) {
+            int left = n - c;
+            __mmask16 mk = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1);
+            __m512 e = _mm512_maskz_loadu_ps(mk, s0 + c);
+            __m512 o = odd ? _mm512_maskz_loadu_ps(mk, s1 + c) : _mm512_setzero_ps();
+            __m512i v = _mm512_permutexvar_epi16(pairs, (__m512i)_mm512_cvtne2ps_pbh(o, e));
+            _mm512_storeu_si512(dst + (size_t)(c / NR) * stride + (size_t)p * 2 * NR + 2 * (c % NR), v);
         }
     }
 }
@@ -336,25 +345,38 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
  * each started at zero and chained in pair order with a fused multiply-add
  * (round to nearest even, subnormal results flushed to zero: FTZ), then
  *     C(i,j) = C(i,j) + (even + odd)      (each add FTZ too)
- * with bf16 subnormal operands read as zero (DAZ). This is what the twin
- * below computes, and what the hardware kernel was found to give, bit for
- * bit, on an Emerald Rapids Xeon (tests/test_gemm_bf16.c runs the check
- * wherever AMX is present). The order differs from vdpbf16ps's (one chain,
- * the odd product then the even), so the two engines round differently.
+ * with bf16 subnormal operands read as zero (DAZ), and a float subnormal
+ * in C too (C = 2^-130 plus a sum near 2^-110 gives the sum alone on the
+ * hardware). This is what the twin below computes, and what the hardware
+ * kernel was found to give, bit for bit, on an Emerald Rapids Xeon
+ * (tests/test_gemm_bf16.c runs the check wherever AMX is present). The
+ * order differs from vdpbf16ps's (one chain, the odd product then the
+ * even), so the two engines round differently.
  *
- * Blocks: AMX_KC = 512 deep, so that a B sliver (512 x 32 bf16, 32 KB)
- * stays in L1 while the block's A panels pass it; AMX_MC = 64 rows of A a
- * block (64 KB), two panels. On this Emerald Rapids, 1024^3 at 1 thread by
- * CPU time under load, KC x MC 512 x 64 ran 510-560 GFLOP/s, 512 x 128
- * 400-440, 256 x 32 480-540, 256 x 64 250-480, 128 x 128 310
- * (BENCHMARKS.md, AMX). */
+ * Blocks: AMX_KC = 512 deep and AMX_MC = 32 rows, one panel: the panel
+ * (512 x 32 bf16, 32 KB) stays in L1 while the B slivers of the panel
+ * stream past it from L2 (the kernel prefetches each sliver's next
+ * chunk). Every tile's 4 loads of a chunk then find at most 2 outside L1.
+ * With two panels a block (MC 64) the block no longer fits L1 beside the
+ * sliver; shallower blocks cost C more loads and stores. The driver's
+ * loops over KC x MC were timed in isolation on this Emerald Rapids,
+ * 1024^3 (bench/measured.md, AMX): 512 x 32 the fastest, then 256 x 32,
+ * 512 x 64 and 256 x 64; 1024 or 128 deep and 128 rows or more well
+ * behind. Since every 32 rows pass the whole panel of B, the panel is
+ * kept within L2: AMX_NC = 1024 columns (512 x 1024 bf16, 1 MB of the
+ * core's 2 MB), where the float engines' 4064 (4 MB) sent the slivers to
+ * L3 (2048^3: 1.2-1.5x slower; bench/measured.md, AMX). NC does not
+ * change any sum (K blocks do), so neither the bits. */
 #define AMX_MR 32
 #define AMX_KQ 16 /* pairs a chunk (a tile row of A) */
 #ifndef AMX_MC
-#define AMX_MC 64
+#define AMX_MC 32
 #endif
 #ifndef AMX_KC
 #define AMX_KC 512
+#endif
+#ifndef AMX_NC
+#define AMX_NC 1024
 #endif
 
 /* A bf16 operand as tdpbf16ps reads it: subnormals as zero (DAZ). */
@@ -364,8 +386,9 @@ static inline float amx_out(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0
 
 /* The twin of tg__amx_tile (amx.h): the same tile, the same bits, in C
  * (fmaf is exact whether the compiler calls libm's or emits an FMA). */
-TG_KERNEL_BODY void amx_twin_tile_body(int kq, const uint16_t *a, const uint16_t *b, float *t) {
-    for (int i = 0; i < AMX_MR * NR; i++) t[i] = 0;
+TG_KERNEL_BODY void amx_twin_tile_body(int kq, const uint16_t *a, const uint16_t *b, float *t, bool from_c) {
+    if (!from_c)
+        for (int i = 0; i < AMX_MR * NR; i++) t[i] = 0;
     for (int q = 0; q < kq; q++) {
         const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
         for (int r = 0; r < AMX_MR; r++)
@@ -375,11 +398,12 @@ TG_KERNEL_BODY void amx_twin_tile_body(int kq, const uint16_t *a, const uint16_t
                     even = amx_out(fmaf(amx_in(aq[r * 32 + 2 * p]), amx_in(bq[p * 64 + 2 * j]), even));
                     odd = amx_out(fmaf(amx_in(aq[r * 32 + 2 * p + 1]), amx_in(bq[p * 64 + 2 * j + 1]), odd));
                 }
-                t[r * NR + j] = amx_out(t[r * NR + j] + amx_out(even + odd));
+                t[r * NR + j] = amx_out(amx_out(t[r * NR + j]) + amx_out(even + odd)); /* C: DAZ too */
             }
     }
 }
-TG_ISA_DISPATCH(amx_twin_tile, (int kq, const uint16_t *a, const uint16_t *b, float *t), (kq, a, b, t))
+TG_ISA_DISPATCH(amx_twin_tile, (int kq, const uint16_t *a, const uint16_t *b, float *t, bool from_c),
+                (kq, a, b, t, from_c))
 
 /* One AMX_MR-row panel of op(A) (rows i0.., m <= AMX_MR of them, depth
  * k0.., kc deep, kq chunks), zeros past m and past kc. */
@@ -409,6 +433,10 @@ TG_AVX512_BF16 static void pack_a_amx_fast(int m, int kc, int kq, const float *A
     for (int r = 0; r < AMX_MR; r++) {
         const float *s = A + (size_t)(i0 + r) * lda + k0;
         for (int q = 0; q < kq; q++) {
+            if (r + 2 < m && q * 32 < kc) { /* two rows on: each row is on pages of its own */
+                _mm_prefetch((const char *)(s + 2 * (size_t)lda + q * 32), _MM_HINT_T0);
+                _mm_prefetch((const char *)(s + 2 * (size_t)lda + q * 32 + 16), _MM_HINT_T0);
+            }
             __m512i v = _mm512_setzero_si512();
             int left = kc - q * 32;
             if (r < m && left > 0) {
@@ -473,18 +501,6 @@ TG_AVX512_BF16 static void pack_at_amx_fast(int m, int kc, int kq, const float *
 }
 #endif
 
-#ifdef HAVE_FAST_PACK
-/* C += t on a whole 32 x 32 tile: store_tile's sums (1 * t + 1 * C) with
- * the same bits, 16 at a time. */
-TG_AVX512 static void add_tile(const float *t, float *c, int ldc) {
-    for (int r = 0; r < AMX_MR; r++)
-        for (int h = 0; h < NR; h += 16) {
-            float *cr = c + (size_t)r * ldc + h;
-            _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(t + r * NR + h), _mm512_loadu_ps(cr)));
-        }
-}
-#endif
-
 /* ---- engines -------------------------------------------------------------------
  * An engine is a row of the one GEMM driver (gemm_driver.h): a
  * micro-kernel and the packing rule of its A panels (B's slivers are the
@@ -494,38 +510,56 @@ TG_AVX512 static void add_tile(const float *t, float *c, int ldc) {
  * runs: bf16_engine_pick. */
 typedef enum { ENG_PORTABLE, ENG_VDP, ENG_AMX_TWIN, ENG_AMX, ENG_FP32, ENG_COUNT } engine_id;
 
+/* The AMX engines' tile (hardware or twin) into the m x n corner of C.
+ * When alpha and beta are 1 (a later K block of the driver, or a caller's
+ * C += AB) the tile's sums go on from C's values: tdpbf16ps adds to its
+ * destination, so C is loaded into the tiles and no partial sum goes
+ * through memory and a separate add; the twin starts from the same values,
+ * so both give the same bits. (Not in the double build, where C is double:
+ * there a block's float sum is added to C in double.) */
+static void tile_amx(engine_id e, int kq, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
+                     tg_real beta, int m, int n) {
+    _Alignas(64) float t[AMX_MR * NR];
+#ifdef TG_DOUBLE
+    const bool from_c = false;
+#else
+    const bool from_c = alpha == 1 && beta == 1;
+#if TG_X86 && defined(__GNUC__)
+    if (e == ENG_AMX && m == AMX_MR && n == NR && alpha == 1 && (beta == 0 || from_c)) {
+        tg__amx_tile(kq, a, b, c, ldc, from_c); /* the tiles straight from and to C */
+        return;
+    }
+#endif
+    if (from_c)
+        for (int r = 0; r < AMX_MR; r++)
+            for (int j = 0; j < NR; j++) t[r * NR + j] = r < m && j < n ? c[(size_t)r * ldc + j] : 0;
+#endif
+#if TG_X86 && defined(__GNUC__)
+    if (e == ENG_AMX)
+        tg__amx_tile(kq, a, b, t, NR, from_c);
+    else
+#endif
+        amx_twin_tile(kq, a, b, t, from_c);
+    if (from_c) alpha = 1, beta = 0; /* C's value is in the sums */
+    store_tile(t, m, n, alpha, beta, c, ldc);
+}
+
 /* The tile of one A panel and one B sliver, kp pairs deep (a whole number
  * of the engine's chunks), into the m x n corner of C. */
 static void tile(engine_id e, int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
                  tg_real beta, int m, int n) {
-    _Alignas(64) float t[AMX_MR * NR];
+    if (e == ENG_AMX || e == ENG_AMX_TWIN) {
+        tile_amx(e, kp / AMX_KQ, a, b, c, ldc, alpha, beta, m, n);
+        return;
+    }
 #if TG_X86 && defined(__GNUC__)
     if (e == ENG_VDP) {
         kernel_avx512_bf16(kp, a, b, c, ldc, alpha, beta, m, n);
         return;
     }
-    if (e == ENG_AMX) {
-#ifndef TG_DOUBLE
-        if (m == AMX_MR && n == NR && alpha == 1 && beta == 0) { /* the tiles straight into C */
-            tg__amx_tile(kp / AMX_KQ, a, b, c, ldc);
-            return;
-        }
 #endif
-        tg__amx_tile(kp / AMX_KQ, a, b, t, NR);
-#ifdef HAVE_FAST_PACK
-        if (m == AMX_MR && n == NR && alpha == 1 && beta == 1) { /* a later K block: C += t */
-            add_tile(t, c, ldc);
-            return;
-        }
-#endif
-        store_tile(t, m, n, alpha, beta, c, ldc);
-        return;
-    }
-#endif
-    if (e == ENG_AMX_TWIN)
-        amx_twin_tile(kp / AMX_KQ, a, b, t);
-    else
-        kernel_portable(kp, a, b, t);
+    _Alignas(64) float t[MR * NR];
+    kernel_portable(kp, a, b, t);
     store_tile(t, m, n, alpha, beta, c, ldc);
 }
 
@@ -549,11 +583,34 @@ static void pack_b_pairs(const gemm_job *j, int j0, int n, void *dst_) {
     if (kpad > kp) memset(dst + (size_t)kp * 2 * NR, 0, (size_t)(kpad - kp) * 2 * NR * sizeof(uint16_t));
 #ifdef HAVE_FAST_PACK
     if (j->flags) {
-        (j->trans_b ? pack_bt_fast : pack_b_fast)(n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
+        if (j->trans_b)
+            pack_bt_fast(n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
+        else
+            pack_b_fast(1, n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst, 0);
         return;
     }
 #endif
     pack_b_sliver(j->trans_b, n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
+}
+
+/* Slivers s0..s1-1 of the panel (the driver's pack_b_run): B untransposed
+ * row pairs across all of them (pack_b_fast), else sliver by sliver. */
+static void pack_b_pairs_run(const gemm_job *j, int s0, int s1, void *dst_) {
+    uint16_t *dst = dst_;
+    const size_t sliver = (size_t)j->depth * NR;
+#ifdef HAVE_FAST_PACK
+    if (j->flags && !j->trans_b) {
+        const int kp = (j->kcur + 1) / 2, kpad = j->depth / 2;
+        for (int s = 0; s < s1 - s0 && kpad > kp; s++)
+            memset(dst + s * sliver + (size_t)kp * 2 * NR, 0, (size_t)(kpad - kp) * 2 * NR * sizeof(uint16_t));
+        pack_b_fast(s1 - s0, j->ncur - s0 * NR, j->kcur, j->B, j->ldb, j->pc, j->jc + s0 * NR, dst, sliver);
+        return;
+    }
+#endif
+    for (int s = s0; s < s1; s++) {
+        int j0 = s * NR, n = j->ncur - j0 < NR ? j->ncur - j0 : NR;
+        pack_b_pairs(j, j0, n, dst + (size_t)(s - s0) * sliver);
+    }
 }
 
 /* Rows i0.. (mcur of them) of op(A), depth pc.., into MR-row pair panels. */
@@ -611,11 +668,12 @@ typedef struct {
 /* clang-format off */
 #define PAIRS_ROW(id_)                                                                                           \
     {.id = id_, .elem = sizeof(uint16_t), .mr = MR, .nr = NR, .mc = BF_MC, .kc = BF_KC, .nc = BF_NC, .kalign = 2, \
-     .a_slack = 16, .depth = depth_pairs, .pack_a = pack_a_pairs, .pack_b = pack_b_pairs, .kernel = tile_e}
+     .a_slack = 16, .depth = depth_pairs, .pack_a = pack_a_pairs, .pack_b = pack_b_pairs,                    \
+     .pack_b_run = pack_b_pairs_run, .kernel = tile_e}
 #define AMX_ROW(id_, begin_, end_)                                                                                    \
-    {.id = id_, .elem = sizeof(uint16_t), .mr = AMX_MR, .nr = NR, .mc = AMX_MC, .kc = AMX_KC, .nc = BF_NC,           \
+    {.id = id_, .elem = sizeof(uint16_t), .mr = AMX_MR, .nr = NR, .mc = AMX_MC, .kc = AMX_KC, .nc = AMX_NC,          \
      .kalign = 2, .a_slack = 16, .depth = depth_amx, .pack_a = pack_a_amx_block, .pack_b = pack_b_pairs,             \
-     .kernel = tile_e, .begin = begin_, .end = end_}
+     .pack_b_run = pack_b_pairs_run, .kernel = tile_e, .begin = begin_, .end = end_}
 /* clang-format on */
 static const bf16_engine ENGINES[ENG_COUNT] = {
     [ENG_PORTABLE] = {"portable", TG_ISA_PORTABLE, PAIRS_ROW(ENG_PORTABLE)},

@@ -81,6 +81,10 @@ static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
     const gemm_job *j = ctx;
     const int nr = j->eng->nr;
     const size_t sliver = (size_t)j->depth * nr * j->eng->elem;
+    if (j->eng->pack_b_run) {
+        j->eng->pack_b_run(j, (int)b, (int)e, j->ws + (size_t)b * sliver);
+        return;
+    }
     for (int64_t s = b; s < e; s++) {
         int j0 = (int)s * nr, n = j->ncur - j0 < nr ? j->ncur - j0 : nr;
         j->eng->pack_b(j, j0, n, j->ws + (size_t)s * sliver);

@@ -58,6 +58,9 @@ struct gemm_engine {
     /* columns jc + j0.. (n <= nr) of op(B), depth pc.., into a sliver at
      * dst, zeros past n and past kcur */
     void (*pack_b)(const gemm_job *j, int j0, int n, void *dst);
+    /* optional (NULL: pack_b on each): slivers s0..s1-1 of the panel in
+     * one call, at dst (sliver s0's place), the same bits as pack_b's */
+    void (*pack_b_run)(const gemm_job *j, int s0, int s1, void *dst);
     /* the tile of panel a times sliver b into the m x n corner of C at c:
      * C = alpha * tile + beta * C (beta == 0 never reads C) */
     void (*kernel)(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m, int n);
