@@ -17,13 +17,16 @@
  *   4. what path length does to learning: predict, at the last position,
  *      the tokens at several distances back, held-out accuracy per distance;
  *   5. the table with measured columns beside the predicted ones.
- * The layers themselves are in compare_model.h. Each model of the learning
- * test is a run (src/train/run.h) in --out/compare_layers/<kind>/: its
+ * The layers and the measurements of one are the library's (tg_seq_layer,
+ * src/nn/seq_layer.c: time, sequential ops, path lengths), the learning
+ * test's model too (tg_seq_model). Each model of the learning test is a run (src/train/run.h) in --out/compare_layers/<kind>/: its
  * metrics.jsonl (validation loss on the held-out sequences) and checkpoints. */
 #include <math.h>
 #include <stdint.h>
-#include "compare_model.h"
 #include "toy_run.h"
+
+#define NK    TG_SEQ_KINDS
+#define NDIST 6 /* the distances of the learning test */
 
 typedef struct {
     int dim, n_min, n_max, batch, attn_batch, repeats, steps, eval_every, threads, seed;
@@ -32,35 +35,7 @@ typedef struct {
 } options;
 
 static const double predicted_exp[NK] = {1, 1, 1, 2, 2, 2};
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median time of forward (backward = false) or forward + backward. */
-static double time_layer(layers *L, int kind, int B, int n, int d, int reps, bool backward, tg_rng *rng) {
-    double t[32];
-    tg_tensor *x = tg_randn(TG_SHAPE(B, n, d), rng); /* persistent */
-    tg_set_requires_grad(x, backward);
-    for (int r = 0; r <= reps; r++) { /* r = 0 warms up */
-        tg_scope_begin();
-        double t0 = toy_now();
-        tg_tensor *y = layer_forward(L, kind, x);
-        if (y && backward) tg_backward(tg_sum_all(y));
-        double dt = toy_now() - t0;
-        tg_scope_end();
-        if (!y) {
-            fprintf(stderr, "compare_layers: %s\n", tg_last_error());
-            tg_free(x);
-            return NAN;
-        }
-        if (r > 0) t[r - 1] = dt;
-    }
-    tg_free(x);
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    return t[reps / 2];
-}
+static const char *kind_name[NK]; /* the library's names (tg_seq_kind_name), set at the start of main */
 
 /* Least-squares slope of log(time) against log(n). */
 static double fit_exponent(const double *n, const double *t, int cnt, double *intercept) {
@@ -77,18 +52,6 @@ static double fit_exponent(const double *n, const double *t, int cnt, double *in
     return a;
 }
 
-/* ---- critical path of the recorded graph ---------------------------------- */
-/* Ops on the longest dependent chain from the inputs to y. */
-static int critical_path(layers *L, int kind, int n, int d, tg_rng *rng) {
-    tg_scope_begin();
-    tg_tensor *x = tg_randn(TG_SHAPE(1, n, d), rng);
-    tg_set_requires_grad(x, true);
-    tg_tensor *y = layer_forward(L, kind, x);
-    int depth = y ? tg_graph_depth(y) : -1;
-    tg_scope_end();
-    return depth;
-}
-
 /* ---- learning: tokens at distance m back ---------------------------------- */
 static void make_task(tg_rng *rng, int B, int n, int V, const int *dist, int *ids, int *tgt) {
     for (int i = 0; i < B * n; i++) ids[i] = (int)(tg_rng_next_uniform(rng) * V) % V;
@@ -98,11 +61,11 @@ static void make_task(tg_rng *rng, int B, int n, int V, const int *dist, int *id
 
 /* Held-out accuracy per distance (into acc, when not NULL) and mean loss
  * of the learner on n sequences. */
-static double held_out(learner *m, int kind, const int *ids, const int *tgt, int n, int len, double *acc) {
+static double held_out(tg_seq_model *m, const int *ids, const int *tgt, int n, int len, double *acc) {
     const int V = 8;
     bool was = tg_set_grad_enabled(false);
     tg_scope_begin();
-    tg_tensor *logits = learner_forward(m, kind, ids, n, len);
+    tg_tensor *logits = tg_reshape(tg_seq_model_forward(m, ids, n, len), TG_SHAPE(n * NDIST, V));
     tg_tensor *loss = logits ? tg_cross_entropy(logits, tgt, NULL, TG_IGNORE_INDEX) : NULL;
     double l = loss ? (double)tg_item(loss) : NAN;
     for (int j = 0; j < NDIST && acc && logits; j++) {
@@ -122,8 +85,14 @@ static double held_out(learner *m, int kind, const int *ids, const int *tgt, int
 static int learn(int kind, const options *o, int n, const int *dist, double *acc, int64_t *nparams) {
     const int V = 8, d = 32, B = 32, H = 512;
     tg_rng rng = tg_rng_new((uint64_t)o->seed + 100 + kind), held = tg_rng_new((uint64_t)o->seed + 999);
-    learner m = {0};
-    learner_new(&m, kind, V, d, n, &rng);
+    /* two convolutions with a ReLU between, a 2-layer RNN, a GRU, or 4-head
+     * attention after the fixed sinusoidal positions; NDIST * V logits */
+    tg_seq_layer_config c = {(tg_seq_kind)kind, d, kind == TG_SEQ_CNN || kind == TG_SEQ_RNN ? 2 : 1, 3, 4, true};
+    tg_seq_model m;
+    if (tg_seq_model_init(&m, &c, V, NDIST * V, kind == TG_SEQ_MHA ? n : 0, &rng) != 0) {
+        fprintf(stderr, "compare_layers: learner %s: %s\n", kind_name[kind], tg_last_error());
+        return 1;
+    }
     *nparams = tg_params_numel(&m.params);
     tg_optim_config cfg = tg_adam_config(3e-3);
     tg_optim *opt = tg_optim_new(&cfg, &m.params);
@@ -138,19 +107,21 @@ static int learn(int kind, const options *o, int n, const int *dist, double *acc
     while (tg_run_next(run)) {
         make_task(&rng, B, n, V, dist, ids, tgt);
         tg_scope_begin();
-        int bad = tg_run_backward(run, tg_cross_entropy(learner_forward(&m, kind, ids, B, n), tgt, NULL, -1));
+        int bad = tg_run_backward(
+            run,
+            tg_cross_entropy(tg_reshape(tg_seq_model_forward(&m, ids, B, n), TG_SHAPE(B * NDIST, V)), tgt, NULL, -1));
         tg_scope_end();
         if (bad || tg_run_step(run) != 0) break;
-        if (tg_run_eval_due(run) && tg_run_eval(run, held_out(&m, kind, h_ids, h_tgt, H, n, NULL)) != 0) break;
+        if (tg_run_eval_due(run) && tg_run_eval(run, held_out(&m, h_ids, h_tgt, H, n, NULL)) != 0) break;
     }
     int status = run ? tg_run_close(run) : 1;
-    if (status == 0 && isnan(held_out(&m, kind, h_ids, h_tgt, H, n, acc))) {
+    if (status == 0 && isnan(held_out(&m, h_ids, h_tgt, H, n, acc))) {
         fprintf(stderr, "compare_layers: learning %s: %s\n", kind_name[kind], tg_last_error());
         status = 1;
     }
     free(ids), free(tgt), free(h_ids), free(h_tgt);
     tg_optim_free(opt);
-    learner_free(&m);
+    tg_seq_model_free(&m);
     return status;
 }
 
@@ -196,11 +167,14 @@ int main(int argc, char **argv) {
     }
     const int d = o.dim;
     tg_rng rng = tg_rng_new((uint64_t)o.seed);
-    layers L = {tg_conv1d_new(d, d, 3, 1, true, &rng), tg_rnn_new(d, d, 1, &rng), tg_gru_new(d, d, 1, &rng),
-                tg_mha_new(d, d, d, d, 4, 0, false, &rng)};
-    if (!L.conv || !L.rnn || !L.gru || !L.mha) {
-        fprintf(stderr, "compare_layers: %s\n", tg_last_error());
-        return 1;
+    tg_seq_layer *L[NK] = {0}; /* one layer of each kind at width d */
+    for (int k = 0; k < NK; k++) {
+        tg_seq_layer_config c = {(tg_seq_kind)k, d, 1, 3, 4, false};
+        kind_name[k] = tg_seq_kind_name((tg_seq_kind)k);
+        if (!(L[k] = tg_seq_layer_new(&c, &rng))) {
+            fprintf(stderr, "compare_layers: %s\n", tg_last_error());
+            return 1;
+        }
     }
 
     /* 1. time against n */
@@ -215,13 +189,14 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nn; i++) printf(" %13.0f", ns[i]);
     printf("\n");
     for (int k = 0; k < NK; k++) {
-        int B = k >= K_ATTN ? o.attn_batch : o.batch;
+        int B = k >= TG_SEQ_ATTENTION ? o.attn_batch : o.batch;
         printf("%-17s", kind_name[k]);
         for (int i = 0; i < nn; i++) {
             int reps = ns[i] >= 2048 ? (o.repeats + 1) / 2 : o.repeats;
             if (reps < 1) reps = 1;
-            tf[k][i] = time_layer(&L, k, B, (int)ns[i], d, reps, false, &rng);
-            tb[k][i] = time_layer(&L, k, B, (int)ns[i], d, reps, true, &rng);
+            tf[k][i] = tg_seq_layer_time(L[k], B, (int)ns[i], reps, false, &rng);
+            tb[k][i] = tg_seq_layer_time(L[k], B, (int)ns[i], reps, true, &rng);
+            if (isnan(tf[k][i]) || isnan(tb[k][i])) fprintf(stderr, "compare_layers: %s\n", tg_last_error());
             printf(" %6.2f/%6.2f", 1e3 * tf[k][i], 1e3 * tb[k][i]);
             fflush(stdout);
         }
@@ -237,8 +212,8 @@ int main(int argc, char **argv) {
         int ns_ = 0;
         /* the three families (conv, RNN, fused attention) and their fits:
          * six series, six distinct colours, all in the legend */
-        for (int k = 0; k <= K_ATTN; k++) {
-            if (k == K_GRU) continue;
+        for (int k = 0; k <= TG_SEQ_ATTENTION; k++) {
+            if (k == TG_SEQ_GRU) continue;
             for (int i = 0; i < nn; i++) {
                 xs[k][i] = (float)log2(ns[i]);
                 ys[k][i] = (float)(1e3 * tb[k][i]);
@@ -267,7 +242,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < NK; k++) {
         printf("%-17s", kind_name[k]);
         for (int i = 0; i < 3; i++) {
-            seq_d[k][i] = seq[k][i] = critical_path(&L, k, nq[i], d, &rng);
+            seq_d[k][i] = seq[k][i] = tg_seq_layer_depth(L[k], nq[i], &rng);
             printf("  n=%d: %d", nq[i], seq[k][i]);
         }
         printf("\n");
@@ -275,17 +250,21 @@ int main(int argc, char **argv) {
 
     /* 3. path length: heatmaps and layers needed */
     const int hn = o.quick ? 16 : 32, hd = 16;
-    const int hk[4] = {K_CONV, K_RNN, K_GRU, K_ATTN};
+    const int hk[4] = {TG_SEQ_CNN, TG_SEQ_RNN, TG_SEQ_GRU, TG_SEQ_ATTENTION};
     const int hdepth[4] = {3, 1, 1, 1};
     float *mats[4];
     const char *titles[4] = {"CNN k=3, 3 layers", "RNN, 1 layer", "GRU, 1 layer", "self-attention, 1 layer"};
     double *G = malloc(sizeof(double) * hn * hn);
     for (int i = 0; i < 4; i++) {
-        stack s = stack_new(hk[i], hdepth[i], hd, 3, &rng);
+        tg_seq_layer_config c = {(tg_seq_kind)hk[i], hd, hdepth[i], 3, 4, false};
+        tg_seq_layer *s = tg_seq_layer_new(&c, &rng);
+        tg_tensor *x = tg_randn(TG_SHAPE(1, hn, hd), &rng);
         mats[i] = calloc((size_t)hn * hn, sizeof(float));
-        if (path_gradients(&s, hn, hd, &rng, G, -1) == 0)
+        if (x) tg_set_requires_grad(x, true);
+        if (x && tg_seq_layer_paths(s, x, -1, G) == 0)
             for (int j = 0; j < hn * hn; j++) mats[i][j] = (float)log10(G[j] + 1e-12);
-        stack_free(&s);
+        tg_free(x);
+        tg_seq_layer_free(s);
     }
     free(G);
     {
@@ -308,14 +287,15 @@ int main(int argc, char **argv) {
     printf("\n3. layers needed before y_{n-1} depends on x_0 (|dy/dx_0| > 1e-30 of the largest; in brackets\n"
            "   |dy_{n-1}/dx_0| / max_s |dy_{n-1}/dx_s| at that depth)\n");
     for (int k = 0; k < NK; k++) {
-        int kk = k == K_ATTN_STORED || k == K_MHA ? K_ATTN : k;
+        int kk = k == TG_SEQ_ATTENTION_STORED || k == TG_SEQ_MHA ? TG_SEQ_ATTENTION : k;
         printf("%-17s", kind_name[k]);
         for (int i = 0; i < npn; i++) {
             if (k == kk)
-                need[k][i] = layers_needed(kk, pn[i], hd, pn[i] + 2, &rng, &rel[k][i]);
+                need[k][i] = tg_seq_layer_reach(&(tg_seq_layer_config){(tg_seq_kind)kk, hd, 1, 3, 4, false}, pn[i],
+                                                pn[i] + 2, &rng, &rel[k][i]);
             else {
-                need[k][i] = need[K_ATTN][i];
-                rel[k][i] = rel[K_ATTN][i];
+                need[k][i] = need[TG_SEQ_ATTENTION][i];
+                rel[k][i] = rel[TG_SEQ_ATTENTION][i];
             }
             printf("  n=%d: %d (%.0e)", pn[i], need[k][i], rel[k][i]);
         }
@@ -328,8 +308,9 @@ int main(int argc, char **argv) {
     if (o.quick) dist[4] = 12, dist[5] = 15;
     double dist_d[NDIST];
     for (int j = 0; j < NDIST; j++) dist_d[j] = dist[j];
-    const int lk[4] = {K_CONV, K_RNN, K_GRU, K_MHA};
-    const char *lk_name[4] = {kind_name[K_CONV], kind_name[K_RNN], kind_name[K_GRU], kind_name[K_MHA]};
+    const int lk[4] = {TG_SEQ_CNN, TG_SEQ_RNN, TG_SEQ_GRU, TG_SEQ_MHA};
+    const char *lk_name[4] = {kind_name[TG_SEQ_CNN], kind_name[TG_SEQ_RNN], kind_name[TG_SEQ_GRU],
+                              kind_name[TG_SEQ_MHA]};
     double acc[4][NDIST];
     int64_t np[4];
     printf("\n4. held-out accuracy of the token at distance m before the last (n %d, V 8, %d steps; chance 12.5%%)\n",
@@ -391,10 +372,7 @@ int main(int argc, char **argv) {
     printf(
         "wrote %s/compare_layers.txt, compare_time.png, compare_paths.png, compare_learning.png, compare_table.png\n",
         o.out);
-    tg_conv1d_free(L.conv);
-    tg_rnn_free(L.rnn);
-    tg_gru_free(L.gru);
-    tg_mha_free(L.mha);
+    for (int k = 0; k < NK; k++) tg_seq_layer_free(L[k]);
     tg_release_all();
     return 0;
 }

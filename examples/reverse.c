@@ -39,60 +39,15 @@ typedef struct { /* what one training run reports */
     double token_acc, seq_acc, seconds;
 } result;
 
-/* A batch of random sequences and their targets (reversed, or sorted). */
-static void make_batch(const options *o, tg_rng *rng, int n, int *tokens, int *targets) {
-    int T = o->seq_len;
-    for (int b = 0; b < n; b++) {
-        int *x = tokens + b * T, *y = targets + b * T;
-        for (int t = 0; t < T; t++) x[t] = (int)(tg_rng_next_u64(rng) % (uint64_t)o->vocab);
-        if (strcmp(o->task, "sort") == 0) {
-            int count[4096] = {0}, k = 0;
-            for (int t = 0; t < T; t++) count[x[t]]++;
-            for (int v = 0; v < o->vocab; v++)
-                while (count[v]--) y[k++] = v;
-        } else {
-            for (int t = 0; t < T; t++) y[t] = x[T - 1 - t];
-        }
-    }
-}
-
-/* The run's report.html (tg_encoder_report): the encoder's attention over
- * the first held-out sequence, the seed's stream 2 as make_batch draws it
- * (tgrad-report draws the same from the folder alone). */
-static int write_report(tg_run *run, model *m, const options *o, const char *pe) {
-    char title[160];
-    snprintf(title, sizeof title, "reverse: the %s task, T %d, V %d, d %d, %d heads, %d blocks, %s positions", o->task,
-             o->seq_len, o->vocab, o->dim, o->heads, o->layers, pe);
-    int x[1000];
-    tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 2);
-    for (int t = 0; t < o->seq_len; t++) x[t] = (int)(tg_rng_next_u64(&held) % (uint64_t)o->vocab);
-    return tg_encoder_report(tg_run_dir(run), NULL, m, x, title);
-}
-
-typedef struct { /* what the page of a run in progress shows */
-    tg_run *run;
-    model *m;
-    const options *o;
-    const char *pe;
-} run_page;
-
-/* tg_run_on_save's callback (rank 0, after each checkpoint): the run's
- * page; one that cannot be written is said on stderr and the run goes on. */
-static int report_on_save(void *ctx, int64_t step) {
-    (void)step;
-    const run_page *p = ctx;
-    if (write_report(p->run, p->m, p->o, p->pe) != 0) fprintf(stderr, "reverse: report: %s\n", tg_last_error());
-    return 0;
-}
-
 /* One variant is one run (src/train/run.h) in <out>/<task>_<pe>/: its
  * metrics log, checkpoints at every held-out check and the best one; the
  * run shows progress and stops a diverged loss. --ddp: every rank makes
  * the global batch and trains on its slice (the run averages the rest). */
-static int train(const options *o, const char *pe, const int *ho_x, const int *ho_y, result *r, model *m) {
-    int B = o->batch, T = o->seq_len, rank = tg_dist_rank(), size = tg_dist_size(), Bl = B / size, rc = -1;
+static int train(options *o, const char *pe, result *r, model *m) {
+    int B = o->batch, T = o->seq_len, size = tg_dist_size(), rc = -1;
     *r = (result){.name = pe, .first_99 = -1};
     tg_optim *opt = NULL;
+    char *meta = NULL;
     tg_rngs rngs = {0};
     tg_rng data = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 1); /* same batches for every variant */
     int *x = malloc(sizeof(int) * (size_t)B * T), *y = malloc(sizeof(int) * (size_t)B * T);
@@ -107,34 +62,30 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     tg_run_config c = tg_run_defaults(dir, o->steps);
     c.eval_every = o->eval_every, c.tokens_per_step = (double)B * T;
     c.max_loss = 100 * log((double)o->vocab); /* a uniform guess costs ln V */
-    /* Recorded with each checkpoint: the run's report.html shows them, and
-     * they are the model's metadata, so --load and tgrad-report rebuild it
-     * from the run folder's checkpoints (tg_encoder_open). */
-    char settings[512];
-    snprintf(settings, sizeof settings,
-             "{\"task\":\"%s\",\"pe\":\"%s\",\"steps\":\"%d\",\"batch\":\"%d\",\"seq_len\":\"%d\",\"vocab\":\"%d\","
-             "\"dim\":\"%d\",\"heads\":\"%d\",\"ffn\":\"%d\",\"layers\":\"%d\",\"lr\":\"%g\",\"dropout\":\"%g\","
-             "\"seed\":\"%d\"}",
-             o->task, pe, o->steps, B, T, o->vocab, o->dim, o->heads, o->ffn, o->layers, o->lr, o->dropout, o->seed);
-    c.meta = settings;
+    /* Recorded with each checkpoint: the run's report.html shows them; the
+     * model's metadata lets --load and tgrad-report rebuild it from the run
+     * folder's checkpoints (tg_encoder_open), the seed its held-out set. */
+    tg_setting set[4] = {{.name = "steps", .type = TG_SETTING_INT, .value = &o->steps},
+                         {.name = "batch", .type = TG_SETTING_INT, .value = &o->batch},
+                         {.name = "lr", .type = TG_SETTING_REAL, .value = &o->lr},
+                         {.name = "seed", .type = TG_SETTING_INT, .value = &o->seed}};
+    c.settings = set, c.n_settings = 4;
+    if (!(meta = tg_encoder_model_meta(m))) goto done;
+    c.meta = meta;
     c.overwrite = true; /* no --resume here: each run of a variant is new and replaces the last */
     tg_run *run = tg_run_open(&c, &m->params, opt, &rngs);
     if (!run) goto done;
-    run_page page = {run, m, o, pe};
-    tg_run_on_save(run, report_on_save, &page); /* the run's report.html, after each checkpoint */
+    tg_encoder_task_page page = {run, m, (uint64_t)o->seed, "reverse"};
+    tg_run_on_save(run, tg_encoder_task_on_save, &page); /* the run's report.html, after each checkpoint */
     printf("[%s] training in %s/\n", pe, dir);
     fflush(stdout);
     double t0 = toy_now();
     while (tg_run_next(run)) {
-        make_batch(o, &data, B, x, y); /* the global batch on every rank, of which this slice: */
-        tg_scope_begin();
-        tg_tensor *logits = tg_encoder_model_forward(m, x + (size_t)rank * Bl * T, Bl, T);
-        int bad = tg_run_backward(run, tg_cross_entropy(logits, y + (size_t)rank * Bl * T, NULL, TG_IGNORE_INDEX));
-        tg_scope_end();
-        if (bad || tg_run_step(run) != 0) break;
+        tg_seq_task_batch(o->task, &data, B, T, o->vocab, x, y); /* the global batch on every rank */
+        if (tg_run_encoder_step(run, m, x, y, B, T) != 0) break; /* this rank's slice of it */
         if (tg_run_eval_due(run)) {
             double ta, sa,
-                loss = tg_encoder_model_evaluate(m, ho_x, ho_y, o->heldout < 256 ? o->heldout : 256, &ta, &sa);
+                loss = tg_encoder_task_evaluate(m, (uint64_t)o->seed, o->heldout < 256 ? o->heldout : 256, &ta, &sa);
             if (r->first_99 < 0 && ta >= 0.99) r->first_99 = (int)tg_run_steps_done(run);
             if (tg_run_eval(run, loss) != 0) break;
         }
@@ -146,42 +97,34 @@ static int train(const options *o, const char *pe, const int *ho_x, const int *h
     tg_run_history(run, &train, &n, &vs, &vl, &nv);
     if ((r->losses = malloc(sizeof(float) * (size_t)(n ? n : 1)))) memcpy(r->losses, train, sizeof(float) * (size_t)n);
     if (tg_run_close(run) != 0 || !r->losses) goto done; /* (the run said why) */
-    tg_encoder_model_evaluate(m, ho_x, ho_y, o->heldout, &r->token_acc, &r->seq_acc);
+    tg_encoder_task_evaluate(m, (uint64_t)o->seed, o->heldout, &r->token_acc, &r->seq_acc);
     rc = 0;
 done:
     if (rc != 0 && !r->losses && tg_last_error()) fprintf(stderr, "reverse: %s run: %s\n", pe, tg_last_error());
     if (rc != 0) {
-        model_free(m);
+        tg_encoder_model_free(m);
         free(r->losses);
         r->losses = NULL;
     }
-    free(x);
-    free(y);
+    free(x), free(y), free(meta);
     tg_optim_free(opt);
     return rc;
 }
 
-/* The attention weights of every layer and head for one held-out sequence. */
-static tg_tensor *encoder_weights(const void *m, int l, int h) { return tg_encoder_attention_weights(m, l, h); }
-static int draw_attention(model *m, const options *o, const int *tokens, const char *pe) {
-    int T = o->seq_len;
-    tg_encoder_train(m->encoder, false);
-    tg_encoder_record_attention(m->encoder, true);
-    bool grad = tg_set_grad_enabled(false);
-    tg_scope_begin();
+/* The attention weights of every layer and head for the first held-out sequence. */
+static int draw_attention(model *m, const options *o, const char *pe) {
+    int x[2 * 1000]; /* its tokens and targets: T <= 1000 */
     char path[4200], title[128];
     snprintf(path, sizeof path, "%s/%s_attention_%s.png", o->out, o->task, pe);
     snprintf(title, sizeof title, "Attention weights, %s%s (rows: layers 1..%d)",
              pe_kind(pe) == TG_PE_NONE ? "no positional encoding" : pe, pe_kind(pe) == TG_PE_NONE ? "" : " PE",
              o->layers);
-    int rc = tg_encoder_model_forward(m, tokens, 1, T) ? 0 : -1;
-    if (rc == 0 && (rc = tg_figure_attention(path, title, m->encoder, encoder_weights, o->layers, o->heads)) != 0)
+    int rc = tg_seq_task_heldout(o->task, (uint64_t)o->seed, 1, o->seq_len, o->vocab, x, x + o->seq_len);
+    if (rc == 0) rc = tg_encoder_draw_attention(m, x, path, title);
+    if (rc != 0)
         fprintf(stderr, "reverse: %s\n", tg_last_error());
-    if (rc == 0) printf("  wrote %s\n", path);
-    tg_scope_end();
-    tg_set_grad_enabled(grad);
-    tg_encoder_train(m->encoder, true);
-    tg_encoder_record_attention(m->encoder, false);
+    else
+        printf("  wrote %s\n", path);
     return rc;
 }
 
@@ -220,30 +163,23 @@ static int draw_losses(const result *r, int n, const options *o) {
     return toy_wrote("reverse", tg_viz_lineplot(path, s, n, &po), path, true);
 }
 
-/* --load: rebuild the model from the checkpoint (tg_encoder_open) and evaluate it. */
-static int evaluate_checkpoint(options *o) {
-    model m;
-    const char *pe;
-    if (reverse_load(o->load, o, &m, &pe) != 0) {
+/* --load: the model and its task from the checkpoint (reverse's model file,
+ * or a run's train_state or best checkpoint: tg_encoder_open), scored on
+ * the held-out set of --seed. */
+static int evaluate_checkpoint(const options *o) {
+    tg_encoder_model m;
+    double ta, sa;
+    int rc = tg_encoder_open(o->load, &m) != 0;
+    if (rc == 0 && !tg_seq_task_name(m.task))
+        rc = 1, tg_set_error("%s: metadata 'task' is %s%s%s; expected reverse or sort", o->load,
+                             m.task[0] ? "'" : "missing", m.task, m.task[0] ? "'" : "");
+    if (rc == 0 && isnan(tg_encoder_task_evaluate(&m, (uint64_t)o->seed, o->heldout, &ta, &sa))) rc = 1;
+    if (rc != 0)
         fprintf(stderr, "reverse: %s\n", tg_last_error());
-        return 1;
-    }
-    int n = o->heldout, T = o->seq_len, rc = 0;
-    int *x = malloc(sizeof(int) * (size_t)n * T), *y = malloc(sizeof(int) * (size_t)n * T);
-    if (!x || !y) {
-        fprintf(stderr, "reverse: out of memory for %d held-out sequences of %d tokens\n", n, T);
-        rc = 1;
-    } else {
-        tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o->seed, 0, 0}, 2);
-        make_batch(o, &held, n, x, y);
-        double ta, sa;
-        tg_encoder_model_evaluate(&m, x, y, n, &ta, &sa);
+    else
         printf("%s (%s task, %s PE): held-out token accuracy %.2f%%, sequence accuracy %.2f%% on %d sequences\n",
-               o->load, o->task, pe, 100 * ta, 100 * sa, n);
-    }
-    free(x);
-    free(y);
-    model_free(&m);
+               o->load, m.task, tg_pe_kind_name(m.encoder->cfg.pe), 100 * ta, 100 * sa, o->heldout);
+    tg_encoder_model_free(&m);
     tg_release_all();
     return rc;
 }
@@ -257,19 +193,15 @@ int main(int argc, char **argv) {
     cli_parse(argc, argv, "[options]", about, opts, nopt, NULL, 0);
     if (o.ddp && o.load)
         return cli_usage_error(argv[0], "[options]", about, opts, nopt, "--ddp trains; not with --load");
-    bool bad = strcmp(o.task, "reverse") != 0 && strcmp(o.task, "sort") != 0;
-    bad |= strcmp(o.pe, "all") && !pe_name(o.pe);
+    bool bad = !tg_seq_task_name(o.task);
+    bad |= strcmp(o.pe, "all") && tg_pe_kind_parse(o.pe, &(tg_pe_kind){0}) != 0;
     bad |= strcmp(o.emb_init, "unit") != 0 && strcmp(o.emb_init, "torch") != 0;
-    if (bad || o.dim % o.heads != 0) {
+    if (bad || o.dim % o.heads != 0)
         return cli_usage_error(argv[0], "[options]", about, opts, nopt,
                                "bad --task, --pe or --emb-init value, or --heads does not divide --dim");
-    }
     o.emb_std = strcmp(o.emb_init, "torch") == 0 ? 1.0 : 0.0; /* 0: the library's 1/sqrt(d) */
-    if (o.threads > 0) {
-        int got = tg_set_num_threads(o.threads);
-        if (got < o.threads)
-            fprintf(stderr, "reverse: --threads %d capped at %d (the CPUs available)\n", o.threads, got);
-    }
+    if (o.threads > 0 && tg_set_num_threads(o.threads) < o.threads)
+        fprintf(stderr, "reverse: --threads %d capped at %d (the CPUs available)\n", o.threads, tg_get_num_threads());
     tg_set_detect_anomaly(o.detect_anomaly);
     int prec = tg_precision_parse(o.precision); /* the products' precision, for every variant */
     if (prec >= 0) tg_set_precision((tg_precision)prec);
@@ -304,18 +236,14 @@ int main(int argc, char **argv) {
         variants[0] = o.pe;
         nv = 1;
     }
-    int T = o.seq_len;
-    int *hx = malloc(sizeof(int) * (size_t)o.heldout * T), *hy = malloc(sizeof(int) * (size_t)o.heldout * T);
-    tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)o.seed, 0, 0}, 2); /* a stream training never draws from */
-    make_batch(&o, &held, o.heldout, hx, hy);
-    printf("%s task: T %d, V %d, d %d, %d heads, %d blocks, batch %d, %d steps per variant, Adam lr %g\n", o.task, T,
-           o.vocab, o.dim, o.heads, o.layers, o.batch, o.steps, o.lr);
+    printf("%s task: T %d, V %d, d %d, %d heads, %d blocks, batch %d, %d steps per variant, Adam lr %g\n", o.task,
+           o.seq_len, o.vocab, o.dim, o.heads, o.layers, o.batch, o.steps, o.lr);
 
     result res[3];
     model models[3];
     int rc = 0;
     for (int v = 0; v < nv && rc == 0; v++) {
-        if (train(&o, variants[v], hx, hy, &res[v], &models[v]) != 0) {
+        if (train(&o, variants[v], &res[v], &models[v]) != 0) {
             rc = 1;
             nv = v;
             break;
@@ -327,7 +255,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "reverse: %s\n", tg_last_error());
                 rc = 1;
             }
-            rc |= draw_attention(&models[v], &o, hx, variants[v]) != 0;
+            rc |= draw_attention(&models[v], &o, variants[v]) != 0;
             if (pe_kind(variants[v]) == TG_PE_LEARNED) rc |= draw_tables(&models[v], &o) != 0;
         }
         /* --ddp: the others wait here while rank 0 saves and draws alone, not
@@ -354,11 +282,9 @@ int main(int argc, char **argv) {
                    100 * res[v].token_acc, 100 * res[0].token_acc);
     if (nv > 0) printf("\nFigures and checkpoints are in %s/\n", o.out);
     for (int v = 0; v < nv; v++) {
-        model_free(&models[v]);
+        tg_encoder_model_free(&models[v]);
         free(res[v].losses);
     }
-    free(hx);
-    free(hy);
     tg_release_all();
     if (tg_dist_active()) { /* a failed rank ends them all: the others may wait in a collective */
         fflush(stdout);

@@ -1,8 +1,8 @@
-/* The reverse program's options and model. The model and its file are the
- * library's (tg_encoder_model, tg_encoder_open and tg_encoder_save in
- * src/train/model_file.h: the checkpoint describes itself and is checked
- * against its tensors before anything is built); here are the flags and
- * the task, which is reverse's word. */
+/* The reverse program's options and model. The model, its file and the
+ * tasks are the library's (model_file.h: tg_encoder_model, tg_encoder_open,
+ * tg_encoder_save, tg_seq_task_*: the checkpoint describes itself and is
+ * checked against its tensors before anything is built); here are the
+ * flags and the model they describe. */
 #ifndef REVERSE_MODEL_H
 #define REVERSE_MODEL_H
 
@@ -17,8 +17,6 @@ typedef struct {
 } options;
 
 enum { REVERSE_MAX_OPTS = 24 };
-/* The positional tables hold 1000 positions, or T when longer. */
-#define REVERSE_MAX_LEN(T) ((T) > 1000 ? (T) : 1000)
 
 typedef tg_encoder_model model; /* the encoder + output layer */
 
@@ -64,19 +62,13 @@ static int reverse_options(options *o, cli_opt *opts) {
     return n;
 }
 
-/* The library's spelling of the --pe name (tg_pe_kind_name: a string that
- * outlives the flag), or NULL for an unknown one. */
-static const char *pe_name(const char *name) {
-    tg_pe_kind k;
-    return tg_pe_kind_parse(name, &k) == 0 ? tg_pe_kind_name(k) : NULL;
-}
-
+/* The kind of a --pe name (NONE for an unknown one: main refused those). */
 static tg_pe_kind pe_kind(const char *name) {
     tg_pe_kind k;
     return tg_pe_kind_parse(name, &k) == 0 ? k : TG_PE_NONE;
 }
 
-/* On failure the caller still frees m with model_free. */
+/* On failure the caller still frees m with tg_encoder_model_free. */
 static int model_new(model *m, const options *o, const char *pe, uint64_t seed) {
     tg_rng rng = tg_rng_new(seed);
     tg_encoder_config cfg = {
@@ -85,7 +77,7 @@ static int model_new(model *m, const options *o, const char *pe, uint64_t seed) 
         .ffn_hiddens = o->ffn,
         .num_heads = o->heads,
         .num_layers = o->layers,
-        .max_len = REVERSE_MAX_LEN(o->seq_len),
+        .max_len = o->seq_len > 1000 ? o->seq_len : 1000, /* d2l's 1000 positions, or T when longer */
         .dropout = (tg_real)o->dropout,
         .pe = pe_kind(pe),
         .use_bias = false,
@@ -94,28 +86,6 @@ static int model_new(model *m, const options *o, const char *pe, uint64_t seed) 
     };
     if (tg_encoder_model_init(m, &cfg, o->seq_len, &rng) != 0) return -1;
     snprintf(m->task, sizeof m->task, "%s", o->task);
-    return 0;
-}
-
-static void model_free(model *m) { tg_encoder_model_free(m); }
-
-/* --load's model (reverse's model file, or a run's train_state or best
- * checkpoint: tg_encoder_open), its task reverse's own, and the options it
- * implies into o, its position kind into *pe. 0, or -1 with the reason
- * recorded and nothing left allocated. */
-static int reverse_load(const char *path, options *o, model *m, const char **pe) {
-    if (tg_encoder_open(path, m) != 0) return -1;
-    const char *task = strcmp(m->task, "reverse") == 0 ? "reverse" : strcmp(m->task, "sort") == 0 ? "sort" : NULL;
-    if (!task) {
-        tg_set_error("%s: metadata 'task' is %s%s%s; expected reverse or sort", path, m->task[0] ? "'" : "missing",
-                     m->task, m->task[0] ? "'" : "");
-        model_free(m);
-        return -1;
-    }
-    const tg_encoder_config *c = &m->encoder->cfg;
-    o->task = task, o->seq_len = m->seq_len, o->vocab = c->vocab_size, o->dim = c->num_hiddens;
-    o->heads = c->num_heads, o->ffn = c->ffn_hiddens, o->layers = c->num_layers;
-    *pe = tg_pe_kind_name(c->pe);
     return 0;
 }
 

@@ -813,6 +813,23 @@ Test(optim_table, a_new_optimizer_row_and_position_row_train_save_and_resume, .f
     cr_expect_eq(tg_train_state_load(path, &d.params, d.opt, &step, d.rngs.item, d.rngs.n), -1);
     cr_expect(error_has("optimizer 'signum' in the file, 'adam' given", NULL), "%s", tg_last_error());
     guard_free(&d);
+
+    /* The run's report shows the new kind's positions from its row alone:
+     * its table, titled with its name and about line. */
+    tg_report *rep = tg_report_new();
+    TG_REQUIRE(rep);
+    cr_assert_eq(tg_report_add_decoder(rep, a.m, (const int[]){1, 2, 3, 4, 5, 6, 7, 0}, 8, NULL), 0, "%s",
+                 tg_last_error());
+    cr_assert_eq(tg_report_write(rep, in_dir("zero.html"), "zero"), 0, "%s", tg_last_error());
+    tg_report_free(rep);
+    unsigned char *page;
+    size_t n;
+    cr_assert_eq(tg_read_file(in_dir("zero.html"), "test", &page, &n), 0, "%s", tg_last_error());
+    char *text = strndup((const char *)page, n);
+    cr_expect(text && strstr(text, "zero positions (a learned table added to the input, zeros at first (test-only)): "
+                                   "transformer.wpe.weight[:8] [8, 8]"),
+              "the zero row's table in the report");
+    free(text), tg_sys_free(page);
     guard_free(&a);
     guard_free(&c);
 }

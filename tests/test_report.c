@@ -172,6 +172,53 @@ Test(report, encoder_attention_and_the_positions_of_every_kind) {
     for (int k = 0; k < 6; k++) tg_encoder_free(ms[k]);
 }
 
+/* What the report shows of a kind comes from its row: a row registered
+ * here with a report function of its own is drawn as it says, and one
+ * without (an INPUT table) by its name, about line and table. */
+static int ramp_report(const tg_pe_view *v, tg_pe_plot *plots) {
+    plots[0] = (tg_pe_plot){.lines = true, .ylabel = "ramp", .series = "line %d", .rows = 1, .cols = v->T};
+    snprintf(plots[0].title, sizeof plots[0].title, "Ramp positions over %d offsets", v->T);
+    if (!(plots[0].data = malloc(sizeof(double) * (size_t)v->T))) return -1;
+    for (int i = 0; i < v->T; i++) plots[0].data[i] = 0.5 * i;
+    return 1;
+}
+
+Test(report, positions_come_from_the_kinds_rows) {
+    tmpdir();
+    static tg_pe_rule ramp, plain;
+    ramp = *tg_pe_rule_of(TG_PE_LEARNED), plain = ramp;
+    ramp.name = "ramp", ramp.report = ramp_report;
+    plain.name = "plain", plain.about = "a learned table (test-only)", plain.report = NULL;
+    tg_pe_kind kr, kp;
+    cr_assert_eq(tg_pe_register(&ramp, &kr), 0, "%s", tg_last_error());
+    cr_assert_eq(tg_pe_register(&plain, &kp), 0, "%s", tg_last_error());
+    tg_rng rng = tg_rng_new(4);
+    tg_report *r = tg_report_new();
+    tg_encoder *ms[2];
+    for (int k = 0; k < 2; k++) {
+        tg_encoder_config c = tiny_encoder(6, 8, 8, 2, 2, 10);
+        c.pe = k ? kp : kr;
+        TG_REQUIRE(ms[k] = tg_encoder_new(&c, &rng));
+        cr_assert_eq(tg_report_add_positions(r, ms[k], 4), 0, "%s", tg_last_error());
+    }
+    cr_assert_eq(tg_report_write(r, in_dir("report.html"), "rows"), 0, "%s", tg_last_error());
+    char *s = page_of(in_dir("report.html"));
+    const char *at = strstr(s, "\"title\": \"Ramp positions over 4 offsets\"");
+    cr_expect(at && strstr(at, "\"name\": \"line 1\", \"y\": [0,0.5,1,1.5]"), "%.300s", at ? at : s);
+    cr_expect(strstr(s, "plain positions (a learned table (test-only)): pos_encoding.P[:4] [4, 8]"));
+    cr_expect_eq(count(s, "\"kind\": \"heatmap\""), 1, "the plain row's table; the ramp row draws lines");
+    free(s);
+    tg_pe_view v = {.kind = kp, .T = 4}; /* no table: the view lacks what the kind uses */
+    tg_pe_plot p[TG_PE_MAX_PLOTS];
+    cr_expect_eq(tg_pe_plots(&v, p), -1);
+    cr_expect(error_has("pe_plots: plain", "table"), "%s", tg_last_error());
+    v.kind = (tg_pe_kind)99;
+    cr_expect_eq(tg_pe_plots(&v, p), -1);
+    cr_expect(error_has("pe_plots", "without a row"), "%s", tg_last_error());
+    tg_report_free(r);
+    for (int k = 0; k < 2; k++) tg_encoder_free(ms[k]);
+}
+
 /* The page's data block: the text between its <script> and </script>. */
 static char *data_block(const char *page) {
     const char *open = "<script type=\"application/json\" id=\"tg-data\">\n";

@@ -1,6 +1,10 @@
 /* Sequence layers of src/nn: Conv1d, RNN, GRU. Hand-computed forwards,
  * shapes, errors, parameter names, and gradient checks in double precision
- * (every parameter and the input, max rel error <= 1e-6). */
+ * (every parameter and the input, max rel error <= 1e-6). Then a sequence
+ * layer of a chosen kind and the model around it (tg_seq_layer,
+ * tg_seq_model): each kind is the modules it names, drawn in order; the
+ * path lengths (tg_seq_layer_paths, _reach) and sequential operations
+ * (_depth) are what the chapter's table predicts; gradients through them. */
 #include "test_util.h"
 
 #include <math.h>
@@ -248,4 +252,165 @@ Test(seq_layers, shapes_and_errors) {
     tg_conv1d_free(c);
     tg_rnn_free(r);
     tg_gru_free(g);
+}
+
+/* ---- tg_seq_layer, tg_seq_model ---------------------------------------- */
+
+static tg_seq_layer_config layer_cfg(tg_seq_kind k, int d, int depth, bool relu) {
+    return (tg_seq_layer_config){.kind = k, .dim = d, .depth = depth, .kernel = 3, .heads = 2, .relu = relu};
+}
+
+/* Each kind is the modules it names, drawn from the generator in order: a
+ * CNN of two with a ReLU between is conv1(relu(conv0(x))), bit for bit. */
+Test(seq_layer, kinds_are_their_modules) {
+    static const char *const names[TG_SEQ_KINDS] = {"cnn", "rnn", "gru", "attention", "attention-stored", "mha"};
+    for (int k = 0; k < TG_SEQ_KINDS; k++) cr_expect_str_eq(tg_seq_kind_name((tg_seq_kind)k), names[k]);
+    cr_expect_null(tg_seq_kind_name(TG_SEQ_KINDS));
+    tg_rng a = tg_rng_new(5), b = tg_rng_new(5);
+    tg_seq_layer_config c = layer_cfg(TG_SEQ_CNN, 4, 2, true);
+    tg_seq_layer *m = tg_seq_layer_new(&c, &a);
+    tg_conv1d *c0 = tg_conv1d_new(4, 4, 3, 1, true, &b), *c1 = tg_conv1d_new(4, 4, 3, 1, true, &b);
+    cr_assert(m && c0 && c1, "%s", tg_last_error());
+    tg_tensor *x = tg_randn(TG_SHAPE(2, 5, 4), &a);
+    tg_scope_begin();
+    tg_tensor *y = tg_seq_layer_forward(m, x), *z = tg_conv1d_forward(c1, tg_relu(tg_conv1d_forward(c0, x)));
+    cr_assert(y && z, "%s", tg_last_error());
+    cr_expect(y->ndim == 3 && y->shape[0] == 2 && y->shape[1] == 5 && y->shape[2] == 4);
+    cr_expect_arr_eq(y->data, z->data, sizeof(tg_real) * (size_t)z->size);
+    tg_scope_end();
+    tg_params p;
+    tg_params_init(&p);
+    cr_assert_eq(tg_seq_layer_params(m, &p, "conv"), 0, "%s", tg_last_error());
+    cr_expect(tg_params_get(&p, "conv0.weight") && tg_params_get(&p, "conv1.bias"), "conv0.*, conv1.*");
+    tg_params_free(&p);
+    tg_seq_layer_free(m);
+    tg_conv1d_free(c0), tg_conv1d_free(c1);
+    /* Every kind maps [B, n, d] to [B, n, d]; one MHA is "mha.*". */
+    for (int k = 0; k < TG_SEQ_KINDS; k++) {
+        c = layer_cfg((tg_seq_kind)k, 4, 1, false);
+        m = tg_seq_layer_new(&c, &a);
+        TG_REQUIRE(m);
+        tg_scope_begin();
+        y = tg_seq_layer_forward(m, x);
+        cr_expect(y && y->shape[0] == 2 && y->shape[1] == 5 && y->shape[2] == 4, "%s", tg_seq_kind_name(c.kind));
+        tg_scope_end();
+        tg_params_init(&p);
+        cr_expect_eq(tg_seq_layer_params(m, &p, NULL), 0);
+        if (k == TG_SEQ_MHA) cr_expect(tg_params_get(&p, "mha.W_q.weight"), "%s", p.n ? p.items[0].name : "none");
+        if (k == TG_SEQ_GRU) cr_expect(tg_params_get(&p, "gru.weight_ih_l0"));
+        cr_expect_eq(p.n == 0, k == TG_SEQ_ATTENTION || k == TG_SEQ_ATTENTION_STORED, "%s", tg_seq_kind_name(c.kind));
+        tg_params_free(&p);
+        tg_seq_layer_free(m);
+    }
+    tg_free(x);
+    c = layer_cfg(TG_SEQ_KINDS, 4, 1, false);
+    cr_expect_null(tg_seq_layer_new(&c, &a));
+    cr_expect(error_has("seq_layer", "unknown kind"), "%s", tg_last_error());
+    c = layer_cfg(TG_SEQ_CNN, 4, 0, false);
+    cr_expect_null(tg_seq_layer_new(&c, &a));
+    cr_expect(error_has("seq_layer", "depth"), "%s", tg_last_error());
+    cr_expect_null(tg_seq_layer_forward(NULL, NULL));
+}
+
+/* The chapter's path lengths: a convolution of width 3 reaches one position
+ * each way, an RNN only the past, self-attention everything; the last
+ * output of a CNN needs n - 1 layers to see the first input, the others one. */
+Test(seq_layer, path_lengths_and_sequential_operations) {
+    tg_rng rng = tg_rng_new(9);
+    const int n = 6, d = 4;
+    double G[36];
+    tg_seq_kind kinds[3] = {TG_SEQ_CNN, TG_SEQ_RNN, TG_SEQ_ATTENTION};
+    for (int i = 0; i < 3; i++) {
+        tg_seq_layer_config c = layer_cfg(kinds[i], d, 1, false);
+        tg_seq_layer *m = tg_seq_layer_new(&c, &rng);
+        tg_tensor *x = tg_randn(TG_SHAPE(1, n, d), &rng);
+        cr_assert(m && x, "%s", tg_last_error());
+        tg_set_requires_grad(x, true);
+        cr_assert_eq(tg_seq_layer_paths(m, x, -1, G), 0, "%s", tg_last_error());
+        for (int t = 0; t < n; t++)
+            for (int s = 0; s < n; s++) {
+                bool reach = kinds[i] == TG_SEQ_CNN ? abs(t - s) <= 1 : kinds[i] == TG_SEQ_RNN ? s <= t : true;
+                cr_expect_eq(G[t * n + s] > 0, reach, "%s: dy_%d/dx_%d = %g", tg_seq_kind_name(kinds[i]), t, s,
+                             G[t * n + s]);
+            }
+        int depth = tg_seq_layer_depth(m, n, &rng);
+        if (kinds[i] == TG_SEQ_ATTENTION) cr_expect_eq(depth, 1, "one fused op");
+        if (kinds[i] == TG_SEQ_RNN) cr_expect_gt(depth, tg_seq_layer_depth(m, 2, &rng), "grows with n");
+        double t = tg_seq_layer_time(m, 2, n, 3, true, &rng);
+        cr_expect(isfinite(t) && t > 0, "%g s", t);
+        tg_free(x);
+        tg_seq_layer_free(m);
+    }
+    double rel = 0;
+    tg_seq_layer_config c = layer_cfg(TG_SEQ_CNN, d, 1, false);
+    cr_expect_eq(tg_seq_layer_reach(&c, n, n + 2, &rng, &rel), n - 1, "a CNN of k 3 adds one position a layer");
+    cr_expect(rel > 0 && rel <= 1, "%g", rel);
+    cr_expect_eq(tg_seq_layer_reach(&c, n, n - 2, &rng, NULL), -1, "not within n - 2 layers");
+    c.kind = TG_SEQ_RNN;
+    cr_expect_eq(tg_seq_layer_reach(&c, n, 4, &rng, &rel), 1);
+    c.kind = TG_SEQ_ATTENTION;
+    cr_expect_eq(tg_seq_layer_reach(&c, n, 4, &rng, &rel), 1);
+    tg_tensor *x = tg_randn(TG_SHAPE(2, n, d), &rng);
+    cr_expect_eq(tg_seq_layer_paths(NULL, x, -1, G), -1);
+    cr_expect(error_has("seq_layer_paths", NULL));
+    tg_free(x);
+}
+
+static tg_tensor *layer_f(tg_tensor *const *in, int n, void *ctx) {
+    return tg_sum_all(tg_mul(tg_seq_layer_forward(ctx, in[n - 1]), in[n - 1]));
+}
+
+/* Gradients through the layers (double build: tight tolerances). */
+Test(seq_layer, gradcheck) {
+    tg_seq_kind kinds[4] = {TG_SEQ_CNN, TG_SEQ_ATTENTION, TG_SEQ_ATTENTION_STORED, TG_SEQ_MHA};
+    for (int i = 0; i < 4; i++) {
+        tg_rng rng = tg_rng_new(3 + i);
+        tg_seq_layer_config c = layer_cfg(kinds[i], 4, 2, true);
+        tg_seq_layer *m = tg_seq_layer_new(&c, &rng);
+        tg_tensor *x = tg_randn(TG_SHAPE(2, 3, 4), &rng);
+        cr_assert(m && x, "%s", tg_last_error());
+        tg_set_requires_grad(x, true);
+        tg_params p;
+        tg_params_init(&p);
+        cr_assert_eq(tg_seq_layer_params(m, &p, NULL), 0);
+        tg_tensor *in[40];
+        int n = 0;
+        for (int j = 0; j < p.n; j++) in[n++] = p.items[j].t;
+        in[n++] = x;
+        tg_gradcheck_result r;
+        cr_expect(tg_gradcheck(layer_f, in, n, m, 1e-6, 1e-5, &r), "%s: max rel err %g", tg_seq_kind_name(kinds[i]),
+                  r.max_rel_err);
+        tg_params_free(&p);
+        tg_free(x);
+        tg_seq_layer_free(m);
+    }
+}
+
+/* The model: embeddings, positions when asked, the layer, a head at the
+ * last position; its parameters in that order and named. */
+Test(seq_layer, model_predicts_from_the_last_position) {
+    tg_rng rng = tg_rng_new(4);
+    tg_seq_layer_config c = layer_cfg(TG_SEQ_MHA, 8, 1, false);
+    tg_seq_model m;
+    cr_assert_eq(tg_seq_model_init(&m, &c, 5, 12, 6, &rng), 0, "%s", tg_last_error());
+    cr_expect_not_null(m.pe);
+    cr_expect_str_eq(m.params.items[0].name, "emb.weight");
+    cr_expect_str_eq(m.params.items[m.params.n - 1].name, "head.bias");
+    const int ids[12] = {0, 1, 2, 3, 4, 0, 4, 3, 2, 1, 0, 4};
+    tg_scope_begin();
+    tg_tensor *y = tg_seq_model_forward(&m, ids, 2, 6);
+    cr_assert(y && y->ndim == 2 && y->shape[0] == 2 && y->shape[1] == 12, "%s", tg_last_error());
+    tg_tensor *z = tg_seq_model_forward(&m, ids, 1, 6); /* sequence 0 alone: its row */
+    cr_expect_arr_eq(z->data, y->data, sizeof(tg_real) * 12);
+    cr_expect_null(tg_seq_model_forward(&m, ids, 2, 7), "past the positions' table");
+    tg_scope_end();
+    tg_seq_model_free(&m);
+    tg_seq_model_free(&m); /* twice: a no-op */
+    c.kind = TG_SEQ_GRU;
+    cr_assert_eq(tg_seq_model_init(&m, &c, 5, 3, 0, &rng), 0, "%s", tg_last_error());
+    cr_expect_null(m.pe);
+    cr_expect(tg_params_get(&m.params, "gru.weight_hh_l0"));
+    tg_seq_model_free(&m);
+    cr_expect_eq(tg_seq_model_init(&m, &c, 0, 3, 0, &rng), -1);
+    cr_expect(error_has("seq_model", "vocab"));
 }

@@ -48,9 +48,8 @@ static int lm_page(const char *dir, const char *out, const tg_safetensors *st) {
     return rc;
 }
 
-/* A reverse run: the model from the checkpoint, the first held-out sequence
- * from the run's seed (reverse draws its held-out set from the seed's
- * stream 2, one draw per token). */
+/* A reverse run: the model from the checkpoint, its page over the first
+ * sequence of the run's held-out set (tg_encoder_task_report: the seed's). */
 static int reverse_page(const char *dir, const char *out, const char *state) {
     tg_encoder_model m;
     if (tg_encoder_open(state, &m) != 0) return -1;
@@ -66,16 +65,7 @@ static int reverse_page(const char *dir, const char *out, const char *state) {
         }
         tg_safetensors_close(&st);
     }
-    const tg_encoder_config *c = &m.encoder->cfg;
-    int T = m.seq_len, *x = malloc(sizeof(int) * (size_t)T);
-    char title[160];
-    snprintf(title, sizeof title, "reverse: the %s task, T %d, V %d, d %d, %d heads, %d blocks, %s positions", m.task,
-             T, c->vocab_size, c->num_hiddens, c->num_heads, c->num_layers, tg_pe_kind_name(c->pe));
-    tg_rng held = tg_rng_fork(&(tg_rng){(uint64_t)seed, 0, 0}, 2);
-    for (int t = 0; x && t < T; t++) x[t] = (int)(tg_rng_next_u64(&held) % (uint64_t)c->vocab_size);
-    if (rc == 0 && !x) rc = -1, tg_set_error("report: out of memory");
-    if (rc == 0) rc = tg_encoder_report(dir, out, &m, x, title);
-    free(x);
+    if (rc == 0) rc = tg_encoder_task_report(dir, out, &m, (uint64_t)seed);
     tg_encoder_model_free(&m);
     return rc;
 }
@@ -98,8 +88,8 @@ int main(int argc, char **argv) {
     bool lm =
         tg_safetensors_meta(&st, "n_layer", v, sizeof v) > 0 && tg_safetensors_meta(&st, "tokenizer", v, sizeof v) > 0;
     bool reverse = tg_safetensors_meta(&st, "ffn", v, sizeof v) > 0 &&
-                   tg_safetensors_meta(&st, "task", v, sizeof v) > 0 &&
-                   (strcmp(v, "reverse") == 0 || strcmp(v, "sort") == 0);
+                   tg_safetensors_meta(&st, "task", v, sizeof v) > 0 && tg_seq_task_name(v);
+    tg_clear_error(); /* not a task: the run's own page */
     int rc;
     if (lm) {
         rc = lm_page(dir, out, &st);

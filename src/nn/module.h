@@ -69,6 +69,12 @@ void tg_linears_free(int n, tg_linear *const *lin);
  * _params: the tables as "<prefix>.relative_k", "<prefix>.relative_v".
  * _free: frees what _init allocated and leaves none. */
 bool tg_pe_in_attention(tg_pe_kind kind);
+/* The built-in rows' report functions (tg_pe_rule.report; position_report.c). */
+int tg__pe_report_fixed(const tg_pe_view *v, tg_pe_plot *plots);
+int tg__pe_report_learned(const tg_pe_view *v, tg_pe_plot *plots);
+int tg__pe_report_relative(const tg_pe_view *v, tg_pe_plot *plots);
+int tg__pe_report_alibi(const tg_pe_view *v, tg_pe_plot *plots);
+int tg__pe_report_rope(const tg_pe_view *v, tg_pe_plot *plots);
 /* _in_scores: kind's terms sit in the scores (RELATIVE, ALIBI: the stored
  * path adds them there). _check_model: tg_pe_check, then that model (a
  * TG_PE_ENCODER or TG_PE_DECODER bit) takes kind; -1 with "<op>: position

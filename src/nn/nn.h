@@ -489,6 +489,32 @@ typedef struct {
     tg_real std;    /**< the std of drawn tables (RELATIVE) */
     tg_rng *rng;    /**< where tables are drawn from (NULL where nothing is drawn) */
 } tg_position_args;
+/** What a model's positions are, for the run report (tg_pe_plots), whatever
+ * the model: its kind and what that kind uses. */
+typedef struct {
+    tg_pe_kind kind;        /**< the model's position kind */
+    const char *table_name; /**< INPUT: the table's name in the model ("pos_encoding.P", "transformer.wpe.weight") */
+    const tg_tensor *table; /**< INPUT: the table [>= T, d] (rows 0..T-1 shown); else NULL */
+    const tg_position *pos; /**< inside attention: the first layer's term; else NULL */
+    int T;                  /**< the positions shown, 0..T-1 */
+    int heads;              /**< the attention's heads */
+    int head_dim;           /**< features per head */
+    bool beside_fixed;      /**< a learned table: the fixed sinusoidal one beside it (the chapter's comparison) */
+} tg_pe_view;
+/** One plot of the report's "positions" part: a heatmap, or lines over the
+ * offsets 0..cols-1. */
+typedef struct {
+    bool lines;         /**< false: a heatmap of rows x cols values; true: rows lines over offsets 0..cols-1 */
+    char title[200];    /**< the plot's title */
+    const char *xlabel; /**< the x axis (lines: the offsets' label is the report's own) */
+    const char *ylabel; /**< the y axis */
+    const char *series; /**< lines: each line's name, a printf format given the 1-based line ("head %d") */
+    int rows;           /**< heatmap rows, or the number of lines */
+    int cols;           /**< heatmap columns, or the points of a line */
+    double *data;       /**< rows x cols values, row-major; malloc'd (tg_pe_plots_free) */
+} tg_pe_plot;
+/** The most plots a row's report function gives. */
+#define TG_PE_MAX_PLOTS 4
 /** A position kind: one row of the table that the encoder, MHA, the decoder,
  * the programs' --pe flags (tg_pe_kind_parse) and checkpoints' metadata
  * (tg_pe_kind_name) read. Which functions a row needs follows from where it
@@ -519,6 +545,12 @@ typedef struct {
     /** QK: turns the first `rotated` of `heads` heads of x [B, T, heads hd]
      * (the projections' layout) at positions offset..; x itself for SCORES. */
     tg_tensor *(*rotate_heads)(const tg_position *t, tg_tensor *x, int heads, int rotated, int offset);
+    /** What the run report shows of a model's positions of this kind
+     * (tg_pe_plots): fills plots[0..n) (n at most TG_PE_MAX_PLOTS, data
+     * malloc'd) and returns n, or -1 with the error recorded (nothing left
+     * allocated). NULL: an INPUT kind's table as a heatmap titled with the
+     * row's name and about line; nothing for the others. */
+    int (*report)(const tg_pe_view *v, tg_pe_plot *plots);
 } tg_pe_rule;
 /** The row of kind: a built-in kind (the enum) or a registered one; NULL
  * (no error recorded) for any other value. */
@@ -533,6 +565,16 @@ int tg_pe_rule_check(const tg_pe_rule *row);
 int tg_pe_register(const tg_pe_rule *row, tg_pe_kind *kind);
 /** The number of kinds (built-in and registered): kinds 0..count-1 have rows. */
 int tg_pe_kind_count(void);
+/** What the run report shows of v (its "positions" part), from v->kind's
+ * row: the row's report function, or without one an INPUT kind's table
+ * (v->table) as a heatmap titled "<name> positions (<about>): ..." and
+ * nothing for the others. Fills plots (room for TG_PE_MAX_PLOTS) and
+ * returns their number; -1 with the error recorded for a kind without a
+ * row, a view without what its kind uses, or no memory. Free the plots'
+ * data with tg_pe_plots_free. */
+int tg_pe_plots(const tg_pe_view *v, tg_pe_plot *plots);
+/** Frees the data of plots[0..n); NULL is a no-op. */
+void tg_pe_plots_free(tg_pe_plot *plots, int n);
 
 /* ---- Transformer encoder pieces, as d2l -------------------------------------- */
 /** PositionWiseFFN: dense2(relu(dense1(X))), the same MLP at every
@@ -787,5 +829,100 @@ void tg_gru_free(tg_gru *m);
  * The result lives in the current scope. NULL with "concat_many: n tensors"
  * recorded for n < 1 or a NULL ts, or with tg_concat's error. */
 tg_tensor *tg_concat_many(int n, tg_tensor *const *ts, int axis);
+
+/* ---- a sequence layer of a chosen kind (seq_layer.c) ----------------------- */
+/** The layers d2l's "Comparing CNNs, RNNs, and Self-Attention" compares:
+ * each maps X [B, n, d] to [B, n, d]. */
+typedef enum {
+    TG_SEQ_CNN,              /**< "cnn": depth Conv1d(d, d, kernel), n kept; ReLU between them when relu */
+    TG_SEQ_RNN,              /**< "rnn": an Elman RNN of depth layers (tg_rnn) */
+    TG_SEQ_GRU,              /**< "gru": a GRU of depth layers (tg_gru) */
+    TG_SEQ_ATTENTION,        /**< "attention": softmax(X X^T / sqrt(d)) X, q = k = v = X, no projections
+                                  (the fused tg_attention), depth times */
+    TG_SEQ_ATTENTION_STORED, /**< "attention-stored": the same through the stored path (scores, softmax and
+                                  product kept in memory) */
+    TG_SEQ_MHA,              /**< "mha": depth multi-head self-attentions with projections (tg_mha, no bias) */
+    TG_SEQ_KINDS             /**< the number of kinds */
+} tg_seq_kind;
+/** The name of kind ("cnn", "rnn", "gru", "attention", "attention-stored",
+ * "mha"), a static string; NULL for a value that is not a kind. */
+const char *tg_seq_kind_name(tg_seq_kind kind);
+/** What a sequence layer is. */
+typedef struct {
+    tg_seq_kind kind; /**< which layer */
+    int dim;          /**< d, the width in and out */
+    int depth;        /**< stacked layers (1..4096; an RNN's or GRU's at most TG_RNN_MAX_LAYERS) */
+    int kernel;       /**< CNN: the kernel size k */
+    int heads;        /**< MHA: the heads (dividing dim) */
+    bool relu;        /**< CNN: a ReLU between two convolutions */
+} tg_seq_layer_config;
+/** A sequence layer (tg_seq_layer_new); the fields are read-only for users. */
+typedef struct {
+    tg_seq_layer_config cfg; /**< what it is */
+    tg_conv1d **conv;        /**< CNN: its depth convolutions; else NULL */
+    tg_rnn *rnn;             /**< RNN, GRU: the module (a tg_gru for GRU); else NULL */
+    tg_mha **mha;            /**< MHA: its depth attentions; else NULL */
+} tg_seq_layer;
+/** A layer as c says, its weights drawn from rng layer by layer (the
+ * attention kinds draw nothing). NULL with "seq_layer: ..." or the
+ * module's error recorded for a bad config, a NULL rng where weights are
+ * drawn, or no memory. Free with tg_seq_layer_free. */
+tg_seq_layer *tg_seq_layer_new(const tg_seq_layer_config *c, tg_rng *rng);
+/** X [B, n, d] -> [B, n, d] in the current scope. NULL with the error
+ * recorded (the modules' for a wrong shape). */
+tg_tensor *tg_seq_layer_forward(tg_seq_layer *m, tg_tensor *x);
+/** Appends m's parameters to p under prefix (NULL or "": the kind's name):
+ * a CNN's and an MHA's layers as prefix0, prefix1, ... when deeper than one
+ * (else prefix), each with its module's names; an RNN's and a GRU's as
+ * tg_rnn_params. 0, or -1 with the error recorded. */
+int tg_seq_layer_params(tg_seq_layer *m, tg_params *p, const char *prefix);
+/** Frees m and its modules; NULL is a no-op. */
+void tg_seq_layer_free(tg_seq_layer *m);
+/** The chapter's path lengths, measured: G[t n + s] = ||dy_t / dx_s||, the
+ * Frobenius norm of the Jacobian block of output position t against input
+ * position s (the gradient of sum(y_t) at x_s, one backward per t with a
+ * one-hot seed), for x [1, n, d] requiring grad (its gradient is
+ * overwritten); every row t, or only row only_t when only_t >= 0 (the
+ * others untouched). 0, or -1 with the error recorded. */
+int tg_seq_layer_paths(tg_seq_layer *m, tg_tensor *x, int only_t, double *G);
+/** The layers of kind c->kind (c->depth ignored) needed before the last of
+ * n outputs depends on the first input: the smallest depth in
+ * 1..max_depth with |dy_{n-1}/dx_0| > 1e-30 max_s |dy_{n-1}/dx_s| (far
+ * above float's underflow: any dependence at all), each depth a new layer
+ * and x [1, n, d] drawn from rng in that order; *rel (when not NULL) gets
+ * that ratio, how strongly it depends. A recurrent layer or the stored and
+ * multi-head attentions are decided at depth 1. -1 when no depth reaches;
+ * -2 with the error recorded when a layer cannot be made or run. */
+int tg_seq_layer_reach(const tg_seq_layer_config *c, int n, int max_depth, tg_rng *rng, double *rel);
+/** The median wall time, in seconds, of reps (1..32) forwards of m over a
+ * random x [B, n, d] drawn from rng (outside the timing), with backward
+ * true each followed by the backward of sum(y), after one untimed run
+ * (the arena's blocks, the caches). NaN with the error recorded. */
+double tg_seq_layer_time(tg_seq_layer *m, int B, int n, int reps, bool backward, tg_rng *rng);
+/** The chapter's sequential operations, measured: the ops on the longest
+ * chain of dependent ops (tg_graph_depth) in the graph of one forward of m
+ * over a random x [1, n, d] drawn from rng. -1 with the error recorded. */
+int tg_seq_layer_depth(tg_seq_layer *m, int n, tg_rng *rng);
+/** A model around a sequence layer (seq_model.c): a sequence of token ids
+ * to one prediction, read at its last position. */
+typedef struct {
+    tg_embedding *emb;   /**< [vocab, d], drawn N(0, 1): tensors "emb.*" */
+    tg_posenc *pe;       /**< the fixed sinusoidal positions added to the embeddings, or NULL */
+    tg_seq_layer *layer; /**< the layer: tensors "conv0", "conv1", ... for a CNN, else under the kind's name */
+    tg_linear *head;     /**< Linear(d, n_out) at the last position, tensors "head.*" */
+    tg_params params;    /**< all of them, in that order */
+} tg_seq_model;
+/** Builds m: vocab embeddings of width c->dim, the fixed sinusoidal
+ * positions of max_len rows when max_len > 0 (an attention layer alone
+ * cannot tell positions apart; 0: none), the layer c, and Linear(d, n_out),
+ * drawn from rng in that order. 0, or -1 with the error recorded and
+ * nothing left allocated. */
+int tg_seq_model_init(tg_seq_model *m, const tg_seq_layer_config *c, int vocab, int n_out, int max_len, tg_rng *rng);
+/** The logits [B, n_out] of ids [B, n] (each in [0, vocab)) in the current
+ * scope: the head over the layer's output at position n - 1. NULL with the
+ * error recorded. */
+tg_tensor *tg_seq_model_forward(tg_seq_model *m, const int *ids, int B, int n);
+/** Frees what m holds (not m); NULL is a no-op. */
+void tg_seq_model_free(tg_seq_model *m);
 
 #endif

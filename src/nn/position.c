@@ -1,6 +1,7 @@
 /* Position kinds (nn.h, tg_pe_kind, tg_pe_rule): one row each, naming the
  * kind, where it acts, which models take it, its parameters, how the report
- * describes it and the functions that build and apply it. Everything else
+ * describes it and the functions that build and apply it and what the
+ * report draws of it (position_report.c). Everything else
  * (the encoder's and the decoder's tables, MHA's and the decoder blocks'
  * terms inside attention, the programs' --pe flags, checkpoints' metadata)
  * reads the row, so a new kind is its row here, its op (autograd/, for a
@@ -109,14 +110,16 @@ static const tg_pe_rule builtin[] = {
                      .where = TG_PE_AT_INPUT,
                      .models = TG_PE_ENCODER, /* GPT's positions are learned, or inside attention */
                      .params = "",
-                     .encoder_table = fixed_encoder_table},
+                     .encoder_table = fixed_encoder_table,
+                     .report = tg__pe_report_fixed},
     [TG_PE_LEARNED] = {.name = "learned",
                        .about = "learned absolute table added to the input (BERT, GPT-2)",
                        .where = TG_PE_AT_INPUT,
                        .models = TG_PE_ENCODER | TG_PE_DECODER,
                        .params = "pos_encoding.P (encoder), transformer.wpe.weight (decoder)",
                        .encoder_table = learned_encoder_table,
-                       .decoder_table = learned_decoder_table},
+                       .decoder_table = learned_decoder_table,
+                       .report = tg__pe_report_learned},
     [TG_PE_NONE] = {.name = "none",
                     .about = "no position information",
                     .where = TG_PE_AT_NOTHING,
@@ -129,7 +132,8 @@ static const tg_pe_rule builtin[] = {
                         .models = TG_PE_ENCODER | TG_PE_DECODER,
                         .params = "relative_k, relative_v per attention layer",
                         .init = relative_init,
-                        .apply = relative_apply},
+                        .apply = relative_apply,
+                        .report = tg__pe_report_relative},
     [TG_PE_ROPE] = {.name = "rope",
                     .about = "rotary positions (Su et al. 2021): q and k rotated by their positions",
                     .where = TG_PE_AT_QK,
@@ -138,14 +142,16 @@ static const tg_pe_rule builtin[] = {
                     .check = rope_check,
                     .init = rope_init,
                     .apply = rope_apply,
-                    .rotate_heads = rope_rotate_heads},
+                    .rotate_heads = rope_rotate_heads,
+                    .report = tg__pe_report_rope},
     [TG_PE_ALIBI] = {.name = "alibi",
                      .about = "ALiBi (Press et al. 2022): a linear bias -m_h |i - j| on each head's scores",
                      .where = TG_PE_AT_SCORES,
                      .models = TG_PE_ENCODER | TG_PE_DECODER,
                      .params = "",
                      .init = alibi_init,
-                     .apply = alibi_apply},
+                     .apply = alibi_apply,
+                     .report = tg__pe_report_alibi},
 };
 #define N_BUILTIN ((int)(sizeof builtin / sizeof builtin[0]))
 #define MAX_KINDS 16

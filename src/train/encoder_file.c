@@ -115,14 +115,14 @@ static bool is_word(const char *s) {
     return true;
 }
 
-int tg_encoder_save(const tg_encoder_model *m, const char *path) {
-    if (!m || !m->encoder || !path) {
-        tg_set_error("encoder_save: NULL %s", !m || !m->encoder ? "model" : "path");
-        return -1;
+char *tg_encoder_model_meta(const tg_encoder_model *m) {
+    if (!m || !m->encoder) {
+        tg_set_error("encoder_model_meta: NULL model");
+        return NULL;
     }
     if (!is_word(m->task)) {
         tg_set_error("encoder_save: task '%.20s' is not a word", m->task);
-        return -1;
+        return NULL;
     }
     const tg_encoder_config *c = &m->encoder->cfg;
     const char *pe = tg_pe_kind_name(c->pe);
@@ -133,7 +133,20 @@ int tg_encoder_save(const tg_encoder_model *m, const char *path) {
              "\"heads\":\"%d\",\"ffn\":\"%d\",\"layers\":\"%d\",\"max_len\":\"%d\",\"bias\":\"%s\",\"dropout\":\"%g\"}",
              task, pe ? pe : "?", c->vocab_size, m->seq_len, c->num_hiddens, c->num_heads, c->ffn_hiddens,
              c->num_layers, c->max_len, c->use_bias ? "true" : "false", (double)c->dropout);
-    return tg_checkpoint_save(path, &m->params, meta);
+    char *copy = strdup(meta);
+    if (!copy) tg_set_error("encoder_model_meta: out of memory");
+    return copy;
+}
+
+int tg_encoder_save(const tg_encoder_model *m, const char *path) {
+    if (!m || !m->encoder || !path) {
+        tg_set_error("encoder_save: NULL %s", !m || !m->encoder ? "model" : "path");
+        return -1;
+    }
+    char *meta = tg_encoder_model_meta(m);
+    int rc = meta ? tg_checkpoint_save(path, &m->params, meta) : -1;
+    free(meta);
+    return rc;
 }
 
 /* ---- reading ---------------------------------------------------------------- */

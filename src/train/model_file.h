@@ -228,6 +228,12 @@ double tg_encoder_model_evaluate(tg_encoder_model *m, const int *tokens, const i
  * metadata (see tg_encoder_model); atomic (tg_checkpoint_save). 0, or -1
  * with the error recorded (a task that is not a word included). */
 int tg_encoder_save(const tg_encoder_model *m, const char *path);
+/** m's configuration as a model file's metadata (see tg_encoder_model): a
+ * JSON object of string values, malloc'd (free it); what tg_encoder_save
+ * writes, and a run's model metadata (tg_run_config.meta), so that
+ * tg_encoder_open rebuilds the model from the run's checkpoints. NULL with
+ * the error recorded (a task that is not a word, out of memory). */
+char *tg_encoder_model_meta(const tg_encoder_model *m);
 /** Reads an encoder model's configuration from st's metadata (path names
  * the file in errors) and checks it against the tensors (under "model." in
  * a run's checkpoint, else bare) before anything is built: every number a
@@ -253,5 +259,57 @@ int tg_encoder_open(const char *path, tg_encoder_model *m);
  * each checkpoint and tgrad-report from the folder alone. 0, or -1 with the
  * error recorded. */
 int tg_encoder_report(const char *dir, const char *page, tg_encoder_model *m, const int *tokens, const char *title);
+
+/* ---- the toy sequence tasks of an encoder model (encoder_task.c) --------- */
+/** The task named task, as a static string: "reverse" (the targets are the
+ * tokens in reverse order) or "sort" (in increasing order); NULL with
+ * "task '<task>': expected reverse or sort" recorded for any other. */
+const char *tg_seq_task_name(const char *task);
+/** n random sequences of T tokens in [0, V) into tokens [n, T], drawn from
+ * rng one tg_rng_next_u64 per token in order, and the task's targets into
+ * targets [n, T]. 0, or -1 with the error recorded (an unknown task, NULL
+ * arguments, n < 0, T < 1, V outside 2..4096). */
+int tg_seq_task_batch(const char *task, tg_rng *rng, int n, int T, int V, int *tokens, int *targets);
+/** The held-out set of a run of seed: tg_seq_task_batch drawing from the
+ * seed's stream 2 (tg_rng_fork), which training never draws from, so the
+ * first sequences of a larger set are those of a smaller one. 0, or -1 as
+ * tg_seq_task_batch. */
+int tg_seq_task_heldout(const char *task, uint64_t seed, int n, int T, int V, int *tokens, int *targets);
+/** Scores m on the first n sequences of its task's (m->task) held-out set
+ * of seed (tg_seq_task_heldout, m->seq_len tokens) as
+ * tg_encoder_model_evaluate does: the mean cross-entropy, *token_acc and
+ * *seq_acc (either may be NULL). NaN (and NaN scores) with the error
+ * recorded for a NULL model, n < 1, a task that is not one, no memory. */
+double tg_encoder_task_evaluate(tg_encoder_model *m, uint64_t seed, int n, double *token_acc, double *seq_acc);
+/** One training step of m on the global batch tokens, targets [B, T]:
+ * under data parallelism this rank's slice of B / ranks sequences (each
+ * rank holds the whole batch), else all of it; the cross-entropy's backward
+ * through the run (tg_run_backward), then tg_run_step. 0, or -1 (the run
+ * has failed; the error is recorded). */
+int tg_run_encoder_step(tg_run *run, tg_encoder_model *m, const int *tokens, const int *targets, int B, int T);
+/** Draws the attention weights of every layer (rows) and head (columns) of
+ * m over tokens[0..m->seq_len) into png_path under title
+ * (tg_figure_attention), from a forward in eval mode without gradients;
+ * m's mode is restored. 0, or -1 with the error recorded. */
+int tg_encoder_draw_attention(tg_encoder_model *m, const int *tokens, const char *png_path, const char *title);
+/** The page of a toy-task run in dir (tg_encoder_report, page NULL:
+ * DIR/report.html): m's attention over the first sequence of seed's
+ * held-out set, titled with m's task and shape ("reverse: the sort task,
+ * T 16, V 16, d 64, 4 heads, 2 blocks, fixed positions"). What reverse
+ * writes after each checkpoint and tgrad-report from the folder alone, the
+ * same page. 0, or -1 with the error recorded. */
+int tg_encoder_task_report(const char *dir, const char *page, tg_encoder_model *m, uint64_t seed);
+/** What a toy-task run's page needs after each checkpoint
+ * (tg_encoder_task_on_save). */
+typedef struct {
+    tg_run *run;         /**< the run (its folder) */
+    tg_encoder_model *m; /**< the model */
+    uint64_t seed;       /**< the run's seed: its held-out set */
+    const char *prog;    /**< the program's name, before its messages on stderr (NULL: "run") */
+} tg_encoder_task_page;
+/** tg_run_on_save's callback with ctx a tg_encoder_task_page: writes the
+ * run's report.html (tg_encoder_task_report). A page that cannot be
+ * written is said on stderr and the run goes on: returns 0. */
+int tg_encoder_task_on_save(void *ctx, int64_t step);
 
 #endif

@@ -229,7 +229,7 @@ static void jw_token(jw *w, int id, const char *const *token_text) {
         snprintf(hex, sizeof hex, "\\x%02x", id & 0xff), tg_json_put_str(w, hex);
 }
 
-static void jw_heatmap(jw *w, const char *title, const char *xlabel, const char *ylabel, const tg_real *d, int rows,
+static void jw_heatmap(jw *w, const char *title, const char *xlabel, const char *ylabel, const double *d, int rows,
                        int cols) {
     tg_json_begin(w, '{');
     jw_pair(w, "kind", "heatmap"), jw_pair(w, "title", title), jw_pair(w, "xlabel", xlabel);
@@ -237,7 +237,7 @@ static void jw_heatmap(jw *w, const char *title, const char *xlabel, const char 
     tg_json_key(w, "rows"), tg_json_put_int(w, rows);
     tg_json_key(w, "cols"), tg_json_put_int(w, cols);
     tg_json_key(w, "data"), tg_json_begin(w, '[');
-    for (int i = 0; i < rows * cols; i++) tg_json_put_digits(w, (double)d[i], 3);
+    for (int i = 0; i < rows * cols; i++) tg_json_put_digits(w, d[i], 3);
     tg_json_end(w), tg_json_end(w);
 }
 
@@ -262,82 +262,23 @@ static void jw_lines(jw *w, const char *title, const char *ylabel, const double 
     tg_json_end(w), tg_json_end(w);
 }
 
-/* What a model's positions are, for the "positions" part, whatever the
- * model (decoder, encoder): the kind's name and what that kind uses. */
-typedef struct {
-    const char *kind;            /* fixed, learned, none, relative, rope, alibi */
-    const char *table_name;      /* fixed, learned: the table's name */
-    const tg_tensor *table;      /* fixed, learned: P [>= T, d], rows 0..T-1 shown */
-    const tg_tensor *relative_k; /* relative: the first layer's [2 clip + 1, d_head] */
-    const tg_real *alibi;        /* alibi: the heads' slopes */
-    int T, heads, head_dim;
-    bool beside_fixed; /* learned: the fixed sinusoidal table beside it (the chapter's comparison) */
-} pos_view;
-
-/* The plots of v's positions, as items of a JSON list (none for "none"). */
-static int jw_positions(jw *b, const pos_view *v) {
-    int T = v->T;
-    char title[200];
-    if (strcmp(v->kind, "fixed") == 0 || strcmp(v->kind, "learned") == 0) {
-        int d = v->table->shape[1];
-        bool fixed = strcmp(v->kind, "fixed") == 0;
-        if (fixed)
-            snprintf(title, sizeof title,
-                     "Fixed sinusoidal positions: P[:%d] [%d, %d], P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = "
-                     "cos(i / 10000^(2j/d))",
-                     T, T, d);
-        else
-            snprintf(title, sizeof title, "Learned absolute positions: %s[:%d] [%d, %d]", v->table_name, T, T, d);
-        jw_heatmap(b, title, "encoding dimension", "position", v->table->data, T, d);
-        if (!fixed && v->beside_fixed) {
-            tg_rng rng = tg_rng_new(0);
-            tg_posenc *pe = tg_posenc_new(d, 0, T, &rng);
-            if (!pe) return -1;
-            snprintf(title, sizeof title, "Fixed sinusoidal positions: P[:%d] [%d, %d], beside the learned table", T, T,
-                     d);
-            tg_json_break(b);
-            jw_heatmap(b, title, "encoding dimension", "position", pe->P->data, T, d);
-            tg_posenc_free(pe);
-        }
-    } else if (strcmp(v->kind, "relative") == 0) {
-        const tg_tensor *k = v->relative_k;
-        int clip = (k->shape[0] - 1) / 2;
-        snprintf(title, sizeof title,
-                 "Relative positions (Shaw et al.): layer 1's relative_k [%d, %d], rows: offsets -%d..%d", k->shape[0],
-                 k->shape[1], clip, clip);
-        jw_heatmap(b, title, "dimension", "offset + clip", k->data, k->shape[0], k->shape[1]);
-    } else if (strcmp(v->kind, "alibi") == 0 || strcmp(v->kind, "rope") == 0) {
-        bool alibi = strcmp(v->kind, "alibi") == 0;
-        int nl = alibi ? v->heads : 1, dh = v->head_dim;
-        double *y = malloc(sizeof(double) * (size_t)T * (size_t)nl);
-        if (!y) return tg_set_error("report: positions: out of memory"), -1;
-        for (int s = 0; s < nl; s++)
-            for (int o = 0; o < T; o++) {
-                double val = 0; /* ALiBi: -m_h (i - j); RoPE: mean of cos(o theta_k), theta_k = 10000^(-2k/d) */
-                if (alibi) val = -(double)v->alibi[s] * o;
-                for (int k = 0; !alibi && k < dh / 2; k++) val += cos(o * pow(10000.0, -2.0 * k / dh)) / (dh / 2);
-                y[s * T + o] = val;
-            }
-        if (alibi)
-            jw_lines(b, "ALiBi positions: the bias -m_h (i - j) added to each head's scores", "bias", y, T, nl,
-                     "head %d");
-        else
-            jw_lines(b, "RoPE positions: q.k of two equal vectors against their offset (mean cos)", "score", y, T, 1,
-                     "rope, d_head");
-        free(y);
-    } else {
-        return 1; /* none: nothing drawn */
-    }
-    return 0;
-}
-
-/* Appends v's plots to the "positions" part. */
-static int add_positions(tg_report *r, const pos_view *v) {
+/* Appends the plots of v's positions (tg_pe_plots: its kind's row says
+ * what they are) to the "positions" part; "none" draws nothing. */
+static int add_positions(tg_report *r, const tg_pe_view *v) {
+    tg_pe_plot p[TG_PE_MAX_PLOTS];
+    int n = tg_pe_plots(v, p);
+    if (n < 0) return -1;
     jw w = {0};
     tg_json_begin(&w, '[');
-    int rc = jw_positions(&w, v);
+    for (int i = 0; i < n; i++) {
+        if (i > 0) tg_json_break(&w);
+        if (p[i].lines)
+            jw_lines(&w, p[i].title, p[i].ylabel, p[i].data, p[i].cols, p[i].rows, p[i].series);
+        else
+            jw_heatmap(&w, p[i].title, p[i].xlabel, p[i].ylabel, p[i].data, p[i].rows, p[i].cols);
+    }
     tg_json_end(&w);
-    if (rc < 0) return tg_json_discard(&w), -1;
+    tg_pe_plots_free(p, n);
     return jw_finish_list(&w, r, "positions");
 }
 
@@ -377,30 +318,27 @@ static int add_attention(tg_report *r, const char *what, const char *pe, int L, 
     return jw_finish(&b, r, "attention");
 }
 
-static pos_view decoder_positions(const tg_decoder *m) {
+static tg_pe_view decoder_positions(const tg_decoder *m) {
     const tg_decoder_config *c = &m->cfg;
-    return (pos_view){.kind = tg_pe_kind_name(c->pos),
-                      .table_name = "transformer.wpe.weight",
-                      .table = m->wpe ? m->wpe->weight : NULL,
-                      .relative_k = m->h[0]->pos.relative_k,
-                      .alibi = m->h[0]->pos.alibi,
-                      .T = c->block_size,
-                      .heads = c->n_head,
-                      .head_dim = c->n_embd / c->n_head};
+    return (tg_pe_view){.kind = c->pos,
+                        .table_name = "transformer.wpe.weight",
+                        .table = m->wpe ? m->wpe->weight : NULL,
+                        .pos = &m->h[0]->pos,
+                        .T = c->block_size,
+                        .heads = c->n_head,
+                        .head_dim = c->n_embd / c->n_head};
 }
 
-static pos_view encoder_positions(const tg_encoder *m, int T) {
+static tg_pe_view encoder_positions(const tg_encoder *m, int T) {
     const tg_encoder_config *c = &m->cfg;
-    const tg_mha *a = m->blocks[0]->attention;
-    return (pos_view){.kind = tg_pe_kind_name(c->pe),
-                      .table_name = "pos_encoding.P",
-                      .table = m->pos_encoding ? m->pos_encoding->P : NULL,
-                      .relative_k = a->pos.relative_k,
-                      .alibi = a->pos.alibi,
-                      .T = T,
-                      .heads = c->num_heads,
-                      .head_dim = c->num_hiddens / c->num_heads,
-                      .beside_fixed = true};
+    return (tg_pe_view){.kind = c->pe,
+                        .table_name = "pos_encoding.P",
+                        .table = m->pos_encoding ? m->pos_encoding->P : NULL,
+                        .pos = &m->blocks[0]->attention->pos,
+                        .T = T,
+                        .heads = c->num_heads,
+                        .head_dim = c->num_hiddens / c->num_heads,
+                        .beside_fixed = true};
 }
 
 /* The window of a model's attention part: T in 1..max_T, every token in
@@ -437,7 +375,7 @@ int tg_report_add_decoder(tg_report *r, tg_decoder *m, const int *tokens, int T,
     tg_decoder_train(m, training);
     tg_set_grad_enabled(grad);
     if (rc != 0) return -1;
-    pos_view v = decoder_positions(m);
+    tg_pe_view v = decoder_positions(m);
     return add_positions(r, &v);
 }
 
@@ -464,7 +402,7 @@ int tg_report_add_encoder(tg_report *r, tg_encoder *m, const int *tokens, int T,
 int tg_report_add_positions(tg_report *r, const tg_encoder *m, int T) {
     if (!r || !m || T < 1 || (m->pos_encoding && T > m->cfg.max_len))
         return tg_set_error("report: positions: NULL argument or T %d outside 1..%d", T, m ? m->cfg.max_len : 0), -1;
-    pos_view v = encoder_positions(m, T);
+    tg_pe_view v = encoder_positions(m, T);
     return add_positions(r, &v);
 }
 
