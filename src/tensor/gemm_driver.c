@@ -3,14 +3,25 @@
  * high-performance matrix multiplication", TOMS 2008; Van Zee & van de
  * Geijn, "BLIS", TOMS 2015):
  *
- *   for jc in N by NC            B panel KC x NC  -> packed once, lives in L3
- *     for pc in K by KC
- *       pack B(pc, jc) into NR-wide slivers          (shared by all threads)
- *       for ic in M by MC        A block MC x KC  -> packed per thread, in L2
- *         pack A(ic, pc) into MR-tall micro-panels
- *         for jr in NC by NR     one B sliver KC x NR
- *           for ir in MC by MR
- *             micro-kernel: MR x NR tile of C += A micro-panel * B sliver
+ *   for jc in N by NC              B panel K x NC
+ *     for each group of K blocks   (all of K when the group's packed B fits
+ *                                   GEMM_B_GROUP_BYTES: most products)
+ *       pack B(group, jc): each KC block into NR-wide slivers
+ *                                   (shared by all threads: one pool job)
+ *       for each share of C        (one pool job: a grid of row runs x sliver runs)
+ *         for ic in its rows by MC      A block MC x KC -> packed per thread, in L2
+ *           for pc in the group's K blocks, in order
+ *             pack A(ic, pc) into MR-tall micro-panels
+ *             for jr in its slivers       one B sliver KC x NR
+ *               for ir in MC by MR
+ *                 micro-kernel: MR x NR tile of C += A micro-panel * B sliver
+ *
+ * Goto's order has the K blocks outside the rows (a KC x NC block of B in
+ * L3 while all of M passes); here they are inside, so that a product is
+ * two pool jobs rather than two per K block, and the MC x NC block of C a
+ * share revisits per K block stays in L2. The traffic of A and B is the
+ * same: each block of A packed once per K block, each block of B read
+ * once per MC rows.
  *
  * Packing is where an engine's element type (float, bf16 pairs, AMX
  * chunks) and the transposes are handled; the loops do not know them.
@@ -23,8 +34,8 @@
  *
  * Determinism: K is cut into near-equal blocks whose boundaries depend on
  * K alone; each element of C is summed in k order within a block by the
- * micro-kernel and the blocks added in order; threads split C's rows or
- * its columns (gemm_split_choose), never K. Same bits at any thread count.
+ * micro-kernel and the blocks added in order; threads split C's rows, its
+ * columns or both (gemm_grid_choose), never K. Same bits at any thread count.
  *
  * Memory: the packing buffer belongs to the calling thread (thread-local,
  * tg__gemm_workspace), grown only when a larger product comes; worker

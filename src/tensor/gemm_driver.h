@@ -5,7 +5,7 @@
  * the layout of the packed operands, the tile and block sizes, the packers
  * and the micro-kernel. The loops around them (Goto / BLIS: B panels shared
  * by the threads, A blocks packed per thread), the K blocks, the thread
- * split (gemm_split_choose) and the epilogue are written once, here, in
+ * split (gemm_grid_choose) and the epilogue are written once, here, in
  * the scheme of BLIS and oneDNN's brgemm: one driver, many micro-kernels.
  * A new engine costs a row, a micro-kernel, its packing rule and a test. */
 #ifndef TG_GEMM_DRIVER_H
