@@ -9,19 +9,16 @@
  *       pack B(group, jc): each KC block into NR-wide slivers
  *                                   (shared by all threads: one pool job)
  *       for each share of C        (one pool job: a grid of row runs x sliver runs)
- *         for ic in its rows by MC      A block MC x KC -> packed per thread, in L2
- *           for pc in the group's K blocks, in order
+ *         for pc in the group's K blocks, in order    B block KC x NC, in L2 / L3
+ *           for ic in its rows by MC      A block MC x KC -> packed per thread, in L2
  *             pack A(ic, pc) into MR-tall micro-panels
  *             for jr in its slivers       one B sliver KC x NR
  *               for ir in MC by MR
  *                 micro-kernel: MR x NR tile of C += A micro-panel * B sliver
  *
- * Goto's order has the K blocks outside the rows (a KC x NC block of B in
- * L3 while all of M passes); here they are inside, so that a product is
- * two pool jobs rather than two per K block, and the MC x NC block of C a
- * share revisits per K block stays in L2. The traffic of A and B is the
- * same: each block of A packed once per K block, each block of B read
- * once per MC rows.
+ * Goto's loops, but a share runs all of a group's K blocks in one job: the
+ * packing job of the whole group is the only barrier, so a product is two
+ * pool jobs rather than two per K block.
  *
  * Packing is where an engine's element type (float, bf16 pairs, AMX
  * chunks) and the transposes are handled; the loops do not know them.
@@ -118,8 +115,9 @@ static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
 }
 
 /* Share t of the grid: a run of C's mr-row tiles times a run of the panel's
- * slivers, times the group's K blocks in order; the share packs its rows of
- * A into its own buffer (apack), one K block at a time. */
+ * slivers, for each of the group's K blocks in order (each element of C
+ * summed block after block, as one thread would); the share packs its rows
+ * of A into its own buffer (apack), one block of rows at a time. */
 static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
     const gemm_engine *eng = g->eng;
     const int mr = eng->mr, nr = eng->nr, mc = g->mc, slivers = (g->ncur + nr - 1) / nr;
@@ -131,14 +129,16 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
      * can: packing it costs a pass over A that only many slivers repay. */
     const bool in_place = eng->kernel_a && slivers <= eng->in_place_max_slivers;
     const size_t lda = (size_t)g->lda, a_rs = g->trans_a ? 1 : lda, a_ks = g->trans_a ? lda : 1;
+    const int j1 = s1 * nr < g->ncur ? s1 * nr : g->ncur; /* this share's columns of the panel */
     gemm_job j = *g;
-    for (int ic = row0; ic < row1; ic += mc) {
-        int mcur = row1 - ic < mc ? row1 - ic : mc;
-        for (int kb = g->kb; kb < g->kb_end; kb++) { /* the K blocks in order: each C element's sum order */
-            k_block(&j, kb);
-            const size_t panel = (size_t)j.depth * mr * eng->elem, sliver = (size_t)j.depth * nr * eng->elem;
-            const unsigned char *bblock = g->ws + (size_t)(kb - g->kb) * g->b_bytes;
-            tg_real beta_k = kb == 0 ? j.beta : 1;
+    for (int kb = g->kb; kb < g->kb_end; kb++) { /* the K blocks in order: each C element's sum order */
+        k_block(&j, kb);
+        const size_t panel = (size_t)j.depth * mr * eng->elem, sliver = (size_t)j.depth * nr * eng->elem;
+        const unsigned char *bblock = g->ws + (size_t)(kb - g->kb) * g->b_bytes; /* in L2 across the rows */
+        tg_real beta_k = kb == 0 ? j.beta : 1;
+        const tg_gemm_epilogue *ep = kb == j.kblocks - 1 ? j.ep : NULL; /* only the last K block finishes C */
+        for (int ic = row0; ic < row1; ic += mc) {
+            int mcur = row1 - ic < mc ? row1 - ic : mc;
             if (!in_place) eng->pack_a(&j, ic, mcur, apack);
             for (int s = s0; s < s1; s++) {
                 int j0 = s * nr;
@@ -154,12 +154,10 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
                         eng->kernel(&j, apack + (size_t)ir / mr * panel, bs, cs, beta_k, m, n);
                 }
             }
+            /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
+            if (j1 > s0 * nr)
+                gemm_epilogue(ep, j.C, j.C + (size_t)ic * j.ldc + j.jc + s0 * nr, j.ldc, mcur, j1 - s0 * nr);
         }
-        /* rows ic.. of the panel are finished after the last K block: the
-         * epilogue on this share's columns, from L2 */
-        int j1 = s1 * nr < j.ncur ? s1 * nr : j.ncur;
-        if (g->kb_end == g->kblocks && j1 > s0 * nr)
-            gemm_epilogue(g->ep, j.C, j.C + (size_t)ic * j.ldc + j.jc + s0 * nr, j.ldc, mcur, j1 - s0 * nr);
     }
 }
 
