@@ -311,8 +311,8 @@ static void same_bits_at_1_2_3_7(bool ta, bool tb, int M, int N, int K) {
 }
 
 /* The driver's grid (2 row tiles x 8 slivers: 2 x 3 shares at 7 threads)
- * and its groups of K blocks (K 5000 in 20 blocks, 1 MiB of B each: groups
- * of 8, 8 and 4), against the naive loop and across thread counts. */
+ * and its groups of K blocks (K 5000 in 20 blocks of about 1 MB of B: five
+ * groups of 4), against the naive loop and across thread counts. */
 Test(gemm, grid_and_k_groups_same_bits_at_1_2_3_7_threads) {
     for (int t = 0; t < 4; t++) {
         same_bits_at_1_2_3_7(t & 1, t & 2, 12, 256, 2000);

@@ -43,12 +43,14 @@ struct gemm_job {
     size_t b_bytes, a_bytes;    /* a packed block of B (one K block of the panel); one of A */
 };
 
-/* The packed blocks of B one group may hold: every K block of a panel in
- * most products (gpt-small's largest, K 2048 x N 1024 floats, is 8 MiB), so
- * that a product is two pool jobs (pack, multiply) rather than two per K
- * block. Larger panels (K in the tens of thousands: a vocabulary's
- * gradient) go in groups of this size. */
-#define GEMM_B_GROUP_BYTES ((size_t)8 << 20)
+/* The packed blocks of B one group may hold: the size of the float
+ * engines' own KC x NC panel (256 x 4064 floats, 4 MiB), the block of B
+ * that Goto's loops keep in L3, so the workspace is no larger than the
+ * largest panel was. It holds every K block of most products (gpt-small's
+ * N 256 x K 2048: 2 MiB), so that a product is two pool jobs (pack,
+ * multiply) rather than two per K block; wider or deeper ones (N 1024 x
+ * K 2048: 8 MiB) go in groups of this size. */
+#define GEMM_B_GROUP_BYTES ((size_t)4 << 20)
 
 /* An engine: one row of constants and functions. Packed A is micro-panels
  * of mr rows, depth * mr elements each; packed B slivers of nr columns,
