@@ -7,6 +7,8 @@
 #include "parallel.h"
 #include "simd.h"
 
+#include <string.h>
+
 typedef struct {
     const tg_adam_step *s;
     tg_real *w, *m, *v, *buf;
@@ -116,6 +118,7 @@ typedef struct {
     const tg_k_arrays *a;
     int64_t total;
     double coef;
+    bool zero;    /* scale_arrays_range: write zeros (0 * inf would be NaN) */
     double *sums; /* TG_K_SUMSQ_PIECES */
 } arrays_ctx;
 
@@ -170,12 +173,19 @@ static void scale_arrays_range(void *ctx, int64_t begin, int64_t end, int tid) {
     const arrays_ctx *c = ctx;
     (void)tid;
     ARRAYS_WALK(c->a, begin, end, {
-        for (int64_t k = k0; k < k1; k++) x[k] = (tg_real)((double)x[k] * c->coef);
+        if (c->zero)
+            memset(x + k0, 0, sizeof(tg_real) * (size_t)(k1 - k0));
+        else
+            for (int64_t k = k0; k < k1; k++) x[k] = (tg_real)((double)x[k] * c->coef);
     });
 }
 
-void tg_k_scale_arrays(const tg_k_arrays *a, double coef) {
-    arrays_ctx c = {.a = a, .coef = coef};
+static void scale_or_zero_arrays(const tg_k_arrays *a, double coef, bool zero) {
+    arrays_ctx c = {.a = a, .coef = coef, .zero = zero};
     for (int i = 0; i < a->n; i++) c.total += arrays_len(a, i);
     tg_parallel_for_ns(c.total, (double)c.total * TG_NS_STREAM, scale_arrays_range, &c);
 }
+
+void tg_k_scale_arrays(const tg_k_arrays *a, double coef) { scale_or_zero_arrays(a, coef, false); }
+
+void tg_k_zero_arrays(const tg_k_arrays *a) { scale_or_zero_arrays(a, 0, true); }

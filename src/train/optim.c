@@ -328,9 +328,19 @@ void tg_optim_step(tg_optim *o) {
     tg_profile_region_end();
 }
 
+/* Gradient i of a parameter list, for tg_k_arrays. */
+static tg_real *grad_at(const void *src, int i, int64_t *len) {
+    const tg_params *p = src;
+    const tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;
+    *len = g ? g->size : 0;
+    return g ? g->data : NULL;
+}
+
+/* tg_zero_grad on every parameter, as one split over all the gradients'
+ * elements (a job per tensor left the small ones on one thread). */
 void tg_optim_zero_grad(tg_optim *o) {
     if (!o) return;
-    for (int i = 0; i < o->params.n; i++) tg_zero_grad(o->params.items[i].t);
+    tg_k_zero_arrays(&(tg_k_arrays){&o->params, o->params.n, grad_at});
 }
 
 /* Names the state after its parameter, so a checkpoint written for one
@@ -421,14 +431,6 @@ int tg_optim_set_lr(tg_optim *o, tg_real lr) {
     }
     o->cfg.lr = lr;
     return 0;
-}
-
-/* Gradient i of a parameter list, for tg_k_arrays. */
-static tg_real *grad_at(const void *src, int i, int64_t *len) {
-    const tg_params *p = src;
-    const tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;
-    *len = g ? g->size : 0;
-    return g ? g->data : NULL;
 }
 
 /* torch.nn.utils.clip_grad_norm_ (norm_type 2): the norm of all gradients
