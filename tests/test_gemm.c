@@ -9,6 +9,7 @@
 
 #include "gemm_test_util.h"
 #include "tensor/gemm_common.h" /* gemm_split_choose */
+#include "tensor/gemm_driver.h" /* gemm_grid_choose */
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h" /* tg__isa_cap: the kernels a machine without AVX-512 or AVX2
@@ -259,4 +260,64 @@ Test(gemm, bit_identical_across_thread_counts) {
         same_for_threads_all();
         tg__isa_cap(old);
     }
+}
+
+/* gemm_grid_choose (gemm_driver.h): at 2 threads the row or column split,
+ * never a grid; on more threads than a product has tiles (or slivers), a
+ * grid of both when its largest share is smaller. */
+Test(gemm, grid_when_tiles_are_fewer_than_threads) {
+    int old = tg__parallel_fake_cpus(16);
+    tg_set_num_threads(2);
+    gemm_grid g = gemm_grid_choose(24, 256, 512, 6, 32);
+    cr_assert(g.rows * g.cols == 2 && (g.rows == 1 || g.cols == 1), "%d x %d", g.rows, g.cols);
+    tg_set_num_threads(16);
+    g = gemm_grid_choose(24, 256, 512, 6, 32); /* 4 tiles x 8 slivers: a share of 1 x 2, not 1 x 8 or 4 x 1 */
+    cr_assert(g.rows == 4 && g.cols == 4, "%d x %d", g.rows, g.cols);
+    g = gemm_grid_choose(12, 256, 2000, 6, 32); /* 2 tiles x 8 slivers */
+    cr_assert(g.rows == 2 && g.cols == 8, "%d x %d", g.rows, g.cols);
+    g = gemm_grid_choose(960, 256, 512, 6, 32); /* 160 tiles: the rows alone */
+    cr_assert(g.rows == 16 && g.cols == 1, "%d x %d", g.rows, g.cols);
+    g = gemm_grid_choose(16, 16, 16, 6, 32); /* below PARALLEL_MIN_WORK */
+    cr_assert(g.rows == 1 && g.cols == 1);
+    tg_set_num_threads(7);
+    g = gemm_grid_choose(12, 256, 2000, 6, 32); /* 2 x 3: shares of 1 tile x 3 slivers */
+    cr_assert(g.rows == 2 && g.cols == 3, "%d x %d", g.rows, g.cols);
+    tg_set_num_threads(0);
+    tg__parallel_fake_cpus(old);
+}
+
+/* One product at 1, 2, 3 and 7 threads (a 7-thread pool on any machine):
+ * the same bits each time. */
+static void same_bits_at_1_2_3_7(bool ta, bool tb, int M, int N, int K) {
+    static const int threads[] = {1, 2, 3, 7};
+    int old = tg__parallel_fake_cpus(8);
+    size_t mn = (size_t)M * N;
+    tg_real *A = lcg_buf(&lcg_state, (size_t)M * K), *B = lcg_buf(&lcg_state, (size_t)K * N);
+    tg_real *C0 = lcg_buf(&lcg_state, mn), *C = malloc(mn * sizeof *C), *ref = malloc(mn * sizeof *C);
+    cr_assert(C && ref);
+    for (int t = 0; t < 4; t++) {
+        tg_set_num_threads(threads[t]);
+        memcpy(C, C0, mn * sizeof *C);
+        tg_k_gemm(ta, tb, M, N, K, (tg_real)0.75, A, ta ? M : K, B, tb ? K : N, (tg_real)0.5, C, N);
+        if (t == 0)
+            memcpy(ref, C, mn * sizeof *C);
+        else
+            cr_assert(memcmp(C, ref, mn * sizeof *C) == 0, "ta=%d tb=%d %dx%dx%d: %d threads differ from 1", ta, tb,
+                      M, N, K, threads[t]);
+    }
+    tg_set_num_threads(0);
+    tg__parallel_fake_cpus(old);
+    free(A), free(B), free(C0), free(C), free(ref);
+}
+
+/* The driver's grid (2 row tiles x 8 slivers: 2 x 3 shares at 7 threads)
+ * and its groups of K blocks (K 5000 in 20 blocks of about 1 MB of B: five
+ * groups of 4), against the naive loop and across thread counts. */
+Test(gemm, grid_and_k_groups_same_bits_at_1_2_3_7_threads) {
+    for (int t = 0; t < 4; t++) {
+        same_bits_at_1_2_3_7(t & 1, t & 2, 12, 256, 2000);
+        same_bits_at_1_2_3_7(t & 1, t & 2, 18, 1000, 5000);
+        same_bits_at_1_2_3_7(t & 1, t & 2, 200, 40, 700);
+    }
+    check_all_transposes(18, 1000, 5000, 1, 0.5, 0, false);
 }

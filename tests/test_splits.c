@@ -2,6 +2,7 @@
  * "Where the time goes"): each gives the same bits at 1, 2, 3 and 7 threads
  * (tg__parallel_fake_cpus lets a 2-core machine run 7), and the profiler
  * (profile.h) shows that the op's work was split at all. */
+#include <stdio.h>
 #include <string.h>
 
 #include "tensor/tensor_internal.h"
@@ -155,7 +156,78 @@ static void norm_and_loss_case(outputs *o) {
 }
 
 Test(splits, layer_norm_parameters_and_cross_entropy) {
-    const char *rows[] = {"layer_norm", "cross_entropy"};
-    const tg_prof_dir dirs[] = {TG_PROF_BACKWARD, TG_PROF_BACKWARD};
-    expect_same_bits("layer_norm + cross_entropy", norm_and_loss_case, rows, dirs, 2);
+    const char *rows[] = {"layer_norm", "cross_entropy", "cross_entropy"};
+    const tg_prof_dir dirs[] = {TG_PROF_BACKWARD, TG_PROF_FORWARD, TG_PROF_BACKWARD};
+    expect_same_bits("layer_norm + cross_entropy", norm_and_loss_case, rows, dirs, 3);
+}
+
+/* cross_entropy's loss: rows in pieces of 32 (here 1001 rows: a last piece
+ * of 9), each piece summed in row order and the pieces in order; a mask
+ * and ignored rows count nothing; the sum and the mean. */
+static void cross_entropy_case(outputs *o) {
+    enum { N = 1001, V = 50 };
+    tg_tensor *x = randn_param(TG_SHAPE(N, V), 11, true);
+    static int targets[N];
+    static tg_real mask[N];
+    for (int r = 0; r < N; r++) targets[r] = r % 5 == 0 ? -1 : (r * 17) % V, mask[r] = r % 11 != 3;
+    int64_t counted = 0;
+    tg_scope_begin();
+    tg_tensor *sum = tg_cross_entropy_sum(x, targets, mask, -1, &counted);
+    keep(o, sum);
+    cr_assert_eq(counted, 727);
+    tg_tensor *mean = tg_cross_entropy(x, targets, NULL, -1);
+    keep(o, mean);
+    cr_assert(tg_backward(tg_add(sum, mean)) == 0, "%s", tg_last_error());
+    keep(o, x->grad);
+    tg_scope_end();
+    tg_free(x);
+}
+
+Test(splits, cross_entropy_loss_sum) {
+    const char *rows[] = {"cross_entropy"};
+    const tg_prof_dir dirs[] = {TG_PROF_FORWARD};
+    expect_same_bits("cross_entropy", cross_entropy_case, rows, dirs, 1);
+}
+
+/* The optimizer step (AdamW, decay on matrices only) as one split over all
+ * parameters' elements, and gradient clipping (the norm's pieces summed in
+ * order, the scaling): a matrix and many small vectors, as a model's
+ * biases and norms. */
+static void optimizer_case(outputs *o) {
+    enum { SMALL = 9 };
+    tg_params p;
+    tg_params_init(&p);
+    tg_tensor *t[SMALL + 1];
+    t[0] = randn_param(TG_SHAPE(70, 90), 12, true);
+    for (int i = 1; i <= SMALL; i++) t[i] = randn_param(TG_SHAPE(10 + i), 12 + (uint64_t)i, true);
+    for (int i = 0; i <= SMALL; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        cr_assert(tg_params_add(&p, NULL, name, t[i]) == 0, "%s", tg_last_error());
+    }
+    tg_optim_config cfg = tg_adamw_config((tg_real)0.01, (tg_real)0.1);
+    tg_optim *opt = tg_optim_new_groups(&cfg, &p);
+    cr_assert(opt, "%s", tg_last_error());
+    tg_tensor *norms = tg_zeros(TG_SHAPE(2));
+    for (int step = 0; step < 2; step++) {
+        tg_scope_begin();
+        tg_tensor *loss = tg_sum_all(tg_mul(t[0], t[0]));
+        for (int i = 1; i <= SMALL; i++) loss = tg_add(loss, tg_sum_all(tg_mul(t[i], t[i])));
+        tg_optim_zero_grad(opt);
+        cr_assert(tg_backward(loss) == 0, "%s", tg_last_error());
+        norms->data[step] = tg_clip_grad_norm(&p, (tg_real)1);
+        tg_optim_step(opt);
+        tg_scope_end();
+    }
+    keep(o, norms), keep(o, t[0]), keep(o, t[1]), keep(o, t[SMALL / 2]), keep(o, t[SMALL]);
+    tg_optim_free(opt);
+    tg_params_free(&p);
+    for (int i = 0; i <= SMALL; i++) tg_free(t[i]);
+    tg_free(norms);
+}
+
+Test(splits, optimizer_step_and_clipping) {
+    const char *rows[] = {"step"};
+    const tg_prof_dir dirs[] = {TG_PROF_OPTIMIZER};
+    expect_same_bits("optimizer", optimizer_case, rows, dirs, 1);
 }

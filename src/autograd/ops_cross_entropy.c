@@ -45,14 +45,47 @@ static void cross_entropy_backward(tg_node *n) {
 }
 const tg_op tg_op_cross_entropy = {"cross_entropy", cross_entropy_backward};
 
-/* lse_r = logsumexp(x_r), loss_r = lse_r - x_r[target] (0 for rows not counted) */
-static void forward_row(const tg_rows_ctx *c, int64_t r) {
-    const cross_entropy_state *s = c->state;
-    const int64_t V = c->n;
-    const tg_real *xr = c->x->data + r * V;
-    tg_real m = tg_k_row_max(xr, V);
-    s->lse[r] = m + TG_M(log)(tg_k_sum_exp(xr, V, m));
-    c->scratch[r] = s->target[r] >= 0 ? s->lse[r] - xr[s->target[r]] : 0;
+/* The forward in pieces of CE_PIECE rows: boundaries fixed by N alone,
+ * each piece's loss summed in row order, the pieces' sums added in order:
+ * the same bits at any thread count, and the sum over rows is split with
+ * the rows (it was a pass on one thread after them). */
+enum { CE_PIECE = 32 };
+
+typedef struct {
+    const tg_tensor *x;
+    cross_entropy_state *s;
+    const int *targets;
+    const tg_real *mask;
+    int ignore_index;
+    int64_t N;
+    double *sums;    /* per piece: its rows' losses */
+    int64_t *counts; /* per piece: its counted rows, -1 when a target is out of range */
+} forward_ctx;
+
+/* Pieces [b, e): each row's target (-1 when it does not count), lse_r =
+ * logsumexp(x_r), and loss_r = lse_r - x_r[target] on counted rows. */
+static void forward_pieces(void *ctx, int64_t b, int64_t e, int tid) {
+    const forward_ctx *c = ctx;
+    const int64_t V = c->x->shape[c->x->ndim - 1];
+    (void)tid;
+    for (int64_t p = b; p < e; p++) {
+        int64_t r1 = (p + 1) * CE_PIECE < c->N ? (p + 1) * CE_PIECE : c->N, counted = 0;
+        double sum = 0;
+        bool bad = false;
+        for (int64_t r = p * CE_PIECE; r < r1; r++) {
+            const int t = c->targets[r];
+            bool counts = t != c->ignore_index && (!c->mask || c->mask[r] != 0);
+            if (counts && (t < 0 || t >= V)) bad = true, counts = false; /* cross_entropy says which */
+            c->s->target[r] = counts ? t : -1;
+            counted += counts;
+            const tg_real *xr = c->x->data + r * V;
+            tg_real m = tg_k_row_max(xr, V);
+            c->s->lse[r] = m + TG_M(log)(tg_k_sum_exp(xr, V, m));
+            if (counts) sum += (double)(c->s->lse[r] - xr[t]);
+        }
+        c->sums[p] = sum;
+        c->counts[p] = bad ? -1 : counted;
+    }
 }
 
 /* The mean (mean true) or the sum over the counted rows, their number in
@@ -65,36 +98,39 @@ static tg_tensor *cross_entropy(tg_tensor *logits, const int *targets, const tg_
         tg_set_error("cross_entropy: logits %s have no class axis (need [..., V], V >= 1)", tg_tshape(b, logits));
         return NULL;
     }
-    int64_t V = logits->shape[logits->ndim - 1], N = logits->size / V;
+    int64_t V = logits->shape[logits->ndim - 1], N = logits->size / V, pieces = (N + CE_PIECE - 1) / CE_PIECE;
     if (!targets && N > 0) {
         tg_set_error("cross_entropy: logits %s with NULL targets", tg_tshape(b, logits));
         return NULL;
     }
-    /* Rows masked out need no valid target (padding may carry any id). */
-    for (int64_t r = 0; r < N; r++)
-        if (targets[r] != ignore_index && (!mask || mask[r] != 0) && (targets[r] < 0 || targets[r] >= V)) {
-            tg_set_error("cross_entropy: logits %s: target %d of row %lld is outside [0, %lld) and is not "
-                         "ignore_index %d",
-                         tg_tshape(b, logits), targets[r], (long long)r, (long long)V, ignore_index);
-            return NULL;
-        }
     tg_tensor *y = tg_empty_arena(0, NULL);
     cross_entropy_state *s = tg_arena_alloc(sizeof *s);
     int *tgt = tg_arena_alloc(sizeof(int) * (size_t)(N ? N : 1));
-    tg_real *lse = tg_arena_alloc(sizeof(tg_real) * (size_t)(2 * N + 1));
-    if (!y || !s || !tgt || !lse) return NULL;
-    tg_real *row_loss = lse + N;
+    tg_real *lse = tg_arena_alloc(sizeof(tg_real) * (size_t)(N ? N : 1));
+    double *sums = tg_arena_alloc(sizeof(double) * (size_t)(pieces ? pieces : 1));
+    int64_t *counts = tg_arena_alloc(sizeof(int64_t) * (size_t)(pieces ? pieces : 1));
+    if (!y || !s || !tgt || !lse || !sums || !counts) return NULL;
+    *s = (cross_entropy_state){tgt, lse, 0, 1};
+    forward_ctx c = {logits, s, targets, mask, ignore_index, N, sums, counts};
+    tg_parallel_for_ns(pieces, (double)logits->size * TG_NS_ROW_EXP, forward_pieces, &c);
+    double total = 0; /* the pieces in order: the same for any thread count */
     int64_t counted = 0;
-    for (int64_t r = 0; r < N; r++) {
-        bool counts = targets[r] != ignore_index && (!mask || mask[r] != 0);
-        tgt[r] = counts ? targets[r] : -1;
-        counted += counts;
+    for (int64_t p = 0; p < pieces; p++) {
+        if (counts[p] < 0) { /* the first row of the piece whose target is out of range */
+            for (int64_t r = p * CE_PIECE;; r++)
+                if (targets[r] != ignore_index && (!mask || mask[r] != 0) && (targets[r] < 0 || targets[r] >= V)) {
+                    /* Rows masked out need no valid target (padding may carry any id). */
+                    tg_set_error("cross_entropy: logits %s: target %d of row %lld is outside [0, %lld) and is "
+                                 "not ignore_index %d",
+                                 tg_tshape(b, logits), targets[r], (long long)r, (long long)V, ignore_index);
+                    return NULL;
+                }
+        }
+        total += sums[p];
+        counted += counts[p];
     }
-    *s = (cross_entropy_state){tgt, lse, counted, mean ? counted : 1};
-    tg_parallel_rows_ns(N, (double)logits->size * TG_NS_ROW_EXP, forward_row,
-                        &(tg_rows_ctx){.x = logits, .state = s, .scratch = row_loss, .n = V});
-    double total = 0; /* in row order: the same for any thread count */
-    for (int64_t r = 0; r < N; r++) total += (double)row_loss[r];
+    s->counted = counted;
+    s->divisor = mean ? counted : 1;
     y->data[0] = !mean ? (tg_real)total : counted ? (tg_real)(total / (double)counted) : 0;
     tg_node *n = tg_node_record(&tg_op_cross_entropy, y, 1, &logits);
     if (n) n->state = s;

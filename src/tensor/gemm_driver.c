@@ -3,14 +3,22 @@
  * high-performance matrix multiplication", TOMS 2008; Van Zee & van de
  * Geijn, "BLIS", TOMS 2015):
  *
- *   for jc in N by NC            B panel KC x NC  -> packed once, lives in L3
- *     for pc in K by KC
- *       pack B(pc, jc) into NR-wide slivers          (shared by all threads)
- *       for ic in M by MC        A block MC x KC  -> packed per thread, in L2
- *         pack A(ic, pc) into MR-tall micro-panels
- *         for jr in NC by NR     one B sliver KC x NR
- *           for ir in MC by MR
- *             micro-kernel: MR x NR tile of C += A micro-panel * B sliver
+ *   for jc in N by NC              B panel K x NC
+ *     for each group of K blocks   (all of K when the group's packed B fits
+ *                                   GEMM_B_GROUP_BYTES: most products)
+ *       pack B(group, jc): each KC block into NR-wide slivers
+ *                                   (shared by all threads: one pool job)
+ *       for each share of C        (one pool job: a grid of row runs x sliver runs)
+ *         for pc in the group's K blocks, in order    B block KC x NC, in L2 / L3
+ *           for ic in its rows by MC      A block MC x KC -> packed per thread, in L2
+ *             pack A(ic, pc) into MR-tall micro-panels
+ *             for jr in its slivers       one B sliver KC x NR
+ *               for ir in MC by MR
+ *                 micro-kernel: MR x NR tile of C += A micro-panel * B sliver
+ *
+ * Goto's loops, but a share runs all of a group's K blocks in one job: the
+ * packing job of the whole group is the only barrier, so a product is two
+ * pool jobs rather than two per K block.
  *
  * Packing is where an engine's element type (float, bf16 pairs, AMX
  * chunks) and the transposes are handled; the loops do not know them.
@@ -23,8 +31,8 @@
  *
  * Determinism: K is cut into near-equal blocks whose boundaries depend on
  * K alone; each element of C is summed in k order within a block by the
- * micro-kernel and the blocks added in order; threads split C's rows or
- * its columns (gemm_split_choose), never K. Same bits at any thread count.
+ * micro-kernel and the blocks added in order; threads split C's rows, its
+ * columns or both (gemm_grid_choose), never K. Same bits at any thread count.
  *
  * Memory: the packing buffer belongs to the calling thread (thread-local,
  * tg__gemm_workspace), grown only when a larger product comes; worker
@@ -70,106 +78,158 @@ static void gemm_release(void) { tg_parallel_team(true, release_on_thread, NULL)
 
 static inline int packed_depth(const gemm_engine *e, int kcur) { return e->depth ? e->depth(e, kcur) : kcur; }
 
-/* Two range jobs per panel of B (columns jc.., depth pc..): the threads pack
- * the panel together, then each multiplies its rows by it. Range jobs, not
- * a team meeting at barriers: a share that no thread has started is run by
- * the caller, so a thread the OS has not scheduled (two programs on two
- * cores) does not hold up the product; the end of the packing job is the
- * barrier. */
+/* The K blocks of a product, near-equal and at most KC deep (257 -> 129 +
+ * 128, not 256 + 1), their boundaries on multiples of kalign, the last
+ * ending at K: a function of K alone, which keeps results
+ * thread-independent. Sets the job's kb, pc, kcur and depth for block kb. */
+static void k_block(gemm_job *j, int kb) {
+    const int ka = j->eng->kalign;
+    j->kb = kb;
+    j->pc = (int)((long long)j->K * kb / j->kblocks) / ka * ka;
+    int end = kb + 1 == j->kblocks ? j->K : (int)((long long)j->K * (kb + 1) / j->kblocks) / ka * ka;
+    j->kcur = end - j->pc;
+    j->depth = packed_depth(j->eng, j->kcur);
+}
+
+/* Two range jobs per group of K blocks of a panel of B (columns jc..): the
+ * threads pack the group's blocks of the panel together, then each share
+ * multiplies its rows by them, block after block. Range jobs, not a team
+ * meeting at barriers: a share that no thread has started is run by the
+ * caller, so a thread the OS has not scheduled (two programs on two cores)
+ * does not hold up the product; the end of the packing job is the barrier.
+ * A group holds as many K blocks as fit GEMM_B_GROUP_BYTES (all of them in
+ * most products), so a product pays two hand-overs where it paid two per
+ * K block: the caller's time between jobs is time on one thread. */
 static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
     (void)tid;
-    const gemm_job *j = ctx;
-    const int nr = j->eng->nr;
-    const size_t sliver = (size_t)j->depth * nr * j->eng->elem;
-    if (j->eng->pack_b_run) {
-        j->eng->pack_b_run(j, (int)b, (int)e, j->ws + (size_t)b * sliver);
-        return;
-    }
-    for (int64_t s = b; s < e; s++) {
-        int j0 = (int)s * nr, n = j->ncur - j0 < nr ? j->ncur - j0 : nr;
-        j->eng->pack_b(j, j0, n, j->ws + (size_t)s * sliver);
+    const gemm_job *g = ctx;
+    const int nr = g->eng->nr, slivers = (g->ncur + nr - 1) / nr;
+    gemm_job j = *g;
+    j.kb = -1;
+    for (int64_t i = b; i < e;) { /* i: block kb0 + i / slivers, sliver i % slivers */
+        int kb = g->kb + (int)(i / slivers), s = (int)(i % slivers);
+        if (kb != j.kb) k_block(&j, kb);
+        unsigned char *dst = g->ws + (size_t)(kb - g->kb) * g->b_bytes + (size_t)s * j.depth * nr * j.eng->elem;
+        if (j.eng->pack_b_run) { /* this block's slivers up to e, in one call */
+            int s1 = e - (i - s) < slivers ? (int)(e - (i - s)) : slivers;
+            j.eng->pack_b_run(&j, s, s1, dst);
+            i += s1 - s;
+            continue;
+        }
+        int j0 = s * nr, n = j.ncur - j0 < nr ? j.ncur - j0 : nr;
+        j.eng->pack_b(&j, j0, n, dst);
+        i++;
     }
 }
 
-/* Row blocks [b, e) of the product's nt (thread_rows) times the packed panel;
- * share tid packs its rows of A into its own buffer. With split_n, shares
- * [b, e) are runs of the panel's slivers instead, times every row (each
- * share packs all of A). */
-static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
-    const gemm_job *j = ctx;
-    const gemm_engine *eng = j->eng;
-    const int mr = eng->mr, nr = eng->nr, mc = j->mc;
-    const size_t panel = (size_t)j->depth * mr * eng->elem, sliver = (size_t)j->depth * nr * eng->elem;
-    unsigned char *apack = j->ws + j->b_bytes + (size_t)(j->nt == 1 ? 0 : tid) * j->a_bytes;
-    int row0 = 0, row1 = j->M, slivers = (j->ncur + nr - 1) / nr, s0 = 0, s1 = slivers;
-    if (j->split_n)
-        block_rows(slivers, 1, b, e, j->nt, &s0, &s1);
-    else
-        block_rows(j->M, mr, b, e, j->nt, &row0, &row1);
-    tg_real beta_k = j->kb == 0 ? j->beta : 1;
-    const tg_gemm_epilogue *ep = j->kb == j->kblocks - 1 ? j->ep : NULL; /* only the last K block finishes C */
+/* Share t of the grid: a run of C's mr-row tiles times a run of the panel's
+ * slivers, for each of the group's K blocks in order (each element of C
+ * summed block after block, as one thread would); the share packs its rows
+ * of A into its own buffer (apack), one block of rows at a time. */
+static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
+    const gemm_engine *eng = g->eng;
+    const int mr = eng->mr, nr = eng->nr, mc = g->mc, slivers = (g->ncur + nr - 1) / nr;
+    int row0, row1, s0, s1;
+    thread_rows(g->M, mr, t / g->grid_n, g->nt / g->grid_n, &row0, &row1);
+    thread_rows(slivers, 1, t % g->grid_n, g->grid_n, &s0, &s1);
     /* A read in place (op(A)(i, k) at A[i*lda + k], or A[k*lda + i]
      * transposed) when its block serves few slivers of B, by an engine that
      * can: packing it costs a pass over A that only many slivers repay. */
     const bool in_place = eng->kernel_a && slivers <= eng->in_place_max_slivers;
-    const size_t lda = (size_t)j->lda, a_rs = j->trans_a ? 1 : lda, a_ks = j->trans_a ? lda : 1;
-    if (eng->begin) eng->begin();
-    for (int ic = row0; ic < row1; ic += mc) {
-        int mcur = row1 - ic < mc ? row1 - ic : mc;
-        if (!in_place) eng->pack_a(j, ic, mcur, apack);
-        for (int s = s0; s < s1; s++) {
-            int j0 = s * nr;
-            int n = j->ncur - j0 < nr ? j->ncur - j0 : nr;
-            const unsigned char *bs = j->ws + (size_t)s * sliver;
-            for (int ir = 0; ir < mcur; ir += mr) {
-                int m = mcur - ir < mr ? mcur - ir : mr;
-                tg_real *cs = j->C + (size_t)(ic + ir) * j->ldc + j->jc + j0;
-                if (in_place)
-                    eng->kernel_a(j, j->A + (size_t)(ic + ir) * a_rs + (size_t)j->pc * a_ks, a_rs, a_ks, bs, cs, beta_k,
-                                  m, n);
-                else
-                    eng->kernel(j, apack + (size_t)ir / mr * panel, bs, cs, beta_k, m, n);
+    const size_t lda = (size_t)g->lda, a_rs = g->trans_a ? 1 : lda, a_ks = g->trans_a ? lda : 1;
+    const int j1 = s1 * nr < g->ncur ? s1 * nr : g->ncur; /* this share's columns of the panel */
+    gemm_job j = *g;
+    for (int kb = g->kb; kb < g->kb_end; kb++) { /* the K blocks in order: each C element's sum order */
+        k_block(&j, kb);
+        const size_t panel = (size_t)j.depth * mr * eng->elem, sliver = (size_t)j.depth * nr * eng->elem;
+        const unsigned char *bblock = g->ws + (size_t)(kb - g->kb) * g->b_bytes; /* in L2 across the rows */
+        tg_real beta_k = kb == 0 ? j.beta : 1;
+        const tg_gemm_epilogue *ep = kb == j.kblocks - 1 ? j.ep : NULL; /* only the last K block finishes C */
+        for (int ic = row0; ic < row1; ic += mc) {
+            int mcur = row1 - ic < mc ? row1 - ic : mc;
+            if (!in_place) eng->pack_a(&j, ic, mcur, apack);
+            for (int s = s0; s < s1; s++) {
+                int j0 = s * nr;
+                int n = j.ncur - j0 < nr ? j.ncur - j0 : nr;
+                const unsigned char *bs = bblock + (size_t)s * sliver;
+                for (int ir = 0; ir < mcur; ir += mr) {
+                    int m = mcur - ir < mr ? mcur - ir : mr;
+                    tg_real *cs = j.C + (size_t)(ic + ir) * j.ldc + j.jc + j0;
+                    if (in_place)
+                        eng->kernel_a(&j, j.A + (size_t)(ic + ir) * a_rs + (size_t)j.pc * a_ks, a_rs, a_ks, bs, cs,
+                                      beta_k, m, n);
+                    else
+                        eng->kernel(&j, apack + (size_t)ir / mr * panel, bs, cs, beta_k, m, n);
+                }
             }
+            /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
+            if (j1 > s0 * nr)
+                gemm_epilogue(ep, j.C, j.C + (size_t)ic * j.ldc + j.jc + s0 * nr, j.ldc, mcur, j1 - s0 * nr);
         }
-        /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
-        int j1 = s1 * nr < j->ncur ? s1 * nr : j->ncur; /* this share's columns of the panel */
-        if (j1 > s0 * nr)
-            gemm_epilogue(ep, j->C, j->C + (size_t)ic * j->ldc + j->jc + s0 * nr, j->ldc, mcur, j1 - s0 * nr);
     }
-    if (eng->end) eng->end();
+}
+
+/* Shares [b, e) of the grid, on the buffer of A of the thread that runs them. */
+static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
+    const gemm_job *g = ctx;
+    unsigned char *apack = g->ws + (size_t)g->kgroup * g->b_bytes + (size_t)(g->nt == 1 ? 0 : tid) * g->a_bytes;
+    if (g->eng->begin) g->eng->begin();
+    for (int64_t t = b; t < e; t++) multiply_share(g, (int)t, apack);
+    if (g->eng->end) g->eng->end();
+}
+
+/* The cost of the largest share of a grid of gr x gc shares: its rows
+ * (whole mr-row tiles) times its columns (whole slivers) plus SPLIT_A_COLS
+ * for packing its rows of A, gemm_split_choose's measure. */
+static long long grid_cost(long long tiles, long long slivers, int mr, int nr, int gr, int gc) {
+    return (tiles + gr - 1) / gr * mr * ((slivers + gc - 1) / gc * nr + SPLIT_A_COLS);
+}
+
+gemm_grid gemm_grid_choose(int M, int N, int K, int mr, int nr) {
+    gemm_split s = gemm_split_choose(M, N, K, mr, nr);
+    gemm_grid g = {s.split_n ? 1 : s.nt, s.split_n ? s.nt : 1};
+    if (s.nt == 1 && ((double)M * N * K <= PARALLEL_MIN_WORK || tg_in_parallel())) return g;
+    int nt = tg_get_num_threads();
+    long long tiles = (M + mr - 1) / mr, slivers = (N + nr - 1) / nr;
+    long long best = grid_cost(tiles, slivers, mr, nr, g.rows, g.cols);
+    for (int gr = 2; gr <= nt / 2 && gr <= tiles; gr++)
+        for (int gc = 2; gr * gc <= nt && gc <= slivers; gc++) {
+            long long c = grid_cost(tiles, slivers, mr, nr, gr, gc);
+            if (c < best) best = c, g = (gemm_grid){gr, gc};
+        }
+    return g;
 }
 
 bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
     gemm_job j = *op;
     const int M = j.M, N = j.N, K = j.K, mr = e->mr, nr = e->nr;
     j.eng = e;
-    /* K in near-equal blocks of at most KC (257 -> 129 + 128, not 256 + 1),
-     * boundaries on multiples of kalign, the last block ending at K: the
-     * split depends on K only, which keeps results thread-independent. A
-     * block is at most kalign - 1 deeper than ceil(K / kblocks). */
+    /* K in near-equal blocks (k_block): a block is at most kalign - 1
+     * deeper than ceil(K / kblocks). */
     j.kblocks = (K + e->kc - 1) / e->kc;
     int depth_max = packed_depth(e, (K + j.kblocks - 1) / j.kblocks + e->kalign - 1);
     j.nc = (int)round_up((size_t)(N < e->nc ? N : e->nc), (size_t)nr);
     j.mc = (int)round_up((size_t)(M < e->mc ? M : e->mc), (size_t)mr);
-    /* Threads split C's rows or B's slivers, whichever keeps the shares
-     * full (gemm_split_choose). Either way each element of C is one
-     * thread's, summed in the same order: the same bits at any thread count. */
-    gemm_split split = gemm_split_choose(M, N, K, mr, nr);
-    j.nt = split.nt;
-    j.split_n = split.split_n;
+    /* Threads split C into a grid of row runs x sliver runs (a row or a
+     * column split unless tiles or slivers are fewer than the threads:
+     * gemm_grid_choose). Either way each element of C is one thread's,
+     * summed in the same order: the same bits at any thread count. */
+    gemm_grid grid = gemm_grid_choose(M, N, K, mr, nr);
+    j.nt = grid.rows * grid.cols;
+    j.grid_n = grid.cols;
     j.b_bytes = round_up((size_t)depth_max * j.nc * e->elem, 64);
     j.a_bytes = round_up(((size_t)depth_max * j.mc + (size_t)e->a_slack) * e->elem, 64);
-    j.ws = tg__gemm_workspace(j.b_bytes + (size_t)j.nt * j.a_bytes);
+    j.kgroup = (int)(GEMM_B_GROUP_BYTES / j.b_bytes);
+    if (j.kgroup < 1) j.kgroup = 1;
+    if (j.kgroup > j.kblocks) j.kgroup = j.kblocks;
+    j.ws = tg__gemm_workspace((size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes);
     if (!j.ws) return false;
-    const int ka = e->kalign;
     for (j.jc = 0; j.jc < N; j.jc += j.nc) {
         j.ncur = N - j.jc < j.nc ? N - j.jc : j.nc;
-        for (j.kb = 0; j.kb < j.kblocks; j.kb++) {
-            j.pc = (int)((long long)K * j.kb / j.kblocks) / ka * ka;
-            int end = j.kb + 1 == j.kblocks ? K : (int)((long long)K * (j.kb + 1) / j.kblocks) / ka * ka;
-            j.kcur = end - j.pc;
-            j.depth = packed_depth(e, j.kcur);
-            tg_parallel_for((j.ncur + nr - 1) / nr, j.nt > 1, pack_b_range, &j);
+        for (int kb = 0; kb < j.kblocks; kb += j.kgroup) {
+            j.kb = kb;
+            j.kb_end = kb + j.kgroup < j.kblocks ? kb + j.kgroup : j.kblocks;
+            tg_parallel_for((int64_t)(j.kb_end - kb) * ((j.ncur + nr - 1) / nr), j.nt > 1, pack_b_range, &j);
             tg_parallel_for(j.nt, j.nt > 1, multiply_range, &j);
         }
     }

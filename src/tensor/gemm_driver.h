@@ -5,7 +5,7 @@
  * the layout of the packed operands, the tile and block sizes, the packers
  * and the micro-kernel. The loops around them (Goto / BLIS: B panels shared
  * by the threads, A blocks packed per thread), the K blocks, the thread
- * split (gemm_split_choose) and the epilogue are written once, here, in
+ * split (gemm_grid_choose) and the epilogue are written once, here, in
  * the scheme of BLIS and oneDNN's brgemm: one driver, many micro-kernels.
  * A new engine costs a row, a micro-kernel, its packing rule and a test. */
 #ifndef TG_GEMM_DRIVER_H
@@ -19,8 +19,9 @@
 typedef struct gemm_engine gemm_engine;
 typedef struct gemm_job gemm_job;
 
-/* A product, and (jc.. pc..) the panel of B the threads are working on;
- * filled by gemm_drive, read by the engine's packers and kernels. */
+/* A product, and (jc.. pc..) the panel of B and K block the threads are
+ * working on; filled by gemm_drive, read by the engine's packers and
+ * kernels. */
 struct gemm_job {
     const gemm_engine *eng;
     bool trans_a, trans_b;
@@ -31,14 +32,25 @@ struct gemm_job {
     const tg_gemm_epilogue *ep; /* NULL: none */
     int flags;                  /* the caller's, for its engine (bf16: the AVX-512 BF16 packers may run) */
     /* set by gemm_drive */
-    int nt;       /* threads: shares of the product */
-    bool split_n; /* threads split B's slivers (columns of C), not C's rows */
+    int nt;     /* shares of the product: a grid of nt / grid_n runs of C's row tiles x grid_n runs of slivers */
+    int grid_n; /* runs of B's slivers (columns of C) in the grid */
     int mc, nc, kblocks;
-    int jc, ncur, kb, pc, kcur; /* the current panel: columns jc.. (ncur), depth pc.. (kcur) */
+    int kgroup;                 /* K blocks of B packed at once (as many as fit GEMM_B_GROUP_BYTES) */
+    int kb_end;                 /* the group being multiplied: K blocks kb..kb_end - 1 */
+    int jc, ncur, kb, pc, kcur; /* the current panel: columns jc.. (ncur), K block kb at depth pc.. (kcur) */
     int depth;                  /* packed depth of this K block (eng->depth), in packed elements */
-    unsigned char *ws;          /* the packed panel of B, then one A block per thread */
-    size_t b_bytes, a_bytes;
+    unsigned char *ws;          /* the group's packed blocks of B, then one A block per thread */
+    size_t b_bytes, a_bytes;    /* a packed block of B (one K block of the panel); one of A */
 };
+
+/* The packed blocks of B one group may hold: the size of the float
+ * engines' own KC x NC panel (256 x 4064 floats, 4 MiB), the block of B
+ * that Goto's loops keep in L3, so the workspace is no larger than the
+ * largest panel was. It holds every K block of most products (gpt-small's
+ * N 256 x K 2048: 2 MiB), so that a product is two pool jobs (pack,
+ * multiply) rather than two per K block; wider or deeper ones (N 1024 x
+ * K 2048: 8 MiB) go in groups of this size. */
+#define GEMM_B_GROUP_BYTES ((size_t)4 << 20)
 
 /* An engine: one row of constants and functions. Packed A is micro-panels
  * of mr rows, depth * mr elements each; packed B slivers of nr columns,
@@ -74,6 +86,19 @@ struct gemm_engine {
      * configuration, then its release) */
     void (*begin)(void), (*end)(void);
 };
+
+/* How the driver shares a product among threads: a grid of `rows` runs of
+ * C's mr-row tiles by `cols` runs of B's nr-wide slivers, rows * cols
+ * threads. */
+typedef struct {
+    int rows, cols;
+} gemm_grid;
+
+/* gemm_split_choose's row or column split (gemm_common.h), or, where a
+ * grid of both has a smaller largest share (tiles or slivers fewer than
+ * the threads: a small product on many threads), that grid; each share
+ * costed as gemm_split_choose costs one. Two threads never take a grid. */
+gemm_grid gemm_grid_choose(int M, int N, int K, int mr, int nr);
 
 /* C = alpha * op(A) op(B) + beta * C through engine e, the operands (and
  * flags) in *op. Each element of C is one thread's, summed in k order

@@ -63,14 +63,19 @@ static int adam_check(const tg_optim_config *c, char *why, size_t cap) {
 /* Adam (decoupled false) or AdamW: per-tensor constants in double; the
  * per-element update in tg_real, as torch computes in the parameter's dtype
  * (and so it vectorises). */
-static void adam_any(bool decoupled, const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
-                     tg_tensor *const *state) {
+static tg_adam_step adam_constants(bool decoupled, const tg_optim_config *c, tg_real wd, double t) {
     const double lr = c->lr;
     tg_adam_step s = {.b1 = c->beta1, .b2 = c->beta2, .eps = c->eps};
     s.wd_l2 = decoupled ? 0 : wd;
     s.decay = (tg_real)(decoupled ? 1.0 - lr * (double)wd : 1.0);
     s.step_size = (tg_real)(lr / (1.0 - pow(c->beta1, t)));
     s.bc2_sqrt = (tg_real)sqrt(1.0 - pow(c->beta2, t));
+    return s;
+}
+
+static void adam_any(bool decoupled, const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
+                     tg_tensor *const *state) {
+    tg_adam_step s = adam_constants(decoupled, c, wd, t);
     tg_k_adam(&s, w->data, state[0]->data, state[1]->data, g->data, w->size);
 }
 
@@ -207,6 +212,7 @@ struct tg_optim {
     tg_tensor **state[TG_OPTIM_STATE_MAX]; /* [n_state][params.n]: the row's state tensors */
     tg_tensor *step;                       /* scalar: steps taken (a tensor so it checkpoints) */
     tg_real *weight_decay;                 /* per parameter (groups), or NULL: cfg.weight_decay for all */
+    tg_adam_tensor *adam;                  /* [params.n], Adam and AdamW: a step's tensors, one split (step_adam) */
 };
 
 static bool check_config(const tg_optim_config *c) {
@@ -264,6 +270,8 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
     for (int s = 0; s < used; s++)
         for (int i = 0; ok && i < n; i++) ok = (o->state[s][i] = zeros_like_persistent(params->items[i].t)) != NULL;
     if (ok) ok = (o->step = tg_empty_persistent(0, NULL)) != NULL;
+    if (ok && n > 0 && (cfg->kind->update == adam_update || cfg->kind->update == adamw_update))
+        ok = (o->adam = tg_sys_calloc((size_t)n, sizeof *o->adam)) != NULL;
     if (!ok) {
         if (!tg_last_error()) tg_set_error("optim: out of memory");
         tg_optim_free(o);
@@ -273,29 +281,66 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
     return o;
 }
 
+/* Adam and AdamW: every parameter with a gradient in one split over all
+ * their elements (tg_k_adam_many), where a job per parameter left each
+ * small one alone on one thread. The update is elementwise: the same bits
+ * as a tensor at a time, at any thread count. */
+static double step_adam(tg_optim *o, double t) {
+    const bool decoupled = o->cfg.kind->update == adamw_update;
+    double elems = 0;
+    int n = 0;
+    for (int i = 0; i < o->params.n; i++) {
+        tg_tensor *w = o->params.items[i].t;
+        if (!w->grad) continue; /* no gradient reached it: skipped, as torch */
+        tg_real wd = o->weight_decay ? o->weight_decay[i] : o->cfg.weight_decay;
+        o->adam[n++] = (tg_adam_tensor){.s = adam_constants(decoupled, &o->cfg, wd, t),
+                                        .w = w->data,
+                                        .m = o->state[0][i]->data,
+                                        .v = o->state[1][i]->data,
+                                        .g = w->grad->data,
+                                        .n = w->size};
+        elems += (double)w->size;
+    }
+    tg_k_adam_many(o->adam, n);
+    return elems;
+}
+
 void tg_optim_step(tg_optim *o) {
     if (!o) return;
     double t = (double)o->step->data[0] + 1, elems = 0;
     o->step->data[0] = (tg_real)t;
     tg_tensor *st[TG_OPTIM_STATE_MAX] = {0};
     tg_profile_region_begin(TG_PROF_OPTIMIZER, "step");
-    for (int i = 0; i < o->params.n; i++) {
-        tg_tensor *w = o->params.items[i].t;
-        const tg_tensor *g = w->grad;
-        if (!g) continue; /* no gradient reached it: skipped, as torch */
-        elems += (double)w->size;
-        tg_real wd = o->weight_decay ? o->weight_decay[i] : o->cfg.weight_decay;
-        for (int s = 0; s < o->n_state; s++) st[s] = o->state[s][i];
-        o->cfg.kind->update(&o->cfg, wd, t, w, g, st);
-    }
+    if (o->adam)
+        elems = step_adam(o, t);
+    else
+        for (int i = 0; i < o->params.n; i++) {
+            tg_tensor *w = o->params.items[i].t;
+            const tg_tensor *g = w->grad;
+            if (!g) continue; /* no gradient reached it: skipped, as torch */
+            elems += (double)w->size;
+            tg_real wd = o->weight_decay ? o->weight_decay[i] : o->cfg.weight_decay;
+            for (int s = 0; s < o->n_state; s++) st[s] = o->state[s][i];
+            o->cfg.kind->update(&o->cfg, wd, t, w, g, st);
+        }
     /* profile.h's estimate, Adam's: about 12 flops an element; w, g, m, v read and w, m, v written */
     tg_profile_add_work(12 * elems, 7 * elems * (double)sizeof(tg_real));
     tg_profile_region_end();
 }
 
+/* Gradient i of a parameter list, for tg_k_arrays. */
+static tg_real *grad_at(const void *src, int i, int64_t *len) {
+    const tg_params *p = src;
+    const tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;
+    *len = g ? g->size : 0;
+    return g ? g->data : NULL;
+}
+
+/* tg_zero_grad on every parameter, as one split over all the gradients'
+ * elements (a job per tensor left the small ones on one thread). */
 void tg_optim_zero_grad(tg_optim *o) {
     if (!o) return;
-    for (int i = 0; i < o->params.n; i++) tg_zero_grad(o->params.items[i].t);
+    tg_k_zero_arrays(&(tg_k_arrays){&o->params, o->params.n, grad_at});
 }
 
 /* Names the state after its parameter, so a checkpoint written for one
@@ -321,6 +366,7 @@ void tg_optim_free(tg_optim *o) {
         tg_sys_free(o->state[s]);
     }
     tg_sys_free(o->weight_decay);
+    tg_sys_free(o->adam);
     tg_free(o->step);
     tg_params_free(&o->params);
     tg_sys_free(o);
@@ -388,8 +434,11 @@ int tg_optim_set_lr(tg_optim *o, tg_real lr) {
 }
 
 /* torch.nn.utils.clip_grad_norm_ (norm_type 2): the norm of all gradients
- * as one vector, summed in double in a fixed order; every gradient is
- * multiplied by max_norm / (norm + 1e-6) when that factor is below 1. */
+ * as one vector, summed in double (pieces of the concatenated gradients
+ * at boundaries fixed by its length, their sums added in order:
+ * tg_k_sum_squares_arrays); every gradient is multiplied by
+ * max_norm / (norm + 1e-6) when that factor is below 1. Both passes are
+ * one split over all the gradients' elements. */
 tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm) {
     if (!p) return 0;
     if (!(max_norm > 0)) { /* NaN or <= 0: nothing could be kept */
@@ -397,19 +446,9 @@ tg_real tg_clip_grad_norm(const tg_params *p, tg_real max_norm) {
                      (double)max_norm);
         return -1;
     }
-    double sq = 0;
-    for (int i = 0; i < p->n; i++) {
-        const tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;
-        if (!g) continue;
-        for (int64_t k = 0; k < g->size; k++) sq += (double)g->data[k] * (double)g->data[k];
-    }
-    double norm = sqrt(sq);
+    const tg_k_arrays grads = {p, p->n, grad_at};
+    double norm = sqrt(tg_k_sum_squares_arrays(&grads));
     double coef = (double)max_norm / (norm + 1e-6);
-    if (coef < 1) {
-        for (int i = 0; i < p->n; i++) {
-            tg_tensor *g = p->items[i].t ? p->items[i].t->grad : NULL;
-            if (g) tg_k_scale(g->data, coef, g->size);
-        }
-    }
+    if (coef < 1) tg_k_scale_arrays(&grads, coef);
     return (tg_real)norm;
 }
