@@ -835,32 +835,19 @@ typedef struct {
     double direct_max;
 } float_engine;
 
-/* a_slack 8: pack_a_avx2 and pack_at_avx2 write up to 8 values past a block */
-static const float_engine fe_portable = {{.elem = sizeof(tg_real),
-                                          .mr = PORT_MR,
-                                          .nr = PORT_NR,
-                                          .mc = PORT_MC,
-                                          .kc = PORT_KC,
-                                          .nc = PORT_NC,
-                                          .kalign = 1,
-                                          .a_slack = 8,
-                                          .pack_a = pack_a_generic,
-                                          .pack_b = pack_b_generic,
-                                          .kernel = kernel_portable_e},
-                                         PORT_DIRECT_MAX_WORK};
+/* One row of the float engines: the tile, the blocks, the packers and the
+ * kernel (a_slack 8: pack_a_avx2 and pack_at_avx2 write up to 8 values past
+ * a block). (clang-format off: it would give each field a line.) */
+/* clang-format off */
+#define FLOAT_ROW(mr_, nr_, mc_, kc_, nc_, pack_a_, pack_b_, kernel_)                                              \
+    .elem = sizeof(tg_real), .mr = mr_, .nr = nr_, .mc = mc_, .kc = kc_, .nc = nc_, .kalign = 1, .a_slack = 8,    \
+    .pack_a = pack_a_, .pack_b = pack_b_, .kernel = kernel_
+static const float_engine fe_portable = {
+    {FLOAT_ROW(PORT_MR, PORT_NR, PORT_MC, PORT_KC, PORT_NC, pack_a_generic, pack_b_generic, kernel_portable_e)},
+    PORT_DIRECT_MAX_WORK};
 #if TG_X86
-static const float_engine fe_avx2 = {{.elem = sizeof(tg_real),
-                                      .mr = AVX_MR,
-                                      .nr = AVX_NR,
-                                      .mc = AVX_MC,
-                                      .kc = AVX_KC,
-                                      .nc = AVX_NC,
-                                      .kalign = 1,
-                                      .a_slack = 8,
-                                      .pack_a = pack_a_6,
-                                      .pack_b = pack_b_avx2,
-                                      .kernel = kernel_avx2_e},
-                                     DIRECT_MAX_WORK};
+static const float_engine fe_avx2 = {
+    {FLOAT_ROW(AVX_MR, AVX_NR, AVX_MC, AVX_KC, AVX_NC, pack_a_6, pack_b_avx2, kernel_avx2_e)}, DIRECT_MAX_WORK};
 #endif
 /* The AVX-512 kernel exists for float only: the double build runs AVX2's.
  * It reads A in place up to A_IN_PLACE_MAX_SLIVERS slivers per panel of B
@@ -868,24 +855,15 @@ static const float_engine fe_avx2 = {{.elem = sizeof(tg_real),
  * gpt-mini step (perf, bench); in place, gemm-512 ran 1.18x faster and
  * gemm-2048 (128 slivers) 7% slower. */
 #if TG_SIMD_F32
-static const float_engine fe_avx512 = {{.elem = sizeof(tg_real),
-                                        .mr = Z_MR,
-                                        .nr = Z_NR,
-                                        .mc = Z_MC,
-                                        .kc = Z_KC,
-                                        .nc = Z_NC,
-                                        .kalign = 1,
-                                        .a_slack = 8,
-                                        .pack_a = pack_a_6,
-                                        .pack_b = pack_b_z,
-                                        .kernel = kernel_avx512_e,
-                                        .kernel_a = kernel_avx512_a_e,
-                                        .in_place_max_slivers = A_IN_PLACE_MAX_SLIVERS},
-                                       Z_DIRECT_MAX_WORK};
+static const float_engine fe_avx512 = {
+    {FLOAT_ROW(Z_MR, Z_NR, Z_MC, Z_KC, Z_NC, pack_a_6, pack_b_z, kernel_avx512_e), .kernel_a = kernel_avx512_a_e,
+     .in_place_max_slivers = A_IN_PLACE_MAX_SLIVERS},
+    Z_DIRECT_MAX_WORK};
 #define FE_AVX512 (&fe_avx512)
 #else
 #define FE_AVX512 (&fe_avx2)
 #endif
+/* clang-format on */
 
 static void direct_rows(bool avx2, bool trans_a, bool trans_b, int r0, int r1, int N, int K, tg_real alpha,
                         const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
@@ -909,12 +887,6 @@ typedef struct {
     const tg_gemm_epilogue *ep; /* NULL: none */
     bool split_n;               /* threads split C's columns (B's slivers), not its rows */
 } gemm_ctx;
-/* A product's operands, named as every gemm_* function names its arguments:
- * the start of each path's gemm_ctx initialiser. */
-#define GEMM_OPERANDS                                                                                   \
-    .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, \
-    .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .ep = ep
-
 /* Rows [r0, r1), columns [j0, j1) of a product that is not packed: the
  * direct loops or, few, the few-row ones, on A, B and C from that corner
  * (and the epilogue's Y). */

@@ -846,20 +846,7 @@ void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real 
     engine_id eng = bf16_engine_pick();
     if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep)) return;
     if (eng == ENG_FP32) eng = ENG_PORTABLE; /* out of memory for the copies */
-    const gemm_job job = {.trans_a = trans_a,
-                          .trans_b = trans_b,
-                          .M = M,
-                          .N = N,
-                          .K = K,
-                          .lda = lda,
-                          .ldb = ldb,
-                          .ldc = ldc,
-                          .alpha = alpha,
-                          .beta = beta,
-                          .A = A,
-                          .B = B,
-                          .C = C,
-                          .ep = ep,
+    const gemm_job job = {GEMM_OPERANDS,
                           .flags = tg_isa_level() >= TG_ISA_AVX512_BF16}; /* the AVX-512 BF16 packers may run */
     if (!gemm_drive(&ENGINES[eng].drv, &job))
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);

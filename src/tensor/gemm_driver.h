@@ -52,6 +52,12 @@ struct gemm_job {
  * K 2048: 8 MiB) go in groups of this size. */
 #define GEMM_B_GROUP_BYTES ((size_t)4 << 20)
 
+/* A product's operands, named as every gemm_* function names its arguments:
+ * the start of a gemm_job's (or gemm.c's gemm_ctx's) initialiser. */
+#define GEMM_OPERANDS                                                                                   \
+    .trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, \
+    .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .ep = ep
+
 /* An engine: one row of constants and functions. Packed A is micro-panels
  * of mr rows, depth * mr elements each; packed B slivers of nr columns,
  * depth * nr elements each; elements of elem bytes. */
