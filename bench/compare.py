@@ -13,8 +13,8 @@ so: tgrad's numbers alone).
 Each measurement is a child process, so every peak RSS figure is that of
 one workload alone: tgrad's is `bench --workload W --threads N`, PyTorch's
 `PYTHON bench/torch_ref.py --workload W --threads N --variant V`, at its
-best (its own thread settings, OPENBLAS_CORETYPE unset so that OpenBLAS
-picks the kernels for this CPU). The machine is shared and noisy, so tgrad
+best (its own thread settings, and OpenBLAS's kernels for this CPU:
+openblas_coretype below). The machine is shared and noisy, so tgrad
 and PyTorch are measured alternately in --rounds rounds: a noisy minute
 lands on one round of one side, not on a whole row (bench --rounds shares a
 slow workload's default steps among them, and PyTorch runs the steps tgrad
@@ -115,6 +115,8 @@ def measure(a, w, threads, bf16):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
     env.pop("OPENBLAS_CORETYPE", None)
+    if a.coretype:
+        env["OPENBLAS_CORETYPE"] = a.coretype
     if threads > 1:
         env["OMP_WAIT_POLICY"] = "passive"
     for v in ["nanogpt"] if is_gpt(w) else VARIANTS[:1] if w.startswith("gemm") else VARIANTS:
@@ -234,7 +236,10 @@ def markdown(a, rows, peak, determinism, started):
                "microseconds while every thread has a free core, a microsecond or two while other programs want "
                "the cores, then sleeps; no OpenMP runtime)")
     if a.torch:
-        out.append(f"- PyTorch {a.torch_version} via {a.python}, BLAS {a.blas}; OPENBLAS_CORETYPE unset, "
+        core = (f"OPENBLAS_CORETYPE={a.coretype} (OpenBLAS detects this CPU as {a.detected_core}, a fallback to "
+                "SSE kernels: it predates the CPU)" if a.coretype else
+                f"OPENBLAS_CORETYPE unset (OpenBLAS's kernels: {a.detected_core})")
+        out.append(f"- PyTorch {a.torch_version} via {a.python}, BLAS {a.blas}; {core}, "
                    "OMP/OPENBLAS/MKL_NUM_THREADS and torch.set_num_threads = threads, OMP_WAIT_POLICY=passive at "
                    "2 threads")
     else:
@@ -299,7 +304,8 @@ def markdown(a, rows, peak, determinism, started):
             "## Commands", "", "```sh",
             f"make bench     # sh tools/install-bench-deps.sh; build/bin/bench --markdown {a.markdown}",
             "# one measurement of the table:", "build/bin/bench --workload WORKLOAD --threads N",
-            "env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N MKL_NUM_THREADS=N \\",
+            f"env {'OPENBLAS_CORETYPE=' + a.coretype if a.coretype else '-u OPENBLAS_CORETYPE'} OMP_NUM_THREADS=N "
+            "OPENBLAS_NUM_THREADS=N MKL_NUM_THREADS=N \\",
             f"    {a.python} {a.torch_script} --workload WORKLOAD --threads N --variant d2l|nn",
             "# (plus OMP_WAIT_POLICY=passive at N=2)", "```"]
     return out
@@ -317,6 +323,39 @@ def write_atomic(path, lines):
             os.unlink(tmp)
         return f"cannot write {path}: {e.strerror}"
     return None
+
+
+# OpenBLAS's name for the kernels of each instruction set, newest first, and
+# the cpuinfo flags a CPU needs to run them.
+CORETYPES = [("SkylakeX", {"avx512f", "avx512bw", "avx512vl", "avx512dq"}), ("Haswell", {"avx2", "fma"})]
+LEGACY_CORES = {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "katmai", "coppermine", "northwood"}
+
+
+def openblas_coretype(python):
+    """The OPENBLAS_CORETYPE PyTorch's matmuls run with: none (OpenBLAS detects
+    the CPU), unless OpenBLAS does not know this CPU and falls back to SSE
+    kernels, then the newest kernels the CPU's flags allow. Debian 12's
+    OpenBLAS 0.3.21 predates Emerald Rapids (family 6 model 207) and runs its
+    Prescott kernels there: float GEMM 4-8x slower than its SkylakeX ones,
+    which would compare tgrad with a PyTorch far from its best. The
+    environment's own OPENBLAS_CORETYPE (set on some machines for older
+    builds) is never used for PyTorch here."""
+    probe = ("import ctypes, ctypes.util\n"
+             "l = ctypes.CDLL(ctypes.util.find_library('openblas') or 'libopenblas.so.0')\n"
+             "l.openblas_get_corename.restype = ctypes.c_char_p\n"
+             "print(l.openblas_get_corename().decode())")
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    try:
+        core = subprocess.run([python, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              env=env, timeout=60).stdout.strip()
+        with open("/proc/cpuinfo") as f:
+            flags = set(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
+    except (OSError, subprocess.SubprocessError):
+        return None, "?"
+    if core.lower() not in LEGACY_CORES:
+        return None, core or "?"
+    return next((name for name, need in CORETYPES if need <= flags), None), core
 
 
 def main():
@@ -339,6 +378,7 @@ def main():
             return 2
     a.torch = not a.no_torch and os.access(a.torch_script, os.R_OK) and os.access(a.python, os.X_OK)
     a.torch_version, a.blas = "?", "?"
+    a.coretype, a.detected_core = openblas_coretype(a.python) if a.torch else (None, "?")
     started = time.strftime("%Y-%m-%d %H:%M %Z")
     measure_peaks(a)
     rows = []
