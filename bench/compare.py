@@ -47,6 +47,11 @@ ISA = {  # tg_isa_name's level, and what runs at it
     "avx2": "avx2: AVX2 and FMA",
 }
 peaks = {"fma": 0.0, "256": 0.0, "512": 0.0, "bf16": 0.0, "isa": "portable"}  # the best seen in the run
+# The engine the bf16 rows ran on (bench's bf16_engine=; bench --peaks alone measures vdpbf16ps) and its words.
+ENGINE = {"name": "avx512_bf16"}
+ENGINES = {"amx": "amx: AMX tiles, tdpbf16ps, 16 x 16 x 32 multiply-adds per instruction",
+           "avx512_bf16": "avx512_bf16: vdpbf16ps, 32 multiply-adds into 16 float sums per instruction",
+           "fp32": "fp32: operands rounded to bf16, then the float FMA GEMM"}
 
 
 def is_gpt(w):
@@ -96,6 +101,8 @@ def note_peaks(kv, bf16):
         v = number(kv, key)
         if not math.isnan(v):
             peaks[name] = max(peaks[name], v)
+    if bf16 and kv.get("bf16_engine"):
+        ENGINE["name"] = kv["bf16_engine"]
 
 
 def measure(a, w, threads, bf16):
@@ -227,9 +234,9 @@ def markdown(a, rows, peak, determinism, started):
                f"{peaks['256']:.1f} GFLOP/s, 512-bit FMAs {wide}; \"of peak\" below is against the faster, "
                f"{peak:.1f} GFLOP/s")
     if peaks["bf16"] > 0:
-        out.append("- measured bf16 dot-product peak per core (vdpbf16ps, AVX-512 BF16: 32 multiply-adds into 16 "
-                   f"float sums per instruction), best of the run: {peaks['bf16']:.1f} GFLOP/s "
-                   f"({peaks['bf16'] / peak:.2f}x the FMA peak); \"of peak\" of a bf16 row is against it")
+        out.append(f"- measured peak per core of the bf16 products' engine ({ENGINES.get(ENGINE['name'], ENGINE['name'])}"
+                   f"), best of the run: {peaks['bf16']:.1f} GFLOP/s ({peaks['bf16'] / peak:.2f}x the FMA peak); "
+                   "\"of peak\" of a bf16 row is against it")
     out.append("- tgrad's kernels on this CPU (chosen at run time, src/tensor/simd.h): " +
                ISA.get(peaks["isa"], "portable: plain C loops"))
     out.append("- tgrad: float, its own thread pool (src/tensor/parallel.c: a waiting thread spins up to 200 "
@@ -399,7 +406,7 @@ def main():
     print(f"FMA peak: {peak:.1f} GFLOP/s per core (single precision, best of all measurements; 256-bit "
           f"{peaks['256']:.1f}, 512-bit {peaks['512']:.1f})")
     if peaks["bf16"] > 0:
-        print(f"bf16 dot-product peak (vdpbf16ps): {peaks['bf16']:.1f} GFLOP/s per core")
+        print(f"bf16 engine peak ({ENGINE['name']}): {peaks['bf16']:.1f} GFLOP/s per core")
     if not a.torch:
         print(f"note: PyTorch could not be run ({a.python} {a.torch_script}): tgrad's numbers alone")
     p = subprocess.run([a.bench, "--check-determinism"], stdout=subprocess.PIPE, text=True)
