@@ -1,6 +1,6 @@
 /* Command-line flags for every program (the tools, and the examples through
- * examples/cli.h): "--name value" or "--name=value", --help, positional
- * arguments, and on anything unknown or malformed one line that says what
+ * their own cli.h, which includes this one): "--name value" or
+ * "--name=value", --help, positional arguments, and on anything unknown or malformed one line that says what
  * is wrong, one that points to --help, and exit 2 (the whole usage under a
  * one-line refusal buried it: --help prints it). Numbers
  * are decimal only ("12", "-3", "2.5e-4"): no hex, no blanks, no inf or nan,
