@@ -302,8 +302,8 @@ static void same_bits_at_1_2_3_7(bool ta, bool tb, int M, int N, int K) {
         if (t == 0)
             memcpy(ref, C, mn * sizeof *C);
         else
-            cr_assert(memcmp(C, ref, mn * sizeof *C) == 0, "ta=%d tb=%d %dx%dx%d: %d threads differ from 1", ta, tb,
-                      M, N, K, threads[t]);
+            cr_assert(memcmp(C, ref, mn * sizeof *C) == 0, "ta=%d tb=%d %dx%dx%d: %d threads differ from 1", ta, tb, M,
+                      N, K, threads[t]);
     }
     tg_set_num_threads(0);
     tg__parallel_fake_cpus(old);

@@ -234,7 +234,7 @@ typedef struct {
 #define TG_K_SUMSQ_PIECES 256
 double tg_k_sum_squares_arrays(const tg_k_arrays *a);
 void tg_k_scale_arrays(const tg_k_arrays *a, double coef); /* every element *= coef, in double */
-void tg_k_zero_arrays(const tg_k_arrays *a);              /* every element = 0 */
+void tg_k_zero_arrays(const tg_k_arrays *a);               /* every element = 0 */
 
 /* Layer normalisation over rows of d >= 1 (kernels_norm.c; formulas in
  * autograd/ops_layer_norm.c). gamma and beta NULL: no affine part. The

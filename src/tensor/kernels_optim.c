@@ -130,19 +130,18 @@ static int64_t arrays_len(const void *src, int i) {
 
 /* fn on every part [k0, k1) of an array x that elements [begin, end) of
  * the concatenation cover. */
-#define ARRAYS_WALK(a, begin, end, fn)                                                             \
-    do {                                                                                           \
-        int64_t base_;                                                                             \
-        for (int i_ = flat_find((a)->n, arrays_len, (a), (begin), &base_); i_ < (a)->n && base_ < (end); \
-             i_++) {                                                                               \
-            int64_t len_ = 0;                                                                      \
-            tg_real *x = (a)->at((a)->src, i_, &len_);                                             \
-            if (!x) len_ = 0;                                                                      \
-            int64_t k0 = (begin) > base_ ? (begin)-base_ : 0;                                      \
-            int64_t k1 = ((end) < base_ + len_ ? (end) : base_ + len_) - base_;                    \
-            if (k1 > k0) fn;                                                                       \
-            base_ += len_;                                                                         \
-        }                                                                                          \
+#define ARRAYS_WALK(a, begin, end, fn)                                                                           \
+    do {                                                                                                         \
+        int64_t base_;                                                                                           \
+        for (int i_ = flat_find((a)->n, arrays_len, (a), (begin), &base_); i_ < (a)->n && base_ < (end); i_++) { \
+            int64_t len_ = 0;                                                                                    \
+            tg_real *x = (a)->at((a)->src, i_, &len_);                                                           \
+            if (!x) len_ = 0;                                                                                    \
+            int64_t k0 = (begin) > base_ ? (begin)-base_ : 0;                                                    \
+            int64_t k1 = ((end) < base_ + len_ ? (end) : base_ + len_) - base_;                                  \
+            if (k1 > k0) fn;                                                                                     \
+            base_ += len_;                                                                                       \
+        }                                                                                                        \
     } while (0)
 
 /* Pieces [pb, pe): piece p covers [total p / P, total (p + 1) / P). */
