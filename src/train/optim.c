@@ -346,10 +346,14 @@ static tg_real *grad_at(const void *src, int i, int64_t *len) {
 }
 
 /* tg_zero_grad on every parameter, as one split over all the gradients'
- * elements (a job per tensor left the small ones on one thread). */
+ * elements (a job per tensor left the small ones on one thread). Its own
+ * row in the profile ("zero_grad", optimizer), as torch's profiler names
+ * it: it was most of the time "(other)" showed between ops. */
 void tg_optim_zero_grad(tg_optim *o) {
     if (!o) return;
+    tg_profile_region_begin(TG_PROF_OPTIMIZER, "zero_grad");
     tg_k_zero_arrays(&(tg_k_arrays){&o->params, o->params.n, grad_at});
+    tg_profile_region_end();
 }
 
 /* Names the state after its parameter, so a checkpoint written for one
