@@ -9,7 +9,7 @@
 #include "test_util.h"
 
 static const int THREADS[] = {1, 2, 3, 7};
-enum { NT = sizeof THREADS / sizeof THREADS[0], MAX_OUT = 6 };
+enum { NT = sizeof THREADS / sizeof THREADS[0], MAX_OUT = 8 };
 
 /* What one run of a case produced: copies of up to MAX_OUT tensors. */
 typedef struct {
@@ -230,4 +230,39 @@ Test(splits, optimizer_step_and_clipping) {
     const char *rows[] = {"step"};
     const tg_prof_dir dirs[] = {TG_PROF_OPTIMIZER};
     expect_same_bits("optimizer", optimizer_case, rows, dirs, 1);
+}
+
+/* The fused attention: each query block's visible-key counts and key extent
+ * (forward), and D = rowsum(dO o O) in the tasks of the pass that first
+ * reads it (backward): the two query-block passes (a partial last block,
+ * rows that see no key), k and v only (D as a job of its own), and one
+ * tile per entry (ALiBi keeps it off the short path). */
+static void attention_case(outputs *o) {
+    static const int len8[8] = {130, 0, 77, 5, 200, 64, 65, 1};
+    static int lens[8 * 4]; /* one per (batch entry, head) */
+    for (int i = 0; i < 8 * 4; i++) lens[i] = len8[(i * 3) % 8];
+    tg_tensor *qkv = randn_param(TG_SHAPE(8, 130, 3 * 4 * 8), 13, true);
+    tg_tensor *q = randn_param(TG_SHAPE(6, 100, 16), 14, false), *k = randn_param(TG_SHAPE(6, 100, 16), 15, true),
+              *v = randn_param(TG_SHAPE(6, 100, 16), 16, true);
+    tg_tensor *q2 = randn_param(TG_SHAPE(12, 50, 16), 17, true), *k2 = randn_param(TG_SHAPE(12, 50, 16), 18, true),
+              *v2 = randn_param(TG_SHAPE(12, 50, 16), 19, true);
+    const tg_real slopes[4] = {(tg_real)0.5, (tg_real)0.25, (tg_real)0.125, (tg_real)0.0625};
+    tg_attn_pos alibi = {.heads = 4, .alibi = slopes};
+    tg_scope_begin();
+    tg_tensor *y1 = tg_attention_qkv(qkv, 4, (tg_mask){.causal = true, .lens = lens, .lens_ndim = 1}, 0, NULL, NULL);
+    tg_tensor *y2 = tg_attention(q, k, v, (tg_mask){.causal = true}, 0, NULL);
+    tg_tensor *y3 = tg_attention_pos(q2, k2, v2, (tg_mask){.causal = true}, 0, NULL, &alibi);
+    keep(o, y1), keep(o, y2), keep(o, y3);
+    tg_tensor *loss = tg_add(tg_add(tg_sum_all(tg_mul(y1, y1)), tg_sum_all(tg_mul(y2, y2))), tg_sum_all(tg_mul(y3, y3)));
+    cr_assert(loss && tg_backward(loss) == 0, "%s", tg_last_error());
+    keep(o, qkv->grad), keep(o, k->grad), keep(o, v->grad), keep(o, q2->grad);
+    cr_assert_null(q->grad);
+    tg_scope_end();
+    tg_free(qkv), tg_free(q), tg_free(k), tg_free(v), tg_free(q2), tg_free(k2), tg_free(v2);
+}
+
+Test(splits, attention_limits_and_D) {
+    const char *rows[] = {"attention", "attention"};
+    const tg_prof_dir dirs[] = {TG_PROF_FORWARD, TG_PROF_BACKWARD};
+    expect_same_bits("attention", attention_case, rows, dirs, 2);
 }

@@ -493,9 +493,8 @@ typedef struct {
     int dv, nqb, nkb;
 } backward_ctx;
 
-static void backward_D_rows(void *ctx, int64_t begin, int64_t end, int tid) {
-    const backward_ctx *c = ctx;
-    (void)tid;
+/* D_r = sum_c dO_rc O_rc of rows [begin, end) of the B Q. */
+static void D_rows(const backward_ctx *c, int64_t begin, int64_t end) {
     const attention_state *pl = c->w->pl;
     for (int64_t r = begin; r < end; r++) {
         int64_t o = at(pl, &pl->vo, (int)(r / pl->Q), (int)(r % pl->Q));
@@ -505,16 +504,32 @@ static void backward_D_rows(void *ctx, int64_t begin, int64_t end, int tid) {
     }
 }
 
+static void backward_D_rows(void *ctx, int64_t begin, int64_t end, int tid) {
+    (void)tid;
+    D_rows(ctx, begin, end);
+}
+
+/* The passes that read D first compute it for the rows they own (entry t,
+ * or query block t): D was a job of its own before them, one more
+ * hand-over. A row's D is the same loop wherever it runs. */
 static void backward_single_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const backward_ctx *c = ctx;
-    for (int t = (int)begin; t < (int)end; t++)
+    int Q = c->w->pl->Q;
+    for (int t = (int)begin; t < (int)end; t++) {
+        D_rows(c, (int64_t)t * Q, (int64_t)(t + 1) * Q);
         backward_single(c->w, c->gq, c->gk, c->gv, t, c->scratch + c->per_thread * (size_t)tid);
+    }
 }
 
 static void backward_dq_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const backward_ctx *c = ctx;
-    for (int t = (int)begin; t < (int)end; t++)
+    int Q = c->w->pl->Q;
+    for (int t = (int)begin; t < (int)end; t++) {
+        int64_t r0 = (int64_t)(t / c->nqb) * Q + (int64_t)(t % c->nqb) * BQ;
+        int64_t r1 = (t % c->nqb + 1) * BQ < Q ? r0 + BQ : (int64_t)(t / c->nqb + 1) * Q;
+        D_rows(c, r0, r1);
         backward_dq(c->w, c->gq, t / c->nqb, t % c->nqb, c->scratch + c->per_thread * (size_t)tid);
+    }
 }
 
 static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
@@ -661,17 +676,19 @@ static void attention_backward(tg_node *n) {
                       dv,
                       nblocks(Q, BQ),
                       nblocks(K, BK)};
-    tg_parallel_for_ns(rows, (double)(rows * dv) * 2 * TG_NS_STREAM, backward_D_rows, &c); /* D = rowsum(dO o O) */
-    bool big = (double)rows * K * (d + dv) > 65536;                                        /* worth a thread team */
-    if (Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv) { /* one tile per entry: one pass */
+    bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
+    if (Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv) { /* one tile per entry: one pass, D in its tasks */
         tg_parallel_tasks_at_most(B, big && B > 1 ? nth : 1, backward_single_tasks, &c);
         return;
     }
     /* Two passes, each writing rows only its task owns (and q, k, v may be
-     * one tensor: the passes do not overlap in time). */
+     * one tensor: the passes do not overlap in time). D = rowsum(dO o O) in
+     * the first pass's tasks, or a job of its own when only k, v need it. */
     if (gq || gpos) {
         int nqb = nblocks(Q, BQ), tasks = B * nqb;
         tg_parallel_tasks_at_most(tasks, big && tasks > 1 ? nth : 1, backward_dq_tasks, &c);
+    } else {
+        tg_parallel_for_ns(rows, (double)(rows * dv) * 2 * TG_NS_STREAM, backward_D_rows, &c);
     }
     /* The tables' partials, summed in task order (deterministic). */
     for (int64_t t = 0; t < ntasks; t++) {
@@ -771,6 +788,35 @@ static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, attention_stat
 /* The op for every layout. shape holds B (head-batch entries), Q, K, d, dv,
  * H, the views and n_qkv; in[0..n_qkv) the operands (in[0], "what", names
  * them in errors); the output is out_shape, written through shape->vo. */
+/* The visible keys of every row (mask.h's mask_limits, kept for backward)
+ * and the keys each query block must visit: up to the largest visible
+ * prefix of its rows, all K when one of them sees none (it is uniform over
+ * all keys). Split over the query blocks, each writing its own rows and its
+ * own qend entry: B h Q rows (16384 at gpt-small) were a loop on one thread
+ * before the blocks' tasks. */
+#define NS_LIMIT_ROW 1.0 /* a row's count and max: a few compares and a store */
+typedef struct {
+    const tg_mask *mask;
+    int *lim, *qend;
+    int Q, K, nqb;
+} limits_ctx;
+
+static void limits_blocks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const limits_ctx *c = ctx;
+    (void)tid;
+    for (int64_t bq = begin; bq < end; bq++) {
+        int b = (int)(bq / c->nqb), q0 = (int)(bq % c->nqb) * BQ, q1 = q0 + BQ < c->Q ? q0 + BQ : c->Q;
+        int e = 0;
+        for (int q = q0; q < q1; q++) {
+            int L = mask_visible_count(c->mask, b, q, c->Q, c->K);
+            c->lim[(int64_t)b * c->Q + q] = L;
+            if (L == 0) L = c->K;
+            if (L > e) e = L;
+        }
+        c->qend[bq] = e;
+    }
+}
+
 static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, const char *what, int out_ndim,
                                 const int *out_shape, tg_mask mask, tg_real dropout_p, tg_rng *rng,
                                 const tg_attn_pos *pos) {
@@ -797,25 +843,15 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     int n_in = shape->n_qkv;
     if (pl) *pl = *shape;
     if (pl && !pos_setup(pos, in[0], pl, inputs, &n_in)) return NULL;
-    int *lim = pl ? mask_limits(&scores, &mask) : NULL;
     int nqb = nblocks(Q, BQ);
     int64_t rows = (int64_t)B * Q, nqblocks = (int64_t)B * nqb;
+    int *lim = pl ? tg_arena_alloc(sizeof(int) * (size_t)(rows ? rows : 1)) : NULL;
     int *qend = lim ? tg_arena_alloc(sizeof(int) * (size_t)(nqblocks ? nqblocks : 1)) : NULL;
     tg_tensor *out = qend ? tg_empty_arena(out_ndim, out_shape) : NULL;
     tg_tensor *lse = out ? tg_empty_arena(TG_SHAPE(B, Q)) : NULL;
     if (!lse) return NULL;
-    /* Keys a query block must visit: up to the largest visible prefix of its
-     * rows, all K when one of them sees none (it is uniform over all keys). */
-    for (int64_t bq = 0; bq < nqblocks; bq++) {
-        int64_t r0 = bq / nqb * Q + (int64_t)(bq % nqb) * BQ, r1 = r0 + BQ;
-        if (r1 > (bq / nqb + 1) * Q) r1 = (bq / nqb + 1) * Q;
-        int e = 0;
-        for (int64_t r = r0; r < r1; r++) {
-            int L = lim[r] == 0 ? K : lim[r];
-            if (L > e) e = L;
-        }
-        qend[bq] = e;
-    }
+    limits_ctx lc = {&mask, lim, qend, Q, K, nqb};
+    tg_parallel_for_ns(nqblocks, (double)rows * NS_LIMIT_ROW, limits_blocks, &lc);
     pl->scale = (tg_real)(1.0 / sqrt((double)d));
     pl->bf16 = tg_prec_bf16();
     pl->dropout = dropout_p > 0;

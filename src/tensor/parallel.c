@@ -262,33 +262,56 @@ static int machine_runnable(void) {
 }
 
 /* Threads for the next job: nth, or fewer while other programs' threads
- * are runnable (the default count only). Checked at most every 10 ms; the
+ * are runnable (the default count only). Checked about every 10 ms; the
  * same check, for any count, tells the waiters how long to spin
- * (g_cores_free, SPIN_ROUNDS). */
-static int threads_for_load(int nth) {
-    static int64_t last_ns = -LOAD_CHECK_NS;
-    static int adapted;
-    if (nth < 2) return nth;
+ * (g_cores_free, SPIN_ROUNDS). The check (two files read, an affinity
+ * call) is tens of microseconds of system calls on a busy VM, and it ran
+ * on the caller before a job, a one-thread stretch in whichever op came
+ * next (the profiler's "of which 1 thread" of attention). So run_job does
+ * it while it waits for the workers' shares (load_check_in_wait), time the
+ * caller would spend waiting anyway; only a check overdue by two periods
+ * (jobs that all ended without a wait) is done here, before the job. */
+static int64_t g_load_ns = -2 * LOAD_CHECK_NS; /* the last check; under run_mu, as all below */
+static int g_adapted, g_load_nth;             /* its result; the count it was asked for */
+
+static int64_t coarse_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-    if (now - last_ns >= LOAD_CHECK_NS || g_fake_others >= 0) {
-        last_ns = now;
-        int others = g_fake_others;
-        int cpus = cpus_available();
-        if (others < 0) {
-            int running = machine_runnable(); /* counts this caller and our awake workers */
-            others = running < 0 ? 0 : running - 1 - (pool.started - atomic_load(&pool.sleepers));
-            /* nr_running counts every CPU of the machine; a process allowed
-             * fewer (taskset, a cpuset) expects its share of them. */
-            long online = sysconf(_SC_NPROCESSORS_ONLN);
-            if (online > cpus && others > 0) others = (int)((others * (long)cpus + online - 1) / online);
-        }
-        int free_cores = cpus - (others > 0 ? others : 0);
-        adapted = free_cores < 1 ? 1 : free_cores;
-        atomic_store_explicit(&g_cores_free, free_cores >= nth, memory_order_relaxed);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void load_check(int nth, int64_t now) {
+    g_load_ns = now;
+    int others = g_fake_others;
+    int cpus = cpus_available();
+    if (others < 0) {
+        int running = machine_runnable(); /* counts this caller and our awake workers */
+        others = running < 0 ? 0 : running - 1 - (pool.started - atomic_load(&pool.sleepers));
+        /* nr_running counts every CPU of the machine; a process allowed
+         * fewer (taskset, a cpuset) expects its share of them. */
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        if (online > cpus && others > 0) others = (int)((others * (long)cpus + online - 1) / online);
     }
-    return pool.fixed || adapted >= nth ? nth : adapted;
+    int free_cores = cpus - (others > 0 ? others : 0);
+    g_adapted = free_cores < 1 ? 1 : free_cores;
+    atomic_store_explicit(&g_cores_free, free_cores >= nth, memory_order_relaxed);
+}
+
+static int threads_for_load(int nth) {
+    if (nth < 2) return nth;
+    g_load_nth = nth;
+    int64_t now = coarse_now_ns();
+    /* a faked load (tests) is read at every job, as it was set */
+    if (now - g_load_ns >= 2 * LOAD_CHECK_NS || g_fake_others >= 0) load_check(nth, now);
+    return pool.fixed || g_adapted >= nth ? nth : g_adapted;
+}
+
+/* The caller's shares are done and a worker's is not: a check that is due
+ * runs now, for the next job. */
+static void load_check_in_wait(const job *j) {
+    if (g_load_nth < 2 || atomic_load(&j->done) >= j->nshares) return;
+    int64_t now = coarse_now_ns();
+    if (now - g_load_ns >= LOAD_CHECK_NS) load_check(g_load_nth, now);
 }
 
 static void stop_workers(void) {
@@ -487,6 +510,7 @@ static void run_job(int kind, tg_range_fn fn, tg_team_fn team, void *ctx, int64_
         for (int share; (share = claim_share(gen)) >= 0;) run_share(j, share);
     t_in_job = false;
     if (j->prof) t_own = tg__prof_now();
+    load_check_in_wait(j);
     for (int d; (d = atomic_load(&j->done)) < j->nshares;) wait_while_eq(&j->done, d);
     if (j->prof) {
         int64_t t1 = tg__prof_now();

@@ -180,7 +180,8 @@ typedef struct {
 static derived derive(const tg_profile_entry *e, double total, int steps) {
     derived d;
     double serial = e->wall_ns - e->par_ns;
-    double calls = e->calls > 0 ? (double)e->calls : 1;
+    /* a row with no calls ((other): time between ops) is per step, not the whole profile's as one call */
+    double calls = e->calls > 0 ? (double)e->calls : steps > 0 ? steps : 1;
     d.per_step = e->wall_ns * 1e-6 / (steps > 0 ? steps : 1);
     d.share = total > 0 ? 100 * e->wall_ns / total : 0;
     d.us_call = e->wall_ns * 1e-3 / calls;

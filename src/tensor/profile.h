@@ -13,8 +13,8 @@
  *   (its output's allocation and kernel), also with grad mode off;
  * - backward: each node's backward rule, and the walk itself
  *   ("backward walk": marking and seeding);
- * - optimizer, data, checkpoint: the library's regions (tg_optim_step, a
- *   token batch, a checkpoint's save or load), and any region a program
+ * - optimizer, data, checkpoint: the library's regions (tg_optim_step,
+ *   tg_optim_zero_grad, a token batch, a checkpoint's save or load), and any region a program
  *   opens with tg_profile_region_begin/end.
  * Time is self time: a region's row excludes the ops and regions inside it,
  * so the rows add up to the profiled wall time; what falls in no op and no
@@ -88,7 +88,8 @@ void tg_profile_add_work(double flops, double bytes);
 /** "forward", "backward", "optimizer", "data", "checkpoint", "other". */
 const char *tg_prof_dir_name(tg_prof_dir dir);
 /** The table, largest first: per row calls, ms (per step when steps > 0),
- * share of the total, us per call, the part of it on one thread, the
+ * share of the total, us per call (per step for "(other)", which has no
+ * calls), the part of it on one thread, the
  * threads' average occupancy, the pool wait, GFLOP/s and GB/s. Returns 0,
  * or -1 when writing fails. */
 int tg_profile_print(FILE *f, int steps);

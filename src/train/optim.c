@@ -63,14 +63,22 @@ static int adam_check(const tg_optim_config *c, char *why, size_t cap) {
 /* Adam (decoupled false) or AdamW: per-tensor constants in double; the
  * per-element update in tg_real, as torch computes in the parameter's dtype
  * (and so it vectorises). */
-static tg_adam_step adam_constants(bool decoupled, const tg_optim_config *c, tg_real wd, double t) {
-    const double lr = c->lr;
+/* The constants of step t that every parameter shares (the bias
+ * corrections: two pow calls), then one parameter's weight decay: the step
+ * computes the first once for all its parameters. */
+static tg_adam_step adam_step_constants(const tg_optim_config *c, double t) {
     tg_adam_step s = {.b1 = c->beta1, .b2 = c->beta2, .eps = c->eps};
-    s.wd_l2 = decoupled ? 0 : wd;
-    s.decay = (tg_real)(decoupled ? 1.0 - lr * (double)wd : 1.0);
-    s.step_size = (tg_real)(lr / (1.0 - pow(c->beta1, t)));
+    s.step_size = (tg_real)((double)c->lr / (1.0 - pow(c->beta1, t)));
     s.bc2_sqrt = (tg_real)sqrt(1.0 - pow(c->beta2, t));
     return s;
+}
+static tg_adam_step adam_decay(tg_adam_step s, bool decoupled, const tg_optim_config *c, tg_real wd) {
+    s.wd_l2 = decoupled ? 0 : wd;
+    s.decay = (tg_real)(decoupled ? 1.0 - (double)c->lr * (double)wd : 1.0);
+    return s;
+}
+static tg_adam_step adam_constants(bool decoupled, const tg_optim_config *c, tg_real wd, double t) {
+    return adam_decay(adam_step_constants(c, t), decoupled, c, wd);
 }
 
 static void adam_any(bool decoupled, const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
@@ -287,13 +295,14 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
  * as a tensor at a time, at any thread count. */
 static double step_adam(tg_optim *o, double t) {
     const bool decoupled = o->cfg.kind->update == adamw_update;
+    const tg_adam_step base = adam_step_constants(&o->cfg, t);
     double elems = 0;
     int n = 0;
     for (int i = 0; i < o->params.n; i++) {
         tg_tensor *w = o->params.items[i].t;
         if (!w->grad) continue; /* no gradient reached it: skipped, as torch */
         tg_real wd = o->weight_decay ? o->weight_decay[i] : o->cfg.weight_decay;
-        o->adam[n++] = (tg_adam_tensor){.s = adam_constants(decoupled, &o->cfg, wd, t),
+        o->adam[n++] = (tg_adam_tensor){.s = adam_decay(base, decoupled, &o->cfg, wd),
                                         .w = w->data,
                                         .m = o->state[0][i]->data,
                                         .v = o->state[1][i]->data,
@@ -337,10 +346,14 @@ static tg_real *grad_at(const void *src, int i, int64_t *len) {
 }
 
 /* tg_zero_grad on every parameter, as one split over all the gradients'
- * elements (a job per tensor left the small ones on one thread). */
+ * elements (a job per tensor left the small ones on one thread). Its own
+ * row in the profile ("zero_grad", optimizer), as torch's profiler names
+ * it: it was most of the time "(other)" showed between ops. */
 void tg_optim_zero_grad(tg_optim *o) {
     if (!o) return;
+    tg_profile_region_begin(TG_PROF_OPTIMIZER, "zero_grad");
     tg_k_zero_arrays(&(tg_k_arrays){&o->params, o->params.n, grad_at});
+    tg_profile_region_end();
 }
 
 /* Names the state after its parameter, so a checkpoint written for one
