@@ -253,7 +253,8 @@ static void attention_case(outputs *o) {
     tg_tensor *y2 = tg_attention(q, k, v, (tg_mask){.causal = true}, 0, NULL);
     tg_tensor *y3 = tg_attention_pos(q2, k2, v2, (tg_mask){.causal = true}, 0, NULL, &alibi);
     keep(o, y1), keep(o, y2), keep(o, y3);
-    tg_tensor *loss = tg_add(tg_add(tg_sum_all(tg_mul(y1, y1)), tg_sum_all(tg_mul(y2, y2))), tg_sum_all(tg_mul(y3, y3)));
+    tg_tensor *loss =
+        tg_add(tg_add(tg_sum_all(tg_mul(y1, y1)), tg_sum_all(tg_mul(y2, y2))), tg_sum_all(tg_mul(y3, y3)));
     cr_assert(loss && tg_backward(loss) == 0, "%s", tg_last_error());
     keep(o, qkv->grad), keep(o, k->grad), keep(o, v->grad), keep(o, q2->grad);
     cr_assert_null(q->grad);

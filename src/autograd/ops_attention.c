@@ -676,7 +676,7 @@ static void attention_backward(tg_node *n) {
                       dv,
                       nblocks(Q, BQ),
                       nblocks(K, BK)};
-    bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
+    bool big = (double)rows * K * (d + dv) > 65536;              /* worth a thread team */
     if (Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv) { /* one tile per entry: one pass, D in its tasks */
         tg_parallel_tasks_at_most(B, big && B > 1 ? nth : 1, backward_single_tasks, &c);
         return;

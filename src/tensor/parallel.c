@@ -272,7 +272,7 @@ static int machine_runnable(void) {
  * caller would spend waiting anyway; only a check overdue by two periods
  * (jobs that all ended without a wait) is done here, before the job. */
 static int64_t g_load_ns = -2 * LOAD_CHECK_NS; /* the last check; under run_mu, as all below */
-static int g_adapted, g_load_nth;             /* its result; the count it was asked for */
+static int g_adapted, g_load_nth;              /* its result; the count it was asked for */
 
 static int64_t coarse_now_ns(void) {
     struct timespec ts;
