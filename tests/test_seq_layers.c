@@ -396,7 +396,7 @@ Test(seq_layer, model_predicts_from_the_last_position) {
     cr_expect_not_null(m.pe);
     cr_expect_str_eq(m.params.items[0].name, "emb.weight");
     cr_expect_str_eq(m.params.items[m.params.n - 1].name, "head.bias");
-    const int ids[12] = {0, 1, 2, 3, 4, 0, 4, 3, 2, 1, 0, 4};
+    const int ids[14] = {0, 1, 2, 3, 4, 0, 4, 3, 2, 1, 0, 4, 1, 2}; /* 2 x 6, or 2 x 7 for the refusal */
     tg_scope_begin();
     tg_tensor *y = tg_seq_model_forward(&m, ids, 2, 6);
     cr_assert(y && y->ndim == 2 && y->shape[0] == 2 && y->shape[1] == 12, "%s", tg_last_error());
