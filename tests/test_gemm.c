@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gemm_test_util.h"
+#include "isa_util.h"
 #include "tensor/gemm_common.h" /* gemm_split_choose */
 #include "tensor/gemm_driver.h" /* gemm_grid_choose */
 #include "tensor/kernels.h"
@@ -254,13 +255,7 @@ Test(gemm, split_by_the_smaller_largest_share) {
     tg_set_num_threads(saved);
 }
 
-Test(gemm, bit_identical_across_thread_counts) {
-    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) { /* every path the CPU has */
-        int old = tg__isa_cap(cap);
-        same_for_threads_all();
-        tg__isa_cap(old);
-    }
-}
+Test(gemm, bit_identical_across_thread_counts) { at_every_isa(same_for_threads_all); }
 
 /* gemm_grid_choose (gemm_driver.h): at 2 threads the row or column split,
  * never a grid; on more threads than a product has tiles (or slivers), a

@@ -91,9 +91,8 @@ static void affine_case(outputs *o) {
 }
 
 Test(splits, affine_bias_forward_and_gradient) {
-    const char *rows[] = {"affine", "affine"};
-    const tg_prof_dir dirs[] = {TG_PROF_FORWARD, TG_PROF_BACKWARD};
-    expect_same_bits("affine", affine_case, rows, dirs, 2);
+    expect_same_bits("affine", affine_case, (const char *[]){"affine", "affine"},
+                     (const tg_prof_dir[]){TG_PROF_FORWARD, TG_PROF_BACKWARD}, 2);
 }
 
 /* A broadcast add's gradient: b [1, T, d] (a position table, leading 1) and
@@ -110,9 +109,7 @@ static void add_case(outputs *o) {
 }
 
 Test(splits, broadcast_add_gradient) {
-    const char *rows[] = {"add"};
-    const tg_prof_dir dirs[] = {TG_PROF_BACKWARD};
-    expect_same_bits("add", add_case, rows, dirs, 1);
+    expect_same_bits("add", add_case, (const char *[]){"add"}, (const tg_prof_dir[]){TG_PROF_BACKWARD}, 1);
 }
 
 /* The embedding: rows gathered forward, scattered with repeats backward
@@ -132,9 +129,8 @@ static void gather_case(outputs *o) {
 }
 
 Test(splits, embedding_gather_and_scatter) {
-    const char *rows[] = {"gather_rows", "gather_rows"};
-    const tg_prof_dir dirs[] = {TG_PROF_FORWARD, TG_PROF_BACKWARD};
-    expect_same_bits("gather_rows", gather_case, rows, dirs, 2);
+    expect_same_bits("gather_rows", gather_case, (const char *[]){"gather_rows", "gather_rows"},
+                     (const tg_prof_dir[]){TG_PROF_FORWARD, TG_PROF_BACKWARD}, 2);
 }
 
 /* Layer norm's parameter gradients (row chunks x column blocks, chunk sums
@@ -156,9 +152,9 @@ static void norm_and_loss_case(outputs *o) {
 }
 
 Test(splits, layer_norm_parameters_and_cross_entropy) {
-    const char *rows[] = {"layer_norm", "cross_entropy", "cross_entropy"};
-    const tg_prof_dir dirs[] = {TG_PROF_BACKWARD, TG_PROF_FORWARD, TG_PROF_BACKWARD};
-    expect_same_bits("layer_norm + cross_entropy", norm_and_loss_case, rows, dirs, 3);
+    expect_same_bits("layer_norm + cross_entropy", norm_and_loss_case,
+                     (const char *[]){"layer_norm", "cross_entropy", "cross_entropy"},
+                     (const tg_prof_dir[]){TG_PROF_BACKWARD, TG_PROF_FORWARD, TG_PROF_BACKWARD}, 3);
 }
 
 /* cross_entropy's loss: rows in pieces of 32 (here 1001 rows: a last piece
@@ -184,9 +180,8 @@ static void cross_entropy_case(outputs *o) {
 }
 
 Test(splits, cross_entropy_loss_sum) {
-    const char *rows[] = {"cross_entropy"};
-    const tg_prof_dir dirs[] = {TG_PROF_FORWARD};
-    expect_same_bits("cross_entropy", cross_entropy_case, rows, dirs, 1);
+    expect_same_bits("cross_entropy", cross_entropy_case, (const char *[]){"cross_entropy"},
+                     (const tg_prof_dir[]){TG_PROF_FORWARD}, 1);
 }
 
 /* The optimizer step (AdamW, decay on matrices only) as one split over all
@@ -227,9 +222,8 @@ static void optimizer_case(outputs *o) {
 }
 
 Test(splits, optimizer_step_and_clipping) {
-    const char *rows[] = {"step"};
-    const tg_prof_dir dirs[] = {TG_PROF_OPTIMIZER};
-    expect_same_bits("optimizer", optimizer_case, rows, dirs, 1);
+    expect_same_bits("optimizer", optimizer_case, (const char *[]){"step"}, (const tg_prof_dir[]){TG_PROF_OPTIMIZER},
+                     1);
 }
 
 /* The fused attention: each query block's visible-key counts and key extent
@@ -263,7 +257,6 @@ static void attention_case(outputs *o) {
 }
 
 Test(splits, attention_limits_and_D) {
-    const char *rows[] = {"attention", "attention"};
-    const tg_prof_dir dirs[] = {TG_PROF_FORWARD, TG_PROF_BACKWARD};
-    expect_same_bits("attention", attention_case, rows, dirs, 2);
+    expect_same_bits("attention", attention_case, (const char *[]){"attention", "attention"},
+                     (const tg_prof_dir[]){TG_PROF_FORWARD, TG_PROF_BACKWARD}, 2);
 }
