@@ -62,6 +62,13 @@ typedef struct {
     int64_t *counts; /* per piece: its counted rows, -1 when a target is out of range */
 } forward_ctx;
 
+/* Whether row r's loss counts: its target is not ignore_index and the mask
+ * (if any) keeps it. Rows masked out need no valid target (padding may
+ * carry any id). */
+static bool row_counts(const int *targets, const tg_real *mask, int ignore_index, int64_t r) {
+    return targets[r] != ignore_index && (!mask || mask[r] != 0);
+}
+
 /* Pieces [b, e): each row's target (-1 when it does not count), lse_r =
  * logsumexp(x_r), and loss_r = lse_r - x_r[target] on counted rows. */
 static void forward_pieces(void *ctx, int64_t b, int64_t e, int tid) {
@@ -74,7 +81,7 @@ static void forward_pieces(void *ctx, int64_t b, int64_t e, int tid) {
         bool bad = false;
         for (int64_t r = p * CE_PIECE; r < r1; r++) {
             const int t = c->targets[r];
-            bool counts = t != c->ignore_index && (!c->mask || c->mask[r] != 0);
+            bool counts = row_counts(c->targets, c->mask, c->ignore_index, r);
             if (counts && (t < 0 || t >= V)) bad = true, counts = false; /* cross_entropy says which */
             c->s->target[r] = counts ? t : -1;
             counted += counts;
@@ -118,8 +125,7 @@ static tg_tensor *cross_entropy(tg_tensor *logits, const int *targets, const tg_
     for (int64_t p = 0; p < pieces; p++) {
         if (counts[p] < 0) { /* the first row of the piece whose target is out of range */
             for (int64_t r = p * CE_PIECE;; r++)
-                if (targets[r] != ignore_index && (!mask || mask[r] != 0) && (targets[r] < 0 || targets[r] >= V)) {
-                    /* Rows masked out need no valid target (padding may carry any id). */
+                if (row_counts(targets, mask, ignore_index, r) && (targets[r] < 0 || targets[r] >= V)) {
                     tg_set_error("cross_entropy: logits %s: target %d of row %lld is outside [0, %lld) and is "
                                  "not ignore_index %d",
                                  tg_tshape(b, logits), targets[r], (long long)r, (long long)V, ignore_index);
