@@ -62,16 +62,36 @@ bool tg_set_grad_enabled(bool on);
  * otherwise). loss must have one element and require grad, and its scope
  * must not have ended. Runs with grad mode off. Returns 0, or -1 with an
  * error recorded; a graph a backward has already used is refused before any
- * gradient changes (see tg_backward_retain). */
+ * gradient changes (see tg_backward_retain).
+ *
+ * Afterwards only the leaves (tensors no op made: parameters, inputs marked
+ * with tg_set_requires_grad) hold their gradients, as in PyTorch. The
+ * gradient of an op's result (loss included) is freed as soon as the rule
+ * of the op that made it has run, its last reader, and its memory goes to
+ * the next gradient of the same size in the scope; that result's ->grad is
+ * NULL afterwards (a pointer kept to the old gradient is refused by ops as
+ * no longer valid). tg_retain_grad keeps one; tg_backward_retain keeps all.
+ * So a step holds a few layers' gradients at a time, not all of them. */
 int tg_backward(tg_tensor *loss);
 /** Same with an explicit seed gradient, the vector-Jacobian product:
  * seed must have as many elements as out (read in out's order). */
 int tg_backward_seed(tg_tensor *out, const tg_tensor *seed);
 /** A graph serves one backward pass, as in PyTorch: a second tg_backward
  * through the same nodes is an error (it would add the gradients again).
- * This one keeps the graph for another pass (PyTorch's retain_graph=True);
- * otherwise as tg_backward. */
+ * This one keeps the graph for another pass (PyTorch's retain_graph=True),
+ * and with it every gradient it computed, op results' included (each
+ * holds the gradient of the last pass that reached it); otherwise as
+ * tg_backward. */
 int tg_backward_retain(tg_tensor *loss);
+/** Keeps the gradient of t, an op's result, after tg_backward (torch's
+ * t.retain_grad()): t->grad then holds d(loss)/d(t) of the last backward
+ * pass, in t's scope, instead of being freed once the rule of the op that
+ * made t has run. Call it before the backward pass; it lasts as long as
+ * t's graph. A leaf keeps its gradient anyway (nothing to do). Returns 0,
+ * or -1 with "retain_grad: ..." recorded for a NULL t or one whose scope
+ * has ended, a t that does not require grad, or a call made while a
+ * backward pass runs. */
+int tg_retain_grad(tg_tensor *t);
 /** tg_backward_seed that keeps the graph for another pass, as
  * tg_backward_retain. */
 int tg_backward_seed_retain(tg_tensor *out, const tg_tensor *seed);

@@ -24,6 +24,13 @@ struct tg_node {
     bool released;  /* a backward without retain_graph has used it */
     bool bf16;      /* recorded under TG_PREC_BF16: the backward's products are bf16 too */
     tg_node *prev;  /* the node created before this one (the tape) */
+    /* The buffer of out->grad during one backward pass (tape.c, reset
+     * when the pass starts): freed for reuse once every node holding it
+     * has run its rule, the last reader of out->grad being this node. */
+    tg_node *grad_owner;   /* the node whose output's buffer out->grad shares (tg_grad_share); NULL: its own */
+    tg_tensor *grad_buf;   /* on an owner whose buffer is shared: that buffer (its out->grad) */
+    uint32_t grad_holders; /* on such an owner: the holders (it and its sharers) whose rule has not run yet */
+    bool retain_grad;      /* tg_retain_grad: out->grad outlives tg_backward */
 };
 
 /* Records a node for out if grad mode is on and an input requires grad
@@ -49,10 +56,26 @@ tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh);
 /* For an op whose input's gradient equals its output's (reshape; add):
  * makes g, the output's finished gradient, t's gradient too, seen in t's
  * shape, instead of a copy. Done only when it is exact: t is a non-leaf
- * that feeds this one op, has no gradient yet and has g's size; returns
- * false (and does nothing) otherwise. No backward writes into its output's
- * gradient, so two inputs may share one g. */
+ * that feeds this one op, has no gradient yet, is not retained
+ * (tg_retain_grad) and has g's size, and g is the gradient of the output
+ * of the rule running now (whose buffer's holders tg_backward counts, to
+ * free it after the last); returns false (and does nothing) otherwise.
+ * No backward writes into its output's gradient, so two inputs may share
+ * one g. */
 bool tg_grad_share(tg_tensor *t, const tg_tensor *g);
+/* Scratch memory for the backward rule running now, bytes uninitialised,
+ * handed back for reuse (tg__arena_reuse) as soon as the rule returns:
+ * from the scope's recycled blocks when one of this size is free, else
+ * from the arena. Outside a rule it is tg_arena_alloc. NULL, with the
+ * error recorded, when out of memory. */
+void *tg_backward_scratch(size_t bytes);
+/* The same as a tensor (ndim, shape): an arena header, its data scratch. */
+tg_tensor *tg_backward_scratch_tensor(int ndim, const int *shape);
+/* Test switch: whether tg_backward frees intermediate gradients and
+ * backward scratch for reuse (on, the default) or keeps all of them until
+ * the scope ends, as before recycling; returns the previous setting. The
+ * gradients are the same bits either way (tests/test_grad_memory.c). */
+bool tg__grad_recycling(bool on);
 
 /* The first generator index of a dropout mask of n elements, laid out
  * batch first: tg_rng_take(rng, n) in one process; with the data-parallel

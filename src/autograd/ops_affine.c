@@ -51,7 +51,7 @@ typedef struct {
  * affine's gradients from dh. */
 static void affine_act_backward(tg_node *n, tg_unary_kind act) {
     const tg_tensor *h = ((const affine_act_state *)n->state)->h, *y = n->out;
-    tg_tensor *dh = tg_empty_arena(h->ndim, h->shape);
+    tg_tensor *dh = tg_backward_scratch_tensor(h->ndim, h->shape); /* reused once this rule returns */
     if (!dh) return;
     tg_k_unary_backward(act, 0, y->grad->data, h->data, y->data, dh->data, h->size, true);
     affine_grads(n, dh);

@@ -621,6 +621,8 @@ static void short_run(const attention_state *pl, short_ctx *c, int nth) {
     tg_parallel_tasks_at_most(tasks, big && tasks > 1 ? nth : 1, short_tasks, c);
 }
 
+/* Its temporaries (D, the threads' scratch, the tables' partials) are
+ * backward scratch: the next rule reuses them once this one returns. */
 static void attention_backward(tg_node *n) {
     const attention_state *pl = n->state;
     /* The fused projection is one input: its gradient holds q's, k's and v's columns. */
@@ -635,7 +637,7 @@ static void attention_backward(tg_node *n) {
         int nth = tg_get_num_threads();
         size_t per_thread = (size_t)pl->Q * tg_k_attention_short_stride(pl->K) +
                             tg_k_attention_short_scratch(pl->Q, pl->K, pl->d, pl->dv);
-        tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
+        tg_real *scratch = tg_backward_scratch(sizeof(tg_real) * per_thread * (size_t)nth);
         if (!scratch) return;
         short_ctx c = {.pl = pl,
                        .q = qkv[0]->data,
@@ -654,16 +656,16 @@ static void attention_backward(tg_node *n) {
     int64_t rows = (int64_t)B * Q;
     if (rows == 0) return;
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
-    tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
+    tg_real *D = tg_backward_scratch(sizeof(tg_real) * (size_t)rows);
     size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (size_t)BQ * d;
     int nth = tg_get_num_threads(); /* the tasks run on at most these: the scratch is theirs */
-    tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth) : NULL;
+    tg_real *scratch = D ? tg_backward_scratch(sizeof(tg_real) * per_thread * (size_t)nth) : NULL;
     if (!scratch) return;
     int64_t ntasks = (int64_t)B * nblocks(Q, BQ);
     attn_bwd w = {pl, qkv[0]->data, qkv[1]->data, qkv[2]->data, dO, pl->lse, D, NULL, NULL, NULL};
-    if (gbias && !(w.part_bias = tg_arena_alloc(sizeof(tg_real) * (size_t)(ntasks * R)))) return;
-    if (grelk && !(w.part_relk = tg_arena_alloc(sizeof(tg_real) * (size_t)(ntasks * R * d)))) return;
-    if (grelv && !(w.part_relv = tg_arena_alloc(sizeof(tg_real) * (size_t)(ntasks * R * dv)))) return;
+    if (gbias && !(w.part_bias = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R)))) return;
+    if (grelk && !(w.part_relk = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R * d)))) return;
+    if (grelv && !(w.part_relv = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R * dv)))) return;
     backward_ctx c = {&w,
                       dO,
                       O,

@@ -54,14 +54,14 @@ static void accumulate(tg_tensor *x, const tg_tensor *g, const tg_tensor *f, tg_
     bool direct = fresh && gx->size == g->size;
     tg_tensor *t = direct ? gx : (tg_tensor *)g;
     if (f) {
-        if (!direct) t = tg_empty_arena(g->ndim, g->shape);
+        if (!direct) t = tg_backward_scratch_tensor(g->ndim, g->shape);
         tg_k_binary(k, g, f, t);
     } else if (direct) {
         scale_into(t->data, g->data, 1, g->size);
     }
     if (s != 1) {
         if (t == g) {
-            t = tg_empty_arena(g->ndim, g->shape);
+            t = tg_backward_scratch_tensor(g->ndim, g->shape);
             scale_into(t->data, g->data, s, t->size);
         } else {
             scale_into(t->data, t->data, s, t->size);
@@ -93,7 +93,7 @@ static void binary_backward(tg_node *n) {
         accumulate(a, g, b, TG_BINARY_DIV, 1);
         if (b->requires_grad) {
             /* db = -g a / b^2 = -(g * y) / b, with y = a / b the output. */
-            tg_tensor *gy = tg_empty_arena(g->ndim, g->shape);
+            tg_tensor *gy = tg_backward_scratch_tensor(g->ndim, g->shape);
             tg_k_binary(TG_BINARY_MUL, g, n->out, gy);
             accumulate(b, gy, b, TG_BINARY_DIV, -1);
         }

@@ -74,7 +74,7 @@ static void permute_backward(tg_node *n) {
     int nd = n->out->ndim, inv[TG_MAX_DIMS];
     const permute_state *st = n->state;
     for (int i = 0; i < nd; i++) inv[st->perm[i]] = i;
-    tg_tensor *t = fresh ? gx : tg_empty_arena(gx->ndim, gx->shape);
+    tg_tensor *t = fresh ? gx : tg_backward_scratch_tensor(gx->ndim, gx->shape);
     tg_k_permute(n->out->grad, inv, t);
     if (!fresh) add_into(gx, t->data);
 }

@@ -6,7 +6,17 @@
  * all the nodes that consume its output. backward() marks the loss's node,
  * runs each marked node's backward rule, and marks the nodes of its inputs.
  * Scopes save and restore the list head (tensor/memory.c), so nodes a scope
- * has released are never visited again. */
+ * has released are never visited again.
+ *
+ * A gradient of a non-leaf is read last by the rule of the node that made
+ * the tensor. Once that rule has run, a backward that releases the graph
+ * (tg_backward, not tg_backward_retain) gives the gradient's buffer back to
+ * the scope's free list (tensor/memory.c), where the next gradient of the
+ * same size takes it: the layers of a model repeat their shapes, so a
+ * step's arena holds a few layers' gradients at a time instead of all of
+ * them (PyTorch frees them the same way, by reference count, unless
+ * retain_grad()). A buffer shared by several tensors (tg_grad_share) goes
+ * back after the last of their rules. */
 #include "op.h"
 #include "../tensor/profile_internal.h"
 #include "../tensor/tensor_internal.h"
@@ -20,6 +30,26 @@ static bool g_anomaly;                         /* tg_set_detect_anomaly */
 static char g_anomaly_forward[256];            /* the first forward anomaly, for the next backward */
 static uint64_t g_seq;
 static uint32_t g_epoch; /* backward pass counter */
+static bool g_recycle = true; /* tg__grad_recycling */
+/* The node whose backward rule is running (NULL between rules), and the
+ * scratch it took (tg_backward_scratch), handed back when it returns. A
+ * rule takes a few; past MAX_SCRATCH they stay in the arena until the
+ * scope ends. */
+static tg_node *g_running;
+#define MAX_SCRATCH 8
+typedef struct {
+    void *p;
+    size_t bytes;
+    tg_tensor *t; /* a tensor's (tg_backward_scratch_tensor), else NULL */
+} scratch;
+static scratch g_scratch[MAX_SCRATCH];
+static int g_nscratch;
+
+bool tg__grad_recycling(bool on) {
+    bool prev = g_recycle;
+    g_recycle = on;
+    return prev;
+}
 
 bool tg_grad_enabled(void) { return g_grad_enabled; }
 
@@ -193,21 +223,39 @@ static void zero_fill(tg_tensor *g) {
     tg_parallel_for_ns(g->size, (double)g->size * TG_NS_STREAM, zero_range, g->data);
 }
 
+/* A new gradient buffer for t, uninitialised: persistent for a persistent
+ * t, in the arena otherwise, a non-leaf's from the scope's recycled
+ * buffers when one of its size is free. */
+static tg_tensor *new_grad(const tg_tensor *t) {
+    if (t->persistent) return tg_empty_persistent(t->ndim, t->shape);
+    if (t->node && g_recycle) return tg__empty_recycled(t->ndim, t->shape);
+    return tg_empty_arena(t->ndim, t->shape);
+}
+
+/* The gradient of non-leaf t at the first touch of a new pass: the last
+ * pass's buffer when it was t's own, else (the last pass shared one,
+ * tg_grad_share) a new one, the old view's header marked dead. */
+static tg_tensor *renew_grad(tg_tensor *t) {
+    if (!t->grad->owns_data) {
+        tg__tensor_recycle(t->grad); /* a view: only its header ends */
+        t->grad = new_grad(t);
+    }
+    if (t->grad) t->grad_epoch = g_epoch;
+    return t->grad;
+}
+
 tg_tensor *tg_grad_of(tg_tensor *t) {
     if (!t || !t->requires_grad) return NULL;
     bool leaf = t->node == NULL;
     if (!t->grad) {
-        t->grad = t->persistent ? tg_empty_persistent(t->ndim, t->shape) : tg_empty_arena(t->ndim, t->shape);
+        t->grad = new_grad(t);
         if (!t->grad) return NULL;
         zero_fill(t->grad);
         t->grad_epoch = g_epoch;
     } else if (!leaf && t->grad_epoch != g_epoch) {
-        /* A non-leaf's gradient belongs to one backward pass: start from 0,
-         * in a buffer of its own if the last pass shared one (tg_grad_share). */
-        if (!t->grad->owns_data) t->grad = tg_empty_arena(t->ndim, t->shape);
-        if (!t->grad) return NULL;
+        /* A non-leaf's gradient belongs to one backward pass: start from 0. */
+        if (!renew_grad(t)) return NULL;
         zero_fill(t->grad);
-        t->grad_epoch = g_epoch;
     }
     return t->grad;
 }
@@ -216,16 +264,8 @@ tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh) {
     *fresh = false;
     if (!t || !t->requires_grad) return NULL;
     bool leaf = t->node == NULL;
-    if (!leaf && t->grad && t->grad_epoch != g_epoch) {
-        if (!t->grad->owns_data) t->grad = tg_empty_arena(t->ndim, t->shape); /* as tg_grad_of */
-        if (!t->grad) return NULL;
-        t->grad_epoch = g_epoch;
-        *fresh = true;
-        return t->grad;
-    }
-    if (!leaf && !t->grad) {
-        t->grad = tg_empty_arena(t->ndim, t->shape);
-        if (!t->grad) return NULL;
+    if (!leaf && (!t->grad || t->grad_epoch != g_epoch)) {
+        if (t->grad ? !renew_grad(t) : !(t->grad = new_grad(t))) return NULL;
         t->grad_epoch = g_epoch;
         *fresh = true;
         return t->grad;
@@ -236,6 +276,12 @@ tg_tensor *tg_grad_begin(tg_tensor *t, bool *fresh) {
 bool tg_grad_share(tg_tensor *t, const tg_tensor *g) {
     if (!t || !g || !t->requires_grad || !t->node || t->persistent || t->uses != 1 || t->grad || g->size != t->size)
         return false;
+    /* The buffer's holders are counted on its owner, the node whose output
+     * it was made for: the running rule's own, or the owner of the buffer
+     * that rule's output shares. A retained gradient keeps a buffer of its
+     * own, which the others' release cannot take away. */
+    tg_node *r = g_running, *o = r && r->grad_owner ? r->grad_owner : r;
+    if (!r || r->out->grad != g || t->node->retain_grad || (o == r && !o->grad_holders && !g->owns_data)) return false;
     tg_tensor *v = tg_empty_arena(0, NULL); /* header only; shares g's data */
     if (!v) return false;
     v->ndim = t->ndim;
@@ -245,7 +291,76 @@ bool tg_grad_share(tg_tensor *t, const tg_tensor *g) {
     v->owns_data = false;
     t->grad = v;
     t->grad_epoch = g_epoch;
+    if (!o->grad_holders) {
+        o->grad_holders = 1; /* the owner, whose rule is running */
+        o->grad_buf = o->out->grad;
+    }
+    o->grad_holders++;
+    t->node->grad_owner = o;
     return true;
+}
+
+/* After n's rule has run in a pass that releases the graph, the gradient of
+ * n's output has had its last reader: its buffer goes back to the scope
+ * for reuse, and t->grad becomes NULL (a pointer kept to the old one is
+ * refused by ops: its header is marked dead), unless it is retained
+ * (tg_retain_grad) or other holders of a shared buffer have yet to run (the
+ * last of them gives it back). */
+static void release_grad(tg_node *n) {
+    tg_tensor *t = n->out, *g = t->grad;
+    if (!g || g->persistent) return;
+    tg_node *o = n->grad_owner ? n->grad_owner : n;
+    if (!n->retain_grad) {
+        if (o != n || !o->grad_holders) tg__tensor_recycle(g); /* a view's: its header only */
+        t->grad = NULL;
+    }
+    if (o->grad_holders && --o->grad_holders == 0 && !o->retain_grad) tg__tensor_recycle(o->grad_buf);
+}
+
+static void release_scratch(void) {
+    for (int i = 0; i < g_nscratch; i++)
+        if (g_scratch[i].t)
+            tg__tensor_recycle(g_scratch[i].t);
+        else
+            tg__arena_recycle(g_scratch[i].p, g_scratch[i].bytes);
+    g_nscratch = 0;
+}
+
+void *tg_backward_scratch(size_t bytes) {
+    bool keep = g_running && g_recycle && g_nscratch < MAX_SCRATCH;
+    void *p = keep ? tg__arena_reuse(bytes) : NULL;
+    if (!p) p = tg_arena_alloc(bytes);
+    if (p && keep) g_scratch[g_nscratch++] = (scratch){p, bytes, NULL};
+    return p;
+}
+
+tg_tensor *tg_backward_scratch_tensor(int ndim, const int *shape) {
+    bool keep = g_running && g_recycle && g_nscratch < MAX_SCRATCH;
+    tg_tensor *t = keep ? tg__empty_recycled(ndim, shape) : tg_empty_arena(ndim, shape);
+    if (t && keep) g_scratch[g_nscratch++] = (scratch){NULL, 0, t};
+    return t;
+}
+
+int tg_retain_grad(tg_tensor *t) {
+    char b[64];
+    if (!t) {
+        tg_error_null("retain_grad");
+        return -1;
+    }
+    if (!alive(t)) {
+        tg_set_error("retain_grad: the tensor is no longer valid: its scope has ended (or it was freed)");
+        return -1;
+    }
+    if (!t->requires_grad) {
+        tg_set_error("retain_grad: tensor %s does not require grad", tg_tshape(b, t));
+        return -1;
+    }
+    if (g_running) {
+        tg_set_error("retain_grad: called during a backward pass; call it before tg_backward");
+        return -1;
+    }
+    if (t->node) t->node->retain_grad = true; /* a leaf keeps its gradient anyway */
+    return 0;
 }
 
 void tg_zero_grad(tg_tensor *t) {
@@ -323,6 +438,7 @@ static void hook_used(const tg_tensor *t) {
 
 /* Backward of node n, then in anomaly mode a check of what it produced. */
 static int run_backward(tg_node *n) {
+    g_running = n;
     if (TG_PROF_ON()) {
         tg__prof_op_start();
         n->op->backward(n);
@@ -330,6 +446,8 @@ static int run_backward(tg_node *n) {
     } else {
         n->op->backward(n);
     }
+    g_running = NULL;
+    release_scratch();
     if (!g_anomaly) return 0;
     for (int i = 0; i < n->n_in; i++) {
         const tg_tensor *g = n->in[i]->grad;
@@ -374,6 +492,9 @@ static int backward_walk(tg_tensor *out, const tg_tensor *seed, bool retain) {
         out->node->visit = g_epoch;
         for (tg_node *n = tg__tape_head; n; n = n->prev) {
             if (n->visit != g_epoch) continue;
+            n->grad_owner = NULL; /* this pass's sharing (tg_grad_share) starts afresh */
+            n->grad_buf = NULL;
+            n->grad_holders = 0;
             if (n->released) {
                 tg_set_error("backward: the graph of %s was already used by a backward pass, which releases it; "
                              "to run backward through it again, use tg_backward_retain on the first pass",
@@ -407,6 +528,7 @@ static int backward_walk(tg_tensor *out, const tg_tensor *seed, bool retain) {
             if (n->visit != g_epoch) continue;
             rc = run_backward(n);
             n->released = !retain;
+            if (!retain && g_recycle) release_grad(n);
             for (int i = 0; i < n->n_in; i++) {
                 if (n->in[i]->node) n->in[i]->node->visit = g_epoch;
                 if (g_hook.fn && rc == 0) hook_used(n->in[i]);

@@ -65,6 +65,12 @@ tg_memory_stats tg_memory(void) {
 }
 
 /* ---- arena ---- */
+/* What the arena hands out for a request of bytes: a multiple of ALIGN, at least one. */
+static size_t rounded(size_t bytes) {
+    size_t n = (bytes + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    return n ? n : ALIGN;
+}
+
 static bool add_block(size_t need) {
     if (g_nblocks == g_capblocks) {
         int cap = g_capblocks ? 2 * g_capblocks : 8;
@@ -91,8 +97,7 @@ static bool add_block(size_t need) {
 }
 
 void *tg_arena_alloc(size_t bytes) {
-    size_t n = (bytes + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-    if (n == 0) n = ALIGN;
+    size_t n = rounded(bytes);
     /* Move to the next block that fits; blocks after g_cur are empty. */
     while (g_cur < g_nblocks && g_blocks[g_cur].size - g_blocks[g_cur].used < n) {
         if (g_cur + 1 >= g_nblocks) break;
@@ -118,6 +123,70 @@ bool tg_arena_live(const void *ptr) {
         if (p >= b->mem && p < b->mem + b->size) return p < b->mem + b->used;
     }
     return false;
+}
+
+/* ---- recycling inside a scope ----
+ * Memory given back before its scope ends (tg__arena_recycle: the
+ * gradients backward no longer needs) waits on a free list of the scope
+ * that allocated it, for the next request of exactly its size in that
+ * scope (tg__arena_reuse). The buffer itself holds the list's links, so
+ * recycling allocates nothing. A scope's list is emptied when the scope
+ * ends, since its memory goes back to the arena then. Sizes are few (a
+ * model's layers repeat their shapes), so the sizes are a list too. */
+typedef struct free_buf {
+    struct free_buf *same;      /* the next buffer of this size */
+    struct free_buf *next_size; /* on the first of its size: the first of another size */
+    size_t bytes;
+} free_buf;
+static free_buf *g_free[MAX_SCOPES + 1]; /* per depth: 0 the root level, d the d-th scope */
+
+/* The depth of the open scope whose allocations hold p: the innermost one
+ * that began before p's place in the arena (0: the root level); -1 when p
+ * is not live arena memory. Places are ordered by (block, offset): blocks
+ * are filled in order, and a scope's begin mark is such a place. */
+static int owner_depth(const void *p) {
+    const unsigned char *c = p;
+    for (int i = 0; i < g_nblocks && i <= g_cur; i++) {
+        const block *b = &g_blocks[i];
+        if (c < b->mem || c >= b->mem + b->size) continue;
+        size_t off = (size_t)(c - b->mem);
+        if (off >= b->used) return -1;
+        int d = g_depth;
+        while (d > 0 && (i < g_scopes[d - 1].blk || (i == g_scopes[d - 1].blk && off < g_scopes[d - 1].used))) d--;
+        return d;
+    }
+    return -1;
+}
+
+void tg__arena_recycle(void *p, size_t bytes) {
+    int d = p ? owner_depth(p) : -1;
+    if (d < 0) return;
+    free_buf *f = p, **s = &g_free[d];
+    f->bytes = rounded(bytes);
+    while (*s && (*s)->bytes != f->bytes) s = &(*s)->next_size;
+    if (*s) { /* behind the first of its size */
+        f->same = (*s)->same;
+        f->next_size = NULL;
+        (*s)->same = f;
+    } else {
+        f->same = f->next_size = NULL;
+        *s = f;
+    }
+}
+
+void *tg__arena_reuse(size_t bytes) {
+    size_t n = rounded(bytes);
+    free_buf **s = &g_free[g_depth];
+    while (*s && (*s)->bytes != n) s = &(*s)->next_size;
+    free_buf *f = *s;
+    if (!f) return NULL;
+    if (f->same) {
+        free_buf *g = f->same;
+        f->same = g->same;
+        return g;
+    }
+    *s = f->next_size;
+    return f;
 }
 
 void *tg__tape_head;      /* see tensor_internal.h */
@@ -150,6 +219,7 @@ void tg_scope_end(void) {
         tg_set_error("scope_end: no scope is open");
         return;
     }
+    g_free[g_depth] = NULL; /* its memory goes back to the arena below */
     mark m = g_scopes[--g_depth];
     tg__tape_head = m.tape;
     /* Blocks past m.blk become empty; they stay reserved for the next step. */
@@ -191,5 +261,6 @@ void tg_release_all(void) {
     g_nblocks = g_capblocks = g_cur = 0;
     g_depth = g_refused = 0;
     g_in_use = g_reserved = 0;
+    memset(g_free, 0, sizeof g_free);
     tg__tape_head = NULL;
 }

@@ -92,6 +92,23 @@ tg_tensor *tg_empty(int ndim, const int *shape) { return make(ndim, shape, tg_sc
 tg_tensor *tg_empty_persistent(int ndim, const int *shape) { return make(ndim, shape, true, true); }
 tg_tensor *tg_empty_arena(int ndim, const int *shape) { return make(ndim, shape, false, true); }
 
+tg_tensor *tg__empty_recycled(int ndim, const int *shape) {
+    tg_tensor *t = make(ndim, shape, false, false);
+    if (!t) return NULL;
+    size_t bytes = (size_t)t->size * sizeof(tg_real);
+    t->data = tg__arena_reuse(bytes);
+    if (!t->data && !(t->data = tg_arena_alloc(bytes))) return NULL;
+    t->owns_data = true;
+    return t;
+}
+
+void tg__tensor_recycle(tg_tensor *t) {
+    if (!t || t->persistent) return;
+    if (t->owns_data && t->data) tg__arena_recycle(t->data, (size_t)t->size * sizeof(tg_real));
+    t->magic = 0; /* a pointer kept to it is refused by the ops from now on (tg_any_null) */
+    t->data = NULL;
+}
+
 tg_tensor *tg_full(int ndim, const int *shape, tg_real value) {
     tg_tensor *t = tg_empty(ndim, shape);
     if (t)

@@ -13,6 +13,26 @@
  * (memory.c; used by autograd/tape.c). */
 extern void *tg__tape_head;
 
+/* Recycling inside a scope (memory.c). tg__arena_recycle gives back p, a
+ * block of bytes that tg_arena_alloc or tg__arena_reuse returned and
+ * nothing reads any more, before its scope ends: it waits on the free list
+ * of the scope that allocated it (ignored when p is not live arena memory).
+ * tg__arena_reuse(bytes) returns a block of exactly that size (as rounded by
+ * the arena) from the current scope's list, uninitialised, or NULL when
+ * there is none (then take it from the arena). A scope's list is emptied
+ * at its end. For backward's gradients and temporaries (autograd/tape.c). */
+void tg__arena_recycle(void *p, size_t bytes);
+void *tg__arena_reuse(size_t bytes);
+/* An arena tensor (tg_empty_arena) whose data comes from the current
+ * scope's recycled blocks when one of its size is free; uninitialised.
+ * tensor.c */
+tg_tensor *tg__empty_recycled(int ndim, const int *shape);
+/* Ends an arena tensor before its scope does: its data, if it owns it,
+ * goes to tg__arena_recycle, and its header is marked dead (magic 0, data
+ * NULL), so ops refuse a pointer kept to it. Nothing for a persistent or
+ * NULL t. tensor.c */
+void tg__tensor_recycle(tg_tensor *t);
+
 /* Adds delta to the persistent byte count of tg_memory() (memory.c; called
  * by tensor.c when a persistent tensor is made or freed). */
 void tg__persistent_account(long long delta);
