@@ -166,6 +166,7 @@ Test(autograd, intermediate_grads_are_fresh_for_each_backward) {
     tg_tensor *h = tg_mul(x, x); /* 4 */
     tg_tensor *y = tg_sum_all(h);
     tg_backward_retain(y); /* kept for a second pass */
+    tg_retain_grad(h);     /* else tg_backward frees an intermediate's gradient */
     tg_backward(y);        /* same graph again: dx = 2 * 2x */
     cr_expect(fabs(x->grad->data[0] - 8) < 1e-12, "got %g", (double)x->grad->data[0]);
     cr_expect(fabs(h->grad->data[0] - 1) < 1e-12, "non-leaf grad is per pass");
@@ -191,6 +192,7 @@ Test(autograd, reshape_gradient_sharing_is_exact) {
     tg_zero_grad(a);
     tg_tensor *z = tg_mul_scalar(x, 3); /* x = 2a: d(sum z)/da = 6 */
     tg_tensor *loss2 = tg_add(tg_sum_all(tg_mul(y, y)), tg_sum_all(z));
+    cr_assert(!tg_retain_grad(x) && !tg_retain_grad(y), "%s", tg_last_error()); /* read after tg_backward */
     cr_assert_eq(tg_backward(loss2), 0, "%s", tg_last_error());
     expect_close(a->grad, (tg_real[]){14, 22, 30, 38, 46, 54}, 6, 1e-12);
     expect_close(y->grad, (tg_real[]){4, 8, 12, 16, 20, 24}, 6, 1e-12);
@@ -212,6 +214,7 @@ Test(autograd, add_gradient_sharing_is_exact) {
     /* Again on the same graph after x got a second consumer. */
     tg_zero_grad(p);
     tg_tensor *loss = tg_add(tg_sum_all(tg_mul(z, z)), tg_sum_all(tg_mul_scalar(x, 4)));
+    cr_assert(!tg_retain_grad(x) && !tg_retain_grad(y) && !tg_retain_grad(z), "%s", tg_last_error());
     cr_assert_eq(tg_backward(loss), 0, "%s", tg_last_error());
     expect_close(x->grad, (tg_real[]){14, 24, 34}, 3, 1e-12);
     expect_close(y->grad, (tg_real[]){10, 20, 30}, 3, 1e-12);
