@@ -98,9 +98,12 @@ Test(grad_memory, gpt_gradients_are_the_same_bits_and_take_less_memory) {
  * (both share its gradient), a reshape of that (shares again: a chain of
  * three holders), x*x, a tensor used twice (accumulates), sub, a
  * broadcast mul (scratch), permute, slice; the results of the named
- * intermediates in mid[] (7 of them). */
+ * intermediates in mid[] (7 of them). b's rule takes a gradient of the
+ * shared buffer's size while a's has yet to read that buffer: freed too
+ * early, the buffer would be overwritten before a's rule reads it. */
 static tg_tensor *shared_graph(tg_tensor *p, tg_tensor *w, tg_tensor **mid) {
-    tg_tensor *a = tg_tanh(p), *b = tg_sigmoid(p);        /* [2, 3, 4], each feeds the add only */
+    tg_tensor *e1 = tg_exp(p), *e2 = tg_mul_scalar(p, 0.5);
+    tg_tensor *a = tg_tanh(e1), *b = tg_sigmoid(e2);      /* [2, 3, 4], each feeds the add only */
     tg_tensor *s = tg_add(a, b);                          /* a, b share s's gradient */
     tg_tensor *r = tg_reshape(s, TG_SHAPE(6, 4));         /* s shares r's: r, s, a, b one buffer */
     tg_tensor *x = tg_exp(r);                             /* used twice below */
@@ -112,31 +115,47 @@ static tg_tensor *shared_graph(tg_tensor *p, tg_tensor *w, tg_tensor **mid) {
     return tg_sum_all(tg_mul(z, z));
 }
 
+/* Forward and backward of shared_graph, the leaves' gradients (zeroed
+ * first) copied to g. */
+static void shared_grads(tg_tensor *p, tg_tensor *w, tg_tensor **g, bool expect_released) {
+    tg_tensor *leaves[2] = {p, w}, *mid[7];
+    tg_zero_grad(p), tg_zero_grad(w);
+    cr_assert_eq(tg_backward(shared_graph(p, w, mid)), 0, "%s", tg_last_error());
+    grads_of(leaves, 2, g);
+    for (int i = 0; i < 7; i++)
+        cr_expect(expect_released == (mid[i]->grad == NULL), "intermediate %d: its gradient %s after tg_backward", i,
+                  expect_released ? "is kept" : "is gone");
+}
+
 Test(grad_memory, shared_gradients_are_the_same_bits) {
     tg_tensor *p = param(TG_SHAPE(2, 3, 4), 1), *w = param(TG_SHAPE(4), 2);
-    tg_tensor *leaves[2] = {p, w}, *off[2], *on[2], *twice[2];
-    for (int mode = 0; mode < 2; mode++) {
-        tg__grad_recycling(mode == 1);
-        tg_zero_grad(p), tg_zero_grad(w);
-        tg_scope_begin();
-        tg_tensor *mid[7];
-        cr_assert_eq(tg_backward(shared_graph(p, w, mid)), 0, "%s", tg_last_error());
-        grads_of(leaves, 2, mode ? on : off);
-        for (int i = 0; i < 7; i++)
-            cr_expect(mode == 0 ? mid[i]->grad != NULL : mid[i]->grad == NULL,
-                      "intermediate %d: its gradient %s after tg_backward", i, mode ? "is kept" : "is gone");
-        /* A second graph in the same scope takes the first one's buffers. */
-        if (mode == 1) {
-            tg_zero_grad(p), tg_zero_grad(w);
-            cr_assert_eq(tg_backward(shared_graph(p, w, mid)), 0, "%s", tg_last_error());
-            grads_of(leaves, 2, twice);
-        }
-        tg_scope_end();
-    }
+    tg_tensor *off[2], *on[2], *twice[2], *again[2], *inner[2], *outer[2];
+    tg__grad_recycling(false);
+    tg_scope_begin();
+    shared_grads(p, w, off, false);
+    tg_scope_end();
     tg__grad_recycling(true);
-    expect_same_grads(off, on, 2, "shared graph");
-    expect_same_grads(off, twice, 2, "shared graph, second in its scope");
-    free_all(off, 2), free_all(on, 2), free_all(twice, 2);
+    tg_scope_begin();
+    shared_grads(p, w, on, true);
+    shared_grads(p, w, twice, true); /* the same scope: takes the first graph's buffers */
+    tg_scope_end();
+    /* A new scope: the ended one's free list went with its memory. */
+    tg_scope_begin();
+    shared_grads(p, w, again, true);
+    /* A nested scope takes and gives back its own memory only: the outer
+     * scope's list is still right after it ends. */
+    tg_scope_begin();
+    shared_grads(p, w, inner, true);
+    tg_scope_end();
+    shared_grads(p, w, outer, true);
+    tg_scope_end();
+    tg_tensor **runs[] = {on, twice, again, inner, outer};
+    const char *names[] = {"recycled", "second in its scope", "in a new scope", "nested scope", "after a nested scope"};
+    for (int i = 0; i < 5; i++) {
+        expect_same_grads(off, runs[i], 2, names[i]);
+        free_all(runs[i], 2);
+    }
+    free_all(off, 2);
     tg_free(p), tg_free(w);
 }
 

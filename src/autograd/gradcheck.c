@@ -43,6 +43,8 @@ bool tg_gradcheck(tg_fn f, tg_tensor *const *in, int n, void *ctx, double eps, d
     tg_rng rng = tg_rng_new(20240601);
     tg_tensor *R = tg_empty_arena(y->ndim, y->shape);
     tg_fill_normal(R, 0, 1, &rng);
+    for (int i = 0; i < n; i++) /* an input an op made keeps its gradient through tg_backward_seed */
+        if (in[i]->node && in[i]->requires_grad) tg_retain_grad(in[i]);
     if (tg_backward_seed(y, R) != 0) goto done;
     ok = true;
     for (int i = 0; i < n && ok; i++) {
