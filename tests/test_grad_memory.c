@@ -101,15 +101,16 @@ Test(grad_memory, gpt_gradients_are_the_same_bits_and_take_less_memory) {
  * intermediates in mid[] (7 of them). b's rule takes a gradient of the
  * shared buffer's size while a's has yet to read that buffer: freed too
  * early, the buffer would be overwritten before a's rule reads it. */
+/* p [n0, n1 >= 3, n2], w [n2]. */
 static tg_tensor *shared_graph(tg_tensor *p, tg_tensor *w, tg_tensor **mid) {
     tg_tensor *e1 = tg_exp(p), *e2 = tg_mul_scalar(p, 0.5);
     tg_tensor *a = tg_tanh(e1), *b = tg_sigmoid(e2);      /* [2, 3, 4], each feeds the add only */
     tg_tensor *s = tg_add(a, b);                          /* a, b share s's gradient */
-    tg_tensor *r = tg_reshape(s, TG_SHAPE(6, 4));         /* s shares r's: r, s, a, b one buffer */
+    tg_tensor *r = tg_reshape(s, TG_SHAPE(-1, p->shape[2])); /* s shares r's: r, s, a, b one buffer */
     tg_tensor *x = tg_exp(r);                             /* used twice below */
     tg_tensor *xx = tg_mul(x, x);                         /* x*x */
     tg_tensor *y = tg_sub(xx, tg_mul(x, w));              /* w [4] broadcast: scratch in mul's backward */
-    tg_tensor *t = tg_transpose(tg_reshape(y, TG_SHAPE(2, 3, 4)), 0, 2); /* permute's backward */
+    tg_tensor *t = tg_transpose(tg_reshape(y, 3, p->shape), 0, 2); /* permute's backward */
     tg_tensor *z = tg_slice(t, 1, 1, 3);
     mid[0] = a, mid[1] = b, mid[2] = s, mid[3] = r, mid[4] = x, mid[5] = xx, mid[6] = y;
     return tg_sum_all(tg_mul(z, z));
@@ -139,8 +140,12 @@ Test(grad_memory, shared_gradients_are_the_same_bits) {
     shared_grads(p, w, on, true);
     shared_grads(p, w, twice, true); /* the same scope: takes the first graph's buffers */
     tg_scope_end();
-    /* A new scope: the ended one's free list went with its memory. */
+    /* A new scope: the ended one's free list went with its memory, which
+     * what the new scope makes first now holds (NaNs, read by nothing: a
+     * list kept past its scope would hand out that memory, and the links
+     * it reads there, again). */
     tg_scope_begin();
+    cr_assert_not_null(tg_full(TG_SHAPE(1 << 14), (tg_real)NAN));
     shared_grads(p, w, again, true);
     /* A nested scope takes and gives back its own memory only: the outer
      * scope's list is still right after it ends. */
@@ -285,4 +290,28 @@ Test(grad_memory, a_deep_graph_reuses_its_gradients) {
     cr_expect(peak[1] < peak[0], "the scope's memory %zu with recycling, %zu without", peak[1], peak[0]);
     tg_free(x);
     for (int l = 0; l < L; l++) tg_free(ws[l]);
+}
+
+/* Gradients made in a scope and released while a nested one is open go
+ * back to the scope that made them, and serve it after the nested scope
+ * ends: a second graph's backward there takes them instead of new memory
+ * (what it still takes: the headers, and the sizes that one graph frees
+ * fewer times than it needs). */
+Test(grad_memory, buffers_return_to_the_scope_that_made_them) {
+    tg_tensor *p = param(TG_SHAPE(4, 8, 32), 11), *w = param(TG_SHAPE(32), 12), *mid[7];
+    tg_scope_begin();
+    tg_tensor *loss = shared_graph(p, w, mid);
+    size_t u = tg_memory().arena_in_use;
+    cr_assert_eq(tg_backward_retain(loss), 0, "%s", tg_last_error()); /* gradients in this scope's memory */
+    size_t first = tg_memory().arena_in_use - u;
+    tg_scope_begin();
+    cr_assert_eq(tg_backward(loss), 0, "%s", tg_last_error()); /* and released here */
+    tg_scope_end();
+    tg_tensor *loss2 = shared_graph(p, w, mid);
+    u = tg_memory().arena_in_use;
+    cr_assert_eq(tg_backward(loss2), 0, "%s", tg_last_error());
+    size_t second = tg_memory().arena_in_use - u;
+    cr_expect(2 * second < first, "the second backward took %zu bytes of new memory, the first %zu", second, first);
+    tg_scope_end();
+    tg_free(p), tg_free(w);
 }
