@@ -104,12 +104,12 @@ Test(grad_memory, gpt_gradients_are_the_same_bits_and_take_less_memory) {
 /* p [n0, n1 >= 3, n2], w [n2]. */
 static tg_tensor *shared_graph(tg_tensor *p, tg_tensor *w, tg_tensor **mid) {
     tg_tensor *e1 = tg_exp(p), *e2 = tg_mul_scalar(p, 0.5);
-    tg_tensor *a = tg_tanh(e1), *b = tg_sigmoid(e2);      /* [2, 3, 4], each feeds the add only */
-    tg_tensor *s = tg_add(a, b);                          /* a, b share s's gradient */
-    tg_tensor *r = tg_reshape(s, TG_SHAPE(-1, p->shape[2])); /* s shares r's: r, s, a, b one buffer */
-    tg_tensor *x = tg_exp(r);                             /* used twice below */
-    tg_tensor *xx = tg_mul(x, x);                         /* x*x */
-    tg_tensor *y = tg_sub(xx, tg_mul(x, w));              /* w [4] broadcast: scratch in mul's backward */
+    tg_tensor *a = tg_tanh(e1), *b = tg_sigmoid(e2);               /* [2, 3, 4], each feeds the add only */
+    tg_tensor *s = tg_add(a, b);                                   /* a, b share s's gradient */
+    tg_tensor *r = tg_reshape(s, TG_SHAPE(-1, p->shape[2]));       /* s shares r's: r, s, a, b one buffer */
+    tg_tensor *x = tg_exp(r);                                      /* used twice below */
+    tg_tensor *xx = tg_mul(x, x);                                  /* x*x */
+    tg_tensor *y = tg_sub(xx, tg_mul(x, w));                       /* w [4] broadcast: scratch in mul's backward */
     tg_tensor *t = tg_transpose(tg_reshape(y, 3, p->shape), 0, 2); /* permute's backward */
     tg_tensor *z = tg_slice(t, 1, 1, 3);
     mid[0] = a, mid[1] = b, mid[2] = s, mid[3] = r, mid[4] = x, mid[5] = xx, mid[6] = y;

@@ -29,7 +29,7 @@ static _Atomic int g_precision = TG_PREC_FP32; /* tg_set_precision */
 static bool g_anomaly;                         /* tg_set_detect_anomaly */
 static char g_anomaly_forward[256];            /* the first forward anomaly, for the next backward */
 static uint64_t g_seq;
-static uint32_t g_epoch; /* backward pass counter */
+static uint32_t g_epoch;      /* backward pass counter */
 static bool g_recycle = true; /* tg__grad_recycling */
 /* The node whose backward rule is running (NULL between rules), and the
  * scratch it took (tg_backward_scratch), handed back when it returns. A
