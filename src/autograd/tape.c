@@ -341,20 +341,27 @@ tg_tensor *tg_backward_scratch_tensor(int ndim, const int *shape) {
     return t;
 }
 
-int tg_retain_grad(tg_tensor *t) {
+/* False, with "<op>: ..." recorded, unless t is a live tensor with a
+ * graph to run backward through (tg_backward's output, tg_retain_grad's t). */
+static bool has_graph(const char *op, const tg_tensor *t) {
     char b[64];
     if (!t) {
-        tg_error_null("retain_grad");
-        return -1;
+        tg_error_null(op);
+        return false;
     }
     if (!alive(t)) {
-        tg_set_error("retain_grad: the tensor is no longer valid: its scope has ended (or it was freed)");
-        return -1;
+        tg_set_error("%s: the tensor's scope has ended (its graph was released)", op);
+        return false;
     }
     if (!t->requires_grad) {
-        tg_set_error("retain_grad: tensor %s does not require grad", tg_tshape(b, t));
-        return -1;
+        tg_set_error("%s: tensor %s does not require grad and has no graph", op, tg_tshape(b, t));
+        return false;
     }
+    return true;
+}
+
+int tg_retain_grad(tg_tensor *t) {
+    if (!has_graph("retain_grad", t)) return -1;
     if (g_running) {
         tg_set_error("retain_grad: called during a backward pass; call it before tg_backward");
         return -1;
@@ -464,18 +471,11 @@ static int run_backward(tg_node *n) {
 
 static int backward_walk(tg_tensor *out, const tg_tensor *seed, bool retain) {
     char b1[64], b2[64];
-    if (!out || !seed) {
+    if (!seed) {
         tg_error_null("backward");
         return -1;
     }
-    if (!alive(out)) {
-        tg_set_error("backward: the tensor's scope has ended (its graph was released)");
-        return -1;
-    }
-    if (!out->requires_grad) {
-        tg_set_error("backward: tensor %s does not require grad and has no graph", tg_tshape(b1, out));
-        return -1;
-    }
+    if (!has_graph("backward", out)) return -1;
     if (seed->size != out->size) {
         tg_set_error("backward: seed gradient %s does not match output %s", tg_tshape(b1, seed), tg_tshape(b2, out));
         return -1;
