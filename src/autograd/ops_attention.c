@@ -176,9 +176,61 @@ static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk
     return v < 0 ? 0 : v > nk ? nk : v;
 }
 
+/* ---- the tiles' operands -----------------------------------------------------
+ * The block products are tg_k_attn_mm's (kernels_attention_block.c): B is
+ * read as it lies, so k and v, the operands used transposed (q k^T,
+ * dO v^T), are packed transposed once per tile. Under bf16 every operand
+ * is rounded once, when the tile takes it (a copy, or P and dS in their
+ * own tiles), and the products of the rounded values are exact in float:
+ * the bf16 GEMM's arithmetic. Where the operands are (the rounded copies
+ * only under bf16, else pointers into q, k, v and dO): */
+typedef struct {
+    const tg_real *q, *k, *v, *dO; /* the block's rows: q, dO nq of them; k, v nk */
+    int ldq, ldk, ldv, ldo;
+    tg_real *kt, *vt; /* k^T (d x BK), v^T (dv x BK, backward) */
+} tile_ops;
+
+/* Reals of the operand buffers a thread needs (ops_buffers). */
+static size_t ops_reals(int d, int dv) { return (size_t)BQ * (3 * (size_t)d + 2 * (size_t)dv); }
+
+/* Rows x cols of an operand at src (rows rs apart) as the products take
+ * it: src itself, or under bf16 a rounded copy in buf (rows cols apart). */
+static const tg_real *operand(const attention_state *pl, const tg_real *src, int64_t rs, int rows, int cols,
+                              tg_real *buf, int *ld) {
+    if (!pl->bf16) {
+        *ld = (int)rs;
+        return src;
+    }
+    tg_k_attn_pack(rows, cols, src, rs, false, true, buf, cols);
+    *ld = cols;
+    return buf;
+}
+
+/* The operands of the tile at rows q0.. (nq), keys k0.. (nk) of entry b,
+ * in buf (ops_reals): q's and k's rows, k^T; with dO, also dO's rows and
+ * v^T (the backward), else v's rows (the forward). */
+static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v,
+                              const tg_real *dO, int b, int q0, int nq, int k0, int nk, tg_real *buf) {
+    int d = pl->d, dv = pl->dv;
+    tile_ops o = {0};
+    tg_real *qb = buf, *kb = qb + (size_t)BQ * d, *vb = kb + (size_t)BK * d;
+    o.kt = vb + (size_t)BK * dv, o.vt = o.kt + (size_t)d * BK;
+    const tg_real *kblk = k + at(pl, &pl->vk, b, k0), *vblk = v + at(pl, &pl->vv, b, k0);
+    o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
+    o.k = operand(pl, kblk, pl->vk.rs, nk, d, kb, &o.ldk);
+    tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, pl->bf16, o.kt, BK);
+    if (dO) {
+        o.dO = operand(pl, dO + at(pl, &pl->vo, b, q0), pl->vo.rs, nq, dv, vb, &o.ldo);
+        tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, pl->bf16, o.vt, BK);
+    } else {
+        o.v = operand(pl, vblk, pl->vv.rs, nk, dv, vb, &o.ldv);
+    }
+    return o;
+}
+
 /* S = scale q_blk k_blk^T, nq x nk, row stride BK. */
-static void scores_tile(const attention_state *pl, const tg_real *q, const tg_real *k, tg_real *S, int nq, int nk) {
-    TG_GEMM(pl->bf16, false, true, nq, nk, pl->d, pl->scale, q, (int)pl->vq.rs, k, (int)pl->vk.rs, 0, S, BK);
+static void scores_tile(const attention_state *pl, const tile_ops *o, tg_real *S, int nq, int nk) {
+    tg_k_attn_mm(false, nq, nk, pl->d, pl->scale, o->q, o->ldq, o->kt, BK, 0, S, BK);
 }
 
 /* ---- position terms ----------------------------------------------------------- */
@@ -230,7 +282,7 @@ static inline int64_t offset0(const attention_state *pl, int k0, int q0, int i) 
 
 /* One (batch row b, query block qb): the online softmax over its key blocks. */
 static void forward_block(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v, tg_real *out,
-                          tg_real *lse, int b, int qb, tg_real *scratch) {
+                          tg_real *lse, int b, int qb, tg_real *scratch, tg_real *opbuf) {
     int Q = pl->Q, K = pl->K, dv = pl->dv;
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
     tg_real *S = scratch, *zf = S + BQ * BK, *acc = zf + BQ * BK, *m = acc + (size_t)BQ * dv, *l = m + BQ;
@@ -247,7 +299,8 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
     if (pl->relv) memset(wb, 0, sizeof(tg_real) * (size_t)nq * pl->R);
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
-        scores_tile(pl, qblk, k + at(pl, &pl->vk, b, k0), S, nq, nk);
+        tile_ops ops = tile_operands(pl, q, k, v, NULL, b, q0, nq, k0, nk, opbuf);
+        scores_tile(pl, &ops, S, nq, nk);
         if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
         for (int i = 0; i < nq; i++) {
             tg_real *s = S + (size_t)i * BK;
@@ -280,7 +333,8 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
             if (pl->relv) bucket_sum_row(pl, offset0(pl, k0, q0, i), s, NULL, n, wb + (size_t)i * pl->R);
         }
-        TG_GEMM(pl->bf16, false, false, nq, dv, nk, 1, S, BK, v + at(pl, &pl->vv, b, k0), (int)pl->vv.rs, 1, acc, dv);
+        if (pl->bf16) tg_k_attn_pack(nq, nk, S, BK, false, true, S, BK); /* P o Z/(1-p), rounded */
+        tg_k_attn_mm(false, nq, dv, nk, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
     }
     if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
     for (int i = 0; i < nq; i++) {
@@ -311,20 +365,23 @@ static void pos_rows(const attn_bwd *w, int b, int q0, int nq, tg_real *rb, tg_r
                 pl->dv, 0, dOa, pl->R);
 }
 
-/* One tile, rows q0.. x keys k0.. of batch row b: P (recomputed from L) in
- * P, the dropout factors Z/(1-p) in zf; with dv_acc, dV_blk += (P o zf)^T dO
- * (dP as scratch); then dS = P o (dP o zf - D) in P, 0 where masked. */
-static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
-                          tg_real *dP, tg_real *dv_acc, const tg_real *rb, const tg_real *dOa, tg_real *gv_bucket) {
+/* One tile, rows q0.. x keys k0.. of batch row b: its operands in *ops
+ * (opbuf), P (recomputed from L) in P, the dropout factors Z/(1-p) in zf;
+ * with dv_acc, dV_blk += (P o zf)^T dO (dP as scratch); then dS = P o (dP o
+ * zf - D) in P, 0 where masked. Returns dS as the products take it: P, or
+ * under bf16 a rounded copy in dP. */
+static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
+                                    tg_real *dP, tg_real *dv_acc, const tg_real *rb, const tg_real *dOa,
+                                    tg_real *gv_bucket, tg_real *opbuf, tile_ops *ops) {
     const attention_state *pl = w->pl;
-    int Q = pl->Q, K = pl->K, dv = pl->dv, ldo = (int)pl->vo.rs;
+    int Q = pl->Q, K = pl->K;
     int64_t r0 = (int64_t)b * Q + q0;
-    const tg_real *dOblk = w->dO + at(pl, &pl->vo, b, q0), *vblk = w->v + at(pl, &pl->vv, b, k0);
+    *ops = tile_operands(pl, w->q, w->k, w->v, w->dO, b, q0, nq, k0, nk, opbuf);
     if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
     if (pl->probs) /* kept by the forward (one block): no recomputing */
         for (int i = 0; i < nq; i++) memcpy(P + (size_t)i * BK, pl->probs + (r0 + i) * K + k0, sizeof(tg_real) * nk);
     else
-        scores_tile(pl, w->q + at(pl, &pl->vq, b, q0), w->k + at(pl, &pl->vk, b, k0), P, nq, nk);
+        scores_tile(pl, ops, P, nq, nk);
     for (int i = 0; !pl->probs && i < nq; i++) {
         tg_real *p = P + (size_t)i * BK;
         int vis = visible_in_block(pl, r0 + i, k0, nk);
@@ -340,21 +397,22 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
     }
     if (dv_acc) { /* dV += (P o Z/(1-p))^T dO */
         const tg_real *pd = P;
-        if (pl->dropout) {
+        if (pl->dropout || pl->bf16) {
             for (int i = 0; i < nq; i++) {
                 memcpy(dP + (size_t)i * BK, P + (size_t)i * BK, sizeof(tg_real) * (size_t)nk);
-                tg_k_mul_row(dP + (size_t)i * BK, zf + (size_t)i * BK, nk);
+                if (pl->dropout) tg_k_mul_row(dP + (size_t)i * BK, zf + (size_t)i * BK, nk);
             }
+            if (pl->bf16) tg_k_attn_pack(nq, nk, dP, BK, false, true, dP, BK);
             pd = dP;
         }
-        TG_GEMM(pl->bf16, true, false, nk, dv, nq, 1, pd, BK, dOblk, ldo, 1, dv_acc, dv);
+        tg_k_attn_mm(true, nk, pl->dv, nq, 1, pd, BK, ops->dO, ops->ldo, 1, dv_acc, pl->dv);
     }
     if (gv_bucket) /* G' += P o Z/(1-p) summed per bucket */
         for (int i = 0; i < nq; i++)
             bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, pl->dropout ? zf + (size_t)i * BK : NULL, nk,
                            gv_bucket + (size_t)i * pl->R);
     /* dP = dO (v + a^V)^T o Z/(1-p);  dS = P o (dP - D) */
-    TG_GEMM(pl->bf16, false, true, nq, nk, dv, 1, dOblk, ldo, vblk, (int)pl->vv.rs, 0, dP, BK);
+    tg_k_attn_mm(false, nq, nk, pl->dv, 1, ops->dO, ops->ldo, ops->vt, BK, 0, dP, BK);
     if (pl->relv)
         for (int i = 0; i < nq; i++) {
             tg_real *dp = dP + (size_t)i * BK;
@@ -370,10 +428,13 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
         tg_k_attention_ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
         for (int j = vis; j < nk; j++) p[j] = 0;
     }
+    if (!pl->bf16) return P;
+    tg_k_attn_pack(nq, nk, P, BK, false, true, dP, BK); /* dP is free: dS rounded */
+    return dP;
 }
 
 /* dQ of query block (b, qb), over the key blocks its rows may see. */
-static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *scratch) {
+static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *scratch, tg_real *opbuf) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, nqb = nblocks(Q, BQ);
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
@@ -389,10 +450,10 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     int kend = pl->qblock_end[(int64_t)b * nqb + qb];
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
-        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL);
-        if (gq)
-            TG_GEMM(pl->bf16, false, false, nq, d, nk, pl->scale, P, BK, w->k + at(pl, &pl->vk, b, k0), (int)pl->vk.rs,
-                    1, acc, d);
+        tile_ops ops;
+        const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL,
+                                          opbuf, &ops);
+        if (gq) tg_k_attn_mm(false, nq, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
                 bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, NULL, nk, G + (size_t)i * R);
@@ -421,7 +482,8 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
 }
 
 /* dK and dV of key block (b, kb), over the query blocks that see it. */
-static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int kb, tg_real *scratch) {
+static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int kb, tg_real *scratch,
+                         tg_real *opbuf) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, nqb = nblocks(Q, BQ);
     int k0 = kb * BK, nk = K - k0 < BK ? K - k0 : BK;
@@ -433,10 +495,9 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
         if (k0 >= pl->qblock_end[(int64_t)b * nqb + qb]) continue; /* no row of it sees these keys */
         int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
         if (pl->has_pos) pos_rows(w, b, q0, nq, rb, dOa);
-        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL);
-        if (gk)
-            TG_GEMM(pl->bf16, true, false, nk, d, nq, pl->scale, P, BK, w->q + at(pl, &pl->vq, b, q0), (int)pl->vq.rs,
-                    1, acc_k, d);
+        tile_ops ops;
+        const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
+        if (gk) tg_k_attn_mm(true, nk, d, nq, pl->scale, dS, BK, ops.q, ops.ldq, 1, acc_k, d);
     }
     for (int j = 0; j < nk; j++) {
         if (gk) {
@@ -454,7 +515,8 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
  * block each (Q, K <= 64: gpt-mini's T 64, the toy's 16) and no table
  * needs G: the one tile recomputed once, not once per pass. The task owns
  * the entry's rows of all three gradients. */
-static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real *gv, int b, tg_real *scratch) {
+static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real *gv, int b, tg_real *scratch,
+                            tg_real *opbuf) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
     tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc_k = dP + BQ * BK, *acc_v = acc_k + (size_t)K * d;
@@ -462,16 +524,16 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     tg_real *acc_q = dOa + 3 * (size_t)BQ * pl->R; /* past the pass scratch (backward_dq's G, Gv) */
     if (pl->has_pos) pos_rows(w, b, 0, Q, rb, dOa);
     memset(acc_v, 0, sizeof(tg_real) * (size_t)K * dv);
-    tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL); /* P holds dS */
-    const tg_real *qblk = w->q + at(pl, &pl->vq, b, 0), *kblk = w->k + at(pl, &pl->vk, b, 0);
+    tile_ops ops;
+    const tg_real *dS = tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
     if (gq) {
-        TG_GEMM(pl->bf16, false, false, Q, d, K, pl->scale, P, BK, kblk, (int)pl->vk.rs, 0, acc_q, d);
+        tg_k_attn_mm(false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q, d);
         for (int i = 0; i < Q; i++) {
             tg_real *g = gq + at(pl, &pl->vq, b, i);
             for (int c = 0; c < d; c++) g[c] += acc_q[(size_t)i * d + c];
         }
     }
-    if (gk) TG_GEMM(pl->bf16, true, false, K, d, Q, pl->scale, P, BK, qblk, (int)pl->vq.rs, 0, acc_k, d);
+    if (gk) tg_k_attn_mm(true, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k, d);
     for (int j = 0; j < K; j++) {
         if (gk) {
             tg_real *g = gk + at(pl, &pl->vk, b, j);
@@ -492,6 +554,12 @@ typedef struct {
     size_t per_thread;
     int dv, nqb, nkb;
 } backward_ctx;
+
+/* Thread tid's scratch, and at its end its operand buffers (ops_reals). */
+static tg_real *thread_scratch(const backward_ctx *c, int tid) { return c->scratch + c->per_thread * (size_t)tid; }
+static tg_real *thread_opbuf(const backward_ctx *c, int tid) {
+    return thread_scratch(c, tid) + c->per_thread - ops_reals(c->w->pl->d, c->dv);
+}
 
 /* D_r = sum_c dO_rc O_rc of rows [begin, end) of the B Q. */
 static void D_rows(const backward_ctx *c, int64_t begin, int64_t end) {
@@ -517,7 +585,7 @@ static void backward_single_tasks(void *ctx, int64_t begin, int64_t end, int tid
     int Q = c->w->pl->Q;
     for (int t = (int)begin; t < (int)end; t++) {
         D_rows(c, (int64_t)t * Q, (int64_t)(t + 1) * Q);
-        backward_single(c->w, c->gq, c->gk, c->gv, t, c->scratch + c->per_thread * (size_t)tid);
+        backward_single(c->w, c->gq, c->gk, c->gv, t, thread_scratch(c, tid), thread_opbuf(c, tid));
     }
 }
 
@@ -528,14 +596,14 @@ static void backward_dq_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
         int64_t r0 = (int64_t)(t / c->nqb) * Q + (int64_t)(t % c->nqb) * BQ;
         int64_t r1 = (t % c->nqb + 1) * BQ < Q ? r0 + BQ : (int64_t)(t / c->nqb + 1) * Q;
         D_rows(c, r0, r1);
-        backward_dq(c->w, c->gq, t / c->nqb, t % c->nqb, c->scratch + c->per_thread * (size_t)tid);
+        backward_dq(c->w, c->gq, t / c->nqb, t % c->nqb, thread_scratch(c, tid), thread_opbuf(c, tid));
     }
 }
 
 static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const backward_ctx *c = ctx;
     for (int t = (int)begin; t < (int)end; t++)
-        backward_dkv(c->w, c->gk, c->gv, t / c->nkb, t % c->nkb, c->scratch + c->per_thread * (size_t)tid);
+        backward_dkv(c->w, c->gk, c->gv, t / c->nkb, t % c->nkb, thread_scratch(c, tid), thread_opbuf(c, tid));
 }
 
 /* ---- short sequences -----------------------------------------------------------
@@ -655,7 +723,7 @@ static void attention_backward(tg_node *n) {
     if (rows == 0) return;
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
     tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
-    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (size_t)BQ * d;
+    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (size_t)BQ * d + ops_reals(d, dv);
     int nth = tg_get_num_threads(); /* the tasks run on at most these: the scratch is theirs */
     tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth) : NULL;
     if (!scratch) return;
@@ -722,7 +790,8 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const forward_ctx *c = ctx;
     for (int64_t t = begin; t < end; t++)
         forward_block(c->pl, c->q, c->k, c->v, c->out, c->lse, (int)(t / c->nqb), (int)(t % c->nqb),
-                      c->scratch + c->per_thread * (size_t)tid);
+                      c->scratch + c->per_thread * (size_t)tid,
+                      c->scratch + c->per_thread * (size_t)(tid + 1) - ops_reals(c->pl->d, c->pl->dv));
 }
 
 /* Checks pos against pl's shapes (q, the tensor named in errors); fills
@@ -886,7 +955,8 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
         if (n) n->state = pl;
         return out;
     }
-    size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0);
+    size_t per_thread =
+        2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0) + ops_reals(d, dv);
     tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
     if (!scratch) return NULL;
     tg_tensor *const *qkv = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};

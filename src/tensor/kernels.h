@@ -171,6 +171,22 @@ tg_real tg_k_max_row(const tg_real *s, int n, tg_real m);
 void tg_k_mul_row(tg_real *a, const tg_real *b, int n);
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n);
 
+/* The fused attention's block products (kernels_attention_block.c), for
+ * tiles of at most 64 x 64 and inner sizes of at most 64:
+ *   tg_k_attn_mm:   C = alpha op(A) B + beta C, m x n, inner k; op(A) = A
+ *                   (rows lda apart) or, trans_a, A^T; B's rows ldb apart.
+ *                   The same bits as tg_k_gemm(trans_a, false, ...).
+ *   tg_k_attn_pack: dst = rows x cols of src (rows rs apart), or with
+ *                   transpose its cols x rows transpose, rows ld apart (ld
+ *                   at least rows rounded up to 16: whole 16-lane stores);
+ *                   with bf16 each value rounded as the bf16 GEMM rounds
+ *                   (tg__bf16_round_daz). dst == src (same rows, no
+ *                   transpose) rounds in place. */
+void tg_k_attn_mm(bool trans_a, int m, int n, int k, tg_real alpha, const tg_real *A, int lda, const tg_real *B,
+                  int ldb, tg_real beta, tg_real *C, int ldc);
+void tg_k_attn_pack(int rows, int cols, const tg_real *src, int64_t rs, bool transpose, bool bf16, tg_real *dst,
+                    int ld);
+
 /* The fused attention's short sequences (kernels_attention.c): one
  * head-batch entry with Q queries and K <= TG_ATT_SHORT_MAX keys, done
  * whole. Rows of q, k, v are qs, ks, vs reals apart, those of out and dO os
