@@ -546,13 +546,54 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     }
 }
 
+/* dQ, dK and dV of head-batch entry b in one task, without position
+ * terms: each tile's P, dP and dS made once, where the two passes make
+ * them twice. The sums are the passes': dQ of a query block over its key
+ * blocks in order, dK and dV of a key block over the query blocks that
+ * see it in order (query blocks outer), each from zero, then added to the
+ * gradient: the same bits, whichever runs. acc_kv holds K (d + dv) reals. */
+static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real *gv, int b, tg_real *scratch,
+                           tg_real *opbuf, tg_real *acc_kv) {
+    const attention_state *pl = w->pl;
+    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, nqb = nblocks(Q, BQ);
+    tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc_q = dP + BQ * BK;
+    tg_real *acc_k = acc_kv, *acc_v = acc_k + (size_t)K * d;
+    memset(acc_kv, 0, sizeof(tg_real) * (size_t)K * (d + dv));
+    for (int qb = 0; qb < nqb; qb++) {
+        int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ, kend = pl->qblock_end[(int64_t)b * nqb + qb];
+        memset(acc_q, 0, sizeof(tg_real) * (size_t)nq * d);
+        for (int k0 = 0; k0 < kend; k0 += BK) {
+            int nk = K - k0 < BK ? K - k0 : BK;
+            tile_ops ops;
+            const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v + (size_t)k0 * dv : NULL,
+                                              NULL, NULL, NULL, opbuf, &ops);
+            if (gq) tg_k_attn_mm(false, nq, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
+            if (gk) tg_k_attn_mm(true, nk, d, nq, pl->scale, dS, BK, ops.q, ops.ldq, 1, acc_k + (size_t)k0 * d, d);
+        }
+        for (int i = 0; gq && i < nq; i++) {
+            tg_real *g = gq + at(pl, &pl->vq, b, q0 + i);
+            for (int c = 0; c < d; c++) g[c] += acc_q[(size_t)i * d + c];
+        }
+    }
+    for (int j = 0; j < K; j++) {
+        if (gk) {
+            tg_real *g = gk + at(pl, &pl->vk, b, j);
+            for (int c = 0; c < d; c++) g[c] += acc_k[(size_t)j * d + c];
+        }
+        if (gv) {
+            tg_real *g = gv + at(pl, &pl->vv, b, j);
+            for (int c = 0; c < dv; c++) g[c] += acc_v[(size_t)j * dv + c];
+        }
+    }
+}
+
 /* What the backward's loops share (attention_backward). */
 typedef struct {
     const attn_bwd *w;
     const tg_real *dO, *O;
     tg_real *D, *scratch, *gq, *gk, *gv;
-    size_t per_thread;
-    int dv, nqb, nkb;
+    size_t per_thread, kv_per_thread; /* reals: the scratch, and (whole entries) the key blocks' accumulators */
+    int dv, nqb, nkb, nth;
 } backward_ctx;
 
 /* Thread tid's scratch, and at its end its operand buffers (ops_reals). */
@@ -586,6 +627,18 @@ static void backward_single_tasks(void *ctx, int64_t begin, int64_t end, int tid
     for (int t = (int)begin; t < (int)end; t++) {
         D_rows(c, (int64_t)t * Q, (int64_t)(t + 1) * Q);
         backward_single(c->w, c->gq, c->gk, c->gv, t, thread_scratch(c, tid), thread_opbuf(c, tid));
+    }
+}
+
+/* Whole entries (backward_entry), D first for the entry's rows; the key
+ * blocks' accumulators after the thread's scratch and operand buffers. */
+static void backward_entry_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const backward_ctx *c = ctx;
+    int Q = c->w->pl->Q;
+    tg_real *acc_kv = c->scratch + c->per_thread * (size_t)c->nth + c->kv_per_thread * (size_t)tid;
+    for (int t = (int)begin; t < (int)end; t++) {
+        D_rows(c, (int64_t)t * Q, (int64_t)(t + 1) * Q);
+        backward_entry(c->w, c->gq, c->gk, c->gv, t, thread_scratch(c, tid), thread_opbuf(c, tid), acc_kv);
     }
 }
 
@@ -725,7 +778,14 @@ static void attention_backward(tg_node *n) {
     tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
     size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (size_t)BQ * d + ops_reals(d, dv);
     int nth = tg_get_num_threads(); /* the tasks run on at most these: the scratch is theirs */
-    tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth) : NULL;
+    bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
+    /* Whole entries in one pass when there are enough of them to keep the
+     * team busy (at most a fifth of its time idle): the same bits as the
+     * two passes, less work. */
+    int team = big && B > 1 ? nth : 1;
+    bool whole = !pl->has_pos && !(Q <= BQ && K <= BK) && (int64_t)((B + team - 1) / team) * team * 4 <= (int64_t)B * 5;
+    size_t kv_per_thread = whole ? (size_t)K * (d + dv) : 0;
+    tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * (per_thread + kv_per_thread) * (size_t)nth) : NULL;
     if (!scratch) return;
     int64_t ntasks = (int64_t)B * nblocks(Q, BQ);
     attn_bwd w = {pl, qkv[0]->data, qkv[1]->data, qkv[2]->data, dO, pl->lse, D, NULL, NULL, NULL};
@@ -741,12 +801,17 @@ static void attention_backward(tg_node *n) {
                       gk ? gk->data : NULL,
                       gv ? gv->data : NULL,
                       per_thread,
+                      kv_per_thread,
                       dv,
                       nblocks(Q, BQ),
-                      nblocks(K, BK)};
-    bool big = (double)rows * K * (d + dv) > 65536;              /* worth a thread team */
+                      nblocks(K, BK),
+                      nth};
     if (Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv) { /* one tile per entry: one pass, D in its tasks */
-        tg_parallel_tasks_at_most(B, big && B > 1 ? nth : 1, backward_single_tasks, &c);
+        tg_parallel_tasks_at_most(B, team, backward_single_tasks, &c);
+        return;
+    }
+    if (whole) {
+        tg_parallel_tasks_at_most(B, team, backward_entry_tasks, &c);
         return;
     }
     /* Two passes, each writing rows only its task owns (and q, k, v may be
