@@ -184,10 +184,19 @@ static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk
  * own tiles), and the products of the rounded values are exact in float:
  * the bf16 GEMM's arithmetic. Where the operands are (the rounded copies
  * only under bf16, else pointers into q, k, v and dO): */
+#define CH 16 /* rows (queries or keys) of a tile's chunks */
 typedef struct {
     const tg_real *q, *k, *v, *dO; /* the block's rows: q, dO nq of them; k, v nk */
     int ldq, ldk, ldv, ldo;
     tg_real *kt, *vt; /* k^T (d x BK), v^T (dv x BK, backward) */
+    /* The causal (and valid-length) cut: the keys each chunk of CH query
+     * rows may see (a prefix: the largest of its rows'; nk when a row sees
+     * none and is uniform), and the first query row that may see each
+     * chunk of CH keys (nq: none). Products skip the rest, where P, dP and
+     * dS are 0: terms that add exactly nothing (from a sum that starts at
+     * +0, adding 0 x a finite value leaves the bits as they are), so the
+     * results are those of the whole tiles. */
+    int ccols[BQ / CH], rlo[BK / CH];
 } tile_ops;
 
 /* Reals of the operand buffers a thread needs (ops_buffers). */
@@ -225,12 +234,47 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
     } else {
         o.v = operand(pl, vblk, pl->vv.rs, nk, dv, vb, &o.ldv);
     }
+    int64_t r0 = (int64_t)b * pl->Q + q0;
+    for (int c = 0; c < BK / CH; c++) o.rlo[c] = nq;
+    for (int i = 0; i < nq; i++) {
+        int vis = visible_in_block(pl, r0 + i, k0, nk), n = vis < 0 ? nk : vis;
+        if (i % CH == 0 || n > o.ccols[i / CH]) o.ccols[i / CH] = n;
+        for (int c = 0; c * CH < n; c++)
+            if (o.rlo[c] > i) o.rlo[c] = i;
+    }
     return o;
+}
+
+/* C = alpha A B + beta C over a tile's query rows (A's, C's), chunk by
+ * chunk, with the output columns (inner false) or the inner index (inner
+ * true; then beta is 1) cut to what the chunk's rows see. */
+static void mm_query_rows(const tile_ops *o, int nq, bool inner, int n, int k, tg_real alpha, const tg_real *A, int lda,
+                          const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+    for (int i0 = 0; i0 < nq; i0 += CH) {
+        int rows = nq - i0 < CH ? nq - i0 : CH, w = o->ccols[i0 / CH];
+        if (w > 0)
+            tg_k_attn_mm(false, rows, inner ? n : w, inner ? w : k, alpha, A + (size_t)i0 * lda, lda, B, ldb, beta,
+                         C + (size_t)i0 * ldc, ldc);
+    }
+}
+
+/* C += alpha A^T B over a tile's keys (C's rows, A's columns: A is a
+ * query x key tile, BK apart), each chunk of keys from the first query
+ * row that sees it. */
+static void mm_key_rows(const tile_ops *o, int nk, int nq, int n, tg_real alpha, const tg_real *A, const tg_real *B,
+                        int ldb, tg_real *C, int ldc) {
+    for (int j0 = 0; j0 < nk; j0 += CH) {
+        int rows = nk - j0 < CH ? nk - j0 : CH, lo = o->rlo[j0 / CH];
+        if (lo < nq)
+            tg_k_attn_mm(true, rows, n, nq - lo, alpha, A + (size_t)lo * BK + j0, BK, B + (size_t)lo * ldb, ldb, 1,
+                         C + (size_t)j0 * ldc, ldc);
+    }
 }
 
 /* S = scale q_blk k_blk^T, nq x nk, row stride BK. */
 static void scores_tile(const attention_state *pl, const tile_ops *o, tg_real *S, int nq, int nk) {
-    tg_k_attn_mm(false, nq, nk, pl->d, pl->scale, o->q, o->ldq, o->kt, BK, 0, S, BK);
+    (void)nk;
+    mm_query_rows(o, nq, false, 0, pl->d, pl->scale, o->q, o->ldq, o->kt, BK, 0, S, BK);
 }
 
 /* ---- position terms ----------------------------------------------------------- */
@@ -334,7 +378,7 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             if (pl->relv) bucket_sum_row(pl, offset0(pl, k0, q0, i), s, NULL, n, wb + (size_t)i * pl->R);
         }
         if (pl->bf16) tg_k_attn_pack(nq, nk, S, BK, false, true, S, BK); /* P o Z/(1-p), rounded */
-        tg_k_attn_mm(false, nq, dv, nk, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
+        mm_query_rows(&ops, nq, true, dv, 0, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
     }
     if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
     for (int i = 0; i < nq; i++) {
@@ -405,14 +449,14 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
             if (pl->bf16) tg_k_attn_pack(nq, nk, dP, BK, false, true, dP, BK);
             pd = dP;
         }
-        tg_k_attn_mm(true, nk, pl->dv, nq, 1, pd, BK, ops->dO, ops->ldo, 1, dv_acc, pl->dv);
+        mm_key_rows(ops, nk, nq, pl->dv, 1, pd, ops->dO, ops->ldo, dv_acc, pl->dv);
     }
     if (gv_bucket) /* G' += P o Z/(1-p) summed per bucket */
         for (int i = 0; i < nq; i++)
             bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, pl->dropout ? zf + (size_t)i * BK : NULL, nk,
                            gv_bucket + (size_t)i * pl->R);
     /* dP = dO (v + a^V)^T o Z/(1-p);  dS = P o (dP - D) */
-    tg_k_attn_mm(false, nq, nk, pl->dv, 1, ops->dO, ops->ldo, ops->vt, BK, 0, dP, BK);
+    mm_query_rows(ops, nq, false, 0, pl->dv, 1, ops->dO, ops->ldo, ops->vt, BK, 0, dP, BK);
     if (pl->relv)
         for (int i = 0; i < nq; i++) {
             tg_real *dp = dP + (size_t)i * BK;
@@ -453,7 +497,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
         tile_ops ops;
         const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL,
                                           opbuf, &ops);
-        if (gq) tg_k_attn_mm(false, nq, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
+        if (gq) mm_query_rows(&ops, nq, true, d, 0, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
                 bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, NULL, nk, G + (size_t)i * R);
@@ -497,7 +541,7 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
         if (pl->has_pos) pos_rows(w, b, q0, nq, rb, dOa);
         tile_ops ops;
         const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
-        if (gk) tg_k_attn_mm(true, nk, d, nq, pl->scale, dS, BK, ops.q, ops.ldq, 1, acc_k, d);
+        if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k, d);
     }
     for (int j = 0; j < nk; j++) {
         if (gk) {
@@ -567,8 +611,8 @@ static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real 
             tile_ops ops;
             const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v + (size_t)k0 * dv : NULL,
                                               NULL, NULL, NULL, opbuf, &ops);
-            if (gq) tg_k_attn_mm(false, nq, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
-            if (gk) tg_k_attn_mm(true, nk, d, nq, pl->scale, dS, BK, ops.q, ops.ldq, 1, acc_k + (size_t)k0 * d, d);
+            if (gq) mm_query_rows(&ops, nq, true, d, 0, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
+            if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
         for (int i = 0; gq && i < nq; i++) {
             tg_real *g = gq + at(pl, &pl->vq, b, q0 + i);

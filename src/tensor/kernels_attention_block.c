@@ -11,7 +11,8 @@
  * thousand cycles (bench/measured.md, "Attention, session 4"). Here B is
  * read as it lies (the one transposed operand, k or v, is packed once per
  * tile by tg_k_attn_pack) and A is broadcast in place, with C's tile in
- * registers: 6 rows x 64 columns (24 zmm accumulators), 8 x 48 or 12 x 32.
+ * registers: 4 rows x 64 columns (16 zmm accumulators), 4 x 48, 8 x 32 or
+ * 8 x 16, so that the op's 16-row chunks are whole tiles.
  *
  * The sums are tg_k_gemm's: each C(i,j) is one fused multiply-add chain
  * over the inner index in order from zero, then alpha acc (+ beta C(i,j),
@@ -85,9 +86,8 @@ TG_AVX512 static void transpose_avx512(int rows, int cols, const float *src, int
 #define VFOR2(X, r) X(r, 0) X(r, 1)
 #define VFOR3(X, r) X(r, 0) X(r, 1) X(r, 2)
 #define VFOR4(X, r) X(r, 0) X(r, 1) X(r, 2) X(r, 3)
-#define RFOR6(X, V) X(0, V) X(1, V) X(2, V) X(3, V) X(4, V) X(5, V)
-#define RFOR8(X, V) RFOR6(X, V) X(6, V) X(7, V)
-#define RFOR12(X, V) RFOR8(X, V) X(8, V) X(9, V) X(10, V) X(11, V)
+#define RFOR4(X, V) X(0, V) X(1, V) X(2, V) X(3, V)
+#define RFOR8(X, V) RFOR4(X, V) X(4, V) X(5, V) X(6, V) X(7, V)
 #define ACC_DECL(r, u) __m512 c##r##_##u = _mm512_setzero_ps();
 #define ROW_DECL(r, V) V(ACC_DECL, r) const float *a##r = A + (r < m ? r : 0) * ars;
 #define B_LOAD(r, u) __m512 b##u = u == NV - 1 ? _mm512_maskz_loadu_ps(last, b + 16 * u) : _mm512_loadu_ps(b + 16 * u);
@@ -123,10 +123,10 @@ TG_AVX512 static void transpose_avx512(int rows, int cols, const float *src, int
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                                           \
         RFOR(ROW_STORE, VFOR)                                                                                   \
     }
-MM_TILE(tile_6x64, 4, VFOR4, RFOR6)
-MM_TILE(tile_8x48, 3, VFOR3, RFOR8)
-MM_TILE(tile_12x32, 2, VFOR2, RFOR12)
-MM_TILE(tile_12x16, 1, VFOR1, RFOR12)
+MM_TILE(tile_4x64, 4, VFOR4, RFOR4)
+MM_TILE(tile_4x48, 3, VFOR3, RFOR4)
+MM_TILE(tile_8x32, 2, VFOR2, RFOR8)
+MM_TILE(tile_8x16, 1, VFOR1, RFOR8)
 
 /* Columns [j0, j0 + nn) of C (nn <= 64) in tiles of rows: the widest
  * register tile that nn's vectors allow. */
@@ -141,10 +141,10 @@ TG_AVX512 static void mm_avx512(bool trans_a, int m, int n, int k, float alpha, 
         int nn = n - j0 < 64 ? n - j0 : 64, nv = (nn + 15) / 16;
         __mmask16 last = lanes16(nn - 16 * (nv - 1));
         switch (nv) {
-        case 4: MM_ROWS(tile_6x64, 6); break;
-        case 3: MM_ROWS(tile_8x48, 8); break;
-        case 2: MM_ROWS(tile_12x32, 12); break;
-        default: MM_ROWS(tile_12x16, 12); break;
+        case 4: MM_ROWS(tile_4x64, 4); break;
+        case 3: MM_ROWS(tile_4x48, 4); break;
+        case 2: MM_ROWS(tile_8x32, 8); break;
+        default: MM_ROWS(tile_8x16, 8); break;
         }
     }
 }
