@@ -217,19 +217,22 @@ static const tg_real *operand(const attention_state *pl, const tg_real *src, int
 
 /* The operands of the tile at rows q0.. (nq), keys k0.. (nk) of entry b,
  * in buf (ops_reals): q's and k's rows, k^T; with dO, also dO's rows and
- * v^T (the backward), else v's rows (the forward). */
+ * v^T (the backward), else v's rows (the forward). same_q: buf's rounded
+ * q and dO rows are those of the last call's tile (the same query block). */
 static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v,
-                              const tg_real *dO, int b, int q0, int nq, int k0, int nk, tg_real *buf) {
+                              const tg_real *dO, int b, int q0, int nq, int k0, int nk, tg_real *buf, bool same_q) {
     int d = pl->d, dv = pl->dv;
     tile_ops o = {0};
     tg_real *qb = buf, *kb = qb + (size_t)BQ * d, *vb = kb + (size_t)BK * d;
     o.kt = vb + (size_t)BK * dv, o.vt = o.kt + (size_t)d * BK;
     const tg_real *kblk = k + at(pl, &pl->vk, b, k0), *vblk = v + at(pl, &pl->vv, b, k0);
-    o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
+    if (!(same_q && pl->bf16)) o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
+    else o.q = qb, o.ldq = d;
     o.k = operand(pl, kblk, pl->vk.rs, nk, d, kb, &o.ldk);
     tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, pl->bf16, o.kt, BK);
     if (dO) {
-        o.dO = operand(pl, dO + at(pl, &pl->vo, b, q0), pl->vo.rs, nq, dv, vb, &o.ldo);
+        if (!(same_q && pl->bf16)) o.dO = operand(pl, dO + at(pl, &pl->vo, b, q0), pl->vo.rs, nq, dv, vb, &o.ldo);
+        else o.dO = vb, o.ldo = dv;
         tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, pl->bf16, o.vt, BK);
     } else {
         o.v = operand(pl, vblk, pl->vv.rs, nk, dv, vb, &o.ldv);
@@ -343,7 +346,7 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
     if (pl->relv) memset(wb, 0, sizeof(tg_real) * (size_t)nq * pl->R);
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
-        tile_ops ops = tile_operands(pl, q, k, v, NULL, b, q0, nq, k0, nk, opbuf);
+        tile_ops ops = tile_operands(pl, q, k, v, NULL, b, q0, nq, k0, nk, opbuf, k0 > 0);
         scores_tile(pl, &ops, S, nq, nk);
         if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
         for (int i = 0; i < nq; i++) {
@@ -376,8 +379,8 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             }
             if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
             if (pl->relv) bucket_sum_row(pl, offset0(pl, k0, q0, i), s, NULL, n, wb + (size_t)i * pl->R);
+            if (pl->bf16) tg_k_attn_pack(1, n, s, 0, false, true, s, n); /* P o Z/(1-p), rounded */
         }
-        if (pl->bf16) tg_k_attn_pack(nq, nk, S, BK, false, true, S, BK); /* P o Z/(1-p), rounded */
         mm_query_rows(&ops, nq, true, dv, 0, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
     }
     if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
@@ -416,11 +419,11 @@ static void pos_rows(const attn_bwd *w, int b, int q0, int nq, tg_real *rb, tg_r
  * under bf16 a rounded copy in dP. */
 static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
                                     tg_real *dP, tg_real *dv_acc, const tg_real *rb, const tg_real *dOa,
-                                    tg_real *gv_bucket, tg_real *opbuf, tile_ops *ops) {
+                                    tg_real *gv_bucket, tg_real *opbuf, bool same_q, tile_ops *ops) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K;
     int64_t r0 = (int64_t)b * Q + q0;
-    *ops = tile_operands(pl, w->q, w->k, w->v, w->dO, b, q0, nq, k0, nk, opbuf);
+    *ops = tile_operands(pl, w->q, w->k, w->v, w->dO, b, q0, nq, k0, nk, opbuf, same_q);
     if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
     if (pl->probs) /* kept by the forward (one block): no recomputing */
         for (int i = 0; i < nq; i++) memcpy(P + (size_t)i * BK, pl->probs + (r0 + i) * K + k0, sizeof(tg_real) * nk);
@@ -442,11 +445,16 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
     if (dv_acc) { /* dV += (P o Z/(1-p))^T dO */
         const tg_real *pd = P;
         if (pl->dropout || pl->bf16) {
-            for (int i = 0; i < nq; i++) {
-                memcpy(dP + (size_t)i * BK, P + (size_t)i * BK, sizeof(tg_real) * (size_t)nk);
-                if (pl->dropout) tg_k_mul_row(dP + (size_t)i * BK, zf + (size_t)i * BK, nk);
+            for (int i = 0; i < nq; i++) { /* row by row: each rounded while in L1 */
+                tg_real *r = dP + (size_t)i * BK;
+                if (!pl->dropout) {
+                    tg_k_attn_pack(1, nk, P + (size_t)i * BK, 0, false, true, r, nk);
+                    continue;
+                }
+                memcpy(r, P + (size_t)i * BK, sizeof(tg_real) * (size_t)nk);
+                tg_k_mul_row(r, zf + (size_t)i * BK, nk);
+                if (pl->bf16) tg_k_attn_pack(1, nk, r, 0, false, true, r, nk);
             }
-            if (pl->bf16) tg_k_attn_pack(nq, nk, dP, BK, false, true, dP, BK);
             pd = dP;
         }
         mm_key_rows(ops, nk, nq, pl->dv, 1, pd, ops->dO, ops->ldo, dv_acc, pl->dv);
@@ -471,10 +479,12 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
         tg_real Di = w->D[r0 + i];
         tg_k_attention_ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
         for (int j = vis; j < nk; j++) p[j] = 0;
+        if (pl->bf16) { /* dP's row is read: it takes dS rounded */
+            tg_k_attn_pack(1, vis, p, 0, false, true, dp, vis);
+            for (int j = vis; j < nk; j++) dp[j] = 0;
+        }
     }
-    if (!pl->bf16) return P;
-    tg_k_attn_pack(nq, nk, P, BK, false, true, dP, BK); /* dP is free: dS rounded */
-    return dP;
+    return pl->bf16 ? dP : P;
 }
 
 /* dQ of query block (b, qb), over the key blocks its rows may see. */
@@ -496,7 +506,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
         int nk = K - k0 < BK ? K - k0 : BK;
         tile_ops ops;
         const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL,
-                                          opbuf, &ops);
+                                          opbuf, k0 > 0, &ops);
         if (gq) mm_query_rows(&ops, nq, true, d, 0, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
@@ -540,7 +550,8 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
         int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
         if (pl->has_pos) pos_rows(w, b, q0, nq, rb, dOa);
         tile_ops ops;
-        const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
+        const tg_real *dS =
+            tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
         if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k, d);
     }
     for (int j = 0; j < nk; j++) {
@@ -569,7 +580,7 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     if (pl->has_pos) pos_rows(w, b, 0, Q, rb, dOa);
     memset(acc_v, 0, sizeof(tg_real) * (size_t)K * dv);
     tile_ops ops;
-    const tg_real *dS = tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
+    const tg_real *dS = tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
     if (gq) {
         tg_k_attn_mm(false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q, d);
         for (int i = 0; i < Q; i++) {
@@ -610,7 +621,7 @@ static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real 
             int nk = K - k0 < BK ? K - k0 : BK;
             tile_ops ops;
             const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v + (size_t)k0 * dv : NULL,
-                                              NULL, NULL, NULL, opbuf, &ops);
+                                              NULL, NULL, NULL, opbuf, k0 > 0, &ops);
             if (gq) mm_query_rows(&ops, nq, true, d, 0, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
             if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
