@@ -8,14 +8,16 @@
  *     at backward time;
  *   - matmul (2-D, batched, 3-D @ 2-D), attention and a GPT's loss stay
  *     within bf16's tolerance of float, and a bf16 step gives bit-identical
- *     results at 1 and 2 threads;
+ *     results at 1 and 2 threads (the attention op alone at 1, 2, 3 and 7);
  *   - the double build refuses the switch (it exists for exact gradchecks).
  * Runs in the float kernel tests and, for the refusal, in the double suite. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/half.h"
+#include "tensor/tensor_internal.h" /* tg__parallel_fake_cpus */
 #include "tgrad.h"
 
 #define IS_FLOAT (sizeof(tg_real) == 4)
@@ -197,4 +199,42 @@ Test(mixed_precision, gpt_loss_close_to_fp32_and_thread_independent) {
     cr_assert(memcmp(&l16a, &l16b, sizeof l16a) == 0 && memcmp(&g16a, &g16b, sizeof g16a) == 0,
               "bf16: 1 and 2 threads differ (%.9g vs %.9g)", l16a, l16b);
     tg_decoder_free(m);
+}
+
+/* The attention op under bf16 (operands rounded once per tile, float sums)
+ * at 1, 2, 3 and 7 threads: the output and the gradient bit for bit. The
+ * fused projection of 4 entries (2 x 2 heads), T 130 (a partial third
+ * query block), causal with lengths (one 0: a uniform row): whole-entry
+ * backward tasks at 1 and 2 threads, the two passes at 3 and 7. */
+Test(mixed_precision, attention_bf16_same_bits_at_any_thread_count) {
+    if (!IS_FLOAT) cr_skip_test("float build only");
+    static const int threads[] = {1, 2, 3, 7}, lens[4] = {130, 61, 0, 77}; /* per entry (batch, head) */
+    int old_cpus = tg__parallel_fake_cpus(8), saved = tg_get_num_threads();
+    tg_precision prev = tg_set_precision(TG_PREC_BF16);
+    tg_rng rng = tg_rng_new(12);
+    tg_tensor *qkv = param(TG_SHAPE(2, 130, 3 * 2 * 32), &rng);
+    size_t n_out = sizeof(tg_real) * 2 * 130 * 2 * 32, n_grad = sizeof(tg_real) * (size_t)qkv->size;
+    tg_real *ref = malloc(n_out + n_grad), *got = malloc(n_out + n_grad); /* output, then gradient */
+    cr_assert(ref && got);
+    for (int t = 0; t < 4; t++) {
+        cr_assert_eq(tg_set_num_threads(threads[t]), threads[t]);
+        tg_zero_grad(qkv);
+        tg_scope_begin();
+        tg_tensor *y = tg_attention_qkv(qkv, 2, (tg_mask){.lens = lens, .lens_ndim = 1, .causal = true}, 0, NULL, NULL);
+        cr_assert_not_null(y, "%s", tg_last_error());
+        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
+        tg_real *dst = t == 0 ? ref : got;
+        memcpy(dst, y->data, n_out);
+        memcpy((char *)dst + n_out, qkv->grad->data, n_grad);
+        tg_scope_end();
+        if (t == 0) continue;
+        cr_expect(memcmp(got, ref, n_out) == 0, "output at %d threads differs from 1 thread's", threads[t]);
+        cr_expect(memcmp((char *)got + n_out, (char *)ref + n_out, n_grad) == 0,
+                  "gradient at %d threads differs from 1 thread's", threads[t]);
+    }
+    free(ref), free(got);
+    tg_free(qkv);
+    tg_set_precision(prev);
+    tg_set_num_threads(saved);
+    tg__parallel_fake_cpus(old_cpus);
 }
