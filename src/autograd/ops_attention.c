@@ -105,6 +105,7 @@
 
 #define BQ 64 /* queries per block */
 #define BK 64 /* keys per block */
+#define WHOLE_MAX_K 1024 /* the most keys of a whole-entry backward task (attention_backward) */
 
 /* Where an operand's rows are: row i of head-batch entry b = (batch, head)
  * starts at off + batch bs + head hs + i rs. A [B, n, d] tensor is H = 1,
@@ -199,8 +200,12 @@ typedef struct {
     int ccols[BQ / CH], rlo[BK / CH];
 } tile_ops;
 
-/* Reals of the operand buffers a thread needs (ops_buffers). */
-static size_t ops_reals(int d, int dv) { return (size_t)BQ * (3 * (size_t)d + 2 * (size_t)dv); }
+/* Reals of the operand buffers a thread needs (tile_operands): k^T, v^T
+ * (backward), and under bf16 the rounded rows of q, k, and v or dO. */
+static size_t ops_reals(const attention_state *pl, bool backward) {
+    size_t d = (size_t)pl->d, dv = (size_t)pl->dv;
+    return BK * (d + (backward ? dv : 0)) + (pl->bf16 ? BQ * (2 * d + dv) : 0);
+}
 
 /* Rows x cols of an operand at src (rows rs apart) as the products take
  * it: src itself, or under bf16 a rounded copy in buf (rows cols apart). */
@@ -223,8 +228,8 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
                               const tg_real *dO, int b, int q0, int nq, int k0, int nk, tg_real *buf, bool same_q) {
     int d = pl->d, dv = pl->dv;
     tile_ops o = {0};
-    tg_real *qb = buf, *kb = qb + (size_t)BQ * d, *vb = kb + (size_t)BK * d;
-    o.kt = vb + (size_t)BK * dv, o.vt = o.kt + (size_t)d * BK;
+    o.kt = buf, o.vt = dO ? buf + (size_t)d * BK : NULL;
+    tg_real *qb = buf + (size_t)d * BK + (dO ? (size_t)dv * BK : 0), *kb = qb + (size_t)BQ * d, *vb = kb + (size_t)BK * d;
     const tg_real *kblk = k + at(pl, &pl->vk, b, k0), *vblk = v + at(pl, &pl->vv, b, k0);
     if (!(same_q && pl->bf16)) o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
     else o.q = qb, o.ldq = d;
@@ -654,7 +659,7 @@ typedef struct {
 /* Thread tid's scratch, and at its end its operand buffers (ops_reals). */
 static tg_real *thread_scratch(const backward_ctx *c, int tid) { return c->scratch + c->per_thread * (size_t)tid; }
 static tg_real *thread_opbuf(const backward_ctx *c, int tid) {
-    return thread_scratch(c, tid) + c->per_thread - ops_reals(c->w->pl->d, c->dv);
+    return thread_scratch(c, tid) + c->per_thread - ops_reals(c->w->pl, true);
 }
 
 /* D_r = sum_c dO_rc O_rc of rows [begin, end) of the B Q. */
@@ -831,14 +836,18 @@ static void attention_backward(tg_node *n) {
     if (rows == 0) return;
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
     tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
-    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (size_t)BQ * d + ops_reals(d, dv);
+    bool single = Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv; /* one tile per entry (backward_single) */
+    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (single ? (size_t)BQ * d : 0) +
+                        ops_reals(pl, true); /* backward_single's dQ rows past the passes' scratch */
     int nth = tg_get_num_threads(); /* the tasks run on at most these: the scratch is theirs */
     bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
     /* Whole entries in one pass when there are enough of them to keep the
      * team busy (at most a fifth of its time idle): the same bits as the
-     * two passes, less work. */
+     * two passes, less work. Their key blocks' accumulators, K (d + dv)
+     * reals a thread, are bounded by WHOLE_MAX_K. */
     int team = big && B > 1 ? nth : 1;
-    bool whole = !pl->has_pos && !(Q <= BQ && K <= BK) && (int64_t)((B + team - 1) / team) * team * 4 <= (int64_t)B * 5;
+    bool whole = !pl->has_pos && !(Q <= BQ && K <= BK) && K <= WHOLE_MAX_K &&
+                 (int64_t)((B + team - 1) / team) * team * 4 <= (int64_t)B * 5;
     size_t kv_per_thread = whole ? (size_t)K * (d + dv) : 0;
     tg_real *scratch = D ? tg_arena_alloc(sizeof(tg_real) * (per_thread + kv_per_thread) * (size_t)nth) : NULL;
     if (!scratch) return;
@@ -861,7 +870,7 @@ static void attention_backward(tg_node *n) {
                       nblocks(Q, BQ),
                       nblocks(K, BK),
                       nth};
-    if (Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv) { /* one tile per entry: one pass, D in its tasks */
+    if (single) { /* one tile per entry: one pass, D in its tasks */
         tg_parallel_tasks_at_most(B, team, backward_single_tasks, &c);
         return;
     }
@@ -911,7 +920,7 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     for (int64_t t = begin; t < end; t++)
         forward_block(c->pl, c->q, c->k, c->v, c->out, c->lse, (int)(t / c->nqb), (int)(t % c->nqb),
                       c->scratch + c->per_thread * (size_t)tid,
-                      c->scratch + c->per_thread * (size_t)(tid + 1) - ops_reals(c->pl->d, c->pl->dv));
+                      c->scratch + c->per_thread * (size_t)(tid + 1) - ops_reals(c->pl, false));
 }
 
 /* Checks pos against pl's shapes (q, the tensor named in errors); fills
@@ -1076,7 +1085,7 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
         return out;
     }
     size_t per_thread =
-        2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0) + ops_reals(d, dv);
+        2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0) + ops_reals(pl, false);
     tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
     if (!scratch) return NULL;
     tg_tensor *const *qkv = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};
