@@ -123,6 +123,8 @@ typedef struct {
     int B, Q, K, d, dv;
     tg_real scale;         /* 1 / sqrt(d), as tg_score_scaled_dot */
     bool bf16;             /* block products in bf16 (tg_set_precision), forward and backward */
+    bool amx;              /* bf16 on AMX: the tiles' products by tg_k_gemm_bf16, whole (the tile operands) */
+    bool round_ops;        /* bf16 otherwise: operands rounded once, products by tg_k_attn_mm */
     bool dropout;          /* p > 0; the mask holds 1 / (1 - p) */
     tg_dropout_mask mask;  /* the same mask as tg_dropout (dropout_mask.h) */
     uint64_t first;        /* first counter index */
@@ -198,20 +200,21 @@ typedef struct {
      * +0, adding 0 x a finite value leaves the bits as they are), so the
      * results are those of the whole tiles. */
     int ccols[BQ / CH], rlo[BK / CH];
+    bool amx; /* the products whole, by tg_k_gemm_bf16 on the rows as they lie (no cut, no k^T, v^T) */
 } tile_ops;
 
 /* Reals of the operand buffers a thread needs (tile_operands): k^T, v^T
  * (backward), and under bf16 the rounded rows of q, k, and v or dO. */
 static size_t ops_reals(const attention_state *pl, bool backward) {
     size_t d = (size_t)pl->d, dv = (size_t)pl->dv;
-    return BK * (d + (backward ? dv : 0)) + (pl->bf16 ? BQ * (2 * d + dv) : 0);
+    return (pl->amx ? 0 : BK * (d + (backward ? dv : 0))) + (pl->round_ops ? BQ * (2 * d + dv) : 0);
 }
 
 /* Rows x cols of an operand at src (rows rs apart) as the products take
  * it: src itself, or under bf16 a rounded copy in buf (rows cols apart). */
 static const tg_real *operand(const attention_state *pl, const tg_real *src, int64_t rs, int rows, int cols,
                               tg_real *buf, int *ld) {
-    if (!pl->bf16) {
+    if (!pl->round_ops) {
         *ld = (int)rs;
         return src;
     }
@@ -227,18 +230,19 @@ static const tg_real *operand(const attention_state *pl, const tg_real *src, int
 static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v,
                               const tg_real *dO, int b, int q0, int nq, int k0, int nk, tg_real *buf, bool same_q) {
     int d = pl->d, dv = pl->dv;
-    tile_ops o = {0};
+    tile_ops o = {.amx = pl->amx};
     o.kt = buf, o.vt = dO ? buf + (size_t)d * BK : NULL;
     tg_real *qb = buf + (size_t)d * BK + (dO ? (size_t)dv * BK : 0), *kb = qb + (size_t)BQ * d, *vb = kb + (size_t)BK * d;
     const tg_real *kblk = k + at(pl, &pl->vk, b, k0), *vblk = v + at(pl, &pl->vv, b, k0);
-    if (!(same_q && pl->bf16)) o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
+    if (!(same_q && pl->round_ops)) o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
     else o.q = qb, o.ldq = d;
     o.k = operand(pl, kblk, pl->vk.rs, nk, d, kb, &o.ldk);
-    tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, pl->bf16, o.kt, BK);
+    if (!pl->amx) tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, pl->round_ops, o.kt, BK);
     if (dO) {
-        if (!(same_q && pl->bf16)) o.dO = operand(pl, dO + at(pl, &pl->vo, b, q0), pl->vo.rs, nq, dv, vb, &o.ldo);
+        if (!(same_q && pl->round_ops)) o.dO = operand(pl, dO + at(pl, &pl->vo, b, q0), pl->vo.rs, nq, dv, vb, &o.ldo);
         else o.dO = vb, o.ldo = dv;
-        tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, pl->bf16, o.vt, BK);
+        if (pl->amx) o.v = vblk, o.ldv = (int)pl->vv.rs; /* tg_k_gemm_bf16 reads v^T as v */
+        else tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, pl->round_ops, o.vt, BK);
     } else {
         o.v = operand(pl, vblk, pl->vv.rs, nk, dv, vb, &o.ldv);
     }
@@ -258,6 +262,10 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
  * true; then beta is 1) cut to what the chunk's rows see. */
 static void mm_query_rows(const tile_ops *o, int nq, bool inner, int n, int k, tg_real alpha, const tg_real *A, int lda,
                           const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+    if (o->amx) { /* inner: k is the tile's keys */
+        tg_k_gemm_bf16(false, false, nq, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     for (int i0 = 0; i0 < nq; i0 += CH) {
         int rows = nq - i0 < CH ? nq - i0 : CH, w = o->ccols[i0 / CH];
         if (w > 0)
@@ -271,6 +279,10 @@ static void mm_query_rows(const tile_ops *o, int nq, bool inner, int n, int k, t
  * row that sees it. */
 static void mm_key_rows(const tile_ops *o, int nk, int nq, int n, tg_real alpha, const tg_real *A, const tg_real *B,
                         int ldb, tg_real *C, int ldc) {
+    if (o->amx) {
+        tg_k_gemm_bf16(true, false, nk, n, nq, alpha, A, BK, B, ldb, 1, C, ldc);
+        return;
+    }
     for (int j0 = 0; j0 < nk; j0 += CH) {
         int rows = nk - j0 < CH ? nk - j0 : CH, lo = o->rlo[j0 / CH];
         if (lo < nq)
@@ -280,9 +292,26 @@ static void mm_key_rows(const tile_ops *o, int nk, int nq, int n, tg_real alpha,
 }
 
 /* S = scale q_blk k_blk^T, nq x nk, row stride BK. */
+/* tg_k_attn_mm with tg_k_gemm's arguments (B untransposed): the one
+ * whole-tile product of backward_single, next to tg_k_gemm_bf16 on AMX. */
+static void whole_tile_mm(bool trans_a, bool trans_b, int m, int n, int k, tg_real alpha, const tg_real *A, int lda,
+                              const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+    (void)trans_b;
+    tg_k_attn_mm(trans_a, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* C = alpha A B^T (nq x nk, rows BK apart) with B^T packed in Bt (rows BK
+ * apart), or, on AMX, B's rows as they lie (Br, ldr). */
+static void mm_transposed(const tile_ops *o, int nq, int nk, int k, tg_real alpha, const tg_real *A, int lda,
+                          const tg_real *Bt, const tg_real *Br, int ldr, tg_real *C) {
+    if (o->amx)
+        tg_k_gemm_bf16(false, true, nq, nk, k, alpha, A, lda, Br, ldr, 0, C, BK);
+    else
+        mm_query_rows(o, nq, false, 0, k, alpha, A, lda, Bt, BK, 0, C, BK);
+}
+
 static void scores_tile(const attention_state *pl, const tile_ops *o, tg_real *S, int nq, int nk) {
-    (void)nk;
-    mm_query_rows(o, nq, false, 0, pl->d, pl->scale, o->q, o->ldq, o->kt, BK, 0, S, BK);
+    mm_transposed(o, nq, nk, pl->d, pl->scale, o->q, o->ldq, o->kt, o->k, o->ldk, S);
 }
 
 /* ---- position terms ----------------------------------------------------------- */
@@ -384,9 +413,9 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             }
             if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
             if (pl->relv) bucket_sum_row(pl, offset0(pl, k0, q0, i), s, NULL, n, wb + (size_t)i * pl->R);
-            if (pl->bf16) tg_k_attn_pack(1, n, s, 0, false, true, s, n); /* P o Z/(1-p), rounded */
+            if (pl->round_ops) tg_k_attn_pack(1, n, s, 0, false, true, s, n); /* P o Z/(1-p), rounded */
         }
-        mm_query_rows(&ops, nq, true, dv, 0, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
+        mm_query_rows(&ops, nq, true, dv, nk, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
     }
     if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
     for (int i = 0; i < nq; i++) {
@@ -449,7 +478,7 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
     }
     if (dv_acc) { /* dV += (P o Z/(1-p))^T dO */
         const tg_real *pd = P;
-        if (pl->dropout || pl->bf16) {
+        if (pl->dropout || pl->round_ops) {
             for (int i = 0; i < nq; i++) { /* row by row: each rounded while in L1 */
                 tg_real *r = dP + (size_t)i * BK;
                 if (!pl->dropout) {
@@ -458,7 +487,7 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
                 }
                 memcpy(r, P + (size_t)i * BK, sizeof(tg_real) * (size_t)nk);
                 tg_k_mul_row(r, zf + (size_t)i * BK, nk);
-                if (pl->bf16) tg_k_attn_pack(1, nk, r, 0, false, true, r, nk);
+                if (pl->round_ops) tg_k_attn_pack(1, nk, r, 0, false, true, r, nk);
             }
             pd = dP;
         }
@@ -469,7 +498,7 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
             bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, pl->dropout ? zf + (size_t)i * BK : NULL, nk,
                            gv_bucket + (size_t)i * pl->R);
     /* dP = dO (v + a^V)^T o Z/(1-p);  dS = P o (dP - D) */
-    mm_query_rows(ops, nq, false, 0, pl->dv, 1, ops->dO, ops->ldo, ops->vt, BK, 0, dP, BK);
+    mm_transposed(ops, nq, nk, pl->dv, 1, ops->dO, ops->ldo, ops->vt, ops->v, ops->ldv, dP);
     if (pl->relv)
         for (int i = 0; i < nq; i++) {
             tg_real *dp = dP + (size_t)i * BK;
@@ -484,12 +513,12 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
         tg_real Di = w->D[r0 + i];
         tg_k_attention_ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
         for (int j = vis; j < nk; j++) p[j] = 0;
-        if (pl->bf16) { /* dP's row is read: it takes dS rounded */
+        if (pl->round_ops) { /* dP's row is read: it takes dS rounded */
             tg_k_attn_pack(1, vis, p, 0, false, true, dp, vis);
             for (int j = vis; j < nk; j++) dp[j] = 0;
         }
     }
-    return pl->bf16 ? dP : P;
+    return pl->round_ops ? dP : P;
 }
 
 /* dQ of query block (b, qb), over the key blocks its rows may see. */
@@ -512,7 +541,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
         tile_ops ops;
         const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL,
                                           opbuf, k0 > 0, &ops);
-        if (gq) mm_query_rows(&ops, nq, true, d, 0, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
+        if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
                 bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, NULL, nk, G + (size_t)i * R);
@@ -587,13 +616,13 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     tile_ops ops;
     const tg_real *dS = tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
     if (gq) {
-        tg_k_attn_mm(false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q, d);
+        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q, d);
         for (int i = 0; i < Q; i++) {
             tg_real *g = gq + at(pl, &pl->vq, b, i);
             for (int c = 0; c < d; c++) g[c] += acc_q[(size_t)i * d + c];
         }
     }
-    if (gk) tg_k_attn_mm(true, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k, d);
+    if (gk) (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k, d);
     for (int j = 0; j < K; j++) {
         if (gk) {
             tg_real *g = gk + at(pl, &pl->vk, b, j);
@@ -627,7 +656,7 @@ static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real 
             tile_ops ops;
             const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v + (size_t)k0 * dv : NULL,
                                               NULL, NULL, NULL, opbuf, k0 > 0, &ops);
-            if (gq) mm_query_rows(&ops, nq, true, d, 0, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
+            if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
             if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
         for (int i = 0; gq && i < nq; i++) {
@@ -1052,6 +1081,8 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     tg_parallel_for_ns(nqblocks, (double)rows * NS_LIMIT_ROW, limits_blocks, &lc);
     pl->scale = (tg_real)(1.0 / sqrt((double)d));
     pl->bf16 = tg_prec_bf16();
+    pl->amx = pl->bf16 && strcmp(tg_bf16_engine().engine, "amx") == 0;
+    pl->round_ops = pl->bf16 && !pl->amx;
     pl->dropout = dropout_p > 0;
     pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
     /* Short sequences keep their weights, B Q K <= 64 B Q reals (rows
