@@ -201,40 +201,65 @@ Test(mixed_precision, gpt_loss_close_to_fp32_and_thread_independent) {
     tg_decoder_free(m);
 }
 
-/* The attention op under bf16 (operands rounded once per tile, float sums)
- * at 1, 2, 3 and 7 threads: the output and the gradient bit for bit. The
- * fused projection of 4 entries (2 x 2 heads), T 130 (a partial third
- * query block), causal with lengths (one 0: a uniform row): whole-entry
- * backward tasks at 1 and 2 threads, the two passes at 3 and 7. */
+/* The attention op under bf16 at 1, 2, 3 and 7 threads: the output and the
+ * gradient bit for bit, with each bf16 engine this machine has (AMX: the
+ * tiles' products by tg_k_gemm_bf16; the others: operands rounded once,
+ * float sums), and close to fp32. The fused projection of 4 entries (2 x 2
+ * heads), T 130 (a partial third query block), causal with lengths (one 0:
+ * a uniform row): whole-entry backward tasks at 1 and 2 threads, the two
+ * passes at 3 and 7. */
+static void attention_run(tg_tensor *qkv, tg_precision prec, int threads, tg_real *dst, size_t n_out) {
+    static const int lens[4] = {130, 61, 0, 77}; /* per entry (batch, head) */
+    tg_precision prev = tg_set_precision(prec);
+    cr_assert_eq(tg_set_num_threads(threads), threads);
+    tg_zero_grad(qkv);
+    tg_scope_begin();
+    tg_tensor *y = tg_attention_qkv(qkv, 2, (tg_mask){.lens = lens, .lens_ndim = 1, .causal = true}, 0, NULL, NULL);
+    cr_assert_not_null(y, "%s", tg_last_error());
+    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
+    memcpy(dst, y->data, n_out);
+    memcpy((char *)dst + n_out, qkv->grad->data, sizeof(tg_real) * (size_t)qkv->grad->size);
+    tg_scope_end();
+    tg_set_precision(prev);
+}
+
 Test(mixed_precision, attention_bf16_same_bits_at_any_thread_count) {
     if (!IS_FLOAT) cr_skip_test("float build only");
-    static const int threads[] = {1, 2, 3, 7}, lens[4] = {130, 61, 0, 77}; /* per entry (batch, head) */
+    static const int threads[] = {1, 2, 3, 7};
+    static const char *const engines[] = {"amx", "avx512_bf16", "fp32"};
     int old_cpus = tg__parallel_fake_cpus(8), saved = tg_get_num_threads();
-    tg_precision prev = tg_set_precision(TG_PREC_BF16);
     tg_rng rng = tg_rng_new(12);
     tg_tensor *qkv = param(TG_SHAPE(2, 130, 3 * 2 * 32), &rng);
-    size_t n_out = sizeof(tg_real) * 2 * 130 * 2 * 32, n_grad = sizeof(tg_real) * (size_t)qkv->size;
-    tg_real *ref = malloc(n_out + n_grad), *got = malloc(n_out + n_grad); /* output, then gradient */
-    cr_assert(ref && got);
-    for (int t = 0; t < 4; t++) {
-        cr_assert_eq(tg_set_num_threads(threads[t]), threads[t]);
-        tg_zero_grad(qkv);
-        tg_scope_begin();
-        tg_tensor *y = tg_attention_qkv(qkv, 2, (tg_mask){.lens = lens, .lens_ndim = 1, .causal = true}, 0, NULL, NULL);
-        cr_assert_not_null(y, "%s", tg_last_error());
-        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
-        tg_real *dst = t == 0 ? ref : got;
-        memcpy(dst, y->data, n_out);
-        memcpy((char *)dst + n_out, qkv->grad->data, n_grad);
-        tg_scope_end();
-        if (t == 0) continue;
-        cr_expect(memcmp(got, ref, n_out) == 0, "output at %d threads differs from 1 thread's", threads[t]);
-        cr_expect(memcmp((char *)got + n_out, (char *)ref + n_out, n_grad) == 0,
-                  "gradient at %d threads differs from 1 thread's", threads[t]);
+    size_t n_out = sizeof(tg_real) * 2 * 130 * 2 * 32, n = n_out / sizeof(tg_real) + (size_t)qkv->size;
+    tg_real *f32 = malloc(sizeof(tg_real) * n), *ref = malloc(sizeof(tg_real) * n), *got = malloc(sizeof(tg_real) * n);
+    cr_assert(f32 && ref && got);
+    attention_run(qkv, TG_PREC_FP32, 1, f32, n_out);
+    for (int e = 0; e < 3; e++) {
+        tg__bf16_engine_force(engines[e]);
+        if (strcmp(tg_bf16_engine().engine, engines[e]) != 0) { /* cr_log_info: a warning fails the run */
+            cr_log_info("bf16 engine %s: not on this machine; skipped", engines[e]);
+            continue;
+        }
+        for (int t = 0; t < 4; t++) {
+            attention_run(qkv, TG_PREC_BF16, threads[t], t == 0 ? ref : got, n_out);
+            if (t == 0) continue;
+            cr_expect(memcmp(got, ref, n_out) == 0, "%s: output at %d threads differs from 1 thread's", engines[e],
+                      threads[t]);
+            cr_expect(memcmp(got + n_out / sizeof(tg_real), ref + n_out / sizeof(tg_real), sizeof(tg_real) * n -
+                      n_out) == 0, "%s: gradient at %d threads differs from 1 thread's", engines[e], threads[t]);
+        }
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < n; i++) {
+            double dd = fabs((double)ref[i] - (double)f32[i]);
+            worst = dd > worst ? dd : worst;
+            scale = fabs((double)f32[i]) > scale ? fabs((double)f32[i]) : scale;
+        }
+        cr_expect(worst < 0.03 * scale && worst > 0, "%s: bf16 off fp32 by %g (largest |value| %g)", engines[e], worst,
+                  scale);
     }
-    free(ref), free(got);
+    tg__bf16_engine_force(NULL);
+    free(f32), free(ref), free(got);
     tg_free(qkv);
-    tg_set_precision(prev);
     tg_set_num_threads(saved);
     tg__parallel_fake_cpus(old_cpus);
 }
