@@ -245,8 +245,9 @@ Test(mixed_precision, attention_bf16_same_bits_at_any_thread_count) {
             if (t == 0) continue;
             cr_expect(memcmp(got, ref, n_out) == 0, "%s: output at %d threads differs from 1 thread's", engines[e],
                       threads[t]);
-            cr_expect(memcmp(got + n_out / sizeof(tg_real), ref + n_out / sizeof(tg_real), sizeof(tg_real) * n -
-                      n_out) == 0, "%s: gradient at %d threads differs from 1 thread's", engines[e], threads[t]);
+            cr_expect(
+                memcmp(got + n_out / sizeof(tg_real), ref + n_out / sizeof(tg_real), sizeof(tg_real) * n - n_out) == 0,
+                "%s: gradient at %d threads differs from 1 thread's", engines[e], threads[t]);
         }
         double worst = 0, scale = 0;
         for (size_t i = 0; i < n; i++) {

@@ -209,8 +209,8 @@ static void pack_case(void) {
     enum { R = 37, CO = 21, RS = 30, LDT = 48 };
     static tg_real src[R * RS], dst[R * LDT], want[R * LDT];
     for (int i = 0; i < R * RS; i++) src[i] = val(i, 8) * (tg_real)1e3;
-    float odd[] = {1.00390625f, 1.01171875f, -1.00390625f, 1e-40f, -1e-40f, INFINITY, -INFINITY, NAN, 0.0f, -0.0f,
-                   3.4e38f};
+    float odd[] = {1.00390625f, 1.01171875f, -1.00390625f, 1e-40f, -1e-40f, INFINITY,
+                   -INFINITY,   NAN,         0.0f,         -0.0f,  3.4e38f};
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) src[i * 7] = (tg_real)odd[i];
     for (int tr = 0; tr < 2; tr++)
         for (int bf = 0; bf < 2; bf++) {

@@ -263,4 +263,3 @@ Test(splits, attention_limits_and_D) {
     expect_same_bits("attention", attention_case, (const char *[]){"attention", "attention"},
                      (const tg_prof_dir[]){TG_PROF_FORWARD, TG_PROF_BACKWARD}, 2);
 }
-

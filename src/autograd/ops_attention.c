@@ -42,8 +42,22 @@
  * it writes and sums in an order fixed by the shapes, so results are
  * bit-identical for any number of threads, with no atomics and no partial
  * copies; the price is that each tile's P and dP are recomputed twice.
- * Block products go through tg_k_gemm (its small-matrix path, one thread
- * inside a parallel region).
+ * When there are enough head-batch entries to keep the team busy (and no
+ * position terms, K <= WHOLE_MAX_K), one task does a whole entry instead
+ * (backward_entry): query blocks outer, key blocks inner, each tile's P,
+ * dP and dS once; every dQ, dK and dV row is summed in the passes' order,
+ * so the bits are the same whichever runs (the choice may depend on the
+ * thread count).
+ *
+ * Block products (the tiles' operands, below): tg_k_attn_mm, registers-
+ * tiled with B read in place and tg_k_gemm's bits, on k^T and v^T packed
+ * once per tile; in chunks of 16 rows cut to the causal (valid-length)
+ * prefix, which skips about a third of each diagonal tile's work
+ * and changes no bit (the terms skipped are exact zeros). Under bf16 with
+ * the AMX engine the tiles' products are tg_k_gemm_bf16's, whole, as
+ * before; with the other engines the operands are rounded once per tile
+ * and tg_k_attn_mm multiplies them (the fp32 engine's arithmetic).
+ * bench/measured.md ("Attention, session 4") has the measurements.
  *
  * Layouts (attn_view): the operands' rows are read and written through
  * strides, so the same op serves [B, n, d] tensors (tg_attention_pos), the
@@ -103,8 +117,8 @@
 #include <math.h>
 #include <string.h>
 
-#define BQ 64 /* queries per block */
-#define BK 64 /* keys per block */
+#define BQ          64   /* queries per block */
+#define BK          64   /* keys per block */
 #define WHOLE_MAX_K 1024 /* the most keys of a whole-entry backward task (attention_backward) */
 
 /* Where an operand's rows are: row i of head-batch entry b = (batch, head)
@@ -182,11 +196,14 @@ static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk
 /* ---- the tiles' operands -----------------------------------------------------
  * The block products are tg_k_attn_mm's (kernels_attention_block.c): B is
  * read as it lies, so k and v, the operands used transposed (q k^T,
- * dO v^T), are packed transposed once per tile. Under bf16 every operand
- * is rounded once, when the tile takes it (a copy, or P and dS in their
- * own tiles), and the products of the rounded values are exact in float:
- * the bf16 GEMM's arithmetic. Where the operands are (the rounded copies
- * only under bf16, else pointers into q, k, v and dO): */
+ * dO v^T), are packed transposed once per tile. Under bf16 without AMX
+ * (round_ops) every operand is rounded once, when the tile takes it (a
+ * copy, or P and dS in their own tiles), and the products of the rounded
+ * values are exact in float: the bf16 GEMM's arithmetic. On AMX (amx) the
+ * products are tg_k_gemm_bf16's on the rows as they lie: its tiles beat
+ * the FMA kernel at head size 64 even with their packing per call. Where
+ * the operands are (the rounded copies only under round_ops, else
+ * pointers into q, k, v and dO): */
 #define CH 16 /* rows (queries or keys) of a tile's chunks */
 typedef struct {
     const tg_real *q, *k, *v, *dO; /* the block's rows: q, dO nq of them; k, v nk */
@@ -232,17 +249,24 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
     int d = pl->d, dv = pl->dv;
     tile_ops o = {.amx = pl->amx};
     o.kt = buf, o.vt = dO ? buf + (size_t)d * BK : NULL;
-    tg_real *qb = buf + (size_t)d * BK + (dO ? (size_t)dv * BK : 0), *kb = qb + (size_t)BQ * d, *vb = kb + (size_t)BK * d;
+    tg_real *qb = buf + (size_t)d * BK + (dO ? (size_t)dv * BK : 0), *kb = qb + (size_t)BQ * d,
+            *vb = kb + (size_t)BK * d;
     const tg_real *kblk = k + at(pl, &pl->vk, b, k0), *vblk = v + at(pl, &pl->vv, b, k0);
-    if (!(same_q && pl->round_ops)) o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
-    else o.q = qb, o.ldq = d;
+    if (!(same_q && pl->round_ops))
+        o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
+    else
+        o.q = qb, o.ldq = d;
     o.k = operand(pl, kblk, pl->vk.rs, nk, d, kb, &o.ldk);
     if (!pl->amx) tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, pl->round_ops, o.kt, BK);
     if (dO) {
-        if (!(same_q && pl->round_ops)) o.dO = operand(pl, dO + at(pl, &pl->vo, b, q0), pl->vo.rs, nq, dv, vb, &o.ldo);
-        else o.dO = vb, o.ldo = dv;
-        if (pl->amx) o.v = vblk, o.ldv = (int)pl->vv.rs; /* tg_k_gemm_bf16 reads v^T as v */
-        else tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, pl->round_ops, o.vt, BK);
+        if (!(same_q && pl->round_ops))
+            o.dO = operand(pl, dO + at(pl, &pl->vo, b, q0), pl->vo.rs, nq, dv, vb, &o.ldo);
+        else
+            o.dO = vb, o.ldo = dv;
+        if (pl->amx)
+            o.v = vblk, o.ldv = (int)pl->vv.rs; /* tg_k_gemm_bf16 reads v^T as v */
+        else
+            tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, pl->round_ops, o.vt, BK);
     } else {
         o.v = operand(pl, vblk, pl->vv.rs, nk, dv, vb, &o.ldv);
     }
@@ -295,7 +319,7 @@ static void mm_key_rows(const tile_ops *o, int nk, int nq, int n, tg_real alpha,
 /* tg_k_attn_mm with tg_k_gemm's arguments (B untransposed): the one
  * whole-tile product of backward_single, next to tg_k_gemm_bf16 on AMX. */
 static void whole_tile_mm(bool trans_a, bool trans_b, int m, int n, int k, tg_real alpha, const tg_real *A, int lda,
-                              const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+                          const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
     (void)trans_b;
     tg_k_attn_mm(trans_a, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -570,8 +594,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
 }
 
 /* dK and dV of key block (b, kb), over the query blocks that see it. */
-static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int kb, tg_real *scratch,
-                         tg_real *opbuf) {
+static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int kb, tg_real *scratch, tg_real *opbuf) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, nqb = nblocks(Q, BQ);
     int k0 = kb * BK, nk = K - k0 < BK ? K - k0 : BK;
@@ -614,15 +637,19 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     if (pl->has_pos) pos_rows(w, b, 0, Q, rb, dOa);
     memset(acc_v, 0, sizeof(tg_real) * (size_t)K * dv);
     tile_ops ops;
-    const tg_real *dS = tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
+    const tg_real *dS =
+        tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
     if (gq) {
-        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q, d);
+        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q,
+                                                   d);
         for (int i = 0; i < Q; i++) {
             tg_real *g = gq + at(pl, &pl->vq, b, i);
             for (int c = 0; c < d; c++) g[c] += acc_q[(size_t)i * d + c];
         }
     }
-    if (gk) (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k, d);
+    if (gk)
+        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k,
+                                                   d);
     for (int j = 0; j < K; j++) {
         if (gk) {
             tg_real *g = gk + at(pl, &pl->vk, b, j);
@@ -867,8 +894,8 @@ static void attention_backward(tg_node *n) {
     tg_real *D = tg_arena_alloc(sizeof(tg_real) * (size_t)rows);
     bool single = Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv; /* one tile per entry (backward_single) */
     size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (single ? (size_t)BQ * d : 0) +
-                        ops_reals(pl, true); /* backward_single's dQ rows past the passes' scratch */
-    int nth = tg_get_num_threads(); /* the tasks run on at most these: the scratch is theirs */
+                        ops_reals(pl, true);        /* backward_single's dQ rows past the passes' scratch */
+    int nth = tg_get_num_threads();                 /* the tasks run on at most these: the scratch is theirs */
     bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
     /* Whole entries in one pass when there are enough of them to keep the
      * team busy (at most a fifth of its time idle): the same bits as the

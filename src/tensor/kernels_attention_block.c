@@ -54,8 +54,8 @@ TG_AVX512 static inline __m512 round16(__m512 v) {
     __m512i x = _mm512_castps_si512(v), top = _mm512_set1_epi32((int)0xFFFF0000u);
     __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
                                                      _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1))));
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)),
-                                            _mm512_set1_epi32(0x7F800000));
+    __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
     __mmask16 daz = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7F800000));
     r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(x, _mm512_set1_epi32(0x00400000)));
     r = _mm512_and_si512(r, top);
@@ -74,7 +74,8 @@ TG_AVX512 static void copy_avx512(int rows, int cols, const float *src, int64_t 
  * past rows), so ld must leave room for rows rounded up to 16. */
 TG_AVX512 static void transpose_avx512(int rows, int cols, const float *src, int64_t rs, float *dst, int ld) {
     for (int c = 0; c < cols; c += 16)
-        for (int i = 0; i < rows; i += 16) transpose16(src + i * rs + c, rs, rows - i, cols - c, dst + (size_t)c * ld + i, ld);
+        for (int i = 0; i < rows; i += 16)
+            transpose16(src + i * rs + c, rs, rows - i, cols - c, dst + (size_t)c * ld + i, ld);
 }
 
 /* The MR x (NV 16) tile of C at rows i0.. (m <= MR of them stored; the
@@ -82,20 +83,20 @@ TG_AVX512 static void transpose_avx512(int rows, int cols, const float *src, int
  * `last`: one FMA chain per element, inner index in order (the header).
  * The accumulators are named variables (c<row>_<vector>), written out by
  * the macros below, so that they stay in zmm registers. */
-#define VFOR1(X, r) X(r, 0)
-#define VFOR2(X, r) X(r, 0) X(r, 1)
-#define VFOR3(X, r) X(r, 0) X(r, 1) X(r, 2)
-#define VFOR4(X, r) X(r, 0) X(r, 1) X(r, 2) X(r, 3)
-#define RFOR4(X, V) X(0, V) X(1, V) X(2, V) X(3, V)
-#define RFOR8(X, V) RFOR4(X, V) X(4, V) X(5, V) X(6, V) X(7, V)
+#define VFOR1(X, r)    X(r, 0)
+#define VFOR2(X, r)    X(r, 0) X(r, 1)
+#define VFOR3(X, r)    X(r, 0) X(r, 1) X(r, 2)
+#define VFOR4(X, r)    X(r, 0) X(r, 1) X(r, 2) X(r, 3)
+#define RFOR4(X, V)    X(0, V) X(1, V) X(2, V) X(3, V)
+#define RFOR8(X, V)    RFOR4(X, V) X(4, V) X(5, V) X(6, V) X(7, V)
 #define ACC_DECL(r, u) __m512 c##r##_##u = _mm512_setzero_ps();
 #define ROW_DECL(r, V) V(ACC_DECL, r) const float *a##r = A + (r < m ? r : 0) * ars;
-#define B_LOAD(r, u) __m512 b##u = u == NV - 1 ? _mm512_maskz_loadu_ps(last, b + 16 * u) : _mm512_loadu_ps(b + 16 * u);
-#define ACC_FMA(r, u) c##r##_##u = _mm512_fmadd_ps(x##r, b##u, c##r##_##u);
-#define ROW_FMA(r, V)                               \
-    {                                               \
-        __m512 x##r = _mm512_set1_ps(a##r[o]);      \
-        V(ACC_FMA, r)                               \
+#define B_LOAD(r, u)   __m512 b##u = u == NV - 1 ? _mm512_maskz_loadu_ps(last, b + 16 * u) : _mm512_loadu_ps(b + 16 * u);
+#define ACC_FMA(r, u)  c##r##_##u = _mm512_fmadd_ps(x##r, b##u, c##r##_##u);
+#define ROW_FMA(r, V)                          \
+    {                                          \
+        __m512 x##r = _mm512_set1_ps(a##r[o]); \
+        V(ACC_FMA, r)                          \
     }
 #define ACC_STORE(r, u)                                                                           \
     {                                                                                             \
@@ -106,22 +107,20 @@ TG_AVX512 static void transpose_avx512(int rows, int cols, const float *src, int
         _mm512_mask_storeu_ps(cr, lanes, v);                                                      \
     }
 #define ROW_STORE(r, V) \
-    if (r < m) {        \
-        V(ACC_STORE, r) \
-    }
-#define MM_TILE(name, NV_, VFOR, RFOR)                                                                          \
+    if (r < m) { V(ACC_STORE, r) }
+#define MM_TILE(name, NV_, VFOR, RFOR)                                                                              \
     TG_AVX512 static void name(int m, int k, float alpha, const float *A, int64_t ars, int64_t acs, const float *B, \
-                               int64_t ldb, __mmask16 last, float beta, float *C, int ldc) {                      \
-        enum { NV = NV_ };                                                                                      \
-        RFOR(ROW_DECL, VFOR)                                                                                    \
-        for (int t = 0; t < k; t++) {                                                                           \
-            const float *b = B + t * ldb;                                                                       \
-            int64_t o = t * acs;                                                                                \
-            VFOR(B_LOAD, _)                                                                                     \
-            RFOR(ROW_FMA, VFOR)                                                                                 \
-        }                                                                                                       \
-        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                                           \
-        RFOR(ROW_STORE, VFOR)                                                                                   \
+                               int64_t ldb, __mmask16 last, float beta, float *C, int ldc) {                        \
+        enum { NV = NV_ };                                                                                          \
+        RFOR(ROW_DECL, VFOR)                                                                                        \
+        for (int t = 0; t < k; t++) {                                                                               \
+            const float *b = B + t * ldb;                                                                           \
+            int64_t o = t * acs;                                                                                    \
+            VFOR(B_LOAD, _)                                                                                         \
+            RFOR(ROW_FMA, VFOR)                                                                                     \
+        }                                                                                                           \
+        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);                                               \
+        RFOR(ROW_STORE, VFOR)                                                                                       \
     }
 MM_TILE(tile_4x64, 4, VFOR4, RFOR4)
 MM_TILE(tile_4x48, 3, VFOR3, RFOR4)
@@ -130,12 +129,12 @@ MM_TILE(tile_8x16, 1, VFOR1, RFOR8)
 
 /* Columns [j0, j0 + nn) of C (nn <= 64) in tiles of rows: the widest
  * register tile that nn's vectors allow. */
-#define MM_ROWS(tile, MR)                                                                                 \
-    for (int i0 = 0; i0 < m; i0 += MR)                                                                    \
-    tile(m - i0 < MR ? m - i0 : MR, k, alpha, A + i0 * ars, ars, acs, B + j0, ldb, last, beta, C + (size_t)i0 * ldc + j0, \
-         ldc)
-TG_AVX512 static void mm_avx512(bool trans_a, int m, int n, int k, float alpha, const float *A, int lda,
-                                const float *B, int ldb, float beta, float *C, int ldc) {
+#define MM_ROWS(tile, MR)                                                                      \
+    for (int i0 = 0; i0 < m; i0 += MR)                                                         \
+    tile(m - i0 < MR ? m - i0 : MR, k, alpha, A + i0 * ars, ars, acs, B + j0, ldb, last, beta, \
+         C + (size_t)i0 * ldc + j0, ldc)
+TG_AVX512 static void mm_avx512(bool trans_a, int m, int n, int k, float alpha, const float *A, int lda, const float *B,
+                                int ldb, float beta, float *C, int ldc) {
     int64_t ars = trans_a ? 1 : lda, acs = trans_a ? lda : 1;
     for (int j0 = 0; j0 < n; j0 += 64) {
         int nn = n - j0 < 64 ? n - j0 : 64, nv = (nn + 15) / 16;
