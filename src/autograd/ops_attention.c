@@ -545,6 +545,16 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
     return pl->round_ops ? dP : P;
 }
 
+/* g's rows i0 .. i0 + n - 1 of entry b (view v) += acc's rows (width
+ * apart): a task's finished sums added to the gradient; nothing if g is NULL. */
+static void add_rows(const attention_state *pl, const attn_view *v, int b, int i0, int n, int width, const tg_real *acc,
+                     tg_real *g) {
+    for (int i = 0; g && i < n; i++) {
+        tg_real *r = g + at(pl, v, b, i0 + i);
+        for (int c = 0; c < width; c++) r[c] += acc[(size_t)i * width + c];
+    }
+}
+
 /* dQ of query block (b, qb), over the key blocks its rows may see. */
 static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *scratch, tg_real *opbuf) {
     const attention_state *pl = w->pl;
@@ -574,10 +584,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     const tg_real *qblk = w->q + at(pl, &pl->vq, b, q0), *dOblk = w->dO + at(pl, &pl->vo, b, q0);
     if (gq) {
         if (pl->relk) TG_GEMM(pl->bf16, false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
-        for (int i = 0; i < nq; i++) {
-            tg_real *g = gq + at(pl, &pl->vq, b, q0 + i);
-            for (int c = 0; c < d; c++) g[c] += acc[(size_t)i * d + c];
-        }
+        add_rows(pl, &pl->vq, b, q0, nq, d, acc, gq);
     }
     if (w->part_bias) {
         tg_real *pb = w->part_bias + task * R;
@@ -611,16 +618,8 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
             tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
         if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k, d);
     }
-    for (int j = 0; j < nk; j++) {
-        if (gk) {
-            tg_real *g = gk + at(pl, &pl->vk, b, k0 + j);
-            for (int c = 0; c < d; c++) g[c] += acc_k[(size_t)j * d + c];
-        }
-        if (gv) {
-            tg_real *g = gv + at(pl, &pl->vv, b, k0 + j);
-            for (int c = 0; c < dv; c++) g[c] += acc_v[(size_t)j * dv + c];
-        }
-    }
+    add_rows(pl, &pl->vk, b, k0, nk, d, acc_k, gk);
+    add_rows(pl, &pl->vv, b, k0, nk, dv, acc_v, gv);
 }
 
 /* dQ, dK and dV of head-batch entry b when its queries and keys are one
@@ -642,24 +641,13 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     if (gq) {
         (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q,
                                                    d);
-        for (int i = 0; i < Q; i++) {
-            tg_real *g = gq + at(pl, &pl->vq, b, i);
-            for (int c = 0; c < d; c++) g[c] += acc_q[(size_t)i * d + c];
-        }
+        add_rows(pl, &pl->vq, b, 0, Q, d, acc_q, gq);
     }
     if (gk)
         (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k,
                                                    d);
-    for (int j = 0; j < K; j++) {
-        if (gk) {
-            tg_real *g = gk + at(pl, &pl->vk, b, j);
-            for (int c = 0; c < d; c++) g[c] += acc_k[(size_t)j * d + c];
-        }
-        if (gv) {
-            tg_real *g = gv + at(pl, &pl->vv, b, j);
-            for (int c = 0; c < dv; c++) g[c] += acc_v[(size_t)j * dv + c];
-        }
-    }
+    add_rows(pl, &pl->vk, b, 0, K, d, acc_k, gk);
+    add_rows(pl, &pl->vv, b, 0, K, dv, acc_v, gv);
 }
 
 /* dQ, dK and dV of head-batch entry b in one task, without position
@@ -686,21 +674,10 @@ static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real 
             if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
             if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
-        for (int i = 0; gq && i < nq; i++) {
-            tg_real *g = gq + at(pl, &pl->vq, b, q0 + i);
-            for (int c = 0; c < d; c++) g[c] += acc_q[(size_t)i * d + c];
-        }
+        add_rows(pl, &pl->vq, b, q0, nq, d, acc_q, gq);
     }
-    for (int j = 0; j < K; j++) {
-        if (gk) {
-            tg_real *g = gk + at(pl, &pl->vk, b, j);
-            for (int c = 0; c < d; c++) g[c] += acc_k[(size_t)j * d + c];
-        }
-        if (gv) {
-            tg_real *g = gv + at(pl, &pl->vv, b, j);
-            for (int c = 0; c < dv; c++) g[c] += acc_v[(size_t)j * dv + c];
-        }
-    }
+    add_rows(pl, &pl->vk, b, 0, K, d, acc_k, gk);
+    add_rows(pl, &pl->vv, b, 0, K, dv, acc_v, gv);
 }
 
 /* What the backward's loops share (attention_backward). */
