@@ -52,19 +52,48 @@ TG_AVX2 static void ds_avx2(tg_real *p, const tg_real *dp, const tg_real *z, tg_
             _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_sub_ps(_mm256_loadu_ps(dp + j), vd)));
     ds_portable(p + j, dp + j, z ? z + j : NULL, D, n - j);
 }
+/* AVX-512: the tails in masked lanes, not a scalar loop (the diagonal
+ * tiles' rows have every length up to 64). The same results: a max is
+ * exact, the products and dS the same formula per element. */
+TG_AVX512 static tg_real row_max_avx512(const tg_real *s, int n, tg_real m) {
+    __m512 v = _mm512_set1_ps(m);
+    for (int j = 0; j < n; j += 16)
+        v = _mm512_mask_max_ps(v, lanes16(n - j), v, _mm512_maskz_loadu_ps(lanes16(n - j), s + j));
+    return _mm512_reduce_max_ps(v);
+}
+TG_AVX512 static void mul_avx512(tg_real *a, const tg_real *b, int n) {
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 k = lanes16(n - j);
+        _mm512_mask_storeu_ps(a + j, k,
+                              _mm512_mul_ps(_mm512_maskz_loadu_ps(k, a + j), _mm512_maskz_loadu_ps(k, b + j)));
+    }
+}
+/* With z, as ds_avx2 rounds: dp z - D fused up to the last multiple of 8,
+ * the rest (the AVX2 loop's scalar tail) unfused: the same bits. */
+TG_AVX512 static void ds_avx512(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
+    __m512 vd = _mm512_set1_ps(D);
+    int nv = z ? n / 8 * 8 : n;
+    for (int j = 0; j < nv; j += 16) {
+        __mmask16 k = lanes16(nv - j);
+        __m512 g = _mm512_maskz_loadu_ps(k, dp + j);
+        g = z ? _mm512_fmsub_ps(g, _mm512_maskz_loadu_ps(k, z + j), vd) : _mm512_sub_ps(g, vd);
+        _mm512_mask_storeu_ps(p + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + j), g));
+    }
+    ds_portable(p + nv, dp + nv, z ? z + nv : NULL, D, n - nv);
+}
 #define ATT_VEC_ROWS 1
 #else
 #define ATT_VEC_ROWS 0
 #endif
 
 tg_real tg_k_max_row(const tg_real *s, int n, tg_real m) {
-    return TG_PICK(ATT_VEC_ROWS, row_max_portable, row_max_avx2, row_max_avx2)(s, n, m);
+    return TG_PICK(ATT_VEC_ROWS, row_max_portable, row_max_avx2, row_max_avx512)(s, n, m);
 }
 void tg_k_mul_row(tg_real *a, const tg_real *b, int n) {
-    TG_PICK(ATT_VEC_ROWS, mul_portable, mul_avx2, mul_avx2)(a, b, n);
+    TG_PICK(ATT_VEC_ROWS, mul_portable, mul_avx2, mul_avx512)(a, b, n);
 }
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-    TG_PICK(ATT_VEC_ROWS, ds_portable, ds_avx2, ds_avx2)(p, dp, z, D, n);
+    TG_PICK(ATT_VEC_ROWS, ds_portable, ds_avx2, ds_avx512)(p, dp, z, D, n);
 }
 
 /* ---- short sequences: one head-batch entry at a time ---------------------------
