@@ -751,8 +751,7 @@ Test(optim_table, an_elementwise_row_is_one_split_with_the_same_bits) {
         signum_steps(&flat, threads[k], split, CAP);
         cr_expect_eq(g_flat_calls, g_calls, "%d threads: every call on flat views", threads[k]);
         cr_expect_geq(g_calls, 3 * 6, "%d threads", threads[k]);
-        cr_expect(memcmp(whole, split, sizeof whole) == 0, "%d threads: the bits of a call per parameter",
-                  threads[k]);
+        cr_expect(memcmp(whole, split, sizeof whole) == 0, "%d threads: the bits of a call per parameter", threads[k]);
     }
 }
 
