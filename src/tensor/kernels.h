@@ -225,17 +225,6 @@ void tg_k_adam(const tg_adam_step *s, tg_real *w, tg_real *m, tg_real *v, const 
 /* SGD, in double: d = g + wd w; buf = momentum buf + d (buf may be NULL); w -= lr d. */
 void tg_k_sgd(double lr, double wd, double momentum, tg_real *w, tg_real *buf, const tg_real *g, int64_t n);
 void tg_k_scale(tg_real *x, double coef, int64_t n); /* x *= coef, in double */
-/* Adam over many tensors as one split (an optimizer step): the elements of
- * all n tensors, concatenated, cut into one range per thread, so a small
- * tensor (a bias, a norm's gain) is not a pool job of its own. Each
- * tensor's constants in its own s (weight decay differs by tensor). */
-typedef struct {
-    tg_adam_step s;
-    tg_real *w, *m, *v;
-    const tg_real *g;
-    int64_t n;
-} tg_adam_tensor;
-void tg_k_adam_many(const tg_adam_tensor *t, int n);
 /* n arrays seen as one (a model's gradients): at(src, i, &len) gives array
  * i and its length, NULL (or len 0) for none. */
 typedef struct {
