@@ -105,10 +105,21 @@ TG_AMX void tg__amx_end(void) { _tile_release(); }
  * column j at b[p*64 + 2j], kq*16 pairs), summed from zero (from_c: from
  * t's values) into t[r*ldt + j].
  *
- * No software prefetch: asking for the next chunk's lines of A and B
- * (prefetcht0, one to four chunks ahead, A and B or B alone) was no faster
- * than the hardware prefetchers on the driver's loops (bench/measured.md,
- * AMX). */
+ * B's tiles are loaded with tileloaddt1 (_tile_stream_loadd: the T1 hint,
+ * data not to be kept close), A's with tileloadd: on the driver's loops
+ * the A panel (32 KB) serves every sliver of the panel of B and should stay
+ * in the 48 KB L1, while each sliver (32 KB) passes once per panel of A;
+ * plain loads of the slivers pushed the panel out of L1 (32 + 32 KB of
+ * lines between two uses of one of A's), so both came from L2
+ * (bench/measured.md, AMX, session 4).
+ *
+ * The next chunk's tiles are loaded as soon as the tile register they go
+ * to has been read by its last tdpbf16ps of this chunk, so each load has
+ * the remaining products of the chunk to arrive in. No software prefetch:
+ * asking for the next chunk's lines of A and B (prefetcht0, one to four
+ * chunks ahead) was no faster than the hardware prefetchers (bench/measured.md,
+ * AMX). The order of the tdpbf16ps on each accumulator, and so every bit
+ * of the result, is that of one chunk after another. */
 TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c) {
     const size_t ld = (size_t)ldt;
     if (from_c) {
@@ -122,17 +133,25 @@ TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t,
         _tile_zero(2);
         _tile_zero(3);
     }
-    for (int q = 0; q < kq; q++) {
+    _tile_loadd(4, a, 64);
+    _tile_stream_loadd(6, b, 128);
+    _tile_stream_loadd(7, b + 32, 128);
+    _tile_loadd(5, a + 512, 64);
+    for (int q = 1; q < kq; q++) { /* chunk q - 1's products, chunk q's loads between them */
         const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
-        _tile_loadd(4, aq, 64);
-        _tile_loadd(6, bq, 128);
-        _tile_loadd(7, bq + 32, 128);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(5, aq + 512, 64);
+        _tile_loadd(4, aq, 64);
         _tile_dpbf16ps(2, 5, 6);
+        _tile_stream_loadd(6, bq, 128);
         _tile_dpbf16ps(3, 5, 7);
+        _tile_stream_loadd(7, bq + 32, 128);
+        _tile_loadd(5, aq + 512, 64);
     }
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
     _tile_stored(0, t, ld * 4);
     _tile_stored(1, t + 16, ld * 4);
     _tile_stored(2, t + 16 * ld, ld * 4);
