@@ -115,11 +115,12 @@ TG_AMX void tg__amx_end(void) { _tile_release(); }
  *
  * The next chunk's tiles are loaded as soon as the tile register they go
  * to has been read by its last tdpbf16ps of this chunk, so each load has
- * the remaining products of the chunk to arrive in. No software prefetch:
- * asking for the next chunk's lines of A and B (prefetcht0, one to four
- * chunks ahead) was no faster than the hardware prefetchers (bench/measured.md,
- * AMX). The order of the tdpbf16ps on each accumulator, and so every bit
- * of the result, is that of one chunk after another. */
+ * the remaining products of the chunk to arrive in (a few per cent at
+ * most, within the machine's noise). No software prefetch: asking for the
+ * next chunks' lines (prefetcht0) was no faster with plain loads and
+ * slower with the T1 hint (bench/measured.md, AMX). The order of the
+ * tdpbf16ps on each accumulator, and so every bit of the result, is that
+ * of one chunk after another. */
 TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c) {
     const size_t ld = (size_t)ldt;
     if (from_c) {
