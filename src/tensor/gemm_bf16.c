@@ -356,8 +356,8 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
  * Blocks: AMX_KC = 512 deep and AMX_MC = 32 rows, one panel: the panel
  * (512 x 32 bf16, 32 KB) stays in L1 while the B slivers of the panel
  * stream past it from L2 (the kernel loads B's tiles with the T1 hint,
- * so that they do not push the panel out: amx.c). Every tile's 4 loads
- * of a chunk then find at most 2 outside L1.
+ * so that they do not push the panel out: amx_stream_b). Every tile's 4
+ * loads of a chunk then find at most 2 outside L1.
  * With two panels a block (MC 64) the block no longer fits L1 beside the
  * sliver; shallower blocks cost C more loads and stores. The driver's
  * loops over KC x MC were timed in isolation on this Emerald Rapids,
