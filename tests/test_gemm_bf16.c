@@ -308,7 +308,9 @@ Test(gemm_bf16, amx_hardware_equals_twin_bit_for_bit) {
         cr_skip_test("no AMX here: %s", tg__amx_why_not());
     }
     /* the fourth column: alpha = beta = 1, where the tiles' sums go on
-     * from C's values (gemm_bf16.c, tile_amx), C holding float subnormals */
+     * from C's values (gemm_bf16.c, tile_amx), C holding float subnormals;
+     * short K with narrow B (1 x 1 x 1, 64 x 96 x 64) loads B's tiles
+     * plainly, the rest with the T1 hint (amx_stream_b): the same bits */
     static const int s[][4] = {{1, 1, 1, 0},       {5, 7, 3, 1},       {32, 32, 32, 0},   {33, 31, 33, 1},
                                {64, 96, 64, 0},    {37, 33, 31, 0},    {3, 2000, 300, 0}, {255, 257, 129, 0},
                                {130, 70, 1100, 0}, {97, 700, 2100, 0}, {96, 64, 1500, 1}, {70, 45, 1100, 1}};

@@ -8,14 +8,16 @@
  *     at backward time;
  *   - matmul (2-D, batched, 3-D @ 2-D), attention and a GPT's loss stay
  *     within bf16's tolerance of float, and a bf16 step gives bit-identical
- *     results at 1 and 2 threads;
+ *     results at 1 and 2 threads (the attention op alone at 1, 2, 3 and 7);
  *   - the double build refuses the switch (it exists for exact gradchecks).
  * Runs in the float kernel tests and, for the refusal, in the double suite. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/half.h"
+#include "tensor/tensor_internal.h" /* tg__parallel_fake_cpus */
 #include "tgrad.h"
 
 #define IS_FLOAT (sizeof(tg_real) == 4)
@@ -197,4 +199,68 @@ Test(mixed_precision, gpt_loss_close_to_fp32_and_thread_independent) {
     cr_assert(memcmp(&l16a, &l16b, sizeof l16a) == 0 && memcmp(&g16a, &g16b, sizeof g16a) == 0,
               "bf16: 1 and 2 threads differ (%.9g vs %.9g)", l16a, l16b);
     tg_decoder_free(m);
+}
+
+/* The attention op under bf16 at 1, 2, 3 and 7 threads: the output and the
+ * gradient bit for bit, with each bf16 engine this machine has (AMX: the
+ * tiles' products by tg_k_gemm_bf16; the others: operands rounded once,
+ * float sums), and close to fp32. The fused projection of 4 entries (2 x 2
+ * heads), T 130 (a partial third query block), causal with lengths (one 0:
+ * a uniform row): whole-entry backward tasks at 1 and 2 threads, the two
+ * passes at 3 and 7. */
+static void attention_run(tg_tensor *qkv, tg_precision prec, int threads, tg_real *dst, size_t n_out) {
+    static const int lens[4] = {130, 61, 0, 77}; /* per entry (batch, head) */
+    tg_precision prev = tg_set_precision(prec);
+    cr_assert_eq(tg_set_num_threads(threads), threads);
+    tg_zero_grad(qkv);
+    tg_scope_begin();
+    tg_tensor *y = tg_attention_qkv(qkv, 2, (tg_mask){.lens = lens, .lens_ndim = 1, .causal = true}, 0, NULL, NULL);
+    cr_assert_not_null(y, "%s", tg_last_error());
+    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y, y))), 0, "%s", tg_last_error());
+    memcpy(dst, y->data, n_out);
+    memcpy((char *)dst + n_out, qkv->grad->data, sizeof(tg_real) * (size_t)qkv->grad->size);
+    tg_scope_end();
+    tg_set_precision(prev);
+}
+
+Test(mixed_precision, attention_bf16_same_bits_at_any_thread_count) {
+    if (!IS_FLOAT) cr_skip_test("float build only");
+    static const int threads[] = {1, 2, 3, 7};
+    static const char *const engines[] = {"amx", "avx512_bf16", "fp32"};
+    int old_cpus = tg__parallel_fake_cpus(8), saved = tg_get_num_threads();
+    tg_rng rng = tg_rng_new(12);
+    tg_tensor *qkv = param(TG_SHAPE(2, 130, 3 * 2 * 32), &rng);
+    size_t n_out = sizeof(tg_real) * 2 * 130 * 2 * 32, n = n_out / sizeof(tg_real) + (size_t)qkv->size;
+    tg_real *f32 = malloc(sizeof(tg_real) * n), *ref = malloc(sizeof(tg_real) * n), *got = malloc(sizeof(tg_real) * n);
+    cr_assert(f32 && ref && got);
+    attention_run(qkv, TG_PREC_FP32, 1, f32, n_out);
+    for (int e = 0; e < 3; e++) {
+        tg__bf16_engine_force(engines[e]);
+        if (strcmp(tg_bf16_engine().engine, engines[e]) != 0) { /* cr_log_info: a warning fails the run */
+            cr_log_info("bf16 engine %s: not on this machine; skipped", engines[e]);
+            continue;
+        }
+        for (int t = 0; t < 4; t++) {
+            attention_run(qkv, TG_PREC_BF16, threads[t], t == 0 ? ref : got, n_out);
+            if (t == 0) continue;
+            cr_expect(memcmp(got, ref, n_out) == 0, "%s: output at %d threads differs from 1 thread's", engines[e],
+                      threads[t]);
+            cr_expect(
+                memcmp(got + n_out / sizeof(tg_real), ref + n_out / sizeof(tg_real), sizeof(tg_real) * n - n_out) == 0,
+                "%s: gradient at %d threads differs from 1 thread's", engines[e], threads[t]);
+        }
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < n; i++) {
+            double dd = fabs((double)ref[i] - (double)f32[i]);
+            worst = dd > worst ? dd : worst;
+            scale = fabs((double)f32[i]) > scale ? fabs((double)f32[i]) : scale;
+        }
+        cr_expect(worst < 0.03 * scale && worst > 0, "%s: bf16 off fp32 by %g (largest |value| %g)", engines[e], worst,
+                  scale);
+    }
+    tg__bf16_engine_force(NULL);
+    free(f32), free(ref), free(got);
+    tg_free(qkv);
+    tg_set_num_threads(saved);
+    tg__parallel_fake_cpus(old_cpus);
 }

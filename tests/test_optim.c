@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tensor/tensor_internal.h" /* tg__parallel_fake_cpus */
 #include "test_util.h"
 #include "tgrad.h"
 
@@ -676,6 +677,83 @@ static const tg_optim_rule signum = {
     .check = signum_check,
     .update = signum_update,
 };
+
+/* An elementwise row (tg_optim_rule.elementwise) is called on flat runs
+ * of its parameters, one split over all of them, and gives the bits of a
+ * call per whole parameter at 1, 2, 3 and 7 threads; a row without the
+ * promise is called on whole parameters only. */
+static int g_calls, g_flat_calls;
+static void signum_counted(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
+                           tg_tensor *const *state) {
+    __atomic_add_fetch(&g_calls, 1, __ATOMIC_RELAXED);
+    if (w->ndim == 1 && g->ndim == 1 && state[0]->ndim == 1) __atomic_add_fetch(&g_flat_calls, 1, __ATOMIC_RELAXED);
+    signum_update(c, wd, t, w, g, state);
+}
+
+/* Three signum steps of row r at `threads` threads on a matrix and five
+ * small vectors; their values after, concatenated into out. */
+static void signum_steps(const tg_optim_rule *r, int threads, tg_real *out, int64_t cap) {
+    tg_params p;
+    tg_params_init(&p);
+    tg_rng rng = tg_rng_new(21);
+    tg_tensor *t[6];
+    t[0] = tg_randn(TG_SHAPE(300, 70), &rng);
+    for (int i = 1; i < 6; i++) t[i] = tg_randn(TG_SHAPE(3 + i), &rng);
+    int64_t at = 0;
+    for (int i = 0; i < 6; i++) {
+        cr_assert_not_null(t[i], "%s", tg_last_error());
+        tg_set_requires_grad(t[i], true);
+        char name[8];
+        snprintf(name, sizeof name, "p%d", i);
+        cr_assert_eq(tg_params_add(&p, NULL, name, t[i]), 0, "%s", tg_last_error());
+    }
+    tg_optim_config c = tg_optim_config_of(r, (tg_real)0.01);
+    c.weight_decay = (tg_real)0.1;
+    tg_optim *o = tg_optim_new(&c, &p);
+    cr_assert_not_null(o, "%s", tg_last_error());
+    int old_cpus = tg__parallel_fake_cpus(8);
+    tg_set_num_threads(threads);
+    for (int step = 0; step < 3; step++) {
+        tg_scope_begin();
+        tg_tensor *loss = tg_sum_all(tg_mul(t[0], tg_tanh(t[0])));
+        for (int i = 1; i < 6; i++) loss = tg_add(loss, tg_sum_all(tg_mul(t[i], t[i])));
+        tg_optim_zero_grad(o);
+        cr_assert_eq(tg_backward(loss), 0, "%s", tg_last_error());
+        tg_optim_step(o);
+        tg_scope_end();
+    }
+    tg_set_num_threads(0);
+    tg__parallel_fake_cpus(old_cpus);
+    for (int i = 0; i < 6; i++) {
+        cr_assert_leq(at + t[i]->size, cap);
+        memcpy(out + at, t[i]->data, sizeof(tg_real) * (size_t)t[i]->size);
+        at += t[i]->size;
+        tg_free(t[i]);
+    }
+    tg_optim_free(o);
+    tg_params_free(&p);
+}
+
+Test(optim_table, an_elementwise_row_is_one_split_with_the_same_bits) {
+    enum { CAP = 300 * 70 + 40 };
+    static tg_real whole[CAP], split[CAP];
+    tg_optim_rule per_param = signum, flat = signum;
+    per_param.name = "signum_whole", per_param.update = signum_counted;
+    flat.name = "signum_flat", flat.update = signum_counted, flat.elementwise = true;
+    g_calls = g_flat_calls = 0;
+    signum_steps(&per_param, 1, whole, CAP);
+    cr_expect_eq(g_calls, 3 * 6, "a call per parameter and step");
+    cr_expect_eq(g_flat_calls, 3 * 5, "only the vectors are 1-D: whole parameters");
+    const int threads[] = {1, 2, 3, 7};
+    for (int k = 0; k < 4; k++) {
+        g_calls = g_flat_calls = 0;
+        memset(split, 0, sizeof split);
+        signum_steps(&flat, threads[k], split, CAP);
+        cr_expect_eq(g_flat_calls, g_calls, "%d threads: every call on flat views", threads[k]);
+        cr_expect_geq(g_calls, 3 * 6, "%d threads", threads[k]);
+        cr_expect(memcmp(whole, split, sizeof whole) == 0, "%d threads: the bits of a call per parameter", threads[k]);
+    }
+}
 
 /* "zero", test-only: a learned table added to the input that starts at 0. */
 static tg_embedding *zero_decoder_table(int block_size, int d, tg_real std, tg_rng *rng) {

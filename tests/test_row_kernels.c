@@ -6,7 +6,10 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "isa_util.h"
+#include "tensor/half.h"
 #include "tensor/kernels.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h"
@@ -175,3 +178,59 @@ Test(row_kernels, short_attention_matches_the_formulas_at_every_isa) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++) short_case_check(&cases[i], cap);
 }
+
+/* The attention's block products (kernels_attention_block.c): the same bits
+ * as tg_k_gemm, both transposes of A, beta 0 and 1, shapes around the
+ * register tiles (4 and 8 rows, 16 to 64 columns with tails) and the op's
+ * 64 x 64 tiles, A and B rows strided as in the op. */
+static void block_products_case(void) {
+    static const int shapes[][3] = {{64, 64, 32}, {64, 32, 64}, {64, 64, 64}, {16, 17, 33}, {13, 50, 7},
+                                    {5, 3, 1},    {1, 1, 1},    {9, 48, 16},  {64, 16, 64}, {37, 63, 64}};
+    enum { LD = 200 };
+    static tg_real A[LD * 64], B[LD * 64], C0[64 * 64], C1[64 * 64];
+    for (int i = 0; i < LD * 64; i++) A[i] = val(i, 5), B[i] = val(i, 6);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int beta = 0; beta < 2; beta++) {
+                int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                for (int i = 0; i < 64 * 64; i++) C0[i] = C1[i] = val(i, 7);
+                tg_k_attn_mm(ta, m, n, k, (tg_real)0.17, A, LD, B, LD, (tg_real)beta, C0, 64);
+                tg_k_gemm(ta, false, m, n, k, (tg_real)0.17, A, LD, B, LD, (tg_real)beta, C1, 64);
+                cr_expect(memcmp(C0, C1, sizeof C0) == 0, "%dx%dx%d trans_a %d beta %d at ISA level %d", m, n, k, ta,
+                          beta, (int)tg_isa_level());
+            }
+}
+
+Test(row_kernels, block_products_are_tg_k_gemm_bit_for_bit_at_every_isa) { at_every_isa(block_products_case); }
+
+/* tg_k_attn_pack: copies and transposes exactly, and rounds as the bf16
+ * GEMM does (tg__bf16_round_daz): ties, subnormals, infinities, NaN. */
+static void pack_case(void) {
+    enum { R = 37, CO = 21, RS = 30, LDT = 48 };
+    static tg_real src[R * RS], dst[R * LDT], want[R * LDT];
+    for (int i = 0; i < R * RS; i++) src[i] = val(i, 8) * (tg_real)1e3;
+    float odd[] = {1.00390625f, 1.01171875f, -1.00390625f, 1e-40f, -1e-40f, INFINITY,
+                   -INFINITY,   NAN,         0.0f,         -0.0f,  3.4e38f};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) src[i * 7] = (tg_real)odd[i];
+    for (int tr = 0; tr < 2; tr++)
+        for (int bf = 0; bf < 2; bf++) {
+            int rows = tr ? CO : R, cols = tr ? R : CO;
+            for (int i = 0; i < R * LDT; i++) dst[i] = want[i] = 0;
+            for (int i = 0; i < R; i++)
+                for (int c = 0; c < CO; c++) {
+                    tg_real x = src[i * RS + c];
+                    if (bf) x = (tg_real)tg__bf16_round_daz((float)x);
+                    want[tr ? (size_t)c * LDT + i : (size_t)i * LDT + c] = x;
+                }
+            tg_k_attn_pack(R, CO, src, RS, tr, bf, dst, LDT);
+            for (int i = 0; i < rows; i++)
+                for (int c = 0; c < cols; c++) {
+                    tg_real g = dst[(size_t)i * LDT + c], w = want[(size_t)i * LDT + c];
+                    cr_expect(memcmp(&g, &w, sizeof g) == 0 || (isnan(g) && isnan(w)),
+                              "transpose %d bf16 %d [%d,%d]: %g, want %g at ISA level %d", tr, bf, i, c, (double)g,
+                              (double)w, (int)tg_isa_level());
+                }
+        }
+}
+
+Test(row_kernels, attention_pack_copies_transposes_and_rounds_at_every_isa) { at_every_isa(pack_case); }

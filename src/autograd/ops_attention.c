@@ -42,8 +42,22 @@
  * it writes and sums in an order fixed by the shapes, so results are
  * bit-identical for any number of threads, with no atomics and no partial
  * copies; the price is that each tile's P and dP are recomputed twice.
- * Block products go through tg_k_gemm (its small-matrix path, one thread
- * inside a parallel region).
+ * When there are enough head-batch entries to keep the team busy (and no
+ * position terms, K <= WHOLE_MAX_K), one task does a whole entry instead
+ * (backward_entry): query blocks outer, key blocks inner, each tile's P,
+ * dP and dS once; every dQ, dK and dV row is summed in the passes' order,
+ * so the bits are the same whichever runs (the choice may depend on the
+ * thread count).
+ *
+ * Block products (the tiles' operands, below): tg_k_attn_mm, registers-
+ * tiled with B read in place and tg_k_gemm's bits, on k^T and v^T packed
+ * once per tile; in chunks of 16 rows cut to the causal (valid-length)
+ * prefix, which skips about a third of each diagonal tile's work
+ * and changes no bit (the terms skipped are exact zeros). Under bf16 with
+ * the AMX engine the tiles' products are tg_k_gemm_bf16's, whole, as
+ * before; with the other engines the operands are rounded once per tile
+ * and tg_k_attn_mm multiplies them (the fp32 engine's arithmetic).
+ * bench/measured.md ("Attention, session 4") has the measurements.
  *
  * Layouts (attn_view): the operands' rows are read and written through
  * strides, so the same op serves [B, n, d] tensors (tg_attention_pos), the
@@ -103,8 +117,9 @@
 #include <math.h>
 #include <string.h>
 
-#define BQ 64 /* queries per block */
-#define BK 64 /* keys per block */
+#define BQ          64   /* queries per block */
+#define BK          64   /* keys per block */
+#define WHOLE_MAX_K 1024 /* the most keys of a whole-entry backward task (attention_backward) */
 
 /* Where an operand's rows are: row i of head-batch entry b = (batch, head)
  * starts at off + batch bs + head hs + i rs. A [B, n, d] tensor is H = 1,
@@ -122,6 +137,8 @@ typedef struct {
     int B, Q, K, d, dv;
     tg_real scale;         /* 1 / sqrt(d), as tg_score_scaled_dot */
     bool bf16;             /* block products in bf16 (tg_set_precision), forward and backward */
+    bool amx;              /* bf16 on AMX: the tiles' products by tg_k_gemm_bf16, whole (the tile operands) */
+    bool round_ops;        /* bf16 otherwise: operands rounded once, products by tg_k_attn_mm */
     bool dropout;          /* p > 0; the mask holds 1 / (1 - p) */
     tg_dropout_mask mask;  /* the same mask as tg_dropout (dropout_mask.h) */
     uint64_t first;        /* first counter index */
@@ -176,9 +193,149 @@ static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk
     return v < 0 ? 0 : v > nk ? nk : v;
 }
 
+/* ---- the tiles' operands -----------------------------------------------------
+ * The block products are tg_k_attn_mm's (kernels_attention_block.c): B is
+ * read as it lies, so k and v, the operands used transposed (q k^T,
+ * dO v^T), are packed transposed once per tile. Under bf16 without AMX
+ * (round_ops) every operand is rounded once, when the tile takes it (a
+ * copy, or P and dS in their own tiles), and the products of the rounded
+ * values are exact in float: the bf16 GEMM's arithmetic. On AMX (amx) the
+ * products are tg_k_gemm_bf16's on the rows as they lie: its tiles beat
+ * the FMA kernel at head size 64 even with their packing per call. Where
+ * the operands are (the rounded copies only under round_ops, else
+ * pointers into q, k, v and dO): */
+#define CH 16 /* rows (queries or keys) of a tile's chunks */
+typedef struct {
+    const tg_real *q, *k, *v, *dO; /* the block's rows: q, dO nq of them; k, v nk */
+    int ldq, ldk, ldv, ldo;
+    tg_real *kt, *vt; /* k^T (d x BK), v^T (dv x BK, backward) */
+    /* The causal (and valid-length) cut: the keys each chunk of CH query
+     * rows may see (a prefix: the largest of its rows'; nk when a row sees
+     * none and is uniform), and the first query row that may see each
+     * chunk of CH keys (nq: none). Products skip the rest, where P, dP and
+     * dS are 0: terms that add exactly nothing (from a sum that starts at
+     * +0, adding 0 x a finite value leaves the bits as they are), so the
+     * results are those of the whole tiles. */
+    int ccols[BQ / CH], rlo[BK / CH];
+    bool amx; /* the products whole, by tg_k_gemm_bf16 on the rows as they lie (no cut, no k^T, v^T) */
+} tile_ops;
+
+/* Reals of the operand buffers a thread needs (tile_operands): k^T, v^T
+ * (backward), and under bf16 the rounded rows of q, k, and v or dO. */
+static size_t ops_reals(const attention_state *pl, bool backward) {
+    size_t d = (size_t)pl->d, dv = (size_t)pl->dv;
+    return (pl->amx ? 0 : BK * (d + (backward ? dv : 0))) + (pl->round_ops ? BQ * (2 * d + dv) : 0);
+}
+
+/* Rows x cols of an operand at src (rows rs apart) as the products take
+ * it: src itself, or under bf16 a rounded copy in buf (rows cols apart). */
+static const tg_real *operand(const attention_state *pl, const tg_real *src, int64_t rs, int rows, int cols,
+                              tg_real *buf, int *ld) {
+    if (!pl->round_ops) {
+        *ld = (int)rs;
+        return src;
+    }
+    tg_k_attn_pack(rows, cols, src, rs, false, true, buf, cols);
+    *ld = cols;
+    return buf;
+}
+
+/* The operands of the tile at rows q0.. (nq), keys k0.. (nk) of entry b,
+ * in buf (ops_reals): q's and k's rows, k^T; with dO, also dO's rows and
+ * v^T (the backward), else v's rows (the forward). same_q: buf's rounded
+ * q and dO rows are those of the last call's tile (the same query block). */
+static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v,
+                              const tg_real *dO, int b, int q0, int nq, int k0, int nk, tg_real *buf, bool same_q) {
+    int d = pl->d, dv = pl->dv;
+    tile_ops o = {.amx = pl->amx};
+    o.kt = buf, o.vt = dO ? buf + (size_t)d * BK : NULL;
+    tg_real *qb = buf + (size_t)d * BK + (dO ? (size_t)dv * BK : 0), *kb = qb + (size_t)BQ * d,
+            *vb = kb + (size_t)BK * d;
+    const tg_real *kblk = k + at(pl, &pl->vk, b, k0), *vblk = v + at(pl, &pl->vv, b, k0);
+    if (!(same_q && pl->round_ops))
+        o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
+    else
+        o.q = qb, o.ldq = d;
+    o.k = operand(pl, kblk, pl->vk.rs, nk, d, kb, &o.ldk);
+    if (!pl->amx) tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, pl->round_ops, o.kt, BK);
+    if (dO) {
+        if (!(same_q && pl->round_ops))
+            o.dO = operand(pl, dO + at(pl, &pl->vo, b, q0), pl->vo.rs, nq, dv, vb, &o.ldo);
+        else
+            o.dO = vb, o.ldo = dv;
+        if (pl->amx)
+            o.v = vblk, o.ldv = (int)pl->vv.rs; /* tg_k_gemm_bf16 reads v^T as v */
+        else
+            tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, pl->round_ops, o.vt, BK);
+    } else {
+        o.v = operand(pl, vblk, pl->vv.rs, nk, dv, vb, &o.ldv);
+    }
+    int64_t r0 = (int64_t)b * pl->Q + q0;
+    for (int c = 0; c < BK / CH; c++) o.rlo[c] = nq;
+    for (int i = 0; i < nq; i++) {
+        int vis = visible_in_block(pl, r0 + i, k0, nk), n = vis < 0 ? nk : vis;
+        if (i % CH == 0 || n > o.ccols[i / CH]) o.ccols[i / CH] = n;
+        for (int c = 0; c * CH < n; c++)
+            if (o.rlo[c] > i) o.rlo[c] = i;
+    }
+    return o;
+}
+
+/* C = alpha A B + beta C over a tile's query rows (A's, C's), chunk by
+ * chunk, with the output columns (inner false) or the inner index (inner
+ * true; then beta is 1) cut to what the chunk's rows see. */
+static void mm_query_rows(const tile_ops *o, int nq, bool inner, int n, int k, tg_real alpha, const tg_real *A, int lda,
+                          const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+    if (o->amx) { /* inner: k is the tile's keys */
+        tg_k_gemm_bf16(false, false, nq, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    for (int i0 = 0; i0 < nq; i0 += CH) {
+        int rows = nq - i0 < CH ? nq - i0 : CH, w = o->ccols[i0 / CH];
+        if (w > 0)
+            tg_k_attn_mm(false, rows, inner ? n : w, inner ? w : k, alpha, A + (size_t)i0 * lda, lda, B, ldb, beta,
+                         C + (size_t)i0 * ldc, ldc);
+    }
+}
+
+/* C += alpha A^T B over a tile's keys (C's rows, A's columns: A is a
+ * query x key tile, BK apart), each chunk of keys from the first query
+ * row that sees it. */
+static void mm_key_rows(const tile_ops *o, int nk, int nq, int n, tg_real alpha, const tg_real *A, const tg_real *B,
+                        int ldb, tg_real *C, int ldc) {
+    if (o->amx) {
+        tg_k_gemm_bf16(true, false, nk, n, nq, alpha, A, BK, B, ldb, 1, C, ldc);
+        return;
+    }
+    for (int j0 = 0; j0 < nk; j0 += CH) {
+        int rows = nk - j0 < CH ? nk - j0 : CH, lo = o->rlo[j0 / CH];
+        if (lo < nq)
+            tg_k_attn_mm(true, rows, n, nq - lo, alpha, A + (size_t)lo * BK + j0, BK, B + (size_t)lo * ldb, ldb, 1,
+                         C + (size_t)j0 * ldc, ldc);
+    }
+}
+
 /* S = scale q_blk k_blk^T, nq x nk, row stride BK. */
-static void scores_tile(const attention_state *pl, const tg_real *q, const tg_real *k, tg_real *S, int nq, int nk) {
-    TG_GEMM(pl->bf16, false, true, nq, nk, pl->d, pl->scale, q, (int)pl->vq.rs, k, (int)pl->vk.rs, 0, S, BK);
+/* tg_k_attn_mm with tg_k_gemm's arguments (B untransposed): the one
+ * whole-tile product of backward_single, next to tg_k_gemm_bf16 on AMX. */
+static void whole_tile_mm(bool trans_a, bool trans_b, int m, int n, int k, tg_real alpha, const tg_real *A, int lda,
+                          const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+    (void)trans_b;
+    tg_k_attn_mm(trans_a, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* C = alpha A B^T (nq x nk, rows BK apart) with B^T packed in Bt (rows BK
+ * apart), or, on AMX, B's rows as they lie (Br, ldr). */
+static void mm_transposed(const tile_ops *o, int nq, int nk, int k, tg_real alpha, const tg_real *A, int lda,
+                          const tg_real *Bt, const tg_real *Br, int ldr, tg_real *C) {
+    if (o->amx)
+        tg_k_gemm_bf16(false, true, nq, nk, k, alpha, A, lda, Br, ldr, 0, C, BK);
+    else
+        mm_query_rows(o, nq, false, 0, k, alpha, A, lda, Bt, BK, 0, C, BK);
+}
+
+static void scores_tile(const attention_state *pl, const tile_ops *o, tg_real *S, int nq, int nk) {
+    mm_transposed(o, nq, nk, pl->d, pl->scale, o->q, o->ldq, o->kt, o->k, o->ldk, S);
 }
 
 /* ---- position terms ----------------------------------------------------------- */
@@ -230,7 +387,7 @@ static inline int64_t offset0(const attention_state *pl, int k0, int q0, int i) 
 
 /* One (batch row b, query block qb): the online softmax over its key blocks. */
 static void forward_block(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v, tg_real *out,
-                          tg_real *lse, int b, int qb, tg_real *scratch) {
+                          tg_real *lse, int b, int qb, tg_real *scratch, tg_real *opbuf) {
     int Q = pl->Q, K = pl->K, dv = pl->dv;
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
     tg_real *S = scratch, *zf = S + BQ * BK, *acc = zf + BQ * BK, *m = acc + (size_t)BQ * dv, *l = m + BQ;
@@ -247,7 +404,8 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
     if (pl->relv) memset(wb, 0, sizeof(tg_real) * (size_t)nq * pl->R);
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
-        scores_tile(pl, qblk, k + at(pl, &pl->vk, b, k0), S, nq, nk);
+        tile_ops ops = tile_operands(pl, q, k, v, NULL, b, q0, nq, k0, nk, opbuf, k0 > 0);
+        scores_tile(pl, &ops, S, nq, nk);
         if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
         for (int i = 0; i < nq; i++) {
             tg_real *s = S + (size_t)i * BK;
@@ -279,8 +437,9 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             }
             if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
             if (pl->relv) bucket_sum_row(pl, offset0(pl, k0, q0, i), s, NULL, n, wb + (size_t)i * pl->R);
+            if (pl->round_ops) tg_k_attn_pack(1, n, s, 0, false, true, s, n); /* P o Z/(1-p), rounded */
         }
-        TG_GEMM(pl->bf16, false, false, nq, dv, nk, 1, S, BK, v + at(pl, &pl->vv, b, k0), (int)pl->vv.rs, 1, acc, dv);
+        mm_query_rows(&ops, nq, true, dv, nk, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
     }
     if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
     for (int i = 0; i < nq; i++) {
@@ -311,20 +470,23 @@ static void pos_rows(const attn_bwd *w, int b, int q0, int nq, tg_real *rb, tg_r
                 pl->dv, 0, dOa, pl->R);
 }
 
-/* One tile, rows q0.. x keys k0.. of batch row b: P (recomputed from L) in
- * P, the dropout factors Z/(1-p) in zf; with dv_acc, dV_blk += (P o zf)^T dO
- * (dP as scratch); then dS = P o (dP o zf - D) in P, 0 where masked. */
-static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
-                          tg_real *dP, tg_real *dv_acc, const tg_real *rb, const tg_real *dOa, tg_real *gv_bucket) {
+/* One tile, rows q0.. x keys k0.. of batch row b: its operands in *ops
+ * (opbuf), P (recomputed from L) in P, the dropout factors Z/(1-p) in zf;
+ * with dv_acc, dV_blk += (P o zf)^T dO (dP as scratch); then dS = P o (dP o
+ * zf - D) in P, 0 where masked. Returns dS as the products take it: P, or
+ * under bf16 a rounded copy in dP. */
+static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
+                                    tg_real *dP, tg_real *dv_acc, const tg_real *rb, const tg_real *dOa,
+                                    tg_real *gv_bucket, tg_real *opbuf, bool same_q, tile_ops *ops) {
     const attention_state *pl = w->pl;
-    int Q = pl->Q, K = pl->K, dv = pl->dv, ldo = (int)pl->vo.rs;
+    int Q = pl->Q, K = pl->K;
     int64_t r0 = (int64_t)b * Q + q0;
-    const tg_real *dOblk = w->dO + at(pl, &pl->vo, b, q0), *vblk = w->v + at(pl, &pl->vv, b, k0);
+    *ops = tile_operands(pl, w->q, w->k, w->v, w->dO, b, q0, nq, k0, nk, opbuf, same_q);
     if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
     if (pl->probs) /* kept by the forward (one block): no recomputing */
         for (int i = 0; i < nq; i++) memcpy(P + (size_t)i * BK, pl->probs + (r0 + i) * K + k0, sizeof(tg_real) * nk);
     else
-        scores_tile(pl, w->q + at(pl, &pl->vq, b, q0), w->k + at(pl, &pl->vk, b, k0), P, nq, nk);
+        scores_tile(pl, ops, P, nq, nk);
     for (int i = 0; !pl->probs && i < nq; i++) {
         tg_real *p = P + (size_t)i * BK;
         int vis = visible_in_block(pl, r0 + i, k0, nk);
@@ -340,21 +502,27 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
     }
     if (dv_acc) { /* dV += (P o Z/(1-p))^T dO */
         const tg_real *pd = P;
-        if (pl->dropout) {
-            for (int i = 0; i < nq; i++) {
-                memcpy(dP + (size_t)i * BK, P + (size_t)i * BK, sizeof(tg_real) * (size_t)nk);
-                tg_k_mul_row(dP + (size_t)i * BK, zf + (size_t)i * BK, nk);
+        if (pl->dropout || pl->round_ops) {
+            for (int i = 0; i < nq; i++) { /* row by row: each rounded while in L1 */
+                tg_real *r = dP + (size_t)i * BK;
+                if (!pl->dropout) {
+                    tg_k_attn_pack(1, nk, P + (size_t)i * BK, 0, false, true, r, nk);
+                    continue;
+                }
+                memcpy(r, P + (size_t)i * BK, sizeof(tg_real) * (size_t)nk);
+                tg_k_mul_row(r, zf + (size_t)i * BK, nk);
+                if (pl->round_ops) tg_k_attn_pack(1, nk, r, 0, false, true, r, nk);
             }
             pd = dP;
         }
-        TG_GEMM(pl->bf16, true, false, nk, dv, nq, 1, pd, BK, dOblk, ldo, 1, dv_acc, dv);
+        mm_key_rows(ops, nk, nq, pl->dv, 1, pd, ops->dO, ops->ldo, dv_acc, pl->dv);
     }
     if (gv_bucket) /* G' += P o Z/(1-p) summed per bucket */
         for (int i = 0; i < nq; i++)
             bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, pl->dropout ? zf + (size_t)i * BK : NULL, nk,
                            gv_bucket + (size_t)i * pl->R);
     /* dP = dO (v + a^V)^T o Z/(1-p);  dS = P o (dP - D) */
-    TG_GEMM(pl->bf16, false, true, nq, nk, dv, 1, dOblk, ldo, vblk, (int)pl->vv.rs, 0, dP, BK);
+    mm_transposed(ops, nq, nk, pl->dv, 1, ops->dO, ops->ldo, ops->vt, ops->v, ops->ldv, dP);
     if (pl->relv)
         for (int i = 0; i < nq; i++) {
             tg_real *dp = dP + (size_t)i * BK;
@@ -369,11 +537,26 @@ static void tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int 
         tg_real Di = w->D[r0 + i];
         tg_k_attention_ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
         for (int j = vis; j < nk; j++) p[j] = 0;
+        if (pl->round_ops) { /* dP's row is read: it takes dS rounded */
+            tg_k_attn_pack(1, vis, p, 0, false, true, dp, vis);
+            for (int j = vis; j < nk; j++) dp[j] = 0;
+        }
+    }
+    return pl->round_ops ? dP : P;
+}
+
+/* g's rows i0 .. i0 + n - 1 of entry b (view v) += acc's rows (width
+ * apart): a task's finished sums added to the gradient; nothing if g is NULL. */
+static void add_rows(const attention_state *pl, const attn_view *v, int b, int i0, int n, int width, const tg_real *acc,
+                     tg_real *g) {
+    for (int i = 0; g && i < n; i++) {
+        tg_real *r = g + at(pl, v, b, i0 + i);
+        for (int c = 0; c < width; c++) r[c] += acc[(size_t)i * width + c];
     }
 }
 
 /* dQ of query block (b, qb), over the key blocks its rows may see. */
-static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *scratch) {
+static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *scratch, tg_real *opbuf) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, nqb = nblocks(Q, BQ);
     int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
@@ -389,10 +572,10 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     int kend = pl->qblock_end[(int64_t)b * nqb + qb];
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
-        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL);
-        if (gq)
-            TG_GEMM(pl->bf16, false, false, nq, d, nk, pl->scale, P, BK, w->k + at(pl, &pl->vk, b, k0), (int)pl->vk.rs,
-                    1, acc, d);
+        tile_ops ops;
+        const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL,
+                                          opbuf, k0 > 0, &ops);
+        if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
                 bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, NULL, nk, G + (size_t)i * R);
@@ -401,10 +584,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     const tg_real *qblk = w->q + at(pl, &pl->vq, b, q0), *dOblk = w->dO + at(pl, &pl->vo, b, q0);
     if (gq) {
         if (pl->relk) TG_GEMM(pl->bf16, false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
-        for (int i = 0; i < nq; i++) {
-            tg_real *g = gq + at(pl, &pl->vq, b, q0 + i);
-            for (int c = 0; c < d; c++) g[c] += acc[(size_t)i * d + c];
-        }
+        add_rows(pl, &pl->vq, b, q0, nq, d, acc, gq);
     }
     if (w->part_bias) {
         tg_real *pb = w->part_bias + task * R;
@@ -421,7 +601,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
 }
 
 /* dK and dV of key block (b, kb), over the query blocks that see it. */
-static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int kb, tg_real *scratch) {
+static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int kb, tg_real *scratch, tg_real *opbuf) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, nqb = nblocks(Q, BQ);
     int k0 = kb * BK, nk = K - k0 < BK ? K - k0 : BK;
@@ -433,28 +613,21 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
         if (k0 >= pl->qblock_end[(int64_t)b * nqb + qb]) continue; /* no row of it sees these keys */
         int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ;
         if (pl->has_pos) pos_rows(w, b, q0, nq, rb, dOa);
-        tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL);
-        if (gk)
-            TG_GEMM(pl->bf16, true, false, nk, d, nq, pl->scale, P, BK, w->q + at(pl, &pl->vq, b, q0), (int)pl->vq.rs,
-                    1, acc_k, d);
+        tile_ops ops;
+        const tg_real *dS =
+            tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
+        if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k, d);
     }
-    for (int j = 0; j < nk; j++) {
-        if (gk) {
-            tg_real *g = gk + at(pl, &pl->vk, b, k0 + j);
-            for (int c = 0; c < d; c++) g[c] += acc_k[(size_t)j * d + c];
-        }
-        if (gv) {
-            tg_real *g = gv + at(pl, &pl->vv, b, k0 + j);
-            for (int c = 0; c < dv; c++) g[c] += acc_v[(size_t)j * dv + c];
-        }
-    }
+    add_rows(pl, &pl->vk, b, k0, nk, d, acc_k, gk);
+    add_rows(pl, &pl->vv, b, k0, nk, dv, acc_v, gv);
 }
 
 /* dQ, dK and dV of head-batch entry b when its queries and keys are one
  * block each (Q, K <= 64: gpt-mini's T 64, the toy's 16) and no table
  * needs G: the one tile recomputed once, not once per pass. The task owns
  * the entry's rows of all three gradients. */
-static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real *gv, int b, tg_real *scratch) {
+static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real *gv, int b, tg_real *scratch,
+                            tg_real *opbuf) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
     tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc_k = dP + BQ * BK, *acc_v = acc_k + (size_t)K * d;
@@ -462,26 +635,49 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     tg_real *acc_q = dOa + 3 * (size_t)BQ * pl->R; /* past the pass scratch (backward_dq's G, Gv) */
     if (pl->has_pos) pos_rows(w, b, 0, Q, rb, dOa);
     memset(acc_v, 0, sizeof(tg_real) * (size_t)K * dv);
-    tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL); /* P holds dS */
-    const tg_real *qblk = w->q + at(pl, &pl->vq, b, 0), *kblk = w->k + at(pl, &pl->vk, b, 0);
+    tile_ops ops;
+    const tg_real *dS =
+        tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
     if (gq) {
-        TG_GEMM(pl->bf16, false, false, Q, d, K, pl->scale, P, BK, kblk, (int)pl->vk.rs, 0, acc_q, d);
-        for (int i = 0; i < Q; i++) {
-            tg_real *g = gq + at(pl, &pl->vq, b, i);
-            for (int c = 0; c < d; c++) g[c] += acc_q[(size_t)i * d + c];
-        }
+        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q,
+                                                   d);
+        add_rows(pl, &pl->vq, b, 0, Q, d, acc_q, gq);
     }
-    if (gk) TG_GEMM(pl->bf16, true, false, K, d, Q, pl->scale, P, BK, qblk, (int)pl->vq.rs, 0, acc_k, d);
-    for (int j = 0; j < K; j++) {
-        if (gk) {
-            tg_real *g = gk + at(pl, &pl->vk, b, j);
-            for (int c = 0; c < d; c++) g[c] += acc_k[(size_t)j * d + c];
+    if (gk)
+        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k,
+                                                   d);
+    add_rows(pl, &pl->vk, b, 0, K, d, acc_k, gk);
+    add_rows(pl, &pl->vv, b, 0, K, dv, acc_v, gv);
+}
+
+/* dQ, dK and dV of head-batch entry b in one task, without position
+ * terms: each tile's P, dP and dS made once, where the two passes make
+ * them twice. The sums are the passes': dQ of a query block over its key
+ * blocks in order, dK and dV of a key block over the query blocks that
+ * see it in order (query blocks outer), each from zero, then added to the
+ * gradient: the same bits, whichever runs. acc_kv holds K (d + dv) reals. */
+static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real *gv, int b, tg_real *scratch,
+                           tg_real *opbuf, tg_real *acc_kv) {
+    const attention_state *pl = w->pl;
+    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, nqb = nblocks(Q, BQ);
+    tg_real *P = scratch, *zf = P + BQ * BK, *dP = zf + BQ * BK, *acc_q = dP + BQ * BK;
+    tg_real *acc_k = acc_kv, *acc_v = acc_k + (size_t)K * d;
+    memset(acc_kv, 0, sizeof(tg_real) * (size_t)K * (d + dv));
+    for (int qb = 0; qb < nqb; qb++) {
+        int q0 = qb * BQ, nq = Q - q0 < BQ ? Q - q0 : BQ, kend = pl->qblock_end[(int64_t)b * nqb + qb];
+        memset(acc_q, 0, sizeof(tg_real) * (size_t)nq * d);
+        for (int k0 = 0; k0 < kend; k0 += BK) {
+            int nk = K - k0 < BK ? K - k0 : BK;
+            tile_ops ops;
+            const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v + (size_t)k0 * dv : NULL,
+                                              NULL, NULL, NULL, opbuf, k0 > 0, &ops);
+            if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
+            if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
-        if (gv) {
-            tg_real *g = gv + at(pl, &pl->vv, b, j);
-            for (int c = 0; c < dv; c++) g[c] += acc_v[(size_t)j * dv + c];
-        }
+        add_rows(pl, &pl->vq, b, q0, nq, d, acc_q, gq);
     }
+    add_rows(pl, &pl->vk, b, 0, K, d, acc_k, gk);
+    add_rows(pl, &pl->vv, b, 0, K, dv, acc_v, gv);
 }
 
 /* What the backward's loops share (attention_backward). */
@@ -489,9 +685,15 @@ typedef struct {
     const attn_bwd *w;
     const tg_real *dO, *O;
     tg_real *D, *scratch, *gq, *gk, *gv;
-    size_t per_thread;
-    int dv, nqb, nkb;
+    size_t per_thread, kv_per_thread; /* reals: the scratch, and (whole entries) the key blocks' accumulators */
+    int dv, nqb, nkb, nth;
 } backward_ctx;
+
+/* Thread tid's scratch, and at its end its operand buffers (ops_reals). */
+static tg_real *thread_scratch(const backward_ctx *c, int tid) { return c->scratch + c->per_thread * (size_t)tid; }
+static tg_real *thread_opbuf(const backward_ctx *c, int tid) {
+    return thread_scratch(c, tid) + c->per_thread - ops_reals(c->w->pl, true);
+}
 
 /* D_r = sum_c dO_rc O_rc of rows [begin, end) of the B Q. */
 static void D_rows(const backward_ctx *c, int64_t begin, int64_t end) {
@@ -517,7 +719,19 @@ static void backward_single_tasks(void *ctx, int64_t begin, int64_t end, int tid
     int Q = c->w->pl->Q;
     for (int t = (int)begin; t < (int)end; t++) {
         D_rows(c, (int64_t)t * Q, (int64_t)(t + 1) * Q);
-        backward_single(c->w, c->gq, c->gk, c->gv, t, c->scratch + c->per_thread * (size_t)tid);
+        backward_single(c->w, c->gq, c->gk, c->gv, t, thread_scratch(c, tid), thread_opbuf(c, tid));
+    }
+}
+
+/* Whole entries (backward_entry), D first for the entry's rows; the key
+ * blocks' accumulators after the thread's scratch and operand buffers. */
+static void backward_entry_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
+    const backward_ctx *c = ctx;
+    int Q = c->w->pl->Q;
+    tg_real *acc_kv = c->scratch + c->per_thread * (size_t)c->nth + c->kv_per_thread * (size_t)tid;
+    for (int t = (int)begin; t < (int)end; t++) {
+        D_rows(c, (int64_t)t * Q, (int64_t)(t + 1) * Q);
+        backward_entry(c->w, c->gq, c->gk, c->gv, t, thread_scratch(c, tid), thread_opbuf(c, tid), acc_kv);
     }
 }
 
@@ -528,14 +742,14 @@ static void backward_dq_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
         int64_t r0 = (int64_t)(t / c->nqb) * Q + (int64_t)(t % c->nqb) * BQ;
         int64_t r1 = (t % c->nqb + 1) * BQ < Q ? r0 + BQ : (int64_t)(t / c->nqb + 1) * Q;
         D_rows(c, r0, r1);
-        backward_dq(c->w, c->gq, t / c->nqb, t % c->nqb, c->scratch + c->per_thread * (size_t)tid);
+        backward_dq(c->w, c->gq, t / c->nqb, t % c->nqb, thread_scratch(c, tid), thread_opbuf(c, tid));
     }
 }
 
 static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const backward_ctx *c = ctx;
     for (int t = (int)begin; t < (int)end; t++)
-        backward_dkv(c->w, c->gk, c->gv, t / c->nkb, t % c->nkb, c->scratch + c->per_thread * (size_t)tid);
+        backward_dkv(c->w, c->gk, c->gv, t / c->nkb, t % c->nkb, thread_scratch(c, tid), thread_opbuf(c, tid));
 }
 
 /* ---- short sequences -----------------------------------------------------------
@@ -657,9 +871,20 @@ static void attention_backward(tg_node *n) {
     if (rows == 0) return;
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
     tg_real *D = tg_backward_scratch(sizeof(tg_real) * (size_t)rows);
-    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (size_t)BQ * d;
-    int nth = tg_get_num_threads(); /* the tasks run on at most these: the scratch is theirs */
-    tg_real *scratch = D ? tg_backward_scratch(sizeof(tg_real) * per_thread * (size_t)nth) : NULL;
+    bool single = Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv; /* one tile per entry (backward_single) */
+    size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (single ? (size_t)BQ * d : 0) +
+                        ops_reals(pl, true);        /* backward_single's dQ rows past the passes' scratch */
+    int nth = tg_get_num_threads();                 /* the tasks run on at most these: the scratch is theirs */
+    bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
+    /* Whole entries in one pass when there are enough of them to keep the
+     * team busy (at most a fifth of its time idle): the same bits as the
+     * two passes, less work. Their key blocks' accumulators, K (d + dv)
+     * reals a thread, are bounded by WHOLE_MAX_K. */
+    int team = big && B > 1 ? nth : 1;
+    bool whole = !pl->has_pos && !(Q <= BQ && K <= BK) && K <= WHOLE_MAX_K &&
+                 (int64_t)((B + team - 1) / team) * team * 4 <= (int64_t)B * 5;
+    size_t kv_per_thread = whole ? (size_t)K * (d + dv) : 0;
+    tg_real *scratch = D ? tg_backward_scratch(sizeof(tg_real) * (per_thread + kv_per_thread) * (size_t)nth) : NULL;
     if (!scratch) return;
     int64_t ntasks = (int64_t)B * nblocks(Q, BQ);
     attn_bwd w = {pl, qkv[0]->data, qkv[1]->data, qkv[2]->data, dO, pl->lse, D, NULL, NULL, NULL};
@@ -675,12 +900,17 @@ static void attention_backward(tg_node *n) {
                       gk ? gk->data : NULL,
                       gv ? gv->data : NULL,
                       per_thread,
+                      kv_per_thread,
                       dv,
                       nblocks(Q, BQ),
-                      nblocks(K, BK)};
-    bool big = (double)rows * K * (d + dv) > 65536;              /* worth a thread team */
-    if (Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv) { /* one tile per entry: one pass, D in its tasks */
-        tg_parallel_tasks_at_most(B, big && B > 1 ? nth : 1, backward_single_tasks, &c);
+                      nblocks(K, BK),
+                      nth};
+    if (single) { /* one tile per entry: one pass, D in its tasks */
+        tg_parallel_tasks_at_most(B, team, backward_single_tasks, &c);
+        return;
+    }
+    if (whole) {
+        tg_parallel_tasks_at_most(B, team, backward_entry_tasks, &c);
         return;
     }
     /* Two passes, each writing rows only its task owns (and q, k, v may be
@@ -724,7 +954,8 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const forward_ctx *c = ctx;
     for (int64_t t = begin; t < end; t++)
         forward_block(c->pl, c->q, c->k, c->v, c->out, c->lse, (int)(t / c->nqb), (int)(t % c->nqb),
-                      c->scratch + c->per_thread * (size_t)tid);
+                      c->scratch + c->per_thread * (size_t)tid,
+                      c->scratch + c->per_thread * (size_t)(tid + 1) - ops_reals(c->pl, false));
 }
 
 /* Checks pos against pl's shapes (q, the tensor named in errors); fills
@@ -856,6 +1087,8 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     tg_parallel_for_ns(nqblocks, (double)rows * NS_LIMIT_ROW, limits_blocks, &lc);
     pl->scale = (tg_real)(1.0 / sqrt((double)d));
     pl->bf16 = tg_prec_bf16();
+    pl->amx = pl->bf16 && strcmp(tg_bf16_engine().engine, "amx") == 0;
+    pl->round_ops = pl->bf16 && !pl->amx;
     pl->dropout = dropout_p > 0;
     pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
     /* Short sequences keep their weights, B Q K <= 64 B Q reals (rows
@@ -888,7 +1121,8 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
         if (n) n->state = pl;
         return out;
     }
-    size_t per_thread = 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0);
+    size_t per_thread =
+        2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0) + ops_reals(pl, false);
     tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
     if (!scratch) return NULL;
     tg_tensor *const *qkv = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};

@@ -105,11 +105,32 @@ TG_AMX void tg__amx_end(void) { _tile_release(); }
  * column j at b[p*64 + 2j], kq*16 pairs), summed from zero (from_c: from
  * t's values) into t[r*ldt + j].
  *
- * No software prefetch: asking for the next chunk's lines of A and B
- * (prefetcht0, one to four chunks ahead, A and B or B alone) was no faster
- * than the hardware prefetchers on the driver's loops (bench/measured.md,
- * AMX). */
-TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c) {
+ * stream_b: B's tiles are loaded with tileloaddt1 (_tile_stream_loadd:
+ * the T1 hint, data not to be kept close), A's with tileloadd. On the
+ * driver's loops a panel of A (32 KB at 512 deep) serves every sliver of
+ * the panel of B, and each sliver passes once per panel of A; where the
+ * slivers and the panel do not fit the L1 together, plain loads of the
+ * slivers only pushed the panel out (between two uses of a line of A, 32 +
+ * 32 KB of lines went through the 48 KB L1), so A came from L2 as well as
+ * B (bench/measured.md, AMX, session 4). Where they fit (a short K, a
+ * narrow B) plain loads keep both in L1; the caller says which.
+ *
+ * The next chunk's tiles are loaded as soon as the tile register they go
+ * to has been read by its last tdpbf16ps of this chunk, so each load has
+ * the remaining products of the chunk to arrive in (a few per cent at
+ * most, within the machine's noise). No software prefetch: asking for the
+ * next chunks' lines (prefetcht0) was no faster with plain loads and
+ * slower with the T1 hint (bench/measured.md, AMX). The order of the
+ * tdpbf16ps on each accumulator, and so every bit of the result, is that
+ * of one chunk after another. */
+TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c, bool stream_b) {
+#define LOAD_B(tile, p)                       \
+    do {                                      \
+        if (stream_b)                         \
+            _tile_stream_loadd(tile, p, 128); \
+        else                                  \
+            _tile_loadd(tile, p, 128);        \
+    } while (0)
     const size_t ld = (size_t)ldt;
     if (from_c) {
         _tile_loadd(0, t, ld * 4);
@@ -122,21 +143,30 @@ TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t,
         _tile_zero(2);
         _tile_zero(3);
     }
-    for (int q = 0; q < kq; q++) {
+    _tile_loadd(4, a, 64);
+    LOAD_B(6, b);
+    LOAD_B(7, b + 32);
+    _tile_loadd(5, a + 512, 64);
+    for (int q = 1; q < kq; q++) { /* chunk q - 1's products, chunk q's loads between them */
         const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
-        _tile_loadd(4, aq, 64);
-        _tile_loadd(6, bq, 128);
-        _tile_loadd(7, bq + 32, 128);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(5, aq + 512, 64);
+        _tile_loadd(4, aq, 64);
         _tile_dpbf16ps(2, 5, 6);
+        LOAD_B(6, bq);
         _tile_dpbf16ps(3, 5, 7);
+        LOAD_B(7, bq + 32);
+        _tile_loadd(5, aq + 512, 64);
     }
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
     _tile_stored(0, t, ld * 4);
     _tile_stored(1, t + 16, ld * 4);
     _tile_stored(2, t + 16 * ld, ld * 4);
     _tile_stored(3, t + 16 * ld + 16, ld * 4);
+#undef LOAD_B
 }
 
 static double now_s(void) {
@@ -180,8 +210,8 @@ bool tg_cpu_has_amx(void) { return false; }
 const char *tg__amx_why_not(void) { return "not an x86-64 Linux build"; }
 void tg__amx_begin(void) {}
 void tg__amx_end(void) {}
-void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c) {
-    (void)kq, (void)a, (void)b, (void)t, (void)ldt, (void)from_c;
+void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c, bool stream_b) {
+    (void)kq, (void)a, (void)b, (void)t, (void)ldt, (void)from_c, (void)stream_b;
 }
 double tg__amx_rate(double seconds) {
     (void)seconds;

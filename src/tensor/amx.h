@@ -18,9 +18,10 @@ void tg__amx_end(void);
  * 16 bf16 pairs deep, in the AMX engine's layout (gemm_bf16.c): chunk q of
  * A at a + 1024 q, row r's 16 pairs at 32 r (rows 0-15, then 16-31); pair
  * p of column j of B at b[64 p + 2 j]. Summed from zero, or (from_c) from
- * the tile's values at t, and stored to t[ldt r + j]. tdpbf16ps: see
- * gemm_bf16.c for its arithmetic. */
-void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c);
+ * the tile's values at t, and stored to t[ldt r + j]. stream_b: B's tiles
+ * loaded with the T1 hint, not to be kept in L1 (amx.c says when). The
+ * same bits either way. tdpbf16ps: see gemm_bf16.c for its arithmetic. */
+void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c, bool stream_b);
 /* tdpbf16ps's rate on one core in GFLOP/s, measured for about `seconds` on
  * tiles in registers; 0 where tiles cannot run. */
 double tg__amx_rate(double seconds);

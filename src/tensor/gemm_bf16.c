@@ -355,8 +355,9 @@ TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, 
  *
  * Blocks: AMX_KC = 512 deep and AMX_MC = 32 rows, one panel: the panel
  * (512 x 32 bf16, 32 KB) stays in L1 while the B slivers of the panel
- * stream past it from L2 (the kernel prefetches each sliver's next
- * chunk). Every tile's 4 loads of a chunk then find at most 2 outside L1.
+ * stream past it from L2 (the kernel loads B's tiles with the T1 hint,
+ * so that they do not push the panel out: amx_stream_b). Every tile's 4
+ * loads of a chunk then find at most 2 outside L1.
  * With two panels a block (MC 64) the block no longer fits L1 beside the
  * sliver; shallower blocks cost C more loads and stores. The driver's
  * loops over KC x MC were timed in isolation on this Emerald Rapids,
@@ -518,7 +519,7 @@ typedef enum { ENG_PORTABLE, ENG_VDP, ENG_AMX_TWIN, ENG_AMX, ENG_FP32, ENG_COUNT
  * so both give the same bits. (Not in the double build, where C is double:
  * there a block's float sum is added to C in double.) */
 static void tile_amx(engine_id e, int kq, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
-                     tg_real beta, int m, int n) {
+                     tg_real beta, int m, int n, bool stream_b) {
     _Alignas(64) float t[AMX_MR * NR];
 #ifdef TG_DOUBLE
     const bool from_c = false;
@@ -526,7 +527,7 @@ static void tile_amx(engine_id e, int kq, const uint16_t *a, const uint16_t *b, 
     const bool from_c = alpha == 1 && beta == 1;
 #if TG_X86 && defined(__GNUC__)
     if (e == ENG_AMX && m == AMX_MR && n == NR && alpha == 1 && (beta == 0 || from_c)) {
-        tg__amx_tile(kq, a, b, c, ldc, from_c); /* the tiles straight from and to C */
+        tg__amx_tile(kq, a, b, c, ldc, from_c, stream_b); /* the tiles straight from and to C */
         return;
     }
 #endif
@@ -536,20 +537,22 @@ static void tile_amx(engine_id e, int kq, const uint16_t *a, const uint16_t *b, 
 #endif
 #if TG_X86 && defined(__GNUC__)
     if (e == ENG_AMX)
-        tg__amx_tile(kq, a, b, t, NR, from_c);
+        tg__amx_tile(kq, a, b, t, NR, from_c, stream_b);
     else
 #endif
         amx_twin_tile(kq, a, b, t, from_c);
+    (void)stream_b;                  /* the twin has no caches to steer */
     if (from_c) alpha = 1, beta = 0; /* C's value is in the sums */
     store_tile(t, m, n, alpha, beta, c, ldc);
 }
 
 /* The tile of one A panel and one B sliver, kp pairs deep (a whole number
- * of the engine's chunks), into the m x n corner of C. */
+ * of the engine's chunks), into the m x n corner of C; stream_b: the AMX
+ * kernel's loads of B with the T1 hint (amx_stream_b). */
 static void tile(engine_id e, int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
-                 tg_real beta, int m, int n) {
+                 tg_real beta, int m, int n, bool stream_b) {
     if (e == ENG_AMX || e == ENG_AMX_TWIN) {
-        tile_amx(e, kp / AMX_KQ, a, b, c, ldc, alpha, beta, m, n);
+        tile_amx(e, kp / AMX_KQ, a, b, c, ldc, alpha, beta, m, n, stream_b);
         return;
     }
 #if TG_X86 && defined(__GNUC__)
@@ -654,8 +657,23 @@ static void pack_a_amx_block(const gemm_job *j, int ic, int mcur, void *apack_) 
     }
 }
 
+/* Whether the AMX kernel loads B's tiles with the T1 hint (amx.c): when
+ * the panel of B the loops walk (its slivers, each passed once per panel
+ * of A) and a panel of A do not fit the L1 together, a sliver is never
+ * found in L1 again at the next panel of A, and loading it close only
+ * pushes out the panel of A, which every sliver uses; when they fit (a
+ * short K, a narrow B: attention's blocks) plain loads keep both there.
+ * The 48 KB are the L1 of the cores with AMX so far (Sapphire, Emerald
+ * and Granite Rapids); the whole panel is counted even where threads split
+ * it, which errs on the side of the hint. */
+#define AMX_L1_BYTES ((size_t)48 << 10)
+static bool amx_stream_b(const gemm_job *j) {
+    size_t slivers = (size_t)(j->ncur + NR - 1) / NR;
+    return (slivers * NR + AMX_MR) * (size_t)j->depth * sizeof(uint16_t) > AMX_L1_BYTES;
+}
+
 static void tile_e(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m, int n) {
-    tile((engine_id)j->eng->id, j->depth / 2, a, b, c, j->ldc, j->alpha, beta, m, n);
+    tile((engine_id)j->eng->id, j->depth / 2, a, b, c, j->ldc, j->alpha, beta, m, n, amx_stream_b(j));
 }
 
 typedef struct {

@@ -6,19 +6,24 @@
  *   for jc in N by NC              B panel K x NC
  *     for each group of K blocks   (all of K when the group's packed B fits
  *                                   GEMM_B_GROUP_BYTES: most products)
- *       pack B(group, jc): each KC block into NR-wide slivers
- *                                   (shared by all threads: one pool job)
  *       for each share of C        (one pool job: a grid of row runs x sliver runs)
  *         for pc in the group's K blocks, in order    B block KC x NC, in L2 / L3
  *           for ic in its rows by MC      A block MC x KC -> packed per thread, in L2
  *             pack A(ic, pc) into MR-tall micro-panels
  *             for jr in its slivers       one B sliver KC x NR
+ *               pack it, unless a thread has (B_CHUNK slivers at a time)
  *               for ir in MC by MR
  *                 micro-kernel: MR x NR tile of C += A micro-panel * B sliver
  *
- * Goto's loops, but a share runs all of a group's K blocks in one job: the
- * packing job of the whole group is the only barrier, so a product is two
- * pool jobs rather than two per K block.
+ * Goto's loops, with two changes. A share runs all of a group's K blocks
+ * in one job. And B is packed on demand inside that job, a chunk of
+ * slivers by the first thread that needs it (claimed with an atomic; a
+ * thread that finds a chunk being packed waits for it), rather than by a
+ * packing job of its own that every thread had to finish before any could
+ * multiply: a product is one pool job, with no barrier, where it was two.
+ * The threads that share columns start their first pass at different
+ * chunks, so they pack different ones; which thread packs a chunk changes
+ * nothing in it.
  *
  * Packing is where an engine's element type (float, bf16 pairs, AMX
  * chunks) and the transposes are handled; the loops do not know them.
@@ -37,9 +42,11 @@
  * Memory: the packing buffer belongs to the calling thread (thread-local,
  * tg__gemm_workspace), grown only when a larger product comes; worker
  * threads use slices of the caller's, they never allocate. */
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "tensor/gemm_driver.h"
+#include "tensor/simd.h" /* TG_X86 */
 
 /* ---- packing buffers: thread-local, grown on demand, never shrunk ---------- */
 static _Thread_local void *ws_raw;
@@ -91,47 +98,62 @@ static void k_block(gemm_job *j, int kb) {
     j->depth = packed_depth(j->eng, j->kcur);
 }
 
-/* Two range jobs per group of K blocks of a panel of B (columns jc..): the
- * threads pack the group's blocks of the panel together, then each share
- * multiplies its rows by them, block after block. Range jobs, not a team
- * meeting at barriers: a share that no thread has started is run by the
- * caller, so a thread the OS has not scheduled (two programs on two cores)
- * does not hold up the product; the end of the packing job is the barrier.
- * A group holds as many K blocks as fit GEMM_B_GROUP_BYTES (all of them in
- * most products), so a product pays two hand-overs where it paid two per
- * K block: the caller's time between jobs is time on one thread. */
-static void pack_b_range(void *ctx, int64_t b, int64_t e, int tid) {
-    (void)tid;
-    const gemm_job *g = ctx;
-    const int nr = g->eng->nr, slivers = (g->ncur + nr - 1) / nr;
-    gemm_job j = *g;
-    j.kb = -1;
-    for (int64_t i = b; i < e;) { /* i: block kb0 + i / slivers, sliver i % slivers */
-        int kb = g->kb + (int)(i / slivers), s = (int)(i % slivers);
-        if (kb != j.kb) k_block(&j, kb);
-        unsigned char *dst = g->ws + (size_t)(kb - g->kb) * g->b_bytes + (size_t)s * j.depth * nr * j.eng->elem;
-        if (j.eng->pack_b_run) { /* this block's slivers up to e, in one call */
-            int s1 = e - (i - s) < slivers ? (int)(e - (i - s)) : slivers;
-            j.eng->pack_b_run(&j, s, s1, dst);
-            i += s1 - s;
-            continue;
-        }
-        int j0 = s * nr, n = j.ncur - j0 < nr ? j.ncur - j0 : nr;
-        j.eng->pack_b(&j, j0, n, dst);
-        i++;
+/* Slivers of B packed together, by one thread: enough to keep an engine's
+ * pack_b_run on long rows (AMX packs a pair of rows across them), few
+ * enough that the threads sharing a panel split its packing finely. */
+#define B_CHUNK_COLS 128
+static inline int b_chunk(const gemm_engine *e) { return e->nr >= B_CHUNK_COLS ? 1 : B_CHUNK_COLS / e->nr; }
+
+/* The chunk states of a group's packed B, one atomic_int per (K block,
+ * chunk of slivers): CHUNK_TODO, CHUNK_PACKING (a thread claimed it),
+ * CHUNK_READY (packed; the release store publishes the bytes). */
+enum { CHUNK_TODO, CHUNK_PACKING, CHUNK_READY };
+
+static inline void pause_cpu(void) {
+#if TG_X86
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Sliver s of K block j->kb (the one j is set to) packed, by this thread
+ * if no other has claimed its chunk, else once the other has finished. */
+static void ensure_packed(const gemm_job *j, int s, int slivers) {
+    const gemm_engine *e = j->eng;
+    const int ch = b_chunk(e), c = s / ch, chunks = (slivers + ch - 1) / ch;
+    atomic_int *st = (atomic_int *)j->chunk_state + (size_t)(j->kb - j->kb0) * chunks + c;
+    if (atomic_load_explicit(st, memory_order_acquire) == CHUNK_READY) return;
+    int todo = CHUNK_TODO;
+    if (atomic_compare_exchange_strong_explicit(st, &todo, CHUNK_PACKING, memory_order_acquire, memory_order_acquire)) {
+        const int c0 = c * ch, c1 = c0 + ch < slivers ? c0 + ch : slivers;
+        unsigned char *dst = j->ws + (size_t)(j->kb - j->kb0) * j->b_bytes + (size_t)c0 * j->depth * e->nr * e->elem;
+        if (e->pack_b_run)
+            e->pack_b_run(j, c0, c1, dst);
+        else
+            for (int t = c0; t < c1; t++) {
+                int j0 = t * e->nr, n = j->ncur - j0 < e->nr ? j->ncur - j0 : e->nr;
+                e->pack_b(j, j0, n, dst + (size_t)(t - c0) * j->depth * e->nr * e->elem);
+            }
+        atomic_store_explicit(st, CHUNK_READY, memory_order_release);
+        return;
     }
+    while (atomic_load_explicit(st, memory_order_acquire) != CHUNK_READY) pause_cpu();
 }
 
 /* Share t of the grid: a run of C's mr-row tiles times a run of the panel's
  * slivers, for each of the group's K blocks in order (each element of C
  * summed block after block, as one thread would); the share packs its rows
- * of A into its own buffer (apack), one block of rows at a time. */
+ * of A into its own buffer (apack), one block of rows at a time, and the
+ * chunks of B it is first to reach. Its slivers are taken from a start
+ * that depends on its row run, wrapping around: the order of the slivers
+ * is the order of C's columns, not of any element's sum. */
 static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
     const gemm_engine *eng = g->eng;
     const int mr = eng->mr, nr = eng->nr, mc = g->mc, slivers = (g->ncur + nr - 1) / nr;
     int row0, row1, s0, s1;
     thread_rows(g->M, mr, t / g->grid_n, g->nt / g->grid_n, &row0, &row1);
     thread_rows(slivers, 1, t % g->grid_n, g->grid_n, &s0, &s1);
+    const int ch = b_chunk(eng), runs = g->nt / g->grid_n, ns = s1 - s0;
+    const int first = ns > 0 ? (int)((long long)(ns + ch - 1) / ch * (t / g->grid_n) / runs) * ch % ns : 0;
     /* A read in place (op(A)(i, k) at A[i*lda + k], or A[k*lda + i]
      * transposed) when its block serves few slivers of B, by an engine that
      * can: packing it costs a pass over A that only many slivers repay. */
@@ -148,8 +170,9 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
         for (int ic = row0; ic < row1; ic += mc) {
             int mcur = row1 - ic < mc ? row1 - ic : mc;
             if (!in_place) eng->pack_a(&j, ic, mcur, apack);
-            for (int s = s0; s < s1; s++) {
-                int j0 = s * nr;
+            for (int i = 0; i < ns; i++) {
+                int s = s0 + (first + i) % ns, j0 = s * nr;
+                ensure_packed(&j, s, slivers);
                 int n = j.ncur - j0 < nr ? j.ncur - j0 : nr;
                 const unsigned char *bs = bblock + (size_t)s * sliver;
                 for (int ir = 0; ir < mcur; ir += mr) {
@@ -222,14 +245,18 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
     j.kgroup = (int)(GEMM_B_GROUP_BYTES / j.b_bytes);
     if (j.kgroup < 1) j.kgroup = 1;
     if (j.kgroup > j.kblocks) j.kgroup = j.kblocks;
-    j.ws = tg__gemm_workspace((size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes);
+    const int ch = b_chunk(e), chunks = ((j.nc + nr - 1) / nr + ch - 1) / ch;
+    const size_t state_bytes = round_up((size_t)j.kgroup * chunks * sizeof(atomic_int), 64);
+    j.ws = tg__gemm_workspace((size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes + state_bytes);
     if (!j.ws) return false;
+    j.chunk_state = j.ws + (size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes;
     for (j.jc = 0; j.jc < N; j.jc += j.nc) {
         j.ncur = N - j.jc < j.nc ? N - j.jc : j.nc;
         for (int kb = 0; kb < j.kblocks; kb += j.kgroup) {
-            j.kb = kb;
+            j.kb = j.kb0 = kb;
             j.kb_end = kb + j.kgroup < j.kblocks ? kb + j.kgroup : j.kblocks;
-            tg_parallel_for((int64_t)(j.kb_end - kb) * ((j.ncur + nr - 1) / nr), j.nt > 1, pack_b_range, &j);
+            int used = (j.kb_end - kb) * (((j.ncur + nr - 1) / nr + ch - 1) / ch);
+            for (int c = 0; c < used; c++) atomic_init((atomic_int *)j.chunk_state + c, CHUNK_TODO);
             tg_parallel_for(j.nt, j.nt > 1, multiply_range, &j);
         }
     }

@@ -36,10 +36,11 @@ struct gemm_job {
     int grid_n; /* runs of B's slivers (columns of C) in the grid */
     int mc, nc, kblocks;
     int kgroup;                 /* K blocks of B packed at once (as many as fit GEMM_B_GROUP_BYTES) */
-    int kb_end;                 /* the group being multiplied: K blocks kb..kb_end - 1 */
+    int kb0, kb_end;            /* the group being multiplied: K blocks kb0..kb_end - 1 */
     int jc, ncur, kb, pc, kcur; /* the current panel: columns jc.. (ncur), K block kb at depth pc.. (kcur) */
     int depth;                  /* packed depth of this K block (eng->depth), in packed elements */
     unsigned char *ws;          /* the group's packed blocks of B, then one A block per thread */
+    void *chunk_state;          /* in ws, after those: an atomic_int per (K block, chunk of B's slivers) */
     size_t b_bytes, a_bytes;    /* a packed block of B (one K block of the panel); one of A */
 };
 
@@ -47,9 +48,9 @@ struct gemm_job {
  * engines' own KC x NC panel (256 x 4064 floats, 4 MiB), the block of B
  * that Goto's loops keep in L3, so the workspace is no larger than the
  * largest panel was. It holds every K block of most products (gpt-small's
- * N 256 x K 2048: 2 MiB), so that a product is two pool jobs (pack,
- * multiply) rather than two per K block; wider or deeper ones (N 1024 x
- * K 2048: 8 MiB) go in groups of this size. */
+ * N 256 x K 2048: 2 MiB), so that a product is one pool job rather than
+ * one per K block; wider or deeper ones (N 1024 x K 2048: 8 MiB) go in
+ * groups of this size. */
 #define GEMM_B_GROUP_BYTES ((size_t)4 << 20)
 
 /* A product's operands, named as every gemm_* function names its arguments:

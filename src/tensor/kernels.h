@@ -171,6 +171,22 @@ tg_real tg_k_max_row(const tg_real *s, int n, tg_real m);
 void tg_k_mul_row(tg_real *a, const tg_real *b, int n);
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n);
 
+/* The fused attention's block products (kernels_attention_block.c), for
+ * tiles of at most 64 x 64 and inner sizes of at most 64:
+ *   tg_k_attn_mm:   C = alpha op(A) B + beta C, m x n, inner k; op(A) = A
+ *                   (rows lda apart) or, trans_a, A^T; B's rows ldb apart.
+ *                   The same bits as tg_k_gemm(trans_a, false, ...).
+ *   tg_k_attn_pack: dst = rows x cols of src (rows rs apart), or with
+ *                   transpose its cols x rows transpose, rows ld apart (ld
+ *                   at least rows rounded up to 16: whole 16-lane stores);
+ *                   with bf16 each value rounded as the bf16 GEMM rounds
+ *                   (tg__bf16_round_daz). dst == src (same rows, no
+ *                   transpose) rounds in place. */
+void tg_k_attn_mm(bool trans_a, int m, int n, int k, tg_real alpha, const tg_real *A, int lda, const tg_real *B,
+                  int ldb, tg_real beta, tg_real *C, int ldc);
+void tg_k_attn_pack(int rows, int cols, const tg_real *src, int64_t rs, bool transpose, bool bf16, tg_real *dst,
+                    int ld);
+
 /* The fused attention's short sequences (kernels_attention.c): one
  * head-batch entry with Q queries and K <= TG_ATT_SHORT_MAX keys, done
  * whole. Rows of q, k, v are qs, ks, vs reals apart, those of out and dO os
@@ -209,17 +225,6 @@ void tg_k_adam(const tg_adam_step *s, tg_real *w, tg_real *m, tg_real *v, const 
 /* SGD, in double: d = g + wd w; buf = momentum buf + d (buf may be NULL); w -= lr d. */
 void tg_k_sgd(double lr, double wd, double momentum, tg_real *w, tg_real *buf, const tg_real *g, int64_t n);
 void tg_k_scale(tg_real *x, double coef, int64_t n); /* x *= coef, in double */
-/* Adam over many tensors as one split (an optimizer step): the elements of
- * all n tensors, concatenated, cut into one range per thread, so a small
- * tensor (a bias, a norm's gain) is not a pool job of its own. Each
- * tensor's constants in its own s (weight decay differs by tensor). */
-typedef struct {
-    tg_adam_step s;
-    tg_real *w, *m, *v;
-    const tg_real *g;
-    int64_t n;
-} tg_adam_tensor;
-void tg_k_adam_many(const tg_adam_tensor *t, int n);
 /* n arrays seen as one (a model's gradients): at(src, i, &len) gives array
  * i and its length, NULL (or len 0) for none. */
 typedef struct {

@@ -9,6 +9,7 @@
 
 #include "exp_simd.h"
 #include "simd.h"
+#include "transpose_simd.h"
 
 static tg_real row_max_portable(const tg_real *s, int n, tg_real m) {
     for (int j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
@@ -51,19 +52,48 @@ TG_AVX2 static void ds_avx2(tg_real *p, const tg_real *dp, const tg_real *z, tg_
             _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_sub_ps(_mm256_loadu_ps(dp + j), vd)));
     ds_portable(p + j, dp + j, z ? z + j : NULL, D, n - j);
 }
+/* AVX-512: the tails in masked lanes, not a scalar loop (the diagonal
+ * tiles' rows have every length up to 64). The same results: a max is
+ * exact, the products and dS the same formula per element. */
+TG_AVX512 static tg_real row_max_avx512(const tg_real *s, int n, tg_real m) {
+    __m512 v = _mm512_set1_ps(m);
+    for (int j = 0; j < n; j += 16)
+        v = _mm512_mask_max_ps(v, lanes16(n - j), v, _mm512_maskz_loadu_ps(lanes16(n - j), s + j));
+    return _mm512_reduce_max_ps(v);
+}
+TG_AVX512 static void mul_avx512(tg_real *a, const tg_real *b, int n) {
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 k = lanes16(n - j);
+        _mm512_mask_storeu_ps(a + j, k,
+                              _mm512_mul_ps(_mm512_maskz_loadu_ps(k, a + j), _mm512_maskz_loadu_ps(k, b + j)));
+    }
+}
+/* With z, as ds_avx2 rounds: dp z - D fused up to the last multiple of 8,
+ * the rest (the AVX2 loop's scalar tail) unfused: the same bits. */
+TG_AVX512 static void ds_avx512(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
+    __m512 vd = _mm512_set1_ps(D);
+    int nv = z ? n / 8 * 8 : n;
+    for (int j = 0; j < nv; j += 16) {
+        __mmask16 k = lanes16(nv - j);
+        __m512 g = _mm512_maskz_loadu_ps(k, dp + j);
+        g = z ? _mm512_fmsub_ps(g, _mm512_maskz_loadu_ps(k, z + j), vd) : _mm512_sub_ps(g, vd);
+        _mm512_mask_storeu_ps(p + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + j), g));
+    }
+    ds_portable(p + nv, dp + nv, z ? z + nv : NULL, D, n - nv);
+}
 #define ATT_VEC_ROWS 1
 #else
 #define ATT_VEC_ROWS 0
 #endif
 
 tg_real tg_k_max_row(const tg_real *s, int n, tg_real m) {
-    return TG_PICK(ATT_VEC_ROWS, row_max_portable, row_max_avx2, row_max_avx2)(s, n, m);
+    return TG_PICK(ATT_VEC_ROWS, row_max_portable, row_max_avx2, row_max_avx512)(s, n, m);
 }
 void tg_k_mul_row(tg_real *a, const tg_real *b, int n) {
-    TG_PICK(ATT_VEC_ROWS, mul_portable, mul_avx2, mul_avx2)(a, b, n);
+    TG_PICK(ATT_VEC_ROWS, mul_portable, mul_avx2, mul_avx512)(a, b, n);
 }
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
-    TG_PICK(ATT_VEC_ROWS, ds_portable, ds_avx2, ds_avx2)(p, dp, z, D, n);
+    TG_PICK(ATT_VEC_ROWS, ds_portable, ds_avx2, ds_avx512)(p, dp, z, D, n);
 }
 
 /* ---- short sequences: one head-batch entry at a time ---------------------------
@@ -138,38 +168,6 @@ TG_AVX2 static inline float hsum8(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
-/* The first two rounds of an n x n tile's transpose, the same at both
- * widths W (256: AVX2, 512: AVX-512) but for the intrinsics' names: rows
- * r[] interleaved in pairs (unpack lo/hi) into t[], then pairs of those
- * (shuffle 0x44 / 0xEE) back into r[]: then 128-bit lane L of r[4q + k]
- * holds column 4L + k of rows 4q .. 4q + 3. What is left is moving lanes,
- * which differs by width. Shuffles only: the bits are the input's. */
-#define TRANSPOSE_ROUNDS_1_2(W, n, r, t)                              \
-    do {                                                              \
-        for (int i = 0; i < (n); i += 2) {                            \
-            t[i] = _mm##W##_unpacklo_ps(r[i], r[i + 1]);              \
-            t[i + 1] = _mm##W##_unpackhi_ps(r[i], r[i + 1]);          \
-        }                                                             \
-        for (int i = 0; i < (n); i += 4) {                            \
-            r[i] = _mm##W##_shuffle_ps(t[i], t[i + 2], 0x44);         \
-            r[i + 1] = _mm##W##_shuffle_ps(t[i], t[i + 2], 0xEE);     \
-            r[i + 2] = _mm##W##_shuffle_ps(t[i + 1], t[i + 3], 0x44); \
-            r[i + 3] = _mm##W##_shuffle_ps(t[i + 1], t[i + 3], 0xEE); \
-        }                                                             \
-    } while (0)
-/* One 8 x 8 tile transposed (V_TRANSPOSE, kernels_attention_short.h): the
- * classic unpack, shuffle, permute of 8 rows. */
-TG_AVX2 static inline void transpose8(const float *src, int64_t rs, int rows, int cols, float *dst, int ld) {
-    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_maskload_ps(src + i * rs, keep) : _mm256_setzero_ps();
-    TRANSPOSE_ROUNDS_1_2(256, 8, r, t);
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
-        t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
-    }
-    for (int c = 0; c < 8 && c < cols; c++) _mm256_storeu_ps(dst + (size_t)c * ld, t[c]);
-}
 TG_AVX2 static inline float hmax8(__m256 v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -197,25 +195,7 @@ TG_AVX2 static inline float hmax8(__m256 v) {
 #define V_TRANSPOSE         transpose8
 #include "kernels_attention_short.h"
 
-/* AVX-512: 16 floats, the lanes past n masked. */
-static inline __mmask16 lanes16(int n) { return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xFFFF : (1u << n) - 1); }
-/* One 16 x 16 tile transposed (V_TRANSPOSE): unpack pairs of rows, shuffle
- * pairs of those, then two rounds of 128-bit lane shuffles. */
-TG_AVX512 static inline void transpose16(const float *src, int64_t rs, int rows, int cols, float *dst, int ld) {
-    __m512 r[16], t[16];
-    for (int i = 0; i < 16; i++) r[i] = _mm512_maskz_loadu_ps(i < rows ? lanes16(cols) : 0, src + i * rs);
-    TRANSPOSE_ROUNDS_1_2(512, 16, r, t);
-    for (int h = 0; h < 16; h += 8)
-        for (int i = 0; i < 4; i++) {
-            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-        }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-    }
-    for (int c = 0; c < 16 && c < cols; c++) _mm512_storeu_ps(dst + (size_t)c * ld, r[c]);
-}
+/* AVX-512: 16 floats, the lanes past n masked (lanes16, transpose_simd.h). */
 #define SV(name)            name##_avx512
 #define SV_FN               TG_AVX512 static inline __attribute__((always_inline))
 #define SV_ENTRY            TG_AVX512 static

@@ -92,29 +92,6 @@ static int flat_find(int n, int64_t (*len)(const void *src, int i), const void *
 }
 
 typedef struct {
-    const tg_adam_tensor *t;
-    int n;
-} adam_many_ctx;
-
-static int64_t adam_len(const void *src, int i) { return ((const tg_adam_tensor *)src)[i].n; }
-
-static void adam_many_range(void *ctx, int64_t begin, int64_t end, int tid) {
-    const adam_many_ctx *c = ctx;
-    int64_t base;
-    for (int i = flat_find(c->n, adam_len, c->t, begin, &base); i < c->n && base < end; base += c->t[i].n, i++) {
-        const tg_adam_tensor *t = &c->t[i];
-        int64_t k0 = begin > base ? begin - base : 0, k1 = (end < base + t->n ? end : base + t->n) - base;
-        if (k1 > k0) adam_range(&(optim_ctx){.s = &t->s, .w = t->w, .m = t->m, .v = t->v, .g = t->g}, k0, k1, tid);
-    }
-}
-
-void tg_k_adam_many(const tg_adam_tensor *t, int n) {
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) total += t[i].n;
-    tg_parallel_for_ns(total, (double)total * TG_NS_POLY, adam_many_range, &(adam_many_ctx){t, n});
-}
-
-typedef struct {
     const tg_k_arrays *a;
     int64_t total;
     double coef;

@@ -26,6 +26,7 @@
 #include "train.h"
 #include "../tensor/tensor_internal.h"
 #include "../tensor/kernels.h" /* the update loops: tensor/kernels_optim.c */
+#include "../tensor/parallel.h"
 #include "../tensor/profile.h"
 
 #include <math.h>
@@ -60,30 +61,17 @@ static int adam_check(const tg_optim_config *c, char *why, size_t cap) {
     return -1;
 }
 
-/* Adam (decoupled false) or AdamW: per-tensor constants in double; the
- * per-element update in tg_real, as torch computes in the parameter's dtype
- * (and so it vectorises). */
-/* The constants of step t that every parameter shares (the bias
- * corrections: two pow calls), then one parameter's weight decay: the step
- * computes the first once for all its parameters. */
-static tg_adam_step adam_step_constants(const tg_optim_config *c, double t) {
+/* Adam (decoupled false) or AdamW: per-tensor constants in double (the
+ * bias corrections: two pow calls a call); the per-element update in
+ * tg_real, as torch computes in the parameter's dtype (and so it
+ * vectorises). */
+static void adam_any(bool decoupled, const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
+                     tg_tensor *const *state) {
     tg_adam_step s = {.b1 = c->beta1, .b2 = c->beta2, .eps = c->eps};
     s.step_size = (tg_real)((double)c->lr / (1.0 - pow(c->beta1, t)));
     s.bc2_sqrt = (tg_real)sqrt(1.0 - pow(c->beta2, t));
-    return s;
-}
-static tg_adam_step adam_decay(tg_adam_step s, bool decoupled, const tg_optim_config *c, tg_real wd) {
     s.wd_l2 = decoupled ? 0 : wd;
     s.decay = (tg_real)(decoupled ? 1.0 - (double)c->lr * (double)wd : 1.0);
-    return s;
-}
-static tg_adam_step adam_constants(bool decoupled, const tg_optim_config *c, tg_real wd, double t) {
-    return adam_decay(adam_step_constants(c, t), decoupled, c, wd);
-}
-
-static void adam_any(bool decoupled, const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
-                     tg_tensor *const *state) {
-    tg_adam_step s = adam_constants(decoupled, c, wd, t);
     tg_k_adam(&s, w->data, state[0]->data, state[1]->data, g->data, w->size);
 }
 
@@ -113,6 +101,7 @@ const tg_optim_rule tg_optim_builtin[] = {
         .states_used = sgd_states,
         .check = sgd_check,
         .update = sgd_update,
+        .elementwise = true,
     },
     {
         .name = "adam",
@@ -120,6 +109,7 @@ const tg_optim_rule tg_optim_builtin[] = {
         .defaults = {ADAM_DEFAULTS},
         ADAM_STATES,
         .update = adam_update,
+        .elementwise = true,
     },
     {
         .name = "adamw",
@@ -127,6 +117,7 @@ const tg_optim_rule tg_optim_builtin[] = {
         .defaults = {ADAM_DEFAULTS, .weight_decay = (tg_real)0.01},
         ADAM_STATES,
         .update = adamw_update,
+        .elementwise = true,
     },
 };
 #define N_BUILTIN ((int)(sizeof tg_optim_builtin / sizeof tg_optim_builtin[0]))
@@ -220,7 +211,7 @@ struct tg_optim {
     tg_tensor **state[TG_OPTIM_STATE_MAX]; /* [n_state][params.n]: the row's state tensors */
     tg_tensor *step;                       /* scalar: steps taken (a tensor so it checkpoints) */
     tg_real *weight_decay;                 /* per parameter (groups), or NULL: cfg.weight_decay for all */
-    tg_adam_tensor *adam;                  /* [params.n], Adam and AdamW: a step's tensors, one split (step_adam) */
+    int *live;                             /* [params.n]: a step's parameters with a gradient (step_split) */
 };
 
 static bool check_config(const tg_optim_config *c) {
@@ -278,8 +269,7 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
     for (int s = 0; s < used; s++)
         for (int i = 0; ok && i < n; i++) ok = (o->state[s][i] = zeros_like_persistent(params->items[i].t)) != NULL;
     if (ok) ok = (o->step = tg_empty_persistent(0, NULL)) != NULL;
-    if (ok && n > 0 && (cfg->kind->update == adam_update || cfg->kind->update == adamw_update))
-        ok = (o->adam = tg_sys_calloc((size_t)n, sizeof *o->adam)) != NULL;
+    if (ok && n > 0 && cfg->kind->elementwise) ok = (o->live = tg_sys_calloc((size_t)n, sizeof *o->live)) != NULL;
     if (!ok) {
         if (!tg_last_error()) tg_set_error("optim: out of memory");
         tg_optim_free(o);
@@ -289,28 +279,61 @@ tg_optim *tg_optim_new(const tg_optim_config *cfg, const tg_params *params) {
     return o;
 }
 
-/* Adam and AdamW: every parameter with a gradient in one split over all
- * their elements (tg_k_adam_many), where a job per parameter left each
- * small one alone on one thread. The update is elementwise: the same bits
- * as a tensor at a time, at any thread count. */
-static double step_adam(tg_optim *o, double t) {
-    const bool decoupled = o->cfg.kind->update == adamw_update;
-    const tg_adam_step base = adam_step_constants(&o->cfg, t);
+/* A row whose update is elementwise (tg_optim_rule.elementwise): every
+ * parameter with a gradient in one split over all their elements,
+ * concatenated, where a call per parameter left each small one (a bias, a
+ * norm's gain) alone on one thread. A thread's range of the concatenation
+ * becomes the update's calls on flat views of the runs of w, g and the
+ * states it covers; an elementwise rule gives the same bits on any runs,
+ * so at any thread count. */
+typedef struct {
+    const tg_optim *o;
+    const int *live; /* parameter indices, in order */
+    int n;
+    double t;
+} split_ctx;
+
+/* A flat view of elements [k0, k1) of t (the update reads data and size). */
+static tg_tensor flat_run(const tg_tensor *t, int64_t k0, int64_t k1) {
+    tg_tensor v = *t;
+    v.ndim = 1;
+    v.shape[0] = (int)(k1 - k0);
+    v.size = k1 - k0;
+    v.data = t->data + k0;
+    v.grad = NULL;
+    v.owns_data = false;
+    return v;
+}
+
+static void split_range(void *ctx, int64_t begin, int64_t end, int tid) {
+    const split_ctx *c = ctx;
+    const tg_optim *o = c->o;
+    (void)tid;
+    int64_t base = 0;
+    for (int j = 0; j < c->n && base < end; j++) {
+        int i = c->live[j];
+        tg_tensor *w = o->params.items[i].t;
+        int64_t k0 = begin > base ? begin - base : 0, k1 = (end < base + w->size ? end : base + w->size) - base;
+        base += w->size;
+        if (k1 <= k0) continue;
+        tg_tensor wv = flat_run(w, k0, k1), gv = flat_run(w->grad, k0, k1), sv[TG_OPTIM_STATE_MAX];
+        tg_tensor *st[TG_OPTIM_STATE_MAX] = {0};
+        for (int s = 0; s < o->n_state; s++) sv[s] = flat_run(o->state[s][i], k0, k1), st[s] = &sv[s];
+        tg_real wd = o->weight_decay ? o->weight_decay[i] : o->cfg.weight_decay;
+        o->cfg.kind->update(&o->cfg, wd, c->t, &wv, &gv, st);
+    }
+}
+
+static double step_split(tg_optim *o, double t) {
     double elems = 0;
     int n = 0;
     for (int i = 0; i < o->params.n; i++) {
-        tg_tensor *w = o->params.items[i].t;
+        const tg_tensor *w = o->params.items[i].t;
         if (!w->grad) continue; /* no gradient reached it: skipped, as torch */
-        tg_real wd = o->weight_decay ? o->weight_decay[i] : o->cfg.weight_decay;
-        o->adam[n++] = (tg_adam_tensor){.s = adam_decay(base, decoupled, &o->cfg, wd),
-                                        .w = w->data,
-                                        .m = o->state[0][i]->data,
-                                        .v = o->state[1][i]->data,
-                                        .g = w->grad->data,
-                                        .n = w->size};
+        o->live[n++] = i;
         elems += (double)w->size;
     }
-    tg_k_adam_many(o->adam, n);
+    tg_parallel_for_ns((int64_t)elems, elems * TG_NS_POLY, split_range, &(split_ctx){o, o->live, n, t});
     return elems;
 }
 
@@ -320,8 +343,8 @@ void tg_optim_step(tg_optim *o) {
     o->step->data[0] = (tg_real)t;
     tg_tensor *st[TG_OPTIM_STATE_MAX] = {0};
     tg_profile_region_begin(TG_PROF_OPTIMIZER, "step");
-    if (o->adam)
-        elems = step_adam(o, t);
+    if (o->live)
+        elems = step_split(o, t);
     else
         for (int i = 0; i < o->params.n; i++) {
             tg_tensor *w = o->params.items[i].t;
@@ -379,7 +402,7 @@ void tg_optim_free(tg_optim *o) {
         tg_sys_free(o->state[s]);
     }
     tg_sys_free(o->weight_decay);
-    tg_sys_free(o->adam);
+    tg_sys_free(o->live);
     tg_free(o->step);
     tg_params_free(&o->params);
     tg_sys_free(o);

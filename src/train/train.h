@@ -273,6 +273,13 @@ struct tg_optim_rule {
      * element loop belongs in tensor/kernels_optim.c. */
     void (*update)(const tg_optim_config *c, tg_real wd, double t, tg_tensor *w, const tg_tensor *g,
                    tg_tensor *const *state);
+    /** Optional (false: a call per whole parameter). true promises that
+     * update reads and writes element k of w, g and the states only at k,
+     * using only their data and size: a step may then call it on flat 1-D
+     * views of any runs of a parameter's elements, and does, so that one
+     * step is one split over all the parameters' elements (small ones are
+     * not left on one thread). SGD, Adam and AdamW are. */
+    bool elementwise;
 };
 /** The built-in rows, the table's first (through the macros below or tg_optim_rule_at). */
 extern const tg_optim_rule tg_optim_builtin[];
