@@ -42,40 +42,57 @@
  * Memory: the packing buffer belongs to the calling thread (thread-local,
  * tg__gemm_workspace), grown only when a larger product comes; worker
  * threads use slices of the caller's, they never allocate. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #include "tensor/gemm_driver.h"
 #include "tensor/simd.h" /* TG_X86 */
 
-/* ---- packing buffers: thread-local, grown on demand, never shrunk ---------- */
+/* ---- packing buffers: thread-local, grown on demand, never shrunk ----------
+ * A thread's buffer is also registered under a pthread key whose destructor
+ * frees it when the thread ends: a pool worker that ran a product (a bf16
+ * block product inside the attention's tasks) and is then retired by
+ * tg_set_num_threads would otherwise take its buffer's only pointer with it. */
 static _Thread_local void *ws_raw;
 static _Thread_local void *ws_buf;
 static _Thread_local size_t ws_cap; /* bytes */
+static pthread_key_t ws_key;
+static pthread_once_t ws_key_once = PTHREAD_ONCE_INIT;
+
+static void ws_free_at_exit(void *raw) { tg_sys_free(raw); }
+static void ws_key_make(void) { (void)pthread_key_create(&ws_key, ws_free_at_exit); }
 
 static void gemm_release(void);
+
+/* Frees the calling thread's packing buffer. */
+static void ws_drop(void) {
+    if (ws_raw) {
+        (void)pthread_setspecific(ws_key, NULL);
+        tg_sys_free(ws_raw);
+    }
+    ws_raw = NULL;
+    ws_buf = NULL;
+    ws_cap = 0;
+}
 
 void *tg__gemm_workspace(size_t bytes) {
     if (bytes > ws_cap) {
         tg__on_release_all(gemm_release);
-        if (ws_raw) tg_sys_free(ws_raw);
-        ws_cap = 0;
-        ws_buf = NULL;
+        pthread_once(&ws_key_once, ws_key_make);
+        ws_drop();
         ws_raw = tg_sys_alloc(bytes + 64);
         if (!ws_raw) return NULL;
+        (void)pthread_setspecific(ws_key, ws_raw);
         ws_buf = (void *)(((uintptr_t)ws_raw + 63) & ~(uintptr_t)63);
         ws_cap = bytes;
     }
     return ws_buf;
 }
 
-/* Frees the calling thread's packing buffers. */
 static void release_on_thread(void *ctx, int tid, int nth) {
     (void)ctx, (void)tid, (void)nth;
-    if (ws_raw) tg_sys_free(ws_raw);
-    ws_raw = NULL;
-    ws_buf = NULL;
-    ws_cap = 0;
+    ws_drop();
 }
 
 /* Run by tg_release_all: every thread of the pool frees its own buffers (a
