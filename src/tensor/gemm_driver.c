@@ -120,6 +120,10 @@ static void k_block(gemm_job *j, int kb) {
  * enough that the threads sharing a panel split its packing finely. */
 #define B_CHUNK_COLS 128
 static inline int b_chunk(const gemm_engine *e) { return e->nr >= B_CHUNK_COLS ? 1 : B_CHUNK_COLS / e->nr; }
+/* The chunks of a K block of a panel cols wide. */
+static inline int b_chunks(const gemm_engine *e, int cols) {
+    return ((cols + e->nr - 1) / e->nr + b_chunk(e) - 1) / b_chunk(e);
+}
 
 /* The chunk states of a group's packed B, one atomic_int per (K block,
  * chunk of slivers): CHUNK_TODO, CHUNK_PACKING (a thread claimed it),
@@ -136,8 +140,8 @@ static inline void pause_cpu(void) {
  * if no other has claimed its chunk, else once the other has finished. */
 static void ensure_packed(const gemm_job *j, int s, int slivers) {
     const gemm_engine *e = j->eng;
-    const int ch = b_chunk(e), c = s / ch, chunks = (slivers + ch - 1) / ch;
-    atomic_int *st = (atomic_int *)j->chunk_state + (size_t)(j->kb - j->kb0) * chunks + c;
+    const int ch = b_chunk(e), c = s / ch;
+    atomic_int *st = (atomic_int *)j->chunk_state + (size_t)(j->kb - j->kb0) * b_chunks(e, j->ncur) + c;
     if (atomic_load_explicit(st, memory_order_acquire) == CHUNK_READY) return;
     int todo = CHUNK_TODO;
     if (atomic_compare_exchange_strong_explicit(st, &todo, CHUNK_PACKING, memory_order_acquire, memory_order_acquire)) {
@@ -178,10 +182,10 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
     const size_t lda = (size_t)g->lda, a_rs = g->trans_a ? 1 : lda, a_ks = g->trans_a ? lda : 1;
     const int j1 = s1 * nr < g->ncur ? s1 * nr : g->ncur; /* this share's columns of the panel */
     gemm_job j = *g;
-    for (int kb = g->kb; kb < g->kb_end; kb++) { /* the K blocks in order: each C element's sum order */
+    for (int kb = g->kb0; kb < g->kb_end; kb++) { /* the K blocks in order: each C element's sum order */
         k_block(&j, kb);
         const size_t panel = (size_t)j.depth * mr * eng->elem, sliver = (size_t)j.depth * nr * eng->elem;
-        const unsigned char *bblock = g->ws + (size_t)(kb - g->kb) * g->b_bytes; /* in L2 across the rows */
+        const unsigned char *bblock = g->ws + (size_t)(kb - g->kb0) * g->b_bytes; /* in L2 across the rows */
         tg_real beta_k = kb == 0 ? j.beta : 1;
         const tg_gemm_epilogue *ep = kb == j.kblocks - 1 ? j.ep : NULL; /* only the last K block finishes C */
         for (int ic = row0; ic < row1; ic += mc) {
@@ -262,8 +266,7 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
     j.kgroup = (int)(GEMM_B_GROUP_BYTES / j.b_bytes);
     if (j.kgroup < 1) j.kgroup = 1;
     if (j.kgroup > j.kblocks) j.kgroup = j.kblocks;
-    const int ch = b_chunk(e), chunks = ((j.nc + nr - 1) / nr + ch - 1) / ch;
-    const size_t state_bytes = round_up((size_t)j.kgroup * chunks * sizeof(atomic_int), 64);
+    const size_t state_bytes = round_up((size_t)j.kgroup * b_chunks(e, j.nc) * sizeof(atomic_int), 64);
     j.ws = tg__gemm_workspace((size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes + state_bytes);
     if (!j.ws) return false;
     j.chunk_state = j.ws + (size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes;
@@ -272,7 +275,7 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
         for (int kb = 0; kb < j.kblocks; kb += j.kgroup) {
             j.kb = j.kb0 = kb;
             j.kb_end = kb + j.kgroup < j.kblocks ? kb + j.kgroup : j.kblocks;
-            int used = (j.kb_end - kb) * (((j.ncur + nr - 1) / nr + ch - 1) / ch);
+            int used = (j.kb_end - kb) * b_chunks(e, j.ncur);
             for (int c = 0; c < used; c++) atomic_init((atomic_int *)j.chunk_state + c, CHUNK_TODO);
             tg_parallel_for(j.nt, j.nt > 1, multiply_range, &j);
         }
