@@ -49,6 +49,18 @@ F(slice, tg_slice(in[0], GC_ARG(ctx, 0), GC_ARG(ctx, 1), GC_ARG(ctx, 2)))
 F(concat2, tg_concat(2, in, GC_ARG(ctx, 0)))
 F(concat3, tg_concat(3, in, GC_ARG(ctx, 0)))
 F(gather, tg_gather_rows(in[0], (const int[]){0, 2, 2, 4, 1, 0}, 2, (const int[]){2, 3}))
+/* The casts' straight-through rule: r(x) + detach(x - r(x)) is x, exactly
+ * (x - r(x) is exact, Sterbenz), so its finite differences are 1, and its
+ * gradient is 1 only when the casts pass the gradient back unchanged
+ * (tg_view of a result is a detached view: no node). A reshape in between
+ * runs reshape on a bf16 tensor. */
+static tg_tensor *f_cast_st(tg_tensor *const *in, int n, void *ctx) {
+    UNUSED;
+    tg_tensor *b = tg_to_bf16(in[0]);
+    if (GC_ARG(ctx, 0)) b = tg_reshape(b, 1, (const int[]){-1});
+    tg_tensor *r = tg_reshape(tg_to_real(b), in[0]->ndim, in[0]->shape), *d = tg_sub(in[0], r);
+    return d ? tg_add(r, tg_view(d, d->ndim, d->shape)) : NULL;
+}
 F(gather_twice, tg_add(tg_gather_rows(in[0], (const int[]){1, 1, 3}, 1, (const int[]){3}), in[1]))
 
 #define S1(a) \
@@ -132,6 +144,10 @@ const gc_case gc_cases_ops[] = {
     C1("softmax", "(2,1)", softmax, 2, 2, 1),
     C1("log_softmax", "(3,5)", log_softmax, 2, 3, 5),
     C1("log_softmax", "(2,1,4)", log_softmax, 3, 2, 1, 4),
+    C1A("to_bf16", "(2,3) straight through", cast_st, 0, 0, 0, 0, 2, 2, 3),
+    C1A("to_bf16", "(4,1,5) reshaped as bf16", cast_st, 1, 0, 0, 0, 3, 4, 1, 5),
+    C1A("to_real", "(3,4) straight through", cast_st, 0, 0, 0, 0, 2, 3, 4),
+    C1A("to_real", "(2,2,2) reshaped as bf16", cast_st, 1, 0, 0, 0, 3, 2, 2, 2),
     C1A("reshape", "(2,3,4)->(6,-1)", reshape, 2, 6, -1, 0, 3, 2, 3, 4),
     C1A("reshape", "(6)->(1,3,2)", reshape, 3, 1, 3, 2, 1, 6),
     C1A("permute", "(2,3,4) by (2,0,1)", permute, 2, 0, 1, 0, 3, 2, 3, 4),

@@ -171,10 +171,15 @@ int tg_set_grad_ready_hook(tg_tensor *const *leaves, int n, tg_grad_ready_fn fn,
 
 /* ---- checking inputs ------------------------------------------------------ */
 /** True if any of the n inputs in[] is NULL, or no longer valid (its scope
- * has ended, or it was freed); then records "<op>: NULL input" (keeping an
- * earlier message) or "<op>: input i is no longer valid: ...". The check
+ * has ended, or it was freed), or stored as bf16 (an op that reads bf16
+ * calls tg_any_bad); then records "<op>: NULL input" (keeping an earlier
+ * message), "<op>: input i is no longer valid: ..." or "... is bf16". The check
  * every op makes first; for writers of ops built on these. */
 bool tg_any_null(const char *op, int n, const tg_tensor *const *in);
+/** tg_any_null for an op that reads some inputs stored as bf16: bit i of
+ * bf16_ok set lets input i be TG_DTYPE_BF16; any other bf16 input is an
+ * error ("op: input 0 (2,3) is bf16; ..."), as it is for tg_any_null. */
+bool tg_any_bad(const char *op, int n, const tg_tensor *const *in, unsigned bf16_ok);
 
 /* ---- elementwise ---------------------------------------------------------------
  * Each returns a new tensor of a's shape (the broadcast shape for two
@@ -272,8 +277,18 @@ tg_tensor *tg_log_softmax(tg_tensor *a);
 /* ---- shape ---------------------------------------------------------------------- */
 /** a seen with shape (ndim, shape): one entry may be -1 (inferred); the
  * element counts must match. No copy: the result shares a's values (a view
- * whose header lives in the arena), so it is valid while a is. */
+ * whose header lives in the arena), so it is valid while a is. A bf16 a
+ * gives a bf16 view. */
 tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape);
+/** x stored as bfloat16 (tg_dtype; torch's x.to(torch.bfloat16)): each
+ * value rounded to nearest even (subnormals kept), half the bytes; x itself
+ * when it is bf16 already. The gradient passes back unchanged (as torch's)
+ * and is tg_real. For activations that only feed bf16 products, which
+ * round their operands the same way. */
+tg_tensor *tg_to_bf16(tg_tensor *x);
+/** x stored as tg_real (torch's x.float()): exact; x itself when it is
+ * tg_real already. The gradient passes back unchanged. */
+tg_tensor *tg_to_real(tg_tensor *x);
 /** a with axes axis0 and axis1 swapped (either may be negative); a copy. */
 tg_tensor *tg_transpose(tg_tensor *a, int axis0, int axis1);
 /** Axis i of the result is axis perm[i] of a; a copy. perm has a->ndim

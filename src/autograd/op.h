@@ -83,6 +83,10 @@ bool tg__grad_recycling(bool on);
  * counter, which moves to c + size n. tg_dropout and tg_attention draw
  * their masks' indices only here. */
 uint64_t tg_dropout_take(tg_rng *rng, uint64_t n);
+/* y = x cast to y's dtype (tg_to_bf16's rounding, or widening), elements
+ * split over threads; x and y of one size. For ops that write a bf16
+ * result from a tg_real scratch (ops_shape.c). */
+void tg__cast_into(const tg_tensor *x, tg_tensor *y);
 /* The products of an op: C = alpha op(A) op(B) + beta C in float
  * (tg_k_gemm), or with bf16 operands and float sums (tg_k_gemm_bf16) when
  * bf16, which the op takes from tg_get_precision() in its forward (or from
@@ -109,7 +113,8 @@ static inline bool tg_prec_bf16(void) { return tg_get_precision() == TG_PREC_BF1
     X(reshape, shape) X(permute, shape) X(slice, shape) X(concat, shape) X(gather_rows, shape)                       \
     X(dropout, dropout) X(masked_softmax, masked_softmax) X(sparsemax, sparsemax) X(layer_norm, layer_norm)          \
     X(cross_entropy, cross_entropy) X(attention, attention) X(rel_gather, relative) X(rel_scatter, relative)         \
-    X(rope, rope) X(affine, affine) X(affine_gelu, affine) X(affine_gelu_tanh, affine)
+    X(rope, rope) X(affine, affine) X(affine_gelu, affine) X(affine_gelu_tanh, affine)                               \
+    X(to_bf16, shape) X(to_real, shape)
 /* clang-format on */
 
 #define TG_OP_DECLARE(name, ...) extern const tg_op tg_op_##name;

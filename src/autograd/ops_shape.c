@@ -4,10 +4,17 @@
  *   permute:  dx = permute(g, inverse(perm))
  *   slice:    dx[.., start:stop, ..] += g
  *   concat:   dx_i += g[.., offset_i : offset_i + n_i, ..]
- *   gather:   dtable[ids[j]] += g[j]           (rows that repeat add up) */
+ *   gather:   dtable[ids[j]] += g[j]           (rows that repeat add up)
+ * and the two casts between tg_real and bf16 storage (tensor.h, tg_dtype),
+ * whose backward is reshape's: the gradient passes through unchanged, as
+ * torch's .to(dtype) passes it (the rounding is a step function, whose
+ * derivative is taken as 1: the straight-through rule of every mixed
+ * precision training), and a bf16 tensor's gradient is tg_real. */
 #include "op.h"
 
 #include <string.h>
+#include "tensor/half.h"
+#include "tensor/tensor_internal.h" /* tg__empty_bf16 */
 
 static void add_into(tg_tensor *gx, const tg_real *g) {
     for (int64_t i = 0; i < gx->size; i++) gx->data[i] += g[i];
@@ -28,7 +35,7 @@ const tg_op tg_op_reshape = {"reshape", reshape_backward};
 
 tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape) {
     char b1[64], b2[64];
-    if (tg_any_null("reshape", 1, (const tg_tensor *const[]){a})) return NULL;
+    if (tg_any_bad("reshape", 1, (const tg_tensor *const[]){a}, 1)) return NULL;
     if (ndim < 0 || ndim > TG_MAX_DIMS || (ndim && !shape)) {
         tg_set_error("reshape: %s to %d dimensions", tg_tshape(b1, a), ndim);
         return NULL;
@@ -57,10 +64,50 @@ tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape) {
     memcpy(y->shape, s, sizeof(int) * (size_t)ndim);
     y->size = a->size;
     y->data = a->data;
+    y->bf16 = a->bf16;
+    y->dtype = a->dtype;
     y->owns_data = false;
     tg_node_record(&tg_op_reshape, y, 1, &a);
     return y;
 }
+
+/* ---- to_bf16 / to_real ---- */
+const tg_op tg_op_to_bf16 = {"to_bf16", reshape_backward};
+const tg_op tg_op_to_real = {"to_real", reshape_backward};
+
+typedef struct {
+    const tg_tensor *x;
+    tg_tensor *y;
+} cast_ctx;
+/* Elements [i0, i1): rounded to bf16 as torch's c10::BFloat16 rounds (to
+ * nearest even, subnormals kept; a double first to float), or widened
+ * (exact). Any split gives the same bits. */
+static void cast_range(void *ctx, int64_t i0, int64_t i1, int tid) {
+    const cast_ctx *c = ctx;
+    (void)tid;
+    if (c->y->dtype == TG_DTYPE_BF16)
+        for (int64_t i = i0; i < i1; i++) c->y->bf16[i] = tg__bf16_from_float((float)c->x->data[i]);
+    else
+        for (int64_t i = i0; i < i1; i++) c->y->data[i] = (tg_real)tg__bf16_to_float(c->x->bf16[i]);
+}
+
+void tg__cast_into(const tg_tensor *x, tg_tensor *y) {
+    tg_parallel_for_ns(x->size, (double)x->size * TG_NS_STREAM, cast_range, &(cast_ctx){x, y});
+}
+
+/* x stored as `to`: x itself when it already is (torch's .to), else a new
+ * arena tensor of x's shape, recorded as op. */
+static tg_tensor *cast(const tg_op *op, tg_tensor *x, tg_dtype to) {
+    if (tg_any_bad(op->name, 1, (const tg_tensor *const[]){x}, 1)) return NULL;
+    if (x->dtype == to) return x;
+    tg_tensor *y = to == TG_DTYPE_BF16 ? tg__empty_bf16(x->ndim, x->shape) : tg_empty_arena(x->ndim, x->shape);
+    if (!y) return NULL;
+    tg__cast_into(x, y);
+    tg_node_record(op, y, 1, &x);
+    return y;
+}
+tg_tensor *tg_to_bf16(tg_tensor *x) { return cast(&tg_op_to_bf16, x, TG_DTYPE_BF16); }
+tg_tensor *tg_to_real(tg_tensor *x) { return cast(&tg_op_to_real, x, TG_DTYPE_REAL); }
 
 /* ---- permute / transpose ---- */
 typedef struct {

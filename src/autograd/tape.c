@@ -96,6 +96,11 @@ void tg_set_detect_anomaly(bool on) {
 bool tg_detect_anomaly(void) { return g_anomaly; }
 
 static bool all_finite(const tg_tensor *t) {
+    if (t->dtype == TG_DTYPE_BF16) { /* an exponent of all ones: Inf or NaN */
+        for (int64_t i = 0; i < t->size; i++)
+            if ((t->bf16[i] & 0x7F80u) == 0x7F80u) return false;
+        return true;
+    }
     for (int64_t i = 0; i < t->size; i++)
         if (!(t->data[i] - t->data[i] == 0)) return false; /* NaN and +-Inf give NaN */
     return true;
@@ -112,7 +117,8 @@ static bool alive(const tg_tensor *t) {
     return t->persistent || tg_arena_live(t);
 }
 
-bool tg_any_null(const char *op, int n, const tg_tensor *const *in) {
+bool tg_any_bad(const char *op, int n, const tg_tensor *const *in, unsigned bf16_ok) {
+    char b[64];
     if (TG_PROF_ON()) tg__prof_op_start(); /* every op's first call: its time starts here */
     for (int i = 0; i < n; i++) {
         if (!in[i]) {
@@ -123,9 +129,16 @@ bool tg_any_null(const char *op, int n, const tg_tensor *const *in) {
             tg_set_error("%s: input %d is no longer valid: its scope has ended (or it was freed)", op, i);
             return true;
         }
+        if (in[i]->dtype != TG_DTYPE_REAL && !(i < 32 && (bf16_ok >> i & 1u))) {
+            tg_set_error("%s: input %d %s is bf16; this op reads tg_real tensors (tg_to_real first)", op, i,
+                         tg_tshape(b, in[i]));
+            return true;
+        }
     }
     return false;
 }
+
+bool tg_any_null(const char *op, int n, const tg_tensor *const *in) { return tg_any_bad(op, n, in, 0); }
 
 /* "(2,3) from (2,3) (3,4)": an op's output and input shapes, for messages. */
 static void shapes_of(char *buf, size_t cap, const tg_tensor *out, int n_in, tg_tensor *const *in) {

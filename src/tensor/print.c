@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <string.h>
+#include "half.h"
 
 #define EDGE      3    /* items kept at each end of an elided dimension */
 #define THRESHOLD 1000 /* as torch's print options */
@@ -15,6 +16,11 @@ typedef struct {
     bool elide, sci;
     int width;
 } printer;
+
+/* Element i as a number, whatever the storage (a bf16 tensor's widened). */
+static tg_real at(const tg_tensor *t, int64_t i) {
+    return t->dtype == TG_DTYPE_BF16 ? (tg_real)tg__bf16_to_float(t->bf16[i]) : t->data[i];
+}
 
 static void print_value(const printer *p, tg_real v) {
     if (p->sci)
@@ -39,7 +45,7 @@ static void print_dim(const printer *p, int dim, int64_t offset, int64_t stride,
             i = n - EDGE;
         }
         if (dim == t->ndim - 1)
-            print_value(p, t->data[offset + i]);
+            print_value(p, at(t, offset + i));
         else
             print_dim(p, dim + 1, offset + i * inner, inner, indent + 1);
         if (i < n - 1) {
@@ -64,7 +70,7 @@ void tg_fprint(FILE *f, const tg_tensor *t) {
     printer p = {f, t, t->size > THRESHOLD, false, 7};
     double amax = 0, amin = INFINITY;
     for (int64_t i = 0; i < t->size; i++) {
-        double a = fabs((double)t->data[i]);
+        double a = fabs((double)at(t, i));
         if (isfinite(a)) {
             if (a > amax) amax = a;
             if (a > 0 && a < amin) amin = a;
@@ -74,15 +80,16 @@ void tg_fprint(FILE *f, const tg_tensor *t) {
     /* As torch: columns as wide as the widest value, sign included. */
     p.width = 1;
     for (int64_t i = 0; i < t->size; i++) {
-        int w = p.sci ? snprintf(NULL, 0, "%.4e", (double)t->data[i]) : snprintf(NULL, 0, "%.4f", (double)t->data[i]);
+        int w = p.sci ? snprintf(NULL, 0, "%.4e", (double)at(t, i)) : snprintf(NULL, 0, "%.4f", (double)at(t, i));
         if (w > p.width) p.width = w;
     }
     fputs("tensor(", f);
     if (t->ndim == 0)
-        print_value(&p, t->data[0]);
+        print_value(&p, at(t, 0));
     else
         print_dim(&p, 0, 0, t->size, 7);
-    fprintf(f, ", shape=%s%s)\n", tg_tshape(buf, t), t->requires_grad ? ", requires_grad=True" : "");
+    fprintf(f, ", shape=%s%s%s)\n", tg_tshape(buf, t), t->dtype == TG_DTYPE_BF16 ? ", dtype=bfloat16" : "",
+            t->requires_grad ? ", requires_grad=True" : "");
 }
 
 void tg_print(const tg_tensor *t) { tg_fprint(stdout, t); }

@@ -38,6 +38,10 @@ double tg_rng_next_uniform(tg_rng *r) { return tg_rng_uniform_at(r->seed, r->str
 
 void tg_fill_uniform(tg_tensor *t, tg_real lo, tg_real hi, tg_rng *rng) {
     if (!t || !rng) return;
+    if (t->dtype != TG_DTYPE_REAL) {
+        tg_set_error("fill_uniform: a bf16 tensor; fill a tg_real one, then tg_to_bf16");
+        return;
+    }
     uint64_t base = tg_rng_take(rng, (uint64_t)t->size), key = tg_rng_key(rng->seed, rng->stream);
     for (int64_t i = 0; i < t->size; i++) {
         double u = (double)(tg_rng_hash(key, base + (uint64_t)i) >> 11) * 0x1.0p-53;
@@ -47,6 +51,10 @@ void tg_fill_uniform(tg_tensor *t, tg_real lo, tg_real hi, tg_rng *rng) {
 
 void tg_fill_normal(tg_tensor *t, tg_real mean, tg_real std, tg_rng *rng) {
     if (!t || !rng) return;
+    if (t->dtype != TG_DTYPE_REAL) {
+        tg_set_error("fill_normal: a bf16 tensor; fill a tg_real one, then tg_to_bf16");
+        return;
+    }
     uint64_t base = tg_rng_take(rng, (uint64_t)t->size);
     for (int64_t i = 0; i < t->size; i++)
         t->data[i] = mean + std * (tg_real)tg_rng_normal_at(rng->seed, rng->stream, base + (uint64_t)i);

@@ -6,6 +6,7 @@ const int TG_FLAVOUR = 1; /* see tensor.h: the flavour guard */
 
 #include <math.h>
 #include <string.h>
+#include "half.h"
 
 int64_t tg_numel(int ndim, const int *shape) {
     int64_t n = 1;
@@ -102,11 +103,22 @@ tg_tensor *tg__empty_recycled(int ndim, const int *shape) {
     return t;
 }
 
+tg_tensor *tg__empty_bf16(int ndim, const int *shape) {
+    tg_tensor *t = make(ndim, shape, false, false);
+    if (!t) return NULL;
+    if (!(t->bf16 = tg_arena_alloc((size_t)t->size * sizeof(uint16_t)))) return NULL;
+    t->dtype = TG_DTYPE_BF16;
+    t->owns_data = true;
+    return t;
+}
+
 void tg__tensor_recycle(tg_tensor *t) {
     if (!t || t->persistent) return;
     if (t->owns_data && t->data) tg__arena_recycle(t->data, (size_t)t->size * sizeof(tg_real));
+    if (t->owns_data && t->bf16) tg__arena_recycle(t->bf16, (size_t)t->size * sizeof(uint16_t));
     t->magic = 0; /* a pointer kept to it is refused by the ops from now on (tg_any_null) */
     t->data = NULL;
+    t->bf16 = NULL;
 }
 
 tg_tensor *tg_full(int ndim, const int *shape, tg_real value) {
@@ -163,6 +175,11 @@ tg_tensor *tg_clone(const tg_tensor *src) {
         tg_error_null("clone");
         return NULL;
     }
+    if (src->dtype == TG_DTYPE_BF16) { /* a copy of the same storage, in the arena as every bf16 tensor */
+        tg_tensor *t = tg__empty_bf16(src->ndim, src->shape);
+        if (t) memcpy(t->bf16, src->bf16, (size_t)t->size * sizeof(uint16_t));
+        return t;
+    }
     return tg_from_array(src->ndim, src->shape, src->data);
 }
 
@@ -179,7 +196,11 @@ tg_tensor *tg_view(const tg_tensor *src, int ndim, const int *shape) {
         return NULL;
     }
     tg_tensor *t = make(ndim, shape, tg_scope_depth() == 0, false);
-    if (t) t->data = src->data;
+    if (t) {
+        t->data = src->data;
+        t->bf16 = src->bf16;
+        t->dtype = src->dtype;
+    }
     return t;
 }
 
@@ -192,7 +213,10 @@ void tg_free(tg_tensor *t) {
     tg_sys_free(t);
 }
 
-tg_real tg_item(const tg_tensor *t) { return (t && t->size > 0) ? t->data[0] : 0; }
+tg_real tg_item(const tg_tensor *t) {
+    if (!t || t->size <= 0) return 0;
+    return t->dtype == TG_DTYPE_BF16 ? (tg_real)tg__bf16_to_float(t->bf16[0]) : t->data[0];
+}
 
 bool tg_broadcast_shape(int na, const int *sa, int nb, const int *sb, int *nout, int *out) {
     int nd = na > nb ? na : nb;

@@ -155,6 +155,21 @@ const char *tg_isa_name(void);
 typedef struct tg_node tg_node;
 typedef struct tg_tensor tg_tensor;
 
+/** How a tensor stores its elements. Every tensor a user makes is
+ * TG_DTYPE_REAL (tg_real: float, or double in the double build). A
+ * TG_DTYPE_BF16 tensor holds bfloat16 values (the top 16 bits of a float,
+ * rounded to nearest even): an activation that only feeds bf16 products,
+ * kept in half the bytes, as PyTorch's autocast keeps a Linear's result.
+ * Such tensors come from tg_to_bf16 and the ops' *_bf16 forms
+ * (autograd.h), live in the arena, and are read by the ops that say so
+ * (tg_to_real, affine, affine_gelu, attention's q, k and v); the others
+ * refuse them with an error naming the op. A bf16 tensor's gradient is a
+ * tg_real tensor. */
+typedef enum {
+    TG_DTYPE_REAL = 0, /**< tg_real elements in data */
+    TG_DTYPE_BF16 = 1, /**< bfloat16 bits in bf16; data is NULL */
+} tg_dtype;
+
 /** A contiguous row-major tensor. Made by the creation functions (tg_empty,
  * tg_zeros, ...) and by ops; where it lives (arena or persistent) follows
  * the scope rule of tensor.h's file comment. */
@@ -172,6 +187,8 @@ struct tg_tensor {
     bool owns_data;         /**< false for views (reshape) */
     uint32_t grad_epoch;    /**< backward pass that last reset a non-leaf grad */
     uint32_t uses;          /**< recorded ops that take it as an input (autograd layer) */
+    tg_dtype dtype;         /**< TG_DTYPE_REAL (data) or TG_DTYPE_BF16 (bf16) */
+    uint16_t *bf16;         /**< a TG_DTYPE_BF16 tensor's size values as bfloat16 bits; NULL otherwise */
 };
 #define TG_MAGIC 0x7467726du /**< "tgrm" */
 

@@ -27,6 +27,9 @@ void *tg__arena_reuse(size_t bytes);
  * scope's recycled blocks when one of its size is free; uninitialised.
  * tensor.c */
 tg_tensor *tg__empty_recycled(int ndim, const int *shape);
+/* An arena tensor of dtype TG_DTYPE_BF16 (its bf16 storage uninitialised),
+ * or NULL with tg_empty's error. tensor.c */
+tg_tensor *tg__empty_bf16(int ndim, const int *shape);
 /* Ends an arena tensor before its scope does: its data, if it owns it,
  * goes to tg__arena_recycle, and its header is marked dead (magic 0, data
  * NULL), so ops refuse a pointer kept to it. Nothing for a persistent or
