@@ -265,6 +265,15 @@ tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b);
  * TG_PREC_BF16. Errors name "affine_gelu" or "affine_gelu_tanh" and the
  * three shapes. */
 tg_tensor *tg_affine_gelu(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh_form);
+/** tg_affine with the result stored as `to` (TG_DTYPE_BF16: rounded to
+ * bf16 as tg_to_bf16, from a float scratch that is then reused: half the
+ * bytes kept). x may be stored as bf16 in tg_affine, tg_affine_gelu and
+ * these: its products are those of its float values. */
+tg_tensor *tg_affine_to(tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_dtype to);
+/** tg_affine_gelu with the result stored as `to`; with TG_DTYPE_BF16 the
+ * pre-activation kept for the backward is bf16 too, so the backward's
+ * gelu' is that of the rounded x w^T + b (as under torch's autocast). */
+tg_tensor *tg_affine_gelu_to(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh_form, tg_dtype to);
 
 /* ---- softmax along the last axis ---------------------------------------------- */
 /** softmax along the last axis (max-subtracted); a's shape. A 0-d a or an
@@ -491,6 +500,10 @@ tg_tensor *tg_rope_heads(tg_tensor *x, int heads, int rotated, int offset, tg_re
  * gamma and beta ([d]) may both be NULL (no affine); one of them alone is
  * taken for a failed earlier call ("layer_norm: NULL input"). eps >= 0. */
 tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps);
+/** tg_layer_norm with the result stored as `to` (TG_DTYPE_BF16: rounded as
+ * tg_to_bf16 from a float scratch that is then reused; the backward reads
+ * x and the saved statistics, never y, so its gradients are unchanged). */
+tg_tensor *tg_layer_norm_to(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps, tg_dtype to);
 
 /** Mean cross-entropy of logits [..., V] against integer targets (one per
  * row), computed through a fused log-softmax. Rows whose target equals
