@@ -265,6 +265,12 @@ tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b);
  * TG_PREC_BF16. Errors name "affine_gelu" or "affine_gelu_tanh" and the
  * three shapes. */
 tg_tensor *tg_affine_gelu(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh_form);
+/** r + x w^T + b (a Linear on a residual connection: torch's r +
+ * F.linear(x, w, b)) as one op: the GEMM starts from r + b, so x w^T + b
+ * is never a tensor of its own. r has the result's shape [..., out] and is
+ * tg_real; x may be bf16. Values: the GEMM's sums added to r + b (not
+ * (x w^T + b) + r: equal to rounding). Errors name "affine_add". */
+tg_tensor *tg_affine_add(tg_tensor *r, tg_tensor *x, tg_tensor *w, tg_tensor *b);
 /** tg_affine with the result stored as `to` (TG_DTYPE_BF16: rounded to
  * bf16 as tg_to_bf16, from a float scratch that is then reused: half the
  * bytes kept). x may be stored as bf16 in tg_affine, tg_affine_gelu and

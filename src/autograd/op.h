@@ -121,7 +121,7 @@ static inline bool tg_prec_bf16(void) { return tg_get_precision() == TG_PREC_BF1
     X(dropout, dropout) X(masked_softmax, masked_softmax) X(sparsemax, sparsemax) X(layer_norm, layer_norm)          \
     X(cross_entropy, cross_entropy) X(attention, attention) X(rel_gather, relative) X(rel_scatter, relative)         \
     X(rope, rope) X(affine, affine) X(affine_gelu, affine) X(affine_gelu_tanh, affine)                               \
-    X(to_bf16, shape) X(to_real, shape)
+    X(affine_add, affine) X(to_bf16, shape) X(to_real, shape)
 /* clang-format on */
 
 #define TG_OP_DECLARE(name, ...) extern const tg_op tg_op_##name;

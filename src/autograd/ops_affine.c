@@ -23,6 +23,12 @@
  * it) h is not kept: the GELU overwrites it in place, one [N, out] tensor
  * instead of the pair's two.
  *
+ * A Linear whose result is added to r (a residual connection, y = r +
+ * x W^T + b) is one op too: the GEMM starts from r + b, so x W^T + b is
+ * never a tensor of its own (not kept for a backward that does not need
+ * it, nor written and read again):
+ *   dr = dy,   then dx, dW, db from dy as above.
+ *
  * Activations in bf16 (tg_dtype, tensor.h; as PyTorch's autocast keeps a
  * Linear's result): x may be stored as bf16, and the _to forms store the
  * result y (and affine_gelu's kept h) as bf16, computed in a float scratch
@@ -48,9 +54,9 @@ static const tg_real *operand(const tg_tensor *x, tg_tensor **scratch) {
 static void operand_done(tg_tensor *scratch) { tg__tensor_recycle(scratch); }
 
 /* dx, dW and db from dy, the gradient of h = x W^T + b; n's inputs are
- * x, W and, when n_in is 3, b. */
-static void affine_grads(const tg_node *n, const tg_tensor *dy) {
-    tg_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in == 3 ? n->in[2] : NULL;
+ * x, W and then b (or none: b NULL). */
+static void affine_grads(const tg_node *n, const tg_tensor *dy, tg_tensor *b) {
+    tg_tensor *x = n->in[0], *w = n->in[1];
     int in = w->shape[1], out = w->shape[0], N = out ? (int)(dy->size / out) : 0;
     bool fresh;
     tg_tensor *g = tg_grad_begin(x, &fresh);
@@ -64,8 +70,21 @@ static void affine_grads(const tg_node *n, const tg_tensor *dy) {
     if (b && (g = tg_grad_begin(b, &fresh))) tg_k_sum_to(dy, g, !fresh);
 }
 
-static void affine_backward(tg_node *n) { affine_grads(n, n->out->grad); }
+static void affine_backward(tg_node *n) { affine_grads(n, n->out->grad, n->n_in == 3 ? n->in[2] : NULL); }
 const tg_op tg_op_affine = {"affine", affine_backward};
+
+/* y = r + x W^T + b: the inputs x, W, b (or none), r; dr = dy, the rest
+ * as affine's. */
+static void affine_add_backward(tg_node *n) {
+    tg_tensor *dy = n->out->grad, *r = n->in[n->n_in - 1];
+    if (!tg_grad_share(r, dy)) { /* the same values: no copy when dy can be r's */
+        bool fresh;
+        tg_tensor *g = tg_grad_begin(r, &fresh);
+        if (g) tg_k_sum_to(dy, g, !fresh);
+    }
+    affine_grads(n, dy, n->n_in == 4 ? n->in[2] : NULL);
+}
+const tg_op tg_op_affine_add = {"affine_add", affine_add_backward};
 
 /* What affine_gelu's backward reads: the pre-activation h = x W^T + b
  * (stored as bf16 when the result is). */
@@ -86,7 +105,7 @@ static void affine_act_backward(tg_node *n, tg_unary_kind act) {
     if (!hv) return;
     tg_k_unary_backward(act, 0, y->grad->data, hv, y->dtype == TG_DTYPE_REAL ? y->data : hv, dh->data, h->size, true);
     operand_done(hs);
-    affine_grads(n, dh);
+    affine_grads(n, dh, n->n_in == 3 ? n->in[2] : NULL);
 }
 static void affine_gelu_backward(tg_node *n) { affine_act_backward(n, TG_UNARY_GELU); }
 static void affine_gelu_tanh_backward(tg_node *n) { affine_act_backward(n, TG_UNARY_GELU_TANH); }
@@ -111,39 +130,71 @@ static tg_tensor *affine_output(const char *op, const tg_tensor *x, const tg_ten
     return to == TG_DTYPE_BF16 ? tg__empty_bf16(x->ndim, shape) : tg_empty_arena(x->ndim, shape);
 }
 
-/* b copied to rows [r0, r1) of h: rows split over threads (a copy; any split gives the same bits). */
+/* Rows [r0, r1) of h set to b, to the rows of res, or to their sum: the
+ * GEMM's starting value. Rows split over threads (any split gives the same
+ * bits). */
 typedef struct {
-    const tg_real *b;
+    const tg_real *b, *res; /* either may be NULL */
     tg_real *h;
     int out;
 } bias_rows_ctx;
 static void bias_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     const bias_rows_ctx *c = ctx;
+    size_t n = (size_t)c->out;
     (void)tid;
-    for (int64_t r = r0; r < r1; r++) memcpy(c->h + r * c->out, c->b, sizeof(tg_real) * (size_t)c->out);
+    for (int64_t r = r0; r < r1; r++) {
+        tg_real *h = c->h + r * c->out;
+        if (!c->res)
+            memcpy(h, c->b, sizeof(tg_real) * n);
+        else if (!c->b)
+            memcpy(h, c->res + r * c->out, sizeof(tg_real) * n);
+        else
+            for (size_t j = 0; j < n; j++) h[j] = c->res[r * c->out + j] + c->b[j];
+    }
 }
 
-/* h = x W^T + b into h: b copied to every row, then the GEMM with beta = 1
- * (beta = 0 without a bias), with the epilogue ep (NULL: none). x's rows
- * are h's (N = size / out): with in = 0 the GEMM only sets h to b or 0. */
-static void affine_product(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, tg_tensor *h,
-                           const tg_gemm_epilogue *ep) {
+/* h = res + x W^T + b into h: res + b (or either) in every row, then the
+ * GEMM with beta = 1 (beta = 0 without either), with the epilogue ep
+ * (NULL: none). x's rows are h's (N = size / out): with in = 0 the GEMM
+ * only sets h to res + b or 0. */
+static void affine_product(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res,
+                           tg_tensor *h, const tg_gemm_epilogue *ep) {
     int in = w->shape[1], out = w->shape[0];
     int64_t N = out ? h->size / out : 0;
-    if (b) tg_parallel_for_ns(N, (double)h->size * TG_NS_STREAM, bias_rows, &(bias_rows_ctx){b->data, h->data, out});
+    if (b || res)
+        tg_parallel_for_ns(N, (double)h->size * TG_NS_STREAM, bias_rows,
+                           &(bias_rows_ctx){b ? b->data : NULL, res ? res->data : NULL, h->data, out});
     tg_tensor *xs;
     const tg_real *xv = N > 0 ? operand(x, &xs) : NULL;
     if (xv)
-        TG_GEMM_EP(tg_prec_bf16(), false, true, (int)N, out, in, 1, xv, in, w->data, in, b ? 1 : 0, h->data, out, ep);
+        TG_GEMM_EP(tg_prec_bf16(), false, true, (int)N, out, in, 1, xv, in, w->data, in, b || res ? 1 : 0, h->data, out,
+                   ep);
     if (xv) operand_done(xs);
 }
 
 tg_tensor *tg_affine_to(tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_dtype to) {
     tg_tensor *y = affine_output("affine", x, w, b, to), *f = y ? tg__float_target(y) : NULL;
     if (!f) return NULL;
-    affine_product(x, w, b, f, NULL);
+    affine_product(x, w, b, NULL, f, NULL);
     tg__float_store(y, f);
     tg_node_record(&tg_op_affine, y, b ? 3 : 2, (tg_tensor *[]){x, w, b});
+    return y;
+}
+
+tg_tensor *tg_affine_add(tg_tensor *r, tg_tensor *x, tg_tensor *w, tg_tensor *b) {
+    char b1[64], b2[64];
+    if (tg_any_null("affine_add", 1, (const tg_tensor *const[]){r})) return NULL;
+    tg_tensor *y = affine_output("affine_add", x, w, b, TG_DTYPE_REAL);
+    if (!y) return NULL;
+    if (!tg_same_shape(r, y)) {
+        tg_set_error("affine_add: r %s, x W^T + b %s: need the same shape", tg_tshape(b1, r), tg_tshape(b2, y));
+        return NULL;
+    }
+    affine_product(x, w, b, r, y, NULL);
+    if (b)
+        tg_node_record(&tg_op_affine_add, y, 4, (tg_tensor *[]){x, w, b, r});
+    else
+        tg_node_record(&tg_op_affine_add, y, 3, (tg_tensor *[]){x, w, r});
     return y;
 }
 tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b) { return tg_affine_to(x, w, b, TG_DTYPE_REAL); }
@@ -160,7 +211,7 @@ tg_tensor *tg_affine_gelu_to(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh
                                          : tg_empty_arena(y->ndim, y->shape);
     tg_tensor *fh = h ? tg__float_target(h) : NULL;
     if (!fh) return NULL;
-    affine_product(x, w, b, fh, &(tg_gemm_epilogue){tanh_form ? TG_UNARY_GELU_TANH : TG_UNARY_GELU, fy->data});
+    affine_product(x, w, b, NULL, fh, &(tg_gemm_epilogue){tanh_form ? TG_UNARY_GELU_TANH : TG_UNARY_GELU, fy->data});
     if (fh != fy) tg__float_store(h, fh);
     tg__float_store(y, fy);
     tg_node *n = tg_node_record(op, y, b ? 3 : 2, in);

@@ -193,6 +193,13 @@ static tg_tensor *norm(tg_layer_norm_layer *ln, tg_tensor *x, tg_dtype to) {
     return tg_layer_norm_to(x, ln->weight, ln->bias, ln->eps, to);
 }
 
+/* x + drop(proj(a)): without dropout one op, x + a W^T + b, whose GEMM
+ * starts from x + b (tg_affine_add): no tensor for a W^T + b. */
+static tg_tensor *residual(tg_tensor *x, tg_linear *proj, tg_dropout_layer *drop, tg_tensor *a) {
+    if (tg_dropout_layer_active_p(drop) == 0 && proj && a) return tg_affine_add(x, a, proj->weight, proj->bias);
+    return tg_add(x, tg_dropout_layer_forward(drop, tg_linear_forward(proj, a)));
+}
+
 static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x, int B, int T, block_cache *cache) {
     int h = m->cfg.n_head, d = m->cfg.n_embd, hd = d / h;
     /* With bf16 products, the training forward keeps what only feeds
@@ -245,11 +252,11 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
         }
         y = tg_module_merge_heads(tg_dot_attention_forward_pos(b->attn, q, k, v, mask, pp), h); /* [B h, T, hd] -> */
     }
-    x = tg_add(x, tg_dropout_layer_forward(b->resid_drop, tg_linear_forward(b->attn_proj, y)));
+    x = residual(x, b->attn_proj, b->resid_drop, y);
     /* c_fc and its GELU as one op: the GEMM applies the GELU as it finishes each block */
     tg_tensor *f =
         tg_affine_gelu_to(norm(b->ln_2, x, act), b->c_fc->weight, b->c_fc->bias, m->cfg.gelu == TG_DEC_GELU_TANH, act);
-    return tg_add(x, tg_dropout_layer_forward(b->mlp_drop, tg_linear_forward(b->mlp_proj, f)));
+    return residual(x, b->mlp_proj, b->mlp_drop, f);
 }
 
 /* Checks tokens [B, T] at positions start..start+T-1 against the model. */
