@@ -109,7 +109,10 @@
  *   d a^K += G^T q / sqrt(d),   d a^V += G'^T dO;
  * the table gradients are per-task partials summed in task order after the
  * pass, so they too are the same for any thread count. Memory added: a few
- * BQ x R rows per thread and R (d + dv + 1) per task, still never Q x K. */
+ * BQ x R rows per thread and R (d + dv + 1) per task, still never Q x K.
+ *
+ * q, k and v stored as bf16 give a bf16 output, each task widening the rows
+ * it reads into its own scratch ("bf16 storage" below). */
 #include "op.h"
 #include "mask.h"
 #include "rel_bucket.h"
