@@ -234,6 +234,18 @@ Test(attention_bf16, keeps_half_the_bytes) {
     tg_free(qkv);
 }
 
+/* No queries: an empty output, stored as bf16. */
+Test(attention_bf16, no_queries_give_an_empty_bf16_output) {
+    tg_scope_begin();
+    tg_rng rng = tg_rng_new(6);
+    tg_tensor *q = tg_to_bf16(tg_randn(TG_SHAPE(2, 0, 4), &rng)), *k = tg_to_bf16(tg_randn(TG_SHAPE(2, 3, 4), &rng));
+    tg_tensor *v = tg_to_bf16(tg_randn(TG_SHAPE(2, 3, 5), &rng));
+    tg_tensor *out = tg_attention(q, k, v, (tg_mask){NULL, 0, false}, 0, NULL);
+    TG_REQUIRE(out);
+    cr_expect(out->dtype == TG_DTYPE_BF16 && out->size == 0 && out->ndim == 3 && out->shape[2] == 5);
+    tg_scope_end();
+}
+
 Test(attention_bf16, mixed_storage_is_an_error) {
     tg_scope_begin();
     tg_rng rng = tg_rng_new(4);

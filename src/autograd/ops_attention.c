@@ -1021,9 +1021,10 @@ static void attention_backward(tg_node *n) {
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
     tg_real *D = tg_backward_scratch(sizeof(tg_real) * (size_t)rows);
     bool single = Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv; /* one tile per entry (backward_single) */
+    /* The passes' scratch, backward_single's dQ rows past it, then the
+     * widened rows (bf16 storage) and the operand buffers. */
     size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (single ? (size_t)BQ * d : 0) +
-                        io_reals(pl, true) +
-                        ops_reals(pl, true);        /* backward_single's dQ rows past the passes' scratch */
+                        io_reals(pl, true) + ops_reals(pl, true);
     int nth = tg_get_num_threads();                 /* the tasks run on at most these: the scratch is theirs */
     bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
     /* Whole entries in one pass when there are enough of them to keep the
