@@ -194,7 +194,7 @@ static int nblocks(int n, int b) { return (n + b - 1) / b; }
  * The arithmetic is the real inputs' (the same path, products and sums),
  * so out is bit for bit tg_to_bf16(attention(tg_to_real(q), ...)), and no
  * float copy of q, k, v or out outlives a task: the node keeps half their
- * bytes. The gradients' rows are found through the plan's own views (gvq,
+ * bytes (a quarter in the double build). The gradients' rows are found through the plan's own views (gvq,
  * gvk, gvv). The backward's D = rowsum(dO o O) reads the stored, rounded O
  * (as FlashAttention does with bf16 inputs), which moves the gradients by
  * about bf16's rounding of O from the composite's; the short path takes D
@@ -218,8 +218,8 @@ static tg_real *widen_rows(const attention_state *pl, attn_view *v, const uint16
     return dst + (size_t)(i1 > i0 ? i1 - i0 : 0) * cols;
 }
 
-/* Entry b's queries [q0, q1) and keys [k0, k1) widened into buf (at most
- * io_reals(pl) reals): w's plan and operands read them. */
+/* Entry b's queries [q0, q1) and keys [k0, k1) widened into buf (within
+ * io_reals): w's plan and operands read them. */
 static void widen_entry(const attention_state *pl, int b, int q0, int q1, int k0, int k1, tg_real *buf, widened *w) {
     w->pl = *pl;
     w->q = buf;
