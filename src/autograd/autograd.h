@@ -402,7 +402,14 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
  * kept instead of recomputed, when a backward will need them.
  * dropout_p in [0, 1] (1 gives zeros, as tg_dropout, and draws nothing);
  * rng may be NULL when dropout_p is 0 or 1. Shapes that do not fit, d = 0,
- * a bad mask (as tg_masked_softmax) or a bad dropout_p are errors. */
+ * a bad mask (as tg_masked_softmax) or a bad dropout_p are errors.
+ * q, k and v may be stored as bf16 (tg_dtype), all three or none (mixing
+ * them is an error): out is then bf16, bit for bit tg_to_bf16 of the op on
+ * tg_to_real(q), tg_to_real(k), tg_to_real(v), as torch's
+ * scaled_dot_product_attention returns its inputs' dtype; their gradients
+ * are tg_real, those of that composite up to bf16's rounding of out (the
+ * backward reads the stored out, as FlashAttention does). So do the other
+ * entries below (the position tables stay tg_real). */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng);
 
 /** Position terms of attention scores, functions of (head, offset) computed
