@@ -213,8 +213,7 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
     tg_attn_pos terms;
     const tg_attn_pos *pp = cache ? NULL : tg_position_apply(&b->pos, h, 0, NULL, NULL, &terms);
     const tg_pe_rule *pe = tg_pe_rule_of(b->pos.kind);
-    bool qkv_bf16 =
-        false && bf16 && !(pe && pe->where == TG_PE_AT_QK) && tg_dot_attention_takes_fused(b->attn, T, pp != NULL);
+    bool qkv_bf16 = bf16 && !(pe && pe->where == TG_PE_AT_QK) && tg_dot_attention_takes_fused(b->attn, T, pp != NULL);
     tg_tensor *qkv = tg_affine_to(norm(b->ln_1, x, act), b->c_attn->weight, b->c_attn->bias,
                                   qkv_bf16 ? TG_DTYPE_BF16 : TG_DTYPE_REAL);
     tg_mask mask = {.causal = true};
