@@ -733,7 +733,12 @@ static bool amx_stream_b(const gemm_job *j) {
  * The same values reach the tiles either way: tdpbf16ps reads a subnormal
  * as zero, as the packers flush it (bf_h); only a NaN's payload may differ
  * (the packers quiet it). */
-static bool amx_a_direct(const gemm_job *j) { return j->A16 && !j->trans_a && j->kcur % (2 * AMX_KQ) == 0; }
+#ifndef AMX_A_DIRECT
+#define AMX_A_DIRECT 1 /* 0: always packed (for timing the two, bench/measured.md) */
+#endif
+static bool amx_a_direct(const gemm_job *j) {
+    return AMX_A_DIRECT && j->A16 && !j->trans_a && j->kcur % (2 * AMX_KQ) == 0;
+}
 
 static void tile_e(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m, int n) {
     const bool direct = j->a_direct && m == AMX_MR; /* a is A16's row (gemm_driver.h) */
