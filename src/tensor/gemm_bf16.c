@@ -728,16 +728,22 @@ static bool amx_stream_b(const gemm_job *j) {
 /* Whether the AMX engines read this K block's panels of A in place
  * (gemm_driver.h, a_direct): A stored as bf16, untransposed, the block
  * whole chunks deep (a tile row is 32 k; the zero padding of a last,
- * partial chunk needs a packed copy). Then a tile of A is tileloadd with
- * A's row stride, no packing of A at all, as oneDNN's brgemm reads it.
- * The same values reach the tiles either way: tdpbf16ps reads a subnormal
- * as zero, as the packers flush it (bf_h); only a NaN's payload may differ
- * (the packers quiet it). */
-#ifndef AMX_A_DIRECT
-#define AMX_A_DIRECT 1 /* 0: always packed (for timing the two, bench/measured.md) */
+ * partial chunk needs a packed copy), and a panel of B of at most
+ * AMX_A_DIRECT_SLIVERS slivers. Then a tile of A is tileloadd with A's row
+ * stride, no packing of A at all, as oneDNN's brgemm reads it. Why the
+ * sliver bound: a packed panel (32 KB, contiguous) stays in L1 while the
+ * slivers pass, where the same rows in place (lda apart) were found
+ * slower with 8 slivers or more, as fast with 2 to 4, and faster with one,
+ * where packing is a pass over A for a single use (bench/measured.md,
+ * session 5). Packing a bf16 A is a 16-bit copy anyway. The same values
+ * reach the tiles either way: tdpbf16ps reads a subnormal as zero, as the
+ * packers flush it (bf_h); only a NaN's payload may differ (the packers
+ * quiet it). */
+#ifndef AMX_A_DIRECT_SLIVERS
+#define AMX_A_DIRECT_SLIVERS 4 /* 0: always packed (for timing the two) */
 #endif
 static bool amx_a_direct(const gemm_job *j) {
-    return AMX_A_DIRECT && j->A16 && !j->trans_a && j->kcur % (2 * AMX_KQ) == 0;
+    return j->A16 && !j->trans_a && j->kcur % (2 * AMX_KQ) == 0 && (j->ncur + NR - 1) / NR <= AMX_A_DIRECT_SLIVERS;
 }
 
 static void tile_e(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m, int n) {
