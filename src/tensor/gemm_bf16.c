@@ -225,20 +225,23 @@ TG_AVX512_BF16 static void kernel_avx512_bf16(int kp, const uint16_t *a, const u
 #if TG_X86 && defined(__GNUC__)
 #define HAVE_FAST_PACK 1
 
-/* bf_h on 16 (32) bf16 at once: exponent zero -> the sign alone, a NaN -> quiet. */
+/* bf_h on 16 (32) bf16 at once: exponent zero -> the sign alone, a NaN ->
+ * quiet; vectors of normal values (the usual case) go back as they came. */
 TG_AVX512_BF16 static inline __m256i bf_h16(__m256i v) {
     const __m256i expo = _mm256_set1_epi16(0x7F80);
+    __mmask16 sub = _mm256_testn_epi16_mask(v, expo);
     __mmask16 nan = _mm256_cmpgt_epu16_mask(_mm256_and_si256(v, _mm256_set1_epi16(0x7FFF)), expo);
+    if (!(sub | nan)) return v;
     v = _mm256_mask_blend_epi16(nan, v, _mm256_or_si256(v, _mm256_set1_epi16(0x0040)));
-    return _mm256_mask_blend_epi16(_mm256_testn_epi16_mask(v, expo), v,
-                                   _mm256_and_si256(v, _mm256_set1_epi16((short)0x8000)));
+    return _mm256_mask_blend_epi16(sub, v, _mm256_and_si256(v, _mm256_set1_epi16((short)0x8000)));
 }
 TG_AVX512_BF16 static inline __m512i bf_h32(__m512i v) {
     const __m512i expo = _mm512_set1_epi16(0x7F80);
+    __mmask32 sub = _mm512_testn_epi16_mask(v, expo);
     __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)), expo);
+    if (!(sub | nan)) return v;
     v = _mm512_mask_blend_epi16(nan, v, _mm512_or_si512(v, _mm512_set1_epi16(0x0040)));
-    return _mm512_mask_blend_epi16(_mm512_testn_epi16_mask(v, expo), v,
-                                   _mm512_and_si512(v, _mm512_set1_epi16((short)0x8000)));
+    return _mm512_mask_blend_epi16(sub, v, _mm512_and_si512(v, _mm512_set1_epi16((short)0x8000)));
 }
 
 /* Elements i.. of a stored operand, packed: 16 (32) bf16, zeros where the
