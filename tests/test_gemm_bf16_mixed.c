@@ -8,9 +8,10 @@
  * epilogue, 1, 2, 3 and 7 threads. The operands span 2^-24..2^24 with bf16
  * subnormals among them (lcg_wide, rounded to bf16 as storage rounds,
  * which keeps subnormals): the packers' flush of a bf16 source must be the
- * float path's. K a multiple of 32 with A untransposed and bf16 is the AMX
- * engines' in-place path (tiles loaded from A, gemm_bf16.c: amx_a_direct),
- * so there the comparison is the in-place path against the packed one.
+ * float path's. K a multiple of 32 with A untransposed and bf16 and B at
+ * most 2 slivers (64 columns) wide is the AMX engines' in-place path
+ * (tiles loaded from A, gemm_bf16.c: amx_a_direct), so there the
+ * comparison is the in-place path against the packed one.
  * Both builds: in the double build the widened copies are doubles. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -76,10 +77,10 @@ static void mixed_case(bool ta, bool tb, int M, int N, int K, int srcs, tg_real 
 }
 
 /* {M, N, K, pad}: small and odd; M below a panel; K tails (33, odd); whole
- * chunks of 32 (the in-place A path) with an M tail (70 = 2 x 32 + 6) and
- * odd leading dimensions; few rows (a column split); two K blocks of 512
+ * chunks of 32 with N at most 64 (the AMX in-place A path) with an M tail
+ * (70 = 2 x 32 + 6) and odd leading dimensions, and with N 130 (packed); few rows (a column split); two K blocks of 512
  * (in place) and three of 366-367 (packed). */
-static const int SHAPES[][4] = {{5, 7, 3, 0},      {13, 40, 33, 1},  {37, 70, 64, 3},   {70, 45, 96, 1},
+static const int SHAPES[][4] = {{5, 7, 3, 0},      {13, 40, 33, 1},  {37, 60, 64, 3},   {70, 45, 96, 1},
                                 {100, 130, 64, 0}, {3, 600, 256, 1}, {33, 50, 1024, 1}, {40, 33, 1100, 0}};
 static const int THREADS[] = {1, 2, 3, 7};
 

@@ -736,14 +736,14 @@ static bool amx_stream_b(const gemm_job *j) {
  * stride, no packing of A at all, as oneDNN's brgemm reads it. Why the
  * sliver bound: a packed panel (32 KB, contiguous) stays in L1 while the
  * slivers pass, where the same rows in place (lda apart) were found
- * slower with 8 slivers or more, as fast with 2 to 4, and faster with one,
- * where packing is a pass over A for a single use (bench/measured.md,
+ * slower from 4 slivers on (1.4x at 32), and faster with 1 or 2, where
+ * packing is a pass over A for one or two uses (bench/measured.md,
  * session 5). Packing a bf16 A is a 16-bit copy anyway. The same values
  * reach the tiles either way: tdpbf16ps reads a subnormal as zero, as the
  * packers flush it (bf_h); only a NaN's payload may differ (the packers
  * quiet it). */
 #ifndef AMX_A_DIRECT_SLIVERS
-#define AMX_A_DIRECT_SLIVERS 4 /* 0: always packed (for timing the two) */
+#define AMX_A_DIRECT_SLIVERS 2 /* 0: always packed (for timing the two) */
 #endif
 static bool amx_a_direct(const gemm_job *j) {
     return j->A16 && !j->trans_a && j->kcur % (2 * AMX_KQ) == 0 && (j->ncur + NR - 1) / NR <= AMX_A_DIRECT_SLIVERS;

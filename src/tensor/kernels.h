@@ -134,7 +134,7 @@ void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real 
 /* tg_k_gemm_bf16_ep with either operand stored as bfloat16 (tensor.h's
  * TG_DTYPE_BF16 storage): A is `const uint16_t *` (bf16 bits, a_bf16) or
  * `const tg_real *`, B likewise; C stays tg_real. The packers read the
- * bf16 directly (no float copy; the AMX engine's tiles load an
+ * bf16 directly (no float copy; for a narrow B the AMX engine's tiles load an
  * untransposed bf16 A in place). Exactly the bits of tg_k_gemm_bf16_ep on
  * the operands widened to tg_real (exact), whose rounding leaves a bf16
  * value as it is but for a subnormal, a zero in the products (DAZ), and a
