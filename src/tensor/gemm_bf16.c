@@ -225,19 +225,12 @@ TG_AVX512_BF16 static void kernel_avx512_bf16(int kp, const uint16_t *a, const u
 #if TG_X86 && defined(__GNUC__)
 #define HAVE_FAST_PACK 1
 
-/* bf_h on 16 (32) bf16 at once: exponent zero -> the sign alone, a NaN ->
- * quiet; vectors of normal values (the usual case) go back as they came. */
-TG_AVX512_BF16 static inline __m256i bf_h16(__m256i v) {
-    const __m256i expo = _mm256_set1_epi16(0x7F80);
-    __mmask16 sub = _mm256_testn_epi16_mask(v, expo);
-    __mmask16 nan = _mm256_cmpgt_epu16_mask(_mm256_and_si256(v, _mm256_set1_epi16(0x7FFF)), expo);
-    if (!(sub | nan)) return v;
-    v = _mm256_mask_blend_epi16(nan, v, _mm256_or_si256(v, _mm256_set1_epi16(0x0040)));
-    return _mm256_mask_blend_epi16(sub, v, _mm256_and_si256(v, _mm256_set1_epi16((short)0x8000)));
-}
+/* bf_h on 32 bf16 at once: a subnormal -> the zero of its sign, a NaN ->
+ * quiet; vectors of normal values and zeros (the usual case) go back as
+ * they came. */
 TG_AVX512_BF16 static inline __m512i bf_h32(__m512i v) {
     const __m512i expo = _mm512_set1_epi16(0x7F80);
-    __mmask32 sub = _mm512_testn_epi16_mask(v, expo);
+    __mmask32 sub = _mm512_mask_test_epi16_mask(_mm512_testn_epi16_mask(v, expo), v, _mm512_set1_epi16(0x007F));
     __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)), expo);
     if (!(sub | nan)) return v;
     v = _mm512_mask_blend_epi16(nan, v, _mm512_or_si512(v, _mm512_set1_epi16(0x0040)));
@@ -250,7 +243,7 @@ TG_AVX512_BF16 static inline __m256i load16(bf_src s, size_t i, __mmask16 mk) {
 #ifndef TG_DOUBLE
     if (!s.h) return (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mk, s.f + i));
 #endif
-    return bf_h16(_mm256_maskz_loadu_epi16(mk, s.h + i));
+    return _mm512_castsi512_si256(bf_h32(_mm512_maskz_loadu_epi16(mk, s.h + i))); /* lanes 16-31 zero */
 }
 TG_AVX512_BF16 static inline __m512i load32(bf_src s, size_t i, __mmask32 mk) {
 #ifndef TG_DOUBLE
