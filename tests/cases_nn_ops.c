@@ -53,6 +53,12 @@ static tg_tensor *f_affine(tg_tensor *const *in, int n, void *ctx) {
     return tg_affine(in[0], in[1], n == 3 ? in[2] : NULL);
 }
 
+/* ---- affine_add: r + x w^T + b; inputs x, w, r and (n 4) b ---- */
+static tg_tensor *f_affine_add(tg_tensor *const *in, int n, void *ctx) {
+    (void)ctx;
+    return tg_affine_add(in[2], in[0], in[1], n == 4 ? in[3] : NULL);
+}
+
 /* ---- affine_gelu: gelu(x w^T + b), erf form (arg 0) or tanh form (arg 1) ---- */
 static tg_tensor *f_affine_gelu(tg_tensor *const *in, int n, void *ctx) {
     return tg_affine_gelu(in[0], in[1], n == 3 ? in[2] : NULL, GC_ARG(ctx, 0));
@@ -100,6 +106,9 @@ const gc_case gc_cases_nn_ops[] = {
     AFF("(4,3) (5,3) + (5)", 3, 5, 3, 2, 4, 3),
     AFF("(2,3,4) (2,4) + (2)", 3, 2, 4, 3, 2, 3, 4),
     AFF("(3,5) (4,5), no bias", 2, 4, 5, 2, 3, 5),
+    {"affine_add", "(4,3) (5,3) + (5) + r (4,5)", f_affine_add, 4, {2, 2, 2, 1}, {{4, 3}, {5, 3}, {4, 5}, {5}}, {0}, 0, {0}},
+    {"affine_add", "(2,3,4) (2,4) + r (2,3,2), no bias", f_affine_add, 3, {3, 2, 3}, {{2, 3, 4}, {2, 4}, {2, 3, 2}}, {0}, 0, {0}},
+    {"affine_add", "r (3,4) constant", f_affine_add, 4, {2, 2, 2, 1}, {{3, 2}, {4, 2}, {3, 4}, {4}}, {0}, 0, {false, false, true}},
     AFG("affine_gelu", 0, "(4,3) (5,3) + (5)", 3, 5, 3, 2, 4, 3),
     AFG("affine_gelu", 0, "(2,3,4) (2,4) + (2)", 3, 2, 4, 3, 2, 3, 4),
     AFG("affine_gelu", 0, "(3,5) (4,5), no bias", 2, 4, 5, 2, 3, 5),

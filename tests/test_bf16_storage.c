@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 /* bits of to_bf16(v), one value at a time */
 static uint16_t bits_of(tg_real v) {
     tg_tensor *x = tg_full(TG_SHAPE(1), v), *y = tg_to_bf16(x);
@@ -95,4 +94,105 @@ Test(bf16_storage, ops_that_read_real_refuse_bf16_by_name) {
     cr_expect(strstr(buf, "1.0000") && strstr(buf, "dtype=bfloat16"), "%s", buf);
     tg_scope_end();
     tg_free(x);
+}
+
+/* ---- ops that write or read bf16 activations ---------------------------------
+ * Each checked against the same op on float tensors: a bf16 result is
+ * tg_to_bf16 of the float result, bit for bit; a bf16 input gives the
+ * results of its widened values, bit for bit; gradients likewise, except
+ * affine_gelu's, whose kept pre-activation is rounded. */
+
+static tg_tensor *leaf(int ndim, const int *shape, uint64_t seed) {
+    tg_rng rng = tg_rng_new(seed);
+    tg_tensor *t = tg_normal(ndim, shape, 0, 1, &rng);
+    tg_set_requires_grad(t, true);
+    return t;
+}
+
+/* Persistent copies of the gradients of ts, then cleared for the next run. */
+static void take_grads(tg_tensor *const *ts, int n, tg_tensor **out) {
+    for (int i = 0; i < n; i++) {
+        out[i] = tg_clone(ts[i]->grad);
+        tg_zero_grad(ts[i]);
+    }
+}
+
+static double max_abs(const tg_tensor *t) {
+    double m = 0;
+    for (int64_t i = 0; i < t->size; i++) m = fmax(m, fabs((double)t->data[i]));
+    return m;
+}
+
+static bool same_bits(const tg_tensor *a, const tg_tensor *b) {
+    return a && b && a->size == b->size && !memcmp(a->data, b->data, sizeof(tg_real) * (size_t)a->size);
+}
+
+/* op(x, w, b, to) for to = bf16 against tg_to_bf16 of to = real; and with
+ * x itself bf16 against x widened; at both precisions. kind: 0 affine,
+ * 1 affine_gelu_tanh, 2 layer_norm (w, b of shape [in]). */
+static tg_tensor *run_op(int kind, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_dtype to) {
+    if (kind == 0) return tg_affine_to(x, w, b, to);
+    if (kind == 1) return tg_affine_gelu_to(x, w, b, true, to);
+    return tg_layer_norm_to(x, w, b, (tg_real)1e-5, to);
+}
+
+static void check_op(int kind, tg_precision prec) {
+    int N = 37, in = 48, out = kind == 2 ? in : 40;
+    tg_tensor *x = leaf(TG_SHAPE(N, in), 1), *w = kind == 2 ? leaf(TG_SHAPE(in), 2) : leaf(TG_SHAPE(out, in), 2);
+    tg_rng rng = tg_rng_new(4);
+    tg_tensor *b = leaf(TG_SHAPE(out), 3), *c = tg_normal(TG_SHAPE(N, out), 0, 1, &rng);
+    tg_tensor *ps[3] = {x, w, b}, *g_ref[3], *g_bf[3], *g_in[3], *g_wid[3];
+    tg_precision old = tg_set_precision(prec);
+    const char *what = kind == 0 ? "affine" : kind == 1 ? "affine_gelu_tanh" : "layer_norm";
+    /* 1. a bf16 result is the float result rounded; the gradients are the same (but affine_gelu's) */
+    tg_scope_begin();
+    tg_tensor *yr = run_op(kind, x, w, b, TG_DTYPE_REAL), *want = tg_to_real(tg_to_bf16(yr));
+    cr_assert(want != NULL, "%s", tg_last_error());
+    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(yr, c))), 0, "%s", tg_last_error());
+    take_grads(ps, 3, g_ref);
+    tg_tensor *yb = run_op(kind, x, w, b, TG_DTYPE_BF16);
+    cr_assert(yb != NULL && yb->dtype == TG_DTYPE_BF16, "%s: %s", what, tg_last_error());
+    cr_expect(same_bits(tg_to_real(yb), want), "%s: the bf16 result is not the float one rounded", what);
+    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(tg_to_real(yb), c))), 0, "%s", tg_last_error());
+    take_grads(ps, 3, g_bf);
+    for (int i = 0; i < 3; i++) {
+        if (kind == 1) /* gelu' of the rounded pre-activation: bf16's 2^-8 relative, summed */
+            cr_expect(max_diff(g_bf[i], g_ref[i]) <= 0.02 * max_abs(g_ref[i]), "%s: gradient %d off by %g of %g", what,
+                      i, max_diff(g_bf[i], g_ref[i]), max_abs(g_ref[i]));
+        else
+            cr_expect(same_bits(g_bf[i], g_ref[i]), "%s: gradient %d differs with a bf16 result", what, i);
+    }
+    tg_scope_end();
+    /* 2. a bf16 input gives the results and gradients of its widened values (affine ops only) */
+    if (kind != 2) {
+        tg_scope_begin();
+        tg_tensor *y1 = run_op(kind, tg_to_bf16(x), w, b, TG_DTYPE_REAL);
+        cr_assert(y1 != NULL, "%s: %s", what, tg_last_error());
+        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y1, c))), 0, "%s", tg_last_error());
+        take_grads(ps, 3, g_in);
+        tg_tensor *y2 = run_op(kind, tg_to_real(tg_to_bf16(x)), w, b, TG_DTYPE_REAL);
+        cr_expect(same_bits(y1, y2), "%s: a bf16 input is not its widened values", what);
+        cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y2, c))), 0, "%s", tg_last_error());
+        take_grads(ps, 3, g_wid);
+        for (int i = 0; i < 3; i++)
+            cr_expect(same_bits(g_in[i], g_wid[i]), "%s: gradient %d differs with a bf16 input", what, i);
+        for (int i = 0; i < 3; i++) tg_free(g_in[i]), tg_free(g_wid[i]);
+        tg_scope_end();
+    }
+    tg_set_precision(old);
+    for (int i = 0; i < 3; i++) tg_free(g_ref[i]), tg_free(g_bf[i]), tg_free(ps[i]);
+    tg_free(c);
+}
+
+Test(bf16_storage, affine_reads_and_writes_bf16) {
+    check_op(0, TG_PREC_FP32);
+    check_op(0, TG_PREC_BF16);
+}
+Test(bf16_storage, affine_gelu_reads_and_writes_bf16) {
+    check_op(1, TG_PREC_FP32);
+    check_op(1, TG_PREC_BF16);
+}
+Test(bf16_storage, layer_norm_writes_bf16) {
+    check_op(2, TG_PREC_FP32);
+    check_op(2, TG_PREC_BF16);
 }

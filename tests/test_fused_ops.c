@@ -582,3 +582,31 @@ Test(fused, cross_entropy_errors) {
     cr_expect_null(tg_cross_entropy(NULL, (const int[]){0}, NULL, TG_IGNORE_INDEX));
     cr_expect_str_eq(tg_last_error(), "cross_entropy: NULL input");
 }
+
+/* r + x W^T + b as one op (tg_affine_add): the values of tg_add(r,
+ * tg_affine(x, W, b)) up to rounding (the sums start from r + b), the same
+ * gradients up to rounding, and a residual of another shape refused. */
+Test(fused_ops, affine_add_is_a_residual_linear) {
+    tg_rng rng = tg_rng_new(21);
+    tg_tensor *x = tg_normal(TG_SHAPE(2, 5, 12), 0, 1, &rng), *w = tg_normal(TG_SHAPE(7, 12), 0, 1, &rng);
+    tg_tensor *b = tg_normal(TG_SHAPE(7), 0, 1, &rng), *r = tg_normal(TG_SHAPE(2, 5, 7), 0, 1, &rng);
+    tg_tensor *ps[4] = {x, w, b, r}, *g1[4];
+    for (int i = 0; i < 4; i++) tg_set_requires_grad(ps[i], true);
+    tg_scope_begin();
+    tg_tensor *c = tg_normal(TG_SHAPE(2, 5, 7), 0, 1, &rng);
+    tg_tensor *y1 = tg_affine_add(r, x, w, b), *y2 = tg_add(r, tg_affine(x, w, b));
+    cr_assert(y1 && y2, "%s", tg_last_error());
+    cr_expect(max_diff(y1, y2) < 1e-5, "affine_add differs from add(affine) by %g", max_diff(y1, y2));
+    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y1, c))), 0, "%s", tg_last_error());
+    for (int i = 0; i < 4; i++) {
+        g1[i] = tg_clone(ps[i]->grad);
+        tg_zero_grad(ps[i]);
+    }
+    cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y2, c))), 0, "%s", tg_last_error());
+    for (int i = 0; i < 4; i++)
+        cr_expect(max_diff(g1[i], ps[i]->grad) < 1e-4, "gradient %d differs by %g", i, max_diff(g1[i], ps[i]->grad));
+    cr_expect_null(tg_affine_add(x, x, w, b));
+    cr_expect(strstr(tg_last_error(), "affine_add: r (2,5,12)"), "%s", tg_last_error());
+    tg_scope_end();
+    for (int i = 0; i < 4; i++) tg_free(ps[i]), tg_free(g1[i]);
+}

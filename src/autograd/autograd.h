@@ -265,6 +265,21 @@ tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b);
  * TG_PREC_BF16. Errors name "affine_gelu" or "affine_gelu_tanh" and the
  * three shapes. */
 tg_tensor *tg_affine_gelu(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh_form);
+/** r + x w^T + b (a Linear on a residual connection: torch's r +
+ * F.linear(x, w, b)) as one op: the GEMM starts from r + b, so x w^T + b
+ * is never a tensor of its own. r has the result's shape [..., out] and is
+ * tg_real; x may be bf16. Values: the GEMM's sums added to r + b (not
+ * (x w^T + b) + r: equal to rounding). Errors name "affine_add". */
+tg_tensor *tg_affine_add(tg_tensor *r, tg_tensor *x, tg_tensor *w, tg_tensor *b);
+/** tg_affine with the result stored as `to` (TG_DTYPE_BF16: rounded to
+ * bf16 as tg_to_bf16, from a float scratch that is then reused: half the
+ * bytes kept). x may be stored as bf16 in tg_affine, tg_affine_gelu and
+ * these: its products are those of its float values. */
+tg_tensor *tg_affine_to(tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_dtype to);
+/** tg_affine_gelu with the result stored as `to`; with TG_DTYPE_BF16 the
+ * pre-activation kept for the backward is bf16 too, so the backward's
+ * gelu' is that of the rounded x w^T + b (as under torch's autocast). */
+tg_tensor *tg_affine_gelu_to(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh_form, tg_dtype to);
 
 /* ---- softmax along the last axis ---------------------------------------------- */
 /** softmax along the last axis (max-subtracted); a's shape. A 0-d a or an
@@ -387,7 +402,14 @@ tg_tensor *tg_sparsemax(tg_tensor *x, tg_mask mask);
  * kept instead of recomputed, when a backward will need them.
  * dropout_p in [0, 1] (1 gives zeros, as tg_dropout, and draws nothing);
  * rng may be NULL when dropout_p is 0 or 1. Shapes that do not fit, d = 0,
- * a bad mask (as tg_masked_softmax) or a bad dropout_p are errors. */
+ * a bad mask (as tg_masked_softmax) or a bad dropout_p are errors.
+ * q, k and v may be stored as bf16 (tg_dtype), all three or none (mixing
+ * them is an error): out is then bf16, bit for bit tg_to_bf16 of the op on
+ * tg_to_real(q), tg_to_real(k), tg_to_real(v), as torch's
+ * scaled_dot_product_attention returns its inputs' dtype; their gradients
+ * are tg_real, those of that composite up to bf16's rounding of out (the
+ * backward reads the stored out, as FlashAttention does). So do the other
+ * entries below (the position tables stay tg_real). */
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng);
 
 /** Position terms of attention scores, functions of (head, offset) computed
@@ -491,6 +513,10 @@ tg_tensor *tg_rope_heads(tg_tensor *x, int heads, int rotated, int offset, tg_re
  * gamma and beta ([d]) may both be NULL (no affine); one of them alone is
  * taken for a failed earlier call ("layer_norm: NULL input"). eps >= 0. */
 tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps);
+/** tg_layer_norm with the result stored as `to` (TG_DTYPE_BF16: rounded as
+ * tg_to_bf16 from a float scratch that is then reused; the backward reads
+ * x and the saved statistics, never y, so its gradients are unchanged). */
+tg_tensor *tg_layer_norm_to(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps, tg_dtype to);
 
 /** Mean cross-entropy of logits [..., V] against integer targets (one per
  * row), computed through a fused log-softmax. Rows whose target equals

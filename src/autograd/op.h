@@ -87,6 +87,13 @@ uint64_t tg_dropout_take(tg_rng *rng, uint64_t n);
  * split over threads; x and y of one size. For ops that write a bf16
  * result from a tg_real scratch (ops_shape.c). */
 void tg__cast_into(const tg_tensor *x, tg_tensor *y);
+/* Where an op computes its result t in float: t itself when t is tg_real,
+ * else a float scratch of t's shape (recycled, uninitialised); then
+ * tg__float_store(t, f) rounds f into t and gives the scratch back (nothing
+ * when f is t). So a bf16 result costs its half-size tensor for good and a
+ * float one only until it is rounded. NULL when out of memory. */
+tg_tensor *tg__float_target(tg_tensor *t);
+void tg__float_store(tg_tensor *t, tg_tensor *f);
 /* The products of an op: C = alpha op(A) op(B) + beta C in float
  * (tg_k_gemm), or with bf16 operands and float sums (tg_k_gemm_bf16) when
  * bf16, which the op takes from tg_get_precision() in its forward (or from
@@ -114,7 +121,7 @@ static inline bool tg_prec_bf16(void) { return tg_get_precision() == TG_PREC_BF1
     X(dropout, dropout) X(masked_softmax, masked_softmax) X(sparsemax, sparsemax) X(layer_norm, layer_norm)          \
     X(cross_entropy, cross_entropy) X(attention, attention) X(rel_gather, relative) X(rel_scatter, relative)         \
     X(rope, rope) X(affine, affine) X(affine_gelu, affine) X(affine_gelu_tanh, affine)                               \
-    X(to_bf16, shape) X(to_real, shape)
+    X(affine_add, affine) X(to_bf16, shape) X(to_real, shape)
 /* clang-format on */
 
 #define TG_OP_DECLARE(name, ...) extern const tg_op tg_op_##name;

@@ -109,10 +109,15 @@
  *   d a^K += G^T q / sqrt(d),   d a^V += G'^T dO;
  * the table gradients are per-task partials summed in task order after the
  * pass, so they too are the same for any thread count. Memory added: a few
- * BQ x R rows per thread and R (d + dv + 1) per task, still never Q x K. */
+ * BQ x R rows per thread and R (d + dv + 1) per task, still never Q x K.
+ *
+ * q, k and v stored as bf16 give a bf16 output, each task widening the rows
+ * it reads into its own scratch ("bf16 storage" below). */
 #include "op.h"
 #include "mask.h"
 #include "rel_bucket.h"
+#include "tensor/half.h"
+#include "tensor/tensor_internal.h" /* tg__empty_bf16 */
 
 #include <math.h>
 #include <string.h>
@@ -159,6 +164,14 @@ typedef struct {
     int H;     /* heads per batch entry in the views; 1 for [B, n, d] tensors */
     int n_qkv; /* inputs holding q, k, v: 3, or 1 (the fused projection) */
     attn_view vq, vk, vv, vo;
+    /* Where the gradients' rows are: q's, k's and v's views as given (a
+     * task's copy of the plan points vq, vk, vv at its widened rows). */
+    attn_view gvq, gvk, gvv;
+    /* q, k, v and out stored as bf16 (tg_dtype): their values, read and
+     * written only through widen_entry and round_rows ("bf16 storage"). */
+    bool io_bf16;
+    const uint16_t *q16, *k16, *v16;
+    uint16_t *out16;
 } attention_state;
 
 /* Row i of head-batch entry b (b = batch * H + head) of an operand:
@@ -168,6 +181,76 @@ static inline int64_t at(const attention_state *pl, const attn_view *v, int b, i
 }
 
 static int nblocks(int n, int b) { return (n + b - 1) / b; }
+
+/* ---- bf16 storage ------------------------------------------------------------
+ * q, k and v stored as bf16 (tg_dtype: all three, or none) give an output
+ * stored as bf16, as torch's scaled_dot_product_attention returns its
+ * inputs' dtype; their gradients are tg_real, as every bf16 tensor's. A
+ * task widens the rows of its entry that it reads (exactly: a bf16 value
+ * is the top half of a float) into its own scratch, and runs the code
+ * below on them through a copy of the plan whose views point there (bs =
+ * hs = 0: entry b's rows start at the scratch whatever b is); its rows of
+ * out go to the scratch too and are rounded into out as tg_to_bf16 rounds.
+ * The arithmetic is the real inputs' (the same path, products and sums),
+ * so out is bit for bit tg_to_bf16(attention(tg_to_real(q), ...)), and no
+ * float copy of q, k, v or out outlives a task: the node keeps half their
+ * bytes (a quarter in the double build). The gradients' rows are found through the plan's own views (gvq,
+ * gvk, gvv). The backward's D = rowsum(dO o O) reads the stored, rounded O
+ * (as FlashAttention does with bf16 inputs), which moves the gradients by
+ * about bf16's rounding of O from the composite's; the short path takes D
+ * from its kept weights and does not read O. */
+typedef struct {
+    attention_state pl; /* the plan, vq, vk and vv on the widened rows */
+    const tg_real *q, *k, *v;
+} widened;
+
+/* Rows [i0, i1) of entry b of the bf16 operand at src (view *v, cols
+ * features) widened into dst, rows cols apart; *v then addresses them
+ * (row i at (i - i0) cols, for any b). Returns the reals after them. */
+static tg_real *widen_rows(const attention_state *pl, attn_view *v, const uint16_t *src, int b, int i0, int i1,
+                           int cols, tg_real *dst) {
+    for (int i = i0; i < i1; i++) {
+        const uint16_t *r = src + at(pl, v, b, i);
+        tg_real *o = dst + (size_t)(i - i0) * cols;
+        for (int c = 0; c < cols; c++) o[c] = (tg_real)tg__bf16_to_float(r[c]);
+    }
+    *v = (attn_view){-(int64_t)i0 * cols, 0, 0, cols};
+    return dst + (size_t)(i1 > i0 ? i1 - i0 : 0) * cols;
+}
+
+/* Entry b's queries [q0, q1) and keys [k0, k1) widened into buf (within
+ * io_reals): w's plan and operands read them. */
+static void widen_entry(const attention_state *pl, int b, int q0, int q1, int k0, int k1, tg_real *buf, widened *w) {
+    w->pl = *pl;
+    w->q = buf;
+    w->k = buf = widen_rows(pl, &w->pl.vq, pl->q16, b, q0, q1, pl->d, buf);
+    w->v = buf = widen_rows(pl, &w->pl.vk, pl->k16, b, k0, k1, pl->d, buf);
+    widen_rows(pl, &w->pl.vv, pl->v16, b, k0, k1, pl->dv, buf);
+}
+
+/* Reals of a thread's widened rows: an entry's q, k and v, and after them
+ * (forward) its rows of out, or (backward, short path) its gradients. */
+static size_t io_reals(const attention_state *pl, bool backward) {
+    if (!pl->io_bf16) return 0;
+    size_t Q = (size_t)pl->Q, K = (size_t)pl->K, d = (size_t)pl->d, dv = (size_t)pl->dv, ent = Q * d + K * (d + dv);
+    return ent + (!backward ? Q * dv : pl->short_seq ? ent : 0);
+}
+
+/* Rows [q0, q0 + n) of entry b of out = src's rows (dv apart), rounded to bf16. */
+static void round_rows(const attention_state *pl, int b, int q0, int n, const tg_real *src) {
+    for (int i = 0; i < n; i++) {
+        uint16_t *o = pl->out16 + at(pl, &pl->vo, b, q0 + i);
+        const tg_real *r = src + (size_t)i * pl->dv;
+        for (int c = 0; c < pl->dv; c++) o[c] = tg__bf16_from_float((float)r[c]);
+    }
+}
+
+/* The keys a task of query block qb of entry b reads: up to its last key
+ * block (forward_block, backward_dq). */
+static int keys_read(const attention_state *pl, int b, int qb) {
+    int e = nblocks(pl->qblock_end[(int64_t)b * nblocks(pl->Q, BQ) + qb], BK) * BK;
+    return e < pl->K ? e : pl->K;
+}
 
 /* ---- element kernels --------------------------------------------------------
  * Three quarters of the time goes to the per-element work (a hash and an exp
@@ -584,7 +667,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     const tg_real *qblk = w->q + at(pl, &pl->vq, b, q0), *dOblk = w->dO + at(pl, &pl->vo, b, q0);
     if (gq) {
         if (pl->relk) TG_GEMM(pl->bf16, false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
-        add_rows(pl, &pl->vq, b, q0, nq, d, acc, gq);
+        add_rows(pl, &pl->gvq, b, q0, nq, d, acc, gq);
     }
     if (w->part_bias) {
         tg_real *pb = w->part_bias + task * R;
@@ -618,8 +701,8 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
             tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
         if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k, d);
     }
-    add_rows(pl, &pl->vk, b, k0, nk, d, acc_k, gk);
-    add_rows(pl, &pl->vv, b, k0, nk, dv, acc_v, gv);
+    add_rows(pl, &pl->gvk, b, k0, nk, d, acc_k, gk);
+    add_rows(pl, &pl->gvv, b, k0, nk, dv, acc_v, gv);
 }
 
 /* dQ, dK and dV of head-batch entry b when its queries and keys are one
@@ -641,13 +724,13 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     if (gq) {
         (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q,
                                                    d);
-        add_rows(pl, &pl->vq, b, 0, Q, d, acc_q, gq);
+        add_rows(pl, &pl->gvq, b, 0, Q, d, acc_q, gq);
     }
     if (gk)
         (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k,
                                                    d);
-    add_rows(pl, &pl->vk, b, 0, K, d, acc_k, gk);
-    add_rows(pl, &pl->vv, b, 0, K, dv, acc_v, gv);
+    add_rows(pl, &pl->gvk, b, 0, K, d, acc_k, gk);
+    add_rows(pl, &pl->gvv, b, 0, K, dv, acc_v, gv);
 }
 
 /* dQ, dK and dV of head-batch entry b in one task, without position
@@ -674,10 +757,10 @@ static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real 
             if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
             if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
-        add_rows(pl, &pl->vq, b, q0, nq, d, acc_q, gq);
+        add_rows(pl, &pl->gvq, b, q0, nq, d, acc_q, gq);
     }
-    add_rows(pl, &pl->vk, b, 0, K, d, acc_k, gk);
-    add_rows(pl, &pl->vv, b, 0, K, dv, acc_v, gv);
+    add_rows(pl, &pl->gvk, b, 0, K, d, acc_k, gk);
+    add_rows(pl, &pl->gvv, b, 0, K, dv, acc_v, gv);
 }
 
 /* What the backward's loops share (attention_backward). */
@@ -689,19 +772,37 @@ typedef struct {
     int dv, nqb, nkb, nth;
 } backward_ctx;
 
-/* Thread tid's scratch, and at its end its operand buffers (ops_reals). */
+/* Thread tid's scratch, and at its end its operand buffers (ops_reals),
+ * after its widened rows (io_reals) under bf16 storage. */
 static tg_real *thread_scratch(const backward_ctx *c, int tid) { return c->scratch + c->per_thread * (size_t)tid; }
 static tg_real *thread_opbuf(const backward_ctx *c, int tid) {
     return thread_scratch(c, tid) + c->per_thread - ops_reals(c->w->pl, true);
 }
 
-/* D_r = sum_c dO_rc O_rc of rows [begin, end) of the B Q. */
+/* The operands of a task on entry b that reads its queries [q0, q1) and
+ * keys [k0, k1): c's own, or under bf16 storage the rows widened into
+ * thread tid's scratch, read through *lw (wd holds them). */
+static const attn_bwd *task_operands(const backward_ctx *c, int tid, int b, int q0, int q1, int k0, int k1, widened *wd,
+                                     attn_bwd *lw) {
+    const attention_state *pl = c->w->pl;
+    if (!pl->io_bf16) return c->w;
+    widen_entry(pl, b, q0, q1, k0, k1, thread_opbuf(c, tid) - io_reals(pl, true), wd);
+    *lw = *c->w;
+    lw->pl = &wd->pl, lw->q = wd->q, lw->k = wd->k, lw->v = wd->v;
+    return lw;
+}
+
+/* D_r = sum_c dO_rc O_rc of rows [begin, end) of the B Q (O as stored:
+ * under bf16 storage its rounded values, "bf16 storage" above). */
 static void D_rows(const backward_ctx *c, int64_t begin, int64_t end) {
     const attention_state *pl = c->w->pl;
     for (int64_t r = begin; r < end; r++) {
         int64_t o = at(pl, &pl->vo, (int)(r / pl->Q), (int)(r % pl->Q));
         tg_real s = 0;
-        for (int t = 0; t < c->dv; t++) s += c->dO[o + t] * c->O[o + t];
+        if (pl->io_bf16)
+            for (int t = 0; t < c->dv; t++) s += c->dO[o + t] * (tg_real)tg__bf16_to_float(pl->out16[o + t]);
+        else
+            for (int t = 0; t < c->dv; t++) s += c->dO[o + t] * c->O[o + t];
         c->D[r] = s;
     }
 }
@@ -719,7 +820,10 @@ static void backward_single_tasks(void *ctx, int64_t begin, int64_t end, int tid
     int Q = c->w->pl->Q;
     for (int t = (int)begin; t < (int)end; t++) {
         D_rows(c, (int64_t)t * Q, (int64_t)(t + 1) * Q);
-        backward_single(c->w, c->gq, c->gk, c->gv, t, thread_scratch(c, tid), thread_opbuf(c, tid));
+        widened wd;
+        attn_bwd lw;
+        const attn_bwd *w = task_operands(c, tid, t, 0, Q, 0, c->w->pl->K, &wd, &lw);
+        backward_single(w, c->gq, c->gk, c->gv, t, thread_scratch(c, tid), thread_opbuf(c, tid));
     }
 }
 
@@ -731,7 +835,10 @@ static void backward_entry_tasks(void *ctx, int64_t begin, int64_t end, int tid)
     tg_real *acc_kv = c->scratch + c->per_thread * (size_t)c->nth + c->kv_per_thread * (size_t)tid;
     for (int t = (int)begin; t < (int)end; t++) {
         D_rows(c, (int64_t)t * Q, (int64_t)(t + 1) * Q);
-        backward_entry(c->w, c->gq, c->gk, c->gv, t, thread_scratch(c, tid), thread_opbuf(c, tid), acc_kv);
+        widened wd;
+        attn_bwd lw;
+        const attn_bwd *w = task_operands(c, tid, t, 0, Q, 0, c->w->pl->K, &wd, &lw);
+        backward_entry(w, c->gq, c->gk, c->gv, t, thread_scratch(c, tid), thread_opbuf(c, tid), acc_kv);
     }
 }
 
@@ -742,14 +849,23 @@ static void backward_dq_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
         int64_t r0 = (int64_t)(t / c->nqb) * Q + (int64_t)(t % c->nqb) * BQ;
         int64_t r1 = (t % c->nqb + 1) * BQ < Q ? r0 + BQ : (int64_t)(t / c->nqb + 1) * Q;
         D_rows(c, r0, r1);
-        backward_dq(c->w, c->gq, t / c->nqb, t % c->nqb, thread_scratch(c, tid), thread_opbuf(c, tid));
+        int b = t / c->nqb, qb = t % c->nqb, q0 = qb * BQ;
+        widened wd;
+        attn_bwd lw;
+        const attn_bwd *w = task_operands(c, tid, b, q0, q0 + (int)(r1 - r0), 0, keys_read(c->w->pl, b, qb), &wd, &lw);
+        backward_dq(w, c->gq, b, qb, thread_scratch(c, tid), thread_opbuf(c, tid));
     }
 }
 
 static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const backward_ctx *c = ctx;
-    for (int t = (int)begin; t < (int)end; t++)
-        backward_dkv(c->w, c->gk, c->gv, t / c->nkb, t % c->nkb, thread_scratch(c, tid), thread_opbuf(c, tid));
+    for (int t = (int)begin; t < (int)end; t++) {
+        int b = t / c->nkb, k0 = t % c->nkb * BK, k1 = k0 + BK < c->w->pl->K ? k0 + BK : c->w->pl->K;
+        widened wd;
+        attn_bwd lw;
+        const attn_bwd *w = task_operands(c, tid, b, 0, c->w->pl->Q, k0, k1, &wd, &lw);
+        backward_dkv(w, c->gk, c->gv, b, t % c->nkb, thread_scratch(c, tid), thread_opbuf(c, tid));
+    }
 }
 
 /* ---- short sequences -----------------------------------------------------------
@@ -804,6 +920,34 @@ static void short_dropout(const attention_state *pl, int b, int KP, tg_real *zf)
     }
 }
 
+/* Entry b of short_tasks under bf16 storage: its rows widened into io;
+ * the forward's out rows after them (rounded into out), or the backward's
+ * gradients of the entry, from zero, then added to the gradients (the
+ * kernel's sums added once, as without bf16). */
+static void short_entry_bf16(const short_ctx *c, int b, const tg_real *zf, tg_real *work, tg_real *io) {
+    const attention_state *pl = c->pl;
+    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
+    int64_t QKP = (int64_t)Q * tg_k_attention_short_stride(K);
+    widened w;
+    widen_entry(pl, b, 0, Q, 0, K, io, &w);
+    tg_real *after = io + (size_t)Q * d + (size_t)K * (d + dv);
+    if (!c->dO) {
+        w.pl.vo = (attn_view){0, 0, 0, dv}; /* out's rows in `after` */
+        tg_attn_entry e = short_entry(&w.pl, w.q, w.k, w.v, b);
+        tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, after, pl->probs ? pl->probs + b * QKP : NULL, work);
+        round_rows(pl, b, 0, Q, after);
+        return;
+    }
+    tg_real *gq = after, *gk = gq + (size_t)Q * d, *gv = gk + (size_t)K * d;
+    memset(after, 0, sizeof(tg_real) * ((size_t)Q * d + (size_t)K * (d + dv)));
+    tg_attn_entry e = short_entry(&w.pl, w.q, w.k, w.v, b); /* dO's rows: vo as given */
+    tg_k_attention_short_backward(&e, pl->probs + b * QKP, pl->dropout ? zf : NULL, c->dO + at(pl, &pl->vo, b, 0),
+                                  c->gq ? gq : NULL, c->gk ? gk : NULL, c->gv ? gv : NULL, work);
+    add_rows(pl, &pl->gvq, b, 0, Q, d, gq, c->gq);
+    add_rows(pl, &pl->gvk, b, 0, K, d, gk, c->gk);
+    add_rows(pl, &pl->gvv, b, 0, K, dv, gv, c->gv);
+}
+
 /* Tasks [begin, end) of `group` entries each: entries [begin group, end
  * group), forward or (dO set) backward. */
 static void short_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
@@ -812,18 +956,23 @@ static void short_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     int KP = tg_k_attention_short_stride(pl->K);
     int64_t QKP = (int64_t)pl->Q * KP;
     tg_real *zf = c->scratch + c->per_thread * (size_t)tid, *work = zf + QKP;
+    tg_real *io = c->scratch + c->per_thread * (size_t)(tid + 1) - io_reals(pl, c->dO != NULL);
     for (int b = (int)(begin * c->group); b < pl->B && b < end * c->group; b++) {
-        tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
         int64_t o = at(pl, &pl->vo, b, 0);
         if (pl->dropout) short_dropout(pl, b, KP, zf); /* the backward draws the forward's mask again */
+        if (pl->io_bf16) {
+            short_entry_bf16(c, b, zf, work, io);
+            continue;
+        }
+        tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
         if (!c->dO) {
             tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, c->out + o,
                                          pl->probs ? pl->probs + b * QKP : NULL, work);
             continue;
         }
         tg_k_attention_short_backward(
-            &e, pl->probs + b * QKP, pl->dropout ? zf : NULL, c->dO + o, c->gq ? c->gq + at(pl, &pl->vq, b, 0) : NULL,
-            c->gk ? c->gk + at(pl, &pl->vk, b, 0) : NULL, c->gv ? c->gv + at(pl, &pl->vv, b, 0) : NULL, work);
+            &e, pl->probs + b * QKP, pl->dropout ? zf : NULL, c->dO + o, c->gq ? c->gq + at(pl, &pl->gvq, b, 0) : NULL,
+            c->gk ? c->gk + at(pl, &pl->gvk, b, 0) : NULL, c->gv ? c->gv + at(pl, &pl->gvv, b, 0) : NULL, work);
     }
 }
 
@@ -850,7 +999,7 @@ static void attention_backward(tg_node *n) {
     if (pl->short_seq) {
         int nth = tg_get_num_threads();
         size_t per_thread = (size_t)pl->Q * tg_k_attention_short_stride(pl->K) +
-                            tg_k_attention_short_scratch(pl->Q, pl->K, pl->d, pl->dv);
+                            tg_k_attention_short_scratch(pl->Q, pl->K, pl->d, pl->dv) + io_reals(pl, true);
         tg_real *scratch = tg_backward_scratch(sizeof(tg_real) * per_thread * (size_t)nth);
         if (!scratch) return;
         short_ctx c = {.pl = pl,
@@ -872,8 +1021,10 @@ static void attention_backward(tg_node *n) {
     const tg_real *dO = n->out->grad->data, *O = n->out->data;
     tg_real *D = tg_backward_scratch(sizeof(tg_real) * (size_t)rows);
     bool single = Q <= BQ && K <= BK && !gpos && !pl->relk && !pl->relv; /* one tile per entry (backward_single) */
+    /* The passes' scratch, backward_single's dQ rows past it, then the
+     * widened rows (bf16 storage) and the operand buffers. */
     size_t per_thread = 3 * BQ * BK + (size_t)BK * (d + dv) + 4 * (size_t)BQ * R + (single ? (size_t)BQ * d : 0) +
-                        ops_reals(pl, true);        /* backward_single's dQ rows past the passes' scratch */
+                        io_reals(pl, true) + ops_reals(pl, true);
     int nth = tg_get_num_threads();                 /* the tasks run on at most these: the scratch is theirs */
     bool big = (double)rows * K * (d + dv) > 65536; /* worth a thread team */
     /* Whole entries in one pass when there are enough of them to keep the
@@ -946,16 +1097,30 @@ typedef struct {
     const attention_state *pl;
     const tg_real *q, *k, *v;
     tg_real *out, *lse, *scratch;
-    size_t per_thread;
+    size_t per_thread; /* reals: the block's scratch, then (bf16 storage) io_reals, then ops_reals */
     int nqb;
 } forward_ctx;
 
 static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     const forward_ctx *c = ctx;
-    for (int64_t t = begin; t < end; t++)
-        forward_block(c->pl, c->q, c->k, c->v, c->out, c->lse, (int)(t / c->nqb), (int)(t % c->nqb),
-                      c->scratch + c->per_thread * (size_t)tid,
-                      c->scratch + c->per_thread * (size_t)(tid + 1) - ops_reals(c->pl, false));
+    const attention_state *pl = c->pl;
+    tg_real *opbuf = c->scratch + c->per_thread * (size_t)(tid + 1) - ops_reals(pl, false);
+    for (int64_t t = begin; t < end; t++) {
+        int b = (int)(t / c->nqb), qb = (int)(t % c->nqb);
+        if (!pl->io_bf16) {
+            forward_block(pl, c->q, c->k, c->v, c->out, c->lse, b, qb, c->scratch + c->per_thread * (size_t)tid, opbuf);
+            continue;
+        }
+        /* bf16 storage: the block's queries and the keys it reads widened,
+         * its rows of out written after them (vo on them), then rounded. */
+        int q0 = qb * BQ, nq = pl->Q - q0 < BQ ? pl->Q - q0 : BQ;
+        tg_real *io = opbuf - io_reals(pl, false), *ob = io + (size_t)nq * pl->d + (size_t)pl->K * (pl->d + pl->dv);
+        widened w;
+        widen_entry(pl, b, q0, q0 + nq, 0, keys_read(pl, b, qb), io, &w);
+        w.pl.vo = (attn_view){-(int64_t)q0 * pl->dv, 0, 0, pl->dv};
+        forward_block(&w.pl, w.q, w.k, w.v, ob, c->lse, b, qb, c->scratch + c->per_thread * (size_t)tid, opbuf);
+        round_rows(pl, b, q0, nq, ob);
+    }
 }
 
 /* Checks pos against pl's shapes (q, the tensor named in errors); fills
@@ -982,6 +1147,10 @@ static bool pos_setup(const tg_attn_pos *pos, const tg_tensor *q, attention_stat
     } tabs[3] = {{pos->bias, h, R, "bias"}, {pos->rel_k, R, d, "rel_k"}, {pos->rel_v, R, dv, "rel_v"}};
     for (int i = 0; i < 3; i++) {
         const tg_tensor *t = tabs[i].t;
+        if (t && t->dtype != TG_DTYPE_REAL) {
+            tg_set_error("attention: position %s %s is bf16; the tables are tg_real", tabs[i].name, tg_tshape(b2, t));
+            return false;
+        }
         if (t && (t->ndim != 2 || t->shape[0] != tabs[i].rows || t->shape[1] != tabs[i].cols)) {
             tg_set_error("attention: q %s, position %s %s: need (%d,%d) (%d buckets, %d heads)", tg_tshape(b1, q),
                          tabs[i].name, tg_tshape(b2, t), tabs[i].rows, tabs[i].cols, R, h);
@@ -1065,8 +1234,10 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     if (!tg_check_dropout("attention", dropout_p)) return NULL;
     /* p = 1 drops every weight: zeros, and zero gradients through the
      * scaling, as the stored path (tg_dropout draws nothing for p = 1). */
-    if (dropout_p == 1)
-        return tg_mul_scalar(attention_run(shape, in, what, out_ndim, out_shape, mask, 0, NULL, pos), 0);
+    if (dropout_p == 1) {
+        tg_tensor *y = attention_run(shape, in, what, out_ndim, out_shape, mask, 0, NULL, pos);
+        return shape->io_bf16 ? tg_to_bf16(tg_mul_scalar(tg_to_real(y), 0)) : tg_mul_scalar(y, 0);
+    }
     if (dropout_p > 0 && !rng) {
         tg_set_error("attention: %s %s with dropout p = %g: NULL rng", what, tg_tshape(b1, in[0]), (double)dropout_p);
         return NULL;
@@ -1076,11 +1247,18 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     int n_in = shape->n_qkv;
     if (pl) *pl = *shape;
     if (pl && !pos_setup(pos, in[0], pl, inputs, &n_in)) return NULL;
+    if (pl) {
+        pl->gvq = pl->vq, pl->gvk = pl->vk, pl->gvv = pl->vv;
+        tg_tensor *const *src = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};
+        pl->q16 = src[0]->bf16, pl->k16 = src[1]->bf16, pl->v16 = src[2]->bf16;
+    }
     int nqb = nblocks(Q, BQ);
     int64_t rows = (int64_t)B * Q, nqblocks = (int64_t)B * nqb;
     int *lim = pl ? tg_arena_alloc(sizeof(int) * (size_t)(rows ? rows : 1)) : NULL;
     int *qend = lim ? tg_arena_alloc(sizeof(int) * (size_t)(nqblocks ? nqblocks : 1)) : NULL;
-    tg_tensor *out = qend ? tg_empty_arena(out_ndim, out_shape) : NULL;
+    tg_tensor *out = !qend            ? NULL
+                     : shape->io_bf16 ? tg__empty_bf16(out_ndim, out_shape)
+                                      : tg_empty_arena(out_ndim, out_shape);
     tg_tensor *lse = out ? tg_empty_arena(TG_SHAPE(B, Q)) : NULL;
     if (!lse) return NULL;
     limits_ctx lc = {&mask, lim, qend, Q, K, nqb};
@@ -1090,7 +1268,7 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     pl->amx = pl->bf16 && strcmp(tg_bf16_engine().engine, "amx") == 0;
     pl->round_ops = pl->bf16 && !pl->amx;
     pl->dropout = dropout_p > 0;
-    pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data;
+    pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data, pl->out16 = out->bf16;
     /* Short sequences keep their weights, B Q K <= 64 B Q reals (rows
      * padded on the whole-entry path): the backward then skips the scores'
      * product and the exps, which at T <= 64 made this op slower than the
@@ -1103,12 +1281,18 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
         pl->mask = tg_dropout_mask_new(rng->seed, rng->stream, dropout_p);
         pl->first = tg_dropout_take(rng, (uint64_t)rows * (uint64_t)K);
     }
+    /* The threads' scratch: given back once the forward is done, so the
+     * next attention of the scope (the next layer's) takes the same block. */
     int nth = tg_get_num_threads();
+    size_t per_thread = pl->short_seq ? (size_t)Q * KP + tg_k_attention_short_scratch(Q, K, d, dv)
+                                      : 2 * BQ * BK + (size_t)BQ * dv + 2 * BQ +
+                                            (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0) + ops_reals(pl, false);
+    per_thread += io_reals(pl, false);
+    size_t bytes = sizeof(tg_real) * per_thread * (size_t)nth;
+    tg_real *scratch = tg__arena_reuse(bytes);
+    if (!scratch && !(scratch = tg_arena_alloc(bytes))) return NULL;
+    tg_tensor *const *qkv = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};
     if (pl->short_seq) {
-        size_t per_thread = (size_t)Q * KP + tg_k_attention_short_scratch(Q, K, d, dv);
-        tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
-        if (!scratch) return NULL;
-        tg_tensor *const *qkv = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};
         short_ctx c = {.pl = pl,
                        .q = qkv[0]->data,
                        .k = qkv[1]->data,
@@ -1117,21 +1301,28 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
                        .scratch = scratch,
                        .per_thread = per_thread};
         short_run(pl, &c, nth);
-        tg_node *n = tg_node_record(&tg_op_attention, out, n_in, inputs);
-        if (n) n->state = pl;
-        return out;
+    } else {
+        forward_ctx c = {pl, qkv[0]->data, qkv[1]->data, qkv[2]->data, out->data, lse->data, scratch, per_thread, nqb};
+        tg_parallel_tasks_at_most(nqblocks, nqblocks > 1 && (double)rows * K * (d + dv) > 65536 ? nth : 1,
+                                  forward_tasks, &c);
     }
-    size_t per_thread =
-        2 * BQ * BK + (size_t)BQ * dv + 2 * BQ + (pl->has_pos ? 2 * (size_t)BQ * pl->R : 0) + ops_reals(pl, false);
-    tg_real *scratch = tg_arena_alloc(sizeof(tg_real) * per_thread * (size_t)nth);
-    if (!scratch) return NULL;
-    tg_tensor *const *qkv = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};
-    forward_ctx c = {pl, qkv[0]->data, qkv[1]->data, qkv[2]->data, out->data, lse->data, scratch, per_thread, nqb};
-    tg_parallel_tasks_at_most(nqblocks, nqblocks > 1 && (double)rows * K * (d + dv) > 65536 ? nth : 1, forward_tasks,
-                              &c);
+    tg__arena_recycle(scratch, bytes);
     tg_node *n = tg_node_record(&tg_op_attention, out, n_in, inputs);
     if (n) n->state = pl;
     return out;
+}
+
+/* q, k and v valid and stored alike: all tg_real, or all bf16 ("bf16
+ * storage"); else an error naming op. */
+static bool bad_operands(const char *op, tg_tensor *q, tg_tensor *k, tg_tensor *v) {
+    char b1[64], b2[64], b3[64];
+    if (tg_any_bad(op, 3, (const tg_tensor *const[]){q, k, v}, 7)) return true;
+    if (q->dtype == k->dtype && q->dtype == v->dtype) return false;
+    const char *name[2] = {"real", "bf16"};
+    tg_set_error("%s: q %s %s, k %s %s, v %s %s: need all three tg_real or all three bf16", op, tg_tshape(b1, q),
+                 name[q->dtype == TG_DTYPE_BF16], tg_tshape(b2, k), name[k->dtype == TG_DTYPE_BF16], tg_tshape(b3, v),
+                 name[v->dtype == TG_DTYPE_BF16]);
+    return true;
 }
 
 tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng) {
@@ -1141,7 +1332,7 @@ tg_tensor *tg_attention(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, 
 tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask mask, tg_real dropout_p, tg_rng *rng,
                             const tg_attn_pos *pos) {
     char b1[64], b2[64], b3[64];
-    if (tg_any_null("attention", 3, (const tg_tensor *const[]){q, k, v})) return NULL;
+    if (bad_operands("attention", q, k, v)) return NULL;
     if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0] ||
         k->shape[2] != q->shape[2] || v->shape[1] != k->shape[1]) {
         tg_set_error("attention: q %s, k %s, v %s: need [B, Q, d], [B, K, d], [B, K, dv]", tg_tshape(b1, q),
@@ -1149,7 +1340,8 @@ tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask ma
         return NULL;
     }
     int B = q->shape[0], Q = q->shape[1], K = k->shape[1], d = q->shape[2], dv = v->shape[2];
-    attention_state s = {.B = B, .Q = Q, .K = K, .d = d, .dv = dv, .H = 1, .n_qkv = 3};
+    attention_state s = {
+        .B = B, .Q = Q, .K = K, .d = d, .dv = dv, .H = 1, .n_qkv = 3, .io_bf16 = q->dtype == TG_DTYPE_BF16};
     s.vq = (attn_view){0, (int64_t)Q * d, 0, d};
     s.vk = (attn_view){0, (int64_t)K * d, 0, d};
     s.vv = (attn_view){0, (int64_t)K * dv, 0, dv};
@@ -1160,7 +1352,7 @@ tg_tensor *tg_attention_pos(tg_tensor *q, tg_tensor *k, tg_tensor *v, tg_mask ma
 tg_tensor *tg_attention_heads(tg_tensor *q, tg_tensor *k, tg_tensor *v, int heads, tg_mask mask, tg_real dropout_p,
                               tg_rng *rng, const tg_attn_pos *pos) {
     char b1[64], b2[64], b3[64];
-    if (tg_any_null("attention_heads", 3, (const tg_tensor *const[]){q, k, v})) return NULL;
+    if (bad_operands("attention_heads", q, k, v)) return NULL;
     int h = heads;
     if (h < 1 || q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->shape[0] != q->shape[0] ||
         v->shape[0] != q->shape[0] || k->shape[2] != q->shape[2] || v->shape[1] != k->shape[1] ||
@@ -1170,7 +1362,8 @@ tg_tensor *tg_attention_heads(tg_tensor *q, tg_tensor *k, tg_tensor *v, int head
         return NULL;
     }
     int B = q->shape[0], Q = q->shape[1], K = k->shape[1], d = q->shape[2] / h, dv = v->shape[2] / h;
-    attention_state s = {.B = B * h, .Q = Q, .K = K, .d = d, .dv = dv, .H = h, .n_qkv = 3};
+    attention_state s = {
+        .B = B * h, .Q = Q, .K = K, .d = d, .dv = dv, .H = h, .n_qkv = 3, .io_bf16 = q->dtype == TG_DTYPE_BF16};
     s.vq = (attn_view){0, (int64_t)Q * h * d, d, (int64_t)h * d};
     s.vk = (attn_view){0, (int64_t)K * h * d, d, (int64_t)h * d};
     s.vv = (attn_view){0, (int64_t)K * h * dv, dv, (int64_t)h * dv};
@@ -1181,14 +1374,15 @@ tg_tensor *tg_attention_heads(tg_tensor *q, tg_tensor *k, tg_tensor *v, int head
 tg_tensor *tg_attention_qkv(tg_tensor *qkv, int heads, tg_mask mask, tg_real dropout_p, tg_rng *rng,
                             const tg_attn_pos *pos) {
     char b1[64];
-    if (tg_any_null("attention_qkv", 1, (const tg_tensor *const[]){qkv})) return NULL;
+    if (tg_any_bad("attention_qkv", 1, (const tg_tensor *const[]){qkv}, 1)) return NULL;
     int h = heads;
     if (h < 1 || qkv->ndim != 3 || qkv->shape[2] % (3 * h) != 0) {
         tg_set_error("attention_qkv: qkv %s with %d heads: need [B, T, 3 h d]", tg_tshape(b1, qkv), heads);
         return NULL;
     }
     int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / (3 * h), D = h * d;
-    attention_state s = {.B = B * h, .Q = T, .K = T, .d = d, .dv = d, .H = h, .n_qkv = 1};
+    attention_state s = {
+        .B = B * h, .Q = T, .K = T, .d = d, .dv = d, .H = h, .n_qkv = 1, .io_bf16 = qkv->dtype == TG_DTYPE_BF16};
     int64_t bs = (int64_t)T * 3 * D;
     s.vq = (attn_view){0, bs, d, 3 * (int64_t)D};
     s.vk = (attn_view){D, bs, d, 3 * (int64_t)D};

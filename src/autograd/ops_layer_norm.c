@@ -12,6 +12,7 @@
 #include "op.h"
 
 #include <math.h>
+#include "tensor/tensor_internal.h" /* tg__empty_bf16 */
 
 typedef struct {
     tg_real *mean, *rstd; /* one per row, in the arena; mean less x_0 */
@@ -37,7 +38,7 @@ static void layer_norm_backward(tg_node *n) {
 }
 const tg_op tg_op_layer_norm = {"layer_norm", layer_norm_backward};
 
-tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps) {
+tg_tensor *tg_layer_norm_to(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps, tg_dtype to) {
     char b1[64], b2[64], b3[64];
     if (tg_any_null("layer_norm", 1, (const tg_tensor *const[]){x})) return NULL;
     if (!gamma != !beta) { /* one of them NULL: most likely an earlier failed call */
@@ -58,16 +59,22 @@ tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_rea
         tg_set_error("layer_norm: x %s with eps = %g: eps must be >= 0", tg_tshape(b1, x), (double)eps);
         return NULL;
     }
-    tg_tensor *y = tg_empty_arena(x->ndim, x->shape);
+    /* a bf16 result is rounded from a float scratch, reused once rounded */
+    tg_tensor *y = to == TG_DTYPE_BF16 ? tg__empty_bf16(x->ndim, x->shape) : tg_empty_arena(x->ndim, x->shape);
+    tg_tensor *f = y ? tg__float_target(y) : NULL;
     layer_norm_state *st = tg_arena_alloc(sizeof *st);
     tg_real *buf = tg_arena_alloc(sizeof(tg_real) * (size_t)(2 * rows + 1));
-    if (!y || !st || !buf) return NULL;
+    if (!f || !st || !buf) return NULL;
     st->mean = buf;
     st->rstd = buf + rows;
-    tg_k_layer_norm(x->data, gamma ? gamma->data : NULL, gamma ? beta->data : NULL, y->data, st->mean, st->rstd, rows,
+    tg_k_layer_norm(x->data, gamma ? gamma->data : NULL, gamma ? beta->data : NULL, f->data, st->mean, st->rstd, rows,
                     d, eps);
+    tg__float_store(y, f);
     tg_node *n = gamma ? tg_node_record(&tg_op_layer_norm, y, 3, (tg_tensor *const[]){x, gamma, beta})
                        : tg_node_record(&tg_op_layer_norm, y, 1, &x);
     if (n) n->state = st;
     return y;
+}
+tg_tensor *tg_layer_norm(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_real eps) {
+    return tg_layer_norm_to(x, gamma, beta, eps, TG_DTYPE_REAL);
 }

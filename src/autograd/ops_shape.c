@@ -13,7 +13,6 @@
 #include "op.h"
 
 #include <string.h>
-#include "tensor/half.h"
 #include "tensor/tensor_internal.h" /* tg__empty_bf16 */
 
 static void add_into(tg_tensor *gx, const tg_real *g) {
@@ -75,24 +74,20 @@ tg_tensor *tg_reshape(tg_tensor *a, int ndim, const int *shape) {
 const tg_op tg_op_to_bf16 = {"to_bf16", reshape_backward};
 const tg_op tg_op_to_real = {"to_real", reshape_backward};
 
-typedef struct {
-    const tg_tensor *x;
-    tg_tensor *y;
-} cast_ctx;
-/* Elements [i0, i1): rounded to bf16 as torch's c10::BFloat16 rounds (to
- * nearest even, subnormals kept; a double first to float), or widened
- * (exact). Any split gives the same bits. */
-static void cast_range(void *ctx, int64_t i0, int64_t i1, int tid) {
-    const cast_ctx *c = ctx;
-    (void)tid;
-    if (c->y->dtype == TG_DTYPE_BF16)
-        for (int64_t i = i0; i < i1; i++) c->y->bf16[i] = tg__bf16_from_float((float)c->x->data[i]);
+void tg__cast_into(const tg_tensor *x, tg_tensor *y) {
+    if (y->dtype == TG_DTYPE_BF16)
+        tg_k_to_bf16(x->data, y->bf16, x->size);
     else
-        for (int64_t i = i0; i < i1; i++) c->y->data[i] = (tg_real)tg__bf16_to_float(c->x->bf16[i]);
+        tg_k_from_bf16(x->bf16, y->data, x->size);
 }
 
-void tg__cast_into(const tg_tensor *x, tg_tensor *y) {
-    tg_parallel_for_ns(x->size, (double)x->size * TG_NS_STREAM, cast_range, &(cast_ctx){x, y});
+tg_tensor *tg__float_target(tg_tensor *t) {
+    return t->dtype == TG_DTYPE_REAL ? t : tg__empty_recycled(t->ndim, t->shape);
+}
+void tg__float_store(tg_tensor *t, tg_tensor *f) {
+    if (f == t) return;
+    tg__cast_into(f, t);
+    tg__tensor_recycle(f);
 }
 
 /* x stored as `to`: x itself when it already is (torch's .to), else a new

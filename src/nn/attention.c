@@ -231,7 +231,8 @@ tg_tensor *tg_dot_attention_forward_qkv(tg_dot_attention *m, tg_tensor *qkv, int
     char b1[64];
     if (!tg_module_present("dot_attention", "forward", m)) return NULL;
     m->attention_weights = NULL;
-    if (tg_any_null("dot_attention", 1, (const tg_tensor *const[]){qkv})) return NULL;
+    if (tg_any_bad("dot_attention", 1, (const tg_tensor *const[]){qkv}, 1))
+        return NULL; /* bf16: tg_attention_qkv reads it */
     if (heads < 1 || qkv->ndim != 3 || qkv->shape[2] % (3 * heads)) {
         tg_set_error("dot_attention: qkv %s with %d heads: need [B, T, 3 h d]", tg_tshape(b1, qkv), heads);
         return NULL;

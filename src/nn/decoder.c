@@ -187,15 +187,40 @@ static tg_tensor *cache_read(tg_tensor *cache, int len) {
     return len == cache->shape[1] ? cache : tg_slice(cache, 1, 0, len);
 }
 
+/* x normalised by ln and stored as `to` (the layer's own checks first). */
+static tg_tensor *norm(tg_layer_norm_layer *ln, tg_tensor *x, tg_dtype to) {
+    if (!tg_module_input("layernorm", ln, x) || !tg_module_last_dim("layernorm", x, ln->dim)) return NULL;
+    return tg_layer_norm_to(x, ln->weight, ln->bias, ln->eps, to);
+}
+
+/* x + drop(proj(a)): without dropout one op, x + a W^T + b, whose GEMM
+ * starts from x + b (tg_affine_add): no tensor for a W^T + b. */
+static tg_tensor *residual(tg_tensor *x, tg_linear *proj, tg_dropout_layer *drop, tg_tensor *a) {
+    if (tg_dropout_layer_active_p(drop) == 0 && proj && a) return tg_affine_add(x, a, proj->weight, proj->bias);
+    return tg_add(x, tg_dropout_layer_forward(drop, tg_linear_forward(proj, a)));
+}
+
 static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x, int B, int T, block_cache *cache) {
     int h = m->cfg.n_head, d = m->cfg.n_embd, hd = d / h;
-    tg_tensor *qkv = tg_linear_forward(b->c_attn, tg_layer_norm_layer_forward(b->ln_1, x));
+    /* With bf16 products, the training forward keeps what only feeds
+     * products in bf16, as torch's autocast keeps a Linear's result: the
+     * normalised rows, qkv and the attention's output (when the fused
+     * attention reads qkv as it lies and no RoPE turns it), c_fc's GELU
+     * and its pre-activation. Half the bytes a step keeps; the products
+     * read the same bf16 values they would have rounded. */
+    bool bf16 = !cache && tg_get_precision() == TG_PREC_BF16;
+    tg_dtype act = bf16 ? TG_DTYPE_BF16 : TG_DTYPE_REAL;
+    tg_attn_pos terms;
+    const tg_attn_pos *pp = cache ? NULL : tg_position_apply(&b->pos, h, 0, NULL, NULL, &terms);
+    const tg_pe_rule *pe = tg_pe_rule_of(b->pos.kind);
+    bool qkv_bf16 =
+        false && bf16 && !(pe && pe->where == TG_PE_AT_QK) && tg_dot_attention_takes_fused(b->attn, T, pp != NULL);
+    tg_tensor *qkv = tg_affine_to(norm(b->ln_1, x, act), b->c_attn->weight, b->c_attn->bias,
+                                  qkv_bf16 ? TG_DTYPE_BF16 : TG_DTYPE_REAL);
     tg_mask mask = {.causal = true};
     tg_tensor *y; /* [B, T, d] */
-    tg_attn_pos terms;
     if (!cache) { /* training: the heads read where c_attn wrote them (RoPE turns q and k there) */
         qkv = tg_position_rotate_heads(&b->pos, qkv, 3 * h, 2 * h, 0);
-        const tg_attn_pos *pp = tg_position_apply(&b->pos, h, 0, NULL, NULL, &terms);
         y = tg_dot_attention_forward_qkv(b->attn, qkv, h, mask, pp);
     } else { /* generation: each head's keys and values go to the cache, [h, cap, hd] */
         qkv = tg_reshape(tg_permute(tg_reshape(qkv, TG_SHAPE(B, T, 3, h, hd)), (const int[]){2, 0, 3, 1, 4}),
@@ -227,11 +252,11 @@ static tg_tensor *block_forward(tg_decoder *m, tg_decoder_block *b, tg_tensor *x
         }
         y = tg_module_merge_heads(tg_dot_attention_forward_pos(b->attn, q, k, v, mask, pp), h); /* [B h, T, hd] -> */
     }
-    x = tg_add(x, tg_dropout_layer_forward(b->resid_drop, tg_linear_forward(b->attn_proj, y)));
+    x = residual(x, b->attn_proj, b->resid_drop, y);
     /* c_fc and its GELU as one op: the GEMM applies the GELU as it finishes each block */
     tg_tensor *f =
-        tg_linear_gelu_forward(b->c_fc, tg_layer_norm_layer_forward(b->ln_2, x), m->cfg.gelu == TG_DEC_GELU_TANH);
-    return tg_add(x, tg_dropout_layer_forward(b->mlp_drop, tg_linear_forward(b->mlp_proj, f)));
+        tg_affine_gelu_to(norm(b->ln_2, x, act), b->c_fc->weight, b->c_fc->bias, m->cfg.gelu == TG_DEC_GELU_TANH, act);
+    return residual(x, b->mlp_proj, b->mlp_drop, f);
 }
 
 /* Checks tokens [B, T] at positions start..start+T-1 against the model. */

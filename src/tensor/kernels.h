@@ -103,6 +103,10 @@ typedef enum { TG_UNARY_OPS(TG_UNARY_KIND_) } tg_unary_kind;
 typedef enum { TG_BINARY_ADD, TG_BINARY_SUB, TG_BINARY_MUL, TG_BINARY_DIV } tg_binary_kind;
 
 void tg_k_unary(tg_unary_kind kind, tg_real param, const tg_real *x, tg_real *y, int64_t n);
+/* n values rounded to bf16 bits as tg__bf16_from_float rounds them (half.h:
+ * to nearest even, subnormals kept), and back (exact); split over threads. */
+void tg_k_to_bf16(const tg_real *x, uint16_t *h, int64_t n);
+void tg_k_from_bf16(const uint16_t *h, tg_real *x, int64_t n);
 /* The backward of the same row: gx = gy f'(x) when fresh, else gx += it
  * (y = f(x), the forward's output). */
 void tg_k_unary_backward(tg_unary_kind kind, tg_real param, const tg_real *gy, const tg_real *x, const tg_real *y,

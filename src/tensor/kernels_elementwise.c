@@ -1,6 +1,7 @@
 /* Elementwise kernels: unary maps, broadcasting binary ops, and the
  * reduction of a broadcast gradient back to an input's shape. */
 #include "kernels.h"
+#include "half.h"
 #include "parallel.h"
 #include "simd.h"
 
@@ -127,6 +128,43 @@ void tg_k_unary_backward(tg_unary_kind kind, tg_real p, const tg_real *gy, const
                          tg_real *gx, int64_t n, bool fresh) {
     unary_ctx c = {.kind = kind, .p = p, .x = x, .gy = gy, .y = y, .out = gx, .fresh = fresh};
     tg_parallel_for_ns(n, (double)n * unary_ns(kind, true), unary_backward_range, &c);
+}
+
+/* ---- casts between tg_real and bf16 storage (tg_to_bf16, tg_to_real) ----
+ * The rounding of half.h's tg__bf16_from_bits (to nearest even, subnormals
+ * kept, NaN quietened), written without a branch so that the loop
+ * vectorises: both results are computed and the NaN one selected. A double
+ * is rounded to float first. */
+typedef struct {
+    const tg_real *x;
+    const uint16_t *h;
+    uint16_t *to_h;
+    tg_real *to_x;
+} cast_ctx;
+TG_KERNEL_BODY void cast_range_body(void *ctx, int64_t begin, int64_t end, int tid) {
+    const cast_ctx *c = ctx;
+    (void)tid;
+    if (c->to_h) {
+        const tg_real *restrict x = c->x;
+        uint16_t *restrict h = c->to_h;
+        for (int64_t i = begin; i < end; i++) {
+            uint32_t u = tg__float_bits((float)x[i]);
+            uint32_t rne = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16, nan = (u >> 16) | 0x0040u;
+            h[i] = (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rne);
+        }
+    } else {
+        const uint16_t *restrict h = c->h;
+        tg_real *restrict x = c->to_x;
+        for (int64_t i = begin; i < end; i++) x[i] = (tg_real)tg__bits_float((uint32_t)h[i] << 16);
+    }
+}
+TG_ISA_DISPATCH(cast_range, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
+
+void tg_k_to_bf16(const tg_real *x, uint16_t *h, int64_t n) {
+    tg_parallel_for_ns(n, (double)n * TG_NS_STREAM, cast_range, &(cast_ctx){.x = x, .to_h = h});
+}
+void tg_k_from_bf16(const uint16_t *h, tg_real *x, int64_t n) {
+    tg_parallel_for_ns(n, (double)n * TG_NS_STREAM, cast_range, &(cast_ctx){.h = h, .to_x = x});
 }
 
 /* Strides of `t` seen in the broadcast shape of rank nd: 0 on broadcast axes. */

@@ -1,0 +1,267 @@
+/* The attention op with q, k, v stored as bf16 (tensor.h, tg_dtype; issue
+ * 31): its output is stored as bf16 and equals, bit for bit, the composite
+ * tg_to_bf16(op(tg_to_real(q), tg_to_real(k), tg_to_real(v))) for every
+ * entry (tg_attention_pos, _heads, _qkv), path (short, one tile, blocked,
+ * whole entries), mask, dropout and position term, in fp32 and bf16
+ * products (every bf16 engine this CPU has), at 1, 2 and 3 threads. The
+ * gradients are real: bit-identical at any thread count, and those of the
+ * composite up to the rounding of O in D = rowsum(dO o O) (ops_attention.c,
+ * "bf16 storage"); a gradient check through the rounding is not possible,
+ * so the composite is the reference. Mixed storage and bf16 position
+ * tables are errors naming the op. Built in both flavours (FLOAT_TEST_SRC). */
+#include "test_util.h"
+#include "autograd/op.h"
+#include "tensor/tensor_internal.h" /* tg__bf16_engine_force */
+
+#include <string.h>
+
+TestSuite(attention_bf16);
+
+typedef enum { PLAIN, HEADS, QKV } entry_kind;
+
+typedef struct {
+    entry_kind kind;
+    int B, Q, K, d, dv, h; /* h heads (PLAIN: 1, or the position terms' heads) */
+    int mask;              /* 0 none, 1 lens [Bs], 2 lens [Bs, Q], 3 causal, 4 causal + lens [Bs] */
+    tg_real p;             /* dropout */
+    int pos;               /* 0 none, 1 ALiBi, 2 ALiBi + bias + rel_k + rel_v */
+} bcase;
+
+static const bcase CASES[] = {
+    {PLAIN, 2, 5, 7, 4, 3, 1, 0, 0, 0},       /* short path (fp32), one tile (bf16) */
+    {PLAIN, 3, 6, 9, 5, 4, 1, 2, 0.3, 0},     /* short, lens [B, Q] (0 and > K), dropout */
+    {PLAIN, 2, 64, 64, 16, 16, 1, 4, 0, 0},   /* one tile, causal + lens */
+    {PLAIN, 2, 70, 130, 8, 5, 1, 1, 0.2, 0},  /* blocked: two passes or whole entries */
+    {PLAIN, 4, 9, 11, 4, 3, 2, 3, 0, 2},      /* position terms, one tile */
+    {PLAIN, 2, 130, 130, 8, 6, 2, 3, 0.1, 2}, /* position terms, blocked */
+    {HEADS, 2, 128, 128, 32, 32, 2, 3, 0, 0}, /* gpt-small's head size, causal */
+    {HEADS, 3, 40, 50, 8, 4, 2, 1, 0.25, 1},  /* heads with ALiBi, lens, dropout */
+    {QKV, 2, 128, 128, 32, 32, 2, 3, 0.1, 0}, /* the decoder's fused projection */
+    {QKV, 2, 144, 144, 64, 64, 1, 3, 0, 0},   /* d 64, T past two blocks */
+    {QKV, 3, 16, 16, 16, 16, 2, 0, 0, 0},     /* the toy's short path */
+};
+
+/* The inputs and position tables of a case: leaves that require grad. */
+typedef struct {
+    tg_tensor *x[3]; /* q, k, v; or qkv alone */
+    int nx;
+    tg_tensor *tab[3]; /* bias, rel_k, rel_v, or NULL */
+    tg_real slopes[4];
+    tg_attn_pos pos;
+    tg_mask mask;
+    tg_tensor *seed; /* dO */
+} inputs;
+
+static tg_tensor *leaf(tg_tensor *t) {
+    tg_set_requires_grad(t, true);
+    return t;
+}
+
+static void make_inputs(const bcase *c, uint64_t seed, inputs *in) {
+    memset(in, 0, sizeof *in);
+    tg_rng rng = tg_rng_new(seed);
+    int h = c->kind == PLAIN ? 1 : c->h, Bs = c->kind == PLAIN ? c->B : c->B * c->h;
+    if (c->kind == QKV) {
+        in->x[0] = leaf(tg_normal(TG_SHAPE(c->B, c->Q, 3 * h * c->d), 0, 1.5, &rng));
+        in->nx = 1;
+    } else {
+        in->x[0] = leaf(tg_normal(TG_SHAPE(c->B, c->Q, h * c->d), 0, 1.5, &rng));
+        in->x[1] = leaf(tg_normal(TG_SHAPE(c->B, c->K, h * c->d), 0, 1, &rng));
+        in->x[2] = leaf(tg_normal(TG_SHAPE(c->B, c->K, h * c->dv), 0, 1, &rng));
+        in->nx = 3;
+    }
+    in->seed = tg_normal(TG_SHAPE(c->B, c->Q, h * c->dv), 0, 1, &rng);
+    in->mask = (tg_mask){NULL, 0, c->mask >= 3};
+    if (c->mask == 1 || c->mask == 2 || c->mask == 4) {
+        int n = c->mask == 2 ? Bs * c->Q : Bs;
+        int *lens = tg_arena_alloc(sizeof(int) * (size_t)n);
+        for (int i = 0; i < n; i++) lens[i] = (int)(tg_rng_bits(seed, 9, (uint64_t)i) % (uint64_t)(c->K + 3));
+        in->mask.lens = lens;
+        in->mask.lens_ndim = c->mask == 2 ? 2 : 1;
+    }
+    if (c->pos) {
+        int ph = c->h, clip = 4, R = 2 * clip + 1;
+        cr_assert_eq(tg_alibi_slopes(ph, in->slopes), 0);
+        in->pos = (tg_attn_pos){.heads = ph, .alibi = in->slopes, .clip = clip};
+        if (c->pos == 2) {
+            in->pos.bias = in->tab[0] = leaf(tg_normal(TG_SHAPE(ph, R), 0, 1, &rng));
+            in->pos.rel_k = in->tab[1] = leaf(tg_normal(TG_SHAPE(R, c->d), 0, 1, &rng));
+            in->pos.rel_v = in->tab[2] = leaf(tg_normal(TG_SHAPE(R, c->dv), 0, 1, &rng));
+        }
+    }
+}
+
+/* The case's op on x (3 tensors, or qkv alone). */
+static tg_tensor *op(const bcase *c, inputs *in, tg_tensor *const *x, tg_rng *rng) {
+    const tg_attn_pos *pos = c->pos ? &in->pos : NULL;
+    switch (c->kind) {
+    case PLAIN: return tg_attention_pos(x[0], x[1], x[2], in->mask, c->p, rng, pos);
+    case HEADS: return tg_attention_heads(x[0], x[1], x[2], c->h, in->mask, c->p, rng, pos);
+    default: return tg_attention_qkv(x[0], c->h, in->mask, c->p, rng, pos);
+    }
+}
+
+typedef struct {
+    tg_tensor *out;  /* bf16 */
+    tg_tensor *g[6]; /* gradients of the inputs, then of the tables (NULL where none) */
+} result;
+
+/* One forward and backward: the op on bf16 storage (composite false), or
+ * the composite tg_to_bf16(op(tg_to_real(.))). Results copied out. */
+static result run(const bcase *c, inputs *in, bool composite) {
+    tg_rng rng = tg_rng_new(77);
+    rng.counter = 1234;
+    for (int i = 0; i < in->nx; i++) tg_zero_grad(in->x[i]);
+    for (int i = 0; i < 3; i++)
+        if (in->tab[i]) tg_zero_grad(in->tab[i]);
+    tg_tensor *x[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < in->nx; i++) x[i] = composite ? tg_to_real(tg_to_bf16(in->x[i])) : tg_to_bf16(in->x[i]);
+    tg_tensor *out = op(c, in, x, &rng);
+    if (composite) out = tg_to_bf16(out);
+    TG_REQUIRE(out);
+    cr_assert_eq(out->dtype, TG_DTYPE_BF16, "the output of bf16 inputs is bf16");
+    cr_assert_eq(tg_backward_seed(out, in->seed), 0, "%s", tg_last_error());
+    result r = {tg_clone(out), {NULL}};
+    for (int i = 0; i < in->nx; i++) r.g[i] = tg_clone(in->x[i]->grad);
+    for (int i = 0; i < 3; i++)
+        if (in->tab[i]) r.g[3 + i] = tg_clone(in->tab[i]->grad);
+    return r;
+}
+
+/* max |a - b| / max(max |b|, 1e-30): the gradients' distance, relative. */
+static double rel_diff(const tg_tensor *a, const tg_tensor *b) {
+    double m = 0;
+    for (int64_t i = 0; i < b->size; i++) m = fmax(m, fabs((double)b->data[i]));
+    return max_diff(a, b) / fmax(m, 1e-30);
+}
+
+static const char *const GNAMES[6] = {"d q", "d k", "d v", "d bias", "d rel_k", "d rel_v"};
+
+/* The contract for case c under the current precision and engine; returns
+ * the gradients' largest relative distance from the composite's. */
+static double check_case(const bcase *c, int ci, const char *setting) {
+    double worst = 0;
+    tg_scope_begin();
+    inputs in;
+    make_inputs(c, 100 + (uint64_t)ci, &in);
+    int prev = tg_get_num_threads();
+    tg_set_num_threads(1);
+    result want = run(c, &in, true), one = run(c, &in, false);
+    for (int nt = 1; nt <= 3; nt++) {
+        tg_set_num_threads(nt);
+        result got = nt == 1 ? one : run(c, &in, false);
+        cr_expect(!memcmp(got.out->bf16, want.out->bf16, sizeof(uint16_t) * (size_t)want.out->size),
+                  "case %d (%s, %d threads): the output is not tg_to_bf16 of the composite's, bit for bit", ci, setting,
+                  nt);
+        for (int i = 0; i < 6; i++) {
+            if (!want.g[i]) continue;
+            cr_expect(!memcmp(got.g[i]->data, one.g[i]->data, sizeof(tg_real) * (size_t)one.g[i]->size),
+                      "case %d (%s): %s at %d threads differs from 1 thread's", ci, setting, GNAMES[i], nt);
+            /* D reads the rounded O: a relative change of about 2^-8 in D */
+            double e = rel_diff(got.g[i], want.g[i]);
+            worst = fmax(worst, e);
+            cr_expect(e < 3e-2, "case %d (%s, %d threads): %s differs from the composite's by %.3g (relative)", ci,
+                      setting, nt, GNAMES[i], e);
+        }
+    }
+    tg_set_num_threads(prev);
+    tg_scope_end(); /* the inputs too: they live in the arena */
+    return worst;
+}
+
+static void check_all(const char *setting) {
+    double worst = 0;
+    for (int i = 0; i < (int)(sizeof CASES / sizeof CASES[0]); i++)
+        worst = fmax(worst, check_case(&CASES[i], i, setting));
+    cr_log_info("attention_bf16 (%s): gradients within %.3g (relative) of the composite's\n", setting, worst);
+}
+
+Test(attention_bf16, equals_the_composite_in_fp32_products) {
+    tg_precision prev = tg_set_precision(TG_PREC_FP32);
+    check_all("fp32");
+    tg_set_precision(prev);
+}
+
+/* Every engine of the bf16 products: AMX (the tiles' products by
+ * tg_k_gemm_bf16 on the widened rows) and the others (operands rounded
+ * once per tile). */
+Test(attention_bf16, equals_the_composite_in_bf16_products) {
+    static const char *const engines[] = {"amx", "avx512_bf16", "fp32", "portable"};
+    tg_precision prev = tg_set_precision(TG_PREC_BF16);
+    for (int e = 0; e < 4; e++) {
+        tg__bf16_engine_force(engines[e]);
+        if (strcmp(tg_bf16_engine().engine, engines[e]) == 0) {
+            char setting[64];
+            snprintf(setting, sizeof setting, "bf16 on %s", engines[e]);
+            check_all(setting);
+        } else {
+            cr_log_info("attention_bf16: no %s engine on this CPU; skipped", engines[e]);
+        }
+    }
+    tg__bf16_engine_force(NULL); /* the rate's choice again */
+    tg_set_precision(prev);
+}
+
+/* p = 1 drops every weight: zeros (signed as the composite's) and zero gradients. */
+Test(attention_bf16, dropout_one_gives_the_composite_zeros) {
+    bcase c = {PLAIN, 2, 5, 7, 4, 3, 1, 3, 1, 0};
+    check_case(&c, 99, "p = 1");
+}
+
+/* The node keeps bf16 inputs and a bf16 output, and the widened rows are
+ * per-thread scratch that the forward gives back: a forward's arena growth
+ * (the second of a scope, which takes the first's scratch again) is
+ * smaller than with real storage by at least half of out's real bytes. */
+Test(attention_bf16, keeps_half_the_bytes) {
+    tg_rng rng = tg_rng_new(3);
+    int B = 4, T = 128, h = 2, d = 32;
+    tg_tensor *qkv = leaf(tg_normal(TG_SHAPE(B, T, 3 * h * d), 0, 1, &rng));
+    size_t added[2];
+    for (int bf = 0; bf < 2; bf++) {
+        tg_scope_begin();
+        tg_tensor *x = bf ? tg_to_bf16(qkv) : tg_to_real(tg_to_bf16(qkv));
+        TG_REQUIRE(x);
+        TG_REQUIRE(tg_attention_qkv(x, h, (tg_mask){NULL, 0, true}, 0, NULL, NULL));
+        size_t before = tg_memory().arena_in_use;
+        TG_REQUIRE(tg_attention_qkv(x, h, (tg_mask){NULL, 0, true}, 0, NULL, NULL));
+        added[bf] = tg_memory().arena_in_use - before;
+        tg_scope_end();
+    }
+    size_t out_real = sizeof(tg_real) * (size_t)B * T * h * d;
+    cr_log_info("attention_bf16: forward kept %zu bytes with real storage, %zu with bf16 (out %zu real bytes)\n",
+                added[0], added[1], out_real);
+    cr_expect(added[1] + out_real / 2 <= added[0], "bf16 storage kept %zu bytes, real %zu", added[1], added[0]);
+    tg_free(qkv);
+}
+
+/* No queries: an empty output, stored as bf16. */
+Test(attention_bf16, no_queries_give_an_empty_bf16_output) {
+    tg_scope_begin();
+    tg_rng rng = tg_rng_new(6);
+    tg_tensor *q = tg_to_bf16(tg_randn(TG_SHAPE(2, 0, 4), &rng)), *k = tg_to_bf16(tg_randn(TG_SHAPE(2, 3, 4), &rng));
+    tg_tensor *v = tg_to_bf16(tg_randn(TG_SHAPE(2, 3, 5), &rng));
+    tg_tensor *out = tg_attention(q, k, v, (tg_mask){NULL, 0, false}, 0, NULL);
+    TG_REQUIRE(out);
+    cr_expect(out->dtype == TG_DTYPE_BF16 && out->size == 0 && out->ndim == 3 && out->shape[2] == 5);
+    tg_scope_end();
+}
+
+Test(attention_bf16, mixed_storage_is_an_error) {
+    tg_scope_begin();
+    tg_rng rng = tg_rng_new(4);
+    tg_tensor *q = tg_randn(TG_SHAPE(2, 3, 4), &rng), *k = tg_randn(TG_SHAPE(2, 5, 4), &rng);
+    tg_tensor *v = tg_randn(TG_SHAPE(2, 5, 6), &rng);
+    tg_tensor *qb = tg_to_bf16(q), *kb = tg_to_bf16(k), *vb = tg_to_bf16(v);
+    tg_mask none = {NULL, 0, false};
+    cr_expect_null(tg_attention(qb, k, v, none, 0, NULL));
+    cr_expect(error_has("attention:", "need all three tg_real or all three bf16"), "%s", tg_last_error());
+    cr_expect_null(tg_attention(qb, kb, v, none, 0, NULL));
+    cr_expect(error_has("attention:", "v (2,5,6) real"), "%s", tg_last_error());
+    cr_expect_null(tg_attention_heads(q, kb, vb, 2, none, 0, NULL, NULL));
+    cr_expect(error_has("attention_heads:", "all three bf16"), "%s", tg_last_error());
+    tg_tensor *bias = tg_to_bf16(tg_randn(TG_SHAPE(1, 3), &rng));
+    tg_attn_pos pos = {.heads = 1, .clip = 1, .bias = bias};
+    cr_expect_null(tg_attention_pos(qb, kb, vb, none, 0, NULL, &pos));
+    cr_expect(error_has("attention:", "position bias (1,3) is bf16"), "%s", tg_last_error());
+    tg_scope_end();
+}
