@@ -169,6 +169,12 @@ $(INTERNAL): $(filter-out $(HOOK_SRC:%.c=$(BUILD)/obj/%.o),$(LIB_OBJ)) $(HOOK_OB
 $(BUILD)/bin/pool_costs: tools/pool_costs.c tools/cli.h $(INTERNAL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(INTERNAL) $(LDFLAGS) $(LDLIBS)
+# bench_ops's gemm-n --precision bf16 multiplies operands stored as bf16
+# through the kernel itself (tg_k_gemm_bf16_mixed, internal), so it links
+# $(INTERNAL) too.
+$(BUILD)/bin/bench_ops: tools/bench_ops.c tools/cli.h tools/bench_timing.h $(INTERNAL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(INTERNAL) $(LDFLAGS) $(LDLIBS)
 # lm with the hooks, for the distributed tests of a rank that fails.
 $(BUILD)/tests/lm-hooks: examples/lm.c $(wildcard examples/*.h) $(INTERNAL)
 	@mkdir -p $(dir $@)
@@ -195,7 +201,7 @@ else
 # ...after the float kernel tests: the GEMM packers and kernels (and their
 # GELU epilogue), the dropout-mask stores, the vector exp and the attention
 # row kernels of the float build exist only there.
-FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_bf16_storage.c tests/test_attention_bf16.c tests/test_affine_gelu.c tests/test_mixed_precision.c \
+FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_gemm_bf16_mixed.c tests/test_bf16_storage.c tests/test_attention_bf16.c tests/test_affine_gelu.c tests/test_mixed_precision.c \
                   tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c \
                   tests/progress.c
 # ...then the edges between the library and its programs (tests/edges.sh:

@@ -265,7 +265,7 @@ def markdown(a, rows, peak, determinism, started):
             "- gemm-n: C = A B, n x n float.",
             "- `bf16` rows: tgrad with `--precision bf16` (tg_set_precision(TG_PREC_BF16): the products of "
             "Linear, matmul and attention with bf16 operands and float sums, forward and backward; the rest, the "
-            "weights and AdamW in float; gemm-n runs tg_k_gemm_bf16), PyTorch with "
+            "weights and AdamW in float; gemm-n: A and B stored as bf16, C float, tg_k_gemm_bf16_mixed), PyTorch with "
             "`torch.autocast(\"cpu\", dtype=torch.bfloat16)` around the forward and loss (gemm-n: torch.mm of "
             "bf16 tensors). Their \"of peak\" is against the bf16 dot-product peak.",
             "- PyTorch variants: `d2l` (d2l's MultiHeadAttention from nn.Linear) and `nn` "

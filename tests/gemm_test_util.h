@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tensor/tensor.h"
+#include "tensor/tensor_internal.h" /* tg__bf16_engine_force */
 
 /* Deterministic values from a small LCG, so a failure repeats; each test
  * file seeds its own state. lcg_next steps it, lcg_uniform is in [-1, 1). */
@@ -25,6 +26,40 @@ static inline tg_real *lcg_buf(uint64_t *state, size_t n) {
     cr_assert_not_null(p);
     for (size_t i = 0; i < n; i++) p[i] = lcg_uniform(state);
     return p;
+}
+
+/* Values over a wide range of magnitudes (2^-24 to 2^24), with float
+ * subnormals among them (every 11th: a zero to the bf16 GEMM, DAZ, and a
+ * bf16 subnormal when rounded to bf16 as storage is, keeping them): what
+ * exercises the bf16 engines' sum order and flushes. */
+static inline tg_real *lcg_wide(uint64_t *state, size_t n) {
+    tg_real *v = malloc((n ? n : 1) * sizeof *v);
+    cr_assert_not_null(v);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = lcg_next(state);
+        int e = (int)(r >> 40) % 48 - 24;
+        if (i % 11 == 0) e = -130 + (int)((r >> 20) % 8); /* subnormal in float: zero in bf16 (DAZ) */
+        v[i] = (tg_real)ldexpf((float)((int)(r % 2001) - 1000) / 1000.0f, e);
+    }
+    return v;
+}
+
+/* The bf16 GEMM's engines, each forced in turn by the tests
+ * (tg__bf16_engine_force). */
+static const char *const ENGINE_NAMES[] = {"portable", "avx512_bf16", "amx_twin", "amx", "fp32"};
+#define N_ENGINES (int)(sizeof ENGINE_NAMES / sizeof ENGINE_NAMES[0])
+
+/* Forces the engine; false, said with cr_log_info, when this machine (or
+ * build) lacks it: this Criterion exits 1 after any cr_log_warn, which
+ * would fail make test on a machine that lacks an engine. */
+static inline bool force_engine(const char *name) {
+    tg__bf16_engine_force(name);
+    const char *runs = tg_bf16_engine().engine;
+    if (strcmp(runs, name) != 0) {
+        cr_log_info("bf16 engine %s: not on this machine (%s would run); its checks skipped", name, runs);
+        return false;
+    }
+    return true;
 }
 
 /* tg_k_gemm and tg_k_gemm_bf16. */

@@ -193,24 +193,9 @@ Test(gemm_bf16, few_rows_split_by_columns) {
 }
 
 /* ---- the engines (tg__bf16_engine_force) ---------------------------------------
- * Each engine forced in turn: the AMX twin (plain C) runs everywhere, the
- * others where this machine has them; an engine it lacks is said and
- * skipped. */
-static const char *const ENGINE_NAMES[] = {"portable", "avx512_bf16", "amx_twin", "amx", "fp32"};
-#define N_ENGINES (int)(sizeof ENGINE_NAMES / sizeof ENGINE_NAMES[0])
-
-/* Skips are said with cr_log_info: this Criterion exits 1 after any
- * cr_log_warn, which would fail make test on a machine that lacks an engine. */
-static bool force_engine(const char *name) {
-    tg__bf16_engine_force(name);
-    const char *runs = tg_bf16_engine().engine;
-    if (strcmp(runs, name) != 0) {
-        cr_log_info("bf16 engine %s: not on this machine (%s would run); its checks skipped", name, runs);
-        return false;
-    }
-    return true;
-}
-
+ * Each engine forced in turn (gemm_test_util.h: force_engine): the AMX
+ * twin (plain C) runs everywhere, the others where this machine has them;
+ * an engine it lacks is said and skipped. */
 Test(gemm_bf16, every_engine_against_references) {
     int saved = tg_get_num_threads();
     for (int e = 0; e < N_ENGINES; e++) {
@@ -290,17 +275,7 @@ Test(gemm_bf16, vdpbf16ps_order_differs_from_tdpbf16ps) {
  * blocks, few rows, alpha and beta, an epilogue, 1 and 3 threads; operands
  * over a wide range of magnitudes with bf16 subnormals among them, so
  * that the order of the sums and the flushes are exercised. */
-static tg_real *wide_values(size_t n) {
-    tg_real *v = malloc(n * sizeof *v);
-    cr_assert_not_null(v);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t r = lcg_next(&lcg_state);
-        int e = (int)(r >> 40) % 48 - 24;
-        if (i % 11 == 0) e = -130 + (int)((r >> 20) % 8); /* subnormal in float: zero in bf16 (DAZ) */
-        v[i] = (tg_real)ldexpf((float)((int)(r % 2001) - 1000) / 1000.0f, e);
-    }
-    return v;
-}
+static tg_real *wide_values(size_t n) { return lcg_wide(&lcg_state, n); }
 
 Test(gemm_bf16, amx_hardware_equals_twin_bit_for_bit) {
     if (!tg_cpu_has_amx()) {

@@ -16,7 +16,8 @@
  *   gpt-mini, gpt-small, gpt2   nanoGPT's GPT (bench_gpt; --text, --save-init,
  *              --losses, --batch and --seq are its flags).
  *   attn-T, gemm-n   one attention layer over T tokens, C = A B for n x n
- *              floats (bench_ops).
+ *              floats (bench_ops; with --precision bf16, A and B stored as
+ *              bf16, C float, as PyTorch's bf16 row).
  * --profile (with --workload): the library's profiler (src/tensor/profile.h)
  * over the timed steps, its table printed before the key=value lines.
  * Times are the median (with min and max) of >= 10 timed steps after warm-up.
@@ -284,7 +285,9 @@ int main(int argc, char **argv) {
                     .r = &r};
     cli_opt opts[] = {
         {"workload", CLI_STR, &name,
-         "run one workload (toy, mid, gpt-mini, gpt-small, gpt2, attn-T, gemm-n), tgrad only", 0, 0},
+         "run one workload (toy, mid, gpt-mini, gpt-small, gpt2, attn-T, gemm-n: bf16 A, B with --precision bf16), "
+         "tgrad only",
+         0, 0},
         RUN_FLAGS(r),
         {"batch", CLI_INT, &batch, "gpt2: the batch (0: the largest of 8, 4, 2, 1 that fits memory)", 0, 64},
         {"seq", CLI_INT, &seq, "gpt2: the sequence length T (0: 1024)", 0, 16384},

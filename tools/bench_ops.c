@@ -7,9 +7,12 @@
  *   attn-T     one multi-head self-attention layer (d 64, 4 heads, batch 1,
  *              dropout 0.1) on a [1, T, 64] input: forward and backward of
  *              the sum of its output; also the arena memory one step adds.
- *   gemm-n     C = A B for n x n floats (--precision bf16: tg_k_gemm_bf16), in
- *              GFLOP/s and as a fraction of the core's peak, measured here:
- *              the FMA peak, or the bf16 products' engine's.
+ *   gemm-n     C = A B for n x n floats, in GFLOP/s and as a fraction of
+ *              the core's peak, measured here: the FMA peak, or the bf16
+ *              products' engine's. --precision bf16: A and B stored as
+ *              bf16 (torch_ref.py's side multiplies bf16 tensors too), C
+ *              float, by tg_k_gemm_bf16_mixed (the library's kernel, so
+ *              this program links the internal library).
  * The timing and the lines printed are bench's (tools/bench_timing.h).
  *
  *   build/bin/bench_ops --workload attn-4096 --threads 2
@@ -21,6 +24,8 @@
 
 #include "bench_timing.h"
 #include "cli.h"
+#include "tensor/half.h"
+#include "tensor/kernels.h"
 #include "tgrad.h"
 
 /* ---- the core's peaks (tensor.h: tg_fma_peak_measure, tg_bf16_peak_measure:
@@ -76,13 +81,24 @@ static double attn_gflop(int T) {
 typedef struct {
     int n;
     tg_tensor *A, *B, *C;
+    uint16_t *A16, *B16; /* --precision bf16: A and B rounded to bf16, the operands */
 } gemm_bench;
 
 static int gemm_step(void *ctx) {
     gemm_bench *g = ctx;
-    (g_bf16 ? tg_k_gemm_bf16 : tg_k_gemm)(false, false, g->n, g->n, g->n, 1, g->A->data, g->n, g->B->data, g->n, 0,
-                                          g->C->data, g->n);
+    if (g_bf16)
+        tg_k_gemm_bf16_mixed(false, false, g->n, g->n, g->n, 1, g->A16, true, g->n, g->B16, true, g->n, 0, g->C->data,
+                             g->n, NULL);
+    else
+        tg_k_gemm(false, false, g->n, g->n, g->n, 1, g->A->data, g->n, g->B->data, g->n, 0, g->C->data, g->n);
     return 0;
+}
+
+/* x as bf16 (round to nearest even, as torch's .bfloat16()); NULL when out of memory. */
+static uint16_t *to_bf16(const tg_tensor *x) {
+    uint16_t *h = x ? malloc((size_t)x->size * sizeof *h) : NULL;
+    for (int64_t i = 0; h && i < x->size; i++) h[i] = tg__bf16_from_float((float)x->data[i]);
+    return h;
 }
 
 /* Runs attn-T or gemm-n and prints bench's key=value lines (bench_timing.h),
@@ -102,14 +118,15 @@ static int run_op(const char *name, bool gemm, int n, const run_flags *r) {
         tg_fma_peak p = {NAN, NAN, NAN};
         if (!g_bf16) p = tg_fma_peak_measure(1.0);
         double bf16 = g_bf16 ? or0(bf16_engine_peak(true)) : 0, peak = g_bf16 ? bf16 : p.gflops;
-        gemm_bench g = {n, NULL, NULL, NULL};
+        gemm_bench g = {n, NULL, NULL, NULL, NULL, NULL};
         tg_rng rng = tg_rng_new(1);
         g.A = tg_randn(TG_SHAPE(n, n), &rng);
         g.B = tg_randn(TG_SHAPE(n, n), &rng);
         g.C = tg_zeros(TG_SHAPE(n, n));
+        if (g_bf16) g.A16 = to_bf16(g.A), g.B16 = to_bf16(g.B);
         w = (workload){&g, NULL, gemm_step, 2.0 * n * n * (double)n * 1e-9};
-        rc = g.C ? time_workload(&w, steps, warmup, &t) : -1;
-        tg_free(g.A), tg_free(g.B), tg_free(g.C);
+        rc = g.C && (!g_bf16 || (g.A16 && g.B16)) ? time_workload(&w, steps, warmup, &t) : -1;
+        tg_free(g.A), tg_free(g.B), tg_free(g.C), free(g.A16), free(g.B16);
         double gflops = w.gflop / (t.med * 1e-3);
         if (!isnan(peak))
             snprintf(peak_line, sizeof peak_line,
@@ -135,7 +152,8 @@ int main(int argc, char **argv) {
     run_flags r = RUN_FLAGS_DEFAULT;
     bool peaks = false;
     cli_opt opts[] = {
-        {"workload", CLI_STR, &name, "attn-T (T tokens) or gemm-n (n x n)", 0, 0},
+        {"workload", CLI_STR, &name, "attn-T (T tokens) or gemm-n (n x n; --precision bf16: A, B stored as bf16)", 0,
+         0},
         RUN_FLAGS(r),
         {"peaks", CLI_FLAG, &peaks, "measure the core's FMA and bf16 dot-product peaks (GFLOP/s) instead", 0, 0},
     };

@@ -101,9 +101,13 @@ TG_AMX void tg__amx_begin(void) { _tile_loadconfig(&CONFIG); }
 TG_AMX void tg__amx_end(void) { _tile_release(); }
 
 /* The 32 x 32 tile of C of an A panel (32 rows, kq chunks of 16 pairs,
- * chunk q's rows at a + q*1024, 32 bf16 a row) and a B sliver (pair p of
- * column j at b[p*64 + 2j], kq*16 pairs), summed from zero (from_c: from
- * t's values) into t[r*ldt + j].
+ * row r of chunk q at a + r*a_rs + q*a_cs: a packed panel has a_rs 32 and
+ * a_cs 1024, an untransposed bf16 A read in place its lda and 32) and a B
+ * sliver (pair p of column j at b[p*64 + 2j], kq*16 pairs), summed from
+ * zero (from_c: from t's values) into t[r*ldt + j]. A tile of A is 16 rows
+ * of 64 bytes a_rs * 2 bytes apart, whichever the source: tileloadd takes
+ * the stride, so an A stored as bf16 needs no packing (the tiles' rows
+ * need not be contiguous, as oneDNN's brgemm reads them).
  *
  * stream_b: B's tiles are loaded with tileloaddt1 (_tile_stream_loadd:
  * the T1 hint, data not to be kept close), A's with tileloadd. On the
@@ -123,7 +127,8 @@ TG_AMX void tg__amx_end(void) { _tile_release(); }
  * slower with the T1 hint (bench/measured.md, AMX). The order of the
  * tdpbf16ps on each accumulator, and so every bit of the result, is that
  * of one chunk after another. */
-TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c, bool stream_b) {
+TG_AMX void tg__amx_tile(int kq, const uint16_t *a, size_t a_rs, size_t a_cs, const uint16_t *b, float *t, int ldt,
+                         bool from_c, bool stream_b) {
 #define LOAD_B(tile, p)                       \
     do {                                      \
         if (stream_b)                         \
@@ -131,7 +136,8 @@ TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t,
         else                                  \
             _tile_loadd(tile, p, 128);        \
     } while (0)
-    const size_t ld = (size_t)ldt;
+    const size_t ld = (size_t)ldt, a_stride = a_rs * sizeof(uint16_t);
+    const uint16_t *a_lo = a + 16 * a_rs; /* rows 16-31 */
     if (from_c) {
         _tile_loadd(0, t, ld * 4);
         _tile_loadd(1, t + 16, ld * 4);
@@ -143,20 +149,21 @@ TG_AMX void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t,
         _tile_zero(2);
         _tile_zero(3);
     }
-    _tile_loadd(4, a, 64);
+    _tile_loadd(4, a, a_stride);
     LOAD_B(6, b);
     LOAD_B(7, b + 32);
-    _tile_loadd(5, a + 512, 64);
+    _tile_loadd(5, a_lo, a_stride);
     for (int q = 1; q < kq; q++) { /* chunk q - 1's products, chunk q's loads between them */
-        const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
+        const size_t aq = (size_t)q * a_cs;
+        const uint16_t *bq = b + (size_t)q * 1024;
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(4, aq, 64);
+        _tile_loadd(4, a + aq, a_stride);
         _tile_dpbf16ps(2, 5, 6);
         LOAD_B(6, bq);
         _tile_dpbf16ps(3, 5, 7);
         LOAD_B(7, bq + 32);
-        _tile_loadd(5, aq + 512, 64);
+        _tile_loadd(5, a_lo + aq, a_stride);
     }
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
@@ -210,8 +217,9 @@ bool tg_cpu_has_amx(void) { return false; }
 const char *tg__amx_why_not(void) { return "not an x86-64 Linux build"; }
 void tg__amx_begin(void) {}
 void tg__amx_end(void) {}
-void tg__amx_tile(int kq, const uint16_t *a, const uint16_t *b, float *t, int ldt, bool from_c, bool stream_b) {
-    (void)kq, (void)a, (void)b, (void)t, (void)ldt, (void)from_c, (void)stream_b;
+void tg__amx_tile(int kq, const uint16_t *a, size_t a_rs, size_t a_cs, const uint16_t *b, float *t, int ldt,
+                  bool from_c, bool stream_b) {
+    (void)kq, (void)a, (void)a_rs, (void)a_cs, (void)b, (void)t, (void)ldt, (void)from_c, (void)stream_b;
 }
 double tg__amx_rate(double seconds) {
     (void)seconds;

@@ -90,50 +90,61 @@
 
 /* An operand as the GEMM packs it (see the top of the file). */
 static inline uint16_t bf(float f) { return tg__bf16_from_bits_daz(tg__float_bits(f)); }
+/* A bf16 operand as the GEMM packs it: bf of its value widened to float,
+ * which is exact, so what changes is only a subnormal (a zero of its sign)
+ * and a NaN (made quiet): the same bits as the float path's. */
+static inline uint16_t bf_h(uint16_t h) { return tg__bf16_from_bits_daz((uint32_t)h << 16); }
+
+/* An operand as stored (tg_k_gemm_bf16_mixed): tg_real values (f) or bf16
+ * bits (h), one of the two set, rows ld elements apart. */
+typedef struct {
+    const tg_real *f;
+    const uint16_t *h;
+    int ld;
+} bf_src;
+/* Element (r, c) of the stored operand (the transposes are the caller's), packed. */
+static inline uint16_t bf_at(bf_src s, int r, int c) {
+    size_t i = (size_t)r * s.ld + c;
+    return s.h ? bf_h(s.h[i]) : bf((float)s.f[i]);
+}
 
 /* ---- packing: round to bf16 and lay out in pairs ----------------------------
  * One MR-row micro-panel of op(A) (rows i0.., depth k0.., m <= MR rows, kc
  * deep): pair p of row r at dst[p*2*MR + 2r], zeros past m and past kc. */
-TG_KERNEL_BODY void pack_a_panel_body(bool trans, int m, int kc, const tg_real *A, int lda, int i0, int k0,
-                                      uint16_t *dst) {
+TG_KERNEL_BODY void pack_a_panel_body(bool trans, int m, int kc, bf_src A, int i0, int k0, uint16_t *dst) {
     int kp = (kc + 1) / 2;
     for (int r = 0; r < MR; r++) {
         if (r >= m) {
             for (int p = 0; p < kp; p++) dst[p * 2 * MR + 2 * r] = dst[p * 2 * MR + 2 * r + 1] = 0;
             continue;
         }
-        for (int k = 0; k < 2 * kp; k++) {
-            float v = 0;
-            if (k < kc) v = (float)(trans ? A[(size_t)(k0 + k) * lda + i0 + r] : A[(size_t)(i0 + r) * lda + k0 + k]);
-            dst[(k / 2) * 2 * MR + 2 * r + (k & 1)] = bf(v);
-        }
+        for (int k = 0; k < 2 * kp; k++)
+            dst[(k / 2) * 2 * MR + 2 * r + (k & 1)] = k >= kc ? 0
+                                                      : trans ? bf_at(A, k0 + k, i0 + r)
+                                                              : bf_at(A, i0 + r, k0 + k);
     }
 }
 
 /* One NR-wide sliver of op(B) (columns j0.., n <= NR of them, depth k0..):
  * pair p of column j at dst[p*2*NR + 2j], zeros past n and past kc. */
-TG_KERNEL_BODY void pack_b_sliver_body(bool trans, int n, int kc, const tg_real *B, int ldb, int k0, int j0,
-                                       uint16_t *dst) {
+TG_KERNEL_BODY void pack_b_sliver_body(bool trans, int n, int kc, bf_src B, int k0, int j0, uint16_t *dst) {
     int kp = (kc + 1) / 2;
     if (!trans) {
         /* op(B)(k,j) = B[k*ldb + j]: two rows of B give one row of pairs */
         for (int p = 0; p < kp; p++) {
-            const tg_real *s0 = B + (size_t)(k0 + 2 * p) * ldb + j0;
-            const tg_real *s1 = 2 * p + 1 < kc ? s0 + ldb : NULL;
+            bool odd = 2 * p + 1 < kc;
             uint16_t *d = dst + (size_t)p * 2 * NR;
             for (int j = 0; j < n; j++) {
-                d[2 * j] = bf((float)s0[j]);
-                d[2 * j + 1] = s1 ? bf((float)s1[j]) : 0;
+                d[2 * j] = bf_at(B, k0 + 2 * p, j0 + j);
+                d[2 * j + 1] = odd ? bf_at(B, k0 + 2 * p + 1, j0 + j) : 0;
             }
             for (int j = 2 * n; j < 2 * NR; j++) d[j] = 0;
         }
     } else {
         /* op(B)(k,j) = B[j*ldb + k]: column j of op(B) is a row of B */
-        for (int j = 0; j < NR; j++) {
-            const tg_real *s = B + (size_t)(j0 + j) * ldb + k0;
+        for (int j = 0; j < NR; j++)
             for (int k = 0; k < 2 * kp; k++)
-                dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] = j < n && k < kc ? bf((float)s[k]) : 0;
-        }
+                dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] = j < n && k < kc ? bf_at(B, j0 + j, k0 + k) : 0;
     }
 }
 
@@ -163,10 +174,10 @@ TG_KERNEL_BODY void kernel_portable_body(int kp, const uint16_t *restrict a, con
     for (int i = 0; i < MR * NR; i++) t[i] = acc[i];
 }
 TG_ISA_DISPATCH(kernel_portable, (int kp, const uint16_t *a, const uint16_t *b, float *t), (kp, a, b, t))
-TG_ISA_DISPATCH(pack_a_panel, (bool trans, int m, int kc, const tg_real *A, int lda, int i0, int k0, uint16_t *dst),
-                (trans, m, kc, A, lda, i0, k0, dst))
-TG_ISA_DISPATCH(pack_b_sliver, (bool trans, int n, int kc, const tg_real *B, int ldb, int k0, int j0, uint16_t *dst),
-                (trans, n, kc, B, ldb, k0, j0, dst))
+TG_ISA_DISPATCH(pack_a_panel, (bool trans, int m, int kc, bf_src A, int i0, int k0, uint16_t *dst),
+                (trans, m, kc, A, i0, k0, dst))
+TG_ISA_DISPATCH(pack_b_sliver, (bool trans, int n, int kc, bf_src B, int k0, int j0, uint16_t *dst),
+                (trans, n, kc, B, k0, j0, dst))
 
 /* ---- AVX-512 BF16 kernel ------------------------------------------------------
  * z<r><h>: row r, columns 16h..16h+15 of the tile. Per pair: two loads of B
@@ -204,14 +215,51 @@ TG_AVX512_BF16 static void kernel_avx512_bf16(int kp, const uint16_t *a, const u
 #undef BF_DP
 #endif
 
-/* ---- AVX-512 packers (float only) ------------------------------------------
- * The same bits as the loops above (rne16: the hardware conversion), laid
- * out with whole-vector stores: the scalar loops' 16-bit
- * scattered stores took a third of a 512^3 product. */
-#if TG_X86 && defined(__GNUC__) && !defined(TG_DOUBLE)
-/* 16 floats -> 16 bf16: vcvtneps2bf16, the bits of bf() (ties to even,
- * NaN kept quiet, subnormals to zero) in one instruction instead of eight. */
-TG_AVX512_BF16 static inline __m256i rne16(__m512 f) { return (__m256i)_mm512_cvtneps_pbh(f); }
+/* ---- AVX-512 packers -------------------------------------------------------
+ * The same bits as the loops above, laid out with whole-vector stores: the
+ * scalar loops' 16-bit scattered stores took a third of a 512^3 product.
+ * They read either source (load16, load32): floats through the hardware
+ * conversion (vcvtneps2bf16: bf's bits), bf16 through bf_h's two fixes,
+ * 16-bit moves with half the bytes read. The double build's tg_real
+ * sources are doubles, which only the loops pack (fast_src). */
+#if TG_X86 && defined(__GNUC__)
+#define HAVE_FAST_PACK 1
+
+/* bf_h on 32 bf16 at once: a subnormal -> the zero of its sign, a NaN ->
+ * quiet; vectors of normal values and zeros (the usual case) go back as
+ * they came. */
+TG_AVX512_BF16 static inline __m512i bf_h32(__m512i v) {
+    const __m512i expo = _mm512_set1_epi16(0x7F80);
+    __mmask32 sub = _mm512_mask_test_epi16_mask(_mm512_testn_epi16_mask(v, expo), v, _mm512_set1_epi16(0x007F));
+    __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)), expo);
+    if (!(sub | nan)) return v;
+    v = _mm512_mask_blend_epi16(nan, v, _mm512_or_si512(v, _mm512_set1_epi16(0x0040)));
+    return _mm512_mask_blend_epi16(sub, v, _mm512_and_si512(v, _mm512_set1_epi16((short)0x8000)));
+}
+
+/* Elements i.. of a stored operand, packed: 16 (32) bf16, zeros where the
+ * mask is clear (masked-off lanes are neither read nor faulted on). */
+TG_AVX512_BF16 static inline __m256i load16(bf_src s, size_t i, __mmask16 mk) {
+#ifndef TG_DOUBLE
+    if (!s.h) return (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mk, s.f + i));
+#endif
+    return _mm512_castsi512_si256(bf_h32(_mm512_maskz_loadu_epi16(mk, s.h + i))); /* lanes 16-31 zero */
+}
+TG_AVX512_BF16 static inline __m512i load32(bf_src s, size_t i, __mmask32 mk) {
+#ifndef TG_DOUBLE
+    if (!s.h)
+        return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps((__mmask16)(mk >> 16), s.f + i + 16),
+                                            _mm512_maskz_loadu_ps((__mmask16)mk, s.f + i));
+#endif
+    return bf_h32(_mm512_maskz_loadu_epi16(mk, s.h + i));
+}
+/* The first `left` of 16 (32) lanes. */
+static inline __mmask16 lanes16(int left) {
+    return (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1);
+}
+static inline __mmask32 lanes32(int left) { return left >= 32 ? 0xFFFFFFFFu : left <= 0 ? 0 : (1u << left) - 1; }
+/* Element i's address, for a prefetch. */
+static inline const char *src_at(bf_src s, size_t i) { return s.h ? (const char *)(s.h + i) : (const char *)(s.f + i); }
 
 /* In-register transpose of 8 x 8 32-bit words (gemm.c's TRANSPOSE8, on
  * integer vectors through casts: shuffles move bits, never change them). */
@@ -230,25 +278,45 @@ TG_AVX512_BF16 static inline void transpose8(__m256i v[8]) {
     }
 }
 
+/* 16 x 16 32-bit words transposed in registers: r[i] lane j -> r[j] lane i
+ * (unpacks within 128-bit lanes, then 4 x 4 blocks of lanes). */
+TG_AVX512_BF16 static inline void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2)
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    for (int k = 0; k < 16; k += 4) {
+        u[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]), u[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
+        u[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]), u[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
+    }
+    /* u[4k + j], 128-bit lane L: column 4L + j of rows 4k..4k+3 */
+    for (int j = 0; j < 4; j++) {
+        __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
+        __m512i w0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+        __m512i w1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_i32x4(v0, w0, 0x88), r[8 + j] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+        r[4 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88), r[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+    }
+}
+
 /* pack_a_panel, A untransposed: 16 k of each row are 8 pair-words; the
  * panel's rows (and 2 zero rows) transposed 8 x 8 give one 8-word store per
  * pair, whose last 2 words the next pair overwrites (the last pair's land
  * in the slack after the block). */
-TG_AVX512_BF16 static void pack_a_fast(int m, int kc, const float *A, int lda, int i0, int k0, uint16_t *dst) {
+TG_AVX512_BF16 static void pack_a_fast(int m, int kc, bf_src A, int i0, int k0, uint16_t *dst) {
     uint32_t *d = (uint32_t *)(void *)dst;
-    const float *src[MR];
-    for (int r = 0; r < MR; r++) src[r] = A + (size_t)(i0 + (r < m ? r : 0)) * lda + k0;
+    size_t src[MR];
+    for (int r = 0; r < MR; r++) src[r] = (size_t)(i0 + (r < m ? r : 0)) * A.ld + k0;
     int k = 0;
     for (; k + 16 <= kc; k += 16) {
         __m256i v[8];
-        for (int r = 0; r < MR; r++) v[r] = r < m ? rne16(_mm512_loadu_ps(src[r] + k)) : _mm256_setzero_si256();
+        for (int r = 0; r < MR; r++) v[r] = r < m ? load16(A, src[r] + k, 0xFFFF) : _mm256_setzero_si256();
         v[6] = v[7] = _mm256_setzero_si256();
         transpose8(v);
         for (int q = 0; q < 8; q++) _mm256_storeu_si256((__m256i *)(void *)(d + (size_t)(k / 2 + q) * MR), v[q]);
     }
     for (; k < kc + (kc & 1); k++)
         for (int r = 0; r < MR; r++)
-            dst[(size_t)(k / 2) * 2 * MR + 2 * r + (k & 1)] = r < m && k < kc ? bf(src[r][k]) : 0;
+            dst[(size_t)(k / 2) * 2 * MR + 2 * r + (k & 1)] = r < m && k < kc ? bf_at(A, i0 + r, k0 + k) : 0;
 }
 
 /* pack_a_panel for a transposed A (op(A)(i,k) = A[k*lda + i], as in the
@@ -258,17 +326,17 @@ TG_AVX512_BF16 static void pack_a_fast(int m, int kc, const float *A, int lda, i
  * buffer, then 6 words to each panel (masked stores). Half the
  * instructions per value of a panel-by-panel loop, which was 5% of a
  * bf16 GPT step. */
-TG_AVX512_BF16 static void pack_at_block(int mc, int kc, const float *A, int lda, int i0, int k0, uint16_t *dst) {
+TG_AVX512_BF16 static void pack_at_block(int mc, int kc, bf_src A, int i0, int k0, uint16_t *dst) {
     _Alignas(64) uint32_t row[BF_MC + 16] = {0};
     const int kp = (kc + 1) / 2;
     uint32_t *d = (uint32_t *)(void *)dst;
     for (int p = 0; p < kp; p++) {
-        const float *s0 = A + (size_t)(k0 + 2 * p) * lda + i0, *s1 = s0 + lda;
+        const size_t s0 = (size_t)(k0 + 2 * p) * A.ld + i0, s1 = s0 + A.ld;
         bool odd = 2 * p + 1 < kc;
         for (int i = 0; i < mc; i += 16) {
-            __mmask16 mk = (__mmask16)(mc - i >= 16 ? 0xFFFF : (1u << (mc - i)) - 1);
-            __m512i e = _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s0 + i)));
-            __m512i o = odd ? _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s1 + i))) : _mm512_setzero_si512();
+            __mmask16 mk = lanes16(mc - i);
+            __m512i e = _mm512_cvtepu16_epi32(load16(A, s0 + i, mk));
+            __m512i o = odd ? _mm512_cvtepu16_epi32(load16(A, s1 + i, mk)) : _mm512_setzero_si512();
             _mm512_store_si512(row + i, _mm512_or_si512(e, _mm512_slli_epi32(o, 16))); /* zero past mc */
         }
         for (int j = 0; j * MR < mc; j++)
@@ -278,29 +346,29 @@ TG_AVX512_BF16 static void pack_at_block(int mc, int kc, const float *A, int lda
 }
 
 /* pack_b_sliver, B untransposed, for ns slivers side by side (sliver s at
- * dst + s * stride; n columns in all, zeros past n): rows 2p and 2p+1 of
- * 16 columns converted by one vcvtne2ps2bf16 (row 2p's 16 bf16, then row
- * 2p+1's) and interleaved into 16 pairs by one vpermw; masked loads past
- * n (masked-off lanes are neither read nor faulted on). A pair of rows is
- * read across all the slivers before the next: each row of B is on pages
- * of its own, and a sliver at a time read 128 bytes of a page and moved
- * on, where the hardware prefetchers do not follow (bench/measured.md,
- * AMX: 1.35-1.5x the rate). */
-TG_AVX512_BF16 static void pack_b_fast(int ns, int n, int kc, const float *B, int ldb, int k0, int j0, uint16_t *dst,
-                                       size_t stride) {
-    /* word 2j of the result: word j of the conversion (row 2p, column j); word 2j + 1: word 16 + j (row 2p + 1) */
-    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+ * dst + s * stride; n columns in all, zeros past n): rows 2p and 2p+1 of a
+ * sliver's 32 columns loaded as 32 bf16 each and interleaved into 32 pairs
+ * by two vpermt2w; masked loads past n. A pair of rows is read across all
+ * the slivers before the next: each row of B is on pages of its own, and a
+ * sliver at a time read 128 bytes of a page and moved on, where the
+ * hardware prefetchers do not follow (bench/measured.md, AMX: 1.35-1.5x
+ * the rate). */
+TG_AVX512_BF16 static void pack_b_fast(int ns, int n, int kc, bf_src B, int k0, int j0, uint16_t *dst, size_t stride) {
+    /* word 2j of the result: word j of row 2p's 32 (e), word 2j + 1: word j of row 2p + 1's (o: index 32 + j);
+     * lo the pairs of columns 0-15, hi of 16-31 */
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
+                                        5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_set_epi16(63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57, 25, 56, 24, 55, 23, 54, 22,
+                                        53, 21, 52, 20, 51, 19, 50, 18, 49, 17, 48, 16);
     for (int p = 0; p < (kc + 1) / 2; p++) {
-        const float *s0 = B + (size_t)(k0 + 2 * p) * ldb + j0, *s1 = s0 + ldb;
+        const size_t s0 = (size_t)(k0 + 2 * p) * B.ld + j0, s1 = s0 + B.ld;
         bool odd = 2 * p + 1 < kc;
-        for (int c = 0; c < ns * NR; c += 16) {
-            int left = n - c;
-            __mmask16 mk = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1);
-            __m512 e = _mm512_maskz_loadu_ps(mk, s0 + c);
-            __m512 o = odd ? _mm512_maskz_loadu_ps(mk, s1 + c) : _mm512_setzero_ps();
-            __m512i v = _mm512_permutexvar_epi16(pairs, (__m512i)_mm512_cvtne2ps_pbh(o, e));
-            _mm512_storeu_si512(dst + (size_t)(c / NR) * stride + (size_t)p * 2 * NR + 2 * (c % NR), v);
+        for (int c = 0; c < ns * NR; c += NR) {
+            __mmask32 mk = lanes32(n - c);
+            __m512i e = load32(B, s0 + c, mk), o = odd ? load32(B, s1 + c, mk) : _mm512_setzero_si512();
+            uint16_t *d = dst + (size_t)(c / NR) * stride + (size_t)p * 2 * NR;
+            _mm512_storeu_si512(d, _mm512_permutex2var_epi16(e, lo, o));
+            _mm512_storeu_si512(d + 32, _mm512_permutex2var_epi16(e, hi, o));
         }
     }
 }
@@ -308,26 +376,27 @@ TG_AVX512_BF16 static void pack_b_fast(int ns, int n, int kc, const float *B, in
 /* pack_b_sliver, B transposed (op(B)(k,j) = B[j*ldb + k], as in x W^T):
  * 16 k of each of the sliver's rows are 8 pair-words; 8 rows at a time
  * transposed 8 x 8, each pair's 8 columns are one store. */
-TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, const float *B, int ldb, int k0, int j0, uint16_t *dst) {
+TG_AVX512_BF16 static void pack_bt_fast(int n, int kc, bf_src B, int k0, int j0, uint16_t *dst) {
     uint32_t *d = (uint32_t *)(void *)dst;
-    const float *src[NR];
-    for (int j = 0; j < NR; j++) src[j] = B + (size_t)(j0 + (j < n ? j : 0)) * ldb + k0;
+    size_t src[NR];
+    for (int j = 0; j < NR; j++) src[j] = (size_t)(j0 + (j < n ? j : 0)) * B.ld + k0;
     int k = 0;
     for (; k + 16 <= kc; k += 16)
         for (int h = 0; h < NR / 8; h++) {
             __m256i v[8];
             for (int j = 0; j < 8; j++)
-                v[j] = h * 8 + j < n ? rne16(_mm512_loadu_ps(src[h * 8 + j] + k)) : _mm256_setzero_si256();
+                v[j] = h * 8 + j < n ? load16(B, src[h * 8 + j] + k, 0xFFFF) : _mm256_setzero_si256();
             transpose8(v);
             for (int q = 0; q < 8; q++)
                 _mm256_storeu_si256((__m256i *)(void *)(d + (size_t)(k / 2 + q) * NR + h * 8), v[q]);
         }
     for (; k < kc + (kc & 1); k++)
         for (int j = 0; j < NR; j++)
-            dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] = j < n && k < kc ? bf(src[j][k]) : 0;
+            dst[(size_t)(k / 2) * 2 * NR + 2 * j + (k & 1)] = j < n && k < kc ? bf_at(B, j0 + j, k0 + k) : 0;
 }
-#define HAVE_FAST_PACK 1
 #endif
+/* Whether the AVX-512 packers read this operand (the flags allowing). */
+static inline bool fast_src(bf_src s) { return s.h != NULL || TG_SIMD_F32; }
 
 /* ---- the AMX engine ------------------------------------------------------------
  * tdpbf16ps multiplies a tile of A (16 rows of 16 bf16 pairs) by a tile of
@@ -386,88 +455,60 @@ static inline float amx_in(uint16_t h) { return (h & 0x7F80) ? tg__bf16_to_float
 static inline float amx_out(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
 
 /* The twin of tg__amx_tile (amx.h): the same tile, the same bits, in C
- * (fmaf is exact whether the compiler calls libm's or emits an FMA). */
-TG_KERNEL_BODY void amx_twin_tile_body(int kq, const uint16_t *a, const uint16_t *b, float *t, bool from_c) {
+ * (fmaf is exact whether the compiler calls libm's or emits an FMA). Row r
+ * of chunk q of A at a + r*a_rs + q*a_cs, as tg__amx_tile reads it. */
+TG_KERNEL_BODY void amx_twin_tile_body(int kq, const uint16_t *a, size_t a_rs, size_t a_cs, const uint16_t *b, float *t,
+                                       bool from_c) {
     if (!from_c)
         for (int i = 0; i < AMX_MR * NR; i++) t[i] = 0;
     for (int q = 0; q < kq; q++) {
-        const uint16_t *aq = a + (size_t)q * 1024, *bq = b + (size_t)q * 1024;
-        for (int r = 0; r < AMX_MR; r++)
+        const uint16_t *bq = b + (size_t)q * 1024;
+        for (int r = 0; r < AMX_MR; r++) {
+            const uint16_t *ar = a + (size_t)r * a_rs + (size_t)q * a_cs;
             for (int j = 0; j < NR; j++) {
                 float even = 0, odd = 0;
                 for (int p = 0; p < AMX_KQ; p++) {
-                    even = amx_out(fmaf(amx_in(aq[r * 32 + 2 * p]), amx_in(bq[p * 64 + 2 * j]), even));
-                    odd = amx_out(fmaf(amx_in(aq[r * 32 + 2 * p + 1]), amx_in(bq[p * 64 + 2 * j + 1]), odd));
+                    even = amx_out(fmaf(amx_in(ar[2 * p]), amx_in(bq[p * 64 + 2 * j]), even));
+                    odd = amx_out(fmaf(amx_in(ar[2 * p + 1]), amx_in(bq[p * 64 + 2 * j + 1]), odd));
                 }
                 t[r * NR + j] = amx_out(amx_out(t[r * NR + j]) + amx_out(even + odd)); /* C: DAZ too */
             }
+        }
     }
 }
-TG_ISA_DISPATCH(amx_twin_tile, (int kq, const uint16_t *a, const uint16_t *b, float *t, bool from_c),
-                (kq, a, b, t, from_c))
+TG_ISA_DISPATCH(amx_twin_tile,
+                (int kq, const uint16_t *a, size_t a_rs, size_t a_cs, const uint16_t *b, float *t, bool from_c),
+                (kq, a, a_rs, a_cs, b, t, from_c))
 
 /* One AMX_MR-row panel of op(A) (rows i0.., m <= AMX_MR of them, depth
  * k0.., kc deep, kq chunks), zeros past m and past kc. */
-TG_KERNEL_BODY void pack_a_amx_body(bool trans, int m, int kc, int kq, const tg_real *A, int lda, int i0, int k0,
-                                    uint16_t *dst) {
+TG_KERNEL_BODY void pack_a_amx_body(bool trans, int m, int kc, int kq, bf_src A, int i0, int k0, uint16_t *dst) {
     for (int q = 0; q < kq; q++)
         for (int r = 0; r < AMX_MR; r++) {
             uint16_t *d = dst + (size_t)q * 1024 + r * 32;
             for (int e = 0; e < 32; e++) {
                 int k = q * 32 + e;
-                float v = 0;
-                if (r < m && k < kc)
-                    v = (float)(trans ? A[(size_t)(k0 + k) * lda + i0 + r] : A[(size_t)(i0 + r) * lda + k0 + k]);
-                d[e] = bf(v);
+                d[e] = r >= m || k >= kc ? 0 : trans ? bf_at(A, k0 + k, i0 + r) : bf_at(A, i0 + r, k0 + k);
             }
         }
 }
-TG_ISA_DISPATCH(pack_a_amx,
-                (bool trans, int m, int kc, int kq, const tg_real *A, int lda, int i0, int k0, uint16_t *dst),
-                (trans, m, kc, kq, A, lda, i0, k0, dst))
+TG_ISA_DISPATCH(pack_a_amx, (bool trans, int m, int kc, int kq, bf_src A, int i0, int k0, uint16_t *dst),
+                (trans, m, kc, kq, A, i0, k0, dst))
 
 #ifdef HAVE_FAST_PACK
-/* pack_a_amx, A untransposed: a chunk of a row is 32 floats, two masked
- * loads (zeros past kc) and one vcvtne2ps2bf16, one 64-byte store. */
-TG_AVX512_BF16 static void pack_a_amx_fast(int m, int kc, int kq, const float *A, int lda, int i0, int k0,
-                                           uint16_t *dst) {
+/* pack_a_amx, A untransposed: a chunk of a row is 32 values, one load32
+ * (zeros past kc), one 64-byte store. */
+TG_AVX512_BF16 static void pack_a_amx_fast(int m, int kc, int kq, bf_src A, int i0, int k0, uint16_t *dst) {
     for (int r = 0; r < AMX_MR; r++) {
-        const float *s = A + (size_t)(i0 + r) * lda + k0;
+        const size_t s = (size_t)(i0 + r) * A.ld + k0, s2 = s + 2 * (size_t)A.ld;
         for (int q = 0; q < kq; q++) {
             if (r + 2 < m && q * 32 < kc) { /* two rows on: each row is on pages of its own */
-                _mm_prefetch((const char *)(s + 2 * (size_t)lda + q * 32), _MM_HINT_T0);
-                _mm_prefetch((const char *)(s + 2 * (size_t)lda + q * 32 + 16), _MM_HINT_T0);
+                _mm_prefetch(src_at(A, s2 + q * 32), _MM_HINT_T0);
+                _mm_prefetch(src_at(A, s2 + q * 32 + 16), _MM_HINT_T0);
             }
-            __m512i v = _mm512_setzero_si512();
-            int left = kc - q * 32;
-            if (r < m && left > 0) {
-                __mmask16 m0 = (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1);
-                __mmask16 m1 = (__mmask16)(left >= 32 ? 0xFFFF : left <= 16 ? 0 : (1u << (left - 16)) - 1);
-                __m512 lo = _mm512_maskz_loadu_ps(m0, s + q * 32), hi = _mm512_maskz_loadu_ps(m1, s + q * 32 + 16);
-                v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-            }
+            __m512i v = r < m ? load32(A, s + q * 32, lanes32(kc - q * 32)) : _mm512_setzero_si512();
             _mm512_storeu_si512(dst + (size_t)q * 1024 + r * 32, v);
         }
-    }
-}
-
-/* 16 x 16 32-bit words transposed in registers: r[i] lane j -> r[j] lane i
- * (unpacks within 128-bit lanes, then 4 x 4 blocks of lanes). */
-TG_AVX512_BF16 static inline void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2)
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    for (int k = 0; k < 16; k += 4) {
-        u[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]), u[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
-        u[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]), u[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
-    }
-    /* u[4k + j], 128-bit lane L: column 4L + j of rows 4k..4k+3 */
-    for (int j = 0; j < 4; j++) {
-        __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
-        __m512i w0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
-        __m512i w1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
-        r[j] = _mm512_shuffle_i32x4(v0, w0, 0x88), r[8 + j] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
-        r[4 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88), r[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
     }
 }
 
@@ -477,21 +518,18 @@ TG_AVX512_BF16 static inline void transpose16(__m512i r[16]) {
  * an or (as pack_at_block); 16 pairs of them transposed 16 x 16 give each
  * row's 16 pairs of the chunk, one 64-byte store. (A scatter of each
  * pair's words took 9% of a bf16 gpt-mini step.) */
-TG_AVX512_BF16 static void pack_at_amx_fast(int m, int kc, int kq, const float *A, int lda, int i0, int k0,
-                                            uint16_t *dst) {
+TG_AVX512_BF16 static void pack_at_amx_fast(int m, int kc, int kq, bf_src A, int i0, int k0, uint16_t *dst) {
     for (int h = 0; h < 2; h++) {
-        int rows = m - 16 * h;
-        const __mmask16 mk = (__mmask16)(rows >= 16 ? 0xFFFF : rows <= 0 ? 0 : (1u << rows) - 1);
+        const __mmask16 mk = lanes16(m - 16 * h);
         for (int q = 0; q < kq; q++) {
             __m512i w[16];
             for (int p = 0; p < AMX_KQ; p++) {
                 int k = q * 32 + 2 * p;
                 w[p] = _mm512_setzero_si512();
                 if (k < kc && mk) {
-                    const float *s0 = A + (size_t)(k0 + k) * lda + i0 + 16 * h;
-                    __m512i e = _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s0)));
-                    __m512i o = k + 1 < kc ? _mm512_cvtepu16_epi32(rne16(_mm512_maskz_loadu_ps(mk, s0 + lda)))
-                                           : _mm512_setzero_si512();
+                    const size_t s0 = (size_t)(k0 + k) * A.ld + i0 + 16 * h;
+                    __m512i e = _mm512_cvtepu16_epi32(load16(A, s0, mk));
+                    __m512i o = k + 1 < kc ? _mm512_cvtepu16_epi32(load16(A, s0 + A.ld, mk)) : _mm512_setzero_si512();
                     w[p] = _mm512_or_si512(e, _mm512_slli_epi32(o, 16));
                 }
             }
@@ -518,8 +556,8 @@ typedef enum { ENG_PORTABLE, ENG_VDP, ENG_AMX_TWIN, ENG_AMX, ENG_FP32, ENG_COUNT
  * through memory and a separate add; the twin starts from the same values,
  * so both give the same bits. (Not in the double build, where C is double:
  * there a block's float sum is added to C in double.) */
-static void tile_amx(engine_id e, int kq, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
-                     tg_real beta, int m, int n, bool stream_b) {
+static void tile_amx(engine_id e, int kq, const uint16_t *a, size_t a_rs, size_t a_cs, const uint16_t *b, tg_real *c,
+                     int ldc, tg_real alpha, tg_real beta, int m, int n, bool stream_b) {
     _Alignas(64) float t[AMX_MR * NR];
 #ifdef TG_DOUBLE
     const bool from_c = false;
@@ -527,7 +565,7 @@ static void tile_amx(engine_id e, int kq, const uint16_t *a, const uint16_t *b, 
     const bool from_c = alpha == 1 && beta == 1;
 #if TG_X86 && defined(__GNUC__)
     if (e == ENG_AMX && m == AMX_MR && n == NR && alpha == 1 && (beta == 0 || from_c)) {
-        tg__amx_tile(kq, a, b, c, ldc, from_c, stream_b); /* the tiles straight from and to C */
+        tg__amx_tile(kq, a, a_rs, a_cs, b, c, ldc, from_c, stream_b); /* the tiles straight from and to C */
         return;
     }
 #endif
@@ -537,10 +575,10 @@ static void tile_amx(engine_id e, int kq, const uint16_t *a, const uint16_t *b, 
 #endif
 #if TG_X86 && defined(__GNUC__)
     if (e == ENG_AMX)
-        tg__amx_tile(kq, a, b, t, NR, from_c, stream_b);
+        tg__amx_tile(kq, a, a_rs, a_cs, b, t, NR, from_c, stream_b);
     else
 #endif
-        amx_twin_tile(kq, a, b, t, from_c);
+        amx_twin_tile(kq, a, a_rs, a_cs, b, t, from_c);
     (void)stream_b;                  /* the twin has no caches to steer */
     if (from_c) alpha = 1, beta = 0; /* C's value is in the sums */
     store_tile(t, m, n, alpha, beta, c, ldc);
@@ -548,11 +586,13 @@ static void tile_amx(engine_id e, int kq, const uint16_t *a, const uint16_t *b, 
 
 /* The tile of one A panel and one B sliver, kp pairs deep (a whole number
  * of the engine's chunks), into the m x n corner of C; stream_b: the AMX
- * kernel's loads of B with the T1 hint (amx_stream_b). */
-static void tile(engine_id e, int kp, const uint16_t *a, const uint16_t *b, tg_real *c, int ldc, tg_real alpha,
-                 tg_real beta, int m, int n, bool stream_b) {
+ * kernel's loads of B with the T1 hint (amx_stream_b). The AMX engines'
+ * panel of A has row r of chunk q at a + r*a_rs + q*a_cs (a packed one:
+ * 32, 1024; A read in place: lda, 32); the others' is always packed. */
+static void tile(engine_id e, int kp, const uint16_t *a, size_t a_rs, size_t a_cs, const uint16_t *b, tg_real *c,
+                 int ldc, tg_real alpha, tg_real beta, int m, int n, bool stream_b) {
     if (e == ENG_AMX || e == ENG_AMX_TWIN) {
-        tile_amx(e, kp / AMX_KQ, a, b, c, ldc, alpha, beta, m, n, stream_b);
+        tile_amx(e, kp / AMX_KQ, a, a_rs, a_cs, b, c, ldc, alpha, beta, m, n, stream_b);
         return;
     }
 #if TG_X86 && defined(__GNUC__)
@@ -577,23 +617,28 @@ static int depth_amx(const gemm_engine *e, int kcur) {
     return 2 * (int)round_up((size_t)(kcur + 1) / 2, AMX_KQ);
 }
 
+/* A job's operands as stored. */
+static inline bf_src src_a(const gemm_job *j) { return (bf_src){j->A, j->A16, j->lda}; }
+static inline bf_src src_b(const gemm_job *j) { return (bf_src){j->B, j->B16, j->ldb}; }
+
 /* An NR-wide sliver of op(B) in pairs, zero pairs past kcur up to the
  * padded depth; the AVX-512 BF16 packers where the ISA level allows
  * (flags), else the loop (the same bits). */
 static void pack_b_pairs(const gemm_job *j, int j0, int n, void *dst_) {
     uint16_t *dst = dst_;
     const int kp = (j->kcur + 1) / 2, kpad = j->depth / 2;
+    const bf_src B = src_b(j);
     if (kpad > kp) memset(dst + (size_t)kp * 2 * NR, 0, (size_t)(kpad - kp) * 2 * NR * sizeof(uint16_t));
 #ifdef HAVE_FAST_PACK
-    if (j->flags) {
+    if (j->flags && fast_src(B)) {
         if (j->trans_b)
-            pack_bt_fast(n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
+            pack_bt_fast(n, j->kcur, B, j->pc, j->jc + j0, dst);
         else
-            pack_b_fast(1, n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst, 0);
+            pack_b_fast(1, n, j->kcur, B, j->pc, j->jc + j0, dst, 0);
         return;
     }
 #endif
-    pack_b_sliver(j->trans_b, n, j->kcur, j->B, j->ldb, j->pc, j->jc + j0, dst);
+    pack_b_sliver(j->trans_b, n, j->kcur, B, j->pc, j->jc + j0, dst);
 }
 
 /* Slivers s0..s1-1 of the panel (the driver's pack_b_run): B untransposed
@@ -602,11 +647,11 @@ static void pack_b_pairs_run(const gemm_job *j, int s0, int s1, void *dst_) {
     uint16_t *dst = dst_;
     const size_t sliver = (size_t)j->depth * NR;
 #ifdef HAVE_FAST_PACK
-    if (j->flags && !j->trans_b) {
+    if (j->flags && !j->trans_b && fast_src(src_b(j))) {
         const int kp = (j->kcur + 1) / 2, kpad = j->depth / 2;
         for (int s = 0; s < s1 - s0 && kpad > kp; s++)
             memset(dst + s * sliver + (size_t)kp * 2 * NR, 0, (size_t)(kpad - kp) * 2 * NR * sizeof(uint16_t));
-        pack_b_fast(s1 - s0, j->ncur - s0 * NR, j->kcur, j->B, j->ldb, j->pc, j->jc + s0 * NR, dst, sliver);
+        pack_b_fast(s1 - s0, j->ncur - s0 * NR, j->kcur, src_b(j), j->pc, j->jc + s0 * NR, dst, sliver);
         return;
     }
 #endif
@@ -620,9 +665,12 @@ static void pack_b_pairs_run(const gemm_job *j, int s0, int s1, void *dst_) {
 static void pack_a_pairs(const gemm_job *j, int ic, int mcur, void *apack_) {
     uint16_t *apack = apack_;
     const size_t panel = (size_t)j->depth * MR;
+    const bf_src A = src_a(j);
+    const bool fast = j->flags && fast_src(A);
+    (void)fast;
 #ifdef HAVE_FAST_PACK
-    if (j->flags && j->trans_a) {
-        pack_at_block(mcur, j->kcur, j->A, j->lda, ic, j->pc, apack);
+    if (fast && j->trans_a) {
+        pack_at_block(mcur, j->kcur, A, ic, j->pc, apack);
         return;
     }
 #endif
@@ -630,12 +678,12 @@ static void pack_a_pairs(const gemm_job *j, int ic, int mcur, void *apack_) {
         int m = mcur - ir < MR ? mcur - ir : MR;
         uint16_t *dst = apack + (size_t)ir / MR * panel;
 #ifdef HAVE_FAST_PACK
-        if (j->flags) {
-            pack_a_fast(m, j->kcur, j->A, j->lda, ic + ir, j->pc, dst);
+        if (fast) {
+            pack_a_fast(m, j->kcur, A, ic + ir, j->pc, dst);
             continue;
         }
 #endif
-        pack_a_panel(j->trans_a, m, j->kcur, j->A, j->lda, ic + ir, j->pc, dst);
+        pack_a_panel(j->trans_a, m, j->kcur, A, ic + ir, j->pc, dst);
     }
 }
 
@@ -644,16 +692,17 @@ static void pack_a_amx_block(const gemm_job *j, int ic, int mcur, void *apack_) 
     uint16_t *apack = apack_;
     const size_t panel = (size_t)j->depth * AMX_MR;
     const int kq = j->depth / 2 / AMX_KQ;
+    const bf_src A = src_a(j);
     for (int ir = 0; ir < mcur; ir += AMX_MR) {
         int m = mcur - ir < AMX_MR ? mcur - ir : AMX_MR;
         uint16_t *dst = apack + (size_t)ir / AMX_MR * panel;
 #ifdef HAVE_FAST_PACK
-        if (j->flags) {
-            (j->trans_a ? pack_at_amx_fast : pack_a_amx_fast)(m, j->kcur, kq, j->A, j->lda, ic + ir, j->pc, dst);
+        if (j->flags && fast_src(A)) {
+            (j->trans_a ? pack_at_amx_fast : pack_a_amx_fast)(m, j->kcur, kq, A, ic + ir, j->pc, dst);
             continue;
         }
 #endif
-        pack_a_amx(j->trans_a, m, j->kcur, kq, j->A, j->lda, ic + ir, j->pc, dst);
+        pack_a_amx(j->trans_a, m, j->kcur, kq, A, ic + ir, j->pc, dst);
     }
 }
 
@@ -672,8 +721,31 @@ static bool amx_stream_b(const gemm_job *j) {
     return (slivers * NR + AMX_MR) * (size_t)j->depth * sizeof(uint16_t) > AMX_L1_BYTES;
 }
 
+/* Whether the AMX engines read this K block's panels of A in place
+ * (gemm_driver.h, a_direct): A stored as bf16, untransposed, the block
+ * whole chunks deep (a tile row is 32 k; the zero padding of a last,
+ * partial chunk needs a packed copy), and a panel of B of at most
+ * AMX_A_DIRECT_SLIVERS slivers. Then a tile of A is tileloadd with A's row
+ * stride, no packing of A at all, as oneDNN's brgemm reads it. Why the
+ * sliver bound: a packed panel (32 KB, contiguous) stays in L1 while the
+ * slivers pass, where the same rows in place (lda apart) were found
+ * slower from 4 slivers on (1.4x at 32), and faster with 1 or 2, where
+ * packing is a pass over A for one or two uses (bench/measured.md,
+ * session 5). Packing a bf16 A is a 16-bit copy anyway. The same values
+ * reach the tiles either way: tdpbf16ps reads a subnormal as zero, as the
+ * packers flush it (bf_h); only a NaN's payload may differ (the packers
+ * quiet it). */
+#ifndef AMX_A_DIRECT_SLIVERS
+#define AMX_A_DIRECT_SLIVERS 2 /* 0: always packed (for timing the two) */
+#endif
+static bool amx_a_direct(const gemm_job *j) {
+    return j->A16 && !j->trans_a && j->kcur % (2 * AMX_KQ) == 0 && (j->ncur + NR - 1) / NR <= AMX_A_DIRECT_SLIVERS;
+}
+
 static void tile_e(const gemm_job *j, const void *a, const void *b, tg_real *c, tg_real beta, int m, int n) {
-    tile((engine_id)j->eng->id, j->depth / 2, a, b, c, j->ldc, j->alpha, beta, m, n, amx_stream_b(j));
+    const bool direct = j->a_direct && m == AMX_MR; /* a is A16's row (gemm_driver.h) */
+    tile((engine_id)j->eng->id, j->depth / 2, a, direct ? (size_t)j->lda : 32, direct ? 32 : 1024, b, c, j->ldc,
+         j->alpha, beta, m, n, amx_stream_b(j));
 }
 
 typedef struct {
@@ -691,7 +763,7 @@ typedef struct {
 #define AMX_ROW(id_, begin_, end_)                                                                                    \
     {.id = id_, .elem = sizeof(uint16_t), .mr = AMX_MR, .nr = NR, .mc = AMX_MC, .kc = AMX_KC, .nc = AMX_NC,          \
      .kalign = 2, .a_slack = 16, .depth = depth_amx, .pack_a = pack_a_amx_block, .pack_b = pack_b_pairs,             \
-     .pack_b_run = pack_b_pairs_run, .kernel = tile_e, .begin = begin_, .end = end_}
+     .pack_b_run = pack_b_pairs_run, .kernel = tile_e, .a_direct = amx_a_direct, .begin = begin_, .end = end_}
 /* clang-format on */
 static const bf16_engine ENGINES[ENG_COUNT] = {
     [ENG_PORTABLE] = {"portable", TG_ISA_PORTABLE, PAIRS_ROW(ENG_PORTABLE)},
@@ -705,15 +777,14 @@ static const bf16_engine ENGINES[ENG_COUNT] = {
 /* Scalar fallback when the packing buffers cannot be had: the same sums in
  * the same order, slowly, so an out-of-memory machine still gets the
  * product (and no crash). */
-static void gemm_bf16_unpacked(bool ta, bool tb, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
-                               const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
-                               const tg_gemm_epilogue *ep) {
+static void gemm_bf16_unpacked(bool ta, bool tb, int M, int N, int K, tg_real alpha, bf_src A, bf_src B, tg_real beta,
+                               tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
             float s = 0;
             for (int k = 0; k < K; k++)
-                s += tg__bf16_round_daz((float)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k])) *
-                     tg__bf16_round_daz((float)(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]));
+                s += tg__bf16_to_float(ta ? bf_at(A, k, i) : bf_at(A, i, k)) *
+                     tg__bf16_to_float(tb ? bf_at(B, j, k) : bf_at(B, k, j));
             tg_real *cij = C + (size_t)i * ldc + j;
             *cij = beta == 0 ? alpha * (tg_real)s : alpha * (tg_real)s + beta * *cij;
         }
@@ -825,7 +896,8 @@ static void fp32_release_on_thread(void *ctx, int tid, int nth) {
 static void fp32_release(void) { tg_parallel_team(true, fp32_release_on_thread, NULL); }
 
 /* rows x cols of src (leading dimension ld) rounded into dst (leading
- * dimension cols); built per ISA (a scalar loop was half the engine's time). */
+ * dimension cols); built per ISA (a scalar loop was half the engine's
+ * time). A bf16 source is widened (bf_h: its flush and quieting only). */
 TG_KERNEL_BODY void round_copy_body(int rows, int cols, const tg_real *src, int ld, tg_real *dst) {
     for (int i = 0; i < rows; i++) {
         const tg_real *s = src + (size_t)i * ld;
@@ -833,10 +905,25 @@ TG_KERNEL_BODY void round_copy_body(int rows, int cols, const tg_real *src, int 
         for (int j = 0; j < cols; j++) d[j] = (tg_real)tg__bf16_round_daz((float)s[j]);
     }
 }
+TG_KERNEL_BODY void widen_copy_body(int rows, int cols, const uint16_t *src, int ld, tg_real *dst) {
+    for (int i = 0; i < rows; i++) {
+        const uint16_t *s = src + (size_t)i * ld;
+        tg_real *d = dst + (size_t)i * cols;
+        for (int j = 0; j < cols; j++) d[j] = (tg_real)tg__bf16_to_float(bf_h(s[j]));
+    }
+}
 TG_ISA_DISPATCH(round_copy, (int rows, int cols, const tg_real *src, int ld, tg_real *dst), (rows, cols, src, ld, dst))
+TG_ISA_DISPATCH(widen_copy, (int rows, int cols, const uint16_t *src, int ld, tg_real *dst), (rows, cols, src, ld, dst))
 
-static bool gemm_fp32_engine(bool ta, bool tb, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
-                             const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+static void operand_copy(int rows, int cols, bf_src s, tg_real *dst) {
+    if (s.h)
+        widen_copy(rows, cols, s.h, s.ld, dst);
+    else
+        round_copy(rows, cols, s.f, s.ld, dst);
+}
+
+static bool gemm_fp32_engine(bool ta, bool tb, int M, int N, int K, tg_real alpha, bf_src A, bf_src B, tg_real beta,
+                             tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
     size_t need = (size_t)M * K + (size_t)K * N;
     if (need > fp32_cap) {
         tg__on_release_all(fp32_release);
@@ -848,29 +935,51 @@ static bool gemm_fp32_engine(bool ta, bool tb, int M, int N, int K, tg_real alph
     }
     tg_real *a = (tg_real *)fp32_buf, *b = a + (size_t)M * K;
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    round_copy(ar, ac, A, lda, a);
-    round_copy(br, bc, B, ldb, b);
+    operand_copy(ar, ac, A, a);
+    operand_copy(br, bc, B, b);
     tg_k_gemm_ep(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc, ep);
     return true;
 }
 
-void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
-                       const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const void *A, bool a_bf16,
+                          int lda, const void *B, bool b_bf16, int ldb, tg_real beta, tg_real *C, int ldc,
+                          const tg_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0) { /* nothing to multiply: C = beta * C, as tg_k_gemm */
-        tg_k_gemm_ep(trans_a, trans_b, M, N, 0, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+        tg_k_gemm_ep(trans_a, trans_b, M, N, 0, alpha, NULL, lda, NULL, ldb, beta, C, ldc, ep);
         return;
     }
+    const bf_src a = {a_bf16 ? NULL : A, a_bf16 ? A : NULL, lda}, b = {b_bf16 ? NULL : B, b_bf16 ? B : NULL, ldb};
     engine_id eng = bf16_engine_pick();
-    if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep)) return;
+    if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep)) return;
     if (eng == ENG_FP32) eng = ENG_PORTABLE; /* out of memory for the copies */
-    const gemm_job job = {GEMM_OPERANDS,
+    const gemm_job job = {.trans_a = trans_a,
+                          .trans_b = trans_b,
+                          .M = M,
+                          .N = N,
+                          .K = K,
+                          .lda = lda,
+                          .ldb = ldb,
+                          .ldc = ldc,
+                          .alpha = alpha,
+                          .beta = beta,
+                          .A = a.f,
+                          .B = b.f,
+                          .A16 = a.h,
+                          .B16 = b.h,
+                          .C = C,
+                          .ep = ep,
                           .flags = tg_isa_level() >= TG_ISA_AVX512_BF16}; /* the AVX-512 BF16 packers may run */
     if (!gemm_drive(&ENGINES[eng].drv, &job))
-        gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+        gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
+}
+
+void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                       const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+    tg_k_gemm_bf16_mixed(trans_a, trans_b, M, N, K, alpha, A, false, lda, B, false, ldb, beta, C, ldc, ep);
 }
 
 void tg_k_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
                     const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
-    tg_k_gemm_bf16_ep(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+    tg_k_gemm_bf16_mixed(trans_a, trans_b, M, N, K, alpha, A, false, lda, B, false, ldb, beta, C, ldc, NULL);
 }

@@ -26,7 +26,12 @@
  * nothing in it.
  *
  * Packing is where an engine's element type (float, bf16 pairs, AMX
- * chunks) and the transposes are handled; the loops do not know them.
+ * chunks), the operands' stored type (tg_real, or bf16 for the bf16 GEMM)
+ * and the transposes are handled; the loops do not know them. An engine
+ * may also read A in place: the float engines' kernel_a when a block of A
+ * serves few slivers, the AMX engine's tiles from an untransposed bf16 A
+ * (a_direct: tileloadd with A's row stride, as oneDNN's brgemm does), which
+ * then needs no packing of A but for a last panel of fewer rows.
  *
  * Epilogue (tg_k_gemm_ep): each block of C a thread finishes (the rows of
  * one block of A across one panel of B, after the last KC block) goes
@@ -184,13 +189,18 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
     gemm_job j = *g;
     for (int kb = g->kb0; kb < g->kb_end; kb++) { /* the K blocks in order: each C element's sum order */
         k_block(&j, kb);
+        j.a_direct = !in_place && eng->a_direct && eng->a_direct(&j);
         const size_t panel = (size_t)j.depth * mr * eng->elem, sliver = (size_t)j.depth * nr * eng->elem;
         const unsigned char *bblock = g->ws + (size_t)(kb - g->kb0) * g->b_bytes; /* in L2 across the rows */
         tg_real beta_k = kb == 0 ? j.beta : 1;
         const tg_gemm_epilogue *ep = kb == j.kblocks - 1 ? j.ep : NULL; /* only the last K block finishes C */
         for (int ic = row0; ic < row1; ic += mc) {
             int mcur = row1 - ic < mc ? row1 - ic : mc;
-            if (!in_place) eng->pack_a(&j, ic, mcur, apack);
+            const int full = mcur / mr * mr; /* rows in whole panels: read in place when a_direct */
+            if (!in_place && !j.a_direct)
+                eng->pack_a(&j, ic, mcur, apack);
+            else if (j.a_direct && full < mcur)
+                eng->pack_a(&j, ic + full, mcur - full, apack + (size_t)full / mr * panel);
             for (int i = 0; i < ns; i++) {
                 int s = s0 + (first + i) % ns, j0 = s * nr;
                 ensure_packed(&j, s, slivers);
@@ -202,6 +212,8 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
                     if (in_place)
                         eng->kernel_a(&j, j.A + (size_t)(ic + ir) * a_rs + (size_t)j.pc * a_ks, a_rs, a_ks, bs, cs,
                                       beta_k, m, n);
+                    else if (j.a_direct && m == mr)
+                        eng->kernel(&j, j.A16 + (size_t)(ic + ir) * lda + j.pc, bs, cs, beta_k, m, n);
                     else
                         eng->kernel(&j, apack + (size_t)ir / mr * panel, bs, cs, beta_k, m, n);
                 }

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tensor/gemm_common.h"
 
@@ -28,6 +29,7 @@ struct gemm_job {
     int M, N, K, lda, ldb, ldc;
     tg_real alpha, beta;
     const tg_real *A, *B;
+    const uint16_t *A16, *B16; /* the bf16 GEMM's operands stored as bf16 bits: set, they replace A, B (NULL) */
     tg_real *C;
     const tg_gemm_epilogue *ep; /* NULL: none */
     int flags;                  /* the caller's, for its engine (bf16: the AVX-512 BF16 packers may run) */
@@ -39,6 +41,7 @@ struct gemm_job {
     int kb0, kb_end;            /* the group being multiplied: K blocks kb0..kb_end - 1 */
     int jc, ncur, kb, pc, kcur; /* the current panel: columns jc.. (ncur), K block kb at depth pc.. (kcur) */
     int depth;                  /* packed depth of this K block (eng->depth), in packed elements */
+    bool a_direct;              /* this K block's full panels of A read from A16 in place (eng->a_direct) */
     unsigned char *ws;          /* the group's packed blocks of B, then one A block per thread */
     void *chunk_state;          /* in ws, after those: an atomic_int per (K block, chunk of B's slivers) */
     size_t b_bytes, a_bytes;    /* a packed block of B (one K block of the panel); one of A */
@@ -89,6 +92,14 @@ struct gemm_engine {
     void (*kernel_a)(const gemm_job *j, const tg_real *a, size_t a_rs, size_t a_ks, const void *b, tg_real *c,
                      tg_real beta, int m, int n);
     int in_place_max_slivers;
+    /* optional (NULL: never): whether the kernel reads the current K
+     * block's full mr-row panels of A straight from the source, without
+     * packing: kernel is then given, for a panel of mr rows, the address of
+     * its first row at depth pc in A16 (rows lda apart, A untransposed),
+     * and tells the two apart by j->a_direct && m == mr; a last panel of
+     * fewer rows is packed as usual (pack_a on those rows alone), so no
+     * read passes A's last row. */
+    bool (*a_direct)(const gemm_job *j);
     /* optional: run by each thread around its share (AMX: the tile
      * configuration, then its release) */
     void (*begin)(void), (*end)(void);

@@ -135,6 +135,17 @@ void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha
                   const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep);
 void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
                        const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep);
+/* tg_k_gemm_bf16_ep with either operand stored as bfloat16 (tensor.h's
+ * TG_DTYPE_BF16 storage): A is `const uint16_t *` (bf16 bits, a_bf16) or
+ * `const tg_real *`, B likewise; C stays tg_real. The packers read the
+ * bf16 directly (no float copy; for a narrow B the AMX engine's tiles load an
+ * untransposed bf16 A in place). Exactly the bits of tg_k_gemm_bf16_ep on
+ * the operands widened to tg_real (exact), whose rounding leaves a bf16
+ * value as it is but for a subnormal, a zero in the products (DAZ), and a
+ * NaN, made quiet: at any thread count, on every engine. */
+void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const void *A, bool a_bf16,
+                          int lda, const void *B, bool b_bf16, int ldb, tg_real beta, tg_real *C, int ldc,
+                          const tg_gemm_epilogue *ep);
 /* out = a (op) b with NumPy broadcasting; out has the broadcast shape. */
 void tg_k_binary(tg_binary_kind kind, const tg_tensor *a, const tg_tensor *b, tg_tensor *out);
 /* Sums src (broadcast shape) down to dst's shape, which src broadcasts from;
