@@ -87,13 +87,19 @@ uint64_t tg_dropout_take(tg_rng *rng, uint64_t n);
  * split over threads; x and y of one size. For ops that write a bf16
  * result from a tg_real scratch (ops_shape.c). */
 void tg__cast_into(const tg_tensor *x, tg_tensor *y);
-/* Where an op computes its result t in float: t itself when t is tg_real,
- * else a float scratch of t's shape (recycled, uninitialised); then
- * tg__float_store(t, f) rounds f into t and gives the scratch back (nothing
- * when f is t). So a bf16 result costs its half-size tensor for good and a
- * float one only until it is rounded. NULL when out of memory. */
-tg_tensor *tg__float_target(tg_tensor *t);
-void tg__float_store(tg_tensor *t, tg_tensor *f);
+/* An op with a bf16 result computes its rows in float a chunk at a time
+ * and rounds each chunk as it is done, in a float scratch of at most
+ * TG_BF16_CHUNK_BYTES: the result costs its half-size tensor and this
+ * bound, never a float copy of itself (gpt-small's c_fc: 8 MB a copy).
+ * Rows are independent, so chunks give the bits of one pass.
+ * tg__chunk_rows: rows of `cols` values a chunk holds, a multiple of 32
+ * (whole tiles of a product) and at most n. */
+#define TG_BF16_CHUNK_BYTES ((size_t)2 << 20)
+static inline int64_t tg__chunk_rows(int64_t cols, int64_t n) {
+    int64_t r = (int64_t)(TG_BF16_CHUNK_BYTES / (sizeof(tg_real) * (size_t)(cols > 0 ? cols : 1)));
+    r = r < 32 ? 32 : r / 32 * 32;
+    return r < n ? r : n;
+}
 /* The products of an op: C = alpha op(A) op(B) + beta C in float
  * (tg_k_gemm), or with bf16 operands and float sums (tg_k_gemm_bf16) when
  * bf16, which the op takes from tg_get_precision() in its forward (or from

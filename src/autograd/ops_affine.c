@@ -42,16 +42,35 @@
 #include <string.h>
 #include "tensor/tensor_internal.h" /* tg__empty_recycled, tg__empty_bf16, tg__tensor_recycle */
 
-/* x's values as tg_real for a product: x->data, or, for a bf16 x, a widened
- * copy in *scratch (recycled by operand_done). */
-static const tg_real *operand(const tg_tensor *x, tg_tensor **scratch) {
-    *scratch = NULL;
-    if (x->dtype == TG_DTYPE_REAL) return x->data;
-    if (!(*scratch = tg__empty_recycled(x->ndim, x->shape))) return NULL;
-    tg__cast_into(x, *scratch);
-    return (*scratch)->data;
+/* C = op(A) op(X) or op(X) op(B) (x_first) + beta C, with the epilogue ep,
+ * where X is rows r0.. of the activation x (x_rows of them, ldx apart):
+ * bf16 products read a bf16 x where it lies (tg_k_gemm_bf16_mixed's
+ * packers), float ones a widened copy of those rows. */
+static void product_x(bool bf16, bool x_first, bool ta, bool tb, int M, int N, int K, const tg_real *other, int ldo,
+                      const tg_tensor *x, int64_t r0, int64_t x_rows, int ldx, tg_real beta, tg_real *C, int ldc,
+                      const tg_gemm_epilogue *ep) {
+    bool xb = x->dtype == TG_DTYPE_BF16;
+    size_t off = (size_t)r0 * (size_t)ldx;
+    const void *xp = xb ? (const void *)(x->bf16 + off) : (const void *)(x->data + off);
+    if (bf16) {
+        if (x_first)
+            tg_k_gemm_bf16_mixed(ta, tb, M, N, K, 1, xp, xb, ldx, other, false, ldo, beta, C, ldc, ep);
+        else
+            tg_k_gemm_bf16_mixed(ta, tb, M, N, K, 1, other, false, ldo, xp, xb, ldx, beta, C, ldc, ep);
+        return;
+    }
+    tg_tensor *xs = NULL;
+    if (xb) { /* float products of a bf16 x: its rows widened (exact) */
+        if (!(xs = tg__empty_recycled(TG_SHAPE((int)x_rows, ldx)))) return;
+        tg_k_from_bf16(xp, xs->data, xs->size);
+        xp = xs->data;
+    }
+    if (x_first)
+        tg_k_gemm_ep(ta, tb, M, N, K, 1, xp, ldx, other, ldo, beta, C, ldc, ep);
+    else
+        tg_k_gemm_ep(ta, tb, M, N, K, 1, other, ldo, xp, ldx, beta, C, ldc, ep);
+    tg__tensor_recycle(xs);
 }
-static void operand_done(tg_tensor *scratch) { tg__tensor_recycle(scratch); }
 
 /* dx, dW and db from dy, the gradient of h = x W^T + b; n's inputs are
  * x, W and then b (or none: b NULL). */
@@ -61,12 +80,9 @@ static void affine_grads(const tg_node *n, const tg_tensor *dy, tg_tensor *b) {
     bool fresh;
     tg_tensor *g = tg_grad_begin(x, &fresh);
     if (g) TG_GEMM(n->bf16, false, false, N, in, out, 1, dy->data, out, w->data, in, fresh ? 0 : 1, g->data, in);
-    if ((g = tg_grad_begin(w, &fresh))) {
-        tg_tensor *xs;
-        const tg_real *xv = operand(x, &xs);
-        if (xv) TG_GEMM(n->bf16, true, false, out, in, N, 1, dy->data, out, xv, in, fresh ? 0 : 1, g->data, in);
-        operand_done(xs);
-    }
+    if ((g = tg_grad_begin(w, &fresh)))
+        product_x(n->bf16, false, true, false, out, in, N, dy->data, out, x, 0, N, in, fresh ? 0 : 1, g->data, in,
+                  NULL);
     if (b && (g = tg_grad_begin(b, &fresh))) tg_k_sum_to(dy, g, !fresh);
 }
 
@@ -94,18 +110,59 @@ typedef struct {
 
 /* dh = dy gelu'(h) (the activation's row of TG_UNARY_OPS), then the
  * affine's gradients from dh. GELU's row reads h alone (its y argument is
- * for activations whose derivative is their value), so a bf16 y passes h
- * in its place. */
+ * for activations whose derivative is their value), so h is passed in its
+ * place. A bf16 h is widened a chunk of rows at a time (op.h). */
 static void affine_act_backward(tg_node *n, tg_unary_kind act) {
-    const tg_tensor *h = ((const affine_act_state *)n->state)->h, *y = n->out;
-    tg_tensor *dh = tg_backward_scratch_tensor(h->ndim, h->shape); /* reused once this rule returns */
-    if (!dh) return;
-    tg_tensor *hs;
-    const tg_real *hv = operand(h, &hs);
-    if (!hv) return;
-    tg_k_unary_backward(act, 0, y->grad->data, hv, y->dtype == TG_DTYPE_REAL ? y->data : hv, dh->data, h->size, true);
-    operand_done(hs);
-    affine_grads(n, dh, n->n_in == 3 ? n->in[2] : NULL);
+    const tg_tensor *h = ((const affine_act_state *)n->state)->h, *gy = n->out->grad;
+    tg_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in == 3 ? n->in[2] : NULL;
+    if (h->dtype == TG_DTYPE_REAL || h->size == 0) {                   /* (an empty h's data is not read) */
+        tg_tensor *dh = tg_backward_scratch_tensor(h->ndim, h->shape); /* reused once this rule returns */
+        if (!dh) return;
+        tg_k_unary_backward(act, 0, gy->data, h->data, h->data, dh->data, h->size, true);
+        affine_grads(n, dh, b);
+        return;
+    }
+    /* With bf16 products, dh feeds only the two products (which round it
+     * as it is stored) and db: it is kept in bf16, half the bytes, and db
+     * summed from each float chunk before it is rounded. Under float
+     * products a float dh is kept. */
+    int in = w->shape[1], out = w->shape[0];
+    int64_t N = out ? h->size / out : 0, R = tg__chunk_rows(out, N);
+    bool keep16 = n->bf16;
+    tg_real *hs = tg_backward_scratch(sizeof(tg_real) * (size_t)(R * out));
+    tg_real *ds = keep16 ? tg_backward_scratch(sizeof(tg_real) * (size_t)(R * out)) : NULL;
+    tg_tensor *dh = keep16 ? NULL : tg_backward_scratch_tensor(h->ndim, h->shape);
+    uint16_t *dh16 = keep16 ? tg_backward_scratch(sizeof(uint16_t) * (size_t)h->size) : NULL;
+    if (!hs || (keep16 ? !ds || !dh16 : !dh)) return;
+    bool fresh_b = false;
+    tg_tensor *gb = keep16 && b ? tg_grad_begin(b, &fresh_b) : NULL;
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+        int64_t rows = N - r0 < R ? N - r0 : R, off = r0 * out, cnt = rows * out;
+        tg_real *d = keep16 ? ds : dh->data + off;
+        tg_k_from_bf16(h->bf16 + off, hs, cnt);
+        tg_k_unary_backward(act, 0, gy->data + off, hs, hs, d, cnt, true);
+        if (!keep16) continue;
+        if (gb) { /* db (+)= this chunk's column sums */
+            tg_tensor chunk = {.magic = TG_MAGIC, .ndim = 2, .shape = {(int)rows, out}, .size = cnt, .data = ds};
+            tg_k_sum_to(&chunk, gb, !(fresh_b && r0 == 0));
+        }
+        tg_k_to_bf16(ds, dh16 + off, cnt);
+    }
+    if (!keep16) {
+        affine_grads(n, dh, b);
+        return;
+    }
+    bool fresh;
+    tg_tensor *g = tg_grad_begin(x, &fresh);
+    if (g)
+        tg_k_gemm_bf16_mixed(false, false, (int)N, in, out, 1, dh16, true, out, w->data, false, in, fresh ? 0 : 1,
+                             g->data, in, NULL);
+    if ((g = tg_grad_begin(w, &fresh))) {
+        bool xb = x->dtype == TG_DTYPE_BF16;
+        tg_k_gemm_bf16_mixed(true, false, out, in, (int)N, 1, dh16, true, out,
+                             xb ? (const void *)x->bf16 : (const void *)x->data, xb, in, fresh ? 0 : 1, g->data, in,
+                             NULL);
+    }
 }
 static void affine_gelu_backward(tg_node *n) { affine_act_backward(n, TG_UNARY_GELU); }
 static void affine_gelu_tanh_backward(tg_node *n) { affine_act_backward(n, TG_UNARY_GELU_TANH); }
@@ -153,30 +210,53 @@ static void bias_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     }
 }
 
-/* h = res + x W^T + b into h: res + b (or either) in every row, then the
- * GEMM with beta = 1 (beta = 0 without either), with the epilogue ep
- * (NULL: none). x's rows are h's (N = size / out): with in = 0 the GEMM
- * only sets h to res + b or 0. */
-static void affine_product(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res,
-                           tg_tensor *h, const tg_gemm_epilogue *ep) {
+/* Rows r0.. (n of them) of h = res + x W^T + b into C (n rows of out):
+ * res + b (or either) in every row, then the GEMM with beta = 1 (beta = 0
+ * without either), with the epilogue ep (NULL: none). With in = 0 the GEMM
+ * only sets the rows to res + b or 0. */
+static void affine_rows(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res, int64_t r0,
+                        int64_t n, tg_real *C, const tg_gemm_epilogue *ep) {
     int in = w->shape[1], out = w->shape[0];
-    int64_t N = out ? h->size / out : 0;
+    if (n <= 0) return;
     if (b || res)
-        tg_parallel_for_ns(N, (double)h->size * TG_NS_STREAM, bias_rows,
-                           &(bias_rows_ctx){b ? b->data : NULL, res ? res->data : NULL, h->data, out});
-    tg_tensor *xs;
-    const tg_real *xv = N > 0 ? operand(x, &xs) : NULL;
-    if (xv)
-        TG_GEMM_EP(tg_prec_bf16(), false, true, (int)N, out, in, 1, xv, in, w->data, in, b || res ? 1 : 0, h->data, out,
-                   ep);
-    if (xv) operand_done(xs);
+        tg_parallel_for_ns(n, (double)(n * out) * TG_NS_STREAM, bias_rows,
+                           &(bias_rows_ctx){b ? b->data : NULL, res ? res->data + r0 * out : NULL, C, out});
+    product_x(tg_prec_bf16(), true, false, true, (int)n, out, in, w->data, in, x, r0, n, in, b || res ? 1 : 0, C, out,
+              ep);
+}
+
+/* y = act(res + x W^T + b) over all N rows, its pre-activation into h when
+ * h is not NULL (act NULL: y itself is the affine map). y and h are float
+ * or both bf16; bf16 ones are computed in chunks of float rows (op.h,
+ * tg__chunk_rows; each chunk packs W again, a few percent of its product
+ * at that size). false: out of memory. */
+static bool affine_forward(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res,
+                           tg_tensor *y, tg_tensor *h, const tg_unary_kind *act) {
+    int out = w->shape[0];
+    int64_t N = out ? y->size / out : 0;
+    if (y->dtype == TG_DTYPE_REAL) {
+        tg_real *C = h ? h->data : y->data;
+        affine_rows(x, w, b, res, 0, N, C, act ? &(tg_gemm_epilogue){*act, y->data} : NULL);
+        return true;
+    }
+    if (N == 0) return true;
+    int64_t R = tg__chunk_rows(out, N);
+    tg_tensor *fy = tg__empty_recycled(TG_SHAPE((int)R, out)), *fh = h ? tg__empty_recycled(TG_SHAPE((int)R, out)) : fy;
+    if (!fy || !fh) return false;
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+        int64_t n = N - r0 < R ? N - r0 : R;
+        affine_rows(x, w, b, res, r0, n, fh->data, act ? &(tg_gemm_epilogue){*act, fy->data} : NULL);
+        if (h) tg_k_to_bf16(fh->data, h->bf16 + r0 * out, n * out);
+        tg_k_to_bf16(fy->data, y->bf16 + r0 * out, n * out);
+    }
+    if (fh != fy) tg__tensor_recycle(fh);
+    tg__tensor_recycle(fy);
+    return true;
 }
 
 tg_tensor *tg_affine_to(tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_dtype to) {
-    tg_tensor *y = affine_output("affine", x, w, b, to), *f = y ? tg__float_target(y) : NULL;
-    if (!f) return NULL;
-    affine_product(x, w, b, NULL, f, NULL);
-    tg__float_store(y, f);
+    tg_tensor *y = affine_output("affine", x, w, b, to);
+    if (!y || !affine_forward(x, w, b, NULL, y, NULL, NULL)) return NULL;
     tg_node_record(&tg_op_affine, y, b ? 3 : 2, (tg_tensor *[]){x, w, b});
     return y;
 }
@@ -190,7 +270,7 @@ tg_tensor *tg_affine_add(tg_tensor *r, tg_tensor *x, tg_tensor *w, tg_tensor *b)
         tg_set_error("affine_add: r %s, x W^T + b %s: need the same shape", tg_tshape(b1, r), tg_tshape(b2, y));
         return NULL;
     }
-    affine_product(x, w, b, r, y, NULL);
+    affine_forward(x, w, b, r, y, NULL, NULL);
     if (b)
         tg_node_record(&tg_op_affine_add, y, 4, (tg_tensor *[]){x, w, b, r});
     else
@@ -201,19 +281,15 @@ tg_tensor *tg_affine(tg_tensor *x, tg_tensor *w, tg_tensor *b) { return tg_affin
 
 tg_tensor *tg_affine_gelu_to(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh_form, tg_dtype to) {
     const tg_op *op = tanh_form ? &tg_op_affine_gelu_tanh : &tg_op_affine_gelu;
-    tg_tensor *y = affine_output(op->name, x, w, b, to), *fy = y ? tg__float_target(y) : NULL;
-    if (!fy) return NULL;
+    tg_tensor *y = affine_output(op->name, x, w, b, to);
+    if (!y) return NULL;
     tg_tensor *in[3] = {x, w, b};
     /* h is kept only when the node below will be recorded (as bf16 when y is) */
-    bool keep = tg_node_will_record(b ? 3 : 2, in);
-    tg_tensor *h = !keep                 ? fy
+    tg_tensor *h = !tg_node_will_record(b ? 3 : 2, in) ? NULL
                    : to == TG_DTYPE_BF16 ? tg__empty_bf16(y->ndim, y->shape)
                                          : tg_empty_arena(y->ndim, y->shape);
-    tg_tensor *fh = h ? tg__float_target(h) : NULL;
-    if (!fh) return NULL;
-    affine_product(x, w, b, NULL, fh, &(tg_gemm_epilogue){tanh_form ? TG_UNARY_GELU_TANH : TG_UNARY_GELU, fy->data});
-    if (fh != fy) tg__float_store(h, fh);
-    tg__float_store(y, fy);
+    tg_unary_kind act = tanh_form ? TG_UNARY_GELU_TANH : TG_UNARY_GELU;
+    if ((!h && tg_node_will_record(b ? 3 : 2, in)) || !affine_forward(x, w, b, NULL, y, h, &act)) return NULL;
     tg_node *n = tg_node_record(op, y, b ? 3 : 2, in);
     affine_act_state *st = n ? tg_node_state(n, sizeof *st) : NULL;
     if (n && !st) return NULL;

@@ -12,7 +12,7 @@
 #include "op.h"
 
 #include <math.h>
-#include "tensor/tensor_internal.h" /* tg__empty_bf16 */
+#include "tensor/tensor_internal.h" /* tg__empty_bf16, tg__empty_recycled, tg__tensor_recycle */
 
 typedef struct {
     tg_real *mean, *rstd; /* one per row, in the arena; mean less x_0 */
@@ -59,17 +59,26 @@ tg_tensor *tg_layer_norm_to(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_
         tg_set_error("layer_norm: x %s with eps = %g: eps must be >= 0", tg_tshape(b1, x), (double)eps);
         return NULL;
     }
-    /* a bf16 result is rounded from a float scratch, reused once rounded */
     tg_tensor *y = to == TG_DTYPE_BF16 ? tg__empty_bf16(x->ndim, x->shape) : tg_empty_arena(x->ndim, x->shape);
-    tg_tensor *f = y ? tg__float_target(y) : NULL;
     layer_norm_state *st = tg_arena_alloc(sizeof *st);
     tg_real *buf = tg_arena_alloc(sizeof(tg_real) * (size_t)(2 * rows + 1));
-    if (!f || !st || !buf) return NULL;
+    if (!y || !st || !buf) return NULL;
     st->mean = buf;
     st->rstd = buf + rows;
-    tg_k_layer_norm(x->data, gamma ? gamma->data : NULL, gamma ? beta->data : NULL, f->data, st->mean, st->rstd, rows,
-                    d, eps);
-    tg__float_store(y, f);
+    const tg_real *g = gamma ? gamma->data : NULL, *be = gamma ? beta->data : NULL;
+    if (to != TG_DTYPE_BF16) {
+        tg_k_layer_norm(x->data, g, be, y->data, st->mean, st->rstd, rows, d, eps);
+    } else if (rows > 0) { /* float rows a chunk at a time, each rounded when done (op.h) */
+        int64_t R = tg__chunk_rows(d, rows);
+        tg_tensor *f = tg__empty_recycled(TG_SHAPE((int)R, (int)d));
+        if (!f) return NULL;
+        for (int64_t r0 = 0; r0 < rows; r0 += R) {
+            int64_t n = rows - r0 < R ? rows - r0 : R;
+            tg_k_layer_norm(x->data + r0 * d, g, be, f->data, st->mean + r0, st->rstd + r0, n, d, eps);
+            tg_k_to_bf16(f->data, y->bf16 + r0 * d, n * d);
+        }
+        tg__tensor_recycle(f);
+    }
     tg_node *n = gamma ? tg_node_record(&tg_op_layer_norm, y, 3, (tg_tensor *const[]){x, gamma, beta})
                        : tg_node_record(&tg_op_layer_norm, y, 1, &x);
     if (n) n->state = st;

@@ -81,15 +81,6 @@ void tg__cast_into(const tg_tensor *x, tg_tensor *y) {
         tg_k_from_bf16(x->bf16, y->data, x->size);
 }
 
-tg_tensor *tg__float_target(tg_tensor *t) {
-    return t->dtype == TG_DTYPE_REAL ? t : tg__empty_recycled(t->ndim, t->shape);
-}
-void tg__float_store(tg_tensor *t, tg_tensor *f) {
-    if (f == t) return;
-    tg__cast_into(f, t);
-    tg__tensor_recycle(f);
-}
-
 /* x stored as `to`: x itself when it already is (torch's .to), else a new
  * arena tensor of x's shape, recorded as op. */
 static tg_tensor *cast(const tg_op *op, tg_tensor *x, tg_dtype to) {

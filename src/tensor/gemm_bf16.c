@@ -883,15 +883,28 @@ tg_bf16_engine_info tg_bf16_engine(void) {
 /* ---- the fp32 engine: operands rounded to bf16, then tg_k_gemm --------------
  * Rounded copies of op(A) and op(B) as stored (the same transposes and a
  * compact leading dimension), in a thread-local buffer grown on demand and
- * freed by tg_release_all, then the float GEMM. */
+ * freed by tg_release_all, or when its thread ends (a pthread key's
+ * destructor: a pool worker that ran an attention tile's product on this
+ * engine and was retired by tg_set_num_threads, as gemm_driver.c's). */
 static _Thread_local void *fp32_buf;
 static _Thread_local size_t fp32_cap; /* floats */
+static pthread_key_t fp32_key;
+static pthread_once_t fp32_key_once = PTHREAD_ONCE_INIT;
 
-static void fp32_release_on_thread(void *ctx, int tid, int nth) {
-    (void)ctx, (void)tid, (void)nth;
-    if (fp32_buf) tg_sys_free(fp32_buf);
+static void fp32_free_at_exit(void *buf) { tg_sys_free(buf); }
+static void fp32_key_make(void) { (void)pthread_key_create(&fp32_key, fp32_free_at_exit); }
+
+static void fp32_drop(void) {
+    if (fp32_buf) {
+        (void)pthread_setspecific(fp32_key, NULL);
+        tg_sys_free(fp32_buf);
+    }
     fp32_buf = NULL;
     fp32_cap = 0;
+}
+static void fp32_release_on_thread(void *ctx, int tid, int nth) {
+    (void)ctx, (void)tid, (void)nth;
+    fp32_drop();
 }
 static void fp32_release(void) { tg_parallel_team(true, fp32_release_on_thread, NULL); }
 
@@ -927,10 +940,11 @@ static bool gemm_fp32_engine(bool ta, bool tb, int M, int N, int K, tg_real alph
     size_t need = (size_t)M * K + (size_t)K * N;
     if (need > fp32_cap) {
         tg__on_release_all(fp32_release);
-        if (fp32_buf) tg_sys_free(fp32_buf);
-        fp32_cap = 0;
+        pthread_once(&fp32_key_once, fp32_key_make);
+        fp32_drop();
         fp32_buf = tg_sys_alloc(need * sizeof(tg_real));
         if (!fp32_buf) return false;
+        (void)pthread_setspecific(fp32_key, fp32_buf);
         fp32_cap = need;
     }
     tg_real *a = (tg_real *)fp32_buf, *b = a + (size_t)M * K;
