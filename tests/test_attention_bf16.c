@@ -183,9 +183,9 @@ Test(attention_bf16, equals_the_composite_in_fp32_products) {
     tg_set_precision(prev);
 }
 
-/* Every engine of the bf16 products: AMX (the tiles' products by
- * tg_k_gemm_bf16 on the widened rows) and the others (operands rounded
- * once per tile). */
+/* Every engine of the bf16 products: AMX (the blocked tiles' products by
+ * tg_k_gemm_bf16 on the widened rows) and the others (the fp32 kernels on
+ * operands rounded to bf16; short sequences so on every engine). */
 Test(attention_bf16, equals_the_composite_in_bf16_products) {
     static const char *const engines[] = {"amx", "avx512_bf16", "fp32", "portable"};
     tg_precision prev = tg_set_precision(TG_PREC_BF16);

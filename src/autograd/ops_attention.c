@@ -53,11 +53,22 @@
  * tiled with B read in place and tg_k_gemm's bits, on k^T and v^T packed
  * once per tile; in chunks of 16 rows cut to the causal (valid-length)
  * prefix, which skips about a third of each diagonal tile's work
- * and changes no bit (the terms skipped are exact zeros). Under bf16 with
- * the AMX engine the tiles' products are tg_k_gemm_bf16's, whole, as
- * before; with the other engines the operands are rounded once per tile
- * and tg_k_attn_mm multiplies them (the fp32 engine's arithmetic).
- * bench/measured.md ("Attention, session 4") has the measurements.
+ * and changes no bit (the terms skipped are exact zeros).
+ *
+ * Under bf16 products (tg_set_precision) every product is of bf16 values
+ * with float sums, whichever engine runs it (issue 31): a product of two
+ * bf16 values is exact in float, so the fp32 kernels on operands rounded
+ * to bf16 (tg__bf16_round_daz, as the bf16 GEMM rounds them) are bf16
+ * arithmetic. The engine is chosen by the shapes, a rule measured on an
+ * AMX Xeon (bench/measured.md, "Session 5: attention's engine under
+ * bf16"): short sequences (the short path below) run the short kernel on
+ * rounded operands, which beat AMX tiles there; longer ones run the tiles'
+ * products on AMX (tg_k_gemm_bf16, whole) where AMX is the bf16 engine --
+ * as fast as tg_k_attn_mm on rounded operands at head size 32, much
+ * faster at 64 -- else tg_k_attn_mm on rounded operands (round_ops). The
+ * rounding: q, k, v (and dO) once per task, as it copies their rows
+ * (widen_entry, as bf16 storage widens them); P o Z and dS as they are
+ * made, a tile (or on the short path a row of vectors) at a time.
  *
  * Layouts (attn_view): the operands' rows are read and written through
  * strides, so the same op serves [B, n, d] tensors (tg_attention_pos), the
@@ -78,8 +89,8 @@
  * at T 64 (a 32 x 4-head, T 64, d 32 attention forward + backward: 5.0-7.5
  * ms against the stored path's 4.4-5.3; now 3.9-5.0).
  *
- * Short sequences: with at most TG_ATT_SHORT_MAX = 64 keys, no position
- * terms and fp32 products, none of the above runs. Each head-batch entry
+ * Short sequences: with at most TG_ATT_SHORT_MAX = 64 keys and no position
+ * terms, none of the above runs. Each head-batch entry
  * is one call of tensor/kernels_attention.c (forward, and backward), which
  * does the whole entry with its scores in L1: rows of scores padded to 16
  * lanes, no 64 x 64 tiles, no GEMM calls, the transposes of k and v by
@@ -121,7 +132,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <stdlib.h>
 
 #define BQ          64   /* queries per block */
 #define BK          64   /* keys per block */
@@ -144,7 +154,7 @@ typedef struct {
     tg_real scale;         /* 1 / sqrt(d), as tg_score_scaled_dot */
     bool bf16;             /* block products in bf16 (tg_set_precision), forward and backward */
     bool amx;              /* bf16 on AMX: the tiles' products by tg_k_gemm_bf16, whole (the tile operands) */
-    bool round_ops;        /* bf16 otherwise: operands rounded once, products by tg_k_attn_mm */
+    bool round_ops;        /* bf16 otherwise: operands rounded, products by tg_k_attn_mm or the short kernel */
     bool dropout;          /* p > 0; the mask holds 1 / (1 - p) */
     tg_dropout_mask mask;  /* the same mask as tg_dropout (dropout_mask.h) */
     uint64_t first;        /* first counter index */
@@ -650,8 +660,8 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
         tile_ops ops;
-        const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL,
-                                          opbuf, &ops);
+        const tg_real *dS =
+            tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL, opbuf, &ops);
         if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
@@ -713,8 +723,7 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     if (pl->has_pos) pos_rows(w, b, 0, Q, rb, dOa);
     memset(acc_v, 0, sizeof(tg_real) * (size_t)K * dv);
     tile_ops ops;
-    const tg_real *dS =
-        tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
+    const tg_real *dS = tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
     if (gq) {
         (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q,
                                                    d);
@@ -869,7 +878,7 @@ static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 /* ---- short sequences -----------------------------------------------------------
- * K <= TG_ATT_SHORT_MAX keys, no position terms, fp32 products: one call of
+ * K <= TG_ATT_SHORT_MAX keys, no position terms (bf16 products too): one call of
  * kernels_attention.c per head-batch entry (the header comment). */
 
 /* Entry b's operands (the kernels' view of attn_view). */
@@ -950,10 +959,9 @@ static void short_entry_copied(const short_ctx *c, int b, const tg_real *zf, tg_
     }
     tg_attn_entry e = short_entry(&w.pl, w.q, w.k, w.v, b);
     e.gqs = pl->gvq.rs, e.gks = pl->gvk.rs, e.gvs = pl->gvv.rs; /* the gradients in place */
-    tg_k_attention_short_backward(&e, pl->probs + b * QKP, pl->dropout ? zf : NULL, dO,
-                                  c->gq ? c->gq + at(pl, &pl->gvq, b, 0) : NULL,
-                                  c->gk ? c->gk + at(pl, &pl->gvk, b, 0) : NULL,
-                                  c->gv ? c->gv + at(pl, &pl->gvv, b, 0) : NULL, work);
+    tg_k_attention_short_backward(
+        &e, pl->probs + b * QKP, pl->dropout ? zf : NULL, dO, c->gq ? c->gq + at(pl, &pl->gvq, b, 0) : NULL,
+        c->gk ? c->gk + at(pl, &pl->gvk, b, 0) : NULL, c->gv ? c->gv + at(pl, &pl->gvv, b, 0) : NULL, work);
 }
 
 /* Tasks [begin, end) of `group` entries each: entries [begin group, end
@@ -1286,8 +1294,11 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
      * padded on the whole-entry path): the backward then skips the scores'
      * product and the exps, which at T <= 64 made this op slower than the
      * stored path (toy, gpt-mini). Only when there will be a backward. */
-    pl->short_seq = K <= TG_ATT_SHORT_MAX && !pl->has_pos && !(pl->bf16 && getenv("ATT_NOSHORT"));
-    pl->amx = pl->bf16 && !pl->short_seq && strcmp(tg_bf16_engine().engine, "amx") == 0 && !getenv("ATT_NOAMX");
+    pl->short_seq = K <= TG_ATT_SHORT_MAX && !pl->has_pos;
+    /* bf16's engine (the header, "Block products"): short sequences on the
+     * short kernel, rounded operands; longer ones on AMX tiles where AMX is
+     * the bf16 engine, else on tg_k_attn_mm, rounded operands. */
+    pl->amx = pl->bf16 && !pl->short_seq && strcmp(tg_bf16_engine().engine, "amx") == 0;
     pl->round_ops = pl->bf16 && !pl->amx;
     int KP = pl->short_seq ? tg_k_attention_short_stride(K) : K; /* P's row stride */
     bool keep = (pl->short_seq || (Q <= BQ && K <= BK)) && tg_node_will_record(n_in, inputs);

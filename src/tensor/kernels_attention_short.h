@@ -63,8 +63,7 @@ SV_FN void SV(mm4)(const tg_real *const a[4], int64_t at, int kn, const tg_real 
  * rows become P o z (rounded to bf16 when rnd: the product's operand). P
  * and z: rows KP apart. The four rows go in step, so that their reductions
  * overlap. */
-SV_FN void SV(softmax_rows)(tg_real *s, int nr, int KP, int K, const int *lim, tg_real *P, const tg_real *z,
-                            bool rnd) {
+SV_FN void SV(softmax_rows)(tg_real *s, int nr, int KP, int K, const int *lim, tg_real *P, const tg_real *z, bool rnd) {
     int n[4];
     VEC mx[4], sum[4], m[4], inv[4];
     for (int r = 0; r < 4; r++) {
