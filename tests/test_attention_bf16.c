@@ -11,6 +11,7 @@
  * tables are errors naming the op. Built in both flavours (FLOAT_TEST_SRC). */
 #include "test_util.h"
 #include "autograd/op.h"
+#include "tensor/half.h"            /* tg__bf16_round_daz */
 #include "tensor/tensor_internal.h" /* tg__bf16_engine_force */
 
 #include <string.h>
@@ -182,9 +183,9 @@ Test(attention_bf16, equals_the_composite_in_fp32_products) {
     tg_set_precision(prev);
 }
 
-/* Every engine of the bf16 products: AMX (the tiles' products by
- * tg_k_gemm_bf16 on the widened rows) and the others (operands rounded
- * once per tile). */
+/* Every engine of the bf16 products: AMX (the blocked tiles' products by
+ * tg_k_gemm_bf16 on the widened rows) and the others (the fp32 kernels on
+ * operands rounded to bf16; short sequences so on every engine). */
 Test(attention_bf16, equals_the_composite_in_bf16_products) {
     static const char *const engines[] = {"amx", "avx512_bf16", "fp32", "portable"};
     tg_precision prev = tg_set_precision(TG_PREC_BF16);
@@ -265,3 +266,109 @@ Test(attention_bf16, mixed_storage_is_an_error) {
     cr_expect(error_has("attention:", "position bias (1,3) is bf16"), "%s", tg_last_error());
     tg_scope_end();
 }
+
+/* ---- bf16 products on real storage ---------------------------------------
+ * Whatever engine runs them (the short kernel or tg_k_attn_mm on operands
+ * rounded to bf16, or AMX tiles), a bf16 attention multiplies bf16 values
+ * with float sums: its output and gradients are those of the inputs rounded
+ * to bf16 first (the op rounds them itself: the same bits), close to fp32
+ * products on the rounded inputs (what is left is the rounding of P and dS,
+ * about 2^-8 of each), and the same bits at 1, 2 and 3 threads. */
+typedef struct {
+    tg_real *v; /* out, then d qkv */
+    size_t n;
+} flat;
+
+static flat qkv_run(tg_tensor *qkv, int h, tg_precision prec, int threads) {
+    tg_set_num_threads(threads);
+    tg_precision prev = tg_set_precision(prec);
+    tg_zero_grad(qkv);
+    tg_scope_begin();
+    tg_tensor *out = tg_attention_qkv(qkv, h, (tg_mask){NULL, 0, true}, 0, NULL, NULL);
+    TG_REQUIRE(out);
+    tg_rng rng = tg_rng_new(8);
+    cr_assert_eq(tg_backward_seed(out, tg_normal(out->ndim, out->shape, 0, 1, &rng)), 0, "%s", tg_last_error());
+    flat f = {malloc(sizeof(tg_real) * (size_t)(out->size + qkv->size)), (size_t)(out->size + qkv->size)};
+    cr_assert_not_null(f.v);
+    memcpy(f.v, out->data, sizeof(tg_real) * (size_t)out->size);
+    memcpy(f.v + out->size, qkv->grad->data, sizeof(tg_real) * (size_t)qkv->size);
+    tg_scope_end();
+    tg_set_precision(prev);
+    return f;
+}
+
+Test(attention_bf16, bf16_products_are_those_of_rounded_operands) {
+    if (sizeof(tg_real) != 4) cr_skip_test("float build only: the double build refuses bf16 products");
+    static const char *const engines[] = {"amx", "avx512_bf16", "fp32", "portable"};
+    static const int shapes[][4] = {{3, 64, 2, 32}, {2, 130, 2, 32}, {1, 16, 2, 16}}; /* B, T, h, d: short, blocked */
+    int saved = tg_get_num_threads();
+    for (int s = 0; s < 3; s++) {
+        int B = shapes[s][0], T = shapes[s][1], h = shapes[s][2], d = shapes[s][3];
+        tg_rng rng = tg_rng_new(40 + (uint64_t)s);
+        tg_tensor *x = leaf(tg_normal(TG_SHAPE(B, T, 3 * h * d), 0, 1.5, &rng)), *xr = leaf(tg_clone(x));
+        TG_REQUIRE(xr);
+        for (int64_t i = 0; i < xr->size; i++) xr->data[i] = (tg_real)tg__bf16_round_daz((float)xr->data[i]);
+        flat ref = qkv_run(xr, h, TG_PREC_FP32, 1);
+        for (int e = 0; e < 4; e++) {
+            tg__bf16_engine_force(engines[e]);
+            if (strcmp(tg_bf16_engine().engine, engines[e]) != 0) continue;
+            flat one = qkv_run(x, h, TG_PREC_BF16, 1), pre = qkv_run(xr, h, TG_PREC_BF16, 1);
+            double worst = 0, scale = 0;
+            for (size_t i = 0; i < ref.n; i++) {
+                worst = fmax(worst, fabs((double)one.v[i] - (double)ref.v[i]));
+                scale = fmax(scale, fabs((double)ref.v[i]));
+            }
+            size_t n_out = (size_t)B * T * h * d;
+            size_t first = n_out;
+            for (size_t i = 0; i < n_out && first == n_out; i++)
+                if (memcmp(&one.v[i], &pre.v[i], sizeof(tg_real))) first = i;
+            cr_expect(first == n_out, "T %d on %s: rounding the inputs first moved out[%zu] (%.17g, %.17g)", T,
+                      engines[e], first, first < n_out ? (double)one.v[first] : 0.0,
+                      first < n_out ? (double)pre.v[first] : 0.0);
+            cr_expect(worst < 2e-2 * scale && worst > 0, "T %d on %s: %g off fp32 products on rounded inputs (of %g)",
+                      T, engines[e], worst, scale);
+            for (int nt = 2; nt <= 3; nt++) {
+                flat got = qkv_run(x, h, TG_PREC_BF16, nt);
+                cr_expect(!memcmp(got.v, one.v, sizeof(tg_real) * one.n), "T %d on %s: %d threads differ from 1", T,
+                          engines[e], nt);
+                free(got.v);
+            }
+            free(one.v), free(pre.v);
+        }
+        tg__bf16_engine_force(NULL);
+        free(ref.v);
+        tg_free(x), tg_free(xr);
+    }
+    tg_set_num_threads(saved);
+}
+
+#include "tensor/simd.h"
+#if TG_SIMD_F32
+#include "tensor/kernels_attention_round.h"
+/* The vector roundings of the attention kernels (round8, round16) are
+ * tg__bf16_round_daz lane by lane: ties, NaN, infinities, subnormals. */
+TG_AVX2 static void round_avx2(const float *x, float *y) { _mm256_storeu_ps(y, round8(_mm256_loadu_ps(x))); }
+TG_AVX512 static void round_avx512(const float *x, float *y) { _mm512_storeu_ps(y, round16(_mm512_loadu_ps(x))); }
+Test(attention_bf16, vector_roundings_are_the_scalar_one) {
+    static const uint32_t special[16] = {0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00001u,
+                                         0x7F800001u, 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x7F7FFFFFu, 0x80000000u,
+                                         0x3F7FFFFFu, 0xBF808001u, 0x477FF000u, 0x33800000u};
+    tg_rng rng = tg_rng_new(2);
+    for (int round = 0; round < 64; round++) {
+        float x[16], y[16];
+        for (int i = 0; i < 16; i++) {
+            uint32_t b = round == 0 ? special[i] : (uint32_t)tg_rng_next_u64(&rng);
+            memcpy(&x[i], &b, sizeof b);
+        }
+        for (int isa = 0; isa < 2; isa++) {
+            if (tg_isa_level() < (isa ? TG_ISA_AVX512 : TG_ISA_AVX2)) continue;
+            (isa ? round_avx512 : round_avx2)(x, y);
+            for (int i = 0; i < (isa ? 16 : 8); i++) {
+                float want = tg__bf16_round_daz(x[i]);
+                cr_expect(!memcmp(&y[i], &want, sizeof want), "%s: lane %d of 0x%08x", isa ? "round16" : "round8", i,
+                          (unsigned)tg__float_bits(x[i]));
+            }
+        }
+    }
+}
+#endif

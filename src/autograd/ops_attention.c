@@ -53,11 +53,22 @@
  * tiled with B read in place and tg_k_gemm's bits, on k^T and v^T packed
  * once per tile; in chunks of 16 rows cut to the causal (valid-length)
  * prefix, which skips about a third of each diagonal tile's work
- * and changes no bit (the terms skipped are exact zeros). Under bf16 with
- * the AMX engine the tiles' products are tg_k_gemm_bf16's, whole, as
- * before; with the other engines the operands are rounded once per tile
- * and tg_k_attn_mm multiplies them (the fp32 engine's arithmetic).
- * bench/measured.md ("Attention, session 4") has the measurements.
+ * and changes no bit (the terms skipped are exact zeros).
+ *
+ * Under bf16 products (tg_set_precision) every product is of bf16 values
+ * with float sums, whichever engine runs it (issue 31): a product of two
+ * bf16 values is exact in float, so the fp32 kernels on operands rounded
+ * to bf16 (tg__bf16_round_daz, as the bf16 GEMM rounds them) are bf16
+ * arithmetic. The engine is chosen by the shapes, a rule measured on an
+ * AMX Xeon (bench/measured.md, "Session 5: attention's engine under
+ * bf16"): short sequences (the short path below) run the short kernel on
+ * rounded operands, which beat AMX tiles there; longer ones run the tiles'
+ * products on AMX (tg_k_gemm_bf16, whole) where AMX is the bf16 engine --
+ * as fast as tg_k_attn_mm on rounded operands at head size 32, much
+ * faster at 64 -- else tg_k_attn_mm on rounded operands (round_ops). The
+ * rounding: q, k, v (and dO) once per task, as it copies their rows
+ * (widen_entry, as bf16 storage widens them); P o Z and dS as they are
+ * made, a tile (or on the short path a row of vectors) at a time.
  *
  * Layouts (attn_view): the operands' rows are read and written through
  * strides, so the same op serves [B, n, d] tensors (tg_attention_pos), the
@@ -78,8 +89,8 @@
  * at T 64 (a 32 x 4-head, T 64, d 32 attention forward + backward: 5.0-7.5
  * ms against the stored path's 4.4-5.3; now 3.9-5.0).
  *
- * Short sequences: with at most TG_ATT_SHORT_MAX = 64 keys, no position
- * terms and fp32 products, none of the above runs. Each head-batch entry
+ * Short sequences: with at most TG_ATT_SHORT_MAX = 64 keys and no position
+ * terms, none of the above runs. Each head-batch entry
  * is one call of tensor/kernels_attention.c (forward, and backward), which
  * does the whole entry with its scores in L1: rows of scores padded to 16
  * lanes, no 64 x 64 tiles, no GEMM calls, the transposes of k and v by
@@ -143,7 +154,7 @@ typedef struct {
     tg_real scale;         /* 1 / sqrt(d), as tg_score_scaled_dot */
     bool bf16;             /* block products in bf16 (tg_set_precision), forward and backward */
     bool amx;              /* bf16 on AMX: the tiles' products by tg_k_gemm_bf16, whole (the tile operands) */
-    bool round_ops;        /* bf16 otherwise: operands rounded once, products by tg_k_attn_mm */
+    bool round_ops;        /* bf16 otherwise: operands rounded, products by tg_k_attn_mm or the short kernel */
     bool dropout;          /* p > 0; the mask holds 1 / (1 - p) */
     tg_dropout_mask mask;  /* the same mask as tg_dropout (dropout_mask.h) */
     uint64_t first;        /* first counter index */
@@ -172,6 +183,9 @@ typedef struct {
     bool io_bf16;
     const uint16_t *q16, *k16, *v16;
     uint16_t *out16;
+    /* q, k and v as tg_real (NULL under bf16 storage): round_ops copies
+     * their rows, rounded, as bf16 storage widens its own ("bf16 storage"). */
+    const tg_real *qr, *kr, *vr;
 } attention_state;
 
 /* Row i of head-batch entry b (b = batch * H + head) of an operand:
@@ -204,36 +218,50 @@ typedef struct {
     const tg_real *q, *k, *v;
 } widened;
 
-/* Rows [i0, i1) of entry b of the bf16 operand at src (view *v, cols
- * features) widened into dst, rows cols apart; *v then addresses them
- * (row i at (i - i0) cols, for any b). Returns the reals after them. */
-static tg_real *widen_rows(const attention_state *pl, attn_view *v, const uint16_t *src, int b, int i0, int i1,
-                           int cols, tg_real *dst) {
-    for (int i = i0; i < i1; i++) {
-        const uint16_t *r = src + at(pl, v, b, i);
-        tg_real *o = dst + (size_t)(i - i0) * cols;
-        for (int c = 0; c < cols; c++) o[c] = (tg_real)tg__bf16_to_float(r[c]);
-    }
+/* Rows [i0, i1) of entry b of the operand at src16 (bf16 storage) or at
+ * src (rounded to bf16: round_ops), view *v, cols features, copied into
+ * dst, rows cols apart; *v then addresses them (row i at (i - i0) cols,
+ * for any b). Widening is exact and a bf16 value rounds to itself, so
+ * under bf16 storage the copy's values are the products' operands either
+ * way. Returns the reals after them. */
+static tg_real *widen_rows(const attention_state *pl, attn_view *v, const uint16_t *src16, const tg_real *src, int b,
+                           int i0, int i1, int cols, tg_real *dst) {
+    int n = i1 > i0 ? i1 - i0 : 0;
+    if (src16)
+        for (int i = i0; i < i1; i++) {
+            const uint16_t *r = src16 + at(pl, v, b, i);
+            tg_real *o = dst + (size_t)(i - i0) * cols;
+            for (int c = 0; c < cols; c++) o[c] = (tg_real)tg__bf16_to_float(r[c]);
+        }
+    else if (n > 0)
+        tg_k_attn_pack(n, cols, src + at(pl, v, b, i0), v->rs, false, true, dst, cols);
     *v = (attn_view){-(int64_t)i0 * cols, 0, 0, cols};
-    return dst + (size_t)(i1 > i0 ? i1 - i0 : 0) * cols;
+    return dst + (size_t)n * cols;
 }
 
-/* Entry b's queries [q0, q1) and keys [k0, k1) widened into buf (within
- * io_reals): w's plan and operands read them. */
-static void widen_entry(const attention_state *pl, int b, int q0, int q1, int k0, int k1, tg_real *buf, widened *w) {
+/* Entry b's queries [q0, q1) and keys [k0, k1) widened (or rounded) into
+ * buf (within io_reals): w's plan and operands read them. Returns the
+ * reals after them. */
+static tg_real *widen_entry(const attention_state *pl, int b, int q0, int q1, int k0, int k1, tg_real *buf,
+                            widened *w) {
     w->pl = *pl;
     w->q = buf;
-    w->k = buf = widen_rows(pl, &w->pl.vq, pl->q16, b, q0, q1, pl->d, buf);
-    w->v = buf = widen_rows(pl, &w->pl.vk, pl->k16, b, k0, k1, pl->d, buf);
-    widen_rows(pl, &w->pl.vv, pl->v16, b, k0, k1, pl->dv, buf);
+    w->k = buf = widen_rows(pl, &w->pl.vq, pl->q16, pl->qr, b, q0, q1, pl->d, buf);
+    w->v = buf = widen_rows(pl, &w->pl.vk, pl->k16, pl->kr, b, k0, k1, pl->d, buf);
+    return widen_rows(pl, &w->pl.vv, pl->v16, pl->vr, b, k0, k1, pl->dv, buf);
 }
 
-/* Reals of a thread's widened rows: an entry's q, k and v, and after them
- * (forward) its rows of out, or (backward, short path) its gradients. */
+/* Whether a task copies its rows of q, k and v (widened, or rounded). */
+static bool copies_rows(const attention_state *pl) { return pl->io_bf16 || pl->round_ops; }
+
+/* Reals of a thread's copied rows: an entry's q, k and v, and after them
+ * (forward, bf16 storage) its rows of out, or (backward) under round_ops
+ * its rows of dO, rounded. */
 static size_t io_reals(const attention_state *pl, bool backward) {
-    if (!pl->io_bf16) return 0;
+    if (!copies_rows(pl)) return 0;
     size_t Q = (size_t)pl->Q, K = (size_t)pl->K, d = (size_t)pl->d, dv = (size_t)pl->dv, ent = Q * d + K * (d + dv);
-    return ent + (!backward ? Q * dv : pl->short_seq ? ent : 0);
+    if (!backward) return ent + (pl->io_bf16 ? Q * dv : 0);
+    return ent + (pl->round_ops ? Q * dv : 0);
 }
 
 /* Rows [q0, q0 + n) of entry b of out = src's rows (dv apart), rounded to bf16. */
@@ -280,13 +308,13 @@ static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk
  * The block products are tg_k_attn_mm's (kernels_attention_block.c): B is
  * read as it lies, so k and v, the operands used transposed (q k^T,
  * dO v^T), are packed transposed once per tile. Under bf16 without AMX
- * (round_ops) every operand is rounded once, when the tile takes it (a
- * copy, or P and dS in their own tiles), and the products of the rounded
- * values are exact in float: the bf16 GEMM's arithmetic. On AMX (amx) the
- * products are tg_k_gemm_bf16's on the rows as they lie: its tiles beat
- * the FMA kernel at head size 64 even with their packing per call. Where
- * the operands are (the rounded copies only under round_ops, else
- * pointers into q, k, v and dO): */
+ * (round_ops) every operand is rounded once: q, k, v and dO when a task
+ * copies its rows (widen_entry, task_operands), P and dS in their own
+ * tiles as they are made; the products of the rounded values are exact in
+ * float: the bf16 GEMM's arithmetic. On AMX (amx) the products are
+ * tg_k_gemm_bf16's on the rows as they lie (the rule that picks it:
+ * amx_wins). Where the operands are (pointers into q, k, v and dO, or
+ * into the task's copies of their rows): */
 #define CH 16 /* rows (queries or keys) of a tile's chunks */
 typedef struct {
     const tg_real *q, *k, *v, *dO; /* the block's rows: q, dO nq of them; k, v nk */
@@ -303,55 +331,29 @@ typedef struct {
     bool amx; /* the products whole, by tg_k_gemm_bf16 on the rows as they lie (no cut, no k^T, v^T) */
 } tile_ops;
 
-/* Reals of the operand buffers a thread needs (tile_operands): k^T, v^T
- * (backward), and under bf16 the rounded rows of q, k, and v or dO. */
+/* Reals of the operand buffers a thread needs (tile_operands): k^T and
+ * (backward) v^T. */
 static size_t ops_reals(const attention_state *pl, bool backward) {
     size_t d = (size_t)pl->d, dv = (size_t)pl->dv;
-    return (pl->amx ? 0 : BK * (d + (backward ? dv : 0))) + (pl->round_ops ? BQ * (2 * d + dv) : 0);
+    return pl->amx ? 0 : BK * (d + (backward ? dv : 0));
 }
 
-/* Rows x cols of an operand at src (rows rs apart) as the products take
- * it: src itself, or under bf16 a rounded copy in buf (rows cols apart). */
-static const tg_real *operand(const attention_state *pl, const tg_real *src, int64_t rs, int rows, int cols,
-                              tg_real *buf, int *ld) {
-    if (!pl->round_ops) {
-        *ld = (int)rs;
-        return src;
-    }
-    tg_k_attn_pack(rows, cols, src, rs, false, true, buf, cols);
-    *ld = cols;
-    return buf;
-}
-
-/* The operands of the tile at rows q0.. (nq), keys k0.. (nk) of entry b,
- * in buf (ops_reals): q's and k's rows, k^T; with dO, also dO's rows and
- * v^T (the backward), else v's rows (the forward). same_q: buf's rounded
- * q and dO rows are those of the last call's tile (the same query block). */
+/* The operands of the tile at rows q0.. (nq), keys k0.. (nk) of entry b:
+ * q's and k's rows, k^T (in buf, ops_reals); with dO, also dO's rows and
+ * v^T (the backward), else v's rows (the forward). */
 static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const tg_real *k, const tg_real *v,
-                              const tg_real *dO, int b, int q0, int nq, int k0, int nk, tg_real *buf, bool same_q) {
+                              const tg_real *dO, int b, int q0, int nq, int k0, int nk, tg_real *buf) {
     int d = pl->d, dv = pl->dv;
     tile_ops o = {.amx = pl->amx};
     o.kt = buf, o.vt = dO ? buf + (size_t)d * BK : NULL;
-    tg_real *qb = buf + (size_t)d * BK + (dO ? (size_t)dv * BK : 0), *kb = qb + (size_t)BQ * d,
-            *vb = kb + (size_t)BK * d;
     const tg_real *kblk = k + at(pl, &pl->vk, b, k0), *vblk = v + at(pl, &pl->vv, b, k0);
-    if (!(same_q && pl->round_ops))
-        o.q = operand(pl, q + at(pl, &pl->vq, b, q0), pl->vq.rs, nq, d, qb, &o.ldq);
-    else
-        o.q = qb, o.ldq = d;
-    o.k = operand(pl, kblk, pl->vk.rs, nk, d, kb, &o.ldk);
-    if (!pl->amx) tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, pl->round_ops, o.kt, BK);
+    o.q = q + at(pl, &pl->vq, b, q0), o.ldq = (int)pl->vq.rs;
+    o.k = kblk, o.ldk = (int)pl->vk.rs;
+    o.v = vblk, o.ldv = (int)pl->vv.rs; /* the backward's tg_k_gemm_bf16 reads v^T as v */
+    if (!pl->amx) tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, false, o.kt, BK);
     if (dO) {
-        if (!(same_q && pl->round_ops))
-            o.dO = operand(pl, dO + at(pl, &pl->vo, b, q0), pl->vo.rs, nq, dv, vb, &o.ldo);
-        else
-            o.dO = vb, o.ldo = dv;
-        if (pl->amx)
-            o.v = vblk, o.ldv = (int)pl->vv.rs; /* tg_k_gemm_bf16 reads v^T as v */
-        else
-            tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, pl->round_ops, o.vt, BK);
-    } else {
-        o.v = operand(pl, vblk, pl->vv.rs, nk, dv, vb, &o.ldv);
+        o.dO = dO + at(pl, &pl->vo, b, q0), o.ldo = (int)pl->vo.rs;
+        if (!pl->amx) tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, false, o.vt, BK);
     }
     int64_t r0 = (int64_t)b * pl->Q + q0;
     for (int c = 0; c < BK / CH; c++) o.rlo[c] = nq;
@@ -487,7 +489,7 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
     if (pl->relv) memset(wb, 0, sizeof(tg_real) * (size_t)nq * pl->R);
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
-        tile_ops ops = tile_operands(pl, q, k, v, NULL, b, q0, nq, k0, nk, opbuf, k0 > 0);
+        tile_ops ops = tile_operands(pl, q, k, v, NULL, b, q0, nq, k0, nk, opbuf);
         scores_tile(pl, &ops, S, nq, nk);
         if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
         for (int i = 0; i < nq; i++) {
@@ -520,8 +522,12 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
             }
             if (pl->dropout) tg_k_mul_row(s, zf + (size_t)i * BK, n);
             if (pl->relv) bucket_sum_row(pl, offset0(pl, k0, q0, i), s, NULL, n, wb + (size_t)i * pl->R);
-            if (pl->round_ops) tg_k_attn_pack(1, n, s, 0, false, true, s, n); /* P o Z/(1-p), rounded */
         }
+        /* P o Z/(1-p) rounded, the whole tile once its rows are made: a
+         * row rounded as soon as it is written reads back stores that
+         * have not retired (masked stores do not forward), which cost
+         * more than the products (bench/measured.md, "Session 5"). */
+        if (pl->round_ops) tg_k_attn_pack(nq, nk, S, BK, false, true, S, BK);
         mm_query_rows(&ops, nq, true, dv, nk, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
     }
     if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
@@ -560,11 +566,11 @@ static void pos_rows(const attn_bwd *w, int b, int q0, int nq, tg_real *rb, tg_r
  * under bf16 a rounded copy in dP. */
 static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, int k0, int nk, tg_real *P, tg_real *zf,
                                     tg_real *dP, tg_real *dv_acc, const tg_real *rb, const tg_real *dOa,
-                                    tg_real *gv_bucket, tg_real *opbuf, bool same_q, tile_ops *ops) {
+                                    tg_real *gv_bucket, tg_real *opbuf, tile_ops *ops) {
     const attention_state *pl = w->pl;
     int Q = pl->Q, K = pl->K;
     int64_t r0 = (int64_t)b * Q + q0;
-    *ops = tile_operands(pl, w->q, w->k, w->v, w->dO, b, q0, nq, k0, nk, opbuf, same_q);
+    *ops = tile_operands(pl, w->q, w->k, w->v, w->dO, b, q0, nq, k0, nk, opbuf);
     if (pl->dropout) dropout_tile(pl, b, q0, nq, k0, nk, zf);
     if (pl->probs) /* kept by the forward (one block): no recomputing */
         for (int i = 0; i < nq; i++) memcpy(P + (size_t)i * BK, pl->probs + (r0 + i) * K + k0, sizeof(tg_real) * nk);
@@ -620,11 +626,9 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
         tg_real Di = w->D[r0 + i];
         tg_k_attention_ds_row(p, dp, pl->dropout ? z : NULL, Di, vis);
         for (int j = vis; j < nk; j++) p[j] = 0;
-        if (pl->round_ops) { /* dP's row is read: it takes dS rounded */
-            tg_k_attn_pack(1, vis, p, 0, false, true, dp, vis);
-            for (int j = vis; j < nk; j++) dp[j] = 0;
-        }
     }
+    if (pl->round_ops) /* dS rounded into dP, the tile at once (as P in forward_block) */
+        tg_k_attn_pack(nq, nk, P, BK, false, true, dP, BK);
     return pl->round_ops ? dP : P;
 }
 
@@ -656,8 +660,8 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
         tile_ops ops;
-        const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL,
-                                          opbuf, k0 > 0, &ops);
+        const tg_real *dS =
+            tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL, opbuf, &ops);
         if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
@@ -698,7 +702,7 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
         if (pl->has_pos) pos_rows(w, b, q0, nq, rb, dOa);
         tile_ops ops;
         const tg_real *dS =
-            tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
+            tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
         if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k, d);
     }
     add_rows(pl, &pl->gvk, b, k0, nk, d, acc_k, gk);
@@ -719,8 +723,7 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     if (pl->has_pos) pos_rows(w, b, 0, Q, rb, dOa);
     memset(acc_v, 0, sizeof(tg_real) * (size_t)K * dv);
     tile_ops ops;
-    const tg_real *dS =
-        tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, false, &ops);
+    const tg_real *dS = tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
     if (gq) {
         (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q,
                                                    d);
@@ -753,7 +756,7 @@ static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real 
             int nk = K - k0 < BK ? K - k0 : BK;
             tile_ops ops;
             const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v + (size_t)k0 * dv : NULL,
-                                              NULL, NULL, NULL, opbuf, k0 > 0, &ops);
+                                              NULL, NULL, NULL, opbuf, &ops);
             if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
             if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
@@ -780,15 +783,21 @@ static tg_real *thread_opbuf(const backward_ctx *c, int tid) {
 }
 
 /* The operands of a task on entry b that reads its queries [q0, q1) and
- * keys [k0, k1): c's own, or under bf16 storage the rows widened into
- * thread tid's scratch, read through *lw (wd holds them). */
+ * keys [k0, k1): c's own, or under bf16 storage or round_ops the rows
+ * copied into thread tid's scratch, read through *lw (wd holds them);
+ * under round_ops dO's rows [q0, q1) too, rounded (D_rows reads c's own,
+ * as the composite's softmax backward reads the unrounded dO). */
 static const attn_bwd *task_operands(const backward_ctx *c, int tid, int b, int q0, int q1, int k0, int k1, widened *wd,
                                      attn_bwd *lw) {
     const attention_state *pl = c->w->pl;
-    if (!pl->io_bf16) return c->w;
-    widen_entry(pl, b, q0, q1, k0, k1, thread_opbuf(c, tid) - io_reals(pl, true), wd);
+    if (!copies_rows(pl)) return c->w;
+    tg_real *after = widen_entry(pl, b, q0, q1, k0, k1, thread_opbuf(c, tid) - io_reals(pl, true), wd);
     *lw = *c->w;
     lw->pl = &wd->pl, lw->q = wd->q, lw->k = wd->k, lw->v = wd->v;
+    if (pl->round_ops) {
+        lw->dO = after;
+        widen_rows(pl, &wd->pl.vo, NULL, c->dO, b, q0, q1, pl->dv, after);
+    }
     return lw;
 }
 
@@ -869,7 +878,7 @@ static void backward_dkv_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
 }
 
 /* ---- short sequences -----------------------------------------------------------
- * K <= TG_ATT_SHORT_MAX keys, no position terms, fp32 products: one call of
+ * K <= TG_ATT_SHORT_MAX keys, no position terms (bf16 products too): one call of
  * kernels_attention.c per head-batch entry (the header comment). */
 
 /* Entry b's operands (the kernels' view of attn_view). */
@@ -887,7 +896,11 @@ static tg_attn_entry short_entry(const attention_state *pl, const tg_real *q, co
                            pl->vk.rs,
                            pl->vv.rs,
                            pl->vo.rs,
-                           pl->lim + (int64_t)b * pl->Q};
+                           pl->lim + (int64_t)b * pl->Q,
+                           pl->round_ops,
+                           0,
+                           0,
+                           0};
 }
 
 /* Entries per task: enough work that a task is not mostly overhead. */
@@ -920,32 +933,35 @@ static void short_dropout(const attention_state *pl, int b, int KP, tg_real *zf)
     }
 }
 
-/* Entry b of short_tasks under bf16 storage: its rows widened into io;
- * the forward's out rows after them (rounded into out), or the backward's
- * gradients of the entry, from zero, then added to the gradients (the
- * kernel's sums added once, as without bf16). */
-static void short_entry_bf16(const short_ctx *c, int b, const tg_real *zf, tg_real *work, tg_real *io) {
+/* Entry b of short_tasks under bf16 storage or round_ops: its rows
+ * widened (or rounded) into io; the forward's out rows after them
+ * (rounded into out) under bf16 storage, else written to out; the
+ * backward's dO rows after them, rounded, under round_ops. The kernel
+ * adds its gradients in place (e.gqs, gks, gvs), as on uncopied rows. */
+static void short_entry_copied(const short_ctx *c, int b, const tg_real *zf, tg_real *work, tg_real *io) {
     const attention_state *pl = c->pl;
-    int Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv;
+    int Q = pl->Q, K = pl->K, dv = pl->dv;
     int64_t QKP = (int64_t)Q * tg_k_attention_short_stride(K);
     widened w;
-    widen_entry(pl, b, 0, Q, 0, K, io, &w);
-    tg_real *after = io + (size_t)Q * d + (size_t)K * (d + dv);
+    tg_real *after = widen_entry(pl, b, 0, Q, 0, K, io, &w);
     if (!c->dO) {
-        w.pl.vo = (attn_view){0, 0, 0, dv}; /* out's rows in `after` */
+        tg_real *out = c->out + at(pl, &pl->vo, b, 0);
+        if (pl->io_bf16) w.pl.vo = (attn_view){0, 0, 0, dv}, out = after; /* out's rows in `after` */
         tg_attn_entry e = short_entry(&w.pl, w.q, w.k, w.v, b);
-        tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, after, pl->probs ? pl->probs + b * QKP : NULL, work);
-        round_rows(pl, b, 0, Q, after);
+        tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, out, pl->probs ? pl->probs + b * QKP : NULL, work);
+        if (pl->io_bf16) round_rows(pl, b, 0, Q, after);
         return;
     }
-    tg_real *gq = after, *gk = gq + (size_t)Q * d, *gv = gk + (size_t)K * d;
-    memset(after, 0, sizeof(tg_real) * ((size_t)Q * d + (size_t)K * (d + dv)));
-    tg_attn_entry e = short_entry(&w.pl, w.q, w.k, w.v, b); /* dO's rows: vo as given */
-    tg_k_attention_short_backward(&e, pl->probs + b * QKP, pl->dropout ? zf : NULL, c->dO + at(pl, &pl->vo, b, 0),
-                                  c->gq ? gq : NULL, c->gk ? gk : NULL, c->gv ? gv : NULL, work);
-    add_rows(pl, &pl->gvq, b, 0, Q, d, gq, c->gq);
-    add_rows(pl, &pl->gvk, b, 0, K, d, gk, c->gk);
-    add_rows(pl, &pl->gvv, b, 0, K, dv, gv, c->gv);
+    const tg_real *dO = c->dO + at(pl, &pl->vo, b, 0); /* dO's rows: vo as given */
+    if (pl->round_ops) {
+        dO = after;
+        after = widen_rows(pl, &w.pl.vo, NULL, c->dO, b, 0, Q, dv, after);
+    }
+    tg_attn_entry e = short_entry(&w.pl, w.q, w.k, w.v, b);
+    e.gqs = pl->gvq.rs, e.gks = pl->gvk.rs, e.gvs = pl->gvv.rs; /* the gradients in place */
+    tg_k_attention_short_backward(
+        &e, pl->probs + b * QKP, pl->dropout ? zf : NULL, dO, c->gq ? c->gq + at(pl, &pl->gvq, b, 0) : NULL,
+        c->gk ? c->gk + at(pl, &pl->gvk, b, 0) : NULL, c->gv ? c->gv + at(pl, &pl->gvv, b, 0) : NULL, work);
 }
 
 /* Tasks [begin, end) of `group` entries each: entries [begin group, end
@@ -960,8 +976,8 @@ static void short_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     for (int b = (int)(begin * c->group); b < pl->B && b < end * c->group; b++) {
         int64_t o = at(pl, &pl->vo, b, 0);
         if (pl->dropout) short_dropout(pl, b, KP, zf); /* the backward draws the forward's mask again */
-        if (pl->io_bf16) {
-            short_entry_bf16(c, b, zf, work, io);
+        if (copies_rows(pl)) {
+            short_entry_copied(c, b, zf, work, io);
             continue;
         }
         tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
@@ -1107,18 +1123,24 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     tg_real *opbuf = c->scratch + c->per_thread * (size_t)(tid + 1) - ops_reals(pl, false);
     for (int64_t t = begin; t < end; t++) {
         int b = (int)(t / c->nqb), qb = (int)(t % c->nqb);
-        if (!pl->io_bf16) {
-            forward_block(pl, c->q, c->k, c->v, c->out, c->lse, b, qb, c->scratch + c->per_thread * (size_t)tid, opbuf);
+        tg_real *scratch = c->scratch + c->per_thread * (size_t)tid;
+        if (!copies_rows(pl)) {
+            forward_block(pl, c->q, c->k, c->v, c->out, c->lse, b, qb, scratch, opbuf);
             continue;
         }
-        /* bf16 storage: the block's queries and the keys it reads widened,
-         * its rows of out written after them (vo on them), then rounded. */
+        /* The block's queries and the keys it reads widened (bf16 storage)
+         * or rounded (round_ops); under bf16 storage its rows of out are
+         * written after them (vo on them), then rounded. */
         int q0 = qb * BQ, nq = pl->Q - q0 < BQ ? pl->Q - q0 : BQ;
-        tg_real *io = opbuf - io_reals(pl, false), *ob = io + (size_t)nq * pl->d + (size_t)pl->K * (pl->d + pl->dv);
+        tg_real *io = opbuf - io_reals(pl, false);
         widened w;
-        widen_entry(pl, b, q0, q0 + nq, 0, keys_read(pl, b, qb), io, &w);
+        tg_real *ob = widen_entry(pl, b, q0, q0 + nq, 0, keys_read(pl, b, qb), io, &w);
+        if (!pl->io_bf16) {
+            forward_block(&w.pl, w.q, w.k, w.v, c->out, c->lse, b, qb, scratch, opbuf);
+            continue;
+        }
         w.pl.vo = (attn_view){-(int64_t)q0 * pl->dv, 0, 0, pl->dv};
-        forward_block(&w.pl, w.q, w.k, w.v, ob, c->lse, b, qb, c->scratch + c->per_thread * (size_t)tid, opbuf);
+        forward_block(&w.pl, w.q, w.k, w.v, ob, c->lse, b, qb, scratch, opbuf);
         round_rows(pl, b, q0, nq, ob);
     }
 }
@@ -1251,6 +1273,7 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
         pl->gvq = pl->vq, pl->gvk = pl->vk, pl->gvv = pl->vv;
         tg_tensor *const *src = pl->n_qkv == 3 ? in : (tg_tensor *const[]){in[0], in[0], in[0]};
         pl->q16 = src[0]->bf16, pl->k16 = src[1]->bf16, pl->v16 = src[2]->bf16;
+        if (!pl->io_bf16) pl->qr = src[0]->data, pl->kr = src[1]->data, pl->vr = src[2]->data;
     }
     int nqb = nblocks(Q, BQ);
     int64_t rows = (int64_t)B * Q, nqblocks = (int64_t)B * nqb;
@@ -1265,15 +1288,18 @@ static tg_tensor *attention_run(const attention_state *shape, tg_tensor **in, co
     tg_parallel_for_ns(nqblocks, (double)rows * NS_LIMIT_ROW, limits_blocks, &lc);
     pl->scale = (tg_real)(1.0 / sqrt((double)d));
     pl->bf16 = tg_prec_bf16();
-    pl->amx = pl->bf16 && strcmp(tg_bf16_engine().engine, "amx") == 0;
-    pl->round_ops = pl->bf16 && !pl->amx;
     pl->dropout = dropout_p > 0;
     pl->lim = lim, pl->qblock_end = qend, pl->lse = lse->data, pl->out16 = out->bf16;
     /* Short sequences keep their weights, B Q K <= 64 B Q reals (rows
      * padded on the whole-entry path): the backward then skips the scores'
      * product and the exps, which at T <= 64 made this op slower than the
      * stored path (toy, gpt-mini). Only when there will be a backward. */
-    pl->short_seq = K <= TG_ATT_SHORT_MAX && !pl->has_pos && !pl->bf16;
+    pl->short_seq = K <= TG_ATT_SHORT_MAX && !pl->has_pos;
+    /* bf16's engine (the header, "Block products"): short sequences on the
+     * short kernel, rounded operands; longer ones on AMX tiles where AMX is
+     * the bf16 engine, else on tg_k_attn_mm, rounded operands. */
+    pl->amx = pl->bf16 && !pl->short_seq && strcmp(tg_bf16_engine().engine, "amx") == 0;
+    pl->round_ops = pl->bf16 && !pl->amx;
     int KP = pl->short_seq ? tg_k_attention_short_stride(K) : K; /* P's row stride */
     bool keep = (pl->short_seq || (Q <= BQ && K <= BK)) && tg_node_will_record(n_in, inputs);
     if (keep && !(pl->probs = tg_arena_alloc(sizeof(tg_real) * (size_t)(rows * KP)))) return NULL;

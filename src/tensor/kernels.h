@@ -223,6 +223,13 @@ typedef struct {
     const tg_real *q, *k, *v;
     int64_t qs, ks, vs, os;
     const int *lim;
+    /* bf16 products (tg_set_precision): q, k, v and dO are given rounded
+     * to bf16, and the kernels round the weights (P o Z) and dS they
+     * multiply, so every product is of bf16 values, exact in float. */
+    bool bf16;
+    /* Row strides of the gradients gq, gk, gv (0: q's, k's, v's): the
+     * operands may be a task's copies while the gradients are in place. */
+    int64_t gqs, gks, gvs;
 } tg_attn_entry;
 int tg_k_attention_short_stride(int K);
 size_t tg_k_attention_short_scratch(int Q, int K, int d, int dv);

@@ -8,6 +8,8 @@
 #include <math.h>
 
 #include "exp_simd.h"
+#include "half.h"
+#include "kernels_attention_round.h"
 #include "simd.h"
 #include "transpose_simd.h"
 
@@ -152,6 +154,7 @@ TG_KERNEL_BODY void rows4(const tg_real *base, int64_t rs, int r0, int n, const 
 #define V_MAX(a, b)                               ((a) > (b) ? (a) : (b))
 #define V_EXP(v)                                  TG_M(exp)(v)
 #define V_BELOW_OR(v, n, x)                       ((n) > 0 ? (v) : (tg_real)(x))
+#define V_ROUND(v)                                ((tg_real)tg__bf16_round_daz((float)(v)))
 #define V_HSUM(v)                                 (v)
 #define V_HMAX(v)                                 (v)
 #define V_TRANSPOSE(src, rs, rows, cols, dst, ld) (*(dst) = (rows) > 0 ? *(src) : 0) /* a 1 x 1 tile */
@@ -190,6 +193,7 @@ TG_AVX2 static inline float hmax8(__m256 v) {
 #define V_MAX(a, b)         _mm256_max_ps(a, b)
 #define V_EXP(v)            tg_exp8(v)
 #define V_BELOW_OR(v, n, x) below_or8(v, n, x)
+#define V_ROUND(v)          round8(v)
 #define V_HSUM(v)           hsum8(v)
 #define V_HMAX(v)           hmax8(v)
 #define V_TRANSPOSE         transpose8
@@ -213,6 +217,7 @@ TG_AVX2 static inline float hmax8(__m256 v) {
 #define V_MAX(a, b)         _mm512_max_ps(a, b)
 #define V_EXP(v)            tg_exp16(v)
 #define V_BELOW_OR(v, n, x) _mm512_mask_blend_ps(lanes16(n), _mm512_set1_ps(x), v)
+#define V_ROUND(v)          round16(v)
 #define V_HSUM(v)           _mm512_reduce_add_ps(v)
 #define V_HMAX(v)           _mm512_reduce_max_ps(v)
 #define V_TRANSPOSE         transpose16

@@ -27,6 +27,7 @@
 #include "kernels.h"
 
 #include "half.h"
+#include "kernels_attention_round.h"
 #include "simd.h"
 #include "transpose_simd.h"
 
@@ -47,28 +48,19 @@ static void transpose_portable(int rows, int cols, const tg_real *src, int64_t r
 }
 
 #if TG_SIMD_F32
-/* tg__bf16_round_daz on 16 lanes, in integer operations (AVX-512F):
- * NaN quieted, a zero exponent flushed to a signed zero, else x + 0x7FFF +
- * ((x >> 16) & 1) cut to its top 16 bits (half.h). */
-TG_AVX512 static inline __m512 round16(__m512 v) {
-    __m512i x = _mm512_castps_si512(v), top = _mm512_set1_epi32((int)0xFFFF0000u);
-    __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
-                                                     _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1))));
-    __mmask16 nan =
-        _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    __mmask16 daz = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7F800000));
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(x, _mm512_set1_epi32(0x00400000)));
-    r = _mm512_and_si512(r, top);
-    r = _mm512_mask_mov_epi32(r, daz, _mm512_and_si512(x, _mm512_set1_epi32((int)0x80000000u)));
-    return _mm512_castsi512_ps(r);
-}
 TG_AVX512 static void copy_avx512(int rows, int cols, const float *src, int64_t rs, bool round, float *dst, int ld) {
-    for (int i = 0; i < rows; i++)
-        for (int c = 0; c < cols; c += 16) {
+    for (int i = 0; i < rows; i++) {
+        int c = 0;
+        for (; c + 16 <= cols; c += 16) {
+            __m512 v = _mm512_loadu_ps(src + i * rs + c);
+            _mm512_storeu_ps(dst + (size_t)i * ld + c, round ? round16(v) : v);
+        }
+        if (c < cols) {
             __mmask16 m = lanes16(cols - c);
             __m512 v = _mm512_maskz_loadu_ps(m, src + i * rs + c);
             _mm512_mask_storeu_ps(dst + (size_t)i * ld + c, m, round ? round16(v) : v);
         }
+    }
 }
 /* 16 x 16 tiles; a tile's store writes 16 lanes of each dst row (zeros
  * past rows), so ld must leave room for rows rounded up to 16. */

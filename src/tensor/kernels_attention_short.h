@@ -9,6 +9,7 @@
  *   V_FMA(a, b, c)      a b + c
  *   V_EXP(v)            exp of lanes <= 0 (the library's expf: exp_simd.h; libm's exp)
  *   V_BELOW_OR(v, n, x) lane l: v when l < n, else x (n may be <= 0 or >= VL)
+ *   V_ROUND(v)          each lane rounded to bf16 (tg__bf16_round_daz)
  *   V_HSUM(v) V_HMAX(v) the lanes' sum (in a fixed order) and maximum
  *   V_TRANSPOSE(src, rs, rows, cols, dst, ld)
  *                       dst[c, i] = src[i, c] for c < min(cols, VL), i < VL (rows
@@ -59,9 +60,10 @@ SV_FN void SV(mm4)(const tg_real *const a[4], int64_t at, int kn, const tg_real 
  * place: the masked softmax over the first n = min(lim[r], K) keys (lim 0:
  * no visible key, uniform 1/K as masked_softmax makes it), 0 on the other
  * lanes; the weights go to P when not NULL, and with dropout factors z the
- * rows become P o z. P and z: rows KP apart. The four rows go in step, so
- * that their reductions overlap. */
-SV_FN void SV(softmax_rows)(tg_real *s, int nr, int KP, int K, const int *lim, tg_real *P, const tg_real *z) {
+ * rows become P o z (rounded to bf16 when rnd: the product's operand). P
+ * and z: rows KP apart. The four rows go in step, so that their reductions
+ * overlap. */
+SV_FN void SV(softmax_rows)(tg_real *s, int nr, int KP, int K, const int *lim, tg_real *P, const tg_real *z, bool rnd) {
     int n[4];
     VEC mx[4], sum[4], m[4], inv[4];
     for (int r = 0; r < 4; r++) {
@@ -86,7 +88,7 @@ SV_FN void SV(softmax_rows)(tg_real *s, int nr, int KP, int K, const int *lim, t
             VEC p = V_MUL(V_LOAD(s + o), inv[r]);
             if (P) V_STORE(P + o, p);
             if (z) p = V_MUL(p, V_LOAD(z + o));
-            V_STORE(s + o, p);
+            V_STORE(s + o, rnd ? V_ROUND(p) : p);
         }
 }
 
@@ -118,28 +120,35 @@ SV_ENTRY void SV(short_forward)(const tg_attn_entry *e, const tg_real *zf, tg_re
         rows4(e->q, e->qs, i0, Q, a);
         SV(mm4)(a, 1, d, kt, KP, KP, e->scale, sb, KP); /* S = scale q k^T */
         size_t i = (size_t)i0 * KP;
-        SV(softmax_rows)(sb, nr, KP, K, e->lim + i0, P ? P + i : NULL, zf ? zf + i : NULL);
+        SV(softmax_rows)(sb, nr, KP, K, e->lim + i0, P ? P + i : NULL, zf ? zf + i : NULL, e->bf16);
         rows4(sb, KP, 0, nr, a);
         SV(mm4)(a, 1, K, vb, ldv, VP, 1, ob, VP); /* out = (P o Z/(1-p)) v */
         for (int r = 0; r < nr; r++) SV(put_row)(out + (i0 + r) * e->os, ob + (size_t)r * VP, dv, false);
     }
 }
 
+/* P o Z/(1-p) at offset o (no z: P), unrounded. */
+SV_FN VEC SV(pd_at)(const tg_real *P, const tg_real *z, size_t o) {
+    return z ? V_MUL(V_LOAD(P + o), V_LOAD(z + o)) : V_LOAD(P + o);
+}
+
 /* Rows r < nr of dP (KP apart) -> dS = P o (dP o Z/(1-p) - D) in place,
  * D_r = sum_j (P o Z/(1-p))_rj dP_rj (= dO_r . O_r: masked_softmax's
  * backward after dropout's); 0 for a row that sees no key (constant
- * scores), and past K (P is 0 there). */
-SV_FN void SV(ds_rows)(tg_real *dp, int nr, int KP, const tg_real *P, const tg_real *Pd, const int *lim) {
+ * scores), and past K (P is 0 there); rounded to bf16 when rnd (the
+ * operand of dS k and dS^T q). P and z as the forward's. */
+SV_FN void SV(ds_rows)(tg_real *dp, int nr, int KP, const tg_real *P, const tg_real *z, const int *lim, bool rnd) {
     VEC acc[4];
     for (int r = 0; r < 4; r++) acc[r] = V_ZERO();
     for (int j = 0; j < KP; j += VL)
-        for (int r = 0; r < nr; r++) acc[r] = V_FMA(V_LOAD(Pd + r * KP + j), V_LOAD(dp + r * KP + j), acc[r]);
+        for (int r = 0; r < nr; r++)
+            acc[r] = V_FMA(SV(pd_at)(P, z, (size_t)r * KP + j), V_LOAD(dp + r * KP + j), acc[r]);
     for (int r = 0; r < nr; r++) {
         VEC D = V_SET1(V_HSUM(acc[r])), keep = V_SET1(lim[r] == 0 ? 0 : 1);
         for (int j = 0; j < KP; j += VL) {
             size_t o = (size_t)r * KP + j;
-            VEC g = V_SUB(V_MUL(V_LOAD(Pd + o), V_LOAD(dp + o)), V_MUL(V_LOAD(P + o), D));
-            V_STORE(dp + o, V_MUL(g, keep));
+            VEC g = V_MUL(V_SUB(V_MUL(SV(pd_at)(P, z, o), V_LOAD(dp + o)), V_MUL(V_LOAD(P + o), D)), keep);
+            V_STORE(dp + o, rnd ? V_ROUND(g) : g);
         }
     }
 }
@@ -147,12 +156,15 @@ SV_FN void SV(ds_rows)(tg_real *dp, int nr, int KP, const tg_real *P, const tg_r
 SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const tg_real *zf, const tg_real *dO,
                                  tg_real *gq, tg_real *gk, tg_real *gv, tg_real *scratch) {
     int Q = e->Q, K = e->K, d = e->d, dv = e->dv, KP = pad_lanes(K), DP = pad_lanes(d), VP = pad_lanes(dv);
-    int64_t os = e->os;
+    int64_t os = e->os, gqs = e->gqs ? e->gqs : e->qs, gks = e->gks ? e->gks : e->ks, gvs = e->gvs ? e->gvs : e->vs;
     tg_real *vt = scratch, *kp = vt + (size_t)dv * KP, *qp = kp + (size_t)K * DP, *dop = qp + (size_t)Q * DP;
     tg_real *dS = dop + (size_t)Q * VP, *acc = dS + (size_t)(Q + 3) * KP, *pz = acc + 4 * (size_t)(DP > VP ? DP : VP);
-    const tg_real *Pd = P; /* P o Z/(1-p) */
-    if (zf) {
-        for (size_t j = 0; j < (size_t)Q * KP; j += VL) V_STORE(pz + j, V_MUL(V_LOAD(P + j), V_LOAD(zf + j)));
+    const tg_real *Pd = P; /* P o Z/(1-p), rounded under bf16: dV's operand */
+    if (zf || e->bf16) {
+        for (size_t j = 0; j < (size_t)Q * KP; j += VL) {
+            VEC p = SV(pd_at)(P, zf, j);
+            V_STORE(pz + j, e->bf16 ? V_ROUND(p) : p);
+        }
         Pd = pz;
     }
     const tg_real *a[4];
@@ -162,7 +174,8 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = Q - i0 < 4 ? Q - i0 : 4;
             rows4(dO, os, i0, Q, a);
             SV(mm4)(a, 1, dv, vt, KP, KP, 1, dS + (size_t)i0 * KP, KP); /* dP = dO v^T */
-            SV(ds_rows)(dS + (size_t)i0 * KP, nr, KP, P + (size_t)i0 * KP, Pd + (size_t)i0 * KP, e->lim + i0);
+            size_t o = (size_t)i0 * KP;
+            SV(ds_rows)(dS + o, nr, KP, P + o, zf ? zf + o : NULL, e->lim + i0, e->bf16);
         }
     }
     if (gq) { /* dQ = scale dS k */
@@ -173,7 +186,7 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = Q - i0 < 4 ? Q - i0 : 4;
             rows4(dS, KP, i0, Q, a);
             SV(mm4)(a, 1, K, kb, ldk, DP, e->scale, acc, DP);
-            for (int r = 0; r < nr; r++) SV(put_row)(gq + (i0 + r) * e->qs, acc + (size_t)r * DP, d, true);
+            for (int r = 0; r < nr; r++) SV(put_row)(gq + (i0 + r) * gqs, acc + (size_t)r * DP, d, true);
         }
     }
     if (gk) { /* dK = scale dS^T q */
@@ -184,7 +197,7 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = K - j0 < 4 ? K - j0 : 4;
             rows4(dS, 1, j0, K, a);
             SV(mm4)(a, KP, Q, qb, ldq, DP, e->scale, acc, DP);
-            for (int r = 0; r < nr; r++) SV(put_row)(gk + (j0 + r) * e->ks, acc + (size_t)r * DP, d, true);
+            for (int r = 0; r < nr; r++) SV(put_row)(gk + (j0 + r) * gks, acc + (size_t)r * DP, d, true);
         }
     }
     if (gv) { /* dV = (P o Z/(1-p))^T dO */
@@ -195,7 +208,7 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = K - j0 < 4 ? K - j0 : 4;
             rows4(Pd, 1, j0, K, a);
             SV(mm4)(a, KP, Q, ob, ldo, VP, 1, acc, VP);
-            for (int r = 0; r < nr; r++) SV(put_row)(gv + (j0 + r) * e->vs, acc + (size_t)r * VP, dv, true);
+            for (int r = 0; r < nr; r++) SV(put_row)(gv + (j0 + r) * gvs, acc + (size_t)r * VP, dv, true);
         }
     }
 }
@@ -217,6 +230,7 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
 #undef V_MAX
 #undef V_EXP
 #undef V_BELOW_OR
+#undef V_ROUND
 #undef V_HSUM
 #undef V_HMAX
 #undef V_TRANSPOSE

@@ -1,0 +1,37 @@
+/* bf16 rounding of float lanes, tg__bf16_round_daz (half.h) on vectors,
+ * shared by the attention kernels (kernels_attention.c's short path,
+ * kernels_attention_block.c's packers): round8 (AVX2) and round16
+ * (AVX-512F), in integer operations: NaN quieted, a zero exponent flushed
+ * to a signed zero, else x + 0x7FFF + ((x >> 16) & 1) cut to its top 16
+ * bits. The bits of the scalar function, lane by lane. Included where
+ * TG_SIMD_F32. */
+#ifndef TG_KERNELS_ATTENTION_ROUND_H
+#define TG_KERNELS_ATTENTION_ROUND_H
+#include "simd.h"
+
+#if TG_SIMD_F32
+TG_AVX2 static inline __m256 round8(__m256 v) {
+    __m256i x = _mm256_castps_si256(v), ax = _mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF));
+    __m256i r = _mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF),
+                                                     _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1))));
+    __m256i nan = _mm256_cmpgt_epi32(ax, _mm256_set1_epi32(0x7F800000)); /* ax >= 0: a signed compare will do */
+    __m256i daz = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(x, _mm256_set1_epi32(0x00400000)), nan);
+    r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xFFFF0000u));
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(x, _mm256_set1_epi32((int)0x80000000u)), daz);
+    return _mm256_castsi256_ps(r);
+}
+TG_AVX512 static inline __m512 round16(__m512 v) {
+    __m512i x = _mm512_castps_si512(v), top = _mm512_set1_epi32((int)0xFFFF0000u);
+    __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
+                                                     _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1))));
+    __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    __mmask16 daz = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7F800000));
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(x, _mm512_set1_epi32(0x00400000)));
+    r = _mm512_and_si512(r, top);
+    r = _mm512_mask_mov_epi32(r, daz, _mm512_and_si512(x, _mm512_set1_epi32((int)0x80000000u)));
+    return _mm512_castsi512_ps(r);
+}
+#endif
+#endif
