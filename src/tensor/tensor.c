@@ -57,11 +57,15 @@ static bool valid_shape(const char *fn, int ndim, const int *shape) {
     return true;
 }
 
-static tg_tensor *make(int ndim, const int *shape, bool persistent, bool alloc_data) {
+/* The bytes of one element of t's storage. */
+static size_t elem_bytes(tg_dtype dtype) { return dtype == TG_DTYPE_BF16 ? sizeof(uint16_t) : sizeof(tg_real); }
+
+static tg_tensor *make_as(int ndim, const int *shape, bool persistent, bool alloc_data, tg_dtype dtype) {
     if (!valid_shape("tensor", ndim, shape)) return NULL;
     int64_t n = tg_numel(ndim, shape);
-    size_t bytes = alloc_data ? (size_t)n * sizeof(tg_real) : 0;
+    size_t bytes = alloc_data ? (size_t)n * elem_bytes(dtype) : 0;
     tg_tensor *t;
+    void *data = NULL;
     if (persistent) {
         /* Header and data in one allocation: one malloc, one free. */
         size_t head = (sizeof(tg_tensor) + 63) & ~(size_t)63;
@@ -69,17 +73,19 @@ static tg_tensor *make(int ndim, const int *shape, bool persistent, bool alloc_d
         if (!mem) return NULL;
         t = (tg_tensor *)mem;
         memset(t, 0, sizeof *t);
-        t->data = alloc_data ? (tg_real *)(mem + head) : NULL;
+        data = alloc_data ? mem + head : NULL;
         tg__persistent_account((long long)(head + bytes));
     } else {
         t = tg_arena_alloc(sizeof(tg_tensor));
         if (!t) return NULL;
         memset(t, 0, sizeof *t);
-        if (alloc_data) {
-            t->data = tg_arena_alloc(bytes);
-            if (!t->data) return NULL;
-        }
+        if (alloc_data && !(data = tg_arena_alloc(bytes))) return NULL;
     }
+    if (dtype == TG_DTYPE_BF16)
+        t->bf16 = data;
+    else
+        t->data = data;
+    t->dtype = dtype;
     t->magic = TG_MAGIC;
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
@@ -87,6 +93,9 @@ static tg_tensor *make(int ndim, const int *shape, bool persistent, bool alloc_d
     t->persistent = persistent;
     t->owns_data = alloc_data;
     return t;
+}
+static tg_tensor *make(int ndim, const int *shape, bool persistent, bool alloc_data) {
+    return make_as(ndim, shape, persistent, alloc_data, TG_DTYPE_REAL);
 }
 
 tg_tensor *tg_empty(int ndim, const int *shape) { return make(ndim, shape, tg_scope_depth() == 0, true); }
@@ -103,14 +112,7 @@ tg_tensor *tg__empty_recycled(int ndim, const int *shape) {
     return t;
 }
 
-tg_tensor *tg__empty_bf16(int ndim, const int *shape) {
-    tg_tensor *t = make(ndim, shape, false, false);
-    if (!t) return NULL;
-    if (!(t->bf16 = tg_arena_alloc((size_t)t->size * sizeof(uint16_t)))) return NULL;
-    t->dtype = TG_DTYPE_BF16;
-    t->owns_data = true;
-    return t;
-}
+tg_tensor *tg__empty_bf16(int ndim, const int *shape) { return make_as(ndim, shape, false, true, TG_DTYPE_BF16); }
 
 void tg__tensor_recycle(tg_tensor *t) {
     if (!t || t->persistent) return;
@@ -208,7 +210,7 @@ void tg_free(tg_tensor *t) {
     if (!t || !t->persistent || t->magic != TG_MAGIC) return;
     if (t->grad && t->grad->persistent) tg_free(t->grad);
     size_t head = (sizeof(tg_tensor) + 63) & ~(size_t)63;
-    tg__persistent_account(-(long long)(head + (t->owns_data ? (size_t)t->size * sizeof(tg_real) : 0)));
+    tg__persistent_account(-(long long)(head + (t->owns_data ? (size_t)t->size * elem_bytes(t->dtype) : 0)));
     t->magic = 0;
     tg_sys_free(t);
 }
