@@ -31,12 +31,13 @@
  *
  * Activations in bf16 (tg_dtype, tensor.h; as PyTorch's autocast keeps a
  * Linear's result): x may be stored as bf16, and the _to forms store the
- * result y (and affine_gelu's kept h) as bf16, computed in a float scratch
- * that is reused as soon as it is rounded. Products of a bf16 x are those
- * of its float values (the widened x: exact), so with bf16 products a
- * bf16-stored x gives the bits of the float x it was rounded from. A kept
- * bf16 h makes the backward's gelu'(h) that of the rounded h, as autocast's
- * does. */
+ * result y (and affine_gelu's kept h) as bf16, computed a chunk of float
+ * rows at a time and rounded as each chunk is done (op.h). Products of a
+ * bf16 x are those of its float values (bf16 products read it in place,
+ * float ones a widened copy), so with bf16 products a bf16-stored x gives
+ * the bits of the float x it was rounded from. A kept bf16 h makes the
+ * backward's gelu'(h) that of the rounded h, as autocast's does, and its
+ * dh is kept in bf16 too (exact for the two products that read it). */
 #include "op.h"
 
 #include <string.h>
