@@ -160,11 +160,12 @@ typedef struct tg_tensor tg_tensor;
  * TG_DTYPE_BF16 tensor holds bfloat16 values (the top 16 bits of a float,
  * rounded to nearest even): an activation that only feeds bf16 products,
  * kept in half the bytes, as PyTorch's autocast keeps a Linear's result.
- * Such tensors come from tg_to_bf16 and the ops' *_bf16 forms
- * (autograd.h), live in the arena, and are read by the ops that say so
- * (tg_to_real, affine, affine_gelu, attention's q, k and v); the others
- * refuse them with an error naming the op. A bf16 tensor's gradient is a
- * tg_real tensor. */
+ * Such tensors come from tg_to_bf16, the _to forms of affine, affine_gelu
+ * and layer_norm, and attention on bf16 q, k, v (autograd.h); like every
+ * op result they live in the arena. They are read by the ops that say so
+ * (tg_to_real, reshape, affine, affine_add's x, affine_gelu, attention's
+ * q, k and v); the others refuse them with an error naming the op. A bf16
+ * tensor's gradient is a tg_real tensor. */
 typedef enum {
     TG_DTYPE_REAL = 0, /**< tg_real elements in data */
     TG_DTYPE_BF16 = 1, /**< bfloat16 bits in bf16; data is NULL */
