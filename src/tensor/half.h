@@ -33,10 +33,12 @@ static inline float tg__bits_float(uint32_t u) {
 /* bf16 = float bits >> 16 after adding half an ulp of the result less one,
  * plus the result's lowest bit: x + 0x7FFF + ((x >> 16) & 1). A tie then
  * carries only when the kept part is odd (ties to even); an overflow carries
- * into the exponent and gives the infinity of RNE. */
+ * into the exponent and gives the infinity of RNE. A NaN is made quiet
+ * instead. Both results are computed and one selected, without a branch,
+ * so that a loop of it vectorises (tg_k_to_bf16). */
 static inline uint16_t tg__bf16_from_bits(uint32_t x) {
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x0040u); /* NaN: quiet */
-    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+    uint32_t rne = (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16, quiet = (x >> 16) | 0x0040u;
+    return (uint16_t)((x & 0x7FFFFFFFu) > 0x7F800000u ? quiet : rne);
 }
 static inline uint16_t tg__bf16_from_float(float f) { return tg__bf16_from_bits(tg__float_bits(f)); }
 static inline float tg__bf16_to_float(uint16_t h) { return tg__bits_float((uint32_t)h << 16); }

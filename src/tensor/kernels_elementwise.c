@@ -131,10 +131,9 @@ void tg_k_unary_backward(tg_unary_kind kind, tg_real p, const tg_real *gy, const
 }
 
 /* ---- casts between tg_real and bf16 storage (tg_to_bf16, tg_to_real) ----
- * The rounding of half.h's tg__bf16_from_bits (to nearest even, subnormals
- * kept, NaN quietened), written without a branch so that the loop
- * vectorises: both results are computed and the NaN one selected. A double
- * is rounded to float first. */
+ * half.h's rounding (to nearest even, subnormals kept, NaN quietened;
+ * branch-free, so these loops vectorise). A double is rounded to float
+ * first. */
 typedef struct {
     const tg_real *x;
     const uint16_t *h;
@@ -147,15 +146,11 @@ TG_KERNEL_BODY void cast_range_body(void *ctx, int64_t begin, int64_t end, int t
     if (c->to_h) {
         const tg_real *restrict x = c->x;
         uint16_t *restrict h = c->to_h;
-        for (int64_t i = begin; i < end; i++) {
-            uint32_t u = tg__float_bits((float)x[i]);
-            uint32_t rne = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16, nan = (u >> 16) | 0x0040u;
-            h[i] = (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rne);
-        }
+        for (int64_t i = begin; i < end; i++) h[i] = tg__bf16_from_float((float)x[i]);
     } else {
         const uint16_t *restrict h = c->h;
         tg_real *restrict x = c->to_x;
-        for (int64_t i = begin; i < end; i++) x[i] = (tg_real)tg__bits_float((uint32_t)h[i] << 16);
+        for (int64_t i = begin; i < end; i++) x[i] = (tg_real)tg__bf16_to_float(h[i]);
     }
 }
 TG_ISA_DISPATCH(cast_range, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))

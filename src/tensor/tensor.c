@@ -116,8 +116,8 @@ tg_tensor *tg__empty_bf16(int ndim, const int *shape) { return make_as(ndim, sha
 
 void tg__tensor_recycle(tg_tensor *t) {
     if (!t || t->persistent) return;
-    if (t->owns_data && t->data) tg__arena_recycle(t->data, (size_t)t->size * sizeof(tg_real));
-    if (t->owns_data && t->bf16) tg__arena_recycle(t->bf16, (size_t)t->size * sizeof(uint16_t));
+    void *p = t->dtype == TG_DTYPE_BF16 ? (void *)t->bf16 : (void *)t->data;
+    if (t->owns_data && p) tg__arena_recycle(p, (size_t)t->size * elem_bytes(t->dtype));
     t->magic = 0; /* a pointer kept to it is refused by the ops from now on (tg_any_null) */
     t->data = NULL;
     t->bf16 = NULL;
