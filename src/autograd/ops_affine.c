@@ -286,11 +286,12 @@ tg_tensor *tg_affine_gelu_to(tg_tensor *x, tg_tensor *w, tg_tensor *b, bool tanh
     if (!y) return NULL;
     tg_tensor *in[3] = {x, w, b};
     /* h is kept only when the node below will be recorded (as bf16 when y is) */
-    tg_tensor *h = !tg_node_will_record(b ? 3 : 2, in) ? NULL
+    bool keep = tg_node_will_record(b ? 3 : 2, in);
+    tg_tensor *h = !keep                 ? NULL
                    : to == TG_DTYPE_BF16 ? tg__empty_bf16(y->ndim, y->shape)
                                          : tg_empty_arena(y->ndim, y->shape);
     tg_unary_kind act = tanh_form ? TG_UNARY_GELU_TANH : TG_UNARY_GELU;
-    if ((!h && tg_node_will_record(b ? 3 : 2, in)) || !affine_forward(x, w, b, NULL, y, h, &act)) return NULL;
+    if ((keep && !h) || !affine_forward(x, w, b, NULL, y, h, &act)) return NULL;
     tg_node *n = tg_node_record(op, y, b ? 3 : 2, in);
     affine_act_state *st = n ? tg_node_state(n, sizeof *st) : NULL;
     if (n && !st) return NULL;
