@@ -102,22 +102,11 @@ Test(bf16_storage, ops_that_read_real_refuse_bf16_by_name) {
  * results of its widened values, bit for bit; gradients likewise, except
  * affine_gelu's, whose kept pre-activation is rounded. */
 
-static tg_tensor *leaf(int ndim, const int *shape, uint64_t seed) {
-    tg_rng rng = tg_rng_new(seed);
-    tg_tensor *t = tg_normal(ndim, shape, 0, 1, &rng);
-    tg_set_requires_grad(t, true);
-    return t;
-}
-
 /* Persistent copies of the gradients of ts (the scope ends before they are
  * compared), then cleared for the next run. */
 static void take_grads(tg_tensor *const *ts, int n, tg_tensor **out) {
-    for (int i = 0; i < n; i++) {
-        const tg_tensor *g = ts[i]->grad;
-        out[i] = tg_empty_persistent(g->ndim, g->shape);
-        memcpy(out[i]->data, g->data, sizeof(tg_real) * (size_t)g->size);
-        tg_zero_grad(ts[i]);
-    }
+    grads_of(ts, n, out);
+    for (int i = 0; i < n; i++) tg_zero_grad(ts[i]);
 }
 
 static double max_abs(const tg_tensor *t) {
@@ -141,9 +130,10 @@ static tg_tensor *run_op(int kind, tg_tensor *x, tg_tensor *w, tg_tensor *b, tg_
 
 static void check_op(int kind, tg_precision prec, int N, int in, int out) {
     if (kind == 2) out = in;
-    tg_tensor *x = leaf(TG_SHAPE(N, in), 1), *w = kind == 2 ? leaf(TG_SHAPE(in), 2) : leaf(TG_SHAPE(out, in), 2);
+    tg_tensor *x = grad_leaf(TG_SHAPE(N, in), 1),
+              *w = kind == 2 ? grad_leaf(TG_SHAPE(in), 2) : grad_leaf(TG_SHAPE(out, in), 2);
     tg_rng rng = tg_rng_new(4);
-    tg_tensor *b = leaf(TG_SHAPE(out), 3), *c = tg_normal(TG_SHAPE(N, out), 0, 1, &rng);
+    tg_tensor *b = grad_leaf(TG_SHAPE(out), 3), *c = tg_normal(TG_SHAPE(N, out), 0, 1, &rng);
     tg_tensor *ps[3] = {x, w, b}, *g_ref[3], *g_bf[3], *g_in[3], *g_wid[3];
     tg_precision old = tg_set_precision(prec);
     const char *what = kind == 0 ? "affine" : kind == 1 ? "affine_gelu_tanh" : "layer_norm";

@@ -598,11 +598,8 @@ Test(fused_ops, affine_add_is_a_residual_linear) {
     cr_assert(y1 && y2, "%s", tg_last_error());
     cr_expect(max_diff(y1, y2) < 1e-5, "affine_add differs from add(affine) by %g", max_diff(y1, y2));
     cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y1, c))), 0, "%s", tg_last_error());
-    for (int i = 0; i < 4; i++) {
-        g1[i] = tg_empty_persistent(ps[i]->ndim, ps[i]->shape); /* outlives the scope */
-        memcpy(g1[i]->data, ps[i]->grad->data, sizeof(tg_real) * (size_t)ps[i]->size);
-        tg_zero_grad(ps[i]);
-    }
+    grads_of(ps, 4, g1);
+    for (int i = 0; i < 4; i++) tg_zero_grad(ps[i]);
     cr_assert_eq(tg_backward(tg_sum_all(tg_mul(y2, c))), 0, "%s", tg_last_error());
     for (int i = 0; i < 4; i++)
         cr_expect(max_diff(g1[i], ps[i]->grad) < 1e-4, "gradient %d differs by %g", i, max_diff(g1[i], ps[i]->grad));

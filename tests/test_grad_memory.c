@@ -13,22 +13,6 @@
 
 #include <string.h>
 
-static tg_tensor *param(int ndim, const int *shape, uint64_t seed) {
-    tg_rng rng = tg_rng_new(seed);
-    tg_tensor *t = tg_normal(ndim, shape, 0, 1, &rng);
-    tg_set_requires_grad(t, true);
-    return t;
-}
-
-/* Persistent copies of the n gradients of ts (NULL where none). */
-static void grads_of(tg_tensor *const *ts, int n, tg_tensor **out) {
-    for (int i = 0; i < n; i++) {
-        const tg_tensor *g = ts[i]->grad;
-        out[i] = g ? tg_empty_persistent(g->ndim, g->shape) : NULL;
-        if (out[i]) memcpy(out[i]->data, g->data, sizeof(tg_real) * (size_t)g->size);
-    }
-}
-
 static void expect_same_grads(tg_tensor *const *a, tg_tensor *const *b, int n, const char *what) {
     for (int i = 0; i < n; i++) {
         cr_assert((a[i] == NULL) == (b[i] == NULL), "%s: gradient %d exists in one run only", what, i);
@@ -129,7 +113,7 @@ static void shared_grads(tg_tensor *p, tg_tensor *w, tg_tensor **g, bool expect_
 }
 
 Test(grad_memory, shared_gradients_are_the_same_bits) {
-    tg_tensor *p = param(TG_SHAPE(2, 3, 4), 1), *w = param(TG_SHAPE(4), 2);
+    tg_tensor *p = grad_leaf(TG_SHAPE(2, 3, 4), 1), *w = grad_leaf(TG_SHAPE(4), 2);
     tg_tensor *off[2], *on[2], *twice[2], *again[2], *inner[2], *outer[2];
     tg__grad_recycling(false);
     tg_scope_begin();
@@ -168,7 +152,7 @@ Test(grad_memory, shared_gradients_are_the_same_bits) {
  * without recycling: one whose buffer others share (s), ones that would
  * share another's (a, r), and plain ones; the others are NULL. */
 Test(grad_memory, retain_grad_keeps_the_unrecycled_value) {
-    tg_tensor *p = param(TG_SHAPE(2, 3, 4), 3), *w = param(TG_SHAPE(4), 4);
+    tg_tensor *p = grad_leaf(TG_SHAPE(2, 3, 4), 3), *w = grad_leaf(TG_SHAPE(4), 4);
     tg_tensor *off[7], *on[7];
     const bool keep[7] = {true, false, true, true, false, true, false};
     for (int mode = 0; mode < 2; mode++) {
@@ -195,7 +179,7 @@ Test(grad_memory, retain_grad_keeps_the_unrecycled_value) {
 }
 
 Test(grad_memory, retain_grad_refusals) {
-    tg_tensor *p = param(TG_SHAPE(3), 5);
+    tg_tensor *p = grad_leaf(TG_SHAPE(3), 5);
     tg_tensor *k = tg_zeros(TG_SHAPE(3));
     cr_expect_eq(tg_retain_grad(p), 0, "a leaf: nothing to do");
     tg_clear_error();
@@ -214,7 +198,7 @@ Test(grad_memory, retain_grad_refusals) {
 /* A pointer kept to an intermediate's gradient (from a tg_backward_retain
  * pass) is refused once a tg_backward pass has released it. */
 Test(grad_memory, a_released_gradient_is_unreachable) {
-    tg_tensor *p = param(TG_SHAPE(4), 6);
+    tg_tensor *p = grad_leaf(TG_SHAPE(4), 6);
     tg_scope_begin();
     tg_tensor *h = tg_exp(p), *y = tg_sum_all(tg_mul(h, h));
     cr_assert_eq(tg_backward_retain(y), 0, "%s", tg_last_error());
@@ -236,7 +220,7 @@ Test(grad_memory, a_released_gradient_is_unreachable) {
  * without recycling; a retained graph's second pass (tg_backward) then
  * reuses them and releases them. */
 Test(grad_memory, backward_retain_keeps_every_gradient) {
-    tg_tensor *p = param(TG_SHAPE(2, 3, 4), 7), *w = param(TG_SHAPE(4), 8);
+    tg_tensor *p = grad_leaf(TG_SHAPE(2, 3, 4), 7), *w = grad_leaf(TG_SHAPE(4), 8);
     tg_tensor *off[7], *on[7], *second[7];
     for (int mode = 0; mode < 2; mode++) {
         tg__grad_recycling(mode == 1);
@@ -267,8 +251,8 @@ Test(grad_memory, backward_retain_keeps_every_gradient) {
  * without recycling, and the scope's peak drops with it. */
 Test(grad_memory, a_deep_graph_reuses_its_gradients) {
     enum { L = 8, N = 64, D = 32 };
-    tg_tensor *x = param(TG_SHAPE(N, D), 9), *ws[L];
-    for (int l = 0; l < L; l++) ws[l] = param(TG_SHAPE(D, D), 10 + (uint64_t)l);
+    tg_tensor *x = grad_leaf(TG_SHAPE(N, D), 9), *ws[L];
+    for (int l = 0; l < L; l++) ws[l] = grad_leaf(TG_SHAPE(D, D), 10 + (uint64_t)l);
     size_t grew[2], peak[2];
     for (int mode = 0; mode < 2; mode++) {
         tg__grad_recycling(mode == 1);
@@ -298,7 +282,7 @@ Test(grad_memory, a_deep_graph_reuses_its_gradients) {
  * (what it still takes: the headers, and the sizes that one graph frees
  * fewer times than it needs). */
 Test(grad_memory, buffers_return_to_the_scope_that_made_them) {
-    tg_tensor *p = param(TG_SHAPE(4, 8, 32), 11), *w = param(TG_SHAPE(32), 12), *mid[7];
+    tg_tensor *p = grad_leaf(TG_SHAPE(4, 8, 32), 11), *w = grad_leaf(TG_SHAPE(32), 12), *mid[7];
     tg_scope_begin();
     tg_tensor *loss = shared_graph(p, w, mid);
     size_t u = tg_memory().arena_in_use;

@@ -100,4 +100,22 @@ static inline void expect_meta_is(const tg_safetensors *st, const char *key, con
               want);
 }
 
+/* A persistent N(0, 1) tensor of the shape, drawn from seed, requiring grad. */
+static inline tg_tensor *grad_leaf(int ndim, const int *shape, uint64_t seed) {
+    tg_rng rng = tg_rng_new(seed);
+    tg_tensor *t = tg_normal(ndim, shape, 0, 1, &rng);
+    tg_set_requires_grad(t, true);
+    return t;
+}
+
+/* Persistent copies of the n gradients of ts (NULL where none): they
+ * outlive the scope the backward ran in. */
+static inline void grads_of(tg_tensor *const *ts, int n, tg_tensor **out) {
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *g = ts[i]->grad;
+        out[i] = g ? tg_empty_persistent(g->ndim, g->shape) : NULL;
+        if (out[i]) memcpy(out[i]->data, g->data, sizeof(tg_real) * (size_t)g->size);
+    }
+}
+
 #endif
