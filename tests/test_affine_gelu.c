@@ -52,7 +52,7 @@ static void check_kernel(gemm_fn plain, gemm_ep_fn with_ep, tg_unary_kind act, b
     }
     memcpy(C2, C1, nc * sizeof *C1);
     plain(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C1, ldc);
-    tg_gemm_epilogue ep = {act, in_place ? C2 : Y};
+    tg_gemm_epilogue ep = {.act = act, .Y = in_place ? C2 : Y};
     with_ep(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc, &ep);
     memcpy(want, in_place ? C1 : Y, nc * sizeof *want); /* the padding as it must stay */
     for (int i = 0; i < M; i++) tg_k_unary(act, 0, C1 + (size_t)i * ldc, want + (size_t)i * ldc, N);
@@ -116,7 +116,7 @@ Test(gemm_epilogue, k_zero_alpha_zero_and_empty) {
         check_kernel(plain, with_ep, TG_UNARY_GELU, false, true, 5, 7, 0, 1, 0, 0, true, false);
         check_kernel(plain, with_ep, TG_UNARY_GELU, true, false, 4, 9, 6, 0, 2, 2, false, true);
         tg_real c[4] = {1, 2, 3, 4}, y[4] = {5, 5, 5, 5};
-        tg_gemm_epilogue ep = {TG_UNARY_GELU, y};
+        tg_gemm_epilogue ep = {.act = TG_UNARY_GELU, .Y = y};
         with_ep(false, false, 0, 2, 2, 1, c, 2, c, 2, 0, c, 2, &ep);
         with_ep(false, false, 2, 0, 2, 1, c, 2, c, 2, 0, c, 2, &ep);
         cr_assert(c[0] == 1 && c[3] == 4 && y[0] == 5 && y[3] == 5, "an empty product wrote");

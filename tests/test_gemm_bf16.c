@@ -303,7 +303,7 @@ Test(gemm_bf16, amx_hardware_equals_twin_bit_for_bit) {
                     C[h] = malloc((size_t)M * N * sizeof(tg_real)), Y[h] = malloc((size_t)M * N * sizeof(tg_real));
                     cr_assert(C[h] && Y[h]);
                     for (int k = 0; k < M * N; k++) C[h][k] = k % 13 ? (tg_real)(k % 7) - 3 : (tg_real)0x1p-130f;
-                    tg_gemm_epilogue ep = {TG_UNARY_GELU_TANH, Y[h]};
+                    tg_gemm_epilogue ep = {.act = TG_UNARY_GELU_TANH, .Y = Y[h]};
                     tg_real alpha = s[i][3] ? 1 : (tg_real)0.75, beta = s[i][3] ? 1 : (tg_real)0.5;
                     tg_k_gemm_bf16_ep(ta, tb, M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C[h], N,
                                       i % 2 ? &ep : NULL);

@@ -56,7 +56,7 @@ static void mixed_case(bool ta, bool tb, int M, int N, int K, int srcs, tg_real 
         for (size_t i = 0; i < nc; i++) C[h][i] = beta == 0 ? (tg_real)NAN : (tg_real)((int)(i % 7) - 3);
         memset(Y[h], 0, nc * sizeof(tg_real));
     }
-    tg_gemm_epilogue e0 = {TG_UNARY_GELU_TANH, Y[0]}, e1 = {TG_UNARY_GELU_TANH, Y[1]};
+    tg_gemm_epilogue e0 = {.act = TG_UNARY_GELU_TANH, .Y = Y[0]}, e1 = {.act = TG_UNARY_GELU_TANH, .Y = Y[1]};
     int saved = tg_get_num_threads();
     tg_set_num_threads(1);
     tg_k_gemm_bf16_ep(ta, tb, M, N, K, alpha, A.w, lda, B.w, ldb, beta, C[0], ldc, ep ? &e0 : NULL);
@@ -134,7 +134,7 @@ Test(gemm_bf16_mixed, bf16_subnormals_count_as_zero) {
  * tg_k_gemm_bf16_ep, and the operands are not read (NULL here). */
 Test(gemm_bf16_mixed, k_zero_scales_c) {
     tg_real c[4] = {1, 2, 3, 4}, y[4];
-    tg_gemm_epilogue ep = {TG_UNARY_RELU, y};
+    tg_gemm_epilogue ep = {.act = TG_UNARY_RELU, .Y = y};
     tg_k_gemm_bf16_mixed(false, false, 2, 2, 0, 1, NULL, true, 1, NULL, true, 2, -1, c, 2, &ep);
     cr_assert(c[0] == -1 && c[3] == -4 && y[0] == 0 && y[3] == 0);
 }

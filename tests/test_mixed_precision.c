@@ -80,8 +80,10 @@ Test(mixed_precision, affine_is_bf16_products_forward_and_backward) {
     cr_assert_eq(tg_backward_seed(y, dy), 0, "%s", tg_last_error());
 
     static tg_real want[N * OUT], gx[N * IN], gw[OUT * IN];
-    for (int r = 0; r < N; r++) memcpy(want + r * OUT, b->data, sizeof(tg_real) * OUT);
-    tg_k_gemm_bf16(false, true, N, OUT, IN, 1, x->data, IN, w->data, IN, 1, want, OUT);
+    /* the bias is added after the products (the GEMM's epilogue) */
+    tg_k_gemm_bf16(false, true, N, OUT, IN, 1, x->data, IN, w->data, IN, 0, want, OUT);
+    for (int r = 0; r < N; r++)
+        for (int j = 0; j < OUT; j++) want[r * OUT + j] += b->data[j];
     tg_k_gemm_bf16(false, false, N, IN, OUT, 1, dy->data, OUT, w->data, IN, 0, gx, IN);
     tg_k_gemm_bf16(true, false, OUT, IN, N, 1, dy->data, OUT, x->data, IN, 0, gw, IN);
     cr_assert(memcmp(y->data, want, sizeof want) == 0, "forward differs from tg_k_gemm_bf16");

@@ -211,47 +211,57 @@ static void bias_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     }
 }
 
-/* Rows r0.. (n of them) of h = res + x W^T + b into C (n rows of out):
- * res + b (or either) in every row, then the GEMM with beta = 1 (beta = 0
- * without either), with the epilogue ep (NULL: none). With in = 0 the GEMM
- * only sets the rows to res + b or 0. */
+/* Rows r0.. (n of them) of h = res + x W^T + b into C (n rows of out),
+ * with the epilogue ep (its outputs at rows r0.. of the whole result, ep's
+ * bias and res unset: set here). With bf16 products the GEMM adds res + b
+ * in its epilogue, after the products (beta = 0): C is written once and
+ * never read (tg_gemm_epilogue says where that changes a bit). With float
+ * products C starts at res + b (beta = 1; bias_rows, over threads), the
+ * order those products have always had. With in = 0 the GEMM only sets
+ * the rows to res + b or 0. */
 static void affine_rows(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res, int64_t r0,
-                        int64_t n, tg_real *C, const tg_gemm_epilogue *ep) {
+                        int64_t n, tg_real *C, tg_gemm_epilogue ep) {
     int in = w->shape[1], out = w->shape[0];
+    bool bf16 = tg_prec_bf16();
     if (n <= 0) return;
-    if (b || res)
+    if (bf16) {
+        ep.bias = b ? b->data : NULL;
+        ep.res = res ? res->data + r0 * out : NULL;
+    } else if (b || res)
         tg_parallel_for_ns(n, (double)(n * out) * TG_NS_STREAM, bias_rows,
                            &(bias_rows_ctx){b ? b->data : NULL, res ? res->data + r0 * out : NULL, C, out});
-    product_x(tg_prec_bf16(), true, false, true, (int)n, out, in, w->data, in, x, r0, n, in, b || res ? 1 : 0, C, out,
-              ep);
+    bool plain = !ep.Y && !ep.Y16 && !ep.H16 && !ep.bias && !ep.res; /* nothing for an epilogue to do */
+    product_x(bf16, true, false, true, (int)n, out, in, w->data, in, x, r0, n, in, !bf16 && (b || res) ? 1 : 0, C, out,
+              plain ? NULL : &ep);
 }
 
 /* y = act(res + x W^T + b) over all N rows, its pre-activation into h when
  * h is not NULL (act NULL: y itself is the affine map). y and h are float
- * or both bf16; bf16 ones are computed in chunks of float rows (op.h,
- * tg__chunk_rows; each chunk packs W again, a few percent of its product
- * at that size). false: out of memory. */
+ * or both bf16. bf16 ones are written by the GEMM's epilogue (y16 = bf16(f(v)),
+ * h16 = bf16(v)) from a float C of a chunk of rows (op.h, tg__chunk_rows),
+ * which only the epilogue reads, from cache; each chunk packs W again.
+ * false: out of memory. */
 static bool affine_forward(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res,
                            tg_tensor *y, tg_tensor *h, const tg_unary_kind *act) {
     int out = w->shape[0];
     int64_t N = out ? y->size / out : 0;
+    tg_gemm_epilogue ep = {.act = act ? *act : TG_UNARY_NEG, .no_act = !act};
     if (y->dtype == TG_DTYPE_REAL) {
-        tg_real *C = h ? h->data : y->data;
-        affine_rows(x, w, b, res, 0, N, C, act ? &(tg_gemm_epilogue){*act, y->data} : NULL);
+        if (act) ep.Y = y->data;
+        affine_rows(x, w, b, res, 0, N, h ? h->data : y->data, ep);
         return true;
     }
     if (N == 0) return true;
     int64_t R = tg__chunk_rows(out, N);
-    tg_tensor *fy = tg__empty_recycled(TG_SHAPE((int)R, out)), *fh = h ? tg__empty_recycled(TG_SHAPE((int)R, out)) : fy;
-    if (!fy || !fh) return false;
+    tg_tensor *fc = tg__empty_recycled(TG_SHAPE((int)R, out)); /* C of a chunk */
+    if (!fc) return false;
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int64_t n = N - r0 < R ? N - r0 : R;
-        affine_rows(x, w, b, res, r0, n, fh->data, act ? &(tg_gemm_epilogue){*act, fy->data} : NULL);
-        if (h) tg_k_to_bf16(fh->data, h->bf16 + r0 * out, n * out);
-        tg_k_to_bf16(fy->data, y->bf16 + r0 * out, n * out);
+        ep.Y16 = y->bf16 + r0 * out;
+        ep.H16 = h ? h->bf16 + r0 * out : NULL;
+        affine_rows(x, w, b, res, r0, n, fc->data, ep);
     }
-    if (fh != fy) tg__tensor_recycle(fh);
-    tg__tensor_recycle(fy);
+    tg__tensor_recycle(fc);
     return true;
 }
 

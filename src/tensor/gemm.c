@@ -891,8 +891,7 @@ typedef struct {
  * direct loops or, few, the few-row ones, on A, B and C from that corner
  * (and the epilogue's Y). */
 static void unpacked_share(const gemm_ctx *c, int r0, int r1, int j0, int j1) {
-    tg_gemm_epilogue ep =
-        c->ep ? (tg_gemm_epilogue){c->ep->act, c->ep->Y + (size_t)r0 * c->ldc + j0} : (tg_gemm_epilogue){0};
+    tg_gemm_epilogue ep = c->ep ? gemm_epilogue_at(c->ep, r0, j0, c->ldc) : (tg_gemm_epilogue){0};
     const tg_real *A = c->A + (size_t)r0 * (c->trans_a ? 1 : (size_t)c->lda);
     const tg_real *B = c->B + (c->trans_b ? (size_t)j0 * c->ldb : (size_t)j0);
     tg_real *C = c->C + (size_t)r0 * c->ldc + j0;
@@ -968,13 +967,17 @@ void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha
      * not vectorised, a float dot product never is), while the packed
      * path's fixed-size kernel is vectorised. */
     bool few = avx2 && few_rows(trans_a, trans_b, M, N, K);
+    tg_gemm_epilogue rest; /* the portable direct loop sums into C: it starts at the epilogue's res + bias */
     if (few || ((double)M * N * K <= fe->direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b))) {
+        if (!avx2) ep = gemm_epilogue_start(ep, &rest, C, ldc, M, N, &beta);
         gemm_unpacked(few, avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;
     }
     /* the packed path: the one driver, with this ISA's engine */
-    if (!gemm_drive(&fe->e, &(gemm_job){GEMM_OPERANDS})) /* out of memory: slow but correct, and no crash */
+    if (!gemm_drive(&fe->e, &(gemm_job){GEMM_OPERANDS})) { /* out of memory: slow but correct, and no crash */
+        ep = gemm_epilogue_start(ep, &rest, C, ldc, M, N, &beta);
         direct_portable(trans_a, trans_b, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+    }
 }
 
 void tg_k_gemm(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,

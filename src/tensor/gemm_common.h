@@ -84,12 +84,41 @@ static inline void block_rows(int M, int mr, int64_t b, int64_t e, int nth, int 
 void *tg__gemm_workspace(size_t bytes);
 
 /* The epilogue (tg_k_gemm_ep, kernels.h) on the m x n block of C at c, C0
- * the corner of C: Y(i,j) = act(C(i,j)), Y at the block's place in Y. Run
- * once per block, when its last K block is in (kb == kblocks - 1), by the
- * thread that computed it, while the block is in cache. ep NULL: nothing. */
-static inline void gemm_epilogue(const tg_gemm_epilogue *ep, const tg_real *C0, const tg_real *c, int ldc, int m,
-                                 int n) {
-    if (ep) tg_k_unary_tile(ep->act, 0, m, n, c, ep->Y + (c - C0), ldc);
+ * the corner of C (and of ep's outputs): run once per block, when its last
+ * K block is in (kb == kblocks - 1), by the thread that computed it, while
+ * the block is in cache. ep NULL: nothing. */
+static inline void gemm_epilogue(const tg_gemm_epilogue *ep, const tg_real *C0, tg_real *c, int ldc, int m, int n) {
+    if (!ep) return;
+    ptrdiff_t off = c - C0;
+    tg_k_epilogue_tile(ep, off / ldc, (int)(off % ldc), c, ldc, m, n);
+}
+
+/* ep seen from element (i0, j0) of C: every output moved there. */
+static inline tg_gemm_epilogue gemm_epilogue_at(const tg_gemm_epilogue *ep, int i0, int j0, int ldc) {
+    size_t off = (size_t)i0 * (size_t)ldc + (size_t)j0;
+    tg_gemm_epilogue e = *ep;
+    if (e.Y) e.Y += off;
+    if (e.Y16) e.Y16 += off;
+    if (e.H16) e.H16 += off;
+    if (e.res) e.res += off;
+    if (e.bias) e.bias += j0;
+    return e;
+}
+
+/* For a path that sums an element in more than one pass into C (K blocks,
+ * the portable direct loop): the add of res + bias cannot come last with
+ * the bits of a C started at it, so C is started at it here (C = beta C +
+ * (res + bias), or res + bias when beta is 0), *beta becomes 1, and the
+ * rest of ep (in *rest) is returned. ep without an add: ep, nothing done. */
+static inline const tg_gemm_epilogue *gemm_epilogue_start(const tg_gemm_epilogue *ep, tg_gemm_epilogue *rest,
+                                                          tg_real *C, int ldc, int M, int N, tg_real *beta) {
+    if (!ep || (!ep->bias && !ep->res)) return ep;
+    tg_k_epilogue_start(ep, C, ldc, M, N, *beta);
+    *beta = 1;
+    *rest = *ep;
+    rest->bias = NULL;
+    rest->res = NULL;
+    return rest;
 }
 
 /* ---- the 6-row tiles of the AVX2 and AVX-512 kernels -----------------------

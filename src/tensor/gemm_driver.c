@@ -35,9 +35,10 @@
  *
  * Epilogue (tg_k_gemm_ep): each block of C a thread finishes (the rows of
  * one block of A across one panel of B, after the last KC block) goes
- * through act (gemm_epilogue) on that thread, before its next block: the
- * values come from L2, so an activation after a Linear costs no pass of
- * its own over [M, N] in memory.
+ * through the epilogue (gemm_epilogue: bias, residual, activation, bf16
+ * results) on that thread, before its next block: the values come from
+ * L2, so a Linear's bias, activation and bf16 rounding cost no pass of
+ * their own over [M, N] in memory.
  *
  * Determinism: K is cut into near-equal blocks whose boundaries depend on
  * K alone; each element of C is summed in k order within a block by the
@@ -282,6 +283,11 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
     j.ws = tg__gemm_workspace((size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes + state_bytes);
     if (!j.ws) return false;
     j.chunk_state = j.ws + (size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes;
+    /* An epilogue's res + bias comes last on a product summed in one pass;
+     * over several K blocks C starts at it instead (gemm_epilogue_start),
+     * as a caller's C would have, and keeps those bits. */
+    tg_gemm_epilogue rest;
+    if (j.kblocks > 1) j.ep = gemm_epilogue_start(j.ep, &rest, j.C, j.ldc, M, N, &j.beta);
     for (j.jc = 0; j.jc < N; j.jc += j.nc) {
         j.ncur = N - j.jc < j.nc ? N - j.jc : j.nc;
         for (int kb = 0; kb < j.kblocks; kb += j.kgroup) {

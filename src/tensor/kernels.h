@@ -119,18 +119,39 @@ void tg_k_unary_tile(tg_unary_kind kind, tg_real param, int m, int n, const tg_r
 
 /* ---- GEMM with an epilogue ---------------------------------------------------
  * tg_k_gemm_ep is tg_k_gemm (tg_k_gemm_bf16_ep: tg_k_gemm_bf16) that also
- * writes Y = act(C) for the finished C, block by block, each block once,
- * after its last K block, on the thread that computed it, while the block
- * is still in cache: no second pass over C in memory (gemm_driver.c says
- * which blocks). C keeps the product (a backward needs the pre-activation); Y has
- * C's shape and ldc, and may be C itself (then only act(C) is kept). act
- * is a row of TG_UNARY_OPS without a scalar (GELU, GELU tanh, ReLU, ...);
- * Y(i,j) is bit for bit tg_k_unary's f(C(i,j)). ep NULL: tg_k_gemm
- * exactly. C is final as tg_k_gemm leaves it, at any thread count. */
+ * finishes C block by block, each block once, after its last K block, on
+ * the thread that computed it, while the block is still in cache: no second
+ * pass over C in memory (gemm_driver.c says which blocks). For a finished
+ * element c = C(i,j) (alpha op(A) op(B) + beta C, as tg_k_gemm leaves it):
+ *   v = c + (res(i,j) + bias[j])   (or c + bias[j], c + res(i,j); else c)
+ *   C(i,j) = v, H16(i,j) = bf16(v), Y(i,j) = f(v), Y16(i,j) = bf16(f(v))
+ * f the act row of TG_UNARY_OPS without a scalar (GELU, GELU tanh, ReLU,
+ * ...; no_act: f(v) = v), bit for bit tg_k_unary's; bf16() tg_k_to_bf16's
+ * rounding (half.h, subnormals kept). Each output is written only when its
+ * pointer is set; Y may be C itself (then C keeps f(v)). res, Y, Y16 and
+ * H16 have C's shape and ldc. The add is v = c + (res + bias): a caller
+ * that started C at res + bias with beta = 1 gets the same sum in another
+ * order, products first (exactly the same bits where an element is summed
+ * in one pass from zero and added to C once; where K is split in blocks
+ * the GEMM starts C at res + bias itself, as that caller did). ep NULL:
+ * tg_k_gemm exactly. C is final at any thread count. */
 typedef struct {
-    tg_unary_kind act; /* f of y = f(v) */
-    tg_real *Y;        /* M x N at stride ldc; Y == C: in place */
+    tg_unary_kind act;   /* f of y = f(v) */
+    tg_real *Y;          /* f(v), M x N at stride ldc; Y == C: in place; NULL: none */
+    uint16_t *Y16;       /* f(v) rounded to bf16; NULL: none */
+    uint16_t *H16;       /* v rounded to bf16 (a pre-activation a backward keeps); NULL: none */
+    const tg_real *bias; /* [N], added to every row; NULL: none */
+    const tg_real *res;  /* M x N at stride ldc, added (a residual); NULL: none */
+    bool no_act;         /* f(v) = v: no activation */
 } tg_gemm_epilogue;
+/* The epilogue on the m x n block of C at c, whose corner is element (i0,
+ * j0) of C (ep's outputs at the same place); ldc C's stride. The GEMM's
+ * drivers call it on each finished block. */
+void tg_k_epilogue_tile(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m, int n);
+/* C = beta C + (res + bias) (or either; beta 0: C is not read), M x N at
+ * stride ldc, rows split over threads: the start of a C that the GEMM sums
+ * in several passes (gemm_common.h, gemm_epilogue_start). */
+void tg_k_epilogue_start(const tg_gemm_epilogue *ep, tg_real *C, int ldc, int M, int N, tg_real beta);
 void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
                   const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep);
 void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,

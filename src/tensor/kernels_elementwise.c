@@ -97,6 +97,77 @@ void tg_k_unary_tile(tg_unary_kind kind, tg_real p, int m, int n, const tg_real 
     unary_tile(kind, p, m, n, x, y, ld);
 }
 
+/* ---- the GEMM's epilogue (tg_gemm_epilogue, kernels.h) -------------------
+ * On a finished block of C, row by row and EP_COLS columns at a time, so
+ * that each step's values stay in L1: the add (v = c + (res + bias)), v to
+ * C and H16, f(v) (unary_tile_body's row: tg_k_unary's bits) to Y or a
+ * stack row, and that row to Y16. The bf16 rounding is tg_k_to_bf16's
+ * (half.h, a double rounded to float first). Built for each ISA. */
+#define EP_COLS 256
+TG_KERNEL_BODY void epilogue_tile_body(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m,
+                                       int n) {
+    _Alignas(64) tg_real t[EP_COLS];
+    for (int r = 0; r < m; r++)
+        for (int jb = 0; jb < n; jb += EP_COLS) {
+            const int w = n - jb < EP_COLS ? n - jb : EP_COLS;
+            const size_t o = (size_t)(i0 + r) * (size_t)ldc + (size_t)(j0 + jb); /* the outputs' offset */
+            tg_real *restrict v = c + (size_t)r * ldc + jb;
+            const tg_real *restrict b = ep->bias ? ep->bias + j0 + jb : NULL;
+            const tg_real *restrict rs = ep->res ? ep->res + o : NULL;
+            if (rs && b)
+                for (int j = 0; j < w; j++) v[j] = v[j] + (rs[j] + b[j]);
+            else if (b)
+                for (int j = 0; j < w; j++) v[j] = v[j] + b[j];
+            else if (rs)
+                for (int j = 0; j < w; j++) v[j] = v[j] + rs[j];
+            if (ep->H16) {
+                uint16_t *restrict h = ep->H16 + o;
+                for (int j = 0; j < w; j++) h[j] = tg__bf16_from_float((float)v[j]);
+            }
+            const tg_real *y = v; /* f(v) */
+            if (!ep->no_act) {
+                tg_real *dst = ep->Y ? ep->Y + o : t;
+                unary_tile_body(ep->act, 0, 1, w, v, dst, w);
+                y = dst;
+            } else if (ep->Y && ep->Y + o != v) {
+                memcpy(ep->Y + o, v, sizeof(tg_real) * (size_t)w);
+            }
+            if (ep->Y16) {
+                uint16_t *restrict h = ep->Y16 + o;
+                const tg_real *restrict yr = y;
+                for (int j = 0; j < w; j++) h[j] = tg__bf16_from_float((float)yr[j]);
+            }
+        }
+}
+TG_ISA_DISPATCH(epilogue_tile, (const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m, int n),
+                (ep, i0, j0, c, ldc, m, n))
+
+void tg_k_epilogue_tile(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m, int n) {
+    epilogue_tile(ep, i0, j0, c, ldc, m, n);
+}
+
+typedef struct {
+    const tg_gemm_epilogue *ep;
+    tg_real *C, beta;
+    int ldc, N;
+} ep_start_ctx;
+static void ep_start_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
+    const ep_start_ctx *s = ctx;
+    const tg_real *b = s->ep->bias;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
+        tg_real *restrict c = s->C + r * s->ldc;
+        const tg_real *rs = s->ep->res ? s->ep->res + r * s->ldc : NULL;
+        for (int j = 0; j < s->N; j++) {
+            tg_real a = rs && b ? rs[j] + b[j] : rs ? rs[j] : b[j];
+            c[j] = s->beta == 0 ? a : s->beta * c[j] + a;
+        }
+    }
+}
+void tg_k_epilogue_start(const tg_gemm_epilogue *ep, tg_real *C, int ldc, int M, int N, tg_real beta) {
+    tg_parallel_for_ns(M, (double)M * N * TG_NS_STREAM, ep_start_rows, &(ep_start_ctx){ep, C, beta, ldc, N});
+}
+
 /* dx = GX or dx += GX, GX the row's derivative column written in g = dy, x,
  * y = f(x) and p; branch-free, so both loops vectorise. */
 TG_KERNEL_BODY void unary_backward_range_body(void *ctx, int64_t begin, int64_t end, int tid) {

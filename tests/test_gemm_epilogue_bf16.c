@@ -1,0 +1,145 @@
+/* The GEMM epilogue's add and bf16 results (tg_gemm_epilogue, kernels.h):
+ *   - H16 and Y16 are tg_k_to_bf16 of the float v and f(v) bit for bit,
+ *     with and without an activation, with a bias, a residual, both or
+ *     neither, on shapes with tails (M, N not multiples of 32 or 6) and
+ *     K in one block and in several;
+ *   - v (left in C) is the product plus (res + bias): with C started at res
+ *     + bias and beta = 1 (what the Linear ops did) the same bits on every
+ *     engine but the AMX tiles, which start their sums from C (there within
+ *     a float rounding of the sum's size);
+ *   - the same bits at 1 and 2 threads;
+ * on the float GEMM at every ISA level this CPU has and on every engine
+ * of the bf16 GEMM. Compiled into both test binaries (the double build
+ * checks the portable and AVX2 loops in double). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm_test_util.h"
+#include "tensor/kernels.h"
+#include "tensor/half.h"
+#include "tensor/simd.h"
+#include "tensor/tensor_internal.h" /* tg__isa_cap, tg__bf16_engine_force */
+
+static uint64_t lcg_state = 4711; /* gemm_test_util.h */
+
+typedef void (*gemm_ep_fn)(bool ta, bool tb, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                           const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep);
+
+/* M, N, K: tails of the 6 x 32 and 32 x 32 tiles, one K block and several
+ * (256 float, 512 AMX, 1024 vdpbf16ps), direct and packed paths. */
+static const int shapes[][3] = {{1, 1, 1},    {5, 7, 3},     {37, 33, 31},  {70, 45, 64},  {33, 100, 256},
+                                {65, 97, 300}, {40, 70, 600}, {9, 130, 1100}, {130, 40, 257}};
+#define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
+
+/* One product with the epilogue (variant bits: 1 act, 2 bias, 4 res, 8 H16)
+ * against C started at res + bias: what is checked is at the top. exact:
+ * v must equal that C bit for bit. Returns nothing; asserts. */
+static void check_one(gemm_fn plain, gemm_ep_fn with_ep, bool exact, int variant, int M, int N, int K,
+                      const char *what) {
+    const bool act = variant & 1, has_b = variant & 2, has_r = variant & 4, h16 = variant & 8;
+    const int ldc = N + 3; /* padded: the padding must stay */
+    const size_t nc = (size_t)M * ldc;
+    tg_real *A = lcg_buf(&lcg_state, (size_t)M * K), *B = lcg_buf(&lcg_state, (size_t)N * K);
+    tg_real *bias = lcg_buf(&lcg_state, (size_t)N), *res = lcg_buf(&lcg_state, nc);
+    tg_real *C1 = malloc(nc * sizeof *C1), *C2 = malloc(nc * sizeof *C2), *f = malloc(nc * sizeof *f);
+    uint16_t *Y16 = malloc(nc * sizeof *Y16), *H16 = malloc(nc * sizeof *H16), *want = malloc(nc * sizeof *want);
+    cr_assert(C1 && C2 && f && Y16 && H16 && want);
+    for (size_t i = 0; i < nc; i++) {
+        tg_real s = has_r && has_b ? res[i] + bias[i % ldc < (size_t)N ? i % ldc : 0] : has_r ? res[i] : 0;
+        if (!has_r && has_b) s = bias[i % ldc < (size_t)N ? i % ldc : 0];
+        C1[i] = s;
+        C2[i] = 5; /* beta 0: never read */
+        Y16[i] = H16[i] = 0x1234;
+    }
+    /* the old way: C = res + b, then the product added with beta = 1 */
+    plain(false, true, M, N, K, 1, A, K, B, K, has_b || has_r ? 1 : 0, C1, ldc);
+    tg_gemm_epilogue ep = {.act = TG_UNARY_GELU_TANH, .no_act = !act, .Y16 = Y16, .H16 = h16 ? H16 : NULL,
+                           .bias = has_b ? bias : NULL, .res = has_r ? res : NULL};
+    with_ep(false, true, M, N, K, 1, A, K, B, K, 0, C2, ldc, &ep);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            size_t o = (size_t)i * ldc + j;
+            if (exact)
+                cr_assert(memcmp(&C1[o], &C2[o], sizeof *C1) == 0,
+                          "%s variant %d %dx%dx%d: v(%d,%d) = %.9g, with C started at res + b %.9g", what, variant, M,
+                          N, K, i, j, (double)C2[o], (double)C1[o]);
+            else
+                cr_assert(fabs((double)(C1[o] - C2[o])) <= 1e-5 * (fabs((double)C1[o]) + 1), "%s %dx%dx%d: v(%d,%d)",
+                          what, M, N, K, i, j);
+        }
+    /* H16 and Y16: tg_k_to_bf16 of v and of f(v), row by row (the padding untouched) */
+    for (int i = 0; i < M; i++) {
+        tg_real *v = C2 + (size_t)i * ldc, *fr = f + (size_t)i * ldc;
+        if (act)
+            tg_k_unary(TG_UNARY_GELU_TANH, 0, v, fr, N);
+        else
+            memcpy(fr, v, sizeof *fr * (size_t)N);
+        tg_k_to_bf16(fr, want + (size_t)i * ldc, N);
+        for (int j = 0; j < N; j++)
+            cr_assert(Y16[(size_t)i * ldc + j] == want[(size_t)i * ldc + j], "%s variant %d %dx%dx%d: Y16(%d,%d)",
+                      what, variant, M, N, K, i, j);
+        cr_assert(Y16[(size_t)i * ldc + N] == 0x1234, "%s: Y16's padding written", what);
+        if (!h16) continue;
+        tg_k_to_bf16(v, want + (size_t)i * ldc, N);
+        for (int j = 0; j < N; j++)
+            cr_assert(H16[(size_t)i * ldc + j] == want[(size_t)i * ldc + j], "%s variant %d %dx%dx%d: H16(%d,%d)",
+                      what, variant, M, N, K, i, j);
+    }
+    /* the same bits at 2 threads */
+    int saved = tg_get_num_threads();
+    tg_set_num_threads(saved == 1 ? 2 : 1);
+    tg_real *C3 = malloc(nc * sizeof *C3);
+    uint16_t *Y3 = malloc(nc * sizeof *Y3);
+    cr_assert(C3 && Y3);
+    memcpy(C3, C2, nc * sizeof *C3);
+    memcpy(Y3, Y16, nc * sizeof *Y3);
+    ep.Y16 = Y3;
+    with_ep(false, true, M, N, K, 1, A, K, B, K, 0, C3, ldc, &ep);
+    tg_set_num_threads(saved);
+    for (int i = 0; i < M; i++)
+        cr_assert(memcmp(C3 + (size_t)i * ldc, C2 + (size_t)i * ldc, sizeof *C3 * (size_t)N) == 0 &&
+                      memcmp(Y3 + (size_t)i * ldc, Y16 + (size_t)i * ldc, sizeof *Y3 * (size_t)N) == 0,
+                  "%s %dx%dx%d: another thread count gives other bits (row %d)", what, M, N, K, i);
+    free(A), free(B), free(bias), free(res), free(C1), free(C2), free(C3), free(f), free(Y16), free(Y3), free(H16),
+        free(want);
+}
+
+static void all_cases(gemm_fn plain, gemm_ep_fn with_ep, bool exact, const char *what) {
+    for (int s = 0; s < N_SHAPES; s++)
+        for (int variant = 0; variant < 16; variant++)
+            check_one(plain, with_ep, exact, variant, shapes[s][0], shapes[s][1], shapes[s][2], what);
+}
+
+Test(gemm_epilogue_bf16, float_gemm_at_every_isa) {
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++) {
+        int old = tg__isa_cap(cap);
+        all_cases(tg_k_gemm, tg_k_gemm_ep, true, "float gemm");
+        tg__isa_cap(old);
+    }
+}
+
+Test(gemm_epilogue_bf16, bf16_gemm_on_every_engine) {
+    for (int e = 0; e < N_ENGINES; e++) {
+        if (!force_engine(ENGINE_NAMES[e])) continue;
+        /* the AMX tiles (and their twin) start their sums from C: res + b
+         * first there, last with the epilogue (float only: in double a
+         * block's sum is added to C) */
+        bool from_c = sizeof(tg_real) == 4 && strncmp(ENGINE_NAMES[e], "amx", 3) == 0;
+        all_cases(tg_k_gemm_bf16, tg_k_gemm_bf16_ep, !from_c, ENGINE_NAMES[e]);
+    }
+    tg__bf16_engine_force(NULL);
+}
+
+/* Nothing to multiply (K = 0): v = res + b, and its bf16. */
+Test(gemm_epilogue_bf16, k_zero) {
+    tg_real bias[3] = {1.5, -2, 0.25}, res[6] = {1, 2, 3, 4, 5, 6}, C[6];
+    uint16_t Y16[6];
+    tg_gemm_epilogue ep = {.no_act = true, .Y16 = Y16, .bias = bias, .res = res};
+    tg_k_gemm_ep(false, true, 2, 3, 0, 1, NULL, 1, NULL, 1, 0, C, 3, &ep);
+    for (int i = 0; i < 6; i++) {
+        cr_assert_eq(C[i], res[i] + bias[i % 3]);
+        cr_assert_eq(Y16[i], tg__bf16_from_float((float)C[i]));
+    }
+}
