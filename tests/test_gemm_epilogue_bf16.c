@@ -143,3 +143,53 @@ Test(gemm_epilogue_bf16, k_zero) {
         cr_assert_eq(Y16[i], tg__bf16_from_float((float)C[i]));
     }
 }
+
+/* ---- the activation's backward from a bf16 h (tg_k_unary_backward_bf16) ---
+ * dh16 and db bit for bit those of the passes it replaces: h widened,
+ * tg_k_unary_backward, tg_k_sum_to of the float d, tg_k_to_bf16; db
+ * fresh and added to, and none; rows in one piece of the sums and in
+ * several, columns with tails; at 1 and 2 threads. */
+static void check_act_backward(tg_unary_kind act, int rows, int cols, int db_mode) {
+    size_t n = (size_t)rows * cols;
+    tg_real *hv = lcg_buf(&lcg_state, n), *gy = lcg_buf(&lcg_state, n), *hs = malloc(n * sizeof *hs);
+    tg_real *d = malloc(n * sizeof *d), *db0 = lcg_buf(&lcg_state, (size_t)cols);
+    tg_real *want_db = malloc((size_t)cols * sizeof *want_db), *db = malloc((size_t)cols * sizeof *db);
+    uint16_t *h16 = malloc(n * sizeof *h16), *want = malloc(n * sizeof *want), *dh16 = malloc(n * sizeof *dh16);
+    int64_t np = tg_k_unary_backward_bf16_part(rows, cols);
+    tg_real *part = malloc((size_t)(np > 0 ? np : 1) * sizeof *part);
+    cr_assert(hs && d && want_db && db && h16 && want && dh16 && part);
+    for (size_t i = 0; i < n; i++) hv[i] *= 4;
+    tg_k_to_bf16(hv, h16, (int64_t)n);
+    /* the passes */
+    tg_k_from_bf16(h16, hs, (int64_t)n);
+    tg_k_unary_backward(act, 0, gy, hs, hs, d, (int64_t)n, true);
+    tg_k_to_bf16(d, want, (int64_t)n);
+    memcpy(want_db, db0, (size_t)cols * sizeof *db0);
+    tg_tensor dt = {.magic = TG_MAGIC, .ndim = 2, .shape = {rows, cols}, .size = (int64_t)n, .data = d};
+    tg_tensor bt = {.magic = TG_MAGIC, .ndim = 1, .shape = {cols}, .size = cols, .data = want_db};
+    if (db_mode) tg_k_sum_to(&dt, &bt, db_mode == 2);
+    int saved = tg_get_num_threads();
+    for (int nt = 1; nt <= 2; nt++) {
+        tg_set_num_threads(nt);
+        memcpy(db, db0, (size_t)cols * sizeof *db0);
+        tg_k_unary_backward_bf16(act, h16, gy, dh16, rows, cols, db_mode ? db : NULL, db_mode == 1, part);
+        cr_assert(memcmp(dh16, want, n * sizeof *want) == 0, "act %d %dx%d at %d threads: dh16 differs", (int)act, rows,
+                  cols, nt);
+        if (db_mode)
+            for (int j = 0; j < cols; j++)
+                cr_assert(memcmp(&db[j], &want_db[j], sizeof *db) == 0,
+                          "act %d %dx%d db mode %d at %d threads: db[%d] = %.9g, want %.9g", (int)act, rows, cols,
+                          db_mode, nt, j, (double)db[j], (double)want_db[j]);
+    }
+    tg_set_num_threads(saved);
+    free(hv), free(gy), free(hs), free(d), free(db0), free(want_db), free(db), free(h16), free(want), free(dh16),
+        free(part);
+}
+
+Test(gemm_epilogue_bf16, activation_backward_from_bf16_is_the_passes) {
+    static const int shapes2[][2] = {{1, 1}, {5, 70}, {128, 64}, {129, 65}, {300, 200}, {672, 96}};
+    tg_unary_kind acts[] = {TG_UNARY_GELU_TANH, TG_UNARY_GELU, TG_UNARY_RELU};
+    for (int a = 0; a < 3; a++)
+        for (int s = 0; s < 6; s++)
+            for (int mode = 0; mode < 3; mode++) check_act_backward(acts[a], shapes2[s][0], shapes2[s][1], mode);
+}

@@ -124,34 +124,36 @@ static void affine_act_backward(tg_node *n, tg_unary_kind act) {
         return;
     }
     /* With bf16 products, dh feeds only the two products (which round it
-     * as it is stored) and db: it is kept in bf16, half the bytes, and db
-     * summed from each float chunk before it is rounded. Under float
-     * products a float dh is kept. */
+     * as it is stored) and db: it is kept in bf16, half the bytes, made in
+     * one pass per chunk of rows from h16 and gy with db's column sums
+     * (tg_k_unary_backward_bf16: the bits of widening h, the derivative,
+     * tg_k_sum_to of the float chunk and rounding it, pass after pass).
+     * Under float products a float dh is kept, from h widened a chunk of
+     * rows at a time. */
     int in = w->shape[1], out = w->shape[0];
     int64_t N = out ? h->size / out : 0, R = tg__chunk_rows(out, N);
-    bool keep16 = n->bf16;
-    tg_real *hs = tg_backward_scratch(sizeof(tg_real) * (size_t)(R * out));
-    tg_real *ds = keep16 ? tg_backward_scratch(sizeof(tg_real) * (size_t)(R * out)) : NULL;
-    tg_tensor *dh = keep16 ? NULL : tg_backward_scratch_tensor(h->ndim, h->shape);
-    uint16_t *dh16 = keep16 ? tg_backward_scratch(sizeof(uint16_t) * (size_t)h->size) : NULL;
-    if (!hs || (keep16 ? !ds || !dh16 : !dh)) return;
-    bool fresh_b = false;
-    tg_tensor *gb = keep16 && b ? tg_grad_begin(b, &fresh_b) : NULL;
-    for (int64_t r0 = 0; r0 < N; r0 += R) {
-        int64_t rows = N - r0 < R ? N - r0 : R, off = r0 * out, cnt = rows * out;
-        tg_real *d = keep16 ? ds : dh->data + off;
-        tg_k_from_bf16(h->bf16 + off, hs, cnt);
-        tg_k_unary_backward(act, 0, gy->data + off, hs, hs, d, cnt, true);
-        if (!keep16) continue;
-        if (gb) { /* db (+)= this chunk's column sums */
-            tg_tensor chunk = {.magic = TG_MAGIC, .ndim = 2, .shape = {(int)rows, out}, .size = cnt, .data = ds};
-            tg_k_sum_to(&chunk, gb, !(fresh_b && r0 == 0));
+    if (!n->bf16) {
+        tg_real *hs = tg_backward_scratch(sizeof(tg_real) * (size_t)(R * out));
+        tg_tensor *dh = tg_backward_scratch_tensor(h->ndim, h->shape);
+        if (!hs || !dh) return;
+        for (int64_t r0 = 0; r0 < N; r0 += R) {
+            int64_t cnt = (N - r0 < R ? N - r0 : R) * out, off = r0 * out;
+            tg_k_from_bf16(h->bf16 + off, hs, cnt);
+            tg_k_unary_backward(act, 0, gy->data + off, hs, hs, dh->data + off, cnt, true);
         }
-        tg_k_to_bf16(ds, dh16 + off, cnt);
-    }
-    if (!keep16) {
         affine_grads(n, dh, b);
         return;
+    }
+    bool fresh_b = false;
+    tg_tensor *gb = b ? tg_grad_begin(b, &fresh_b) : NULL;
+    int64_t np = tg_k_unary_backward_bf16_part(R, out);
+    uint16_t *dh16 = tg_backward_scratch(sizeof(uint16_t) * (size_t)h->size);
+    tg_real *part = tg_backward_scratch(sizeof(tg_real) * (size_t)(np > 0 ? np : 1));
+    if (!dh16 || !part) return;
+    for (int64_t r0 = 0; r0 < N; r0 += R) { /* chunks of R rows: db's order as it was */
+        int64_t rows = N - r0 < R ? N - r0 : R, off = r0 * out;
+        tg_k_unary_backward_bf16(act, h->bf16 + off, gy->data + off, dh16 + off, rows, out, gb ? gb->data : NULL,
+                                 fresh_b && r0 == 0, part);
     }
     bool fresh;
     tg_tensor *g = tg_grad_begin(x, &fresh);

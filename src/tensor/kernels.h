@@ -111,6 +111,16 @@ void tg_k_from_bf16(const uint16_t *h, tg_real *x, int64_t n);
  * (y = f(x), the forward's output). */
 void tg_k_unary_backward(tg_unary_kind kind, tg_real param, const tg_real *gy, const tg_real *x, const tg_real *y,
                          tg_real *gx, int64_t n, bool fresh);
+/* The backward of act (a row of TG_UNARY_OPS without a scalar) on rows x
+ * cols values of a bf16 pre-activation h16 with output gradient gy:
+ * d = gy f'(h) (tg_k_unary_backward's bits, on h widened), dh16 = bf16(d)
+ * (tg_k_to_bf16's rounding), and db (NULL: none) = (db_fresh) or +=
+ * d's column sums, in tg_k_sum_to's order for a [rows, cols] tensor. part
+ * is scratch of tg_k_unary_backward_bf16_part(rows, cols) reals. One pass,
+ * split over threads; the same bits at any thread count. */
+void tg_k_unary_backward_bf16(tg_unary_kind kind, const uint16_t *h16, const tg_real *gy, uint16_t *dh16, int64_t rows,
+                              int64_t cols, tg_real *db, bool db_fresh, tg_real *part);
+int64_t tg_k_unary_backward_bf16_part(int64_t rows, int64_t cols);
 /* tg_k_unary on an m x n block of rows ld apart: y = f(x), the same
  * formula, hence the same bits. y == x (in place) is allowed. On the
  * calling thread: the GEMM's epilogue runs it on one finished block of C
