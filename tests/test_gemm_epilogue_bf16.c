@@ -29,7 +29,7 @@ typedef void (*gemm_ep_fn)(bool ta, bool tb, int M, int N, int K, tg_real alpha,
 
 /* M, N, K: tails of the 6 x 32 and 32 x 32 tiles, one K block and several
  * (256 float, 512 AMX, 1024 vdpbf16ps), direct and packed paths. */
-static const int shapes[][3] = {{1, 1, 1},    {5, 7, 3},     {37, 33, 31},  {70, 45, 64},  {33, 100, 256},
+static const int shapes[][3] = {{1, 1, 1},     {5, 7, 3},     {37, 33, 31},   {70, 45, 64},  {33, 100, 256},
                                 {65, 97, 300}, {40, 70, 600}, {9, 130, 1100}, {130, 40, 257}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -55,8 +55,12 @@ static void check_one(gemm_fn plain, gemm_ep_fn with_ep, bool exact, int variant
     }
     /* the old way: C = res + b, then the product added with beta = 1 */
     plain(false, true, M, N, K, 1, A, K, B, K, has_b || has_r ? 1 : 0, C1, ldc);
-    tg_gemm_epilogue ep = {.act = TG_UNARY_GELU_TANH, .no_act = !act, .Y16 = Y16, .H16 = h16 ? H16 : NULL,
-                           .bias = has_b ? bias : NULL, .res = has_r ? res : NULL};
+    tg_gemm_epilogue ep = {.act = TG_UNARY_GELU_TANH,
+                           .no_act = !act,
+                           .Y16 = Y16,
+                           .H16 = h16 ? H16 : NULL,
+                           .bias = has_b ? bias : NULL,
+                           .res = has_r ? res : NULL};
     with_ep(false, true, M, N, K, 1, A, K, B, K, 0, C2, ldc, &ep);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -78,14 +82,14 @@ static void check_one(gemm_fn plain, gemm_ep_fn with_ep, bool exact, int variant
             memcpy(fr, v, sizeof *fr * (size_t)N);
         tg_k_to_bf16(fr, want + (size_t)i * ldc, N);
         for (int j = 0; j < N; j++)
-            cr_assert(Y16[(size_t)i * ldc + j] == want[(size_t)i * ldc + j], "%s variant %d %dx%dx%d: Y16(%d,%d)",
-                      what, variant, M, N, K, i, j);
+            cr_assert(Y16[(size_t)i * ldc + j] == want[(size_t)i * ldc + j], "%s variant %d %dx%dx%d: Y16(%d,%d)", what,
+                      variant, M, N, K, i, j);
         cr_assert(Y16[(size_t)i * ldc + N] == 0x1234, "%s: Y16's padding written", what);
         if (!h16) continue;
         tg_k_to_bf16(v, want + (size_t)i * ldc, N);
         for (int j = 0; j < N; j++)
-            cr_assert(H16[(size_t)i * ldc + j] == want[(size_t)i * ldc + j], "%s variant %d %dx%dx%d: H16(%d,%d)",
-                      what, variant, M, N, K, i, j);
+            cr_assert(H16[(size_t)i * ldc + j] == want[(size_t)i * ldc + j], "%s variant %d %dx%dx%d: H16(%d,%d)", what,
+                      variant, M, N, K, i, j);
     }
     /* the same bits at 2 threads */
     int saved = tg_get_num_threads();

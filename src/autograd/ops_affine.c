@@ -1,9 +1,10 @@
 /* The affine map of a Linear layer over the last axis, as torch's
  * nn.functional.linear:
  *   y = x W^T + b,   x [..., in], W [out, in], b [out] or none, y [..., out]
- * With x viewed as [N, in], the forward is one GEMM whose C starts as b in
- * every row (beta = 1): the bias costs no pass of its own (a GEMM
- * epilogue), nor a tensor for x W^T. Backward (as matmul and add):
+ * With x viewed as [N, in], the forward is one GEMM that adds b to the
+ * sums it finishes (its epilogue, with bf16 products) or starts C at b in
+ * every row (beta = 1, float products): the bias costs no pass of its own
+ * over [N, out] in memory, nor a tensor for x W^T. Backward (as matmul and add):
  *   dx = dy W,   dW += dy^T x,   db += sum_rows dy
  * Under TG_PREC_BF16 (autograd.h) the three products are bf16 with float
  * sums; the bias and its gradient stay float.
@@ -24,15 +25,16 @@
  * instead of the pair's two.
  *
  * A Linear whose result is added to r (a residual connection, y = r +
- * x W^T + b) is one op too: the GEMM starts from r + b, so x W^T + b is
+ * x W^T + b) is one op too: the GEMM adds r + b as it adds b, so x W^T + b is
  * never a tensor of its own (not kept for a backward that does not need
  * it, nor written and read again):
  *   dr = dy,   then dx, dW, db from dy as above.
  *
  * Activations in bf16 (tg_dtype, tensor.h; as PyTorch's autocast keeps a
  * Linear's result): x may be stored as bf16, and the _to forms store the
- * result y (and affine_gelu's kept h) as bf16, computed a chunk of float
- * rows at a time and rounded as each chunk is done (op.h). Products of a
+ * result y (and affine_gelu's kept h) as bf16, rounded by the GEMM's
+ * epilogue from each block of float sums it finishes, in cache, into a
+ * float C of a chunk of rows (op.h) that nothing else reads. Products of a
  * bf16 x are those of its float values (bf16 products read it in place,
  * float ones a widened copy), so with bf16 products a bf16-stored x gives
  * the bits of the float x it was rounded from. A kept bf16 h makes the
@@ -237,6 +239,9 @@ static void affine_rows(const tg_tensor *x, const tg_tensor *w, const tg_tensor 
               plain ? NULL : &ep);
 }
 
+#ifndef AFFINE_CHUNK_BYTES
+#define AFFINE_CHUNK_BYTES TG_BF16_CHUNK_BYTES
+#endif
 /* y = act(res + x W^T + b) over all N rows, its pre-activation into h when
  * h is not NULL (act NULL: y itself is the affine map). y and h are float
  * or both bf16. bf16 ones are written by the GEMM's epilogue (y16 = bf16(f(v)),
@@ -254,7 +259,7 @@ static bool affine_forward(const tg_tensor *x, const tg_tensor *w, const tg_tens
         return true;
     }
     if (N == 0) return true;
-    int64_t R = tg__chunk_rows(out, N);
+    int64_t R = tg__chunk_rows_of(AFFINE_CHUNK_BYTES, out, N);
     tg_tensor *fc = tg__empty_recycled(TG_SHAPE((int)R, out)); /* C of a chunk */
     if (!fc) return false;
     for (int64_t r0 = 0; r0 < N; r0 += R) {

@@ -153,15 +153,22 @@ typedef struct {
 } ep_start_ctx;
 static void ep_start_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     const ep_start_ctx *s = ctx;
-    const tg_real *b = s->ep->bias;
+    const tg_real *restrict b = s->ep->bias, beta = s->beta;
+    const int n = s->N;
     (void)tid;
-    for (int64_t r = r0; r < r1; r++) {
+    for (int64_t r = r0; r < r1; r++) { /* one plain loop per case, each vectorised */
         tg_real *restrict c = s->C + r * s->ldc;
-        const tg_real *rs = s->ep->res ? s->ep->res + r * s->ldc : NULL;
-        for (int j = 0; j < s->N; j++) {
-            tg_real a = rs && b ? rs[j] + b[j] : rs ? rs[j] : b[j];
-            c[j] = s->beta == 0 ? a : s->beta * c[j] + a;
-        }
+        const tg_real *restrict rs = s->ep->res ? s->ep->res + r * s->ldc : NULL;
+        if (beta != 0)
+            for (int j = 0; j < n; j++) c[j] *= beta;
+        if (beta != 0 && rs && b)
+            for (int j = 0; j < n; j++) c[j] += rs[j] + b[j];
+        else if (beta != 0)
+            for (int j = 0; j < n; j++) c[j] += rs ? rs[j] : b[j];
+        else if (rs && b)
+            for (int j = 0; j < n; j++) c[j] = rs[j] + b[j];
+        else
+            memcpy(c, rs ? rs : b, sizeof(tg_real) * (size_t)n);
     }
 }
 void tg_k_epilogue_start(const tg_gemm_epilogue *ep, tg_real *C, int ldc, int M, int N, tg_real beta) {
@@ -456,73 +463,76 @@ void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate) {
 }
 
 /* ---- a fused Linear's activation backward from a bf16 h ------------------
- * tg_k_unary_backward_bf16 (kernels.h): in sum_rows' pieces (SUM_ROWS rows
- * by SUM_COLS columns), each piece widening its h16, computing d = gy f'(h)
- * with the row's derivative column (unary_backward_range_body's expression,
- * hence its bits) into a stack row, storing its bf16 and adding it to the
- * piece's column sums; then the pieces' sums added to db in row order, as
- * tg_k_sum_to adds a [rows, cols] tensor's. One pass where there were four
- * (widen, derivative, column sums, rounding). */
+ * tg_k_unary_backward_bf16 (kernels.h): rows in sum_rows' chunks of
+ * SUM_ROWS, one chunk a job; each row is one loop that widens h16,
+ * computes d = gy f'(h) with the row's derivative column
+ * (unary_backward_range_body's expression, hence its bits), stores its
+ * bf16 and adds d to the chunk's column sums, which start at zero; then the
+ * chunks' sums are added to db in row order. Every column is summed as
+ * tg_k_sum_to sums a [rows, cols] tensor (its column blocks only split the
+ * work, not a sum), and a single chunk sums straight into db as it does.
+ * One pass where there were four (widen, derivative, column sums, rounding). */
 typedef struct {
     tg_unary_kind kind;
     const uint16_t *h16;
     const tg_real *gy;
     uint16_t *dh16;
     tg_real *db, *part; /* part: [chunks, cols], or NULL (one chunk: into db) */
-    int64_t rows, cols, chunks, cblocks, per;
+    int64_t rows, cols, chunks;
 } act_bf16_ctx;
 
-TG_KERNEL_BODY void act_bf16_pieces_body(void *ctx, int64_t b, int64_t e, int tid) {
+TG_KERNEL_BODY void act_bf16_chunks_body(void *ctx, int64_t b, int64_t e, int tid) {
     const act_bf16_ctx *c = ctx;
     const tg_real p = 0; /* the rows' scalar: none for an activation */
-    _Alignas(64) tg_real t[SUM_COLS], hx[SUM_COLS];
+    const int64_t n = c->cols;
     (void)tid, (void)p;
-    for (int64_t q = b; q < e; q++) {
-        int64_t k = q / c->cblocks, j0 = q % c->cblocks * SUM_COLS;
-        int64_t r0 = k * c->per, r1 = r0 + c->per < c->rows ? r0 + c->per : c->rows;
-        int64_t w = c->cols - j0 < SUM_COLS ? c->cols - j0 : SUM_COLS;
-        tg_real *out = !c->db ? NULL : c->part ? c->part + k * c->cols + j0 : c->db + j0;
-        if (c->part) memset(out, 0, sizeof(tg_real) * (size_t)w);
+    for (int64_t k = b; k < e; k++) {
+        int64_t r0 = k * SUM_ROWS, r1 = c->chunks > 1 && r0 + SUM_ROWS < c->rows ? r0 + SUM_ROWS : c->rows;
+        tg_real *restrict out = !c->db ? NULL : c->part ? c->part + k * n : c->db;
+        if (c->part) memset(out, 0, sizeof(tg_real) * (size_t)n);
         for (int64_t r = r0; r < r1; r++) {
-            const size_t o = (size_t)(r * c->cols + j0);
-            const uint16_t *restrict h = c->h16 + o;
-            const tg_real *restrict gy = c->gy + o;
-            for (int64_t j = 0; j < w; j++) hx[j] = (tg_real)tg__bf16_to_float(h[j]);
-#define CASE(name, KIND, f, GX, arity)             \
-    case TG_UNARY_##KIND:                          \
-        for (int64_t j = 0; j < w; j++) {          \
-            tg_real g = gy[j], x = hx[j], y = x;   \
-            (void)x, (void)y;                      \
-            t[j] = (GX);                           \
-        }                                          \
+            const uint16_t *restrict h = c->h16 + r * n;
+            const tg_real *restrict gy = c->gy + r * n;
+            uint16_t *restrict d16 = c->dh16 + r * n;
+#define ROW(GX, SUM)                                                    \
+    for (int64_t j = 0; j < n; j++) {                                   \
+        tg_real g = gy[j], x = (tg_real)tg__bf16_to_float(h[j]), y = x; \
+        (void)x, (void)y;                                               \
+        tg_real d = (GX);                                               \
+        d16[j] = tg__bf16_from_float((float)d);                         \
+        SUM;                                                            \
+    }
+#define CASE(name, KIND, f, GX, arity) \
+    case TG_UNARY_##KIND:              \
+        if (out) {                     \
+            ROW(GX, out[j] += d)       \
+        } else {                       \
+            ROW(GX, (void)0)           \
+        }                              \
         break;
             switch (c->kind) { TG_UNARY_OPS(CASE) }
 #undef CASE
-            uint16_t *restrict d16 = c->dh16 + o;
-            for (int64_t j = 0; j < w; j++) d16[j] = tg__bf16_from_float((float)t[j]);
-            if (out)
-#pragma omp simd
-                for (int64_t j = 0; j < w; j++) out[j] += t[j];
+#undef ROW
         }
     }
 }
-TG_ISA_DISPATCH(act_bf16_pieces, (void *ctx, int64_t b, int64_t e, int tid), (ctx, b, e, tid))
+TG_ISA_DISPATCH(act_bf16_chunks, (void *ctx, int64_t b, int64_t e, int tid), (ctx, b, e, tid))
 
 void tg_k_unary_backward_bf16(tg_unary_kind kind, const uint16_t *h16, const tg_real *gy, uint16_t *dh16, int64_t rows,
                               int64_t cols, tg_real *db, bool db_fresh, tg_real *part) {
     if (rows <= 0 || cols <= 0) return;
     act_bf16_ctx c = {.kind = kind, .h16 = h16, .gy = gy, .dh16 = dh16, .db = db, .rows = rows, .cols = cols};
     c.chunks = (rows + SUM_ROWS - 1) / SUM_ROWS;
-    c.cblocks = (cols + SUM_COLS - 1) / SUM_COLS;
     c.part = db && c.chunks > 1 ? part : NULL;
-    c.per = c.chunks > 1 ? SUM_ROWS : rows;
     if (db && db_fresh) memset(db, 0, sizeof(tg_real) * (size_t)cols);
-    tg_parallel_for_ns(c.chunks * c.cblocks, (double)(rows * cols) * TG_NS_POLY, act_bf16_pieces, &c);
+    tg_parallel_for_ns(c.chunks, (double)(rows * cols) * TG_NS_POLY, act_bf16_chunks, &c);
     if (c.part) {
         sum_rows_ctx s = {.dst = db, .part = c.part, .D = cols, .chunks = c.chunks};
-        tg_parallel_for_ns(c.cblocks, (double)(c.chunks * cols) * TG_NS_STREAM, sum_rows_combine, &s);
+        tg_parallel_for_ns((cols + SUM_COLS - 1) / SUM_COLS, (double)(c.chunks * cols) * TG_NS_STREAM, sum_rows_combine,
+                           &s);
     }
 }
+
 int64_t tg_k_unary_backward_bf16_part(int64_t rows, int64_t cols) {
     int64_t chunks = (rows + SUM_ROWS - 1) / SUM_ROWS;
     return chunks > 1 ? chunks * cols : 0;
