@@ -95,13 +95,10 @@ void tg__cast_into(const tg_tensor *x, tg_tensor *y);
  * tg__chunk_rows: rows of `cols` values a chunk holds, a multiple of 32
  * (whole tiles of a product) and at most n. */
 #define TG_BF16_CHUNK_BYTES ((size_t)2 << 20)
-static inline int64_t tg__chunk_rows_of(size_t bytes, int64_t cols, int64_t n) {
-    int64_t r = (int64_t)(bytes / (sizeof(tg_real) * (size_t)(cols > 0 ? cols : 1)));
+static inline int64_t tg__chunk_rows(int64_t cols, int64_t n) {
+    int64_t r = (int64_t)(TG_BF16_CHUNK_BYTES / (sizeof(tg_real) * (size_t)(cols > 0 ? cols : 1)));
     r = r < 32 ? 32 : r / 32 * 32;
     return r < n ? r : n;
-}
-static inline int64_t tg__chunk_rows(int64_t cols, int64_t n) {
-    return tg__chunk_rows_of(TG_BF16_CHUNK_BYTES, cols, n);
 }
 /* The products of an op: C = alpha op(A) op(B) + beta C in float
  * (tg_k_gemm), or with bf16 operands and float sums (tg_k_gemm_bf16) when

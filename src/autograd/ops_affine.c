@@ -239,9 +239,6 @@ static void affine_rows(const tg_tensor *x, const tg_tensor *w, const tg_tensor 
               plain ? NULL : &ep);
 }
 
-#ifndef AFFINE_CHUNK_BYTES
-#define AFFINE_CHUNK_BYTES TG_BF16_CHUNK_BYTES
-#endif
 /* y = act(res + x W^T + b) over all N rows, its pre-activation into h when
  * h is not NULL (act NULL: y itself is the affine map). y and h are float
  * or both bf16. bf16 ones are written by the GEMM's epilogue (y16 = bf16(f(v)),
@@ -259,7 +256,7 @@ static bool affine_forward(const tg_tensor *x, const tg_tensor *w, const tg_tens
         return true;
     }
     if (N == 0) return true;
-    int64_t R = tg__chunk_rows_of(AFFINE_CHUNK_BYTES, out, N);
+    int64_t R = tg__chunk_rows(out, N);
     tg_tensor *fc = tg__empty_recycled(TG_SHAPE((int)R, out)); /* C of a chunk */
     if (!fc) return false;
     for (int64_t r0 = 0; r0 < N; r0 += R) {
