@@ -464,10 +464,12 @@ void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate) {
 
 /* ---- a fused Linear's activation backward from a bf16 h ------------------
  * tg_k_unary_backward_bf16 (kernels.h): rows in sum_rows' chunks of
- * SUM_ROWS, one chunk a job; each row is one loop that widens h16,
- * computes d = gy f'(h) with the row's derivative column
- * (unary_backward_range_body's expression, hence its bits), stores its
- * bf16 and adds d to the chunk's column sums, which start at zero; then the
+ * SUM_ROWS, one chunk a job; each row (ACT_COLS values at a time) a loop
+ * that widens h16 and computes d = gy f'(h) with the row's derivative
+ * column (unary_backward_range_body's expression, hence its bits) into a
+ * stack row, then one that stores its bf16 and adds d to the chunk's
+ * column sums, which start at zero (one fused loop spilled registers and
+ * ran slower than the passes it replaced); then the
  * chunks' sums are added to db in row order. Every column is summed as
  * tg_k_sum_to sums a [rows, cols] tensor (its column blocks only split the
  * work, not a sum), and a single chunk sums straight into db as it does.
@@ -481,39 +483,40 @@ typedef struct {
     int64_t rows, cols, chunks;
 } act_bf16_ctx;
 
+#define ACT_COLS 1024 /* a row's values a step holds on the stack: 4 KB, in L1 */
 TG_KERNEL_BODY void act_bf16_chunks_body(void *ctx, int64_t b, int64_t e, int tid) {
     const act_bf16_ctx *c = ctx;
     const tg_real p = 0; /* the rows' scalar: none for an activation */
-    const int64_t n = c->cols;
+    _Alignas(64) tg_real t[ACT_COLS];
     (void)tid, (void)p;
     for (int64_t k = b; k < e; k++) {
         int64_t r0 = k * SUM_ROWS, r1 = c->chunks > 1 && r0 + SUM_ROWS < c->rows ? r0 + SUM_ROWS : c->rows;
-        tg_real *restrict out = !c->db ? NULL : c->part ? c->part + k * n : c->db;
-        if (c->part) memset(out, 0, sizeof(tg_real) * (size_t)n);
-        for (int64_t r = r0; r < r1; r++) {
-            const uint16_t *restrict h = c->h16 + r * n;
-            const tg_real *restrict gy = c->gy + r * n;
-            uint16_t *restrict d16 = c->dh16 + r * n;
-#define ROW(GX, SUM)                                                    \
-    for (int64_t j = 0; j < n; j++) {                                   \
-        tg_real g = gy[j], x = (tg_real)tg__bf16_to_float(h[j]), y = x; \
-        (void)x, (void)y;                                               \
-        tg_real d = (GX);                                               \
-        d16[j] = tg__bf16_from_float((float)d);                         \
-        SUM;                                                            \
-    }
-#define CASE(name, KIND, f, GX, arity) \
-    case TG_UNARY_##KIND:              \
-        if (out) {                     \
-            ROW(GX, out[j] += d)       \
-        } else {                       \
-            ROW(GX, (void)0)           \
-        }                              \
+        tg_real *out = !c->db ? NULL : c->part ? c->part + k * c->cols : c->db;
+        if (c->part) memset(out, 0, sizeof(tg_real) * (size_t)c->cols);
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t j0 = 0; j0 < c->cols; j0 += ACT_COLS) {
+                const int64_t n = c->cols - j0 < ACT_COLS ? c->cols - j0 : ACT_COLS, o = r * c->cols + j0;
+                const uint16_t *restrict h = c->h16 + o;
+                const tg_real *restrict gy = c->gy + o;
+                /* d = gy f'(h): the derivative loop alone, so that it vectorises as tg_k_unary_backward's */
+#define CASE(name, KIND, f, GX, arity)                                      \
+    case TG_UNARY_##KIND:                                                   \
+        for (int64_t j = 0; j < n; j++) {                                   \
+            tg_real g = gy[j], x = (tg_real)tg__bf16_to_float(h[j]), y = x; \
+            (void)x, (void)y;                                               \
+            t[j] = (GX);                                                    \
+        }                                                                   \
         break;
-            switch (c->kind) { TG_UNARY_OPS(CASE) }
+                switch (c->kind) { TG_UNARY_OPS(CASE) }
 #undef CASE
-#undef ROW
-        }
+                uint16_t *restrict d16 = c->dh16 + o;
+                for (int64_t j = 0; j < n; j++) d16[j] = tg__bf16_from_float((float)t[j]);
+                if (out) {
+                    tg_real *restrict s = out + j0;
+#pragma omp simd
+                    for (int64_t j = 0; j < n; j++) s[j] += t[j];
+                }
+            }
     }
 }
 TG_ISA_DISPATCH(act_bf16_chunks, (void *ctx, int64_t b, int64_t e, int tid), (ctx, b, e, tid))
