@@ -28,9 +28,10 @@ typedef void (*gemm_ep_fn)(bool ta, bool tb, int M, int N, int K, tg_real alpha,
                            const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep);
 
 /* M, N, K: tails of the 6 x 32 and 32 x 32 tiles, one K block and several
- * (256 float, 512 AMX, 1024 vdpbf16ps), direct and packed paths. */
-static const int shapes[][3] = {{1, 1, 1},     {5, 7, 3},     {37, 33, 31},   {70, 45, 64},  {33, 100, 256},
-                                {65, 97, 300}, {40, 70, 600}, {9, 130, 1100}, {130, 40, 257}};
+ * (256 float, 512 AMX, 1024 vdpbf16ps), direct, packed and few-row paths
+ * (3 x 700: the float GEMM's columns split among threads). */
+static const int shapes[][3] = {{1, 1, 1},     {5, 7, 3},     {37, 33, 31},   {70, 45, 64},   {33, 100, 256},
+                                {65, 97, 300}, {40, 70, 600}, {9, 130, 1100}, {130, 40, 257}, {3, 700, 600}};
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
 /* One product with the epilogue (variant bits: 1 act, 2 bias, 4 res, 8 H16)
