@@ -142,7 +142,8 @@ Test(autograd, a_tensor_from_an_ended_scope_is_refused) {
  * next backward would add into freed memory. Refused, with nothing
  * changed; in its own scope the same backward runs. */
 Test(autograd, a_leaf_of_an_outer_scope_is_refused_in_an_inner_one) {
-    tg_tensor *x = tg_from_array(TG_SHAPE(3), (const tg_real[]){1, -2, 3}), *w = param(TG_SHAPE(3), (tg_real[]){1, 1, 1});
+    tg_tensor *x = tg_from_array(TG_SHAPE(3), (const tg_real[]){1, -2, 3}),
+              *w = param(TG_SHAPE(3), (tg_real[]){1, 1, 1});
     tg_scope_begin();
     tg_tensor *q = tg_mul_scalar(x, 2);
     TG_REQUIRE(q);

@@ -532,8 +532,7 @@ static int backward_walk(tg_tensor *out, const tg_tensor *seed, bool retain) {
                                  "outer scope (depth %d), so its gradient would be made in this scope (depth %d) "
                                  "and freed at its end while the leaf lives on: make the leaf outside any scope "
                                  "(persistent, e.g. tg_clone there) or run backward in the scope that made it",
-                                 i, n->op->name, tg_tshape(b1, n->in[i]), tg__arena_depth(n->in[i]),
-                                 tg_scope_depth());
+                                 i, n->op->name, tg_tshape(b1, n->in[i]), tg__arena_depth(n->in[i]), tg_scope_depth());
                     return -1;
                 }
                 if (g_hook.fn) {
