@@ -270,6 +270,11 @@ void tg_k_zero_arrays(const tg_k_arrays *a);               /* every element = 0 
  * fresh, else dx += ...; dgamma and dbeta (either may be NULL) are added to. */
 void tg_k_layer_norm(const tg_real *x, const tg_real *gamma, const tg_real *beta, tg_real *y, tg_real *mean,
                      tg_real *rstd, int64_t rows, int64_t d, tg_real eps);
+/* The same with y stored as bf16 bits (tg_layer_norm_to): each value
+ * rounded as tg_k_to_bf16 rounds it, as its row is done, the bits of
+ * tg_k_to_bf16 of tg_k_layer_norm's y. */
+void tg_k_layer_norm_bf16(const tg_real *x, const tg_real *gamma, const tg_real *beta, uint16_t *y, tg_real *mean,
+                          tg_real *rstd, int64_t rows, int64_t d, tg_real eps);
 void tg_k_layer_norm_backward_dx(const tg_real *x, const tg_real *g, const tg_real *gamma, const tg_real *mean,
                                  const tg_real *rstd, tg_real *dx, int64_t rows, int64_t d, bool fresh);
 void tg_k_layer_norm_backward_params(const tg_real *x, const tg_real *g, const tg_real *mean, const tg_real *rstd,
