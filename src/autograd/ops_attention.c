@@ -251,13 +251,20 @@ static tg_real *widen_entry(const attention_state *pl, int b, int q0, int q1, in
     return widen_rows(pl, &w->pl.vv, pl->v16, pl->vr, b, k0, k1, pl->dv, buf);
 }
 
+/* Whether the AMX products read q, k and v as stored (bf16 storage on
+ * AMX, no position terms): tg_k_gemm_bf16_mixed packs bf16 rows as they
+ * lie, so a task widens nothing, the bits of widening them first (the
+ * rounding leaves a bf16 value as it is). */
+static bool reads_bf16(const attention_state *pl) { return pl->io_bf16 && pl->amx && !pl->has_pos; }
+
 /* Whether a task copies its rows of q, k and v (widened, or rounded). */
-static bool copies_rows(const attention_state *pl) { return pl->io_bf16 || pl->round_ops; }
+static bool copies_rows(const attention_state *pl) { return (pl->io_bf16 && !reads_bf16(pl)) || pl->round_ops; }
 
 /* Reals of a thread's copied rows: an entry's q, k and v, and after them
  * (forward, bf16 storage) its rows of out, or (backward) under round_ops
  * its rows of dO, rounded. */
 static size_t io_reals(const attention_state *pl, bool backward) {
+    if (reads_bf16(pl)) return backward ? 0 : (size_t)BQ * pl->dv; /* a query block's rows of out */
     if (!copies_rows(pl)) return 0;
     size_t Q = (size_t)pl->Q, K = (size_t)pl->K, d = (size_t)pl->d, dv = (size_t)pl->dv, ent = Q * d + K * (d + dv);
     if (!backward) return ent + (pl->io_bf16 ? Q * dv : 0);
@@ -329,6 +336,8 @@ typedef struct {
      * results are those of the whole tiles. */
     int ccols[BQ / CH], rlo[BK / CH];
     bool amx; /* the products whole, by tg_k_gemm_bf16 on the rows as they lie (no cut, no k^T, v^T) */
+    /* reads_bf16: the block's rows of q, k, v as stored (q, k, v NULL), rows ldq, ldk, ldv apart. */
+    const uint16_t *q16, *k16, *v16;
 } tile_ops;
 
 /* Reals of the operand buffers a thread needs (tile_operands): k^T and
@@ -346,10 +355,14 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
     int d = pl->d, dv = pl->dv;
     tile_ops o = {.amx = pl->amx};
     o.kt = buf, o.vt = dO ? buf + (size_t)d * BK : NULL;
-    const tg_real *kblk = k + at(pl, &pl->vk, b, k0), *vblk = v + at(pl, &pl->vv, b, k0);
-    o.q = q + at(pl, &pl->vq, b, q0), o.ldq = (int)pl->vq.rs;
-    o.k = kblk, o.ldk = (int)pl->vk.rs;
-    o.v = vblk, o.ldv = (int)pl->vv.rs; /* the backward's tg_k_gemm_bf16 reads v^T as v */
+    o.ldq = (int)pl->vq.rs, o.ldk = (int)pl->vk.rs, o.ldv = (int)pl->vv.rs;
+    if (reads_bf16(pl)) {
+        o.q16 = pl->q16 + at(pl, &pl->vq, b, q0), o.k16 = pl->k16 + at(pl, &pl->vk, b, k0);
+        o.v16 = pl->v16 + at(pl, &pl->vv, b, k0);
+    } else {
+        o.q = q + at(pl, &pl->vq, b, q0), o.k = k + at(pl, &pl->vk, b, k0), o.v = v + at(pl, &pl->vv, b, k0);
+    }
+    const tg_real *kblk = o.k, *vblk = o.v;
     if (!pl->amx) tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, false, o.kt, BK);
     if (dO) {
         o.dO = dO + at(pl, &pl->vo, b, q0), o.ldo = (int)pl->vo.rs;
@@ -366,13 +379,22 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
     return o;
 }
 
+/* tg_k_gemm_bf16 on AMX, A or B read as bf16 where A16 or B16 is given
+ * (reads_bf16; else A, B). */
+static void amx_mm(bool trans_a, bool trans_b, int m, int n, int k, tg_real alpha, const tg_real *A,
+                   const uint16_t *A16, int lda, const tg_real *B, const uint16_t *B16, int ldb, tg_real beta,
+                   tg_real *C, int ldc) {
+    tg_k_gemm_bf16_mixed(trans_a, trans_b, m, n, k, alpha, A16 ? (const void *)A16 : (const void *)A, A16 != NULL, lda,
+                         B16 ? (const void *)B16 : (const void *)B, B16 != NULL, ldb, beta, C, ldc, NULL);
+}
+
 /* C = alpha A B + beta C over a tile's query rows (A's, C's), chunk by
  * chunk, with the output columns (inner false) or the inner index (inner
  * true; then beta is 1) cut to what the chunk's rows see. */
 static void mm_query_rows(const tile_ops *o, int nq, bool inner, int n, int k, tg_real alpha, const tg_real *A, int lda,
-                          const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+                          const tg_real *B, const uint16_t *B16, int ldb, tg_real beta, tg_real *C, int ldc) {
     if (o->amx) { /* inner: k is the tile's keys */
-        tg_k_gemm_bf16(false, false, nq, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        amx_mm(false, false, nq, n, k, alpha, A, NULL, lda, B, B16, ldb, beta, C, ldc);
         return;
     }
     for (int i0 = 0; i0 < nq; i0 += CH) {
@@ -387,9 +409,9 @@ static void mm_query_rows(const tile_ops *o, int nq, bool inner, int n, int k, t
  * query x key tile, BK apart), each chunk of keys from the first query
  * row that sees it. */
 static void mm_key_rows(const tile_ops *o, int nk, int nq, int n, tg_real alpha, const tg_real *A, const tg_real *B,
-                        int ldb, tg_real *C, int ldc) {
+                        const uint16_t *B16, int ldb, tg_real *C, int ldc) {
     if (o->amx) {
-        tg_k_gemm_bf16(true, false, nk, n, nq, alpha, A, BK, B, ldb, 1, C, ldc);
+        amx_mm(true, false, nk, n, nq, alpha, A, NULL, BK, B, B16, ldb, 1, C, ldc);
         return;
     }
     for (int j0 = 0; j0 < nk; j0 += CH) {
@@ -411,16 +433,17 @@ static void whole_tile_mm(bool trans_a, bool trans_b, int m, int n, int k, tg_re
 
 /* C = alpha A B^T (nq x nk, rows BK apart) with B^T packed in Bt (rows BK
  * apart), or, on AMX, B's rows as they lie (Br, ldr). */
-static void mm_transposed(const tile_ops *o, int nq, int nk, int k, tg_real alpha, const tg_real *A, int lda,
-                          const tg_real *Bt, const tg_real *Br, int ldr, tg_real *C) {
+static void mm_transposed(const tile_ops *o, int nq, int nk, int k, tg_real alpha, const tg_real *A,
+                          const uint16_t *A16, int lda, const tg_real *Bt, const tg_real *Br, const uint16_t *Br16,
+                          int ldr, tg_real *C) {
     if (o->amx)
-        tg_k_gemm_bf16(false, true, nq, nk, k, alpha, A, lda, Br, ldr, 0, C, BK);
+        amx_mm(false, true, nq, nk, k, alpha, A, A16, lda, Br, Br16, ldr, 0, C, BK);
     else
-        mm_query_rows(o, nq, false, 0, k, alpha, A, lda, Bt, BK, 0, C, BK);
+        mm_query_rows(o, nq, false, 0, k, alpha, A, lda, Bt, NULL, BK, 0, C, BK);
 }
 
 static void scores_tile(const attention_state *pl, const tile_ops *o, tg_real *S, int nq, int nk) {
-    mm_transposed(o, nq, nk, pl->d, pl->scale, o->q, o->ldq, o->kt, o->k, o->ldk, S);
+    mm_transposed(o, nq, nk, pl->d, pl->scale, o->q, o->q16, o->ldq, o->kt, o->k, o->k16, o->ldk, S);
 }
 
 /* ---- position terms ----------------------------------------------------------- */
@@ -484,8 +507,7 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
     }
     memset(acc, 0, sizeof(tg_real) * (size_t)nq * dv);
     int kend = pl->qblock_end[(int64_t)b * nblocks(Q, BQ) + qb];
-    const tg_real *qblk = q + at(pl, &pl->vq, b, q0);
-    if (pl->rowbias) rowbias_block(pl, qblk, b, nq, rb);
+    if (pl->rowbias) rowbias_block(pl, q + at(pl, &pl->vq, b, q0), b, nq, rb);
     if (pl->relv) memset(wb, 0, sizeof(tg_real) * (size_t)nq * pl->R);
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
@@ -528,7 +550,7 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
          * have not retired (masked stores do not forward), which cost
          * more than the products (bench/measured.md, "Session 5"). */
         if (pl->round_ops) tg_k_attn_pack(nq, nk, S, BK, false, true, S, BK);
-        mm_query_rows(&ops, nq, true, dv, nk, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
+        mm_query_rows(&ops, nq, true, dv, nk, 1, S, BK, ops.v, ops.v16, ops.ldv, 1, acc, dv);
     }
     if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
     for (int i = 0; i < nq; i++) {
@@ -604,14 +626,14 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
             }
             pd = dP;
         }
-        mm_key_rows(ops, nk, nq, pl->dv, 1, pd, ops->dO, ops->ldo, dv_acc, pl->dv);
+        mm_key_rows(ops, nk, nq, pl->dv, 1, pd, ops->dO, NULL, ops->ldo, dv_acc, pl->dv);
     }
     if (gv_bucket) /* G' += P o Z/(1-p) summed per bucket */
         for (int i = 0; i < nq; i++)
             bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, pl->dropout ? zf + (size_t)i * BK : NULL, nk,
                            gv_bucket + (size_t)i * pl->R);
     /* dP = dO (v + a^V)^T o Z/(1-p);  dS = P o (dP - D) */
-    mm_transposed(ops, nq, nk, pl->dv, 1, ops->dO, ops->ldo, ops->vt, ops->v, ops->ldv, dP);
+    mm_transposed(ops, nq, nk, pl->dv, 1, ops->dO, NULL, ops->ldo, ops->vt, ops->v, ops->v16, ops->ldv, dP);
     if (pl->relv)
         for (int i = 0; i < nq; i++) {
             tg_real *dp = dP + (size_t)i * BK;
@@ -662,13 +684,14 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
         tile_ops ops;
         const tg_real *dS =
             tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL, opbuf, &ops);
-        if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
+        if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.k16, ops.ldk, 1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
                 bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, NULL, nk, G + (size_t)i * R);
     }
     int64_t task = (int64_t)b * nqb + qb;
-    const tg_real *qblk = w->q + at(pl, &pl->vq, b, q0), *dOblk = w->dO + at(pl, &pl->vo, b, q0);
+    /* q's rows: only with position terms, where q is never read as bf16 (reads_bf16) */
+    const tg_real *qblk = pl->has_pos ? w->q + at(pl, &pl->vq, b, q0) : NULL, *dOblk = w->dO + at(pl, &pl->vo, b, q0);
     if (gq) {
         if (pl->relk) TG_GEMM(pl->bf16, false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
         add_rows(pl, &pl->gvq, b, q0, nq, d, acc, gq);
@@ -703,7 +726,7 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
         tile_ops ops;
         const tg_real *dS =
             tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
-        if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k, d);
+        if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.q16, ops.ldq, acc_k, d);
     }
     add_rows(pl, &pl->gvk, b, k0, nk, d, acc_k, gk);
     add_rows(pl, &pl->gvv, b, k0, nk, dv, acc_v, gv);
@@ -725,13 +748,18 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     tile_ops ops;
     const tg_real *dS = tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
     if (gq) {
-        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q,
-                                                   d);
+        if (pl->amx)
+            amx_mm(false, false, Q, d, K, pl->scale, dS, NULL, BK, ops.k, ops.k16, ops.ldk, 0, acc_q, d);
+        else
+            whole_tile_mm(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q, d);
         add_rows(pl, &pl->gvq, b, 0, Q, d, acc_q, gq);
     }
-    if (gk)
-        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k,
-                                                   d);
+    if (gk) {
+        if (pl->amx)
+            amx_mm(true, false, K, d, Q, pl->scale, dS, NULL, BK, ops.q, ops.q16, ops.ldq, 0, acc_k, d);
+        else
+            whole_tile_mm(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k, d);
+    }
     add_rows(pl, &pl->gvk, b, 0, K, d, acc_k, gk);
     add_rows(pl, &pl->gvv, b, 0, K, dv, acc_v, gv);
 }
@@ -757,8 +785,8 @@ static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real 
             tile_ops ops;
             const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v + (size_t)k0 * dv : NULL,
                                               NULL, NULL, NULL, opbuf, &ops);
-            if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
-            if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k + (size_t)k0 * d, d);
+            if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.k16, ops.ldk, 1, acc_q, d);
+            if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.q16, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
         add_rows(pl, &pl->gvq, b, q0, nq, d, acc_q, gq);
     }
@@ -1124,6 +1152,15 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     for (int64_t t = begin; t < end; t++) {
         int b = (int)(t / c->nqb), qb = (int)(t % c->nqb);
         tg_real *scratch = c->scratch + c->per_thread * (size_t)tid;
+        int q0 = qb * BQ, nq = pl->Q - q0 < BQ ? pl->Q - q0 : BQ;
+        if (reads_bf16(pl)) { /* q, k, v read as stored; the block's rows of out in io, then rounded */
+            tg_real *io = opbuf - io_reals(pl, false);
+            attention_state w = *pl;
+            w.vo = (attn_view){-(int64_t)q0 * pl->dv, 0, 0, pl->dv};
+            forward_block(&w, NULL, NULL, NULL, io, c->lse, b, qb, scratch, opbuf);
+            round_rows(pl, b, q0, nq, io);
+            continue;
+        }
         if (!copies_rows(pl)) {
             forward_block(pl, c->q, c->k, c->v, c->out, c->lse, b, qb, scratch, opbuf);
             continue;
@@ -1131,7 +1168,6 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
         /* The block's queries and the keys it reads widened (bf16 storage)
          * or rounded (round_ops); under bf16 storage its rows of out are
          * written after them (vo on them), then rounded. */
-        int q0 = qb * BQ, nq = pl->Q - q0 < BQ ? pl->Q - q0 : BQ;
         tg_real *io = opbuf - io_reals(pl, false);
         widened w;
         tg_real *ob = widen_entry(pl, b, q0, q0 + nq, 0, keys_read(pl, b, qb), io, &w);
