@@ -227,12 +227,8 @@ typedef struct {
 static tg_real *widen_rows(const attention_state *pl, attn_view *v, const uint16_t *src16, const tg_real *src, int b,
                            int i0, int i1, int cols, tg_real *dst) {
     int n = i1 > i0 ? i1 - i0 : 0;
-    if (src16)
-        for (int i = i0; i < i1; i++) {
-            const uint16_t *r = src16 + at(pl, v, b, i);
-            tg_real *o = dst + (size_t)(i - i0) * cols;
-            for (int c = 0; c < cols; c++) o[c] = (tg_real)tg__bf16_to_float(r[c]);
-        }
+    if (src16 && n > 0)
+        tg_k_attn_widen(n, cols, src16 + at(pl, v, b, i0), v->rs, dst, cols);
     else if (n > 0)
         tg_k_attn_pack(n, cols, src + at(pl, v, b, i0), v->rs, false, true, dst, cols);
     *v = (attn_view){-(int64_t)i0 * cols, 0, 0, cols};
@@ -273,11 +269,7 @@ static size_t io_reals(const attention_state *pl, bool backward) {
 
 /* Rows [q0, q0 + n) of entry b of out = src's rows (dv apart), rounded to bf16. */
 static void round_rows(const attention_state *pl, int b, int q0, int n, const tg_real *src) {
-    for (int i = 0; i < n; i++) {
-        uint16_t *o = pl->out16 + at(pl, &pl->vo, b, q0 + i);
-        const tg_real *r = src + (size_t)i * pl->dv;
-        for (int c = 0; c < pl->dv; c++) o[c] = tg__bf16_from_float((float)r[c]);
-    }
+    if (n > 0) tg_k_attn_narrow(n, pl->dv, src, pl->dv, pl->out16 + at(pl, &pl->vo, b, q0), pl->vo.rs);
 }
 
 /* The keys a task of query block qb of entry b reads: up to its last key

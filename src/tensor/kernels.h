@@ -202,6 +202,15 @@ void tg_k_attn_mm(bool trans_a, int m, int n, int k, tg_real alpha, const tg_rea
 void tg_k_attn_pack(int rows, int cols, const tg_real *src, int64_t rs, bool transpose, bool bf16, tg_real *dst,
                     int ld);
 
+/* The fused attention's rows under bf16 storage (kernels_attention.c):
+ *   tg_k_attn_widen:  dst = rows x cols of src (bf16 bits, rows rs apart)
+ *                     widened, exact; dst's rows ld apart;
+ *   tg_k_attn_narrow: dst (bf16 bits, rows rs apart) = rows x cols of src
+ *                     (rows ld apart) rounded as tg_to_bf16 rounds
+ *                     (tg__bf16_from_float). */
+void tg_k_attn_widen(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld);
+void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs);
+
 /* The fused attention's short sequences (kernels_attention.c): one
  * head-batch entry with Q queries and K <= TG_ATT_SHORT_MAX keys, done
  * whole. Rows of q, k, v are qs, ks, vs reals apart, those of out and dO os

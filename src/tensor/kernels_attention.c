@@ -98,6 +98,28 @@ void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_r
     TG_PICK(ATT_VEC_ROWS, ds_portable, ds_avx2, ds_avx512)(p, dp, z, D, n);
 }
 
+/* Rows of bf16 storage widened (exact) or rounded (tg__bf16_from_float, as
+ * tg_to_bf16), one loop built per ISA (simd.h): the op's rows of q, k, v
+ * and out lie 3 h d or h d apart, so the copies go row by row. */
+TG_KERNEL_BODY void attn_widen_body(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld) {
+    for (int i = 0; i < rows; i++)
+        for (int c = 0; c < cols; c++) dst[(size_t)i * ld + c] = (tg_real)tg__bf16_to_float(src[i * rs + c]);
+}
+TG_ISA_DISPATCH(attn_widen, (int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld),
+                (rows, cols, src, rs, dst, ld))
+TG_KERNEL_BODY void attn_narrow_body(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs) {
+    for (int i = 0; i < rows; i++)
+        for (int c = 0; c < cols; c++) dst[i * rs + c] = tg__bf16_from_float((float)src[(size_t)i * ld + c]);
+}
+TG_ISA_DISPATCH(attn_narrow, (int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs),
+                (rows, cols, src, ld, dst, rs))
+void tg_k_attn_widen(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld) {
+    attn_widen(rows, cols, src, rs, dst, ld);
+}
+void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs) {
+    attn_narrow(rows, cols, src, ld, dst, rs);
+}
+
 /* ---- short sequences: one head-batch entry at a time ---------------------------
  * With K <= TG_ATT_SHORT_MAX keys a whole entry's scores fit in L1, so its
  * forward and backward are done in one go, without the 64 x 64 tiles and
