@@ -68,7 +68,11 @@
  * faster at 64 -- else tg_k_attn_mm on rounded operands (round_ops). The
  * rounding: q, k, v (and dO) once per task, as it copies their rows
  * (widen_entry, as bf16 storage widens them); P o Z and dS as they are
- * made, a tile (or on the short path a row of vectors) at a time.
+ * made, a tile (or on the short path a row of vectors, in vcvtneps2bf16
+ * where the CPU has AVX-512 BF16) at a time. The rule was measured again
+ * after the changes of "Session 6: attention under bf16 reads bf16"
+ * (bench/measured.md): AMX still beats tg_k_attn_mm on rounded operands
+ * at T 128, d 32, forward and backward.
  *
  * Layouts (attn_view): the operands' rows are read and written through
  * strides, so the same op serves [B, n, d] tensors (tg_attention_pos), the
@@ -123,7 +127,8 @@
  * BQ x R rows per thread and R (d + dv + 1) per task, still never Q x K.
  *
  * q, k and v stored as bf16 give a bf16 output, each task widening the rows
- * it reads into its own scratch ("bf16 storage" below). */
+ * it reads into its own scratch, or on AMX reading them as stored ("bf16
+ * storage" below). */
 #include "op.h"
 #include "mask.h"
 #include "rel_bucket.h"
@@ -212,7 +217,11 @@ static int nblocks(int n, int b) { return (n + b - 1) / b; }
  * gvk, gvv). The backward's D = rowsum(dO o O) reads the stored, rounded O
  * (as FlashAttention does with bf16 inputs), which moves the gradients by
  * about bf16's rounding of O from the composite's; the short path takes D
- * from its kept weights and does not read O. */
+ * from its kept weights and does not read O. On AMX without position
+ * terms (reads_bf16) nothing is widened: the products read q, k and v as
+ * stored (tg_k_gemm_bf16_mixed packs bf16 rows in place), the same bits,
+ * half the bytes and no copy per task; only the rows of out go through
+ * the scratch. */
 typedef struct {
     attention_state pl; /* the plan, vq, vk and vv on the widened rows */
     const tg_real *q, *k, *v;
@@ -312,7 +321,8 @@ static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk
  * tiles as they are made; the products of the rounded values are exact in
  * float: the bf16 GEMM's arithmetic. On AMX (amx) the products are
  * tg_k_gemm_bf16's on the rows as they lie (the rule that picks it:
- * amx_wins). Where the operands are (pointers into q, k, v and dO, or
+ * attention_run), bf16 rows under bf16 storage (reads_bf16, amx_mm).
+ * Where the operands are (pointers into q, k, v and dO, or
  * into the task's copies of their rows): */
 #define CH 16 /* rows (queries or keys) of a tile's chunks */
 typedef struct {

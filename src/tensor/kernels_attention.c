@@ -1,8 +1,9 @@
 /* The kernels of the fused attention (autograd/ops_attention.c), declared
  * in kernels.h, each with its portable twin, chosen at run time (simd.h):
  * the blocked path's row kernels (AVX2 loops for the float build), and the
- * short sequences' whole-entry forward and backward (AVX2 and AVX-512;
- * their body is kernels_attention_short.h). */
+ * short sequences' whole-entry forward and backward (AVX2, AVX-512, and
+ * AVX-512 BF16 for its bf16 roundings; their body is
+ * kernels_attention_short.h), and the copies of bf16 storage's rows. */
 #include "kernels.h"
 
 #include <math.h>
