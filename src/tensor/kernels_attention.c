@@ -244,32 +244,17 @@ TG_AVX2 static inline float hmax8(__m256 v) {
 #define V_HSUM(v)           _mm512_reduce_add_ps(v)
 #define V_HMAX(v)           _mm512_reduce_max_ps(v)
 #define V_TRANSPOSE         transpose16
+#define SV_KEEP_VEC
 #include "kernels_attention_short.h"
 
-/* AVX-512 BF16: the AVX-512 body with its roundings (the weights and dS
- * under bf16 products) in vcvtneps2bf16, one instruction where round16
- * is about ten: the same bits. */
-#define SV(name)            name##_avx512bf16
-#define SV_FN               TG_AVX512_BF16 static inline __attribute__((always_inline))
-#define SV_ENTRY            TG_AVX512_BF16 static
-#define VEC                 __m512
-#define VL                  16
-#define MM_NV               2
-#define V_LOAD(p)           _mm512_loadu_ps(p)
-#define V_STORE(p, v)       _mm512_storeu_ps(p, v)
-#define V_ZERO()            _mm512_setzero_ps()
-#define V_SET1(x)           _mm512_set1_ps(x)
-#define V_ADD(a, b)         _mm512_add_ps(a, b)
-#define V_SUB(a, b)         _mm512_sub_ps(a, b)
-#define V_MUL(a, b)         _mm512_mul_ps(a, b)
-#define V_FMA(a, b, c)      _mm512_fmadd_ps(a, b, c)
-#define V_MAX(a, b)         _mm512_max_ps(a, b)
-#define V_EXP(v)            tg_exp16(v)
-#define V_BELOW_OR(v, n, x) _mm512_mask_blend_ps(lanes16(n), _mm512_set1_ps(x), v)
-#define V_ROUND(v)          round16_bf(v)
-#define V_HSUM(v)           _mm512_reduce_add_ps(v)
-#define V_HMAX(v)           _mm512_reduce_max_ps(v)
-#define V_TRANSPOSE         transpose16
+/* AVX-512 BF16: the AVX-512 body (its vector macros kept) with its
+ * roundings (the weights and dS under bf16 products) in vcvtneps2bf16,
+ * one instruction where round16 is about ten: the same bits. */
+#undef SV_KEEP_VEC
+#define SV(name)   name##_avx512bf16
+#define SV_FN      TG_AVX512_BF16 static inline __attribute__((always_inline))
+#define SV_ENTRY   TG_AVX512_BF16 static
+#define V_ROUND(v) round16_bf(v)
 #include "kernels_attention_short.h"
 #define SHORT_PICK(name) \
     (tg_isa_level() >= TG_ISA_AVX512_BF16 ? name##_avx512bf16 : TG_PICK(1, name##_portable, name##_avx2, name##_avx512))
