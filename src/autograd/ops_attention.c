@@ -835,14 +835,23 @@ static const attn_bwd *task_operands(const backward_ctx *c, int tid, int b, int 
  * under bf16 storage its rounded values, "bf16 storage" above). */
 static void D_rows(const backward_ctx *c, int64_t begin, int64_t end) {
     const attention_state *pl = c->w->pl;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t o = at(pl, &pl->vo, (int)(r / pl->Q), (int)(r % pl->Q));
-        tg_real s = 0;
+    /* Four rows in step: four independent sums, each over t in order (the
+     * same bits as one row at a time), so the adds' latency overlaps. */
+    for (int64_t r0 = begin; r0 < end; r0 += 4) {
+        int n = end - r0 < 4 ? (int)(end - r0) : 4;
+        int64_t o[4];
+        tg_real s[4] = {0, 0, 0, 0};
+        for (int i = 0; i < 4; i++) {
+            int64_t r = r0 + (i < n ? i : 0);
+            o[i] = at(pl, &pl->vo, (int)(r / pl->Q), (int)(r % pl->Q));
+        }
         if (pl->io_bf16)
-            for (int t = 0; t < c->dv; t++) s += c->dO[o + t] * (tg_real)tg__bf16_to_float(pl->out16[o + t]);
+            for (int t = 0; t < c->dv; t++)
+                for (int i = 0; i < 4; i++) s[i] += c->dO[o[i] + t] * (tg_real)tg__bf16_to_float(pl->out16[o[i] + t]);
         else
-            for (int t = 0; t < c->dv; t++) s += c->dO[o + t] * c->O[o + t];
-        c->D[r] = s;
+            for (int t = 0; t < c->dv; t++)
+                for (int i = 0; i < 4; i++) s[i] += c->dO[o[i] + t] * c->O[o[i] + t];
+        for (int i = 0; i < n; i++) c->D[r0 + i] = s[i];
     }
 }
 
