@@ -345,10 +345,14 @@ Test(attention_bf16, bf16_products_are_those_of_rounded_operands) {
 #include "tensor/simd.h"
 #if TG_SIMD_F32
 #include "tensor/kernels_attention_round.h"
-/* The vector roundings of the attention kernels (round8, round16) are
+/* The vector roundings of the attention kernels (round8, round16, and
+ * round16_bf in vcvtneps2bf16) are
  * tg__bf16_round_daz lane by lane: ties, NaN, infinities, subnormals. */
 TG_AVX2 static void round_avx2(const float *x, float *y) { _mm256_storeu_ps(y, round8(_mm256_loadu_ps(x))); }
 TG_AVX512 static void round_avx512(const float *x, float *y) { _mm512_storeu_ps(y, round16(_mm512_loadu_ps(x))); }
+TG_AVX512_BF16 static void round_avx512bf(const float *x, float *y) {
+    _mm512_storeu_ps(y, round16_bf(_mm512_loadu_ps(x)));
+}
 Test(attention_bf16, vector_roundings_are_the_scalar_one) {
     static const uint32_t special[16] = {0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00001u,
                                          0x7F800001u, 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x7F7FFFFFu, 0x80000000u,
@@ -360,15 +364,64 @@ Test(attention_bf16, vector_roundings_are_the_scalar_one) {
             uint32_t b = round == 0 ? special[i] : (uint32_t)tg_rng_next_u64(&rng);
             memcpy(&x[i], &b, sizeof b);
         }
-        for (int isa = 0; isa < 2; isa++) {
-            if (tg_isa_level() < (isa ? TG_ISA_AVX512 : TG_ISA_AVX2)) continue;
-            (isa ? round_avx512 : round_avx2)(x, y);
+        static const char *const name[3] = {"round8", "round16", "round16_bf"};
+        static const tg_isa level[3] = {TG_ISA_AVX2, TG_ISA_AVX512, TG_ISA_AVX512_BF16};
+        for (int isa = 0; isa < 3; isa++) {
+            if (tg_isa_level() < level[isa]) continue;
+            (isa == 2 ? round_avx512bf : isa ? round_avx512 : round_avx2)(x, y);
             for (int i = 0; i < (isa ? 16 : 8); i++) {
                 float want = tg__bf16_round_daz(x[i]);
-                cr_expect(!memcmp(&y[i], &want, sizeof want), "%s: lane %d of 0x%08x", isa ? "round16" : "round8", i,
+                cr_expect(!memcmp(&y[i], &want, sizeof want), "%s: lane %d of 0x%08x", name[isa], i,
                           (unsigned)tg__float_bits(x[i]));
             }
         }
     }
 }
 #endif
+
+#include "tensor/kernels.h"
+/* The short kernel at the AVX-512 BF16 level (its roundings of the weights
+ * and dS in vcvtneps2bf16) gives the AVX-512 level's bits, forward and
+ * backward, with and without dropout: the same body, the same roundings. */
+static void short_bf16_run(int cap, int Q, int K, int d, int dv, bool dropout, tg_real *res, size_t n_res) {
+    int KP = tg_k_attention_short_stride(K);
+    size_t nq = (size_t)Q * d, nk = (size_t)K * d, nv = (size_t)K * dv, no = (size_t)Q * dv, np = (size_t)Q * KP;
+    tg_real *buf =
+        calloc(2 * nq + 2 * nk + 2 * nv + 2 * no + 2 * np + tg_k_attention_short_scratch(Q, K, d, dv), sizeof(tg_real));
+    tg_real *q = buf, *k = q + nq, *v = k + nk, *dO = v + nv, *gq = dO + no, *gk = gq + nq, *gv = gk + nk;
+    tg_real *out = gv + nv, *P = out + no, *zf = P + np, *scratch = zf + np;
+    tg_rng rng = tg_rng_new(11);
+    for (size_t i = 0; i < nq + nk + nv + no; i++)
+        q[i] = (tg_real)tg__bf16_round_daz((float)(tg_rng_next_u64(&rng) >> 40) / 4194304.0f - 2);
+    int lim[64];
+    for (int i = 0; i < Q; i++) {
+        lim[i] = i % 5 == 4 ? 0 : i + 1 < K ? i + 1 : K;
+        for (int j = 0; j < KP; j++) zf[(size_t)i * KP + j] = j >= K ? 0 : !dropout ? 1 : (i + 3 * j) % 4 ? 1.25f : 0;
+    }
+    int old = tg__isa_cap(cap);
+    tg_attn_entry e = {Q, K, d, dv, (tg_real)0.3, q, k, v, d, d, dv, dv, lim, true, 0, 0, 0};
+    tg_k_attention_short_forward(&e, dropout ? zf : NULL, out, P, scratch);
+    tg_k_attention_short_backward(&e, P, dropout ? zf : NULL, dO, gq, gk, gv, scratch);
+    tg__isa_cap(old);
+    memcpy(res, gq, sizeof(tg_real) * n_res); /* gq, gk, gv, out, P: contiguous */
+    free(buf);
+}
+Test(attention_bf16, short_kernel_rounds_alike_at_the_bf16_level) {
+    if (tg_isa_level() < TG_ISA_AVX512_BF16) {
+        cr_log_info("attention_bf16: no AVX-512 BF16 on this CPU; skipped");
+        return;
+    }
+    static const int shapes[][4] = {{64, 64, 32, 32}, {13, 37, 5, 7}, {16, 16, 16, 16}};
+    for (int s = 0; s < 3; s++)
+        for (int dr = 0; dr < 2; dr++) {
+            int Q = shapes[s][0], K = shapes[s][1], d = shapes[s][2], dv = shapes[s][3];
+            size_t n = (size_t)Q * d + (size_t)K * d + (size_t)K * dv + (size_t)Q * dv +
+                       (size_t)Q * tg_k_attention_short_stride(K);
+            tg_real *a = malloc(sizeof(tg_real) * n), *b = malloc(sizeof(tg_real) * n);
+            short_bf16_run(TG_ISA_AVX512, Q, K, d, dv, dr, a, n);
+            short_bf16_run(TG_ISA_AVX512_BF16, Q, K, d, dv, dr, b, n);
+            cr_expect(!memcmp(a, b, sizeof(tg_real) * n), "short kernel %dx%d, d %d, dv %d, dropout %d: bits differ", Q,
+                      K, d, dv, dr);
+            free(a), free(b);
+        }
+}

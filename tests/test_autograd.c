@@ -136,6 +136,38 @@ Test(autograd, a_tensor_from_an_ended_scope_is_refused) {
     tg_free(x);
 }
 
+/* A leaf in an outer scope's arena (an op's result marked with
+ * tg_set_requires_grad) would get its gradient in the inner scope where
+ * backward runs, freed at that scope's end while the leaf lives on: the
+ * next backward would add into freed memory. Refused, with nothing
+ * changed; in its own scope the same backward runs. */
+Test(autograd, a_leaf_of_an_outer_scope_is_refused_in_an_inner_one) {
+    tg_tensor *x = tg_from_array(TG_SHAPE(3), (const tg_real[]){1, -2, 3}),
+              *w = param(TG_SHAPE(3), (tg_real[]){1, 1, 1});
+    tg_scope_begin();
+    tg_tensor *q = tg_mul_scalar(x, 2);
+    TG_REQUIRE(q);
+    tg_set_requires_grad(q, true); /* a leaf in this scope's arena */
+    for (int rep = 0; rep < 2; rep++) {
+        tg_scope_begin();
+        tg_tensor *y = tg_sum_all(tg_mul(tg_mul(q, q), w));
+        TG_REQUIRE(y);
+        tg_clear_error();
+        cr_expect_eq(tg_backward(y), -1, "an outer scope's arena leaf got a gradient from an inner scope");
+        cr_expect(error_has("backward", "outer scope"), "%s", tg_last_error());
+        cr_expect_null(q->grad);
+        cr_expect_null(w->grad, "the refused pass changed a gradient");
+        tg_scope_end();
+    }
+    tg_tensor *y = tg_sum_all(tg_mul(q, q));
+    TG_REQUIRE(y);
+    cr_assert_eq(tg_backward(y), 0, "%s", tg_last_error());
+    expect_close(q->grad, (tg_real[]){4, -8, 12}, 3, 1e-12); /* d sum q^2 = 2q */
+    tg_scope_end();
+    tg_free(x);
+    tg_free(w);
+}
+
 /* Issue 10, defect 6: detect_anomaly names the op whose output or gradient
  * first went non-finite, with the shapes. */
 Test(autograd, detect_anomaly_names_the_op) {

@@ -68,7 +68,11 @@
  * faster at 64 -- else tg_k_attn_mm on rounded operands (round_ops). The
  * rounding: q, k, v (and dO) once per task, as it copies their rows
  * (widen_entry, as bf16 storage widens them); P o Z and dS as they are
- * made, a tile (or on the short path a row of vectors) at a time.
+ * made, a tile (or on the short path a row of vectors, in vcvtneps2bf16
+ * where the CPU has AVX-512 BF16) at a time. The rule was measured again
+ * after the changes of "Session 6: attention under bf16 reads bf16"
+ * (bench/measured.md): AMX still beats tg_k_attn_mm on rounded operands
+ * at T 128, d 32, forward and backward.
  *
  * Layouts (attn_view): the operands' rows are read and written through
  * strides, so the same op serves [B, n, d] tensors (tg_attention_pos), the
@@ -123,7 +127,8 @@
  * BQ x R rows per thread and R (d + dv + 1) per task, still never Q x K.
  *
  * q, k and v stored as bf16 give a bf16 output, each task widening the rows
- * it reads into its own scratch ("bf16 storage" below). */
+ * it reads into its own scratch, or on AMX reading them as stored ("bf16
+ * storage" below). */
 #include "op.h"
 #include "mask.h"
 #include "rel_bucket.h"
@@ -212,7 +217,11 @@ static int nblocks(int n, int b) { return (n + b - 1) / b; }
  * gvk, gvv). The backward's D = rowsum(dO o O) reads the stored, rounded O
  * (as FlashAttention does with bf16 inputs), which moves the gradients by
  * about bf16's rounding of O from the composite's; the short path takes D
- * from its kept weights and does not read O. */
+ * from its kept weights and does not read O. On AMX without position
+ * terms (reads_bf16) nothing is widened: the products read q, k and v as
+ * stored (tg_k_gemm_bf16_mixed packs bf16 rows in place), the same bits,
+ * half the bytes and no copy per task; only the rows of out go through
+ * the scratch. */
 typedef struct {
     attention_state pl; /* the plan, vq, vk and vv on the widened rows */
     const tg_real *q, *k, *v;
@@ -227,12 +236,8 @@ typedef struct {
 static tg_real *widen_rows(const attention_state *pl, attn_view *v, const uint16_t *src16, const tg_real *src, int b,
                            int i0, int i1, int cols, tg_real *dst) {
     int n = i1 > i0 ? i1 - i0 : 0;
-    if (src16)
-        for (int i = i0; i < i1; i++) {
-            const uint16_t *r = src16 + at(pl, v, b, i);
-            tg_real *o = dst + (size_t)(i - i0) * cols;
-            for (int c = 0; c < cols; c++) o[c] = (tg_real)tg__bf16_to_float(r[c]);
-        }
+    if (src16 && n > 0)
+        tg_k_attn_widen(n, cols, src16 + at(pl, v, b, i0), v->rs, dst, cols);
     else if (n > 0)
         tg_k_attn_pack(n, cols, src + at(pl, v, b, i0), v->rs, false, true, dst, cols);
     *v = (attn_view){-(int64_t)i0 * cols, 0, 0, cols};
@@ -251,13 +256,20 @@ static tg_real *widen_entry(const attention_state *pl, int b, int q0, int q1, in
     return widen_rows(pl, &w->pl.vv, pl->v16, pl->vr, b, k0, k1, pl->dv, buf);
 }
 
+/* Whether the AMX products read q, k and v as stored (bf16 storage on
+ * AMX, no position terms): tg_k_gemm_bf16_mixed packs bf16 rows as they
+ * lie, so a task widens nothing, the bits of widening them first (the
+ * rounding leaves a bf16 value as it is). */
+static bool reads_bf16(const attention_state *pl) { return pl->io_bf16 && pl->amx && !pl->has_pos; }
+
 /* Whether a task copies its rows of q, k and v (widened, or rounded). */
-static bool copies_rows(const attention_state *pl) { return pl->io_bf16 || pl->round_ops; }
+static bool copies_rows(const attention_state *pl) { return (pl->io_bf16 && !reads_bf16(pl)) || pl->round_ops; }
 
 /* Reals of a thread's copied rows: an entry's q, k and v, and after them
  * (forward, bf16 storage) its rows of out, or (backward) under round_ops
  * its rows of dO, rounded. */
 static size_t io_reals(const attention_state *pl, bool backward) {
+    if (reads_bf16(pl)) return backward ? 0 : (size_t)BQ * pl->dv; /* a query block's rows of out */
     if (!copies_rows(pl)) return 0;
     size_t Q = (size_t)pl->Q, K = (size_t)pl->K, d = (size_t)pl->d, dv = (size_t)pl->dv, ent = Q * d + K * (d + dv);
     if (!backward) return ent + (pl->io_bf16 ? Q * dv : 0);
@@ -266,11 +278,7 @@ static size_t io_reals(const attention_state *pl, bool backward) {
 
 /* Rows [q0, q0 + n) of entry b of out = src's rows (dv apart), rounded to bf16. */
 static void round_rows(const attention_state *pl, int b, int q0, int n, const tg_real *src) {
-    for (int i = 0; i < n; i++) {
-        uint16_t *o = pl->out16 + at(pl, &pl->vo, b, q0 + i);
-        const tg_real *r = src + (size_t)i * pl->dv;
-        for (int c = 0; c < pl->dv; c++) o[c] = tg__bf16_from_float((float)r[c]);
-    }
+    if (n > 0) tg_k_attn_narrow(n, pl->dv, src, pl->dv, pl->out16 + at(pl, &pl->vo, b, q0), pl->vo.rs);
 }
 
 /* The keys a task of query block qb of entry b reads: up to its last key
@@ -313,7 +321,8 @@ static int visible_in_block(const attention_state *pl, int64_t r, int k0, int nk
  * tiles as they are made; the products of the rounded values are exact in
  * float: the bf16 GEMM's arithmetic. On AMX (amx) the products are
  * tg_k_gemm_bf16's on the rows as they lie (the rule that picks it:
- * amx_wins). Where the operands are (pointers into q, k, v and dO, or
+ * attention_run), bf16 rows under bf16 storage (reads_bf16, amx_mm).
+ * Where the operands are (pointers into q, k, v and dO, or
  * into the task's copies of their rows): */
 #define CH 16 /* rows (queries or keys) of a tile's chunks */
 typedef struct {
@@ -329,6 +338,8 @@ typedef struct {
      * results are those of the whole tiles. */
     int ccols[BQ / CH], rlo[BK / CH];
     bool amx; /* the products whole, by tg_k_gemm_bf16 on the rows as they lie (no cut, no k^T, v^T) */
+    /* reads_bf16: the block's rows of q, k, v as stored (q, k, v NULL), rows ldq, ldk, ldv apart. */
+    const uint16_t *q16, *k16, *v16;
 } tile_ops;
 
 /* Reals of the operand buffers a thread needs (tile_operands): k^T and
@@ -346,10 +357,14 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
     int d = pl->d, dv = pl->dv;
     tile_ops o = {.amx = pl->amx};
     o.kt = buf, o.vt = dO ? buf + (size_t)d * BK : NULL;
-    const tg_real *kblk = k + at(pl, &pl->vk, b, k0), *vblk = v + at(pl, &pl->vv, b, k0);
-    o.q = q + at(pl, &pl->vq, b, q0), o.ldq = (int)pl->vq.rs;
-    o.k = kblk, o.ldk = (int)pl->vk.rs;
-    o.v = vblk, o.ldv = (int)pl->vv.rs; /* the backward's tg_k_gemm_bf16 reads v^T as v */
+    o.ldq = (int)pl->vq.rs, o.ldk = (int)pl->vk.rs, o.ldv = (int)pl->vv.rs;
+    if (reads_bf16(pl)) {
+        o.q16 = pl->q16 + at(pl, &pl->vq, b, q0), o.k16 = pl->k16 + at(pl, &pl->vk, b, k0);
+        o.v16 = pl->v16 + at(pl, &pl->vv, b, k0);
+    } else {
+        o.q = q + at(pl, &pl->vq, b, q0), o.k = k + at(pl, &pl->vk, b, k0), o.v = v + at(pl, &pl->vv, b, k0);
+    }
+    const tg_real *kblk = o.k, *vblk = o.v;
     if (!pl->amx) tg_k_attn_pack(nk, d, kblk, pl->vk.rs, true, false, o.kt, BK);
     if (dO) {
         o.dO = dO + at(pl, &pl->vo, b, q0), o.ldo = (int)pl->vo.rs;
@@ -366,13 +381,22 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
     return o;
 }
 
+/* tg_k_gemm_bf16 on AMX, A or B read as bf16 where A16 or B16 is given
+ * (reads_bf16; else A, B). */
+static void amx_mm(bool trans_a, bool trans_b, int m, int n, int k, tg_real alpha, const tg_real *A,
+                   const uint16_t *A16, int lda, const tg_real *B, const uint16_t *B16, int ldb, tg_real beta,
+                   tg_real *C, int ldc) {
+    tg_k_gemm_bf16_mixed(trans_a, trans_b, m, n, k, alpha, A16 ? (const void *)A16 : (const void *)A, A16 != NULL, lda,
+                         B16 ? (const void *)B16 : (const void *)B, B16 != NULL, ldb, beta, C, ldc, NULL);
+}
+
 /* C = alpha A B + beta C over a tile's query rows (A's, C's), chunk by
  * chunk, with the output columns (inner false) or the inner index (inner
  * true; then beta is 1) cut to what the chunk's rows see. */
 static void mm_query_rows(const tile_ops *o, int nq, bool inner, int n, int k, tg_real alpha, const tg_real *A, int lda,
-                          const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc) {
+                          const tg_real *B, const uint16_t *B16, int ldb, tg_real beta, tg_real *C, int ldc) {
     if (o->amx) { /* inner: k is the tile's keys */
-        tg_k_gemm_bf16(false, false, nq, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        amx_mm(false, false, nq, n, k, alpha, A, NULL, lda, B, B16, ldb, beta, C, ldc);
         return;
     }
     for (int i0 = 0; i0 < nq; i0 += CH) {
@@ -387,9 +411,9 @@ static void mm_query_rows(const tile_ops *o, int nq, bool inner, int n, int k, t
  * query x key tile, BK apart), each chunk of keys from the first query
  * row that sees it. */
 static void mm_key_rows(const tile_ops *o, int nk, int nq, int n, tg_real alpha, const tg_real *A, const tg_real *B,
-                        int ldb, tg_real *C, int ldc) {
+                        const uint16_t *B16, int ldb, tg_real *C, int ldc) {
     if (o->amx) {
-        tg_k_gemm_bf16(true, false, nk, n, nq, alpha, A, BK, B, ldb, 1, C, ldc);
+        amx_mm(true, false, nk, n, nq, alpha, A, NULL, BK, B, B16, ldb, 1, C, ldc);
         return;
     }
     for (int j0 = 0; j0 < nk; j0 += CH) {
@@ -411,16 +435,17 @@ static void whole_tile_mm(bool trans_a, bool trans_b, int m, int n, int k, tg_re
 
 /* C = alpha A B^T (nq x nk, rows BK apart) with B^T packed in Bt (rows BK
  * apart), or, on AMX, B's rows as they lie (Br, ldr). */
-static void mm_transposed(const tile_ops *o, int nq, int nk, int k, tg_real alpha, const tg_real *A, int lda,
-                          const tg_real *Bt, const tg_real *Br, int ldr, tg_real *C) {
+static void mm_transposed(const tile_ops *o, int nq, int nk, int k, tg_real alpha, const tg_real *A,
+                          const uint16_t *A16, int lda, const tg_real *Bt, const tg_real *Br, const uint16_t *Br16,
+                          int ldr, tg_real *C) {
     if (o->amx)
-        tg_k_gemm_bf16(false, true, nq, nk, k, alpha, A, lda, Br, ldr, 0, C, BK);
+        amx_mm(false, true, nq, nk, k, alpha, A, A16, lda, Br, Br16, ldr, 0, C, BK);
     else
-        mm_query_rows(o, nq, false, 0, k, alpha, A, lda, Bt, BK, 0, C, BK);
+        mm_query_rows(o, nq, false, 0, k, alpha, A, lda, Bt, NULL, BK, 0, C, BK);
 }
 
 static void scores_tile(const attention_state *pl, const tile_ops *o, tg_real *S, int nq, int nk) {
-    mm_transposed(o, nq, nk, pl->d, pl->scale, o->q, o->ldq, o->kt, o->k, o->ldk, S);
+    mm_transposed(o, nq, nk, pl->d, pl->scale, o->q, o->q16, o->ldq, o->kt, o->k, o->k16, o->ldk, S);
 }
 
 /* ---- position terms ----------------------------------------------------------- */
@@ -484,8 +509,7 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
     }
     memset(acc, 0, sizeof(tg_real) * (size_t)nq * dv);
     int kend = pl->qblock_end[(int64_t)b * nblocks(Q, BQ) + qb];
-    const tg_real *qblk = q + at(pl, &pl->vq, b, q0);
-    if (pl->rowbias) rowbias_block(pl, qblk, b, nq, rb);
+    if (pl->rowbias) rowbias_block(pl, q + at(pl, &pl->vq, b, q0), b, nq, rb);
     if (pl->relv) memset(wb, 0, sizeof(tg_real) * (size_t)nq * pl->R);
     for (int k0 = 0; k0 < kend; k0 += BK) {
         int nk = K - k0 < BK ? K - k0 : BK;
@@ -528,7 +552,7 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
          * have not retired (masked stores do not forward), which cost
          * more than the products (bench/measured.md, "Session 5"). */
         if (pl->round_ops) tg_k_attn_pack(nq, nk, S, BK, false, true, S, BK);
-        mm_query_rows(&ops, nq, true, dv, nk, 1, S, BK, ops.v, ops.ldv, 1, acc, dv);
+        mm_query_rows(&ops, nq, true, dv, nk, 1, S, BK, ops.v, ops.v16, ops.ldv, 1, acc, dv);
     }
     if (pl->relv) TG_GEMM(pl->bf16, false, false, nq, dv, pl->R, 1, wb, pl->R, pl->relv, dv, 1, acc, dv);
     for (int i = 0; i < nq; i++) {
@@ -604,14 +628,14 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
             }
             pd = dP;
         }
-        mm_key_rows(ops, nk, nq, pl->dv, 1, pd, ops->dO, ops->ldo, dv_acc, pl->dv);
+        mm_key_rows(ops, nk, nq, pl->dv, 1, pd, ops->dO, NULL, ops->ldo, dv_acc, pl->dv);
     }
     if (gv_bucket) /* G' += P o Z/(1-p) summed per bucket */
         for (int i = 0; i < nq; i++)
             bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, pl->dropout ? zf + (size_t)i * BK : NULL, nk,
                            gv_bucket + (size_t)i * pl->R);
     /* dP = dO (v + a^V)^T o Z/(1-p);  dS = P o (dP - D) */
-    mm_transposed(ops, nq, nk, pl->dv, 1, ops->dO, ops->ldo, ops->vt, ops->v, ops->ldv, dP);
+    mm_transposed(ops, nq, nk, pl->dv, 1, ops->dO, NULL, ops->ldo, ops->vt, ops->v, ops->v16, ops->ldv, dP);
     if (pl->relv)
         for (int i = 0; i < nq; i++) {
             tg_real *dp = dP + (size_t)i * BK;
@@ -662,13 +686,14 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
         tile_ops ops;
         const tg_real *dS =
             tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, NULL, rb, dOa, w->part_relv ? Gv : NULL, opbuf, &ops);
-        if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc, d);
+        if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.k16, ops.ldk, 1, acc, d);
         if (want_G) /* G += dS summed per bucket (0 where masked) */
             for (int i = 0; i < nq; i++)
                 bucket_sum_row(pl, offset0(pl, k0, q0, i), P + (size_t)i * BK, NULL, nk, G + (size_t)i * R);
     }
     int64_t task = (int64_t)b * nqb + qb;
-    const tg_real *qblk = w->q + at(pl, &pl->vq, b, q0), *dOblk = w->dO + at(pl, &pl->vo, b, q0);
+    /* q's rows: only with position terms, where q is never read as bf16 (reads_bf16) */
+    const tg_real *qblk = pl->has_pos ? w->q + at(pl, &pl->vq, b, q0) : NULL, *dOblk = w->dO + at(pl, &pl->vo, b, q0);
     if (gq) {
         if (pl->relk) TG_GEMM(pl->bf16, false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
         add_rows(pl, &pl->gvq, b, q0, nq, d, acc, gq);
@@ -703,7 +728,7 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
         tile_ops ops;
         const tg_real *dS =
             tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
-        if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k, d);
+        if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.q16, ops.ldq, acc_k, d);
     }
     add_rows(pl, &pl->gvk, b, k0, nk, d, acc_k, gk);
     add_rows(pl, &pl->gvv, b, k0, nk, dv, acc_v, gv);
@@ -725,13 +750,18 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
     tile_ops ops;
     const tg_real *dS = tile_backward(w, b, 0, Q, 0, K, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
     if (gq) {
-        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q,
-                                                   d);
+        if (pl->amx)
+            amx_mm(false, false, Q, d, K, pl->scale, dS, NULL, BK, ops.k, ops.k16, ops.ldk, 0, acc_q, d);
+        else
+            whole_tile_mm(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q, d);
         add_rows(pl, &pl->gvq, b, 0, Q, d, acc_q, gq);
     }
-    if (gk)
-        (pl->amx ? tg_k_gemm_bf16 : whole_tile_mm)(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k,
-                                                   d);
+    if (gk) {
+        if (pl->amx)
+            amx_mm(true, false, K, d, Q, pl->scale, dS, NULL, BK, ops.q, ops.q16, ops.ldq, 0, acc_k, d);
+        else
+            whole_tile_mm(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k, d);
+    }
     add_rows(pl, &pl->gvk, b, 0, K, d, acc_k, gk);
     add_rows(pl, &pl->gvv, b, 0, K, dv, acc_v, gv);
 }
@@ -757,8 +787,8 @@ static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real 
             tile_ops ops;
             const tg_real *dS = tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v + (size_t)k0 * dv : NULL,
                                               NULL, NULL, NULL, opbuf, &ops);
-            if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.ldk, 1, acc_q, d);
-            if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.ldq, acc_k + (size_t)k0 * d, d);
+            if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.k16, ops.ldk, 1, acc_q, d);
+            if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.q16, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
         add_rows(pl, &pl->gvq, b, q0, nq, d, acc_q, gq);
     }
@@ -805,14 +835,23 @@ static const attn_bwd *task_operands(const backward_ctx *c, int tid, int b, int 
  * under bf16 storage its rounded values, "bf16 storage" above). */
 static void D_rows(const backward_ctx *c, int64_t begin, int64_t end) {
     const attention_state *pl = c->w->pl;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t o = at(pl, &pl->vo, (int)(r / pl->Q), (int)(r % pl->Q));
-        tg_real s = 0;
+    /* Four rows in step: four independent sums, each over t in order (the
+     * same bits as one row at a time), so the adds' latency overlaps. */
+    for (int64_t r0 = begin; r0 < end; r0 += 4) {
+        int n = end - r0 < 4 ? (int)(end - r0) : 4;
+        int64_t o[4];
+        tg_real s[4] = {0, 0, 0, 0};
+        for (int i = 0; i < 4; i++) {
+            int64_t r = r0 + (i < n ? i : 0);
+            o[i] = at(pl, &pl->vo, (int)(r / pl->Q), (int)(r % pl->Q));
+        }
         if (pl->io_bf16)
-            for (int t = 0; t < c->dv; t++) s += c->dO[o + t] * (tg_real)tg__bf16_to_float(pl->out16[o + t]);
+            for (int t = 0; t < c->dv; t++)
+                for (int i = 0; i < 4; i++) s[i] += c->dO[o[i] + t] * (tg_real)tg__bf16_to_float(pl->out16[o[i] + t]);
         else
-            for (int t = 0; t < c->dv; t++) s += c->dO[o + t] * c->O[o + t];
-        c->D[r] = s;
+            for (int t = 0; t < c->dv; t++)
+                for (int i = 0; i < 4; i++) s[i] += c->dO[o[i] + t] * c->O[o[i] + t];
+        for (int i = 0; i < n; i++) c->D[r0 + i] = s[i];
     }
 }
 
@@ -1124,6 +1163,15 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
     for (int64_t t = begin; t < end; t++) {
         int b = (int)(t / c->nqb), qb = (int)(t % c->nqb);
         tg_real *scratch = c->scratch + c->per_thread * (size_t)tid;
+        int q0 = qb * BQ, nq = pl->Q - q0 < BQ ? pl->Q - q0 : BQ;
+        if (reads_bf16(pl)) { /* q, k, v read as stored; the block's rows of out in io, then rounded */
+            tg_real *io = opbuf - io_reals(pl, false);
+            attention_state w = *pl;
+            w.vo = (attn_view){-(int64_t)q0 * pl->dv, 0, 0, pl->dv};
+            forward_block(&w, NULL, NULL, NULL, io, c->lse, b, qb, scratch, opbuf);
+            round_rows(pl, b, q0, nq, io);
+            continue;
+        }
         if (!copies_rows(pl)) {
             forward_block(pl, c->q, c->k, c->v, c->out, c->lse, b, qb, scratch, opbuf);
             continue;
@@ -1131,7 +1179,6 @@ static void forward_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
         /* The block's queries and the keys it reads widened (bf16 storage)
          * or rounded (round_ops); under bf16 storage its rows of out are
          * written after them (vo on them), then rounded. */
-        int q0 = qb * BQ, nq = pl->Q - q0 < BQ ? pl->Q - q0 : BQ;
         tg_real *io = opbuf - io_reals(pl, false);
         widened w;
         tg_real *ob = widen_entry(pl, b, q0, q0 + nq, 0, keys_read(pl, b, qb), io, &w);

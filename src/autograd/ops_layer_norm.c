@@ -12,7 +12,7 @@
 #include "op.h"
 
 #include <math.h>
-#include "tensor/tensor_internal.h" /* tg__empty_bf16, tg__empty_recycled, tg__tensor_recycle */
+#include "tensor/tensor_internal.h" /* tg__empty_bf16 */
 
 typedef struct {
     tg_real *mean, *rstd; /* one per row, in the arena; mean less x_0 */
@@ -68,16 +68,8 @@ tg_tensor *tg_layer_norm_to(tg_tensor *x, tg_tensor *gamma, tg_tensor *beta, tg_
     const tg_real *g = gamma ? gamma->data : NULL, *be = gamma ? beta->data : NULL;
     if (to != TG_DTYPE_BF16) {
         tg_k_layer_norm(x->data, g, be, y->data, st->mean, st->rstd, rows, d, eps);
-    } else if (rows > 0) { /* float rows a chunk at a time, each rounded when done (op.h) */
-        int64_t R = tg__chunk_rows(d, rows);
-        tg_tensor *f = tg__empty_recycled(TG_SHAPE((int)R, (int)d));
-        if (!f) return NULL;
-        for (int64_t r0 = 0; r0 < rows; r0 += R) {
-            int64_t n = rows - r0 < R ? rows - r0 : R;
-            tg_k_layer_norm(x->data + r0 * d, g, be, f->data, st->mean + r0, st->rstd + r0, n, d, eps);
-            tg_k_to_bf16(f->data, y->bf16 + r0 * d, n * d);
-        }
-        tg__tensor_recycle(f);
+    } else {
+        tg_k_layer_norm_bf16(x->data, g, be, y->bf16, st->mean, st->rstd, rows, d, eps);
     }
     tg_node *n = gamma ? tg_node_record(&tg_op_layer_norm, y, 3, (tg_tensor *const[]){x, gamma, beta})
                        : tg_node_record(&tg_op_layer_norm, y, 1, &x);

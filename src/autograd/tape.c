@@ -482,6 +482,17 @@ static int run_backward(tg_node *n) {
     return 0;
 }
 
+/* A leaf that requires grad gets its gradient where backward first
+ * reaches it: in the current scope, unless it is persistent. A leaf in the
+ * arena of an outer scope (an op's result made there, then marked with
+ * tg_set_requires_grad) would outlive that gradient, and the next backward
+ * would add into freed memory: refused before any gradient changes. */
+static bool leaf_grad_would_dangle(const tg_tensor *t) {
+    if (t->node || !t->requires_grad || t->persistent || t->grad) return false;
+    int d = tg__arena_depth(t);
+    return d >= 0 && d < tg_scope_depth();
+}
+
 static int backward_walk(tg_tensor *out, const tg_tensor *seed, bool retain) {
     char b1[64], b2[64];
     if (!seed) {
@@ -516,6 +527,14 @@ static int backward_walk(tg_tensor *out, const tg_tensor *seed, bool retain) {
             }
             for (int i = 0; i < n->n_in; i++) {
                 if (n->in[i]->node) n->in[i]->node->visit = g_epoch;
+                if (leaf_grad_would_dangle(n->in[i])) {
+                    tg_set_error("backward: input %d of %s, a leaf %s that requires grad, lives in the arena of an "
+                                 "outer scope (depth %d), so its gradient would be made in this scope (depth %d) "
+                                 "and freed at its end while the leaf lives on: make the leaf outside any scope "
+                                 "(persistent, e.g. tg_clone there) or run backward in the scope that made it",
+                                 i, n->op->name, tg_tshape(b1, n->in[i]), tg__arena_depth(n->in[i]), tg_scope_depth());
+                    return -1;
+                }
                 if (g_hook.fn) {
                     int k = hook_find(n->in[i]);
                     if (k >= 0) g_hook.pending[k]++;

@@ -233,6 +233,15 @@ void tg_k_attn_mm(bool trans_a, int m, int n, int k, tg_real alpha, const tg_rea
 void tg_k_attn_pack(int rows, int cols, const tg_real *src, int64_t rs, bool transpose, bool bf16, tg_real *dst,
                     int ld);
 
+/* The fused attention's rows under bf16 storage (kernels_attention.c):
+ *   tg_k_attn_widen:  dst = rows x cols of src (bf16 bits, rows rs apart)
+ *                     widened, exact; dst's rows ld apart;
+ *   tg_k_attn_narrow: dst (bf16 bits, rows rs apart) = rows x cols of src
+ *                     (rows ld apart) rounded as tg_to_bf16 rounds
+ *                     (tg__bf16_from_float). */
+void tg_k_attn_widen(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld);
+void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs);
+
 /* The fused attention's short sequences (kernels_attention.c): one
  * head-batch entry with Q queries and K <= TG_ATT_SHORT_MAX keys, done
  * whole. Rows of q, k, v are qs, ks, vs reals apart, those of out and dO os
@@ -301,6 +310,11 @@ void tg_k_zero_arrays(const tg_k_arrays *a);               /* every element = 0 
  * fresh, else dx += ...; dgamma and dbeta (either may be NULL) are added to. */
 void tg_k_layer_norm(const tg_real *x, const tg_real *gamma, const tg_real *beta, tg_real *y, tg_real *mean,
                      tg_real *rstd, int64_t rows, int64_t d, tg_real eps);
+/* The same with y stored as bf16 bits (tg_layer_norm_to): each value
+ * rounded as tg_k_to_bf16 rounds it, as its row is done, the bits of
+ * tg_k_to_bf16 of tg_k_layer_norm's y. */
+void tg_k_layer_norm_bf16(const tg_real *x, const tg_real *gamma, const tg_real *beta, uint16_t *y, tg_real *mean,
+                          tg_real *rstd, int64_t rows, int64_t d, tg_real eps);
 void tg_k_layer_norm_backward_dx(const tg_real *x, const tg_real *g, const tg_real *gamma, const tg_real *mean,
                                  const tg_real *rstd, tg_real *dx, int64_t rows, int64_t d, bool fresh);
 void tg_k_layer_norm_backward_params(const tg_real *x, const tg_real *g, const tg_real *mean, const tg_real *rstd,

@@ -1,8 +1,9 @@
 /* The kernels of the fused attention (autograd/ops_attention.c), declared
  * in kernels.h, each with its portable twin, chosen at run time (simd.h):
  * the blocked path's row kernels (AVX2 loops for the float build), and the
- * short sequences' whole-entry forward and backward (AVX2 and AVX-512;
- * their body is kernels_attention_short.h). */
+ * short sequences' whole-entry forward and backward (AVX2, AVX-512, and
+ * AVX-512 BF16 for its bf16 roundings; their body is
+ * kernels_attention_short.h), and the copies of bf16 storage's rows. */
 #include "kernels.h"
 
 #include <math.h>
@@ -96,6 +97,28 @@ void tg_k_mul_row(tg_real *a, const tg_real *b, int n) {
 }
 void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_real D, int n) {
     TG_PICK(ATT_VEC_ROWS, ds_portable, ds_avx2, ds_avx512)(p, dp, z, D, n);
+}
+
+/* Rows of bf16 storage widened (exact) or rounded (tg__bf16_from_float, as
+ * tg_to_bf16), one loop built per ISA (simd.h): the op's rows of q, k, v
+ * and out lie 3 h d or h d apart, so the copies go row by row. */
+TG_KERNEL_BODY void attn_widen_body(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld) {
+    for (int i = 0; i < rows; i++)
+        for (int c = 0; c < cols; c++) dst[(size_t)i * ld + c] = (tg_real)tg__bf16_to_float(src[i * rs + c]);
+}
+TG_ISA_DISPATCH(attn_widen, (int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld),
+                (rows, cols, src, rs, dst, ld))
+TG_KERNEL_BODY void attn_narrow_body(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs) {
+    for (int i = 0; i < rows; i++)
+        for (int c = 0; c < cols; c++) dst[i * rs + c] = tg__bf16_from_float((float)src[(size_t)i * ld + c]);
+}
+TG_ISA_DISPATCH(attn_narrow, (int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs),
+                (rows, cols, src, ld, dst, rs))
+void tg_k_attn_widen(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld) {
+    attn_widen(rows, cols, src, rs, dst, ld);
+}
+void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs) {
+    attn_narrow(rows, cols, src, ld, dst, rs);
 }
 
 /* ---- short sequences: one head-batch entry at a time ---------------------------
@@ -221,15 +244,29 @@ TG_AVX2 static inline float hmax8(__m256 v) {
 #define V_HSUM(v)           _mm512_reduce_add_ps(v)
 #define V_HMAX(v)           _mm512_reduce_max_ps(v)
 #define V_TRANSPOSE         transpose16
+#define SV_KEEP_VEC
 #include "kernels_attention_short.h"
+
+/* AVX-512 BF16: the AVX-512 body (its vector macros kept) with its
+ * roundings (the weights and dS under bf16 products) in vcvtneps2bf16,
+ * one instruction where round16 is about ten: the same bits. */
+#undef SV_KEEP_VEC
+#define SV(name)   name##_avx512bf16
+#define SV_FN      TG_AVX512_BF16 static inline __attribute__((always_inline))
+#define SV_ENTRY   TG_AVX512_BF16 static
+#define V_ROUND(v) round16_bf(v)
+#include "kernels_attention_short.h"
+#define SHORT_PICK(name) \
+    (tg_isa_level() >= TG_ISA_AVX512_BF16 ? name##_avx512bf16 : TG_PICK(1, name##_portable, name##_avx2, name##_avx512))
+#else
+#define SHORT_PICK(name) name##_portable
 #endif
 
 void tg_k_attention_short_forward(const tg_attn_entry *e, const tg_real *zf, tg_real *out, tg_real *P,
                                   tg_real *scratch) {
-    TG_PICK(TG_SIMD_F32, short_forward_portable, short_forward_avx2, short_forward_avx512)(e, zf, out, P, scratch);
+    SHORT_PICK(short_forward)(e, zf, out, P, scratch);
 }
 void tg_k_attention_short_backward(const tg_attn_entry *e, const tg_real *P, const tg_real *zf, const tg_real *dO,
                                    tg_real *gq, tg_real *gk, tg_real *gv, tg_real *scratch) {
-    TG_PICK(TG_SIMD_F32, short_backward_portable, short_backward_avx2, short_backward_avx512)
-    (e, P, zf, dO, gq, gk, gv, scratch);
+    SHORT_PICK(short_backward)(e, P, zf, dO, gq, gk, gv, scratch);
 }

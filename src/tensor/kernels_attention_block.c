@@ -48,20 +48,26 @@ static void transpose_portable(int rows, int cols, const tg_real *src, int64_t r
 }
 
 #if TG_SIMD_F32
-TG_AVX512 static void copy_avx512(int rows, int cols, const float *src, int64_t rs, bool round, float *dst, int ld) {
-    for (int i = 0; i < rows; i++) {
-        int c = 0;
-        for (; c + 16 <= cols; c += 16) {
-            __m512 v = _mm512_loadu_ps(src + i * rs + c);
-            _mm512_storeu_ps(dst + (size_t)i * ld + c, round ? round16(v) : v);
-        }
-        if (c < cols) {
-            __mmask16 m = lanes16(cols - c);
-            __m512 v = _mm512_maskz_loadu_ps(m, src + i * rs + c);
-            _mm512_mask_storeu_ps(dst + (size_t)i * ld + c, m, round ? round16(v) : v);
-        }
+/* copy_portable on 16 lanes, rounding with ROUND: round16 (AVX-512) or
+ * round16_bf (vcvtneps2bf16, AVX-512 BF16), the same bits. */
+#define COPY_ROWS(name, TARGET, ROUND)                                                                          \
+    TARGET static void name(int rows, int cols, const float *src, int64_t rs, bool round, float *dst, int ld) { \
+        for (int i = 0; i < rows; i++) {                                                                        \
+            int c = 0;                                                                                          \
+            for (; c + 16 <= cols; c += 16) {                                                                   \
+                __m512 v = _mm512_loadu_ps(src + i * rs + c);                                                   \
+                _mm512_storeu_ps(dst + (size_t)i * ld + c, round ? ROUND(v) : v);                               \
+            }                                                                                                   \
+            if (c < cols) {                                                                                     \
+                __mmask16 m = lanes16(cols - c);                                                                \
+                __m512 v = _mm512_maskz_loadu_ps(m, src + i * rs + c);                                          \
+                _mm512_mask_storeu_ps(dst + (size_t)i * ld + c, m, round ? ROUND(v) : v);                       \
+            }                                                                                                   \
+        }                                                                                                       \
     }
-}
+COPY_ROWS(copy_avx512, TG_AVX512, round16)
+COPY_ROWS(copy_avx512bf, TG_AVX512_BF16, round16_bf)
+#undef COPY_ROWS
 /* 16 x 16 tiles; a tile's store writes 16 lanes of each dst row (zeros
  * past rows), so ld must leave room for rows rounded up to 16. */
 TG_AVX512 static void transpose_avx512(int rows, int cols, const float *src, int64_t rs, float *dst, int ld) {
@@ -162,6 +168,7 @@ void tg_k_attn_pack(int rows, int cols, const tg_real *src, int64_t rs, bool tra
     void (*copy)(int, int, const tg_real *, int64_t, bool, tg_real *, int) = copy_portable;
 #if ATT_MM_AVX512
     if (tg_isa_level() >= TG_ISA_AVX512) copy = copy_avx512;
+    if (tg_isa_level() >= TG_ISA_AVX512_BF16) copy = copy_avx512bf;
 #endif
     if (!transpose) {
         copy(rows, cols, src, rs, bf16, dst, ld);

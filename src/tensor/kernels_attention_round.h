@@ -3,8 +3,8 @@
  * kernels_attention_block.c's packers): round8 (AVX2) and round16
  * (AVX-512F), in integer operations: NaN quieted, a zero exponent flushed
  * to a signed zero, else x + 0x7FFF + ((x >> 16) & 1) cut to its top 16
- * bits. The bits of the scalar function, lane by lane. Included where
- * TG_SIMD_F32. */
+ * bits. The bits of the scalar function, lane by lane; round16_bf the
+ * same in vcvtneps2bf16. Included where TG_SIMD_F32. */
 #ifndef TG_KERNELS_ATTENTION_ROUND_H
 #define TG_KERNELS_ATTENTION_ROUND_H
 #include "simd.h"
@@ -32,6 +32,15 @@ TG_AVX512 static inline __m512 round16(__m512 v) {
     r = _mm512_and_si512(r, top);
     r = _mm512_mask_mov_epi32(r, daz, _mm512_and_si512(x, _mm512_set1_epi32((int)0x80000000u)));
     return _mm512_castsi512_ps(r);
+}
+/* round16 in one instruction where the CPU has AVX-512 BF16:
+ * vcvtneps2bf16 rounds to nearest even, flushes a subnormal input to a
+ * signed zero and quiets a NaN (its top half | 0x40): tg__bf16_round_daz
+ * (half.h, checked bit for bit on this CPU; tests/test_attention_bf16.c
+ * checks it lane by lane); widened back exactly (zero-extend, shift). */
+TG_AVX512_BF16 static inline __m512 round16_bf(__m512 v) {
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 #endif
 #endif

@@ -14,7 +14,9 @@
  *   V_TRANSPOSE(src, rs, rows, cols, dst, ld)
  *                       dst[c, i] = src[i, c] for c < min(cols, VL), i < VL (rows
  *                       rs and ld apart; 0 for i >= rows): one VL x VL tile
- * and then includes this file, which undefines them at its end. Rows of
+ * and then includes this file, which undefines them at its end (SV_KEEP_VEC
+ * defined: all but SV, SV_FN, SV_ENTRY and V_ROUND, for a copy that
+ * changes only those). Rows of
  * scores are padded to KP = AL-lane multiples with zeros; every product is
  * mm4. No include guard: one copy per ISA. */
 
@@ -216,6 +218,8 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
 #undef SV
 #undef SV_FN
 #undef SV_ENTRY
+#undef V_ROUND
+#ifndef SV_KEEP_VEC /* the next copy keeps the vector macros: only SV, SV_FN, SV_ENTRY and V_ROUND change */
 #undef VEC
 #undef VL
 #undef MM_NV
@@ -230,7 +234,7 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
 #undef V_MAX
 #undef V_EXP
 #undef V_BELOW_OR
-#undef V_ROUND
 #undef V_HSUM
 #undef V_HMAX
 #undef V_TRANSPOSE
+#endif

@@ -412,25 +412,30 @@ static void sum_rows(const tg_real *src, tg_real *dst, int64_t R, int64_t D) {
     if (c.part) tg_parallel_for_ns(c.cblocks, (double)(c.chunks * D) * TG_NS_STREAM, sum_rows_combine, &c);
 }
 
-/* dst += src over [b, e) (same shape). */
+/* dst += src over [b, e) (same shape), or dst = src when !accumulate. */
 typedef struct {
     const tg_real *src;
     tg_real *dst;
+    bool accumulate;
 } add_into_ctx;
 static void add_into_range(void *ctx, int64_t b, int64_t e, int tid) {
     const add_into_ctx *c = ctx;
     (void)tid;
+    if (!c->accumulate) {
+        memcpy(c->dst + b, c->src + b, sizeof(tg_real) * (size_t)(e - b));
+        return;
+    }
 #pragma omp simd
     for (int64_t i = b; i < e; i++) c->dst[i] += c->src[i];
 }
 
 void tg_k_sum_to(const tg_tensor *src, tg_tensor *dst, bool accumulate) {
-    if (!accumulate) memset(dst->data, 0, (size_t)dst->size * sizeof(tg_real));
-    if (src->size == dst->size) {
+    if (src->size == dst->size) { /* a copy or an add, split over threads (no zeroing pass first) */
         tg_parallel_for_ns(src->size, (double)src->size * TG_NS_STREAM, add_into_range,
-                           &(add_into_ctx){src->data, dst->data});
+                           &(add_into_ctx){src->data, dst->data, accumulate});
         return;
     }
+    if (!accumulate) memset(dst->data, 0, (size_t)dst->size * sizeof(tg_real));
     int nd = src->ndim;
     /* Common case (bias gradients, a position table): dst's shape, less
      * leading 1s, is a suffix of src's, so src is rows of dst->size values

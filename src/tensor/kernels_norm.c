@@ -3,6 +3,7 @@
  * loop is built for the baseline, AVX2 and AVX-512 (TG_ISA_DISPATCH); a
  * row's sums run in vector lanes, so they round as the ISA's width orders
  * them, and the same at any thread count. */
+#include "half.h"
 #include "kernels.h"
 #include "parallel.h"
 #include "simd.h"
@@ -10,6 +11,7 @@
 typedef struct {
     const tg_real *x, *gamma, *beta, *g, *mean, *rstd;
     tg_real *y, *mean_out, *rstd_out, *dx, *dgamma, *dbeta; /* mean_out, rstd_out: the forward's */
+    uint16_t *y16;                                          /* the forward's y as bf16 (y NULL) */
     int64_t d, rows;
     tg_real eps;
     bool fresh;
@@ -41,7 +43,7 @@ TG_KERNEL_BODY void forward_rows_body(void *ctx, int64_t begin, int64_t end, int
     (void)tid;
     for (int64_t r = begin; r < end; r++) {
         const tg_real *restrict xr = c->x + r * d;
-        tg_real *restrict yr = c->y + r * d;
+        tg_real *restrict yr = c->y ? c->y + r * d : NULL;
         tg_real k = xr[0], s1 = 0, s2 = 0;
 #pragma omp simd reduction(+ : s1, s2)
         for (int64_t j = 0; j < d; j++) {
@@ -54,7 +56,14 @@ TG_KERNEL_BODY void forward_rows_body(void *ctx, int64_t begin, int64_t end, int
         tg_real rs = 1 / TG_M(sqrt)(var + c->eps);
         c->mean_out[r] = dm;
         c->rstd_out[r] = rs;
-        if (gamma)
+        if (c->y16) { /* rounded as each value is made: no float row is stored */
+            uint16_t *restrict hr = c->y16 + r * d;
+            if (gamma)
+                for (int64_t j = 0; j < d; j++)
+                    hr[j] = tg__bf16_from_float((float)(((xr[j] - k) - dm) * rs * gamma[j] + beta[j]));
+            else
+                for (int64_t j = 0; j < d; j++) hr[j] = tg__bf16_from_float((float)(((xr[j] - k) - dm) * rs));
+        } else if (gamma)
             for (int64_t j = 0; j < d; j++) yr[j] = ((xr[j] - k) - dm) * rs * gamma[j] + beta[j];
         else
             for (int64_t j = 0; j < d; j++) yr[j] = ((xr[j] - k) - dm) * rs;
@@ -65,6 +74,13 @@ TG_ISA_DISPATCH(forward_rows, (void *ctx, int64_t begin, int64_t end, int tid), 
 void tg_k_layer_norm(const tg_real *x, const tg_real *gamma, const tg_real *beta, tg_real *y, tg_real *mean,
                      tg_real *rstd, int64_t rows, int64_t d, tg_real eps) {
     norm_ctx c = {.x = x, .gamma = gamma, .beta = beta, .y = y, .mean_out = mean, .rstd_out = rstd, .d = d, .eps = eps};
+    tg_parallel_for_ns(rows, (double)(rows * d) * TG_NS_POLY, forward_rows, &c);
+}
+
+void tg_k_layer_norm_bf16(const tg_real *x, const tg_real *gamma, const tg_real *beta, uint16_t *y, tg_real *mean,
+                          tg_real *rstd, int64_t rows, int64_t d, tg_real eps) {
+    norm_ctx c = {
+        .x = x, .gamma = gamma, .beta = beta, .y16 = y, .mean_out = mean, .rstd_out = rstd, .d = d, .eps = eps};
     tg_parallel_for_ns(rows, (double)(rows * d) * TG_NS_POLY, forward_rows, &c);
 }
 

@@ -158,6 +158,8 @@ static int owner_depth(const void *p) {
     return -1;
 }
 
+int tg__arena_depth(const void *p) { return p ? owner_depth(p) : -1; }
+
 void tg__arena_recycle(void *p, size_t bytes) {
     int d = p ? owner_depth(p) : -1;
     if (d < 0) return;

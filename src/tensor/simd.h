@@ -49,8 +49,10 @@ tg_isa tg_isa_level(void);
  * is `portable`, and the other names need not exist. `on` must expand to a
  * literal 0 or 1: TG_X86 or TG_SIMD_F32. The three may be functions (called
  * as TG_PICK(...)(args)) or anything else of one type, a table of block
- * sizes say. The one exception is the bf16 GEMM's vdpbf16ps kernel, the
- * only path of the AVX-512 BF16 level (gemm_bf16.c). */
+ * sizes say. The exceptions are the paths of the AVX-512 BF16 level, chosen
+ * by tg_isa_level() >= TG_ISA_AVX512_BF16 where they are used: the bf16
+ * GEMM's vdpbf16ps kernel and packers (gemm_bf16.c) and attention's
+ * roundings with vcvtneps2bf16 (kernels_attention.c, _block.c). */
 #define TG_PICK(on, portable, avx2, avx512)  TG_PICK_(on, portable, avx2, avx512)
 #define TG_PICK_(on, portable, avx2, avx512) TG_PICK_##on(portable, avx2, avx512)
 #define TG_PICK_0(portable, avx2, avx512)    (portable)

@@ -23,6 +23,9 @@ extern void *tg__tape_head;
  * at its end. For backward's gradients and temporaries (autograd/tape.c). */
 void tg__arena_recycle(void *p, size_t bytes);
 void *tg__arena_reuse(size_t bytes);
+/* The depth of the open scope whose allocations hold p (0: the root
+ * level), -1 when p is not live arena memory (memory.c). */
+int tg__arena_depth(const void *p);
 /* An arena tensor (tg_empty_arena) whose data comes from the current
  * scope's recycled blocks when one of its size is free; uninitialised.
  * tensor.c */
