@@ -27,7 +27,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 val() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" "$2" | tail -n 1; }
 least() { if [ -f "$1" ]; then sort -n "$1" | awk 'NR == 1 {printf ($1 < 10 ? "%.3f" : "%.1f"), $1}'; else printf -; fi; }
-median() { if [ -f "$1" ]; then sort -n "$1" | awk '{a[NR]=$1} END {v = a[int((NR+1)/2)]; printf (v < 10 ? "%.3f" : "%.1f"), v}'; else printf -; fi; }
+median() { # of an even count, the mean of the middle two
+    if [ -f "$1" ]; then
+        sort -n "$1" | awk '{a[NR]=$1} END {v = NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2; printf (v < 10 ? "%.3f" : "%.1f"), v}'
+    else printf -; fi
+}
 
 # One program's run of a row into $work/<row>.<side>.<round>; its ms_per_step,
 # min_ms and rss_peak_mb appended to the row's lists.
