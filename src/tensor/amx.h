@@ -16,7 +16,7 @@ const char *tg__amx_why_not(void);
 void tg__amx_begin(void);
 void tg__amx_end(void);
 /* The 32 x 32 float tile of C of an A panel and a B sliver kq chunks of
- * 16 bf16 pairs deep, in the AMX engine's layout (gemm_bf16.c): row r's 16
+ * 16 bf16 pairs deep, in the AMX engine's layout (gemm_bf16_pack.c): row r's 16
  * pairs of chunk q of A at a + a_rs r + a_cs q (a packed panel: a_rs 32,
  * a_cs 1024; a bf16 A read in place: its leading dimension and 32); pair
  * p of column j of B at b[64 p + 2 j]. Summed from zero, or (from_c) from

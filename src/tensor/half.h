@@ -1,5 +1,5 @@
 /* The two 16-bit floats tgrad reads, writes and multiplies, and their
- * conversions to and from float (internal: gemm_bf16.c packs with them,
+ * conversions to and from float (internal: the bf16 GEMM packs with them,
  * src/io/safetensors.c stores with them).
  *
  *   bfloat16  1 sign, 8 exponent, 7 fraction bits: the top half of a float,

@@ -51,7 +51,7 @@ tg_isa tg_isa_level(void);
  * as TG_PICK(...)(args)) or anything else of one type, a table of block
  * sizes say. The exceptions are the paths of the AVX-512 BF16 level, chosen
  * by tg_isa_level() >= TG_ISA_AVX512_BF16 where they are used: the bf16
- * GEMM's vdpbf16ps kernel and packers (gemm_bf16.c) and attention's
+ * GEMM's vdpbf16ps kernel and packers (gemm_bf16.c, gemm_bf16_pack.c) and attention's
  * roundings with vcvtneps2bf16 (kernels_attention.c, _block.c). */
 #define TG_PICK(on, portable, avx2, avx512)  TG_PICK_(on, portable, avx2, avx512)
 #define TG_PICK_(on, portable, avx2, avx512) TG_PICK_##on(portable, avx2, avx512)
