@@ -192,48 +192,26 @@ static tg_tensor *affine_output(const char *op, const tg_tensor *x, const tg_ten
     return to == TG_DTYPE_BF16 ? tg__empty_bf16(x->ndim, shape) : tg_empty_arena(x->ndim, shape);
 }
 
-/* Rows [r0, r1) of h set to b, to the rows of res, or to their sum: the
- * GEMM's starting value. Rows split over threads (any split gives the same
- * bits). */
-typedef struct {
-    const tg_real *b, *res; /* either may be NULL */
-    tg_real *h;
-    int out;
-} bias_rows_ctx;
-static void bias_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
-    const bias_rows_ctx *c = ctx;
-    size_t n = (size_t)c->out;
-    (void)tid;
-    for (int64_t r = r0; r < r1; r++) {
-        tg_real *h = c->h + r * c->out;
-        if (!c->res)
-            memcpy(h, c->b, sizeof(tg_real) * n);
-        else if (!c->b)
-            memcpy(h, c->res + r * c->out, sizeof(tg_real) * n);
-        else
-            for (size_t j = 0; j < n; j++) h[j] = c->res[r * c->out + j] + c->b[j];
-    }
-}
-
 /* Rows r0.. (n of them) of h = res + x W^T + b into C (n rows of out),
  * with the epilogue ep (its outputs at rows r0.. of the whole result, ep's
  * bias and res unset: set here). With bf16 products the GEMM adds res + b
  * in its epilogue, after the products (beta = 0): C is written once and
  * never read (tg_gemm_epilogue says where that changes a bit). With float
- * products C starts at res + b (beta = 1; bias_rows, over threads), the
- * order those products have always had. With in = 0 the GEMM only sets
+ * products C starts at res + b (beta = 1; tg_k_epilogue_start, the GEMM's
+ * own start of C summed in several passes), the order those products have
+ * always had. With in = 0 the GEMM only sets
  * the rows to res + b or 0. */
 static void affine_rows(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res, int64_t r0,
                         int64_t n, tg_real *C, tg_gemm_epilogue ep) {
     int in = w->shape[1], out = w->shape[0];
     bool bf16 = tg_prec_bf16();
     if (n <= 0) return;
-    if (bf16) {
-        ep.bias = b ? b->data : NULL;
-        ep.res = res ? res->data + r0 * out : NULL;
-    } else if (b || res)
-        tg_parallel_for_ns(n, (double)(n * out) * TG_NS_STREAM, bias_rows,
-                           &(bias_rows_ctx){b ? b->data : NULL, res ? res->data + r0 * out : NULL, C, out});
+    ep.bias = b ? b->data : NULL;
+    ep.res = res ? res->data + r0 * out : NULL;
+    if (!bf16 && (b || res)) { /* C set to res + b here, the epilogue left to add nothing */
+        tg_k_epilogue_start(&ep, C, out, (int)n, out, 0);
+        ep.bias = ep.res = NULL;
+    }
     bool plain = !ep.Y && !ep.Y16 && !ep.H16 && !ep.bias && !ep.res; /* nothing for an epilogue to do */
     product_x(bf16, true, false, true, (int)n, out, in, w->data, in, x, r0, n, in, !bf16 && (b || res) ? 1 : 0, C, out,
               plain ? NULL : &ep);
