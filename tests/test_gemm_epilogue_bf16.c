@@ -8,6 +8,7 @@
  *     engine but the AMX tiles, which start their sums from C (there within
  *     a float rounding of the sum's size);
  *   - the same bits at 1 and 2 threads;
+ *   - with C not wanted (c_scratch), the same outputs;
  * on the float GEMM at every ISA level this CPU has and on every engine
  * of the bf16 GEMM. Compiled into both test binaries (the double build
  * checks the portable and AVX2 loops in double). */
@@ -135,6 +136,49 @@ Test(gemm_epilogue_bf16, bf16_gemm_on_every_engine) {
         all_cases(tg_k_gemm_bf16, tg_k_gemm_bf16_ep, !from_c, ENGINE_NAMES[e]);
     }
     tg__bf16_engine_force(NULL);
+}
+
+/* C not wanted (ep.c_scratch: the finished blocks in a thread's buffer,
+ * gemm_driver.c): Y16 and H16 the bits of the same product into C, at 1,
+ * 2 and 4 threads (row, column and grid splits), on one K block (where
+ * the buffer serves) and several (where C does), N past the AMX panel's
+ * 1024 columns, M past a block's rows; the outputs' padding untouched. */
+static void check_c_scratch(gemm_ep_fn with_ep, int M, int N, int K, const char *what) {
+    const int ldc = N + 5;
+    const size_t nc = (size_t)M * ldc;
+    tg_real *A = lcg_buf(&lcg_state, (size_t)M * K), *B = lcg_buf(&lcg_state, (size_t)N * K);
+    tg_real *bias = lcg_buf(&lcg_state, (size_t)N), *res = lcg_buf(&lcg_state, nc), *C = malloc(nc * sizeof *C);
+    uint16_t *y[2], *h[2];
+    for (int t = 0; t < 2; t++) y[t] = malloc(nc * sizeof **y), h[t] = malloc(nc * sizeof **h);
+    cr_assert(C && y[0] && y[1] && h[0] && h[1]);
+    for (size_t i = 0; i < nc; i++) y[0][i] = h[0][i] = 0x1234;
+    tg_gemm_epilogue ep = {.act = TG_UNARY_GELU_TANH, .Y16 = y[0], .H16 = h[0], .bias = bias, .res = res};
+    with_ep(false, true, M, N, K, 1, A, K, B, K, 0, C, ldc, &ep);
+    int saved = tg_get_num_threads();
+    for (int nt = 1; nt <= 4; nt *= 2) {
+        tg_set_num_threads(nt);
+        for (size_t i = 0; i < nc; i++) y[1][i] = h[1][i] = 0x1234;
+        ep.Y16 = y[1], ep.H16 = h[1], ep.c_scratch = true;
+        with_ep(false, true, M, N, K, 1, A, K, B, K, 0, C, ldc, &ep);
+        cr_assert(memcmp(y[0], y[1], nc * sizeof **y) == 0 && memcmp(h[0], h[1], nc * sizeof **h) == 0,
+                  "%s %dx%dx%d at %d threads: C's blocks in a buffer give other bits", what, M, N, K, nt);
+    }
+    tg_set_num_threads(saved);
+    free(A), free(B), free(bias), free(res), free(C), free(y[0]), free(y[1]), free(h[0]), free(h[1]);
+}
+
+Test(gemm_epilogue_bf16, c_scratch_gives_the_same_outputs) {
+    static const int sh[][3] = {{37, 33, 31}, {70, 45, 64}, {130, 1100, 200}, {9, 130, 1100}, {200, 300, 256}};
+    for (int s = 0; s < 5; s++) {
+        for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++) {
+            int old = tg__isa_cap(cap);
+            check_c_scratch(tg_k_gemm_ep, sh[s][0], sh[s][1], sh[s][2], "float gemm");
+            tg__isa_cap(old);
+        }
+        for (int e = 0; e < N_ENGINES; e++)
+            if (force_engine(ENGINE_NAMES[e])) check_c_scratch(tg_k_gemm_bf16_ep, sh[s][0], sh[s][1], sh[s][2], ENGINE_NAMES[e]);
+        tg__bf16_engine_force(NULL);
+    }
 }
 
 /* Nothing to multiply (K = 0): v = res + b, and its bf16. */

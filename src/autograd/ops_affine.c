@@ -34,7 +34,9 @@
  * Linear's result): x may be stored as bf16, and the _to forms store the
  * result y (and affine_gelu's kept h) as bf16, rounded by the GEMM's
  * epilogue from each block of float sums it finishes, in cache, into a
- * float C of a chunk of rows (op.h) that nothing else reads. Products of a
+ * float C of a chunk of rows (op.h) that nothing else reads, or, where
+ * the GEMM can (c_scratch, gemm_driver.c), into a block buffer of the
+ * thread's own with no C in memory at all. Products of a
  * bf16 x are those of its float values (bf16 products read it in place,
  * float ones a widened copy), so with bf16 products a bf16-stored x gives
  * the bits of the float x it was rounded from. A kept bf16 h makes the
@@ -236,6 +238,7 @@ static bool affine_forward(const tg_tensor *x, const tg_tensor *w, const tg_tens
     if (N == 0) return true;
     int64_t R = tg__chunk_rows(out, N);
     tg_tensor *fc = tg__empty_recycled(TG_SHAPE((int)R, out)); /* C of a chunk */
+    ep.c_scratch = true; /* only y16 (and h16) wanted: the GEMM may keep C's blocks in a thread's buffer */
     if (!fc) return false;
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int64_t n = N - r0 < R ? N - r0 : R;

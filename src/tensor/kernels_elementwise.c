@@ -104,13 +104,13 @@ void tg_k_unary_tile(tg_unary_kind kind, tg_real p, int m, int n, const tg_real 
  * stack row, and that row to Y16. The bf16 rounding is tg_k_to_bf16's
  * (half.h, a double rounded to float first). Built for each ISA. */
 #define EP_COLS 256
-TG_KERNEL_BODY void epilogue_tile_body(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m,
-                                       int n) {
+TG_KERNEL_BODY void epilogue_tile_body(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int ldo,
+                                       int m, int n) {
     _Alignas(64) tg_real t[EP_COLS];
     for (int r = 0; r < m; r++)
         for (int jb = 0; jb < n; jb += EP_COLS) {
             const int w = n - jb < EP_COLS ? n - jb : EP_COLS;
-            const size_t o = (size_t)(i0 + r) * (size_t)ldc + (size_t)(j0 + jb); /* the outputs' offset */
+            const size_t o = (size_t)(i0 + r) * (size_t)ldo + (size_t)(j0 + jb); /* the outputs' offset */
             tg_real *restrict v = c + (size_t)r * ldc + jb;
             const tg_real *restrict b = ep->bias ? ep->bias + j0 + jb : NULL;
             const tg_real *restrict rs = ep->res ? ep->res + o : NULL;
@@ -139,11 +139,12 @@ TG_KERNEL_BODY void epilogue_tile_body(const tg_gemm_epilogue *ep, int64_t i0, i
             }
         }
 }
-TG_ISA_DISPATCH(epilogue_tile, (const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m, int n),
-                (ep, i0, j0, c, ldc, m, n))
+TG_ISA_DISPATCH(epilogue_tile,
+                (const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int ldo, int m, int n),
+                (ep, i0, j0, c, ldc, ldo, m, n))
 
-void tg_k_epilogue_tile(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m, int n) {
-    epilogue_tile(ep, i0, j0, c, ldc, m, n);
+void tg_k_epilogue_tile(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int ldo, int m, int n) {
+    epilogue_tile(ep, i0, j0, c, ldc, ldo, m, n);
 }
 
 typedef struct {
