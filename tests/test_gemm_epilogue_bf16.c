@@ -242,3 +242,51 @@ Test(gemm_epilogue_bf16, activation_backward_from_bf16_is_the_passes) {
         for (int s = 0; s < 6; s++)
             for (int mode = 0; mode < 3; mode++) check_act_backward(acts[a], shapes2[s][0], shapes2[s][1], mode);
 }
+
+/* tg_k_to_bf16_operand: h the bf16 GEMM's rounding of each value
+ * (tg__bf16_from_bits_daz: subnormals flushed, NaN quiet) and db
+ * tg_k_sum_to's column sums bit for bit (fresh, added to, none), on wide
+ * values with float subnormals and NaNs, rows in one piece of the sums and
+ * several, at 1 and 2 threads and every ISA level. */
+static void check_operand(int rows, int cols, int db_mode) {
+    size_t n = (size_t)rows * cols;
+    tg_real *x = lcg_wide(&lcg_state, n), *db0 = lcg_buf(&lcg_state, (size_t)cols);
+    tg_real *want_db = malloc((size_t)cols * sizeof *want_db), *db = malloc((size_t)cols * sizeof *db);
+    uint16_t *h = malloc((n + 1) * sizeof *h);
+    int64_t np = tg_k_unary_backward_bf16_part(rows, cols);
+    tg_real *part = malloc((size_t)(np > 0 ? np : 1) * sizeof *part);
+    cr_assert(want_db && db && h && part);
+    for (size_t i = 7; i < n; i += 97) x[i] = (tg_real)tg__bits_float(0x7F800001u + (uint32_t)i); /* NaNs */
+    memcpy(want_db, db0, (size_t)cols * sizeof *db0);
+    tg_tensor xt = {.magic = TG_MAGIC, .ndim = 2, .shape = {rows, cols}, .size = (int64_t)n, .data = x};
+    tg_tensor bt = {.magic = TG_MAGIC, .ndim = 1, .shape = {cols}, .size = cols, .data = want_db};
+    if (db_mode) tg_k_sum_to(&xt, &bt, db_mode == 2);
+    int saved = tg_get_num_threads();
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++) {
+        int old = tg__isa_cap(cap);
+        for (int nt = 1; nt <= 2; nt++) {
+            tg_set_num_threads(nt);
+            memcpy(db, db0, (size_t)cols * sizeof *db0);
+            h[n] = 0xBEEF;
+            tg_k_to_bf16_operand(x, h, rows, cols, db_mode ? db : NULL, db_mode == 1, part);
+            for (size_t i = 0; i < n; i++)
+                cr_assert_eq(h[i], tg__bf16_from_bits_daz(tg__float_bits((float)x[i])), "%dx%d cap %d: h[%zu] of %a",
+                             rows, cols, cap, i, (double)x[i]);
+            cr_assert_eq(h[n], 0xBEEF);
+            if (db_mode)
+                for (int j = 0; j < cols; j++)
+                    cr_assert(memcmp(&db[j], &want_db[j], sizeof *db) == 0 || (isnan(db[j]) && isnan(want_db[j])),
+                              "%dx%d db mode %d cap %d at %d threads: db[%d] = %.9g, want %.9g", rows, cols, db_mode,
+                              cap, nt, j, (double)db[j], (double)want_db[j]);
+        }
+        tg__isa_cap(old);
+    }
+    tg_set_num_threads(saved);
+    free(x), free(db0), free(want_db), free(db), free(h), free(part);
+}
+
+Test(gemm_epilogue_bf16, operand_rounding_is_the_packers_and_db_the_sums) {
+    static const int shapes2[][2] = {{1, 1}, {5, 70}, {129, 65}, {300, 200}, {672, 96}};
+    for (int s = 0; s < 5; s++)
+        for (int mode = 0; mode < 3; mode++) check_operand(shapes2[s][0], shapes2[s][1], mode);
+}

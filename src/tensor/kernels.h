@@ -121,6 +121,13 @@ void tg_k_unary_backward(tg_unary_kind kind, tg_real param, const tg_real *gy, c
 void tg_k_unary_backward_bf16(tg_unary_kind kind, const uint16_t *h16, const tg_real *gy, uint16_t *dh16, int64_t rows,
                               int64_t cols, tg_real *db, bool db_fresh, tg_real *part);
 int64_t tg_k_unary_backward_bf16_part(int64_t rows, int64_t cols);
+/* The same pass without an activation, for an operand of bf16 products:
+ * h = x rounded as the bf16 GEMM rounds what it packs (tg__bf16_from_bits_daz,
+ * half.h: subnormals to zero, NaN quiet), so a product reading h gives
+ * the bits of one reading x, and db (NULL: none) = (db_fresh) or += x's
+ * column sums, tg_k_sum_to's bits; part as above. */
+void tg_k_to_bf16_operand(const tg_real *x, uint16_t *h, int64_t rows, int64_t cols, tg_real *db, bool db_fresh,
+                          tg_real *part);
 /* tg_k_unary on an m x n block of rows ld apart: y = f(x), the same
  * formula, hence the same bits. y == x (in place) is allowed. On the
  * calling thread: the GEMM's epilogue runs it on one finished block of C
