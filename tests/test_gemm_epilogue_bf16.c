@@ -176,7 +176,8 @@ Test(gemm_epilogue_bf16, c_scratch_gives_the_same_outputs) {
             tg__isa_cap(old);
         }
         for (int e = 0; e < N_ENGINES; e++)
-            if (force_engine(ENGINE_NAMES[e])) check_c_scratch(tg_k_gemm_bf16_ep, sh[s][0], sh[s][1], sh[s][2], ENGINE_NAMES[e]);
+            if (force_engine(ENGINE_NAMES[e]))
+                check_c_scratch(tg_k_gemm_bf16_ep, sh[s][0], sh[s][1], sh[s][2], ENGINE_NAMES[e]);
         tg__bf16_engine_force(NULL);
     }
 }

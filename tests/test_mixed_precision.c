@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "tensor/half.h"
-#include "tensor/kernels.h" /* tg_k_gemm_bf16, tg_k_sum_to */
+#include "tensor/kernels.h"         /* tg_k_gemm_bf16, tg_k_sum_to */
 #include "tensor/tensor_internal.h" /* tg__parallel_fake_cpus */
 #include "tgrad.h"
 

@@ -193,7 +193,7 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack, tg_re
     const size_t lda = (size_t)g->lda, a_rs = g->trans_a ? 1 : lda, a_ks = g->trans_a ? lda : 1;
     const int j1 = s1 * nr < g->ncur ? s1 * nr : g->ncur; /* this share's columns of the panel */
     gemm_job j = *g;
-    if (cbuf) j.ldc = g->cb_ld; /* the kernels' C is the thread's block buffer */
+    if (cbuf) j.ldc = g->cb_ld;                   /* the kernels' C is the thread's block buffer */
     for (int kb = g->kb0; kb < g->kb_end; kb++) { /* the K blocks in order: each C element's sum order */
         k_block(&j, kb);
         j.a_direct = !in_place && eng->a_direct && eng->a_direct(&j);
@@ -215,8 +215,8 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack, tg_re
                 const unsigned char *bs = bblock + (size_t)s * sliver;
                 for (int ir = 0; ir < mcur; ir += mr) {
                     int m = mcur - ir < mr ? mcur - ir : mr;
-                    tg_real *cs = cbuf ? cbuf + (size_t)ir * j.ldc + (j0 - s0 * nr)
-                                       : j.C + (size_t)(ic + ir) * j.ldc + j.jc + j0;
+                    tg_real *cs =
+                        cbuf ? cbuf + (size_t)ir * j.ldc + (j0 - s0 * nr) : j.C + (size_t)(ic + ir) * j.ldc + j.jc + j0;
                     if (in_place)
                         eng->kernel_a(&j, j.A + (size_t)(ic + ir) * a_rs + (size_t)j.pc * a_ks, a_rs, a_ks, bs, cs,
                                       beta_k, m, n);
@@ -243,8 +243,8 @@ static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     unsigned char *apack = g->ws + (size_t)g->kgroup * g->b_bytes + me * g->a_bytes;
     tg_real *cbuf = NULL;
     if (g->cb_bytes)
-        cbuf = (tg_real *)(void *)(g->ws + (size_t)g->kgroup * g->b_bytes + (size_t)g->nt * g->a_bytes +
-                                   me * g->cb_bytes);
+        cbuf =
+            (tg_real *)(void *)(g->ws + (size_t)g->kgroup * g->b_bytes + (size_t)g->nt * g->a_bytes + me * g->cb_bytes);
     if (g->eng->begin) g->eng->begin();
     for (int64_t t = b; t < e; t++) multiply_share(g, (int)t, apack, cbuf);
     if (g->eng->end) g->eng->end();

@@ -138,12 +138,12 @@ static bool bf16_row_fast(const tg_real *x, uint16_t *h, int64_t n, bool daz) {
     (void)x, (void)h, (void)n, (void)daz;
     return false;
 }
-#define BF16_ROW(x, h, n)                                                                         \
-    do {                                                                                          \
-        const tg_real *restrict bx_ = (x);                                                        \
-        uint16_t *restrict bh_ = (h);                                                             \
-        const int64_t bn_ = (n);                                                                  \
-        if (!bf16_row_fast(bx_, bh_, bn_, false))                                                 \
+#define BF16_ROW(x, h, n)                                                                       \
+    do {                                                                                        \
+        const tg_real *restrict bx_ = (x);                                                      \
+        uint16_t *restrict bh_ = (h);                                                           \
+        const int64_t bn_ = (n);                                                                \
+        if (!bf16_row_fast(bx_, bh_, bn_, false))                                               \
             for (int64_t j_ = 0; j_ < bn_; j_++) bh_[j_] = tg__bf16_from_float((float)bx_[j_]); \
     } while (0)
 
@@ -548,7 +548,8 @@ TG_KERNEL_BODY void act_bf16_chunks_body(void *ctx, int64_t b, int64_t e, int ti
                 const tg_real *restrict gy = c->gy + o;
                 if (c->operand) {
                     if (!bf16_row_fast(gy, c->dh16 + o, n, true))
-                        for (int64_t j = 0; j < n; j++) c->dh16[o + j] = tg__bf16_from_bits_daz(tg__float_bits((float)gy[j]));
+                        for (int64_t j = 0; j < n; j++)
+                            c->dh16[o + j] = tg__bf16_from_bits_daz(tg__float_bits((float)gy[j]));
                     if (out) {
                         tg_real *restrict s = out + j0;
 #pragma omp simd
@@ -585,8 +586,7 @@ static void act_bf16_run(act_bf16_ctx c, bool db_fresh) {
     c.chunks = (rows + SUM_ROWS - 1) / SUM_ROWS;
     c.part = db && c.chunks > 1 ? part : NULL;
     if (db && db_fresh) memset(db, 0, sizeof(tg_real) * (size_t)cols);
-    tg_parallel_for_ns(c.chunks, (double)(rows * cols) * (c.operand ? TG_NS_STREAM : TG_NS_POLY), act_bf16_chunks,
-                       &c);
+    tg_parallel_for_ns(c.chunks, (double)(rows * cols) * (c.operand ? TG_NS_STREAM : TG_NS_POLY), act_bf16_chunks, &c);
     if (c.part) {
         sum_rows_ctx s = {.dst = db, .part = c.part, .D = cols, .chunks = c.chunks};
         tg_parallel_for_ns((cols + SUM_COLS - 1) / SUM_COLS, (double)(c.chunks * cols) * TG_NS_STREAM, sum_rows_combine,
@@ -596,15 +596,17 @@ static void act_bf16_run(act_bf16_ctx c, bool db_fresh) {
 
 void tg_k_unary_backward_bf16(tg_unary_kind kind, const uint16_t *h16, const tg_real *gy, uint16_t *dh16, int64_t rows,
                               int64_t cols, tg_real *db, bool db_fresh, tg_real *part) {
-    act_bf16_run((act_bf16_ctx){.kind = kind, .h16 = h16, .gy = gy, .dh16 = dh16, .db = db, .part = part, .rows = rows,
-                                .cols = cols},
-                 db_fresh);
+    act_bf16_run(
+        (act_bf16_ctx){
+            .kind = kind, .h16 = h16, .gy = gy, .dh16 = dh16, .db = db, .part = part, .rows = rows, .cols = cols},
+        db_fresh);
 }
 
 void tg_k_to_bf16_operand(const tg_real *x, uint16_t *h, int64_t rows, int64_t cols, tg_real *db, bool db_fresh,
                           tg_real *part) {
-    act_bf16_run((act_bf16_ctx){.gy = x, .dh16 = h, .db = db, .part = part, .rows = rows, .cols = cols, .operand = true},
-                 db_fresh);
+    act_bf16_run(
+        (act_bf16_ctx){.gy = x, .dh16 = h, .db = db, .part = part, .rows = rows, .cols = cols, .operand = true},
+        db_fresh);
 }
 
 int64_t tg_k_unary_backward_bf16_part(int64_t rows, int64_t cols) {
