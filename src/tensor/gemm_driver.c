@@ -227,7 +227,7 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack, tg_re
                 }
             }
             /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
-            if (j1 > s0 * nr && cbuf)
+            if (j1 > s0 * nr && cbuf && ep)
                 tg_k_epilogue_tile(ep, ic, j.jc + s0 * nr, cbuf, j.ldc, g->ldc, mcur, j1 - s0 * nr);
             else if (j1 > s0 * nr)
                 gemm_epilogue(ep, j.C, j.C + (size_t)ic * j.ldc + j.jc + s0 * nr, j.ldc, mcur, j1 - s0 * nr);
