@@ -8,6 +8,7 @@
  *     engine but the AMX tiles, which start their sums from C (there within
  *     a float rounding of the sum's size);
  *   - the same bits at 1 and 2 threads;
+ *   - with C not wanted (c_scratch), the same outputs;
  * on the float GEMM at every ISA level this CPU has and on every engine
  * of the bf16 GEMM. Compiled into both test binaries (the double build
  * checks the portable and AVX2 loops in double). */
@@ -137,6 +138,50 @@ Test(gemm_epilogue_bf16, bf16_gemm_on_every_engine) {
     tg__bf16_engine_force(NULL);
 }
 
+/* C not wanted (ep.c_scratch: the finished blocks in a thread's buffer,
+ * gemm_driver.c): Y16 and H16 the bits of the same product into C, at 1,
+ * 2 and 4 threads (row, column and grid splits), on one K block (where
+ * the buffer serves) and several (where C does), N past the AMX panel's
+ * 1024 columns, M past a block's rows; the outputs' padding untouched. */
+static void check_c_scratch(gemm_ep_fn with_ep, int M, int N, int K, const char *what) {
+    const int ldc = N + 5;
+    const size_t nc = (size_t)M * ldc;
+    tg_real *A = lcg_buf(&lcg_state, (size_t)M * K), *B = lcg_buf(&lcg_state, (size_t)N * K);
+    tg_real *bias = lcg_buf(&lcg_state, (size_t)N), *res = lcg_buf(&lcg_state, nc), *C = malloc(nc * sizeof *C);
+    uint16_t *y[2], *h[2];
+    for (int t = 0; t < 2; t++) y[t] = malloc(nc * sizeof **y), h[t] = malloc(nc * sizeof **h);
+    cr_assert(C && y[0] && y[1] && h[0] && h[1]);
+    for (size_t i = 0; i < nc; i++) y[0][i] = h[0][i] = 0x1234;
+    tg_gemm_epilogue ep = {.act = TG_UNARY_GELU_TANH, .Y16 = y[0], .H16 = h[0], .bias = bias, .res = res};
+    with_ep(false, true, M, N, K, 1, A, K, B, K, 0, C, ldc, &ep);
+    int saved = tg_get_num_threads();
+    for (int nt = 1; nt <= 4; nt *= 2) {
+        tg_set_num_threads(nt);
+        for (size_t i = 0; i < nc; i++) y[1][i] = h[1][i] = 0x1234;
+        ep.Y16 = y[1], ep.H16 = h[1], ep.c_scratch = true;
+        with_ep(false, true, M, N, K, 1, A, K, B, K, 0, C, ldc, &ep);
+        cr_assert(memcmp(y[0], y[1], nc * sizeof **y) == 0 && memcmp(h[0], h[1], nc * sizeof **h) == 0,
+                  "%s %dx%dx%d at %d threads: C's blocks in a buffer give other bits", what, M, N, K, nt);
+    }
+    tg_set_num_threads(saved);
+    free(A), free(B), free(bias), free(res), free(C), free(y[0]), free(y[1]), free(h[0]), free(h[1]);
+}
+
+Test(gemm_epilogue_bf16, c_scratch_gives_the_same_outputs) {
+    static const int sh[][3] = {{37, 33, 31}, {70, 45, 64}, {130, 1100, 200}, {9, 130, 1100}, {200, 300, 256}};
+    for (int s = 0; s < 5; s++) {
+        for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++) {
+            int old = tg__isa_cap(cap);
+            check_c_scratch(tg_k_gemm_ep, sh[s][0], sh[s][1], sh[s][2], "float gemm");
+            tg__isa_cap(old);
+        }
+        for (int e = 0; e < N_ENGINES; e++)
+            if (force_engine(ENGINE_NAMES[e]))
+                check_c_scratch(tg_k_gemm_bf16_ep, sh[s][0], sh[s][1], sh[s][2], ENGINE_NAMES[e]);
+        tg__bf16_engine_force(NULL);
+    }
+}
+
 /* Nothing to multiply (K = 0): v = res + b, and its bf16. */
 Test(gemm_epilogue_bf16, k_zero) {
     tg_real bias[3] = {1.5, -2, 0.25}, res[6] = {1, 2, 3, 4, 5, 6}, C[6];
@@ -197,4 +242,52 @@ Test(gemm_epilogue_bf16, activation_backward_from_bf16_is_the_passes) {
     for (int a = 0; a < 3; a++)
         for (int s = 0; s < 6; s++)
             for (int mode = 0; mode < 3; mode++) check_act_backward(acts[a], shapes2[s][0], shapes2[s][1], mode);
+}
+
+/* tg_k_to_bf16_operand: h the bf16 GEMM's rounding of each value
+ * (tg__bf16_from_bits_daz: subnormals flushed, NaN quiet) and db
+ * tg_k_sum_to's column sums bit for bit (fresh, added to, none), on wide
+ * values with float subnormals and NaNs, rows in one piece of the sums and
+ * several, at 1 and 2 threads and every ISA level. */
+static void check_operand(int rows, int cols, int db_mode) {
+    size_t n = (size_t)rows * cols;
+    tg_real *x = lcg_wide(&lcg_state, n), *db0 = lcg_buf(&lcg_state, (size_t)cols);
+    tg_real *want_db = malloc((size_t)cols * sizeof *want_db), *db = malloc((size_t)cols * sizeof *db);
+    uint16_t *h = malloc((n + 1) * sizeof *h);
+    int64_t np = tg_k_unary_backward_bf16_part(rows, cols);
+    tg_real *part = malloc((size_t)(np > 0 ? np : 1) * sizeof *part);
+    cr_assert(want_db && db && h && part);
+    for (size_t i = 7; i < n; i += 97) x[i] = (tg_real)tg__bits_float(0x7F800001u + (uint32_t)i); /* NaNs */
+    memcpy(want_db, db0, (size_t)cols * sizeof *db0);
+    tg_tensor xt = {.magic = TG_MAGIC, .ndim = 2, .shape = {rows, cols}, .size = (int64_t)n, .data = x};
+    tg_tensor bt = {.magic = TG_MAGIC, .ndim = 1, .shape = {cols}, .size = cols, .data = want_db};
+    if (db_mode) tg_k_sum_to(&xt, &bt, db_mode == 2);
+    int saved = tg_get_num_threads();
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AMX; cap++) {
+        int old = tg__isa_cap(cap);
+        for (int nt = 1; nt <= 2; nt++) {
+            tg_set_num_threads(nt);
+            memcpy(db, db0, (size_t)cols * sizeof *db0);
+            h[n] = 0xBEEF;
+            tg_k_to_bf16_operand(x, h, rows, cols, db_mode ? db : NULL, db_mode == 1, part);
+            for (size_t i = 0; i < n; i++)
+                cr_assert_eq(h[i], tg__bf16_from_bits_daz(tg__float_bits((float)x[i])), "%dx%d cap %d: h[%zu] of %a",
+                             rows, cols, cap, i, (double)x[i]);
+            cr_assert_eq(h[n], 0xBEEF);
+            if (db_mode)
+                for (int j = 0; j < cols; j++)
+                    cr_assert(memcmp(&db[j], &want_db[j], sizeof *db) == 0 || (isnan(db[j]) && isnan(want_db[j])),
+                              "%dx%d db mode %d cap %d at %d threads: db[%d] = %.9g, want %.9g", rows, cols, db_mode,
+                              cap, nt, j, (double)db[j], (double)want_db[j]);
+        }
+        tg__isa_cap(old);
+    }
+    tg_set_num_threads(saved);
+    free(x), free(db0), free(want_db), free(db), free(h), free(part);
+}
+
+Test(gemm_epilogue_bf16, operand_rounding_is_the_packers_and_db_the_sums) {
+    static const int shapes2[][2] = {{1, 1}, {5, 70}, {129, 65}, {300, 200}, {672, 96}};
+    for (int s = 0; s < 5; s++)
+        for (int mode = 0; mode < 3; mode++) check_operand(shapes2[s][0], shapes2[s][1], mode);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "tensor/half.h"
+#include "tensor/kernels.h"         /* tg_k_gemm_bf16, tg_k_sum_to */
 #include "tensor/tensor_internal.h" /* tg__parallel_fake_cpus */
 #include "tgrad.h"
 
@@ -100,6 +101,44 @@ Test(mixed_precision, affine_is_bf16_products_forward_and_backward) {
     cr_assert(rel_diff(y, y32) < 0.02, "bf16 forward off by %g", rel_diff(y, y32));
     tg_scope_end();
     tg_free(x), tg_free(w), tg_free(b), tg_free(dy);
+}
+
+/* The same at gpt-small's scale of rows (the weight gradient's K in
+ * several K blocks, db's sums in several pieces), through affine_add (y =
+ * r + x W^T + b), with float subnormals in dy (zeros to the products), at
+ * 1 and 2 threads: dy rounded once for both products (affine_grads) gives
+ * the bits of each product rounding it as it packs, and db is
+ * tg_k_sum_to's. */
+Test(mixed_precision, affine_add_backward_is_bf16_products_at_scale) {
+    if (!IS_FLOAT) cr_skip_test("float build only");
+    enum { N = 1100, IN = 40, OUT = 70 };
+    tg_rng rng = tg_rng_new(5);
+    tg_tensor *x = param(TG_SHAPE(N, IN), &rng), *w = param(TG_SHAPE(OUT, IN), &rng);
+    tg_tensor *b = param(TG_SHAPE(OUT), &rng), *r = param(TG_SHAPE(N, OUT), &rng);
+    tg_tensor *dy = tg_randn(TG_SHAPE(N, OUT), &rng);
+    for (int i = 0; i < N * OUT; i += 11) dy->data[i] *= 0x1p-128f; /* subnormal */
+    static tg_real gx[N * IN], gw[OUT * IN], gb[OUT];
+    tg_k_gemm_bf16(false, false, N, IN, OUT, 1, dy->data, OUT, w->data, IN, 0, gx, IN);
+    tg_k_gemm_bf16(true, false, OUT, IN, N, 1, dy->data, OUT, x->data, IN, 0, gw, IN);
+    tg_tensor bt = {.magic = TG_MAGIC, .ndim = 1, .shape = {OUT}, .size = OUT, .data = gb};
+    tg_k_sum_to(dy, &bt, false);
+    int saved = tg_get_num_threads();
+    for (int nt = 1; nt <= 2; nt++) {
+        tg_set_num_threads(nt);
+        tg_precision prev = tg_set_precision(TG_PREC_BF16);
+        tg_scope_begin();
+        tg_tensor *y = tg_affine_add(r, x, w, b);
+        cr_assert_not_null(y, "%s", tg_last_error());
+        cr_assert_eq(tg_backward_seed(y, dy), 0, "%s", tg_last_error());
+        cr_assert(memcmp(x->grad->data, gx, sizeof gx) == 0, "dx differs at %d threads", nt);
+        cr_assert(memcmp(w->grad->data, gw, sizeof gw) == 0, "dW differs at %d threads", nt);
+        cr_assert(memcmp(b->grad->data, gb, sizeof gb) == 0, "db differs at %d threads", nt);
+        tg_scope_end();
+        tg_set_precision(prev);
+        tg_zero_grad(x), tg_zero_grad(w), tg_zero_grad(b), tg_zero_grad(r);
+    }
+    tg_set_num_threads(saved);
+    tg_free(x), tg_free(w), tg_free(b), tg_free(r), tg_free(dy);
 }
 
 /* loss = sum(f(..) * seed) so every output element has its own gradient. */

@@ -34,7 +34,9 @@
  * Linear's result): x may be stored as bf16, and the _to forms store the
  * result y (and affine_gelu's kept h) as bf16, rounded by the GEMM's
  * epilogue from each block of float sums it finishes, in cache, into a
- * float C of a chunk of rows (op.h) that nothing else reads. Products of a
+ * float C of a chunk of rows (op.h) that nothing else reads, or, where
+ * the GEMM can (c_scratch, gemm_driver.c), into a block buffer of the
+ * thread's own with no C in memory at all. Products of a
  * bf16 x are those of its float values (bf16 products read it in place,
  * float ones a widened copy), so with bf16 products a bf16-stored x gives
  * the bits of the float x it was rounded from. A kept bf16 h makes the
@@ -75,12 +77,44 @@ static void product_x(bool bf16, bool x_first, bool ta, bool tb, int M, int N, i
     tg__tensor_recycle(xs);
 }
 
+/* dx = d W and dW += d^T x with bf16 products, from d16 [N, out] stored
+ * as bf16; n's inputs are x and W first. */
+static void grads_bf16(const tg_node *n, const uint16_t *d16, int N) {
+    tg_tensor *x = n->in[0], *w = n->in[1];
+    int in = w->shape[1], out = w->shape[0];
+    bool fresh;
+    tg_tensor *g = tg_grad_begin(x, &fresh);
+    if (g)
+        tg_k_gemm_bf16_mixed(false, false, N, in, out, 1, d16, true, out, w->data, false, in, fresh ? 0 : 1, g->data,
+                             in, NULL);
+    if ((g = tg_grad_begin(w, &fresh))) {
+        bool xb = x->dtype == TG_DTYPE_BF16;
+        tg_k_gemm_bf16_mixed(true, false, out, in, N, 1, d16, true, out,
+                             xb ? (const void *)x->bf16 : (const void *)x->data, xb, in, fresh ? 0 : 1, g->data, in,
+                             NULL);
+    }
+}
+
 /* dx, dW and db from dy, the gradient of h = x W^T + b; n's inputs are
- * x, W and then b (or none: b NULL). */
+ * x, W and then b (or none: b NULL). With bf16 products dy is rounded to
+ * bf16 once, as both products' packers would round it (with db's column
+ * sums in the same pass: tg_k_to_bf16_operand), and both read that: the
+ * same bits, half the bytes read twice and one rounding where there were
+ * two, and no pass of its own for db. */
 static void affine_grads(const tg_node *n, const tg_tensor *dy, tg_tensor *b) {
     tg_tensor *x = n->in[0], *w = n->in[1];
     int in = w->shape[1], out = w->shape[0], N = out ? (int)(dy->size / out) : 0;
     bool fresh;
+    if (n->bf16 && N > 0) {
+        tg_tensor *gb = b ? tg_grad_begin(b, &fresh) : NULL;
+        int64_t np = tg_k_unary_backward_bf16_part(N, out);
+        uint16_t *dy16 = tg_backward_scratch(sizeof(uint16_t) * (size_t)dy->size);
+        tg_real *part = tg_backward_scratch(sizeof(tg_real) * (size_t)(np > 0 ? np : 1));
+        if (!dy16 || !part) return;
+        tg_k_to_bf16_operand(dy->data, dy16, N, out, gb ? gb->data : NULL, gb && fresh, part);
+        grads_bf16(n, dy16, N);
+        return;
+    }
     tg_tensor *g = tg_grad_begin(x, &fresh);
     if (g) TG_GEMM(n->bf16, false, false, N, in, out, 1, dy->data, out, w->data, in, fresh ? 0 : 1, g->data, in);
     if ((g = tg_grad_begin(w, &fresh)))
@@ -117,7 +151,7 @@ typedef struct {
  * place. A bf16 h is widened a chunk of rows at a time (op.h). */
 static void affine_act_backward(tg_node *n, tg_unary_kind act) {
     const tg_tensor *h = ((const affine_act_state *)n->state)->h, *gy = n->out->grad;
-    tg_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in == 3 ? n->in[2] : NULL;
+    tg_tensor *w = n->in[1], *b = n->n_in == 3 ? n->in[2] : NULL;
     if (h->dtype == TG_DTYPE_REAL || h->size == 0) {                   /* (an empty h's data is not read) */
         tg_tensor *dh = tg_backward_scratch_tensor(h->ndim, h->shape); /* reused once this rule returns */
         if (!dh) return;
@@ -132,7 +166,7 @@ static void affine_act_backward(tg_node *n, tg_unary_kind act) {
      * tg_k_sum_to of the float chunk and rounding it, pass after pass).
      * Under float products a float dh is kept, from h widened a chunk of
      * rows at a time. */
-    int in = w->shape[1], out = w->shape[0];
+    int out = w->shape[0];
     int64_t N = out ? h->size / out : 0, R = tg__chunk_rows(out, N);
     if (!n->bf16) {
         tg_real *hs = tg_backward_scratch(sizeof(tg_real) * (size_t)(R * out));
@@ -157,17 +191,7 @@ static void affine_act_backward(tg_node *n, tg_unary_kind act) {
         tg_k_unary_backward_bf16(act, h->bf16 + off, gy->data + off, dh16 + off, rows, out, gb ? gb->data : NULL,
                                  fresh_b && r0 == 0, part);
     }
-    bool fresh;
-    tg_tensor *g = tg_grad_begin(x, &fresh);
-    if (g)
-        tg_k_gemm_bf16_mixed(false, false, (int)N, in, out, 1, dh16, true, out, w->data, false, in, fresh ? 0 : 1,
-                             g->data, in, NULL);
-    if ((g = tg_grad_begin(w, &fresh))) {
-        bool xb = x->dtype == TG_DTYPE_BF16;
-        tg_k_gemm_bf16_mixed(true, false, out, in, (int)N, 1, dh16, true, out,
-                             xb ? (const void *)x->bf16 : (const void *)x->data, xb, in, fresh ? 0 : 1, g->data, in,
-                             NULL);
-    }
+    grads_bf16(n, dh16, (int)N);
 }
 static void affine_gelu_backward(tg_node *n) { affine_act_backward(n, TG_UNARY_GELU); }
 static void affine_gelu_tanh_backward(tg_node *n) { affine_act_backward(n, TG_UNARY_GELU_TANH); }
@@ -236,6 +260,7 @@ static bool affine_forward(const tg_tensor *x, const tg_tensor *w, const tg_tens
     if (N == 0) return true;
     int64_t R = tg__chunk_rows(out, N);
     tg_tensor *fc = tg__empty_recycled(TG_SHAPE((int)R, out)); /* C of a chunk */
+    ep.c_scratch = true; /* only y16 (and h16) wanted: the GEMM may keep C's blocks in a thread's buffer */
     if (!fc) return false;
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int64_t n = N - r0 < R ? N - r0 : R;

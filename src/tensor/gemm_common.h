@@ -90,7 +90,7 @@ void *tg__gemm_workspace(size_t bytes);
 static inline void gemm_epilogue(const tg_gemm_epilogue *ep, const tg_real *C0, tg_real *c, int ldc, int m, int n) {
     if (!ep) return;
     ptrdiff_t off = c - C0;
-    tg_k_epilogue_tile(ep, off / ldc, (int)(off % ldc), c, ldc, m, n);
+    tg_k_epilogue_tile(ep, off / ldc, (int)(off % ldc), c, ldc, ldc, m, n);
 }
 
 /* ep seen from element (i0, j0) of C: every output moved there. */

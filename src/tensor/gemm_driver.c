@@ -38,7 +38,11 @@
  * through the epilogue (gemm_epilogue: bias, residual, activation, bf16
  * results) on that thread, before its next block: the values come from
  * L2, so a Linear's bias, activation and bf16 rounding cost no pass of
- * their own over [M, N] in memory.
+ * their own over [M, N] in memory. Where C itself is not wanted
+ * (ep->c_scratch: a bf16 Linear's float sums) and is summed in one pass,
+ * the block goes to a buffer of the thread's own (mc rows by its columns
+ * of the panel, in L2) instead of C: no write of C to memory, nor its
+ * read for ownership. The values are the same, so are the bits.
  *
  * Determinism: K is cut into near-equal blocks whose boundaries depend on
  * K alone; each element of C is summed in k order within a block by the
@@ -170,10 +174,11 @@ static void ensure_packed(const gemm_job *j, int s, int slivers) {
  * slivers, for each of the group's K blocks in order (each element of C
  * summed block after block, as one thread would); the share packs its rows
  * of A into its own buffer (apack), one block of rows at a time, and the
- * chunks of B it is first to reach. Its slivers are taken from a start
+ * chunks of B it is first to reach; with cbuf (gemm_job's cb_bytes) its
+ * block of C goes there, not to C. Its slivers are taken from a start
  * that depends on its row run, wrapping around: the order of the slivers
  * is the order of C's columns, not of any element's sum. */
-static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
+static void multiply_share(const gemm_job *g, int t, unsigned char *apack, tg_real *cbuf) {
     const gemm_engine *eng = g->eng;
     const int mr = eng->mr, nr = eng->nr, mc = g->mc, slivers = (g->ncur + nr - 1) / nr;
     int row0, row1, s0, s1;
@@ -188,6 +193,7 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
     const size_t lda = (size_t)g->lda, a_rs = g->trans_a ? 1 : lda, a_ks = g->trans_a ? lda : 1;
     const int j1 = s1 * nr < g->ncur ? s1 * nr : g->ncur; /* this share's columns of the panel */
     gemm_job j = *g;
+    if (cbuf) j.ldc = g->cb_ld;                   /* the kernels' C is the thread's block buffer */
     for (int kb = g->kb0; kb < g->kb_end; kb++) { /* the K blocks in order: each C element's sum order */
         k_block(&j, kb);
         j.a_direct = !in_place && eng->a_direct && eng->a_direct(&j);
@@ -209,7 +215,8 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
                 const unsigned char *bs = bblock + (size_t)s * sliver;
                 for (int ir = 0; ir < mcur; ir += mr) {
                     int m = mcur - ir < mr ? mcur - ir : mr;
-                    tg_real *cs = j.C + (size_t)(ic + ir) * j.ldc + j.jc + j0;
+                    tg_real *cs =
+                        cbuf ? cbuf + (size_t)ir * j.ldc + (j0 - s0 * nr) : j.C + (size_t)(ic + ir) * j.ldc + j.jc + j0;
                     if (in_place)
                         eng->kernel_a(&j, j.A + (size_t)(ic + ir) * a_rs + (size_t)j.pc * a_ks, a_rs, a_ks, bs, cs,
                                       beta_k, m, n);
@@ -220,18 +227,26 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack) {
                 }
             }
             /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
-            if (j1 > s0 * nr)
+            if (j1 > s0 * nr && cbuf && ep)
+                tg_k_epilogue_tile(ep, ic, j.jc + s0 * nr, cbuf, j.ldc, g->ldc, mcur, j1 - s0 * nr);
+            else if (j1 > s0 * nr)
                 gemm_epilogue(ep, j.C, j.C + (size_t)ic * j.ldc + j.jc + s0 * nr, j.ldc, mcur, j1 - s0 * nr);
         }
     }
 }
 
-/* Shares [b, e) of the grid, on the buffer of A of the thread that runs them. */
+/* Shares [b, e) of the grid, on the buffers of A (and of C's blocks) of
+ * the thread that runs them. */
 static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     const gemm_job *g = ctx;
-    unsigned char *apack = g->ws + (size_t)g->kgroup * g->b_bytes + (size_t)(g->nt == 1 ? 0 : tid) * g->a_bytes;
+    const size_t me = (size_t)(g->nt == 1 ? 0 : tid);
+    unsigned char *apack = g->ws + (size_t)g->kgroup * g->b_bytes + me * g->a_bytes;
+    tg_real *cbuf = NULL;
+    if (g->cb_bytes)
+        cbuf =
+            (tg_real *)(void *)(g->ws + (size_t)g->kgroup * g->b_bytes + (size_t)g->nt * g->a_bytes + me * g->cb_bytes);
     if (g->eng->begin) g->eng->begin();
-    for (int64_t t = b; t < e; t++) multiply_share(g, (int)t, apack);
+    for (int64_t t = b; t < e; t++) multiply_share(g, (int)t, apack, cbuf);
     if (g->eng->end) g->eng->end();
 }
 
@@ -279,10 +294,18 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
     j.kgroup = (int)(GEMM_B_GROUP_BYTES / j.b_bytes);
     if (j.kgroup < 1) j.kgroup = 1;
     if (j.kgroup > j.kblocks) j.kgroup = j.kblocks;
+    /* C in blocks (ep->c_scratch): where C is summed in one pass from
+     * zero, so that a finished block is final. Its rows cb_ld apart, a
+     * cache line past the panel's width: rows a multiple of 4 KB apart
+     * would all fall in one set of the L1. */
+    const bool cblock = j.ep && j.ep->c_scratch && j.kblocks == 1 && j.beta == 0;
+    j.cb_ld = cblock ? j.nc + (int)(64 / sizeof(tg_real)) : 0;
+    j.cb_bytes = cblock ? round_up((size_t)j.mc * (size_t)j.cb_ld * sizeof(tg_real), 64) : 0;
     const size_t state_bytes = round_up((size_t)j.kgroup * b_chunks(e, j.nc) * sizeof(atomic_int), 64);
-    j.ws = tg__gemm_workspace((size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes + state_bytes);
+    const size_t before_state = (size_t)j.kgroup * j.b_bytes + (size_t)j.nt * (j.a_bytes + j.cb_bytes);
+    j.ws = tg__gemm_workspace(before_state + state_bytes);
     if (!j.ws) return false;
-    j.chunk_state = j.ws + (size_t)j.kgroup * j.b_bytes + (size_t)j.nt * j.a_bytes;
+    j.chunk_state = j.ws + before_state;
     /* An epilogue's res + bias comes last on a product summed in one pass;
      * over several K blocks C starts at it instead (gemm_epilogue_start),
      * as a caller's C would have, and keeps those bits. */

@@ -45,6 +45,12 @@ struct gemm_job {
     unsigned char *ws;          /* the group's packed blocks of B, then one A block per thread */
     void *chunk_state;          /* in ws, after those: an atomic_int per (K block, chunk of B's slivers) */
     size_t b_bytes, a_bytes;    /* a packed block of B (one K block of the panel); one of A */
+    /* C in blocks (ep->c_scratch, one K block, beta 0): each thread's
+     * finished block of C (mc rows, a share's columns of the panel, rows
+     * cb_ld apart) goes to a buffer of its own in ws for the epilogue, C
+     * is never written; cb_bytes its size, 0 when C is C */
+    int cb_ld;
+    size_t cb_bytes;
 };
 
 /* The packed blocks of B one group may hold: the size of the float

@@ -121,6 +121,13 @@ void tg_k_unary_backward(tg_unary_kind kind, tg_real param, const tg_real *gy, c
 void tg_k_unary_backward_bf16(tg_unary_kind kind, const uint16_t *h16, const tg_real *gy, uint16_t *dh16, int64_t rows,
                               int64_t cols, tg_real *db, bool db_fresh, tg_real *part);
 int64_t tg_k_unary_backward_bf16_part(int64_t rows, int64_t cols);
+/* The same pass without an activation, for an operand of bf16 products:
+ * h = x rounded as the bf16 GEMM rounds what it packs (tg__bf16_from_bits_daz,
+ * half.h: subnormals to zero, NaN quiet), so a product reading h gives
+ * the bits of one reading x, and db (NULL: none) = (db_fresh) or += x's
+ * column sums, tg_k_sum_to's bits; part as above. */
+void tg_k_to_bf16_operand(const tg_real *x, uint16_t *h, int64_t rows, int64_t cols, tg_real *db, bool db_fresh,
+                          tg_real *part);
 /* tg_k_unary on an m x n block of rows ld apart: y = f(x), the same
  * formula, hence the same bits. y == x (in place) is allowed. On the
  * calling thread: the GEMM's epilogue runs it on one finished block of C
@@ -153,11 +160,17 @@ typedef struct {
     const tg_real *bias; /* [N], added to every row; NULL: none */
     const tg_real *res;  /* M x N at stride ldc, added (a residual); NULL: none */
     bool no_act;         /* f(v) = v: no activation */
+    /* C itself is not wanted, only the outputs (Y not C, Y16, H16): the
+     * GEMM may leave C unwritten and keep each block it finishes in a
+     * thread's buffer for the epilogue instead (gemm_driver.c, where it
+     * does). C must still be given, for the paths that use it. */
+    bool c_scratch;
 } tg_gemm_epilogue;
-/* The epilogue on the m x n block of C at c, whose corner is element (i0,
- * j0) of C (ep's outputs at the same place); ldc C's stride. The GEMM's
+/* The epilogue on the m x n block of values at c (rows ldc apart), whose
+ * corner is element (i0, j0) of C: ep's outputs at the same place, their
+ * rows ldo apart (C's stride; ldc too where c is C's block). The GEMM's
  * drivers call it on each finished block. */
-void tg_k_epilogue_tile(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m, int n);
+void tg_k_epilogue_tile(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int ldo, int m, int n);
 /* C = beta C + (res + bias) (or either; beta 0: C is not read), M x N at
  * stride ldc, rows split over threads: the start of a C that the GEMM sums
  * in several passes (gemm_common.h, gemm_epilogue_start). */

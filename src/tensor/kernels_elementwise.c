@@ -97,6 +97,56 @@ void tg_k_unary_tile(tg_unary_kind kind, tg_real p, int m, int n, const tg_real 
     unary_tile(kind, p, m, n, x, y, ld);
 }
 
+/* ---- rounding a row to bf16 (tg__bf16_from_float, half.h) -----------------
+ * BF16_ROW(x, h, n): h[j] = tg__bf16_from_float(x[j]) for j < n, in
+ * vcvtneps2bf16 where the CPU has AVX-512 BF16 (bf16_row_fast), else the
+ * formula's loop (vectorised in the body that holds it). The instruction
+ * rounds to nearest even and quiets a NaN (its top half | 0x40) as the
+ * formula does, but flushes a subnormal input to zero where the formula
+ * rounds it (kept subnormal: tg_k_to_bf16's rounding): a vector with a
+ * subnormal lane takes the formula's integer steps for those lanes. The
+ * same bits lane by lane (tests/test_bf16_storage.c), a third of the
+ * formula's instructions per vector. With daz, the bf16 GEMM's rounding
+ * of its operands (tg__bf16_from_bits_daz: the instruction's, subnormals
+ * flushed) instead. */
+#if TG_SIMD_F32
+TG_AVX512_BF16 static void bf16_row_avx512bf(const float *x, uint16_t *h, int64_t n, bool daz) {
+    const __m512i expo = _mm512_set1_epi32(0x7F800000), frac = _mm512_set1_epi32(0x007FFFFF);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 mk = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(mk, x + i);
+        const __m512i xi = _mm512_castps_si512(v);
+        __m256i r = (__m256i)_mm512_cvtneps_pbh(v);
+        const __mmask16 sub = daz ? 0 : _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(xi, frac), xi, expo);
+        if (sub) { /* x + 0x7FFF + ((x >> 16) & 1), its top half */
+            __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(xi, 16), _mm512_set1_epi32(1));
+            __m512i rne = _mm512_srli_epi32(_mm512_add_epi32(xi, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
+            r = _mm256_mask_blend_epi16(sub, r, _mm512_cvtepi32_epi16(rne));
+        }
+        _mm256_mask_storeu_epi16(h + i, mk, r);
+    }
+}
+#endif
+/* false where the loop must do it (no AVX-512 BF16, or the double build). */
+static bool bf16_row_fast(const tg_real *x, uint16_t *h, int64_t n, bool daz) {
+#if TG_SIMD_F32
+    if (tg_isa_level() >= TG_ISA_AVX512_BF16) {
+        bf16_row_avx512bf(x, h, n, daz);
+        return true;
+    }
+#endif
+    (void)x, (void)h, (void)n, (void)daz;
+    return false;
+}
+#define BF16_ROW(x, h, n)                                                                       \
+    do {                                                                                        \
+        const tg_real *restrict bx_ = (x);                                                      \
+        uint16_t *restrict bh_ = (h);                                                           \
+        const int64_t bn_ = (n);                                                                \
+        if (!bf16_row_fast(bx_, bh_, bn_, false))                                               \
+            for (int64_t j_ = 0; j_ < bn_; j_++) bh_[j_] = tg__bf16_from_float((float)bx_[j_]); \
+    } while (0)
+
 /* ---- the GEMM's epilogue (tg_gemm_epilogue, kernels.h) -------------------
  * On a finished block of C, row by row and EP_COLS columns at a time, so
  * that each step's values stay in L1: the add (v = c + (res + bias)), v to
@@ -104,13 +154,13 @@ void tg_k_unary_tile(tg_unary_kind kind, tg_real p, int m, int n, const tg_real 
  * stack row, and that row to Y16. The bf16 rounding is tg_k_to_bf16's
  * (half.h, a double rounded to float first). Built for each ISA. */
 #define EP_COLS 256
-TG_KERNEL_BODY void epilogue_tile_body(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m,
-                                       int n) {
+TG_KERNEL_BODY void epilogue_tile_body(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int ldo,
+                                       int m, int n) {
     _Alignas(64) tg_real t[EP_COLS];
     for (int r = 0; r < m; r++)
         for (int jb = 0; jb < n; jb += EP_COLS) {
             const int w = n - jb < EP_COLS ? n - jb : EP_COLS;
-            const size_t o = (size_t)(i0 + r) * (size_t)ldc + (size_t)(j0 + jb); /* the outputs' offset */
+            const size_t o = (size_t)(i0 + r) * (size_t)ldo + (size_t)(j0 + jb); /* the outputs' offset */
             tg_real *restrict v = c + (size_t)r * ldc + jb;
             const tg_real *restrict b = ep->bias ? ep->bias + j0 + jb : NULL;
             const tg_real *restrict rs = ep->res ? ep->res + o : NULL;
@@ -120,10 +170,7 @@ TG_KERNEL_BODY void epilogue_tile_body(const tg_gemm_epilogue *ep, int64_t i0, i
                 for (int j = 0; j < w; j++) v[j] = v[j] + b[j];
             else if (rs)
                 for (int j = 0; j < w; j++) v[j] = v[j] + rs[j];
-            if (ep->H16) {
-                uint16_t *restrict h = ep->H16 + o;
-                for (int j = 0; j < w; j++) h[j] = tg__bf16_from_float((float)v[j]);
-            }
+            if (ep->H16) BF16_ROW(v, ep->H16 + o, w);
             const tg_real *y = v; /* f(v) */
             if (!ep->no_act) {
                 tg_real *dst = ep->Y ? ep->Y + o : t;
@@ -132,18 +179,15 @@ TG_KERNEL_BODY void epilogue_tile_body(const tg_gemm_epilogue *ep, int64_t i0, i
             } else if (ep->Y && ep->Y + o != v) {
                 memcpy(ep->Y + o, v, sizeof(tg_real) * (size_t)w);
             }
-            if (ep->Y16) {
-                uint16_t *restrict h = ep->Y16 + o;
-                const tg_real *restrict yr = y;
-                for (int j = 0; j < w; j++) h[j] = tg__bf16_from_float((float)yr[j]);
-            }
+            if (ep->Y16) BF16_ROW(y, ep->Y16 + o, w);
         }
 }
-TG_ISA_DISPATCH(epilogue_tile, (const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m, int n),
-                (ep, i0, j0, c, ldc, m, n))
+TG_ISA_DISPATCH(epilogue_tile,
+                (const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int ldo, int m, int n),
+                (ep, i0, j0, c, ldc, ldo, m, n))
 
-void tg_k_epilogue_tile(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int m, int n) {
-    epilogue_tile(ep, i0, j0, c, ldc, m, n);
+void tg_k_epilogue_tile(const tg_gemm_epilogue *ep, int64_t i0, int j0, tg_real *c, int ldc, int ldo, int m, int n) {
+    epilogue_tile(ep, i0, j0, c, ldc, ldo, m, n);
 }
 
 typedef struct {
@@ -222,9 +266,7 @@ TG_KERNEL_BODY void cast_range_body(void *ctx, int64_t begin, int64_t end, int t
     const cast_ctx *c = ctx;
     (void)tid;
     if (c->to_h) {
-        const tg_real *restrict x = c->x;
-        uint16_t *restrict h = c->to_h;
-        for (int64_t i = begin; i < end; i++) h[i] = tg__bf16_from_float((float)x[i]);
+        BF16_ROW(c->x + begin, c->to_h + begin, end - begin);
     } else {
         const uint16_t *restrict h = c->h;
         tg_real *restrict x = c->to_x;
@@ -486,6 +528,7 @@ typedef struct {
     uint16_t *dh16;
     tg_real *db, *part; /* part: [chunks, cols], or NULL (one chunk: into db) */
     int64_t rows, cols, chunks;
+    bool operand; /* no activation: d = gy, rounded as the GEMM's operand (tg_k_to_bf16_operand) */
 } act_bf16_ctx;
 
 #define ACT_COLS 1024 /* a row's values a step holds on the stack: 4 KB, in L1 */
@@ -503,6 +546,17 @@ TG_KERNEL_BODY void act_bf16_chunks_body(void *ctx, int64_t b, int64_t e, int ti
                 const int64_t n = c->cols - j0 < ACT_COLS ? c->cols - j0 : ACT_COLS, o = r * c->cols + j0;
                 const uint16_t *restrict h = c->h16 + o;
                 const tg_real *restrict gy = c->gy + o;
+                if (c->operand) {
+                    if (!bf16_row_fast(gy, c->dh16 + o, n, true))
+                        for (int64_t j = 0; j < n; j++)
+                            c->dh16[o + j] = tg__bf16_from_bits_daz(tg__float_bits((float)gy[j]));
+                    if (out) {
+                        tg_real *restrict s = out + j0;
+#pragma omp simd
+                        for (int64_t j = 0; j < n; j++) s[j] += gy[j];
+                    }
+                    continue;
+                }
                 /* d = gy f'(h): the derivative loop alone, so that it vectorises as tg_k_unary_backward's */
 #define CASE(name, KIND, f, GX, arity)                                      \
     case TG_UNARY_##KIND:                                                   \
@@ -514,8 +568,7 @@ TG_KERNEL_BODY void act_bf16_chunks_body(void *ctx, int64_t b, int64_t e, int ti
         break;
                 switch (c->kind) { TG_UNARY_OPS(CASE) }
 #undef CASE
-                uint16_t *restrict d16 = c->dh16 + o;
-                for (int64_t j = 0; j < n; j++) d16[j] = tg__bf16_from_float((float)t[j]);
+                BF16_ROW(t, c->dh16 + o, n);
                 if (out) {
                     tg_real *restrict s = out + j0;
 #pragma omp simd
@@ -526,19 +579,34 @@ TG_KERNEL_BODY void act_bf16_chunks_body(void *ctx, int64_t b, int64_t e, int ti
 }
 TG_ISA_DISPATCH(act_bf16_chunks, (void *ctx, int64_t b, int64_t e, int tid), (ctx, b, e, tid))
 
-void tg_k_unary_backward_bf16(tg_unary_kind kind, const uint16_t *h16, const tg_real *gy, uint16_t *dh16, int64_t rows,
-                              int64_t cols, tg_real *db, bool db_fresh, tg_real *part) {
+static void act_bf16_run(act_bf16_ctx c, bool db_fresh) {
+    const int64_t rows = c.rows, cols = c.cols;
+    tg_real *db = c.db, *part = c.part;
     if (rows <= 0 || cols <= 0) return;
-    act_bf16_ctx c = {.kind = kind, .h16 = h16, .gy = gy, .dh16 = dh16, .db = db, .rows = rows, .cols = cols};
     c.chunks = (rows + SUM_ROWS - 1) / SUM_ROWS;
     c.part = db && c.chunks > 1 ? part : NULL;
     if (db && db_fresh) memset(db, 0, sizeof(tg_real) * (size_t)cols);
-    tg_parallel_for_ns(c.chunks, (double)(rows * cols) * TG_NS_POLY, act_bf16_chunks, &c);
+    tg_parallel_for_ns(c.chunks, (double)(rows * cols) * (c.operand ? TG_NS_STREAM : TG_NS_POLY), act_bf16_chunks, &c);
     if (c.part) {
         sum_rows_ctx s = {.dst = db, .part = c.part, .D = cols, .chunks = c.chunks};
         tg_parallel_for_ns((cols + SUM_COLS - 1) / SUM_COLS, (double)(c.chunks * cols) * TG_NS_STREAM, sum_rows_combine,
                            &s);
     }
+}
+
+void tg_k_unary_backward_bf16(tg_unary_kind kind, const uint16_t *h16, const tg_real *gy, uint16_t *dh16, int64_t rows,
+                              int64_t cols, tg_real *db, bool db_fresh, tg_real *part) {
+    act_bf16_run(
+        (act_bf16_ctx){
+            .kind = kind, .h16 = h16, .gy = gy, .dh16 = dh16, .db = db, .part = part, .rows = rows, .cols = cols},
+        db_fresh);
+}
+
+void tg_k_to_bf16_operand(const tg_real *x, uint16_t *h, int64_t rows, int64_t cols, tg_real *db, bool db_fresh,
+                          tg_real *part) {
+    act_bf16_run(
+        (act_bf16_ctx){.gy = x, .dh16 = h, .db = db, .part = part, .rows = rows, .cols = cols, .operand = true},
+        db_fresh);
 }
 
 int64_t tg_k_unary_backward_bf16_part(int64_t rows, int64_t cols) {
