@@ -241,6 +241,12 @@ void tg_k_attn_pack(int rows, int cols, const tg_real *src, int64_t rs, bool tra
  *                     (tg__bf16_from_float). */
 void tg_k_attn_widen(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld);
 void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs);
+/* The fused attention backward's D_i = sum_c dO_ic O_ic (kernels_attention.c):
+ * out[i] = sum_c x[i xs + c] y[i ys + c] for n rows, y as reals or (y16
+ * set, y NULL) as bf16 bits, each row summed from 0 in c order: the bits
+ * of the plain loop at every ISA. */
+void tg_k_attn_row_dots(int n, int cols, const tg_real *x, int64_t xs, const tg_real *y, const uint16_t *y16,
+                        int64_t ys, tg_real *out);
 
 /* The fused attention's short sequences (kernels_attention.c): one
  * head-batch entry with Q queries and K <= TG_ATT_SHORT_MAX keys, done
