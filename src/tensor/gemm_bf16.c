@@ -351,6 +351,25 @@ static void tile_e(const gemm_job *j, const void *a, const void *b, tg_real *c, 
          j->alpha, beta, m, n, amx_stream_b(j));
 }
 
+/* The AMX engine's tile configuration around a thread's work (amx.c): the
+ * driver's shares configure the tiles and release them when done; a small
+ * product (gemm_bf16_small) configures them only if this thread has not,
+ * and leaves them configured, held until the thread's next share of the
+ * driver releases them: attention's tile products come by the thousand,
+ * a few microseconds each, and a load of the configuration and a release
+ * around each were a visible part of them (bench/measured.md, "Session
+ * 7"). Tiles left configured cost a thread only a larger save of its
+ * state when it is switched out. */
+static _Thread_local bool amx_held;
+static void amx_begin(void) {
+    if (!amx_held) tg__amx_begin();
+    amx_held = true;
+}
+static void amx_end(void) {
+    tg__amx_end();
+    amx_held = false;
+}
+
 typedef struct {
     const char *name;
     tg_isa level;    /* the ISA level it needs */
@@ -373,7 +392,7 @@ static const bf16_engine ENGINES[ENG_COUNT] = {
     [ENG_VDP] = {"avx512_bf16", TG_ISA_AVX512_BF16, PAIRS_ROW(ENG_VDP)},
     [ENG_AMX_TWIN] = {"amx_twin", TG_ISA_PORTABLE, AMX_ROW(ENG_AMX_TWIN, NULL, NULL)},
     /* the thread's tile configuration around its share, then the release (amx.c) */
-    [ENG_AMX] = {"amx", TG_ISA_AMX, AMX_ROW(ENG_AMX, tg__amx_begin, tg__amx_end)},
+    [ENG_AMX] = {"amx", TG_ISA_AMX, AMX_ROW(ENG_AMX, amx_begin, amx_end)},
     [ENG_FP32] = {"fp32", TG_ISA_AVX2, {.id = ENG_FP32}}, /* operands rounded, then tg_k_gemm */
 };
 
@@ -424,6 +443,7 @@ static void measure_rates(void) {
 #endif
         if (tg_cpu_has_avx512_bf16()) g_rate[ENG_VDP] = fmax(g_rate[ENG_VDP], tg__vdp_rate(0.0003));
         if (tg_cpu_has_amx()) g_rate[ENG_AMX] = fmax(g_rate[ENG_AMX], tg__amx_rate(0.0001));
+        amx_held = false; /* the probe released this thread's tiles */
     }
 }
 
@@ -587,7 +607,7 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
                           .C = C,
                           .ep = ep,
                           .flags = tg_isa_level() >= TG_ISA_AVX512_BF16}; /* the AVX-512 BF16 packers may run */
-    if (gemm_bf16_small(&ENGINES[eng].drv, &job)) return; /* a small product: without the driver's machinery */
+    if (gemm_bf16_small(&ENGINES[eng].drv, &job, eng == ENG_AMX)) return; /* without the driver's machinery */
     if (!gemm_drive(&ENGINES[eng].drv, &job))
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
 }

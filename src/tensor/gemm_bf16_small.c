@@ -42,7 +42,7 @@ bool tg__bf16_small_force(bool on) {
 
 long tg__bf16_small_runs(void) { return g_small_runs; }
 
-bool gemm_bf16_small(const gemm_engine *e, const gemm_job *op) {
+bool gemm_bf16_small(const gemm_engine *e, const gemm_job *op, bool keep) {
     const int M = op->M, N = op->N, K = op->K, mr = e->mr, nr = e->nr;
     if (!g_small_on || K > e->kc || N > e->nc || e->kernel_a) return false;
     gemm_job j = *op;
@@ -88,7 +88,7 @@ bool gemm_bf16_small(const gemm_engine *e, const gemm_job *op) {
         }
         gemm_epilogue(j.ep, j.C, j.C + (size_t)ic * j.ldc, j.ldc, mcur, N);
     }
-    if (e->end) e->end();
+    if (e->end && !keep) e->end();
     g_small_runs++;
     return true;
 }

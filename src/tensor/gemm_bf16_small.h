@@ -12,7 +12,9 @@
  * chunk states or group bookkeeping: when the product is one K block, one
  * panel of B, one share of the driver's grid and small (its packed B at
  * most SMALL_B_BYTES). false: not such a product, or out of memory for
- * the packing buffer; nothing done, the caller runs gemm_drive. */
-bool gemm_bf16_small(const gemm_engine *e, const gemm_job *op);
+ * the packing buffer; nothing done, the caller runs gemm_drive. keep: the
+ * engine's end is not run (its begin must then be safe to run again:
+ * gemm_bf16.c's AMX tiles, held configured between products). */
+bool gemm_bf16_small(const gemm_engine *e, const gemm_job *op, bool keep);
 
 #endif
