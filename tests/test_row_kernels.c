@@ -267,3 +267,29 @@ static void row_dots_case(void) {
 }
 
 Test(row_kernels, attention_row_dots_are_the_plain_loop_at_every_isa) { at_every_isa(row_dots_case); }
+
+/* tg_k_attn_narrow: tg__bf16_from_float's bits (ties to even, subnormals
+ * kept, infinities, NaN made quiet) at every ISA, for row lengths around
+ * 16 lanes, rows strided; nothing written past a row's columns. */
+static void narrow_case(void) {
+    enum { R = 5, CMAX = 37, LD = 40, RS = 43 };
+    static tg_real src[R * LD];
+    static uint16_t dst[R * RS];
+    const float odd[] = {1.00390625f, 1.01171875f, -1.00390625f, 1e-40f, -1e-40f, INFINITY, -INFINITY,
+                         NAN,         -NAN,        0.0f,         -0.0f,  3.4e38f, 3.3961e38f};
+    for (int i = 0; i < R * LD; i++) src[i] = val(i, 11) * (tg_real)(i % 5 ? 1 : 1e-30);
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) src[i * 3] = (tg_real)odd[i];
+    static const int cs[] = {1, 15, 16, 17, 32, 37};
+    for (size_t b = 0; b < sizeof cs / sizeof cs[0]; b++) {
+        memset(dst, 0xAB, sizeof dst);
+        tg_k_attn_narrow(R, cs[b], src, LD, dst, RS);
+        for (int i = 0; i < R; i++)
+            for (int c = 0; c < RS; c++) {
+                uint16_t want = c < cs[b] ? tg__bf16_from_float((float)src[i * LD + c]) : 0xABAB;
+                cr_expect(dst[i * RS + c] == want, "narrow cols %d [%d,%d]: %04x, want %04x at ISA level %d", cs[b],
+                          i, c, dst[i * RS + c], want, (int)tg_isa_level());
+            }
+    }
+}
+
+Test(row_kernels, attention_narrow_rounds_as_tg_to_bf16_at_every_isa) { at_every_isa(narrow_case); }
