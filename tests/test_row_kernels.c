@@ -106,7 +106,7 @@ static void short_case_check(const short_case *c, int cap) {
     for (int i = 0; i < 64; i++) scratch[ns + (size_t)i] = SENTINEL;
 
     int old = tg__isa_cap(cap);
-    tg_attn_entry e = {Q, K, d, dv, scale, q, k, v, qs, ks, vs, os, lim, false, 0, 0, 0};
+    tg_attn_entry e = {Q, K, d, dv, scale, q, k, v, qs, ks, vs, os, lim, false, 0, 0, 0, false, false, false};
     tg_k_attention_short_forward(&e, c->dropout ? zf : NULL, out, P, scratch);
     tg_k_attention_short_backward(&e, P, c->dropout ? zf : NULL, dO, gq, gk, gv, scratch);
     tg_k_attention_short_backward(&e, P, c->dropout ? zf : NULL, dO, NULL, NULL, NULL, scratch); /* nothing wanted */

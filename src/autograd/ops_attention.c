@@ -945,7 +945,10 @@ static tg_attn_entry short_entry(const attention_state *pl, const tg_real *q, co
                            pl->round_ops,
                            0,
                            0,
-                           0};
+                           0,
+                           false,
+                           false,
+                           false};
 }
 
 /* Entries per task: enough work that a task is not mostly overhead. */
@@ -959,6 +962,7 @@ typedef struct {
     const attention_state *pl;
     const tg_real *q, *k, *v, *dO;
     tg_real *out, *gq, *gk, *gv, *scratch;
+    bool set_q, set_k, set_v; /* the gradients fresh (attn_bwd) */
     size_t per_thread;
     int group;
 } short_ctx;
@@ -1004,6 +1008,7 @@ static void short_entry_copied(const short_ctx *c, int b, const tg_real *zf, tg_
     }
     tg_attn_entry e = short_entry(&w.pl, w.q, w.k, w.v, b);
     e.gqs = pl->gvq.rs, e.gks = pl->gvk.rs, e.gvs = pl->gvv.rs; /* the gradients in place */
+    e.fresh_gq = c->set_q, e.fresh_gk = c->set_k, e.fresh_gv = c->set_v;
     tg_k_attention_short_backward(
         &e, pl->probs + b * QKP, pl->dropout ? zf : NULL, dO, c->gq ? c->gq + at(pl, &pl->gvq, b, 0) : NULL,
         c->gk ? c->gk + at(pl, &pl->gvk, b, 0) : NULL, c->gv ? c->gv + at(pl, &pl->gvv, b, 0) : NULL, work);
@@ -1026,6 +1031,7 @@ static void short_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
             continue;
         }
         tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
+        e.fresh_gq = c->set_q, e.fresh_gk = c->set_k, e.fresh_gv = c->set_v;
         if (!c->dO) {
             tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, c->out + o,
                                          pl->probs ? pl->probs + b * QKP : NULL, work);
@@ -1049,7 +1055,7 @@ static void short_run(const attention_state *pl, short_ctx *c, int nth) {
  * three times) into g[i]: a fresh, unzeroed buffer (tg_grad_begin) with
  * set[i] when the tile passes will write each of its elements once (its
  * size is the rows of the op's views, its tensor is no other operand's);
- * else one zeroed, added to. The short path adds in place: it zeroes. */
+ * else one zeroed, added to. */
 static void grads_begin(const attention_state *pl, tg_tensor *const *qkv, tg_tensor **g, bool *set) {
     const int64_t B = pl->B, Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, rows[3] = {Q * d, K * d, K * dv};
     for (int i = 0; i < 3; i++) {
@@ -1060,7 +1066,7 @@ static void grads_begin(const attention_state *pl, tg_tensor *const *qkv, tg_ten
         }
         g[i] = alone || pl->n_qkv == 1 ? tg_grad_begin(qkv[i], &fresh) : tg_grad_of(qkv[i]);
         int64_t written = pl->n_qkv == 1 ? B * (rows[0] + rows[1] + rows[2]) : B * rows[i];
-        set[i] = fresh && !pl->short_seq && Q > 0 && K > 0 && g[i]->size == written;
+        set[i] = fresh && Q > 0 && K > 0 && g[i]->size == written;
         if (fresh && !set[i]) memset(g[i]->data, 0, sizeof(tg_real) * (size_t)g[i]->size);
     }
 }
@@ -1092,7 +1098,10 @@ static void attention_backward(tg_node *n) {
         size_t per_thread = (size_t)pl->Q * tg_k_attention_short_stride(pl->K) +
                             tg_k_attention_short_scratch(pl->Q, pl->K, pl->d, pl->dv) + io_reals(pl, true);
         tg_real *scratch = tg_backward_scratch(sizeof(tg_real) * per_thread * (size_t)nth);
-        if (!scratch) return;
+        if (!scratch) {
+            grads_unset(g, set);
+            return;
+        }
         short_ctx c = {.pl = pl,
                        .q = qkv[0]->data,
                        .k = qkv[1]->data,
@@ -1102,6 +1111,9 @@ static void attention_backward(tg_node *n) {
                        .gk = gk ? gk->data : NULL,
                        .gv = gv ? gv->data : NULL,
                        .scratch = scratch,
+                       .set_q = set[0],
+                       .set_k = set[1],
+                       .set_v = set[2],
                        .per_thread = per_thread};
         short_run(pl, &c, nth);
         return;

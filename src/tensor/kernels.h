@@ -259,7 +259,7 @@ void tg_k_attn_row_dots(int n, int cols, const tg_real *x, int64_t xs, const tg_
  *             written when not NULL.
  *   backward: from P, the same zf and the output's gradient dO, adds dQ,
  *             dK, dV to gq, gk, gv (each may be NULL; their rows as q's,
- *             k's, v's).
+ *             k's, v's; fresh_g*: written as if added to zeros).
  * scratch holds tg_k_attention_short_scratch(Q, K, d, dv) reals. Each
  * output element is summed in an order fixed by the shapes and the ISA. */
 enum { TG_ATT_SHORT_MAX = 64 };
@@ -276,6 +276,9 @@ typedef struct {
     /* Row strides of the gradients gq, gk, gv (0: q's, k's, v's): the
      * operands may be a task's copies while the gradients are in place. */
     int64_t gqs, gks, gvs;
+    /* The backward writes each row of gq, gk, gv (each true) as 0 + its
+     * sum, without reading it: a fresh gradient, not zeroed (tg_grad_begin). */
+    bool fresh_gq, fresh_gk, fresh_gv;
 } tg_attn_entry;
 int tg_k_attention_short_stride(int K);
 size_t tg_k_attention_short_scratch(int Q, int K, int d, int dv);
