@@ -55,8 +55,8 @@ static void fresh_case(const grads_case *c) {
                   (long long)i, (double)a->data[i], (double)b->data[i]);
 }
 
-static const grads_case CASES[] = {{2, 64, 2, 32, true},   {2, 128, 2, 32, true},  {1, 200, 2, 16, true},
-                                   {2, 12, 2, 8, true},    {2, 64, 2, 32, false},  {2, 128, 2, 32, false},
+static const grads_case CASES[] = {{2, 64, 2, 32, true},   {2, 128, 2, 32, true}, {1, 200, 2, 16, true},
+                                   {2, 12, 2, 8, true},    {2, 64, 2, 32, false}, {2, 128, 2, 32, false},
                                    {1, 200, 2, 16, false}, {2, 12, 2, 8, false}};
 
 static void all_cases(void) {

@@ -86,9 +86,9 @@ static bool small_case(bool ta, bool tb, int M, int N, int K, int srcs, tg_real 
  * block (512), 128 x 64 x 32 (64^3 multiply-adds: the most the driver
  * leaves to one thread), and K deeper than an AMX block (600: the driver
  * on both runs under AMX). */
-static const int SHAPES[][4] = {{1, 1, 1, 0},    {5, 7, 3, 1},    {64, 64, 32, 0},  {64, 32, 64, 0},  {32, 32, 32, 0},
-                                {33, 31, 33, 1}, {37, 60, 64, 3}, {70, 45, 96, 1},  {100, 40, 512, 0}, {31, 96, 17, 2},
-                                {128, 64, 32, 0}, {20, 30, 600, 1}};
+static const int SHAPES[][4] = {{1, 1, 1, 0},      {5, 7, 3, 1},    {64, 64, 32, 0},  {64, 32, 64, 0},
+                                {32, 32, 32, 0},   {33, 31, 33, 1}, {37, 60, 64, 3},  {70, 45, 96, 1},
+                                {100, 40, 512, 0}, {31, 96, 17, 2}, {128, 64, 32, 0}, {20, 30, 600, 1}};
 /* {alpha, beta}: beta 0 over NaN with alpha 1 and not; C += AB; both. */
 static const double SCALES[][2] = {{1, 0}, {0.125, 0}, {1, 1}, {0.75, 0.5}};
 
@@ -156,8 +156,8 @@ Test(gemm_bf16_small, amx_tiles_scaled_in_c_equal_the_twin) {
                         cr_assert_not_null(C[h]);
                         for (int k = 0; k < M * N; k++) C[h][k] = beta == 0 ? (tg_real)NAN : (tg_real)(k % 5 - 2);
                         tg__bf16_engine_force(h ? "amx" : "amx_twin");
-                        tg_k_gemm_bf16_mixed(ta, tb, M, N, K, alpha, pa, srcs & 1, ta ? M : K, pb, srcs & 2,
-                                             tb ? K : N, beta, C[h], N, NULL);
+                        tg_k_gemm_bf16_mixed(ta, tb, M, N, K, alpha, pa, srcs & 1, ta ? M : K, pb, srcs & 2, tb ? K : N,
+                                             beta, C[h], N, NULL);
                     }
                     tg__bf16_engine_force(NULL);
                     for (int k = 0; k < M * N; k++)

@@ -260,8 +260,9 @@ static void row_dots_case(void) {
                     tg_real s = 0;
                     for (int c = 0; c < cols; c++)
                         s += x[i * XS + c] * (bf ? (tg_real)tg__bf16_to_float(y16[i * YS + c]) : y[i * YS + c]);
-                    cr_expect(memcmp(&s, &out[i], sizeof s) == 0, "row_dots n %d cols %d bf16 %d row %d: %a, want %a at ISA level %d",
-                              n, cols, bf, i, (double)out[i], (double)s, (int)tg_isa_level());
+                    cr_expect(memcmp(&s, &out[i], sizeof s) == 0,
+                              "row_dots n %d cols %d bf16 %d row %d: %a, want %a at ISA level %d", n, cols, bf, i,
+                              (double)out[i], (double)s, (int)tg_isa_level());
                 }
             }
 }
@@ -275,7 +276,7 @@ static void narrow_case(void) {
     enum { R = 5, CMAX = 37, LD = 40, RS = 43 };
     static tg_real src[R * LD];
     static uint16_t dst[R * RS];
-    const float odd[] = {1.00390625f, 1.01171875f, -1.00390625f, 1e-40f, -1e-40f, INFINITY, -INFINITY,
+    const float odd[] = {1.00390625f, 1.01171875f, -1.00390625f, 1e-40f, -1e-40f, INFINITY,  -INFINITY,
                          NAN,         -NAN,        0.0f,         -0.0f,  3.4e38f, 3.3961e38f};
     for (int i = 0; i < R * LD; i++) src[i] = val(i, 11) * (tg_real)(i % 5 ? 1 : 1e-30);
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) src[i * 3] = (tg_real)odd[i];
@@ -286,8 +287,8 @@ static void narrow_case(void) {
         for (int i = 0; i < R; i++)
             for (int c = 0; c < RS; c++) {
                 uint16_t want = c < cs[b] ? tg__bf16_from_float((float)src[i * LD + c]) : 0xABAB;
-                cr_expect(dst[i * RS + c] == want, "narrow cols %d [%d,%d]: %04x, want %04x at ISA level %d", cs[b],
-                          i, c, dst[i * RS + c], want, (int)tg_isa_level());
+                cr_expect(dst[i * RS + c] == want, "narrow cols %d [%d,%d]: %04x, want %04x at ISA level %d", cs[b], i,
+                          c, dst[i * RS + c], want, (int)tg_isa_level());
             }
     }
 }

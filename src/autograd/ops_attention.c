@@ -1144,7 +1144,8 @@ static void attention_backward(tg_node *n) {
         return;
     }
     int64_t ntasks = (int64_t)B * nblocks(Q, BQ);
-    attn_bwd w = {pl, qkv[0]->data, qkv[1]->data, qkv[2]->data, dO, pl->lse, D, set[0], set[1], set[2], NULL, NULL, NULL};
+    attn_bwd w = {pl,     qkv[0]->data, qkv[1]->data, qkv[2]->data, dO,   pl->lse, D,
+                  set[0], set[1],       set[2],       NULL,         NULL, NULL};
     if ((gbias && !(w.part_bias = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R)))) ||
         (grelk && !(w.part_relk = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R * d)))) ||
         (grelv && !(w.part_relv = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R * dv))))) {

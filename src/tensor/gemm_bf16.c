@@ -257,7 +257,7 @@ static void tile_amx(engine_id e, int kq, const uint16_t *a, size_t a_rs, size_t
 #if TG_X86 && defined(__GNUC__)
     if (e == ENG_AMX && m == AMX_MR && n == NR && (beta == 0 || from_c)) {
         tg__amx_tile(kq, a, a_rs, a_cs, b, c, ldc, from_c, stream_b); /* the tiles straight from and to C */
-        if (alpha != 1) scale_tile(c, ldc, alpha);                     /* beta 0: alpha * t, as store_tile */
+        if (alpha != 1) scale_tile(c, ldc, alpha);                    /* beta 0: alpha * t, as store_tile */
         return;
     }
 #endif

@@ -31,7 +31,7 @@
  * large B its L1 reuse, so large ones stay with the driver. */
 #define SMALL_B_BYTES ((size_t)128 << 10)
 
-static bool g_small_on = true;        /* test switch: false sends every product to gemm_drive */
+static bool g_small_on = true;          /* test switch: false sends every product to gemm_drive */
 static _Thread_local long g_small_runs; /* products run here by the calling thread, for the tests */
 
 bool tg__bf16_small_force(bool on) {

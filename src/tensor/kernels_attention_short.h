@@ -196,7 +196,8 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = Q - i0 < 4 ? Q - i0 : 4;
             rows4(dS, KP, i0, Q, a);
             SV(mm4)(a, 1, K, kb, ldk, DP, e->scale, acc, DP);
-            for (int r = 0; r < nr; r++) SV(put_row)(gq + (i0 + r) * gqs, acc + (size_t)r * DP, d, e->fresh_gq ? PUT_FRESH : PUT_ADD);
+            for (int r = 0; r < nr; r++)
+                SV(put_row)(gq + (i0 + r) * gqs, acc + (size_t)r * DP, d, e->fresh_gq ? PUT_FRESH : PUT_ADD);
         }
     }
     if (gk) { /* dK = scale dS^T q */
@@ -207,7 +208,8 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = K - j0 < 4 ? K - j0 : 4;
             rows4(dS, 1, j0, K, a);
             SV(mm4)(a, KP, Q, qb, ldq, DP, e->scale, acc, DP);
-            for (int r = 0; r < nr; r++) SV(put_row)(gk + (j0 + r) * gks, acc + (size_t)r * DP, d, e->fresh_gk ? PUT_FRESH : PUT_ADD);
+            for (int r = 0; r < nr; r++)
+                SV(put_row)(gk + (j0 + r) * gks, acc + (size_t)r * DP, d, e->fresh_gk ? PUT_FRESH : PUT_ADD);
         }
     }
     if (gv) { /* dV = (P o Z/(1-p))^T dO */
@@ -218,7 +220,8 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = K - j0 < 4 ? K - j0 : 4;
             rows4(Pd, 1, j0, K, a);
             SV(mm4)(a, KP, Q, ob, ldo, VP, 1, acc, VP);
-            for (int r = 0; r < nr; r++) SV(put_row)(gv + (j0 + r) * gvs, acc + (size_t)r * VP, dv, e->fresh_gv ? PUT_FRESH : PUT_ADD);
+            for (int r = 0; r < nr; r++)
+                SV(put_row)(gv + (j0 + r) * gvs, acc + (size_t)r * VP, dv, e->fresh_gv ? PUT_FRESH : PUT_ADD);
         }
     }
 }
