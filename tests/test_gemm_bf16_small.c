@@ -25,19 +25,6 @@
 
 static uint64_t lcg_state = 77; /* gemm_test_util.h */
 
-/* An operand: n values stored as bf16 (b) and as tg_real (w, not rounded). */
-typedef struct {
-    uint16_t *b;
-    tg_real *w;
-} operand;
-
-static operand operand_new(size_t n) {
-    operand o = {malloc((n ? n : 1) * sizeof(uint16_t)), lcg_wide(&lcg_state, n)};
-    cr_assert_not_null(o.b);
-    for (size_t i = 0; i < n; i++) o.b[i] = tg__bf16_from_float((float)o.w[i]);
-    return o;
-}
-
 /* C = alpha op(A) op(B) + beta C on the small path (h 1) and through the
  * driver (h 0), the same start; srcs bit 0: A stored as bf16, bit 1: B; on
  * nt threads (0: as set). Returns whether the small path ran. */
@@ -45,7 +32,8 @@ static bool small_case(bool ta, bool tb, int M, int N, int K, int srcs, tg_real 
                        int nt) {
     const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
     const size_t nc = (size_t)M * ldc;
-    operand A = operand_new((size_t)(ta ? K : M) * lda), B = operand_new((size_t)(tb ? N : K) * ldb);
+    bf16_operand A = bf16_operand_new(&lcg_state, (size_t)(ta ? K : M) * lda, false),
+                 B = bf16_operand_new(&lcg_state, (size_t)(tb ? N : K) * ldb, false);
     const void *a = srcs & 1 ? (const void *)A.b : (const void *)A.w, *b = srcs & 2 ? (const void *)B.b : B.w;
     tg_real *C[2], *Y[2];
     long runs[2];
@@ -147,7 +135,8 @@ Test(gemm_bf16_small, amx_tiles_scaled_in_c_equal_the_twin) {
                     const int M = s[i][0], N = s[i][1], K = s[i][2];
                     const bool ta = t & 1, tb = t & 2;
                     const tg_real alpha = (tg_real)scales[a][0], beta = (tg_real)scales[a][1];
-                    operand A = operand_new((size_t)M * K), B = operand_new((size_t)K * N);
+                    bf16_operand A = bf16_operand_new(&lcg_state, (size_t)M * K, false),
+                                 B = bf16_operand_new(&lcg_state, (size_t)K * N, false);
                     const void *pa = srcs & 1 ? (const void *)A.b : (const void *)A.w;
                     const void *pb = srcs & 2 ? (const void *)B.b : (const void *)B.w;
                     tg_real *C[2];
