@@ -18,7 +18,10 @@
  * the packed operands are bf16, half the bytes of float. This file holds
  * the engines (micro-kernels, the engine table and the choice by rate, the
  * fp32 engine) and the entry points; gemm_bf16_pack.c the packers and the
- * layouts they write, gemm_bf16_pack.h what the two share.
+ * layouts they write, gemm_bf16_pack.h what the two share. A small product
+ * (one K block, one panel of B, one thread's: attention's tiles) runs the
+ * driver's loops on the calling thread without its machinery
+ * (gemm_bf16_small.c), with the same bits.
  *
  * The pair layout is that of vdpbf16ps (AVX-512 BF16), which per 32-bit lane
  * j multiplies a pair of bf16 from each source and adds both products to a
