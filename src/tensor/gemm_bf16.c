@@ -71,8 +71,8 @@
 /* Stores a tile held as t[r*NR + j]: C = alpha * t + beta * C on the m x n
  * corner (beta == 0 never reads C, which may hold NaN). Built per ISA, the
  * test of beta outside the loops so that they vectorise: the scalar loop
- * was a tenth of attention's time under bf16 on AMX, which stores its
- * scaled products through here (bench/measured.md, "Session 7"). The same
+ * was a visible part of attention's time under bf16 on AMX, which stores
+ * its scaled products through here (bench/measured.md, "Session 7"). The same
  * multiplies and adds at any width (no contraction under -std=c11). */
 TG_KERNEL_BODY void store_tile_body(const float *t, int m, int n, tg_real alpha, tg_real beta, tg_real *c, int ldc) {
     for (int r = 0; r < m; r++) {

@@ -4,8 +4,8 @@
  * microseconds of tiles. Through gemm_drive each also paid for what only
  * large products need: the group and chunk bookkeeping, the atomics of B's
  * chunks packed on demand, a pool job (run inline, but set up), the K
- * block arithmetic, and a call chain per tile; perf put those above the
- * tiles themselves (bench/measured.md, "Session 7").
+ * block arithmetic, and a call chain per tile; perf found them a large
+ * part of each product (bench/measured.md, "Session 7").
  *
  * Here such a product runs the driver's loops for its one case: one K
  * block (K <= KC: the sums in k order from C's start, beta C, as the
