@@ -335,7 +335,8 @@ typedef struct {
      * chunk of CH keys (nq: none). Products skip the rest, where P, dP and
      * dS are 0: terms that add exactly nothing (from a sum that starts at
      * +0, adding 0 x a finite value leaves the bits as they are), so the
-     * results are those of the whole tiles. */
+     * results are those of the whole tiles. (Not found under amx, whose
+     * products are whole.) */
     int ccols[BQ / CH], rlo[BK / CH];
     bool amx; /* the products whole, by tg_k_gemm_bf16 on the rows as they lie (no cut, no k^T, v^T) */
     /* reads_bf16: the block's rows of q, k, v as stored (q, k, v NULL), rows ldq, ldk, ldv apart. */
@@ -370,6 +371,7 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
         o.dO = dO + at(pl, &pl->vo, b, q0), o.ldo = (int)pl->vo.rs;
         if (!pl->amx) tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, false, o.vt, BK);
     }
+    if (pl->amx) return o; /* whole products: no cut to find */
     int64_t r0 = (int64_t)b * pl->Q + q0;
     for (int c = 0; c < BK / CH; c++) o.rlo[c] = nq;
     for (int i = 0; i < nq; i++) {
