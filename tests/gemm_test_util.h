@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/half.h"
 #include "tensor/tensor.h"
 #include "tensor/tensor_internal.h" /* tg__bf16_engine_force */
 
@@ -42,6 +43,24 @@ static inline tg_real *lcg_wide(uint64_t *state, size_t n) {
         v[i] = (tg_real)ldexpf((float)((int)(r % 2001) - 1000) / 1000.0f, e);
     }
     return v;
+}
+
+/* n values over a wide range (lcg_wide) stored as bf16 (b, rounded as
+ * tg_to_bf16 rounds, keeping subnormals) and as tg_real (w): with widen,
+ * b's values widened (the same operand in either storage), else the
+ * values themselves (rounded by the GEMM). Free both. */
+typedef struct {
+    uint16_t *b;
+    tg_real *w;
+} bf16_operand;
+static inline bf16_operand bf16_operand_new(uint64_t *state, size_t n, bool widen) {
+    bf16_operand o = {malloc((n ? n : 1) * sizeof(uint16_t)), lcg_wide(state, n)};
+    cr_assert_not_null(o.b);
+    for (size_t i = 0; i < n; i++) {
+        o.b[i] = tg__bf16_from_float((float)o.w[i]);
+        if (widen) o.w[i] = (tg_real)tg__bf16_to_float(o.b[i]);
+    }
+    return o;
 }
 
 /* The bf16 GEMM's engines, each forced in turn by the tests

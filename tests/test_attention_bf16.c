@@ -399,7 +399,7 @@ static void short_bf16_run(int cap, int Q, int K, int d, int dv, bool dropout, t
         for (int j = 0; j < KP; j++) zf[(size_t)i * KP + j] = j >= K ? 0 : !dropout ? 1 : (i + 3 * j) % 4 ? 1.25f : 0;
     }
     int old = tg__isa_cap(cap);
-    tg_attn_entry e = {Q, K, d, dv, (tg_real)0.3, q, k, v, d, d, dv, dv, lim, true, 0, 0, 0};
+    tg_attn_entry e = {Q, K, d, dv, (tg_real)0.3, q, k, v, d, d, dv, dv, lim, true, 0, 0, 0, false, false, false};
     tg_k_attention_short_forward(&e, dropout ? zf : NULL, out, P, scratch);
     tg_k_attention_short_backward(&e, P, dropout ? zf : NULL, dO, gq, gk, gv, scratch);
     tg__isa_cap(old);

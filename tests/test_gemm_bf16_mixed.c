@@ -24,23 +24,6 @@
 
 static uint64_t lcg_state = 31; /* gemm_test_util.h */
 
-/* n values as bf16 storage (b) and their widened copy (w). */
-typedef struct {
-    uint16_t *b;
-    tg_real *w;
-} bf16_operand;
-
-static bf16_operand bf16_operand_new(size_t n) {
-    tg_real *v = lcg_wide(&lcg_state, n);
-    bf16_operand o = {malloc((n ? n : 1) * sizeof(uint16_t)), v};
-    cr_assert_not_null(o.b);
-    for (size_t i = 0; i < n; i++) {
-        o.b[i] = tg__bf16_from_float((float)v[i]);
-        o.w[i] = (tg_real)tg__bf16_to_float(o.b[i]);
-    }
-    return o;
-}
-
 /* One product: srcs bit 0, A stored as bf16; bit 1, B. C starts as NaN
  * when beta is 0 (never read), else as values; the epilogue (GELU tanh)
  * when ep. The reference on 1 thread, the mixed product on nt. */
@@ -48,7 +31,7 @@ static void mixed_case(bool ta, bool tb, int M, int N, int K, int srcs, tg_real 
                        int nt) {
     const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
     const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
-    bf16_operand A = bf16_operand_new(na), B = bf16_operand_new(nb);
+    bf16_operand A = bf16_operand_new(&lcg_state, na, true), B = bf16_operand_new(&lcg_state, nb, true);
     tg_real *C[2], *Y[2];
     for (int h = 0; h < 2; h++) {
         C[h] = malloc(nc * sizeof(tg_real)), Y[h] = malloc(nc * sizeof(tg_real));

@@ -106,7 +106,7 @@ static void short_case_check(const short_case *c, int cap) {
     for (int i = 0; i < 64; i++) scratch[ns + (size_t)i] = SENTINEL;
 
     int old = tg__isa_cap(cap);
-    tg_attn_entry e = {Q, K, d, dv, scale, q, k, v, qs, ks, vs, os, lim, false, 0, 0, 0};
+    tg_attn_entry e = {Q, K, d, dv, scale, q, k, v, qs, ks, vs, os, lim, false, 0, 0, 0, false, false, false};
     tg_k_attention_short_forward(&e, c->dropout ? zf : NULL, out, P, scratch);
     tg_k_attention_short_backward(&e, P, c->dropout ? zf : NULL, dO, gq, gk, gv, scratch);
     tg_k_attention_short_backward(&e, P, c->dropout ? zf : NULL, dO, NULL, NULL, NULL, scratch); /* nothing wanted */
@@ -234,3 +234,63 @@ static void pack_case(void) {
 }
 
 Test(row_kernels, attention_pack_copies_transposes_and_rounds_at_every_isa) { at_every_isa(pack_case); }
+
+/* tg_k_attn_row_dots: each row's sum in column order from 0, a multiply
+ * and an add per term, bit for bit the plain loop's, for row counts around
+ * the 16 lanes and column counts around a 16-column block (tails), rows
+ * strided, y as reals and as bf16 bits. */
+static void row_dots_case(void) {
+    enum { NMAX = 40, CMAX = 37, XS = 41, YS = 45 };
+    static tg_real x[NMAX * XS], y[NMAX * YS], out[NMAX + 1];
+    static uint16_t y16[NMAX * YS];
+    for (int i = 0; i < NMAX * XS; i++) x[i] = val(i, 9) * (tg_real)(i % 3 ? 1e-3 : 7);
+    for (int i = 0; i < NMAX * YS; i++) {
+        y[i] = val(i, 10) * (tg_real)(i % 4 ? 1 : 1e4);
+        y16[i] = tg__bf16_from_float((float)y[i]);
+    }
+    static const int ns[] = {0, 1, 5, 16, 17, 40}, cs[] = {1, 7, 16, 32, 33, 37};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof cs / sizeof cs[0]; b++)
+            for (int bf = 0; bf < 2; bf++) {
+                int n = ns[a], cols = cs[b];
+                out[n] = 12345;
+                tg_k_attn_row_dots(n, cols, x, XS, bf ? NULL : y, bf ? y16 : NULL, YS, out);
+                cr_expect(out[n] == 12345, "row_dots wrote past its %d rows", n);
+                for (int i = 0; i < n; i++) {
+                    tg_real s = 0;
+                    for (int c = 0; c < cols; c++)
+                        s += x[i * XS + c] * (bf ? (tg_real)tg__bf16_to_float(y16[i * YS + c]) : y[i * YS + c]);
+                    cr_expect(memcmp(&s, &out[i], sizeof s) == 0,
+                              "row_dots n %d cols %d bf16 %d row %d: %a, want %a at ISA level %d", n, cols, bf, i,
+                              (double)out[i], (double)s, (int)tg_isa_level());
+                }
+            }
+}
+
+Test(row_kernels, attention_row_dots_are_the_plain_loop_at_every_isa) { at_every_isa(row_dots_case); }
+
+/* tg_k_attn_narrow: tg__bf16_from_float's bits (ties to even, subnormals
+ * kept, infinities, NaN made quiet) at every ISA, for row lengths around
+ * 16 lanes, rows strided; nothing written past a row's columns. */
+static void narrow_case(void) {
+    enum { R = 5, CMAX = 37, LD = 40, RS = 43 };
+    static tg_real src[R * LD];
+    static uint16_t dst[R * RS];
+    const float odd[] = {1.00390625f, 1.01171875f, -1.00390625f, 1e-40f, -1e-40f, INFINITY,  -INFINITY,
+                         NAN,         -NAN,        0.0f,         -0.0f,  3.4e38f, 3.3961e38f};
+    for (int i = 0; i < R * LD; i++) src[i] = val(i, 11) * (tg_real)(i % 5 ? 1 : 1e-30);
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) src[i * 3] = (tg_real)odd[i];
+    static const int cs[] = {1, 15, 16, 17, 32, 37};
+    for (size_t b = 0; b < sizeof cs / sizeof cs[0]; b++) {
+        memset(dst, 0xAB, sizeof dst);
+        tg_k_attn_narrow(R, cs[b], src, LD, dst, RS);
+        for (int i = 0; i < R; i++)
+            for (int c = 0; c < RS; c++) {
+                uint16_t want = c < cs[b] ? tg__bf16_from_float((float)src[i * LD + c]) : 0xABAB;
+                cr_expect(dst[i * RS + c] == want, "narrow cols %d [%d,%d]: %04x, want %04x at ISA level %d", cs[b], i,
+                          c, dst[i * RS + c], want, (int)tg_isa_level());
+            }
+    }
+}
+
+Test(row_kernels, attention_narrow_rounds_as_tg_to_bf16_at_every_isa) { at_every_isa(narrow_case); }

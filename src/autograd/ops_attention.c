@@ -335,7 +335,8 @@ typedef struct {
      * chunk of CH keys (nq: none). Products skip the rest, where P, dP and
      * dS are 0: terms that add exactly nothing (from a sum that starts at
      * +0, adding 0 x a finite value leaves the bits as they are), so the
-     * results are those of the whole tiles. */
+     * results are those of the whole tiles. (Not found under amx, whose
+     * products are whole.) */
     int ccols[BQ / CH], rlo[BK / CH];
     bool amx; /* the products whole, by tg_k_gemm_bf16 on the rows as they lie (no cut, no k^T, v^T) */
     /* reads_bf16: the block's rows of q, k, v as stored (q, k, v NULL), rows ldq, ldk, ldv apart. */
@@ -370,6 +371,7 @@ static tile_ops tile_operands(const attention_state *pl, const tg_real *q, const
         o.dO = dO + at(pl, &pl->vo, b, q0), o.ldo = (int)pl->vo.rs;
         if (!pl->amx) tg_k_attn_pack(nk, dv, vblk, pl->vv.rs, true, false, o.vt, BK);
     }
+    if (pl->amx) return o; /* whole products: no cut to find */
     int64_t r0 = (int64_t)b * pl->Q + q0;
     for (int c = 0; c < BK / CH; c++) o.rlo[c] = nq;
     for (int i = 0; i < nq; i++) {
@@ -568,6 +570,10 @@ static void forward_block(const attention_state *pl, const tg_real *q, const tg_
 typedef struct {
     const attention_state *pl;
     const tg_real *q, *k, *v, *dO, *lse, *D;
+    /* The gradients of q, k and v are written (=), not added to: fresh
+     * buffers (tg_grad_begin) whose every element this pass writes once
+     * (grads_begin). */
+    bool set_q, set_k, set_v;
     /* Per (b, query block) task of the dQ pass: the position tables'
      * gradient partials (R, R d, R dv reals each), or NULL. */
     tg_real *part_bias, *part_relk, *part_relv;
@@ -657,12 +663,22 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
 }
 
 /* g's rows i0 .. i0 + n - 1 of entry b (view v) += acc's rows (width
- * apart): a task's finished sums added to the gradient; nothing if g is NULL. */
+ * apart): a task's finished sums added to the gradient; nothing if g is
+ * NULL. set: g is a fresh buffer (attn_bwd), written with acc + 0, the
+ * bits of adding acc to a zeroed one (+0 + -0 is +0), without the zeroing
+ * pass over g and without reading g back (a cache miss a row: the rows
+ * are strided through the fused projection's gradient). */
 static void add_rows(const attention_state *pl, const attn_view *v, int b, int i0, int n, int width, const tg_real *acc,
-                     tg_real *g) {
-    for (int i = 0; g && i < n; i++) {
-        tg_real *r = g + at(pl, v, b, i0 + i);
-        for (int c = 0; c < width; c++) r[c] += acc[(size_t)i * width + c];
+                     tg_real *g, bool set) {
+    if (!g) return;
+    tg_real *row0 = g + at(pl, v, b, i0); /* rows v->rs apart (at's divisions once, not per row) */
+    for (int i = 0; i < n; i++) {
+        tg_real *restrict r = row0 + i * v->rs;
+        const tg_real *restrict a = acc + (size_t)i * width;
+        if (set)
+            for (int c = 0; c < width; c++) r[c] = a[c] + (tg_real)0;
+        else
+            for (int c = 0; c < width; c++) r[c] += a[c];
     }
 }
 
@@ -696,7 +712,7 @@ static void backward_dq(const attn_bwd *w, tg_real *gq, int b, int qb, tg_real *
     const tg_real *qblk = pl->has_pos ? w->q + at(pl, &pl->vq, b, q0) : NULL, *dOblk = w->dO + at(pl, &pl->vo, b, q0);
     if (gq) {
         if (pl->relk) TG_GEMM(pl->bf16, false, false, nq, d, R, pl->scale, G, R, pl->relk, d, 1, acc, d);
-        add_rows(pl, &pl->gvq, b, q0, nq, d, acc, gq);
+        add_rows(pl, &pl->gvq, b, q0, nq, d, acc, gq, w->set_q);
     }
     if (w->part_bias) {
         tg_real *pb = w->part_bias + task * R;
@@ -730,8 +746,8 @@ static void backward_dkv(const attn_bwd *w, tg_real *gk, tg_real *gv, int b, int
             tile_backward(w, b, q0, nq, k0, nk, P, zf, dP, gv ? acc_v : NULL, rb, dOa, NULL, opbuf, &ops);
         if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.q16, ops.ldq, acc_k, d);
     }
-    add_rows(pl, &pl->gvk, b, k0, nk, d, acc_k, gk);
-    add_rows(pl, &pl->gvv, b, k0, nk, dv, acc_v, gv);
+    add_rows(pl, &pl->gvk, b, k0, nk, d, acc_k, gk, w->set_k);
+    add_rows(pl, &pl->gvv, b, k0, nk, dv, acc_v, gv, w->set_v);
 }
 
 /* dQ, dK and dV of head-batch entry b when its queries and keys are one
@@ -754,7 +770,7 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
             amx_mm(false, false, Q, d, K, pl->scale, dS, NULL, BK, ops.k, ops.k16, ops.ldk, 0, acc_q, d);
         else
             whole_tile_mm(false, false, Q, d, K, pl->scale, dS, BK, ops.k, ops.ldk, 0, acc_q, d);
-        add_rows(pl, &pl->gvq, b, 0, Q, d, acc_q, gq);
+        add_rows(pl, &pl->gvq, b, 0, Q, d, acc_q, gq, w->set_q);
     }
     if (gk) {
         if (pl->amx)
@@ -762,8 +778,8 @@ static void backward_single(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real
         else
             whole_tile_mm(true, false, K, d, Q, pl->scale, dS, BK, ops.q, ops.ldq, 0, acc_k, d);
     }
-    add_rows(pl, &pl->gvk, b, 0, K, d, acc_k, gk);
-    add_rows(pl, &pl->gvv, b, 0, K, dv, acc_v, gv);
+    add_rows(pl, &pl->gvk, b, 0, K, d, acc_k, gk, w->set_k);
+    add_rows(pl, &pl->gvv, b, 0, K, dv, acc_v, gv, w->set_v);
 }
 
 /* dQ, dK and dV of head-batch entry b in one task, without position
@@ -790,10 +806,10 @@ static void backward_entry(const attn_bwd *w, tg_real *gq, tg_real *gk, tg_real 
             if (gq) mm_query_rows(&ops, nq, true, d, nk, pl->scale, dS, BK, ops.k, ops.k16, ops.ldk, 1, acc_q, d);
             if (gk) mm_key_rows(&ops, nk, nq, d, pl->scale, dS, ops.q, ops.q16, ops.ldq, acc_k + (size_t)k0 * d, d);
         }
-        add_rows(pl, &pl->gvq, b, q0, nq, d, acc_q, gq);
+        add_rows(pl, &pl->gvq, b, q0, nq, d, acc_q, gq, w->set_q);
     }
-    add_rows(pl, &pl->gvk, b, 0, K, d, acc_k, gk);
-    add_rows(pl, &pl->gvv, b, 0, K, dv, acc_v, gv);
+    add_rows(pl, &pl->gvk, b, 0, K, d, acc_k, gk, w->set_k);
+    add_rows(pl, &pl->gvv, b, 0, K, dv, acc_v, gv, w->set_v);
 }
 
 /* What the backward's loops share (attention_backward). */
@@ -832,26 +848,18 @@ static const attn_bwd *task_operands(const backward_ctx *c, int tid, int b, int 
 }
 
 /* D_r = sum_c dO_rc O_rc of rows [begin, end) of the B Q (O as stored:
- * under bf16 storage its rounded values, "bf16 storage" above). */
+ * under bf16 storage its rounded values, "bf16 storage" above), an
+ * entry's rows at a time (tg_k_attn_row_dots: rows a constant stride
+ * apart, each summed in c order). */
 static void D_rows(const backward_ctx *c, int64_t begin, int64_t end) {
     const attention_state *pl = c->w->pl;
-    /* Four rows in step: four independent sums, each over t in order (the
-     * same bits as one row at a time), so the adds' latency overlaps. */
-    for (int64_t r0 = begin; r0 < end; r0 += 4) {
-        int n = end - r0 < 4 ? (int)(end - r0) : 4;
-        int64_t o[4];
-        tg_real s[4] = {0, 0, 0, 0};
-        for (int i = 0; i < 4; i++) {
-            int64_t r = r0 + (i < n ? i : 0);
-            o[i] = at(pl, &pl->vo, (int)(r / pl->Q), (int)(r % pl->Q));
-        }
-        if (pl->io_bf16)
-            for (int t = 0; t < c->dv; t++)
-                for (int i = 0; i < 4; i++) s[i] += c->dO[o[i] + t] * (tg_real)tg__bf16_to_float(pl->out16[o[i] + t]);
-        else
-            for (int t = 0; t < c->dv; t++)
-                for (int i = 0; i < 4; i++) s[i] += c->dO[o[i] + t] * c->O[o[i] + t];
-        for (int i = 0; i < n; i++) c->D[r0 + i] = s[i];
+    for (int64_t r = begin; r < end;) {
+        int b = (int)(r / pl->Q), i = (int)(r % pl->Q);
+        int n = end - r < pl->Q - i ? (int)(end - r) : pl->Q - i;
+        int64_t o = at(pl, &pl->vo, b, i);
+        tg_k_attn_row_dots(n, c->dv, c->dO + o, pl->vo.rs, pl->io_bf16 ? NULL : c->O + o,
+                           pl->io_bf16 ? pl->out16 + o : NULL, pl->vo.rs, c->D + r);
+        r += n;
     }
 }
 
@@ -939,7 +947,10 @@ static tg_attn_entry short_entry(const attention_state *pl, const tg_real *q, co
                            pl->round_ops,
                            0,
                            0,
-                           0};
+                           0,
+                           false,
+                           false,
+                           false};
 }
 
 /* Entries per task: enough work that a task is not mostly overhead. */
@@ -953,6 +964,7 @@ typedef struct {
     const attention_state *pl;
     const tg_real *q, *k, *v, *dO;
     tg_real *out, *gq, *gk, *gv, *scratch;
+    bool set_q, set_k, set_v; /* the gradients fresh (attn_bwd) */
     size_t per_thread;
     int group;
 } short_ctx;
@@ -998,6 +1010,7 @@ static void short_entry_copied(const short_ctx *c, int b, const tg_real *zf, tg_
     }
     tg_attn_entry e = short_entry(&w.pl, w.q, w.k, w.v, b);
     e.gqs = pl->gvq.rs, e.gks = pl->gvk.rs, e.gvs = pl->gvv.rs; /* the gradients in place */
+    e.fresh_gq = c->set_q, e.fresh_gk = c->set_k, e.fresh_gv = c->set_v;
     tg_k_attention_short_backward(
         &e, pl->probs + b * QKP, pl->dropout ? zf : NULL, dO, c->gq ? c->gq + at(pl, &pl->gvq, b, 0) : NULL,
         c->gk ? c->gk + at(pl, &pl->gvk, b, 0) : NULL, c->gv ? c->gv + at(pl, &pl->gvv, b, 0) : NULL, work);
@@ -1020,6 +1033,7 @@ static void short_tasks(void *ctx, int64_t begin, int64_t end, int tid) {
             continue;
         }
         tg_attn_entry e = short_entry(pl, c->q, c->k, c->v, b);
+        e.fresh_gq = c->set_q, e.fresh_gk = c->set_k, e.fresh_gv = c->set_v;
         if (!c->dO) {
             tg_k_attention_short_forward(&e, pl->dropout ? zf : NULL, c->out + o,
                                          pl->probs ? pl->probs + b * QKP : NULL, work);
@@ -1039,13 +1053,43 @@ static void short_run(const attention_state *pl, short_ctx *c, int nth) {
     tg_parallel_tasks_at_most(tasks, big && tasks > 1 ? nth : 1, short_tasks, c);
 }
 
+/* The gradients of q, k and v (qkv[i]; the fused projection is one tensor
+ * three times) into g[i]: a fresh, unzeroed buffer (tg_grad_begin) with
+ * set[i] when the tile passes will write each of its elements once (its
+ * size is the rows of the op's views, its tensor is no other operand's);
+ * else one zeroed, added to. */
+static void grads_begin(const attention_state *pl, tg_tensor *const *qkv, tg_tensor **g, bool *set) {
+    const int64_t B = pl->B, Q = pl->Q, K = pl->K, d = pl->d, dv = pl->dv, rows[3] = {Q * d, K * d, K * dv};
+    for (int i = 0; i < 3; i++) {
+        bool fresh = false, alone = pl->n_qkv == 3 && qkv[i] != qkv[(i + 1) % 3] && qkv[i] != qkv[(i + 2) % 3];
+        if (pl->n_qkv == 1 && i > 0) { /* the one tensor's, begun at i = 0 */
+            g[i] = g[0], set[i] = set[0];
+            continue;
+        }
+        g[i] = alone || pl->n_qkv == 1 ? tg_grad_begin(qkv[i], &fresh) : tg_grad_of(qkv[i]);
+        int64_t written = pl->n_qkv == 1 ? B * (rows[0] + rows[1] + rows[2]) : B * rows[i];
+        set[i] = fresh && Q > 0 && K > 0 && g[i]->size == written;
+        if (fresh && !set[i]) memset(g[i]->data, 0, sizeof(tg_real) * (size_t)g[i]->size);
+    }
+}
+
+/* The fresh gradients zeroed after all, when the passes cannot run (out of
+ * memory for their scratch: the error is recorded): no garbage left. */
+static void grads_unset(tg_tensor **g, bool *set) {
+    for (int i = 0; i < 3; i++)
+        if (set[i] && (i == 0 || g[i] != g[0])) memset(g[i]->data, 0, sizeof(tg_real) * (size_t)g[i]->size);
+}
+
 /* Its temporaries (D, the threads' scratch, the tables' partials) are
  * backward scratch: the next rule reuses them once this one returns. */
 static void attention_backward(tg_node *n) {
     const attention_state *pl = n->state;
     /* The fused projection is one input: its gradient holds q's, k's and v's columns. */
     tg_tensor *const *qkv = pl->n_qkv == 3 ? n->in : (tg_tensor *const[]){n->in[0], n->in[0], n->in[0]};
-    tg_tensor *gq = tg_grad_of(qkv[0]), *gk = tg_grad_of(qkv[1]), *gv = tg_grad_of(qkv[2]);
+    tg_tensor *g[3];
+    bool set[3];
+    grads_begin(pl, qkv, g, set);
+    tg_tensor *gq = g[0], *gk = g[1], *gv = g[2];
     tg_tensor *gbias = pl->i_bias >= 0 ? tg_grad_of(n->in[pl->i_bias]) : NULL;
     tg_tensor *grelk = pl->i_relk >= 0 ? tg_grad_of(n->in[pl->i_relk]) : NULL;
     tg_tensor *grelv = pl->i_relv >= 0 ? tg_grad_of(n->in[pl->i_relv]) : NULL;
@@ -1056,7 +1100,10 @@ static void attention_backward(tg_node *n) {
         size_t per_thread = (size_t)pl->Q * tg_k_attention_short_stride(pl->K) +
                             tg_k_attention_short_scratch(pl->Q, pl->K, pl->d, pl->dv) + io_reals(pl, true);
         tg_real *scratch = tg_backward_scratch(sizeof(tg_real) * per_thread * (size_t)nth);
-        if (!scratch) return;
+        if (!scratch) {
+            grads_unset(g, set);
+            return;
+        }
         short_ctx c = {.pl = pl,
                        .q = qkv[0]->data,
                        .k = qkv[1]->data,
@@ -1066,6 +1113,9 @@ static void attention_backward(tg_node *n) {
                        .gk = gk ? gk->data : NULL,
                        .gv = gv ? gv->data : NULL,
                        .scratch = scratch,
+                       .set_q = set[0],
+                       .set_k = set[1],
+                       .set_v = set[2],
                        .per_thread = per_thread};
         short_run(pl, &c, nth);
         return;
@@ -1091,12 +1141,19 @@ static void attention_backward(tg_node *n) {
                  (int64_t)((B + team - 1) / team) * team * 4 <= (int64_t)B * 5;
     size_t kv_per_thread = whole ? (size_t)K * (d + dv) : 0;
     tg_real *scratch = D ? tg_backward_scratch(sizeof(tg_real) * (per_thread + kv_per_thread) * (size_t)nth) : NULL;
-    if (!scratch) return;
+    if (!scratch) {
+        grads_unset(g, set);
+        return;
+    }
     int64_t ntasks = (int64_t)B * nblocks(Q, BQ);
-    attn_bwd w = {pl, qkv[0]->data, qkv[1]->data, qkv[2]->data, dO, pl->lse, D, NULL, NULL, NULL};
-    if (gbias && !(w.part_bias = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R)))) return;
-    if (grelk && !(w.part_relk = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R * d)))) return;
-    if (grelv && !(w.part_relv = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R * dv)))) return;
+    attn_bwd w = {pl,     qkv[0]->data, qkv[1]->data, qkv[2]->data, dO,   pl->lse, D,
+                  set[0], set[1],       set[2],       NULL,         NULL, NULL};
+    if ((gbias && !(w.part_bias = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R)))) ||
+        (grelk && !(w.part_relk = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R * d)))) ||
+        (grelv && !(w.part_relv = tg_backward_scratch(sizeof(tg_real) * (size_t)(ntasks * R * dv))))) {
+        grads_unset(g, set);
+        return;
+    }
     backward_ctx c = {&w,
                       dO,
                       O,

@@ -18,7 +18,10 @@
  * the packed operands are bf16, half the bytes of float. This file holds
  * the engines (micro-kernels, the engine table and the choice by rate, the
  * fp32 engine) and the entry points; gemm_bf16_pack.c the packers and the
- * layouts they write, gemm_bf16_pack.h what the two share.
+ * layouts they write, gemm_bf16_pack.h what the two share. A small product
+ * (one K block, one panel of B, one thread's: attention's tiles) runs the
+ * driver's loops on the calling thread without its machinery
+ * (gemm_bf16_small.c), with the same bits.
  *
  * The pair layout is that of vdpbf16ps (AVX-512 BF16), which per 32-bit lane
  * j multiplies a pair of bf16 from each source and adds both products to a
@@ -57,6 +60,7 @@
 
 #include "tensor/amx.h"
 #include "tensor/gemm_bf16_pack.h"
+#include "tensor/gemm_bf16_small.h"
 #include "tensor/gemm_driver.h"
 #include "tensor/half.h"
 #include "tensor/kernels.h"
@@ -65,14 +69,23 @@
 #include "tensor/tensor_internal.h"
 
 /* Stores a tile held as t[r*NR + j]: C = alpha * t + beta * C on the m x n
- * corner (beta == 0 never reads C, which may hold NaN). */
-static void store_tile(const float *t, int m, int n, tg_real alpha, tg_real beta, tg_real *c, int ldc) {
+ * corner (beta == 0 never reads C, which may hold NaN). Built per ISA, the
+ * test of beta outside the loops so that they vectorise: the scalar loop
+ * was a visible part of attention's time under bf16 on AMX, which stores
+ * its scaled products through here (bench/measured.md, "Session 7"). The same
+ * multiplies and adds at any width (no contraction under -std=c11). */
+TG_KERNEL_BODY void store_tile_body(const float *t, int m, int n, tg_real alpha, tg_real beta, tg_real *c, int ldc) {
     for (int r = 0; r < m; r++) {
-        tg_real *cr = c + (size_t)r * ldc;
-        for (int j = 0; j < n; j++)
-            cr[j] = beta == 0 ? alpha * (tg_real)t[r * NR + j] : alpha * (tg_real)t[r * NR + j] + beta * cr[j];
+        tg_real *restrict cr = c + (size_t)r * ldc;
+        const float *restrict tr = t + r * NR;
+        if (beta == 0)
+            for (int j = 0; j < n; j++) cr[j] = alpha * (tg_real)tr[j];
+        else
+            for (int j = 0; j < n; j++) cr[j] = alpha * (tg_real)tr[j] + beta * cr[j];
     }
 }
+TG_ISA_DISPATCH(store_tile, (const float *t, int m, int n, tg_real alpha, tg_real beta, tg_real *c, int ldc),
+                (t, m, n, alpha, beta, c, ldc))
 
 /* ---- portable kernel: vdpbf16ps's arithmetic in C ---------------------------
  * Per pair: the odd product, then the even one, each exact and added to
@@ -213,13 +226,30 @@ TG_ISA_DISPATCH(amx_twin_tile,
  * float products'. Which one runs: bf16_engine_pick. */
 typedef enum { ENG_PORTABLE, ENG_VDP, ENG_AMX_TWIN, ENG_AMX, ENG_FP32, ENG_COUNT } engine_id;
 
+#if TG_X86 && defined(__GNUC__) && !defined(TG_DOUBLE)
+/* C = alpha * C on a whole AMX_MR x NR tile that the hardware stored into
+ * C: store_tile's alpha * t with beta 0, the same float multiply, without
+ * the tile's trip through a buffer (the AMX engine implies AVX-512). */
+TG_AVX512 static void scale_tile(float *c, int ldc, float alpha) {
+    const __m512 va = _mm512_set1_ps(alpha);
+    for (int r = 0; r < AMX_MR; r++) {
+        float *cr = c + (size_t)r * ldc;
+        _mm512_storeu_ps(cr, _mm512_mul_ps(va, _mm512_loadu_ps(cr)));
+        _mm512_storeu_ps(cr + 16, _mm512_mul_ps(va, _mm512_loadu_ps(cr + 16)));
+    }
+}
+#endif
+
 /* The AMX engines' tile (hardware or twin) into the m x n corner of C.
  * When alpha and beta are 1 (a later K block of the driver, or a caller's
  * C += AB) the tile's sums go on from C's values: tdpbf16ps adds to its
  * destination, so C is loaded into the tiles and no partial sum goes
  * through memory and a separate add; the twin starts from the same values,
  * so both give the same bits. (Not in the double build, where C is double:
- * there a block's float sum is added to C in double.) */
+ * there a block's float sum is added to C in double.) A whole tile with
+ * beta 0 goes to C straight as well, and is then scaled in place when
+ * alpha is not 1 (attention's scaled products): alpha * t, the multiply
+ * store_tile does, without the tile's trip through t. */
 static void tile_amx(engine_id e, int kq, const uint16_t *a, size_t a_rs, size_t a_cs, const uint16_t *b, tg_real *c,
                      int ldc, tg_real alpha, tg_real beta, int m, int n, bool stream_b) {
     _Alignas(64) float t[AMX_MR * NR];
@@ -228,8 +258,9 @@ static void tile_amx(engine_id e, int kq, const uint16_t *a, size_t a_rs, size_t
 #else
     const bool from_c = alpha == 1 && beta == 1;
 #if TG_X86 && defined(__GNUC__)
-    if (e == ENG_AMX && m == AMX_MR && n == NR && alpha == 1 && (beta == 0 || from_c)) {
+    if (e == ENG_AMX && m == AMX_MR && n == NR && (beta == 0 || from_c)) {
         tg__amx_tile(kq, a, a_rs, a_cs, b, c, ldc, from_c, stream_b); /* the tiles straight from and to C */
+        if (alpha != 1) scale_tile(c, ldc, alpha);                    /* beta 0: alpha * t, as store_tile */
         return;
     }
 #endif
@@ -323,6 +354,25 @@ static void tile_e(const gemm_job *j, const void *a, const void *b, tg_real *c, 
          j->alpha, beta, m, n, amx_stream_b(j));
 }
 
+/* The AMX engine's tile configuration around a thread's work (amx.c): the
+ * driver's shares configure the tiles and release them when done; a small
+ * product (gemm_bf16_small) configures them only if this thread has not,
+ * and leaves them configured, held until the thread's next share of the
+ * driver releases them: attention's tile products come by the thousand,
+ * a few microseconds each, and a load of the configuration and a release
+ * around each were a visible part of them (bench/measured.md, "Session
+ * 7"). Tiles left configured cost a thread only a larger save of its
+ * state when it is switched out. */
+static _Thread_local bool amx_held;
+static void amx_begin(void) {
+    if (!amx_held) tg__amx_begin();
+    amx_held = true;
+}
+static void amx_end(void) {
+    tg__amx_end();
+    amx_held = false;
+}
+
 typedef struct {
     const char *name;
     tg_isa level;    /* the ISA level it needs */
@@ -345,7 +395,7 @@ static const bf16_engine ENGINES[ENG_COUNT] = {
     [ENG_VDP] = {"avx512_bf16", TG_ISA_AVX512_BF16, PAIRS_ROW(ENG_VDP)},
     [ENG_AMX_TWIN] = {"amx_twin", TG_ISA_PORTABLE, AMX_ROW(ENG_AMX_TWIN, NULL, NULL)},
     /* the thread's tile configuration around its share, then the release (amx.c) */
-    [ENG_AMX] = {"amx", TG_ISA_AMX, AMX_ROW(ENG_AMX, tg__amx_begin, tg__amx_end)},
+    [ENG_AMX] = {"amx", TG_ISA_AMX, AMX_ROW(ENG_AMX, amx_begin, amx_end)},
     [ENG_FP32] = {"fp32", TG_ISA_AVX2, {.id = ENG_FP32}}, /* operands rounded, then tg_k_gemm */
 };
 
@@ -396,6 +446,7 @@ static void measure_rates(void) {
 #endif
         if (tg_cpu_has_avx512_bf16()) g_rate[ENG_VDP] = fmax(g_rate[ENG_VDP], tg__vdp_rate(0.0003));
         if (tg_cpu_has_amx()) g_rate[ENG_AMX] = fmax(g_rate[ENG_AMX], tg__amx_rate(0.0001));
+        amx_held = false; /* the probe released this thread's tiles */
     }
 }
 
@@ -559,6 +610,7 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
                           .C = C,
                           .ep = ep,
                           .flags = tg_isa_level() >= TG_ISA_AVX512_BF16}; /* the AVX-512 BF16 packers may run */
+    if (gemm_bf16_small(&ENGINES[eng].drv, &job, eng == ENG_AMX)) return; /* without the driver's machinery */
     if (!gemm_drive(&ENGINES[eng].drv, &job))
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
 }

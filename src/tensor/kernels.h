@@ -254,6 +254,12 @@ void tg_k_attn_pack(int rows, int cols, const tg_real *src, int64_t rs, bool tra
  *                     (tg__bf16_from_float). */
 void tg_k_attn_widen(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld);
 void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs);
+/* The fused attention backward's D_i = sum_c dO_ic O_ic (kernels_attention.c):
+ * out[i] = sum_c x[i xs + c] y[i ys + c] for n rows, y as reals or (y16
+ * set, y NULL) as bf16 bits, each row summed from 0 in c order: the bits
+ * of the plain loop at every ISA. */
+void tg_k_attn_row_dots(int n, int cols, const tg_real *x, int64_t xs, const tg_real *y, const uint16_t *y16,
+                        int64_t ys, tg_real *out);
 
 /* The fused attention's short sequences (kernels_attention.c): one
  * head-batch entry with Q queries and K <= TG_ATT_SHORT_MAX keys, done
@@ -266,7 +272,7 @@ void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *
  *             written when not NULL.
  *   backward: from P, the same zf and the output's gradient dO, adds dQ,
  *             dK, dV to gq, gk, gv (each may be NULL; their rows as q's,
- *             k's, v's).
+ *             k's, v's; fresh_g*: written as if added to zeros).
  * scratch holds tg_k_attention_short_scratch(Q, K, d, dv) reals. Each
  * output element is summed in an order fixed by the shapes and the ISA. */
 enum { TG_ATT_SHORT_MAX = 64 };
@@ -283,6 +289,9 @@ typedef struct {
     /* Row strides of the gradients gq, gk, gv (0: q's, k's, v's): the
      * operands may be a task's copies while the gradients are in place. */
     int64_t gqs, gks, gvs;
+    /* The backward writes each row of gq, gk, gv (each true) as 0 + its
+     * sum, without reading it: a fresh gradient, not zeroed (tg_grad_begin). */
+    bool fresh_gq, fresh_gk, fresh_gv;
 } tg_attn_entry;
 int tg_k_attention_short_stride(int K);
 size_t tg_k_attention_short_scratch(int Q, int K, int d, int dv);

@@ -114,11 +114,94 @@ TG_KERNEL_BODY void attn_narrow_body(int rows, int cols, const tg_real *src, int
 }
 TG_ISA_DISPATCH(attn_narrow, (int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs),
                 (rows, cols, src, ld, dst, rs))
+#if TG_SIMD_F32
+/* attn_narrow on 16 floats at a time, tg__bf16_from_bits's integer
+ * arithmetic on the lanes (round to nearest even: + 0x7FFF + the kept
+ * lsb; a NaN made quiet) and one masked narrowing store (vpmovdw): the
+ * compiler did not vectorise the loop's select, which left the forward's
+ * rounding of out one value at a time. */
+TG_AVX512 static void narrow_rows_avx512(int rows, int cols, const float *src, int ld, uint16_t *dst, int64_t rs) {
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF), abs = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i inf = _mm512_set1_epi32(0x7F800000), quiet = _mm512_set1_epi32(0x0040);
+    for (int i = 0; i < rows; i++)
+        for (int c = 0; c < cols; c += 16) {
+            const __mmask16 mk = lanes16(cols - c);
+            __m512i x = _mm512_maskz_loadu_epi32(mk, src + (size_t)i * ld + c);
+            __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+            __m512i rne = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, half), lsb), 16);
+            __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs), inf);
+            __m512i r = _mm512_mask_or_epi32(rne, nan, _mm512_srli_epi32(x, 16), quiet);
+            _mm512_mask_cvtepi32_storeu_epi16(dst + i * rs + c, mk, r);
+        }
+}
+#endif
 void tg_k_attn_widen(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld) {
     attn_widen(rows, cols, src, rs, dst, ld);
 }
 void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs) {
-    attn_narrow(rows, cols, src, ld, dst, rs);
+    TG_PICK(TG_SIMD_F32, attn_narrow, attn_narrow, narrow_rows_avx512)(rows, cols, src, ld, dst, rs);
+}
+
+/* out[i] = sum_c x[i, c] y[i, c] over n rows (the backward's D = rowsum(dO
+ * o O)): each row's sum from +0 in c order, a multiply and an add per
+ * term (no contraction under -std=c11). y as reals, or as bf16 bits (y16:
+ * O under bf16 storage), widened exactly. */
+static void row_dots_portable(int n, int cols, const tg_real *x, int64_t xs, const tg_real *y, const uint16_t *y16,
+                              int64_t ys, tg_real *out) {
+    for (int i = 0; i < n; i++) {
+        const tg_real *xr = x + i * xs;
+        tg_real s = 0;
+        if (y16)
+            for (int c = 0; c < cols; c++) s += xr[c] * (tg_real)tg__bf16_to_float(y16[i * ys + c]);
+        else
+            for (int c = 0; c < cols; c++) s += xr[c] * y[i * ys + c];
+        out[i] = s;
+    }
+}
+
+#if TG_SIMD_F32
+/* The same sums on 16 rows at once, a row a lane: each 16 x 16 block of x
+ * and of y transposed (transpose16), so that column c of the 16 rows is
+ * one vector, then s += x_c * y_c for c in order: every row's operations,
+ * in its order. The row loop's sums are a chain of dependent adds, short
+ * (dv terms) and one per row; here 16 rows share each add. A bf16 y's
+ * block is widened first (a whole row of 16 in one load; a tail of fewer
+ * columns one value at a time: 256-bit masked loads of 16-bit words would
+ * need AVX-512 BW). */
+TG_AVX512 static void row_dots_avx512(int n, int cols, const float *x, int64_t xs, const float *y, const uint16_t *y16,
+                                      int64_t ys, float *out) {
+    _Alignas(64) float tx[16 * 16], ty[16 * 16], wy[16 * 16];
+    for (int i0 = 0; i0 < n; i0 += 16) {
+        const int rows = n - i0 < 16 ? n - i0 : 16;
+        __m512 s = _mm512_setzero_ps();
+        for (int c0 = 0; c0 < cols; c0 += 16) {
+            const int w = cols - c0 < 16 ? cols - c0 : 16;
+            transpose16(x + i0 * xs + c0, xs, rows, w, tx, 16);
+            if (y16) {
+                for (int r = 0; r < rows; r++) {
+                    const uint16_t *yr = y16 + (i0 + r) * ys + c0;
+                    if (w == 16) {
+                        __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)yr));
+                        _mm512_store_si512(wy + 16 * r, _mm512_slli_epi32(v, 16));
+                    } else {
+                        for (int c = 0; c < w; c++) wy[16 * r + c] = tg__bf16_to_float(yr[c]);
+                    }
+                }
+                transpose16(wy, 16, rows, w, ty, 16);
+            } else {
+                transpose16(y + i0 * ys + c0, ys, rows, w, ty, 16);
+            }
+            for (int c = 0; c < w; c++)
+                s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_load_ps(tx + 16 * c), _mm512_load_ps(ty + 16 * c)));
+        }
+        _mm512_mask_storeu_ps(out + i0, lanes16(rows), s);
+    }
+}
+#endif
+
+void tg_k_attn_row_dots(int n, int cols, const tg_real *x, int64_t xs, const tg_real *y, const uint16_t *y16,
+                        int64_t ys, tg_real *out) {
+    TG_PICK(TG_SIMD_F32, row_dots_portable, row_dots_portable, row_dots_avx512)(n, cols, x, xs, y, y16, ys, out);
 }
 
 /* ---- short sequences: one head-batch entry at a time ---------------------------

@@ -102,11 +102,19 @@ SV_FN void SV(pack_transposed)(const tg_real *src, int64_t rs, int rows, int col
             V_TRANSPOSE(src + i * rs + c, rs, rows - i, cols - c, dst + (size_t)c * ld + i, ld);
 }
 
-/* dst[c] = src[c] (add: +=) for c < n. */
-SV_FN void SV(put_row)(tg_real *dst, const tg_real *src, int n, bool add) {
+/* dst[c] = src[c] (PUT_STORE), dst[c] + src[c] (PUT_ADD), or 0 + src[c]
+ * (PUT_FRESH: the bits of adding to a zeroed dst, which is not read) for
+ * c < n. */
+#ifndef TG_ATT_PUT_HOW /* this body is included once per ISA */
+#define TG_ATT_PUT_HOW
+enum { PUT_STORE, PUT_ADD, PUT_FRESH };
+#endif
+SV_FN void SV(put_row)(tg_real *dst, const tg_real *src, int n, int how) {
     int c = 0;
-    for (; c + VL <= n; c += VL) V_STORE(dst + c, add ? V_ADD(V_LOAD(dst + c), V_LOAD(src + c)) : V_LOAD(src + c));
-    for (; c < n; c++) dst[c] = add ? dst[c] + src[c] : src[c];
+    for (; c + VL <= n; c += VL)
+        V_STORE(dst + c, how == PUT_STORE ? V_LOAD(src + c)
+                                          : V_ADD(how == PUT_ADD ? V_LOAD(dst + c) : V_ZERO(), V_LOAD(src + c)));
+    for (; c < n; c++) dst[c] = how == PUT_STORE ? src[c] : (how == PUT_ADD ? dst[c] : 0) + src[c];
 }
 
 SV_ENTRY void SV(short_forward)(const tg_attn_entry *e, const tg_real *zf, tg_real *out, tg_real *P, tg_real *scratch) {
@@ -125,7 +133,7 @@ SV_ENTRY void SV(short_forward)(const tg_attn_entry *e, const tg_real *zf, tg_re
         SV(softmax_rows)(sb, nr, KP, K, e->lim + i0, P ? P + i : NULL, zf ? zf + i : NULL, e->bf16);
         rows4(sb, KP, 0, nr, a);
         SV(mm4)(a, 1, K, vb, ldv, VP, 1, ob, VP); /* out = (P o Z/(1-p)) v */
-        for (int r = 0; r < nr; r++) SV(put_row)(out + (i0 + r) * e->os, ob + (size_t)r * VP, dv, false);
+        for (int r = 0; r < nr; r++) SV(put_row)(out + (i0 + r) * e->os, ob + (size_t)r * VP, dv, PUT_STORE);
     }
 }
 
@@ -188,7 +196,8 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = Q - i0 < 4 ? Q - i0 : 4;
             rows4(dS, KP, i0, Q, a);
             SV(mm4)(a, 1, K, kb, ldk, DP, e->scale, acc, DP);
-            for (int r = 0; r < nr; r++) SV(put_row)(gq + (i0 + r) * gqs, acc + (size_t)r * DP, d, true);
+            for (int r = 0; r < nr; r++)
+                SV(put_row)(gq + (i0 + r) * gqs, acc + (size_t)r * DP, d, e->fresh_gq ? PUT_FRESH : PUT_ADD);
         }
     }
     if (gk) { /* dK = scale dS^T q */
@@ -199,7 +208,8 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = K - j0 < 4 ? K - j0 : 4;
             rows4(dS, 1, j0, K, a);
             SV(mm4)(a, KP, Q, qb, ldq, DP, e->scale, acc, DP);
-            for (int r = 0; r < nr; r++) SV(put_row)(gk + (j0 + r) * gks, acc + (size_t)r * DP, d, true);
+            for (int r = 0; r < nr; r++)
+                SV(put_row)(gk + (j0 + r) * gks, acc + (size_t)r * DP, d, e->fresh_gk ? PUT_FRESH : PUT_ADD);
         }
     }
     if (gv) { /* dV = (P o Z/(1-p))^T dO */
@@ -210,7 +220,8 @@ SV_ENTRY void SV(short_backward)(const tg_attn_entry *e, const tg_real *P, const
             int nr = K - j0 < 4 ? K - j0 : 4;
             rows4(Pd, 1, j0, K, a);
             SV(mm4)(a, KP, Q, ob, ldo, VP, 1, acc, VP);
-            for (int r = 0; r < nr; r++) SV(put_row)(gv + (j0 + r) * gvs, acc + (size_t)r * VP, dv, true);
+            for (int r = 0; r < nr; r++)
+                SV(put_row)(gv + (j0 + r) * gvs, acc + (size_t)r * VP, dv, e->fresh_gv ? PUT_FRESH : PUT_ADD);
         }
     }
 }

@@ -73,6 +73,14 @@ int tg__isa_cap(int level);
  * lacks is passed over for the rate's choice. Returns the previous one
  * (an index, -1: by rate). gemm_bf16.c */
 int tg__bf16_engine_force(const char *name);
+/* Test switch: whether the bf16 GEMM runs its small products on the
+ * calling thread without the driver (gemm_bf16_small.c; true, the
+ * default) or sends every product through gemm_drive (false), the same
+ * bits either way. Returns the previous setting. gemm_bf16_small.c */
+bool tg__bf16_small_force(bool on);
+/* How many products the calling thread has run on that small path, so a
+ * test can tell that it ran. gemm_bf16_small.c */
+long tg__bf16_small_runs(void);
 /* The rates of one core the engine choice compares, GFLOP/s, best of 3
  * trials of about seconds / 3; 0 where the CPU lacks the unit. peak.c */
 double tg__fma_rate(double seconds);
