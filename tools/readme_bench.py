@@ -24,6 +24,7 @@ ROWS = [  # (workload in BENCHMARKS.md, what the README calls it)
     ("gpt-mini", "gpt-mini step (nanoGPT's model, T 64, 2 layers, d 128, batch 32)"),
     ("gpt-small", "gpt-small step (T 128, 4 layers, d 256, batch 16)"),
     ("gpt-small bf16", "gpt-small with bf16 products, against PyTorch's autocast"),
+    ("gemm-1024 bf16", "GEMM 1024 of bf16 matrices, against torch.mm of bf16 tensors"),
     ("attn-4096", "attention layer, T 4096 (fused)"),
     ("gemm-1024", "GEMM 1024"),
 ]
@@ -95,6 +96,9 @@ def main():
         out.append(f"| {name} | {cell(workload, 1, 4)} | {cell(workload, 2, 4)} |")
 
     peaks = re.search(r"256-bit FMAs ([0-9.]+) GFLOP/s, 512-bit FMAs ([0-9.]+ GFLOP/s|none[^;]*)", text)
+    # the bf16 products' engine and its measured peak (older runs: vdpbf16ps, "dot-product peak")
+    engine = re.search(r"peak per core of the bf16 products' engine \((\w+)[^)]*\), best of the run: ([0-9.]+) GFLOP/s",
+                       text)
     bf16 = re.search(r"bf16 dot-product peak per core.*?best of the run: ([0-9.]+) GFLOP/s", text)
     date = re.search(r"^- date: (.*)$", text, re.M)
     machine = re.search(r"^- machine: (.*)$", text, re.M)
@@ -103,7 +107,8 @@ def main():
     out.append("")
     out.append(f"Measured {date.group(1)} on {machine.group(1)}: FMA peak per core {peaks.group(1)} GFLOP/s with "
                f"256-bit FMAs, {peaks.group(2)} with 512-bit ones" +
-               (f", bf16 dot products {bf16.group(1)} GFLOP/s." if bf16 else "."))
+               (f", bf16 products on the {engine.group(1)} engine {engine.group(2)} GFLOP/s." if engine else
+                f", bf16 dot products {bf16.group(1)} GFLOP/s." if bf16 else "."))
     lines = []
     for workload in ("gpt-mini", "gpt-small", "gpt-small bf16"):
         m = memory.get((workload, "1"))
