@@ -106,6 +106,9 @@ void tg_k_unary(tg_unary_kind kind, tg_real param, const tg_real *x, tg_real *y,
 /* n values rounded to bf16 bits as tg__bf16_from_float rounds them (half.h:
  * to nearest even, subnormals kept), and back (exact); split over threads. */
 void tg_k_to_bf16(const tg_real *x, uint16_t *h, int64_t n);
+/* The same rounding of one row of n values, on the calling thread (the
+ * rows of a strided copy: tg_k_attn_narrow). */
+void tg_k_to_bf16_row(const tg_real *x, uint16_t *h, int64_t n);
 void tg_k_from_bf16(const uint16_t *h, tg_real *x, int64_t n);
 /* The backward of the same row: gx = gy f'(x) when fresh, else gx += it
  * (y = f(x), the forward's output). */

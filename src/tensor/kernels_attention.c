@@ -99,47 +99,21 @@ void tg_k_attention_ds_row(tg_real *p, const tg_real *dp, const tg_real *z, tg_r
     TG_PICK(ATT_VEC_ROWS, ds_portable, ds_avx2, ds_avx512)(p, dp, z, D, n);
 }
 
-/* Rows of bf16 storage widened (exact) or rounded (tg__bf16_from_float, as
- * tg_to_bf16), one loop built per ISA (simd.h): the op's rows of q, k, v
- * and out lie 3 h d or h d apart, so the copies go row by row. */
+/* Rows of bf16 storage widened (exact; one loop built per ISA, simd.h) or
+ * rounded (tg__bf16_from_float, as tg_to_bf16: tg_k_to_bf16_row, a row at
+ * a time): the op's rows of q, k, v and out lie 3 h d or h d apart, so
+ * the copies go row by row. */
 TG_KERNEL_BODY void attn_widen_body(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld) {
     for (int i = 0; i < rows; i++)
         for (int c = 0; c < cols; c++) dst[(size_t)i * ld + c] = (tg_real)tg__bf16_to_float(src[i * rs + c]);
 }
 TG_ISA_DISPATCH(attn_widen, (int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld),
                 (rows, cols, src, rs, dst, ld))
-TG_KERNEL_BODY void attn_narrow_body(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs) {
-    for (int i = 0; i < rows; i++)
-        for (int c = 0; c < cols; c++) dst[i * rs + c] = tg__bf16_from_float((float)src[(size_t)i * ld + c]);
-}
-TG_ISA_DISPATCH(attn_narrow, (int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs),
-                (rows, cols, src, ld, dst, rs))
-#if TG_SIMD_F32
-/* attn_narrow on 16 floats at a time, tg__bf16_from_bits's integer
- * arithmetic on the lanes (round to nearest even: + 0x7FFF + the kept
- * lsb; a NaN made quiet) and one masked narrowing store (vpmovdw): the
- * compiler did not vectorise the loop's select, which left the forward's
- * rounding of out one value at a time. */
-TG_AVX512 static void narrow_rows_avx512(int rows, int cols, const float *src, int ld, uint16_t *dst, int64_t rs) {
-    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF), abs = _mm512_set1_epi32(0x7FFFFFFF);
-    const __m512i inf = _mm512_set1_epi32(0x7F800000), quiet = _mm512_set1_epi32(0x0040);
-    for (int i = 0; i < rows; i++)
-        for (int c = 0; c < cols; c += 16) {
-            const __mmask16 mk = lanes16(cols - c);
-            __m512i x = _mm512_maskz_loadu_epi32(mk, src + (size_t)i * ld + c);
-            __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
-            __m512i rne = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, half), lsb), 16);
-            __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs), inf);
-            __m512i r = _mm512_mask_or_epi32(rne, nan, _mm512_srli_epi32(x, 16), quiet);
-            _mm512_mask_cvtepi32_storeu_epi16(dst + i * rs + c, mk, r);
-        }
-}
-#endif
 void tg_k_attn_widen(int rows, int cols, const uint16_t *src, int64_t rs, tg_real *dst, int ld) {
     attn_widen(rows, cols, src, rs, dst, ld);
 }
 void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *dst, int64_t rs) {
-    TG_PICK(TG_SIMD_F32, attn_narrow, attn_narrow, narrow_rows_avx512)(rows, cols, src, ld, dst, rs);
+    for (int i = 0; i < rows; i++) tg_k_to_bf16_row(src + (size_t)i * ld, dst + i * rs, cols);
 }
 
 /* out[i] = sum_c x[i, c] y[i, c] over n rows (the backward's D = rowsum(dO

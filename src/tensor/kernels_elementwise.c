@@ -275,6 +275,10 @@ TG_KERNEL_BODY void cast_range_body(void *ctx, int64_t begin, int64_t end, int t
 }
 TG_ISA_DISPATCH(cast_range, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
 
+TG_KERNEL_BODY void to_bf16_row_body(const tg_real *x, uint16_t *h, int64_t n) { BF16_ROW(x, h, n); }
+TG_ISA_DISPATCH(to_bf16_row, (const tg_real *x, uint16_t *h, int64_t n), (x, h, n))
+void tg_k_to_bf16_row(const tg_real *x, uint16_t *h, int64_t n) { to_bf16_row(x, h, n); }
+
 void tg_k_to_bf16(const tg_real *x, uint16_t *h, int64_t n) {
     tg_parallel_for_ns(n, (double)n * TG_NS_STREAM, cast_range, &(cast_ctx){.x = x, .to_h = h});
 }
