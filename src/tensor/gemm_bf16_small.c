@@ -15,9 +15,11 @@
  * first (pack_b_run over all its slivers, the bits of pack_b's); then for
  * each block of mc rows, A is packed (or read in place, a_direct, as the
  * driver reads it), each sliver's tiles run, and the epilogue is done on
- * the block: the same packers, the same kernel calls with the same
- * arguments, in the same order as gemm_drive's, so the same bits (tested
- * against the driver, forced: test_gemm_bf16_small.c).
+ * the block. A block's packing and each sliver's tiles are the driver's
+ * own loop body (gemm_block_a, gemm_sliver_tiles: gemm_driver.h), so the
+ * same packers and kernel calls with the same arguments run in the same
+ * order as in gemm_drive, hence the same bits (tested against the driver,
+ * forced: test_gemm_bf16_small.c).
  *
  * Memory: the driver's thread-local packing buffer (tg__gemm_workspace),
  * which the two never use at once (neither runs inside the other). */
@@ -50,7 +52,7 @@ bool gemm_bf16_small(const gemm_engine *e, const gemm_job *op, bool keep) {
     j.jc = 0, j.ncur = N, j.kb = j.kb0 = 0, j.kb_end = j.kblocks = j.kgroup = 1, j.pc = 0, j.kcur = K;
     j.depth = e->depth ? e->depth(e, K) : K;
     const int slivers = (N + nr - 1) / nr;
-    const size_t sliver = (size_t)j.depth * nr * e->elem, panel = (size_t)j.depth * mr * e->elem;
+    const size_t sliver = (size_t)j.depth * nr * e->elem;
     j.b_bytes = round_up((size_t)slivers * sliver, 64);
     if (j.b_bytes > SMALL_B_BYTES) return false;
     gemm_grid grid = gemm_grid_choose(M, N, K, mr, nr);
@@ -69,22 +71,12 @@ bool gemm_bf16_small(const gemm_engine *e, const gemm_job *op, bool keep) {
         for (int s = 0; s < slivers; s++) e->pack_b(&j, s * nr, N - s * nr < nr ? N - s * nr : nr, j.ws + s * sliver);
     if (e->begin) e->begin();
     for (int ic = 0; ic < M; ic += j.mc) {
-        const int mcur = M - ic < j.mc ? M - ic : j.mc, full = mcur / mr * mr;
-        if (!j.a_direct)
-            e->pack_a(&j, ic, mcur, apack);
-        else if (full < mcur)
-            e->pack_a(&j, ic + full, mcur - full, apack + (size_t)full / mr * panel);
+        const int mcur = M - ic < j.mc ? M - ic : j.mc;
+        gemm_block_a(&j, false, ic, mcur, apack);
         for (int s = 0; s < slivers; s++) {
             const int j0 = s * nr, n = N - j0 < nr ? N - j0 : nr;
-            const unsigned char *bs = j.ws + (size_t)s * sliver;
-            for (int ir = 0; ir < mcur; ir += mr) {
-                const int m = mcur - ir < mr ? mcur - ir : mr;
-                tg_real *cs = j.C + (size_t)(ic + ir) * j.ldc + j0;
-                if (j.a_direct && m == mr)
-                    e->kernel(&j, j.A16 + (size_t)(ic + ir) * j.lda, bs, cs, j.beta, m, n);
-                else
-                    e->kernel(&j, apack + (size_t)ir / mr * panel, bs, cs, j.beta, m, n);
-            }
+            gemm_sliver_tiles(&j, false, ic, mcur, apack, j.ws + (size_t)s * sliver, j.C + (size_t)ic * j.ldc + j0,
+                              j.beta, n);
         }
         gemm_epilogue(j.ep, j.C, j.C + (size_t)ic * j.ldc, j.ldc, mcur, N);
     }

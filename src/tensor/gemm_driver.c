@@ -190,41 +190,25 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack, tg_re
      * transposed) when its block serves few slivers of B, by an engine that
      * can: packing it costs a pass over A that only many slivers repay. */
     const bool in_place = eng->kernel_a && slivers <= eng->in_place_max_slivers;
-    const size_t lda = (size_t)g->lda, a_rs = g->trans_a ? 1 : lda, a_ks = g->trans_a ? lda : 1;
     const int j1 = s1 * nr < g->ncur ? s1 * nr : g->ncur; /* this share's columns of the panel */
     gemm_job j = *g;
     if (cbuf) j.ldc = g->cb_ld;                   /* the kernels' C is the thread's block buffer */
     for (int kb = g->kb0; kb < g->kb_end; kb++) { /* the K blocks in order: each C element's sum order */
         k_block(&j, kb);
         j.a_direct = !in_place && eng->a_direct && eng->a_direct(&j);
-        const size_t panel = (size_t)j.depth * mr * eng->elem, sliver = (size_t)j.depth * nr * eng->elem;
+        const size_t sliver = (size_t)j.depth * nr * eng->elem;
         const unsigned char *bblock = g->ws + (size_t)(kb - g->kb0) * g->b_bytes; /* in L2 across the rows */
         tg_real beta_k = kb == 0 ? j.beta : 1;
         const tg_gemm_epilogue *ep = kb == j.kblocks - 1 ? j.ep : NULL; /* only the last K block finishes C */
         for (int ic = row0; ic < row1; ic += mc) {
             int mcur = row1 - ic < mc ? row1 - ic : mc;
-            const int full = mcur / mr * mr; /* rows in whole panels: read in place when a_direct */
-            if (!in_place && !j.a_direct)
-                eng->pack_a(&j, ic, mcur, apack);
-            else if (j.a_direct && full < mcur)
-                eng->pack_a(&j, ic + full, mcur - full, apack + (size_t)full / mr * panel);
+            gemm_block_a(&j, in_place, ic, mcur, apack);
             for (int i = 0; i < ns; i++) {
                 int s = s0 + (first + i) % ns, j0 = s * nr;
                 ensure_packed(&j, s, slivers);
                 int n = j.ncur - j0 < nr ? j.ncur - j0 : nr;
-                const unsigned char *bs = bblock + (size_t)s * sliver;
-                for (int ir = 0; ir < mcur; ir += mr) {
-                    int m = mcur - ir < mr ? mcur - ir : mr;
-                    tg_real *cs =
-                        cbuf ? cbuf + (size_t)ir * j.ldc + (j0 - s0 * nr) : j.C + (size_t)(ic + ir) * j.ldc + j.jc + j0;
-                    if (in_place)
-                        eng->kernel_a(&j, j.A + (size_t)(ic + ir) * a_rs + (size_t)j.pc * a_ks, a_rs, a_ks, bs, cs,
-                                      beta_k, m, n);
-                    else if (j.a_direct && m == mr)
-                        eng->kernel(&j, j.A16 + (size_t)(ic + ir) * lda + j.pc, bs, cs, beta_k, m, n);
-                    else
-                        eng->kernel(&j, apack + (size_t)ir / mr * panel, bs, cs, beta_k, m, n);
-                }
+                tg_real *c = cbuf ? cbuf + (j0 - s0 * nr) : j.C + (size_t)ic * j.ldc + j.jc + j0;
+                gemm_sliver_tiles(&j, in_place, ic, mcur, apack, bblock + (size_t)s * sliver, c, beta_k, n);
             }
             /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
             if (j1 > s0 * nr && cbuf && ep)

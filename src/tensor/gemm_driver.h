@@ -111,6 +111,44 @@ struct gemm_engine {
     void (*begin)(void), (*end)(void);
 };
 
+/* The block of A a K block's tiles read, rows ic.. (mcur of them) of
+ * op(A): packed into apack's micro-panels, or read in place (in_place: the
+ * float engines' kernel_a, all of it; j->a_direct: the AMX engines' whole
+ * mr-row panels, a last panel of fewer rows packed alone, at its place
+ * in apack). */
+static inline void gemm_block_a(const gemm_job *j, bool in_place, int ic, int mcur, unsigned char *apack) {
+    const gemm_engine *e = j->eng;
+    const int full = mcur / e->mr * e->mr; /* rows in whole panels */
+    if (!in_place && !j->a_direct)
+        e->pack_a(j, ic, mcur, apack);
+    else if (j->a_direct && full < mcur)
+        e->pack_a(j, ic + full, mcur - full, apack + (size_t)full / e->mr * ((size_t)j->depth * e->mr * e->elem));
+}
+
+/* The micro-kernel's tiles of one packed sliver bs of B (n <= nr columns)
+ * down that block of rows, into C at c (the block's first row at the
+ * sliver's first column, rows j->ldc apart), C = alpha * tile + beta * C:
+ * the one body of the driver's loops (multiply_share) and of the bf16
+ * GEMM's small products (gemm_bf16_small.c), so both make the same calls
+ * with the same arguments in the same order, hence the same bits. */
+static inline void gemm_sliver_tiles(const gemm_job *j, bool in_place, int ic, int mcur, const unsigned char *apack,
+                                     const unsigned char *bs, tg_real *c, tg_real beta, int n) {
+    const gemm_engine *e = j->eng;
+    const int mr = e->mr;
+    const size_t lda = (size_t)j->lda, panel = (size_t)j->depth * mr * e->elem;
+    const size_t a_rs = j->trans_a ? 1 : lda, a_ks = j->trans_a ? lda : 1; /* op(A)(i, k) at A[i*a_rs + k*a_ks] */
+    for (int ir = 0; ir < mcur; ir += mr) {
+        const int m = mcur - ir < mr ? mcur - ir : mr;
+        tg_real *cs = c + (size_t)ir * j->ldc;
+        if (in_place)
+            e->kernel_a(j, j->A + (size_t)(ic + ir) * a_rs + (size_t)j->pc * a_ks, a_rs, a_ks, bs, cs, beta, m, n);
+        else if (j->a_direct && m == mr)
+            e->kernel(j, j->A16 + (size_t)(ic + ir) * lda + j->pc, bs, cs, beta, m, n);
+        else
+            e->kernel(j, apack + (size_t)ir / mr * panel, bs, cs, beta, m, n);
+    }
+}
+
 /* How the driver shares a product among threads: a grid of `rows` runs of
  * C's mr-row tiles by `cols` runs of B's nr-wide slivers, rows * cols
  * threads. */
