@@ -223,6 +223,8 @@ static void check_op_sizes(int kind) {
         tg_precision prec = p ? TG_PREC_BF16 : TG_PREC_FP32;
         check_op(kind, prec, 37, 48, 40);
         check_op(kind, prec, 1100, kind == 2 ? 1024 : 24, 1024);
+        if (kind == 2) /* rows wider than the bf16 forward's stack row (kernels_norm.c, NORM_COLS) */
+            check_op(kind, prec, 7, 1500, 1500);
     }
 }
 Test(bf16_storage, affine_reads_and_writes_bf16) { check_op_sizes(0); }
