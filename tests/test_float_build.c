@@ -267,6 +267,37 @@ Test(float_build, layer_norm_kernels_match_double_at_every_isa) {
     }
 }
 
+/* The fused backward (tg_k_layer_norm_backward: dx and the parameters' sums
+ * in one pass) against the two passes of its own kernels, bit for bit, at
+ * every ISA build: several row chunks with a tail (300 rows) and one chunk
+ * (50), with and without gamma, dx fresh and added to, a parameter alone. */
+Test(float_build, layer_norm_fused_backward_is_the_two_passes) {
+    enum { RMAX = 300, D = 83 };
+    static tg_real x[RMAX * D], g[RMAX * D], gam[D], y[RMAX * D], mean[RMAX], rstd[RMAX];
+    static tg_real dx1[RMAX * D], dx2[RMAX * D], dg1[D], dg2[D], db1[D], db2[D];
+    for (int i = 0; i < RMAX * D; i++) x[i] = (tg_real)(sin(0.3 * i) * (1 + i % 7)), g[i] = (tg_real)cos(0.17 * i);
+    for (int j = 0; j < D; j++) gam[j] = (tg_real)(1 + 0.01 * j);
+    for (int cap = TG_ISA_PORTABLE; cap <= TG_ISA_AVX512; cap++)
+        for (int v = 0; v < 8; v++) {
+            int R = v & 1 ? 50 : RMAX, old = tg__isa_cap(cap);
+            bool fresh = v & 2, with_gamma = v & 4;
+            const tg_real *gm = with_gamma ? gam : NULL;
+            tg_k_layer_norm(x, gm, with_gamma ? gam : NULL, y, mean, rstd, R, D, (tg_real)1e-5);
+            for (int i = 0; i < R * D; i++) dx1[i] = dx2[i] = (tg_real)(0.5 * sin(i));
+            for (int j = 0; j < D; j++) dg1[j] = dg2[j] = (tg_real)j, db1[j] = db2[j] = (tg_real)-j;
+            tg_k_layer_norm_backward_dx(x, g, gm, mean, rstd, dx1, R, D, fresh);
+            tg_k_layer_norm_backward_params(x, g, mean, rstd, dg1, db1, R, D);
+            tg_k_layer_norm_backward(x, g, gm, mean, rstd, dx2, fresh, dg2, db2, R, D);
+            cr_expect(memcmp(dx1, dx2, sizeof(tg_real) * (size_t)(R * D)) == 0, "ISA %d, case %d: dx", cap, v);
+            cr_expect(memcmp(dg1, dg2, sizeof dg1) == 0 && memcmp(db1, db2, sizeof db1) == 0,
+                      "ISA %d, case %d: dgamma, dbeta", cap, v);
+            tg_k_layer_norm_backward(x, g, gm, mean, rstd, NULL, fresh, NULL, db2, R, D); /* dbeta alone */
+            tg_k_layer_norm_backward_params(x, g, mean, rstd, NULL, db1, R, D);
+            cr_expect(memcmp(db1, db2, sizeof db1) == 0, "ISA %d, case %d: dbeta alone", cap, v);
+            tg__isa_cap(old);
+        }
+}
+
 /* Layer norm's statistics on hard rows, a large offset with a small spread,
  * against a two-pass reference in double, at every ISA build this CPU has.
  * Row 0 is 1e4 + N(0, 1e-2), row 1 1e6 + N(0, 1), row 3 1e2 + N(0, 1e-3)

@@ -29,12 +29,8 @@ static void layer_norm_backward(tg_node *n) {
     const layer_norm_state *st = n->state;
     int64_t d = x->shape[x->ndim - 1], rows = x->size / d;
     const tg_real *g = n->out->grad->data;
-    if (gx)
-        tg_k_layer_norm_backward_dx(x->data, g, affine ? gamma->data : NULL, st->mean, st->rstd, gx->data, rows, d,
-                                    fresh);
-    if (gg || gb)
-        tg_k_layer_norm_backward_params(x->data, g, st->mean, st->rstd, gg ? gg->data : NULL, gb ? gb->data : NULL,
-                                        rows, d);
+    tg_k_layer_norm_backward(x->data, g, affine ? gamma->data : NULL, st->mean, st->rstd, gx ? gx->data : NULL, fresh,
+                             gg ? gg->data : NULL, gb ? gb->data : NULL, rows, d);
 }
 const tg_op tg_op_layer_norm = {"layer_norm", layer_norm_backward};
 

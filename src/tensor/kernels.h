@@ -344,5 +344,10 @@ void tg_k_layer_norm_backward_dx(const tg_real *x, const tg_real *g, const tg_re
                                  const tg_real *rstd, tg_real *dx, int64_t rows, int64_t d, bool fresh);
 void tg_k_layer_norm_backward_params(const tg_real *x, const tg_real *g, const tg_real *mean, const tg_real *rstd,
                                      tg_real *dgamma, tg_real *dbeta, int64_t rows, int64_t d);
+/* Both (dx, or dgamma and dbeta, may be NULL), with the bits of the two
+ * above: in one pass over x and g when dx and a parameter are wanted. */
+void tg_k_layer_norm_backward(const tg_real *x, const tg_real *g, const tg_real *gamma, const tg_real *mean,
+                              const tg_real *rstd, tg_real *dx, bool fresh, tg_real *dgamma, tg_real *dbeta,
+                              int64_t rows, int64_t d);
 
 #endif

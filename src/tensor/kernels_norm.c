@@ -89,39 +89,54 @@ void tg_k_layer_norm_bf16(const tg_real *x, const tg_real *gamma, const tg_real 
     tg_parallel_for_ns(rows, (double)(rows * d) * TG_NS_POLY, forward_rows, &c);
 }
 
-/* dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = g gamma. */
-TG_KERNEL_BODY void backward_dx_rows_body(void *ctx, int64_t begin, int64_t end, int tid) {
-    const norm_ctx *c = ctx;
+/* dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = g gamma,
+ * for row r. */
+static inline void dx_row(const norm_ctx *c, int64_t r) {
     const int64_t d = c->d;
     const tg_real *restrict gam = c->gamma;
-    (void)tid;
-    for (int64_t r = begin; r < end; r++) {
-        const tg_real *restrict xr = c->x + r * d, *restrict gr = c->g + r * d;
-        tg_real *restrict dx = c->dx + r * d;
-        tg_real k = xr[0], dm = c->mean[r], rs = c->rstd[r], sum_dxhat = 0, sum_dxhat_xhat = 0;
-        if (gam) {
+    const tg_real *restrict xr = c->x + r * d, *restrict gr = c->g + r * d;
+    tg_real *restrict dx = c->dx + r * d;
+    tg_real k = xr[0], dm = c->mean[r], rs = c->rstd[r], sum_dxhat = 0, sum_dxhat_xhat = 0;
+    if (gam) {
 #pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
-            for (int64_t j = 0; j < d; j++) {
-                tg_real dxhat = gr[j] * gam[j];
-                sum_dxhat += dxhat;
-                sum_dxhat_xhat += dxhat * ((xr[j] - k) - dm) * rs;
-            }
-        } else {
-#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
-            for (int64_t j = 0; j < d; j++) {
-                sum_dxhat += gr[j];
-                sum_dxhat_xhat += gr[j] * ((xr[j] - k) - dm) * rs;
-            }
-        }
-        tg_real m1 = sum_dxhat / (tg_real)d, m2 = sum_dxhat_xhat / (tg_real)d;
-        /* dx = ... on a fresh gradient (its memory may hold anything, NaN
-         * included, so it is never read), else dx += ... */
         for (int64_t j = 0; j < d; j++) {
-            tg_real dxhat = gr[j] * (gam ? gam[j] : 1), xhat = ((xr[j] - k) - dm) * rs;
-            tg_real v = rs * (dxhat - m1 - xhat * m2);
-            dx[j] = c->fresh ? v : dx[j] + v;
+            tg_real dxhat = gr[j] * gam[j];
+            sum_dxhat += dxhat;
+            sum_dxhat_xhat += dxhat * ((xr[j] - k) - dm) * rs;
+        }
+    } else {
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+        for (int64_t j = 0; j < d; j++) {
+            sum_dxhat += gr[j];
+            sum_dxhat_xhat += gr[j] * ((xr[j] - k) - dm) * rs;
         }
     }
+    tg_real m1 = sum_dxhat / (tg_real)d, m2 = sum_dxhat_xhat / (tg_real)d;
+    /* dx = ... on a fresh gradient (its memory may hold anything, NaN
+     * included, so it is never read), else dx += ... */
+    for (int64_t j = 0; j < d; j++) {
+        tg_real dxhat = gr[j] * (gam ? gam[j] : 1), xhat = ((xr[j] - k) - dm) * rs;
+        tg_real v = rs * (dxhat - m1 - xhat * m2);
+        dx[j] = c->fresh ? v : dx[j] + v;
+    }
+}
+
+/* Row r's terms of dgamma and dbeta over columns j0.. (w of them) added to
+ * sgx[0..w) and sg[0..w): g_j xhat_j and g_j. */
+static inline void param_row(const norm_ctx *c, int64_t r, int64_t j0, int64_t w, tg_real *restrict sgx,
+                             tg_real *restrict sg) {
+    const int64_t d = c->d;
+    const tg_real *restrict gr = c->g + r * d + j0, *restrict xr = c->x + r * d + j0;
+    tg_real kx = c->x[r * d], dm = c->mean[r], rs = c->rstd[r];
+    for (int64_t j = 0; j < w; j++) {
+        sg[j] += gr[j];
+        sgx[j] += gr[j] * ((xr[j] - kx) - dm) * rs;
+    }
+}
+
+TG_KERNEL_BODY void backward_dx_rows_body(void *ctx, int64_t begin, int64_t end, int tid) {
+    (void)tid;
+    for (int64_t r = begin; r < end; r++) dx_row(ctx, r);
 }
 TG_ISA_DISPATCH(backward_dx_rows, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
 
@@ -148,14 +163,7 @@ TG_KERNEL_BODY void backward_param_blocks_body(void *ctx, int64_t begin, int64_t
         int64_t k = p / c->cblocks, j0 = p % c->cblocks * 64, w = d - j0 < 64 ? d - j0 : 64;
         int64_t r0 = k * c->per, r1 = r0 + c->per < c->rows ? r0 + c->per : c->rows;
         tg_real sg[64] = {0}, sgx[64] = {0};
-        for (int64_t r = r0; r < r1; r++) {
-            const tg_real *restrict gr = c->g + r * d + j0, *restrict xr = c->x + r * d + j0;
-            tg_real kx = c->x[r * d], dm = c->mean[r], rs = c->rstd[r];
-            for (int64_t j = 0; j < w; j++) {
-                sg[j] += gr[j];
-                sgx[j] += gr[j] * ((xr[j] - kx) - dm) * rs;
-            }
-        }
+        for (int64_t r = r0; r < r1; r++) param_row(c, r, j0, w, sgx, sg);
         tg_real *pgx = c->part ? c->part + k * 2 * d + j0 : c->dgamma ? c->dgamma + j0 : NULL;
         tg_real *pg = c->part ? c->part + k * 2 * d + d + j0 : c->dbeta ? c->dbeta + j0 : NULL;
         for (int64_t j = 0; j < w; j++) {
@@ -170,6 +178,28 @@ TG_KERNEL_BODY void backward_param_blocks_body(void *ctx, int64_t begin, int64_t
 }
 TG_ISA_DISPATCH(backward_param_blocks, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
 
+/* dx and the parameters' chunk sums in one pass over x and g (which a
+ * pass each read twice from memory, the rows being larger than the L2):
+ * chunk k's rows in order, each row's dx (dx_row) and then its terms
+ * added to the chunk's row of part (param_row over all columns, from
+ * zero): per column the sums of backward_param_blocks, term for term in
+ * the same order, hence its bits. */
+TG_KERNEL_BODY void backward_chunks_body(void *ctx, int64_t begin, int64_t end, int tid) {
+    const norm_ctx *c = ctx;
+    const int64_t d = c->d;
+    (void)tid;
+    for (int64_t k = begin; k < end; k++) {
+        int64_t r0 = k * c->per, r1 = r0 + c->per < c->rows ? r0 + c->per : c->rows;
+        tg_real *sgx = c->part + k * 2 * d, *sg = sgx + d;
+        for (int64_t j = 0; j < 2 * d; j++) sgx[j] = 0;
+        for (int64_t r = r0; r < r1; r++) {
+            dx_row(c, r);
+            param_row(c, r, 0, d, sgx, sg);
+        }
+    }
+}
+TG_ISA_DISPATCH(backward_chunks, (void *ctx, int64_t begin, int64_t end, int tid), (ctx, begin, end, tid))
+
 /* Column blocks [b, e): the row chunks' sums, in chunk order, into dgamma and dbeta. */
 static void backward_param_combine(void *ctx, int64_t b, int64_t e, int tid) {
     const norm_ctx *c = ctx;
@@ -183,6 +213,20 @@ static void backward_param_combine(void *ctx, int64_t b, int64_t e, int tid) {
     }
 }
 
+/* The chunks' sums (part) into dgamma and dbeta: a single chunk's added
+ * straight (as backward_param_blocks adds its sums when it has no part),
+ * several in chunk order (backward_param_combine). */
+static void params_from_part(norm_ctx *c) {
+    if (c->chunks > 1) {
+        tg_parallel_for_ns(c->cblocks, (double)(c->chunks * 2 * c->d) * TG_NS_STREAM, backward_param_combine, c);
+        return;
+    }
+    for (int64_t j = 0; j < c->d; j++) {
+        if (c->dgamma) c->dgamma[j] += c->part[j];
+        if (c->dbeta) c->dbeta[j] += c->part[c->d + j];
+    }
+}
+
 void tg_k_layer_norm_backward_params(const tg_real *x, const tg_real *g, const tg_real *mean, const tg_real *rstd,
                                      tg_real *dgamma, tg_real *dbeta, int64_t rows, int64_t d) {
     norm_ctx c = {.x = x, .g = g, .mean = mean, .rstd = rstd, .dgamma = dgamma, .dbeta = dbeta, .d = d, .rows = rows};
@@ -192,5 +236,32 @@ void tg_k_layer_norm_backward_params(const tg_real *x, const tg_real *g, const t
     if (!c.part) c.chunks = 1; /* one chunk (or no memory for the scratch): straight into dgamma, dbeta */
     c.per = c.chunks > 1 ? LN_ROWS : rows;
     tg_parallel_for_ns(c.chunks * c.cblocks, (double)(rows * d) * TG_NS_POLY, backward_param_blocks, &c);
-    if (c.part) tg_parallel_for_ns(c.cblocks, (double)(c.chunks * 2 * d) * TG_NS_STREAM, backward_param_combine, &c);
+    if (c.part) params_from_part(&c);
+}
+
+void tg_k_layer_norm_backward(const tg_real *x, const tg_real *g, const tg_real *gamma, const tg_real *mean,
+                              const tg_real *rstd, tg_real *dx, bool fresh, tg_real *dgamma, tg_real *dbeta,
+                              int64_t rows, int64_t d) {
+    norm_ctx c = {.x = x,
+                  .g = g,
+                  .gamma = gamma,
+                  .mean = mean,
+                  .rstd = rstd,
+                  .dx = dx,
+                  .fresh = fresh,
+                  .dgamma = dgamma,
+                  .dbeta = dbeta,
+                  .d = d,
+                  .rows = rows};
+    c.cblocks = (d + 63) / 64;
+    c.chunks = (rows + LN_ROWS - 1) / LN_ROWS;
+    c.per = LN_ROWS;
+    c.part = dx && (dgamma || dbeta) && rows > 0 ? tg_arena_alloc(sizeof(tg_real) * (size_t)(c.chunks * 2 * d)) : NULL;
+    if (!c.part) { /* one of the two, or no memory for the chunks' sums: a pass each */
+        if (dx) tg_k_layer_norm_backward_dx(x, g, gamma, mean, rstd, dx, rows, d, fresh);
+        if (dgamma || dbeta) tg_k_layer_norm_backward_params(x, g, mean, rstd, dgamma, dbeta, rows, d);
+        return;
+    }
+    tg_parallel_for_ns(c.chunks, (double)(rows * d) * 2 * TG_NS_POLY, backward_chunks, &c);
+    params_from_part(&c);
 }
