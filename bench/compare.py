@@ -116,6 +116,7 @@ def measure(a, w, threads, bf16):
         r.update(ok=True, med=number(kv, "ms_per_step"), min=number(kv, "min_ms"), max=number(kv, "max_ms"),
                  gflop=number(kv, "gflop_per_step"), rss=number(kv, "rss_peak_mb"), arena=number(kv, "arena_step_mb"))
         note_peaks(kv, bf16)
+        r["amx"] = [number(kv, "amx_gflops")] if bf16 else []  # the AMX probe at this round's start
         steps = ["--steps", kv["steps"], "--warmup", kv["warmup"]]
     if not a.torch or len(steps) < 4:
         return r
@@ -153,6 +154,7 @@ def combine(rounds):
         r["med"] = statistics.median(x["med"] for x in rounds)
         r["min"], r["max"] = min(x["min"] for x in rounds), max(x["max"] for x in rounds)
         r["rss"], r["arena"] = max(x["rss"] for x in rounds), max(x["arena"] for x in rounds)
+        r["amx"] = [a for x in rounds for a in x.get("amx", [])]
     if r["torch_ok"]:
         r["t"] = [{"ms_per_step": statistics.median(x["t"][v]["ms_per_step"] for x in rounds),
                    "min_ms": min(x["t"][v]["min_ms"] for x in rounds),
@@ -306,14 +308,19 @@ def markdown(a, rows, peak, determinism, started):
                 f"The bf16 products ran on the {ENGINE['name']} engine. Goals (issue 31, on a CPU with AMX): gemm-1024 "
                 "bf16 at least 8x tgrad's fp32 at 1 thread; gpt-small bf16 at least 2.5x tgrad's fp32 and 2x PyTorch "
                 "with autocast, with a peak RSS at most 0.75x its fp32 run's.", "",
+                "The last column is the AMX engine's rate as the library's probe measured it at the start of each "
+                "round of the bf16 row (tdpbf16ps on tiles in registers, one core): on a shared machine it moves "
+                "with what the other tenants of the core run, and a round's steps with it.", "",
                 "| workload | threads | tgrad fp32 / tgrad bf16 | PyTorch autocast bf16 / tgrad bf16 | "
-                "peak RSS MB tgrad bf16 / fp32 (ratio) | peak RSS MB tgrad bf16 / autocast |",
-                "|---|---|---|---|---|---|"]
+                "peak RSS MB tgrad bf16 / fp32 (ratio) | peak RSS MB tgrad bf16 / autocast | AMX probe by round, "
+                "GFLOP/s |",
+                "|---|---|---|---|---|---|---|"]
     for b, f in pairs:
         pt, mem = (f"{b['t'][0]['ms_per_step'] / b['med']:.2f}x", f"{b['rss']:.0f} / {b['t'][0]['rss_peak_mb']:.0f}") \
             if b["torch_ok"] else ("n/a", "n/a")
         own = f"{b['rss']:.0f} / {f['rss']:.0f} ({b['rss'] / f['rss']:.2f}x)" if f["rss"] > 0 else "n/a"
-        out.append(f"| {b['workload']} | {b['threads']} | {f['med'] / b['med']:.2f}x | {pt} | {own} | {mem} |")
+        probes = ", ".join(f"{a:,.0f}" for a in b.get("amx", []) if a > 0) or "-"
+        out.append(f"| {b['workload']} | {b['threads']} | {f['med'] / b['med']:.2f}x | {pt} | {own} | {mem} | {probes} |")
     out += ["", "## Determinism", "", f"`build/bin/bench --check-determinism`: {determinism}", "",
             "## Commands", "", "```sh",
             f"make bench     # sh tools/install-bench-deps.sh; build/bin/bench --markdown {a.markdown}",
