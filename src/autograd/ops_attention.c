@@ -667,8 +667,10 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
  * apart): a task's finished sums added to the gradient; nothing if g is
  * NULL. set: g is a fresh buffer (attn_bwd), written with acc + 0, the
  * bits of adding acc to a zeroed one (+0 + -0 is +0), without the zeroing
- * pass over g and without reading g back (a cache miss a row: the rows
- * are strided through the fused projection's gradient). */
+ * pass over g and without reading g back: tg_k_attn_store_rows writes
+ * whole lines with streaming stores (the rows are strided through the
+ * fused projection's gradient, a line read from memory per row for a
+ * plain store; bench/measured.md, "Session 8"). */
 static void add_rows(const attention_state *pl, const attn_view *v, int b, int i0, int n, int width, const tg_real *acc,
                      tg_real *g, bool set) {
     if (g) tg_k_attn_store_rows(n, width, acc, g + at(pl, v, b, i0), v->rs, set);
