@@ -11,6 +11,7 @@
 #include "isa_util.h"
 #include "tensor/half.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels_attention_rows.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h"
 
@@ -294,3 +295,39 @@ static void narrow_case(void) {
 }
 
 Test(row_kernels, attention_narrow_rounds_as_tg_to_bf16_at_every_isa) { at_every_isa(narrow_case); }
+
+/* tg_k_attn_store_rows: set writes acc + 0 (a -0 becomes +0, NaN and
+ * infinities pass), else adds acc to the rows; the streaming path (set,
+ * whole aligned 64-byte lines: widths 16, 32, 64, row strides of whole
+ * lines) and the plain one (odd widths, an unaligned start or stride) give
+ * those bits at every ISA, and nothing is written between the rows. */
+static void store_rows_case(void) {
+    enum { N = 6, W = 64, RS = 96 };
+    static _Alignas(64) tg_real acc[N * W], g[N * RS + 32], want[N * RS + 32];
+    for (int i = 0; i < N * W; i++) acc[i] = val(i, 12) * (tg_real)(i % 7 ? 1 : 1e-38);
+    acc[3] = (tg_real)-0.0, acc[W + 5] = (tg_real)INFINITY, acc[2 * W + 1] = (tg_real)NAN, acc[16] = (tg_real)-0.0;
+    static const int ws[] = {16, 32, 64, 7, 33};
+    static const int64_t strides[] = {96, 80, 64, 81}; /* 81: rows off the lines */
+    for (size_t a = 0; a < sizeof ws / sizeof ws[0]; a++)
+        for (size_t s = 0; s < sizeof strides / sizeof strides[0]; s++)
+            for (int off = 0; off < 2; off++)
+                for (int set = 0; set < 2; set++) {
+                    int w = ws[a];
+                    int64_t rs = strides[s];
+                    tg_real *dst = g + (off ? 3 : 0), *ref = want + (dst - g); /* 3: a start off the lines */
+                    for (int i = 0; i < N * RS + 32; i++) g[i] = want[i] = val(i, 13);
+                    for (int i = 0; i < N; i++)
+                        for (int c = 0; c < w; c++) {
+                            tg_real *r = ref + i * rs + c;
+                            *r = set ? acc[i * w + c] + (tg_real)0 : *r + acc[i * w + c];
+                        }
+                    tg_k_attn_store_rows(N, w, acc, dst, rs, set);
+                    cr_expect(!memcmp(g, want, sizeof g), "store_rows width %d stride %lld offset %d set %d at ISA %d",
+                              w, (long long)rs, (int)(dst - g), set, (int)tg_isa_level());
+                }
+    tg_real z = 0;
+    tg_k_attn_store_rows(1, 16, acc, g, 16, true);
+    cr_expect(!memcmp(&g[3], &z, sizeof z), "a -0 of acc is stored as +0");
+}
+
+Test(row_kernels, attention_store_rows_are_the_plain_loop_at_every_isa) { at_every_isa(store_rows_case); }

@@ -133,6 +133,7 @@
 #include "mask.h"
 #include "rel_bucket.h"
 #include "tensor/half.h"
+#include "tensor/kernels_attention_rows.h"
 #include "tensor/tensor_internal.h" /* tg__empty_bf16 */
 
 #include <math.h>
@@ -666,20 +667,13 @@ static const tg_real *tile_backward(const attn_bwd *w, int b, int q0, int nq, in
  * apart): a task's finished sums added to the gradient; nothing if g is
  * NULL. set: g is a fresh buffer (attn_bwd), written with acc + 0, the
  * bits of adding acc to a zeroed one (+0 + -0 is +0), without the zeroing
- * pass over g and without reading g back (a cache miss a row: the rows
- * are strided through the fused projection's gradient). */
+ * pass over g and without reading g back: tg_k_attn_store_rows writes
+ * whole lines with streaming stores (the rows are strided through the
+ * fused projection's gradient, a line read from memory per row for a
+ * plain store; bench/measured.md, "Session 8"). */
 static void add_rows(const attention_state *pl, const attn_view *v, int b, int i0, int n, int width, const tg_real *acc,
                      tg_real *g, bool set) {
-    if (!g) return;
-    tg_real *row0 = g + at(pl, v, b, i0); /* rows v->rs apart (at's divisions once, not per row) */
-    for (int i = 0; i < n; i++) {
-        tg_real *restrict r = row0 + i * v->rs;
-        const tg_real *restrict a = acc + (size_t)i * width;
-        if (set)
-            for (int c = 0; c < width; c++) r[c] = a[c] + (tg_real)0;
-        else
-            for (int c = 0; c < width; c++) r[c] += a[c];
-    }
+    if (g) tg_k_attn_store_rows(n, width, acc, g + at(pl, v, b, i0), v->rs, set);
 }
 
 /* dQ of query block (b, qb), over the key blocks its rows may see. */

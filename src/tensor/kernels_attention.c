@@ -11,6 +11,7 @@
 #include "exp_simd.h"
 #include "half.h"
 #include "kernels_attention_round.h"
+#include "kernels_attention_rows.h"
 #include "simd.h"
 #include "transpose_simd.h"
 
@@ -176,6 +177,42 @@ TG_AVX512 static void row_dots_avx512(int n, int cols, const float *x, int64_t x
 void tg_k_attn_row_dots(int n, int cols, const tg_real *x, int64_t xs, const tg_real *y, const uint16_t *y16,
                         int64_t ys, tg_real *out) {
     TG_PICK(TG_SIMD_F32, row_dots_portable, row_dots_portable, row_dots_avx512)(n, cols, x, xs, y, y16, ys, out);
+}
+
+/* tg_k_attn_store_rows (kernels_attention_rows.h): a + 0 or g + a per
+ * element, the same adds at any width (the + 0 keeps a -0 from reaching a
+ * fresh gradient, as adding to a zeroed one would). */
+static void store_rows_portable(int n, int width, const tg_real *acc, tg_real *g, int64_t rs, bool set) {
+    for (int i = 0; i < n; i++) {
+        tg_real *restrict r = g + i * rs;
+        const tg_real *restrict a = acc + (size_t)i * width;
+        if (set)
+            for (int c = 0; c < width; c++) r[c] = a[c] + (tg_real)0;
+        else
+            for (int c = 0; c < width; c++) r[c] += a[c];
+    }
+}
+
+#if TG_SIMD_F32
+/* Under set, rows of whole aligned 64-byte lines (gpt's head sizes 32 and
+ * 64 in a 64-byte aligned gradient) go out with vmovntps: each line is
+ * written whole, so reading it in first (what a plain store does) is a
+ * wasted trip to memory; the fence orders them before the op returns. */
+TG_AVX512 static void store_rows_avx512(int n, int width, const float *acc, float *g, int64_t rs, bool set) {
+    if (!set || width % 16 != 0 || ((uintptr_t)g | (uintptr_t)(rs * 4)) % 64 != 0) {
+        store_rows_portable(n, width, acc, g, rs, set);
+        return;
+    }
+    const __m512 zero = _mm512_setzero_ps();
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < width; c += 16)
+            _mm512_stream_ps(g + i * rs + c, _mm512_add_ps(_mm512_loadu_ps(acc + (size_t)i * width + c), zero));
+    _mm_sfence();
+}
+#endif
+
+void tg_k_attn_store_rows(int n, int width, const tg_real *acc, tg_real *g, int64_t rs, bool set) {
+    TG_PICK(TG_SIMD_F32, store_rows_portable, store_rows_portable, store_rows_avx512)(n, width, acc, g, rs, set);
 }
 
 /* ---- short sequences: one head-batch entry at a time ---------------------------
