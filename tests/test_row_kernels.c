@@ -11,7 +11,6 @@
 #include "isa_util.h"
 #include "tensor/half.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels_attention_rows.h"
 #include "tensor/simd.h"
 #include "tensor/tensor_internal.h"
 

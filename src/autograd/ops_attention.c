@@ -133,7 +133,7 @@
 #include "mask.h"
 #include "rel_bucket.h"
 #include "tensor/half.h"
-#include "tensor/kernels_attention_rows.h"
+#include "tensor/kernels.h"
 #include "tensor/tensor_internal.h" /* tg__empty_bf16 */
 
 #include <math.h>

@@ -263,6 +263,16 @@ void tg_k_attn_narrow(int rows, int cols, const tg_real *src, int ld, uint16_t *
  * of the plain loop at every ISA. */
 void tg_k_attn_row_dots(int n, int cols, const tg_real *x, int64_t xs, const tg_real *y, const uint16_t *y16,
                         int64_t ys, tg_real *out);
+/* The fused attention backward's store of a task's finished gradient rows
+ * (kernels_attention.c): g's rows (n of them, rs apart) = acc's rows + 0
+ * (set: g is a fresh buffer, every element written once; the + 0 turns a
+ * -0 into the +0 that adding acc to a zeroed buffer gives), or += acc's
+ * rows (set false); acc's rows width apart. Under set, whole 64-byte lines
+ * of g go out with streaming stores (the rows lie 3 h d apart in the fused
+ * projection's gradient, which a training step's next op reads from beyond
+ * the core's caches anyway): no read of a line about to be overwritten.
+ * The same bits either way. */
+void tg_k_attn_store_rows(int n, int width, const tg_real *acc, tg_real *g, int64_t rs, bool set);
 
 /* The fused attention's short sequences (kernels_attention.c): one
  * head-batch entry with Q queries and K <= TG_ATT_SHORT_MAX keys, done

@@ -11,7 +11,6 @@
 #include "exp_simd.h"
 #include "half.h"
 #include "kernels_attention_round.h"
-#include "kernels_attention_rows.h"
 #include "simd.h"
 #include "transpose_simd.h"
 
@@ -179,7 +178,7 @@ void tg_k_attn_row_dots(int n, int cols, const tg_real *x, int64_t xs, const tg_
     TG_PICK(TG_SIMD_F32, row_dots_portable, row_dots_portable, row_dots_avx512)(n, cols, x, xs, y, y16, ys, out);
 }
 
-/* tg_k_attn_store_rows (kernels_attention_rows.h): a + 0 or g + a per
+/* tg_k_attn_store_rows (kernels.h): a + 0 or g + a per
  * element, the same adds at any width (the + 0 keeps a -0 from reaching a
  * fresh gradient, as adding to a zeroed one would). */
 static void store_rows_portable(int n, int width, const tg_real *acc, tg_real *g, int64_t rs, bool set) {
