@@ -615,6 +615,38 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
 }
 
+/* The rule by which gemm_drive (gemm_driver.c, its cblock) keeps C's
+ * blocks in a thread's buffer: ep->c_scratch, beta 0, one K block. Only
+ * then may a caller give no C at all (tg_k_gemm_bf16_no_c). */
+static bool c_never_written(const gemm_engine *e, int K, const tg_gemm_epilogue *ep) {
+    return ep && ep->c_scratch && K <= e->kc;
+}
+
+bool tg_k_gemm_bf16_no_c(bool trans_a, bool trans_b, int M, int N, int K, const void *A, bool a_bf16, int lda,
+                         const void *B, bool b_bf16, int ldb, int ldc, const tg_gemm_epilogue *ep) {
+    if (M <= 0 || N <= 0 || K <= 0) return false;
+    engine_id eng = bf16_engine_pick();
+    if (eng == ENG_FP32 || !c_never_written(&ENGINES[eng].drv, K, ep)) return false;
+    const gemm_job job = {.trans_a = trans_a,
+                          .trans_b = trans_b,
+                          .M = M,
+                          .N = N,
+                          .K = K,
+                          .lda = lda,
+                          .ldb = ldb,
+                          .ldc = ldc,
+                          .alpha = 1,
+                          .beta = 0,
+                          .A = a_bf16 ? NULL : A,
+                          .B = b_bf16 ? NULL : B,
+                          .A16 = a_bf16 ? A : NULL,
+                          .B16 = b_bf16 ? B : NULL,
+                          .C = NULL, /* never read nor written: every block goes to a thread's buffer */
+                          .ep = ep,
+                          .flags = tg_isa_level() >= TG_ISA_AVX512_BF16};
+    return gemm_drive(&ENGINES[eng].drv, &job); /* false: out of memory, nothing done */
+}
+
 void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
                        const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
     tg_k_gemm_bf16_mixed(trans_a, trans_b, M, N, K, alpha, A, false, lda, B, false, ldb, beta, C, ldc, ep);
