@@ -33,10 +33,10 @@
  * Activations in bf16 (tg_dtype, tensor.h; as PyTorch's autocast keeps a
  * Linear's result): x may be stored as bf16, and the _to forms store the
  * result y (and affine_gelu's kept h) as bf16, rounded by the GEMM's
- * epilogue from each block of float sums it finishes, in cache, into a
- * float C of a chunk of rows (op.h) that nothing else reads, or, where
- * the GEMM can (c_scratch, gemm_driver.c), into a block buffer of the
- * thread's own with no C in memory at all. Products of a
+ * epilogue from each block of float sums it finishes, in cache: where
+ * the bf16 GEMM keeps those blocks in a thread's buffer (c_scratch, one K
+ * block: tg_k_gemm_bf16_no_c), in one product with no C at all, else from
+ * a float C of a chunk of rows (op.h) that nothing else reads. Products of a
  * bf16 x are those of its float values (bf16 products read it in place,
  * float ones a widened copy), so with bf16 products a bf16-stored x gives
  * the bits of the float x it was rounded from. A kept bf16 h makes the
