@@ -33,10 +33,10 @@
  * Activations in bf16 (tg_dtype, tensor.h; as PyTorch's autocast keeps a
  * Linear's result): x may be stored as bf16, and the _to forms store the
  * result y (and affine_gelu's kept h) as bf16, rounded by the GEMM's
- * epilogue from each block of float sums it finishes, in cache, into a
- * float C of a chunk of rows (op.h) that nothing else reads, or, where
- * the GEMM can (c_scratch, gemm_driver.c), into a block buffer of the
- * thread's own with no C in memory at all. Products of a
+ * epilogue from each block of float sums it finishes, in cache: where
+ * the bf16 GEMM keeps those blocks in a thread's buffer (c_scratch, one K
+ * block: tg_k_gemm_bf16_no_c), in one product with no C at all, else from
+ * a float C of a chunk of rows (op.h) that nothing else reads. Products of a
  * bf16 x are those of its float values (bf16 products read it in place,
  * float ones a widened copy), so with bf16 products a bf16-stored x gives
  * the bits of the float x it was rounded from. A kept bf16 h makes the
@@ -47,6 +47,13 @@
 #include <string.h>
 #include "tensor/tensor_internal.h" /* tg__empty_recycled, tg__empty_bf16, tg__tensor_recycle */
 
+/* Rows r0.. of the activation x as stored (rows ldx apart): bf16 bits or
+ * tg_real values. */
+static const void *x_rows_at(const tg_tensor *x, int64_t r0, int ldx) {
+    size_t off = (size_t)r0 * (size_t)ldx;
+    return x->dtype == TG_DTYPE_BF16 ? (const void *)(x->bf16 + off) : (const void *)(x->data + off);
+}
+
 /* C = op(A) op(X) or op(X) op(B) (x_first) + beta C, with the epilogue ep,
  * where X is rows r0.. of the activation x (x_rows of them, ldx apart):
  * bf16 products read a bf16 x where it lies (tg_k_gemm_bf16_mixed's
@@ -55,8 +62,7 @@ static void product_x(bool bf16, bool x_first, bool ta, bool tb, int M, int N, i
                       const tg_tensor *x, int64_t r0, int64_t x_rows, int ldx, tg_real beta, tg_real *C, int ldc,
                       const tg_gemm_epilogue *ep) {
     bool xb = x->dtype == TG_DTYPE_BF16;
-    size_t off = (size_t)r0 * (size_t)ldx;
-    const void *xp = xb ? (const void *)(x->bf16 + off) : (const void *)(x->data + off);
+    const void *xp = x_rows_at(x, r0, ldx);
     if (bf16) {
         if (x_first)
             tg_k_gemm_bf16_mixed(ta, tb, M, N, K, 1, xp, xb, ldx, other, false, ldo, beta, C, ldc, ep);
@@ -218,20 +224,25 @@ static tg_tensor *affine_output(const char *op, const tg_tensor *x, const tg_ten
 
 /* Rows r0.. (n of them) of h = res + x W^T + b into C (n rows of out),
  * with the epilogue ep (its outputs at rows r0.. of the whole result, ep's
- * bias and res unset: set here). With bf16 products the GEMM adds res + b
+ * bias and res unset: set here). C NULL (bf16 products, ep.c_scratch):
+ * no C at all, where the GEMM can do without (tg_k_gemm_bf16_no_c);
+ * false where it cannot, nothing done. With bf16 products the GEMM adds res + b
  * in its epilogue, after the products (beta = 0): C is written once and
  * never read (tg_gemm_epilogue says where that changes a bit). With float
  * products C starts at res + b (beta = 1; tg_k_epilogue_start, the GEMM's
  * own start of C summed in several passes), the order those products have
  * always had. With in = 0 the GEMM only sets
  * the rows to res + b or 0. */
-static void affine_rows(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res, int64_t r0,
+static bool affine_rows(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res, int64_t r0,
                         int64_t n, tg_real *C, tg_gemm_epilogue ep) {
     int in = w->shape[1], out = w->shape[0];
     bool bf16 = tg_prec_bf16();
-    if (n <= 0) return;
+    if (n <= 0) return true;
     ep.bias = b ? b->data : NULL;
     ep.res = res ? res->data + r0 * out : NULL;
+    if (!C)
+        return bf16 && tg_k_gemm_bf16_no_c(false, true, (int)n, out, in, x_rows_at(x, r0, in),
+                                           x->dtype == TG_DTYPE_BF16, in, w->data, false, in, out, &ep);
     if (!bf16 && (b || res)) { /* C set to res + b here, the epilogue left to add nothing */
         tg_k_epilogue_start(&ep, C, out, (int)n, out, 0);
         ep.bias = ep.res = NULL;
@@ -239,14 +250,18 @@ static void affine_rows(const tg_tensor *x, const tg_tensor *w, const tg_tensor 
     bool plain = !ep.Y && !ep.Y16 && !ep.H16 && !ep.bias && !ep.res; /* nothing for an epilogue to do */
     product_x(bf16, true, false, true, (int)n, out, in, w->data, in, x, r0, n, in, !bf16 && (b || res) ? 1 : 0, C, out,
               plain ? NULL : &ep);
+    return true;
 }
 
 /* y = act(res + x W^T + b) over all N rows, its pre-activation into h when
  * h is not NULL (act NULL: y itself is the affine map). y and h are float
  * or both bf16. bf16 ones are written by the GEMM's epilogue (y16 = bf16(f(v)),
- * h16 = bf16(v)) from a float C of a chunk of rows (op.h, tg__chunk_rows),
- * which only the epilogue reads, from cache; each chunk packs W again.
- * false: out of memory. */
+ * h16 = bf16(v)): with bf16 products, where the GEMM keeps every block of
+ * C in a thread's buffer (c_scratch: K in one block), in one product over
+ * all rows with no C, W packed once; else from a float C of a chunk of
+ * rows (op.h, tg__chunk_rows), which only the epilogue reads, from cache,
+ * each chunk packing W again. Rows are independent: the same bits either
+ * way. false: out of memory. */
 static bool affine_forward(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, const tg_tensor *res,
                            tg_tensor *y, tg_tensor *h, const tg_unary_kind *act) {
     int out = w->shape[0];
@@ -258,9 +273,12 @@ static bool affine_forward(const tg_tensor *x, const tg_tensor *w, const tg_tens
         return true;
     }
     if (N == 0) return true;
+    ep.c_scratch = true; /* only y16 (and h16) wanted: the GEMM may keep C's blocks in a thread's buffer */
+    ep.Y16 = y->bf16;
+    ep.H16 = h ? h->bf16 : NULL;
+    if (affine_rows(x, w, b, res, 0, N, NULL, ep)) return true; /* no C at all */
     int64_t R = tg__chunk_rows(out, N);
     tg_tensor *fc = tg__empty_recycled(TG_SHAPE((int)R, out)); /* C of a chunk */
-    ep.c_scratch = true; /* only y16 (and h16) wanted: the GEMM may keep C's blocks in a thread's buffer */
     if (!fc) return false;
     for (int64_t r0 = 0; r0 < N; r0 += R) {
         int64_t n = N - r0 < R ? N - r0 : R;

@@ -581,6 +581,31 @@ static bool gemm_fp32_engine(bool ta, bool tb, int M, int N, int K, tg_real alph
     return true;
 }
 
+/* An operand as the caller stored it: bf16 bits or tg_real values. */
+static bf_src stored(const void *p, bool bf16, int ld) { return (bf_src){bf16 ? NULL : p, bf16 ? p : NULL, ld}; }
+
+/* A product's job for the driver, the operands as stored. */
+static gemm_job bf16_job(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, bf_src a, bf_src b,
+                         tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+    return (gemm_job){.trans_a = trans_a,
+                      .trans_b = trans_b,
+                      .M = M,
+                      .N = N,
+                      .K = K,
+                      .lda = a.ld,
+                      .ldb = b.ld,
+                      .ldc = ldc,
+                      .alpha = alpha,
+                      .beta = beta,
+                      .A = a.f,
+                      .B = b.f,
+                      .A16 = a.h,
+                      .B16 = b.h,
+                      .C = C,
+                      .ep = ep,
+                      .flags = tg_isa_level() >= TG_ISA_AVX512_BF16}; /* the AVX-512 BF16 packers may run */
+}
+
 void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const void *A, bool a_bf16,
                           int lda, const void *B, bool b_bf16, int ldb, tg_real beta, tg_real *C, int ldc,
                           const tg_gemm_epilogue *ep) {
@@ -589,30 +614,31 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
         tg_k_gemm_ep(trans_a, trans_b, M, N, 0, alpha, NULL, lda, NULL, ldb, beta, C, ldc, ep);
         return;
     }
-    const bf_src a = {a_bf16 ? NULL : A, a_bf16 ? A : NULL, lda}, b = {b_bf16 ? NULL : B, b_bf16 ? B : NULL, ldb};
+    const bf_src a = stored(A, a_bf16, lda), b = stored(B, b_bf16, ldb);
     engine_id eng = bf16_engine_pick();
     if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep)) return;
     if (eng == ENG_FP32) eng = ENG_PORTABLE; /* out of memory for the copies */
-    const gemm_job job = {.trans_a = trans_a,
-                          .trans_b = trans_b,
-                          .M = M,
-                          .N = N,
-                          .K = K,
-                          .lda = lda,
-                          .ldb = ldb,
-                          .ldc = ldc,
-                          .alpha = alpha,
-                          .beta = beta,
-                          .A = a.f,
-                          .B = b.f,
-                          .A16 = a.h,
-                          .B16 = b.h,
-                          .C = C,
-                          .ep = ep,
-                          .flags = tg_isa_level() >= TG_ISA_AVX512_BF16}; /* the AVX-512 BF16 packers may run */
+    const gemm_job job = bf16_job(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
     if (gemm_bf16_small(&ENGINES[eng].drv, &job, eng == ENG_AMX)) return; /* without the driver's machinery */
     if (!gemm_drive(&ENGINES[eng].drv, &job))
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
+}
+
+/* The rule by which gemm_drive (gemm_driver.c, its cblock) keeps C's
+ * blocks in a thread's buffer: ep->c_scratch, beta 0, one K block. Only
+ * then may a caller give no C at all (tg_k_gemm_bf16_no_c). */
+static bool c_never_written(const gemm_engine *e, int K, const tg_gemm_epilogue *ep) {
+    return ep && ep->c_scratch && K <= e->kc;
+}
+
+bool tg_k_gemm_bf16_no_c(bool trans_a, bool trans_b, int M, int N, int K, const void *A, bool a_bf16, int lda,
+                         const void *B, bool b_bf16, int ldb, int ldc, const tg_gemm_epilogue *ep) {
+    if (M <= 0 || N <= 0 || K <= 0) return false;
+    engine_id eng = bf16_engine_pick();
+    if (eng == ENG_FP32 || !c_never_written(&ENGINES[eng].drv, K, ep)) return false;
+    const bf_src a = stored(A, a_bf16, lda), b = stored(B, b_bf16, ldb);
+    const gemm_job job = bf16_job(trans_a, trans_b, M, N, K, 1, a, b, 0, NULL, ldc, ep); /* C: never touched */
+    return gemm_drive(&ENGINES[eng].drv, &job); /* false: out of memory, nothing done */
 }
 
 void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
