@@ -624,18 +624,11 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
 }
 
-/* The rule by which gemm_drive (gemm_driver.c, its cblock) keeps C's
- * blocks in a thread's buffer: ep->c_scratch, beta 0, one K block. Only
- * then may a caller give no C at all (tg_k_gemm_bf16_no_c). */
-static bool c_never_written(const gemm_engine *e, int K, const tg_gemm_epilogue *ep) {
-    return ep && ep->c_scratch && K <= e->kc;
-}
-
 bool tg_k_gemm_bf16_no_c(bool trans_a, bool trans_b, int M, int N, int K, const void *A, bool a_bf16, int lda,
                          const void *B, bool b_bf16, int ldb, int ldc, const tg_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0 || K <= 0) return false;
     engine_id eng = bf16_engine_pick();
-    if (eng == ENG_FP32 || !c_never_written(&ENGINES[eng].drv, K, ep)) return false;
+    if (eng == ENG_FP32 || !gemm_c_blocked(&ENGINES[eng].drv, K, 0, ep)) return false; /* C would be written */
     const bf_src a = stored(A, a_bf16, lda), b = stored(B, b_bf16, ldb);
     const gemm_job job = bf16_job(trans_a, trans_b, M, N, K, 1, a, b, 0, NULL, ldc, ep); /* C: never touched */
     return gemm_drive(&ENGINES[eng].drv, &job); /* false: out of memory, nothing done */

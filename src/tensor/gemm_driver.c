@@ -282,7 +282,7 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
      * zero, so that a finished block is final. Its rows cb_ld apart, a
      * cache line past the panel's width: rows a multiple of 4 KB apart
      * would all fall in one set of the L1. */
-    const bool cblock = j.ep && j.ep->c_scratch && j.kblocks == 1 && j.beta == 0;
+    const bool cblock = gemm_c_blocked(e, K, j.beta, j.ep);
     j.cb_ld = cblock ? j.nc + (int)(64 / sizeof(tg_real)) : 0;
     j.cb_bytes = cblock ? round_up((size_t)j.mc * (size_t)j.cb_ld * sizeof(tg_real), 64) : 0;
     const size_t state_bytes = round_up((size_t)j.kgroup * b_chunks(e, j.nc) * sizeof(atomic_int), 64);

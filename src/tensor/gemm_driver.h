@@ -162,6 +162,13 @@ typedef struct {
  * costed as gemm_split_choose costs one. Two threads never take a grid. */
 gemm_grid gemm_grid_choose(int M, int N, int K, int mr, int nr);
 
+/* Whether gemm_drive keeps every finished block of C in a thread's
+ * buffer for the epilogue and never writes C (ep->c_scratch, beta 0, K in
+ * one block): only then may a caller give no C at all. */
+static inline bool gemm_c_blocked(const gemm_engine *e, int K, tg_real beta, const tg_gemm_epilogue *ep) {
+    return ep && ep->c_scratch && beta == 0 && (K + e->kc - 1) / e->kc == 1;
+}
+
 /* C = alpha * op(A) op(B) + beta * C through engine e, the operands (and
  * flags) in *op. Each element of C is one thread's, summed in k order
  * within each K block, the blocks' boundaries a function of K alone: the
