@@ -57,7 +57,7 @@ bool gemm_bf16_small(const gemm_engine *e, const gemm_job *op, bool keep) {
     if (j.b_bytes > SMALL_B_BYTES) return false;
     gemm_grid grid = gemm_grid_choose(M, N, K, mr, nr);
     if (grid.rows * grid.cols != 1) return false;
-    j.nt = j.grid_n = 1;
+    j.nt = j.grid_n = j.threads = 1;
     j.mc = (int)round_up((size_t)(M < e->mc ? M : e->mc), (size_t)mr);
     j.nc = (int)round_up((size_t)N, (size_t)nr);
     j.a_bytes = round_up(((size_t)j.depth * j.mc + (size_t)e->a_slack) * e->elem, 64);

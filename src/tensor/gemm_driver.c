@@ -6,7 +6,8 @@
  *   for jc in N by NC              B panel K x NC
  *     for each group of K blocks   (all of K when the group's packed B fits
  *                                   GEMM_B_GROUP_BYTES: most products)
- *       for each share of C        (one pool job: a grid of row runs x sliver runs)
+ *       for each share of C        (one pool job: a grid of row runs x sliver runs,
+ *                                   handed out to the threads one at a time)
  *         for pc in the group's K blocks, in order    B block KC x NC, in L2 / L3
  *           for ic in its rows by MC      A block MC x KC -> packed per thread, in L2
  *             pack A(ic, pc) into MR-tall micro-panels
@@ -46,8 +47,10 @@
  *
  * Determinism: K is cut into near-equal blocks whose boundaries depend on
  * K alone; each element of C is summed in k order within a block by the
- * micro-kernel and the blocks added in order; threads split C's rows, its
- * columns or both (gemm_grid_choose), never K. Same bits at any thread count.
+ * micro-kernel and the blocks added in order; the shares split C's rows,
+ * its columns or both (gemm_grid_choose; a row split in GEMM_RUNS_PER_THREAD
+ * runs a thread), never K, and whichever thread takes a share sums it the
+ * same way. Same bits at any thread count.
  *
  * Memory: the packing buffer belongs to the calling thread (thread-local,
  * tg__gemm_workspace), grown only when a larger product comes; worker
@@ -128,7 +131,9 @@ static void k_block(gemm_job *j, int kb) {
 /* Slivers of B packed together, by one thread: enough to keep an engine's
  * pack_b_run on long rows (AMX packs a pair of rows across them), few
  * enough that the threads sharing a panel split its packing finely. */
-#define B_CHUNK_COLS 128
+#define B_CHUNK_COLS         128
+/* Runs of C's rows per thread in a row split (gemm_drive), whole tiles. */
+#define GEMM_RUNS_PER_THREAD 4
 static inline int b_chunk(const gemm_engine *e) { return e->nr >= B_CHUNK_COLS ? 1 : B_CHUNK_COLS / e->nr; }
 /* The chunks of a K block of a panel cols wide. */
 static inline int b_chunks(const gemm_engine *e, int cols) {
@@ -220,15 +225,15 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack, tg_re
 }
 
 /* Shares [b, e) of the grid, on the buffers of A (and of C's blocks) of
- * the thread that runs them. */
+ * the thread that runs them (tid < threads). */
 static void multiply_range(void *ctx, int64_t b, int64_t e, int tid) {
     const gemm_job *g = ctx;
-    const size_t me = (size_t)(g->nt == 1 ? 0 : tid);
+    const size_t me = (size_t)(g->threads == 1 ? 0 : tid);
     unsigned char *apack = g->ws + (size_t)g->kgroup * g->b_bytes + me * g->a_bytes;
     tg_real *cbuf = NULL;
     if (g->cb_bytes)
-        cbuf =
-            (tg_real *)(void *)(g->ws + (size_t)g->kgroup * g->b_bytes + (size_t)g->nt * g->a_bytes + me * g->cb_bytes);
+        cbuf = (tg_real *)(void *)(g->ws + (size_t)g->kgroup * g->b_bytes + (size_t)g->threads * g->a_bytes +
+                                   me * g->cb_bytes);
     if (g->eng->begin) g->eng->begin();
     for (int64_t t = b; t < e; t++) multiply_share(g, (int)t, apack, cbuf);
     if (g->eng->end) g->eng->end();
@@ -271,6 +276,16 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
      * gemm_grid_choose). Either way each element of C is one thread's,
      * summed in the same order: the same bits at any thread count. */
     gemm_grid grid = gemm_grid_choose(M, N, K, mr, nr);
+    j.threads = grid.rows * grid.cols;
+    /* A row split is cut finer than the threads, its runs handed out one at
+     * a time: a thread slowed by another tenant of its core (on a shared
+     * machine: bench/measured.md, "Session 8") takes fewer of them instead
+     * of holding the product up with an equal share. Which thread sums a
+     * run changes none of its bits. */
+    if (j.threads > 1 && grid.cols == 1) {
+        const int tiles = (M + mr - 1) / mr, runs = j.threads * GEMM_RUNS_PER_THREAD;
+        grid.rows = runs < tiles ? runs : tiles;
+    }
     j.nt = grid.rows * grid.cols;
     j.grid_n = grid.cols;
     j.b_bytes = round_up((size_t)depth_max * j.nc * e->elem, 64);
@@ -286,7 +301,7 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
     j.cb_ld = cblock ? j.nc + (int)(64 / sizeof(tg_real)) : 0;
     j.cb_bytes = cblock ? round_up((size_t)j.mc * (size_t)j.cb_ld * sizeof(tg_real), 64) : 0;
     const size_t state_bytes = round_up((size_t)j.kgroup * b_chunks(e, j.nc) * sizeof(atomic_int), 64);
-    const size_t before_state = (size_t)j.kgroup * j.b_bytes + (size_t)j.nt * (j.a_bytes + j.cb_bytes);
+    const size_t before_state = (size_t)j.kgroup * j.b_bytes + (size_t)j.threads * (j.a_bytes + j.cb_bytes);
     j.ws = tg__gemm_workspace(before_state + state_bytes);
     if (!j.ws) return false;
     j.chunk_state = j.ws + before_state;
@@ -302,7 +317,7 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
             j.kb_end = kb + j.kgroup < j.kblocks ? kb + j.kgroup : j.kblocks;
             int used = (j.kb_end - kb) * b_chunks(e, j.ncur);
             for (int c = 0; c < used; c++) atomic_init((atomic_int *)j.chunk_state + c, CHUNK_TODO);
-            tg_parallel_for(j.nt, j.nt > 1, multiply_range, &j);
+            tg_parallel_tasks_at_most(j.nt, j.threads, multiply_range, &j);
         }
     }
     return true;

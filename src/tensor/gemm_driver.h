@@ -34,8 +34,9 @@ struct gemm_job {
     const tg_gemm_epilogue *ep; /* NULL: none */
     int flags;                  /* the caller's, for its engine (bf16: the AVX-512 BF16 packers may run) */
     /* set by gemm_drive */
-    int nt;     /* shares of the product: a grid of nt / grid_n runs of C's row tiles x grid_n runs of slivers */
-    int grid_n; /* runs of B's slivers (columns of C) in the grid */
+    int nt;      /* shares of the product: a grid of nt / grid_n runs of C's row tiles x grid_n runs of slivers */
+    int threads; /* the threads that take them (one A block buffer each) */
+    int grid_n;  /* runs of B's slivers (columns of C) in the grid */
     int mc, nc, kblocks;
     int kgroup;                 /* K blocks of B packed at once (as many as fit GEMM_B_GROUP_BYTES) */
     int kb0, kb_end;            /* the group being multiplied: K blocks kb0..kb_end - 1 */
