@@ -3,7 +3,6 @@
  * loop is built for the baseline, AVX2 and AVX-512 (TG_ISA_DISPATCH); a
  * row's sums run in vector lanes, so they round as the ISA's width orders
  * them, and the same at any thread count. */
-#include "half.h"
 #include "kernels.h"
 #include "parallel.h"
 #include "simd.h"
