@@ -134,6 +134,15 @@ static void k_block(gemm_job *j, int kb) {
 #define B_CHUNK_COLS         128
 /* Runs of C's rows per thread in a row split (gemm_drive), whole tiles. */
 #define GEMM_RUNS_PER_THREAD 4
+/* A group of packed B larger than this does not stay in a core's L2 (1 MB
+ * on Zen 4 and 5, 2 MB on Sapphire and Emerald Rapids) from one run of C's
+ * rows to the next: each run reads all of it again from L3, which only
+ * GEMM_RUN_MIN_ROWS rows of work a run repay (a weight gradient: dW [256,
+ * 1024] = dy^T x over 2048 tokens, 4 MB of packed x, took 3.5-4.5 ms at 2
+ * threads in 32-row runs against 2.9-3.2 in 128-row ones, 5 alternated
+ * pairs on the 2-core Emerald Rapids VM). */
+#define GEMM_B_L2_BYTES   ((size_t)1 << 20)
+#define GEMM_RUN_MIN_ROWS 128
 static inline int b_chunk(const gemm_engine *e) { return e->nr >= B_CHUNK_COLS ? 1 : B_CHUNK_COLS / e->nr; }
 /* The chunks of a K block of a panel cols wide. */
 static inline int b_chunks(const gemm_engine *e, int cols) {
@@ -151,12 +160,22 @@ static inline void pause_cpu(void) {
 #endif
 }
 
+/* The state of the chunk of K block j->kb (the one j is set to) that holds sliver s. */
+static inline atomic_int *chunk_state_of(const gemm_job *j, int s) {
+    return (atomic_int *)j->chunk_state + (size_t)(j->kb - j->kb0) * b_chunks(j->eng, j->ncur) + s / b_chunk(j->eng);
+}
+
+/* Whether sliver s's chunk is being packed by another thread just now. */
+static inline bool chunk_busy(const gemm_job *j, int s) {
+    return atomic_load_explicit(chunk_state_of(j, s), memory_order_relaxed) == CHUNK_PACKING;
+}
+
 /* Sliver s of K block j->kb (the one j is set to) packed, by this thread
  * if no other has claimed its chunk, else once the other has finished. */
 static void ensure_packed(const gemm_job *j, int s, int slivers) {
     const gemm_engine *e = j->eng;
     const int ch = b_chunk(e), c = s / ch;
-    atomic_int *st = (atomic_int *)j->chunk_state + (size_t)(j->kb - j->kb0) * b_chunks(e, j->ncur) + c;
+    atomic_int *st = chunk_state_of(j, s);
     if (atomic_load_explicit(st, memory_order_acquire) == CHUNK_READY) return;
     int todo = CHUNK_TODO;
     if (atomic_compare_exchange_strong_explicit(st, &todo, CHUNK_PACKING, memory_order_acquire, memory_order_acquire)) {
@@ -208,13 +227,26 @@ static void multiply_share(const gemm_job *g, int t, unsigned char *apack, tg_re
         for (int ic = row0; ic < row1; ic += mc) {
             int mcur = row1 - ic < mc ? row1 - ic : mc;
             gemm_block_a(&j, in_place, ic, mcur, apack);
-            for (int i = 0; i < ns; i++) {
-                int s = s0 + (first + i) % ns, j0 = s * nr;
-                ensure_packed(&j, s, slivers);
-                int n = j.ncur - j0 < nr ? j.ncur - j0 : nr;
-                tg_real *c = cbuf ? cbuf + (j0 - s0 * nr) : j.C + (size_t)ic * j.ldc + j.jc + j0;
-                gemm_sliver_tiles(&j, in_place, ic, mcur, apack, bblock + (size_t)s * sliver, c, beta_k, n);
-            }
+            /* A sliver whose chunk another thread is packing is left for a
+             * second pass rather than waited for: the first pass goes on to
+             * the chunks after it (and packs those), so two threads that
+             * reach the same chunk split the packing instead of one idling.
+             * The slivers' order is that of C's columns, not of a sum. */
+            uint64_t later = 0; /* bit c: chunk c (< 64) left for the second pass, all its slivers */
+            for (int pass = 0; pass < 2; pass++)
+                for (int i = 0; i < ns; i++) {
+                    int s = s0 + (first + i) % ns, j0 = s * nr, chunk = s / ch;
+                    const uint64_t bit = chunk < 64 ? (uint64_t)1 << chunk : 0;
+                    if (pass == 0 && ((later & bit) || (bit && chunk_busy(&j, s)))) {
+                        later |= bit; /* a chunk once passed is ready: only its first sliver decides */
+                        continue;
+                    }
+                    if (pass == 1 && !(later & bit)) continue;
+                    ensure_packed(&j, s, slivers);
+                    int n = j.ncur - j0 < nr ? j.ncur - j0 : nr;
+                    tg_real *c = cbuf ? cbuf + (j0 - s0 * nr) : j.C + (size_t)ic * j.ldc + j.jc + j0;
+                    gemm_sliver_tiles(&j, in_place, ic, mcur, apack, bblock + (size_t)s * sliver, c, beta_k, n);
+                }
             /* rows ic.. of the panel are finished (on the last K block): the epilogue, from L2 */
             if (j1 > s0 * nr && cbuf && ep)
                 tg_k_epilogue_tile(ep, ic, j.jc + s0 * nr, cbuf, j.ldc, g->ldc, mcur, j1 - s0 * nr);
@@ -277,22 +309,26 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
      * summed in the same order: the same bits at any thread count. */
     gemm_grid grid = gemm_grid_choose(M, N, K, mr, nr);
     j.threads = grid.rows * grid.cols;
-    /* A row split is cut finer than the threads, its runs handed out one at
-     * a time: a thread slowed by another tenant of its core (on a shared
-     * machine: bench/measured.md, "Session 8") takes fewer of them instead
-     * of holding the product up with an equal share. Which thread sums a
-     * run changes none of its bits. */
-    if (j.threads > 1 && grid.cols == 1) {
-        const int tiles = (M + mr - 1) / mr, runs = j.threads * GEMM_RUNS_PER_THREAD;
-        grid.rows = runs < tiles ? runs : tiles;
-    }
-    j.nt = grid.rows * grid.cols;
-    j.grid_n = grid.cols;
     j.b_bytes = round_up((size_t)depth_max * j.nc * e->elem, 64);
     j.a_bytes = round_up(((size_t)depth_max * j.mc + (size_t)e->a_slack) * e->elem, 64);
     j.kgroup = (int)(GEMM_B_GROUP_BYTES / j.b_bytes);
     if (j.kgroup < 1) j.kgroup = 1;
     if (j.kgroup > j.kblocks) j.kgroup = j.kblocks;
+    /* A row split is cut finer than the threads, its runs handed out one at
+     * a time: a thread slowed by another tenant of its core (on a shared
+     * machine: bench/measured.md, "Session 8") takes fewer of them instead
+     * of holding the product up with an equal share; but no run under
+     * GEMM_RUN_MIN_ROWS rows where each run reads a group of B too large
+     * to stay in L2. Which thread sums a run changes none of its bits. */
+    if (j.threads > 1 && grid.cols == 1) {
+        const int tiles = (M + mr - 1) / mr;
+        int runs = j.threads * GEMM_RUNS_PER_THREAD;
+        if (j.b_bytes * (size_t)j.kgroup > GEMM_B_L2_BYTES && runs > M / GEMM_RUN_MIN_ROWS)
+            runs = M / GEMM_RUN_MIN_ROWS > j.threads ? M / GEMM_RUN_MIN_ROWS : j.threads;
+        grid.rows = runs < tiles ? runs : tiles;
+    }
+    j.nt = grid.rows * grid.cols;
+    j.grid_n = grid.cols;
     /* C in blocks (ep->c_scratch): where C is summed in one pass from
      * zero, so that a finished block is final. Its rows cb_ld apart, a
      * cache line past the panel's width: rows a multiple of 4 KB apart
