@@ -141,8 +141,8 @@ static void k_block(gemm_job *j, int kb) {
  * 1024] = dy^T x over 2048 tokens, 4 MB of packed x, took 3.5-4.5 ms at 2
  * threads in 32-row runs against 2.9-3.2 in 128-row ones, 5 alternated
  * pairs on the 2-core Emerald Rapids VM). */
-#define GEMM_B_L2_BYTES   ((size_t)1 << 20)
-#define GEMM_RUN_MIN_ROWS 128
+#define GEMM_B_L2_BYTES      ((size_t)1 << 20)
+#define GEMM_RUN_MIN_ROWS    128
 static inline int b_chunk(const gemm_engine *e) { return e->nr >= B_CHUNK_COLS ? 1 : B_CHUNK_COLS / e->nr; }
 /* The chunks of a K block of a panel cols wide. */
 static inline int b_chunks(const gemm_engine *e, int cols) {
