@@ -17,12 +17,17 @@ static const char *const ISA_NAMES[] = {"portable", "avx2", "avx512", "avx512_bf
  * CPU's is capped at the CPU's (said too). -1: not read yet. */
 static int g_isa_cap = -1;
 
+/* Asked once, then cached: every kernel's dispatch (TG_PICK) asks, and the
+ * questions (pthread_once in tg_cpu_has_amx) were 1% of a bf16 GPT step. */
 static tg_isa cpu_level(void) {
-    return tg_cpu_has_amx()           ? TG_ISA_AMX
-           : tg_cpu_has_avx512_bf16() ? TG_ISA_AVX512_BF16
-           : tg_cpu_has_avx512()      ? TG_ISA_AVX512
-           : tg_cpu_has_avx2()        ? TG_ISA_AVX2
-                                      : TG_ISA_PORTABLE;
+    static int cached = -1; /* benign race: every thread computes the same value */
+    if (cached < 0)
+        cached = tg_cpu_has_amx()           ? TG_ISA_AMX
+                 : tg_cpu_has_avx512_bf16() ? TG_ISA_AVX512_BF16
+                 : tg_cpu_has_avx512()      ? TG_ISA_AVX512
+                 : tg_cpu_has_avx2()        ? TG_ISA_AVX2
+                                            : TG_ISA_PORTABLE;
+    return (tg_isa)cached;
 }
 
 static int env_cap(void) {
