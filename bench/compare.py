@@ -103,6 +103,11 @@ def note_peaks(kv, bf16):
             peaks[name] = max(peaks[name], v)
     if bf16 and kv.get("bf16_engine"):
         ENGINE["name"] = kv["bf16_engine"]
+        # a gpt row's probe of that engine (bench_timing.h): without it a run of gpt rows alone (--only) would
+        # name the engine beside --peaks' vdpbf16ps rate
+        v = number(kv, "engine_gflops")
+        if not math.isnan(v):
+            peaks["bf16"] = max(peaks["bf16"], v)
 
 
 def measure(a, w, threads, bf16):
