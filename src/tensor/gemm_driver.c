@@ -19,7 +19,8 @@
  * Goto's loops, with two changes. A share runs all of a group's K blocks
  * in one job. And B is packed on demand inside that job, a chunk of
  * slivers by the first thread that needs it (claimed with an atomic; a
- * thread that finds a chunk being packed waits for it), rather than by a
+ * thread that finds a chunk being packed goes on to the chunks after it and
+ * comes back to that one last, waiting only then), rather than by a
  * packing job of its own that every thread had to finish before any could
  * multiply: a product is one pool job, with no barrier, where it was two.
  * The threads that share columns start their first pass at different
@@ -321,10 +322,10 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op) {
      * GEMM_RUN_MIN_ROWS rows where each run reads a group of B too large
      * to stay in L2. Which thread sums a run changes none of its bits. */
     if (j.threads > 1 && grid.cols == 1) {
-        const int tiles = (M + mr - 1) / mr;
+        const int tiles = (M + mr - 1) / mr, long_runs = M / GEMM_RUN_MIN_ROWS;
         int runs = j.threads * GEMM_RUNS_PER_THREAD;
-        if (j.b_bytes * (size_t)j.kgroup > GEMM_B_L2_BYTES && runs > M / GEMM_RUN_MIN_ROWS)
-            runs = M / GEMM_RUN_MIN_ROWS > j.threads ? M / GEMM_RUN_MIN_ROWS : j.threads;
+        if (j.b_bytes * (size_t)j.kgroup > GEMM_B_L2_BYTES && runs > long_runs)
+            runs = long_runs > j.threads ? long_runs : j.threads;
         grid.rows = runs < tiles ? runs : tiles;
     }
     j.nt = grid.rows * grid.cols;
