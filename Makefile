@@ -201,7 +201,7 @@ else
 # ...after the float kernel tests: the GEMM packers and kernels (and their
 # GELU epilogue), the dropout-mask stores, the vector exp and the attention
 # row kernels of the float build exist only there.
-FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_gemm_bf16_mixed.c tests/test_gemm_bf16_small.c tests/test_gemm_no_c.c tests/test_attention_grads.c tests/test_bf16_storage.c tests/test_attention_bf16.c tests/test_affine_gelu.c tests/test_gemm_epilogue_bf16.c tests/test_mixed_precision.c \
+FLOAT_TEST_SRC := tests/test_gemm.c tests/test_gemm_bf16.c tests/test_gemm_bf16_fp32.c tests/test_gemm_bf16_mixed.c tests/test_gemm_bf16_small.c tests/test_gemm_no_c.c tests/test_attention_grads.c tests/test_bf16_storage.c tests/test_attention_bf16.c tests/test_affine_gelu.c tests/test_gemm_epilogue_bf16.c tests/test_mixed_precision.c \
                   tests/test_dropout_mask.c tests/test_exp_kernel.c tests/test_row_kernels.c tests/test_float_build.c \
                   tests/progress.c
 # ...then the edges between the library and its programs (tests/edges.sh:

@@ -344,7 +344,7 @@ Test(attention_bf16, bf16_products_are_those_of_rounded_operands) {
 
 #include "tensor/simd.h"
 #if TG_SIMD_F32
-#include "tensor/kernels_attention_round.h"
+#include "tensor/bf16_round_simd.h"
 /* The vector roundings of the attention kernels (round8, round16, and
  * round16_bf in vcvtneps2bf16) are
  * tg__bf16_round_daz lane by lane: ties, NaN, infinities, subnormals. */

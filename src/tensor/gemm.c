@@ -55,6 +55,7 @@
 #include "tensor/tensor_internal.h"
 
 #include "tensor/simd.h"
+#include "tensor/transpose_simd.h"
 
 /* Block sizes. MC x KC of A fills about a third of the 512 KB L2, a KC x NR
  * sliver of B about half the 32 KB L1, KC x NC of B a few MB of L3 (the
@@ -402,28 +403,6 @@ TG_AVX2 static void kernel_direct_avx2(int K, const tg_real *a, ptrdiff_t ars, p
 }
 
 #ifndef TG_DOUBLE
-/* In-register transpose of an 8 x 8 float block: on return r[j] holds
- * column j of the rows given (the unpack / shuffle / permute2f128 sequence
- * of Intel's optimisation manual). */
-#define TRANSPOSE8(r)                                                                      \
-    do {                                                                                   \
-        __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);   \
-        __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);   \
-        __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);   \
-        __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);   \
-        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE); \
-        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE); \
-        __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE); \
-        __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE); \
-        r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);                                       \
-        r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);                                       \
-        r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);                                       \
-        r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);                                       \
-        r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);                                       \
-        r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);                                       \
-        r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);                                       \
-        r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);                                       \
-    } while (0)
 
 /* pack_a for an untransposed float A and the 6-row kernel: 8 k at a time,
  * the panel's rows (zero rows past m, and two more to make 8) transposed
@@ -441,7 +420,7 @@ TG_AVX2 static void pack_a_avx2(int mc, int kc, const tg_real *A, int lda, int i
             __m256 v[8];
             for (int r = 0; r < AVX_MR; r++) v[r] = r < m ? _mm256_loadu_ps(src[r] + k) : _mm256_setzero_ps();
             v[6] = v[7] = _mm256_setzero_ps();
-            TRANSPOSE8(v);
+            transpose8_regs(v);
             for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (size_t)(k + j) * AVX_MR, v[j]);
         }
         for (; k < kc; k++)
@@ -484,14 +463,13 @@ TG_AVX2 static void pack_bt_avx2(int nr, int n, int kc, const tg_real *B, int ld
             __m256 v[8];
             for (int j = 0; j < 8; j++)
                 v[j] = h * 8 + j < n ? _mm256_loadu_ps(src[h * 8 + j] + k) : _mm256_setzero_ps();
-            TRANSPOSE8(v);
+            transpose8_regs(v);
             for (int q = 0; q < 8; q++) _mm256_storeu_ps(dst + (size_t)(k + q) * nr + h * 8, v[q]);
         }
     }
     for (; k < kc; k++)
         for (int j = 0; j < nr; j++) dst[(size_t)k * nr + j] = j < n ? src[j][k] : 0;
 }
-#undef TRANSPOSE8
 #endif
 
 /* Small product: tiles of 6 x NR, B slivers outer so one sliver of B is
@@ -950,6 +928,28 @@ static bool few_rows(bool trans_a, bool trans_b, int M, int N, int K) {
     return (M <= FEW_ROWS_MAX && nk >= FEW_MIN_NK) || (trans_b && M <= FEW_ROWS_MAX_NT && nk >= FEW_MIN_NK_NT);
 }
 
+/* The float engine of this ISA level: the kernels follow tg_isa_level()
+ * (simd.h, TG_PICK), which tests cap to run the paths the CPU would not
+ * pick. */
+static const float_engine *float_engine_now(void) { return TG_PICK(TG_X86, &fe_portable, &fe_avx2, FE_AVX512); }
+
+/* Whether a product skips the driver for the direct loops or, *few, the
+ * few-row ones: by the shape alone. Without AVX2 only tiny products with B
+ * untransposed take the direct loops: at -O2 GCC leaves them scalar (a
+ * loop needing a remainder is not vectorised, a float dot product never
+ * is), while the packed path's fixed-size kernel is vectorised. */
+static bool unpacked_path(const float_engine *fe, bool trans_a, bool trans_b, int M, int N, int K, bool *few) {
+    bool avx2 = fe != &fe_portable; /* the direct loops: AVX2 or portable */
+    *few = avx2 && few_rows(trans_a, trans_b, M, N, K);
+    return *few || ((double)M * N * K <= fe->direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b));
+}
+
+const gemm_engine *tg__gemm_float_row(bool trans_a, bool trans_b, int M, int N, int K) {
+    const float_engine *fe = float_engine_now();
+    bool few;
+    return unpacked_path(fe, trans_a, trans_b, M, N, K, &few) ? NULL : &fe->e;
+}
+
 void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
                   const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
@@ -958,17 +958,10 @@ void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha
         gemm_epilogue(ep, C, C, ldc, M, N);
         return;
     }
-    /* The kernels follow tg_isa_level() (simd.h, TG_PICK), which tests cap
-     * to run the paths the CPU would not pick. */
-    const float_engine *fe = TG_PICK(TG_X86, &fe_portable, &fe_avx2, FE_AVX512);
-    bool avx2 = fe != &fe_portable; /* the direct loops: AVX2 or portable */
-    /* Without AVX2 only tiny products with B untransposed take the direct
-     * loops: at -O2 GCC leaves them scalar (a loop needing a remainder is
-     * not vectorised, a float dot product never is), while the packed
-     * path's fixed-size kernel is vectorised. */
-    bool few = avx2 && few_rows(trans_a, trans_b, M, N, K);
+    const float_engine *fe = float_engine_now();
+    bool avx2 = fe != &fe_portable, few;
     tg_gemm_epilogue rest; /* the portable direct loop sums into C: it starts at the epilogue's res + bias */
-    if (few || ((double)M * N * K <= fe->direct_max && K <= DIRECT_MAX_K && (avx2 || !trans_b))) {
+    if (unpacked_path(fe, trans_a, trans_b, M, N, K, &few)) {
         if (!avx2) ep = gemm_epilogue_start(ep, &rest, C, ldc, M, N, &beta);
         gemm_unpacked(few, avx2, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
         return;

@@ -506,9 +506,13 @@ tg_bf16_engine_info tg_bf16_engine(void) {
     return info;
 }
 
-/* ---- the fp32 engine: operands rounded to bf16, then tg_k_gemm --------------
- * Rounded copies of op(A) and op(B) as stored (the same transposes and a
- * compact leading dimension), in a thread-local buffer grown on demand and
+/* ---- the fp32 engine: operands rounded to bf16, then the float GEMM ---------
+ * A product the float GEMM packs runs on its driver row with packers that
+ * round as they pack (gemm_bf16_fp32.c). The others (its direct and
+ * few-row loops, which read the operands where they lie) run tg_k_gemm on
+ * rounded copies of op(A) and op(B) as stored (the same transposes and a
+ * compact leading dimension): the same bits either way. The copies live
+ * in a thread-local buffer grown on demand and
  * freed by tg_release_all, or when its thread ends (a pthread key's
  * destructor: a pool worker that ran an attention tile's product on this
  * engine and was retired by tg_set_num_threads, as gemm_driver.c's). */
@@ -616,9 +620,10 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
     }
     const bf_src a = stored(A, a_bf16, lda), b = stored(B, b_bf16, ldb);
     engine_id eng = bf16_engine_pick();
-    if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep)) return;
-    if (eng == ENG_FP32) eng = ENG_PORTABLE; /* out of memory for the copies */
     const gemm_job job = bf16_job(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
+    if (eng == ENG_FP32 && tg__gemm_bf16_fp32(&job)) return;
+    if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep)) return;
+    if (eng == ENG_FP32) eng = ENG_PORTABLE;                              /* out of memory for the copies */
     if (gemm_bf16_small(&ENGINES[eng].drv, &job, eng == ENG_AMX)) return; /* without the driver's machinery */
     if (!gemm_drive(&ENGINES[eng].drv, &job))
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
@@ -628,10 +633,12 @@ bool tg_k_gemm_bf16_no_c(bool trans_a, bool trans_b, int M, int N, int K, const 
                          const void *B, bool b_bf16, int ldb, int ldc, const tg_gemm_epilogue *ep) {
     if (M <= 0 || N <= 0 || K <= 0) return false;
     engine_id eng = bf16_engine_pick();
-    if (eng == ENG_FP32 || !gemm_c_blocked(&ENGINES[eng].drv, K, 0, ep)) return false; /* C would be written */
     const bf_src a = stored(A, a_bf16, lda), b = stored(B, b_bf16, ldb);
     const gemm_job job = bf16_job(trans_a, trans_b, M, N, K, 1, a, b, 0, NULL, ldc, ep); /* C: never touched */
-    return gemm_drive(&ENGINES[eng].drv, &job); /* false: out of memory, nothing done */
+    if (eng == ENG_FP32) /* the float GEMM's row, where it packs the product and keeps C in blocks */
+        return tg__gemm_bf16_fp32_blocked(&job) && tg__gemm_bf16_fp32(&job);
+    if (!gemm_c_blocked(&ENGINES[eng].drv, K, 0, ep)) return false; /* C would be written */
+    return gemm_drive(&ENGINES[eng].drv, &job);                     /* false: out of memory, nothing done */
 }
 
 void tg_k_gemm_bf16_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,

@@ -177,4 +177,10 @@ static inline bool gemm_c_blocked(const gemm_engine *e, int K, tg_real beta, con
  * had (out of memory), nothing done; the caller runs an unpacked loop. */
 bool gemm_drive(const gemm_engine *e, const gemm_job *op);
 
+/* The float engine's row that tg_k_gemm_ep (gemm.c) runs an M x N x K
+ * product on at this ISA level, or NULL where it takes the direct or
+ * few-row loops instead (by the shape alone): for the bf16 GEMM's fp32
+ * engine, which runs the row with packers of its own (gemm_bf16_fp32.c). */
+const gemm_engine *tg__gemm_float_row(bool trans_a, bool trans_b, int M, int N, int K);
+
 #endif

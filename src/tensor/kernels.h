@@ -196,8 +196,8 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
 /* tg_k_gemm_bf16_mixed with alpha 1, beta 0 and no C at all, for a caller
  * that wants only the epilogue's outputs (ep->c_scratch; Y16, H16, or a
  * Y that is not C): where the product's engine keeps every finished block
- * of C in a thread's buffer (one K block deep, not the fp32 engine) it
- * runs, with tg_k_gemm_bf16_mixed's bits, and returns true; else (or out
+ * of C in a thread's buffer (one K block deep; on the fp32 engine, a
+ * product the float GEMM packs) it runs, with tg_k_gemm_bf16_mixed's bits, and returns true; else (or out
  * of memory) it returns false and has done nothing: the caller then
  * gives a C. ldc is the outputs' row stride. */
 bool tg_k_gemm_bf16_no_c(bool trans_a, bool trans_b, int M, int N, int K, const void *A, bool a_bf16, int lda,

@@ -10,7 +10,7 @@
 
 #include "exp_simd.h"
 #include "half.h"
-#include "kernels_attention_round.h"
+#include "bf16_round_simd.h"
 #include "simd.h"
 #include "transpose_simd.h"
 

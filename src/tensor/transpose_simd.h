@@ -1,6 +1,8 @@
 /* In-register transposes of float tiles, shared by the attention kernels
- * (kernels_attention.c's short path, kernels_attention_block.c's packers):
- * transpose8 (AVX2) and transpose16 (AVX-512) of one tile, with
+ * (kernels_attention.c's short path, kernels_attention_block.c's packers)
+ * and the GEMM's packers (gemm.c, gemm_bf16_fp32.c): transpose8_regs of
+ * eight registers, transpose8 (AVX2) and transpose16 (AVX-512) of one
+ * tile in memory, with
  *   (src, rs, rows, cols, dst, ld): dst[c, i] = src[i, c] for c < min(cols, W),
  *   i < W (W the tile's width; 0 for i >= rows), rows rs and ld apart.
  * Shuffles only: the bits are the input's. Included where TG_SIMD_F32. */
@@ -30,18 +32,25 @@
             r[i + 3] = _mm##W##_shuffle_ps(t[i + 1], t[i + 3], 0xEE); \
         }                                                             \
     } while (0)
-/* One 8 x 8 tile transposed (V_TRANSPOSE, kernels_attention_short.h): the
- * classic unpack, shuffle, permute of 8 rows. */
-TG_AVX2 static inline void transpose8(const float *src, int64_t rs, int rows, int cols, float *dst, int ld) {
-    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_maskload_ps(src + i * rs, keep) : _mm256_setzero_ps();
+/* Eight rows of 8 in registers, transposed in place: on return r[c] holds
+ * column c. The classic unpack, shuffle, permute (Intel's optimisation
+ * manual). */
+TG_AVX2 static inline void transpose8_regs(__m256 r[8]) {
+    __m256 t[8];
     TRANSPOSE_ROUNDS_1_2(256, 8, r, t);
     for (int i = 0; i < 4; i++) {
         t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
         t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
     }
-    for (int c = 0; c < 8 && c < cols; c++) _mm256_storeu_ps(dst + (size_t)c * ld, t[c]);
+    for (int i = 0; i < 8; i++) r[i] = t[i];
+}
+/* One 8 x 8 tile transposed (V_TRANSPOSE, kernels_attention_short.h). */
+TG_AVX2 static inline void transpose8(const float *src, int64_t rs, int rows, int cols, float *dst, int ld) {
+    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 r[8];
+    for (int i = 0; i < 8; i++) r[i] = i < rows ? _mm256_maskload_ps(src + i * rs, keep) : _mm256_setzero_ps();
+    transpose8_regs(r);
+    for (int c = 0; c < 8 && c < cols; c++) _mm256_storeu_ps(dst + (size_t)c * ld, r[c]);
 }
 /* The lanes below n of 16 (none for n <= 0). */
 static inline __mmask16 lanes16(int n) { return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xFFFF : (1u << n) - 1); }

@@ -1,12 +1,13 @@
 /* bf16 rounding of float lanes, tg__bf16_round_daz (half.h) on vectors,
  * shared by the attention kernels (kernels_attention.c's short path,
- * kernels_attention_block.c's packers): round8 (AVX2) and round16
+ * kernels_attention_block.c's packers) and the bf16 GEMM's fp32 engine
+ * (gemm_bf16_fp32.c's packers): round8 (AVX2) and round16
  * (AVX-512F), in integer operations: NaN quieted, a zero exponent flushed
  * to a signed zero, else x + 0x7FFF + ((x >> 16) & 1) cut to its top 16
  * bits. The bits of the scalar function, lane by lane; round16_bf the
  * same in vcvtneps2bf16. Included where TG_SIMD_F32. */
-#ifndef TG_KERNELS_ATTENTION_ROUND_H
-#define TG_KERNELS_ATTENTION_ROUND_H
+#ifndef TG_BF16_ROUND_SIMD_H
+#define TG_BF16_ROUND_SIMD_H
 #include "simd.h"
 
 #if TG_SIMD_F32
