@@ -1,12 +1,14 @@
 /* A bf16 product with no C (tg_k_gemm_bf16_no_c, kernels.h) and the bf16
  * Linear forward that runs on it (ops_affine.c):
- *   - where it runs (K in one block of the engine, c_scratch, not the fp32
- *     engine) its outputs Y16 and H16 are those of tg_k_gemm_bf16_mixed
+ *   - where it runs (K in one block of the engine, c_scratch; on the fp32
+ *     engine, a product the float GEMM packs, K in one of its blocks) its
+ *     outputs Y16 and H16 are those of tg_k_gemm_bf16_mixed
  *     with a C and the same epilogue, bit for bit, with a bias, a
  *     residual and GELU, float or bf16 x, at 1 and 2 threads, on every
  *     bf16 engine this CPU has (hardware AMX and its twin included);
- *   - where it cannot (K past one block, no c_scratch, the fp32 engine, an
- *     empty product) it returns false and writes nothing;
+ *   - where it cannot (K past one block, no c_scratch, the fp32 engine on
+ *     a product the float GEMM does not pack, an empty product) it returns
+ *     false and writes nothing;
  *   - tg_affine_to and tg_affine_gelu_to with a bf16 result over more rows
  *     than a chunk of float C holds (op.h) give the bits of the float
  *     result rounded, for K in one block (one product, no C) and in two
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "gemm_test_util.h"
+#include "tensor/gemm_driver.h" /* tg__gemm_float_row: the products the fp32 engine packs */
 #include "tensor/kernels.h"
 #include "test_util.h"
 
@@ -70,13 +73,16 @@ Test(gemm_no_c, the_bits_of_a_product_with_c_on_every_engine) {
     for (int e = 0; e < N_ENGINES; e++) {
         if (!force_engine(ENGINE_NAMES[e])) continue;
         bool fp32 = strcmp(ENGINE_NAMES[e], "fp32") == 0;
-        /* tails of the 6 x 32 and 32 x 32 tiles; K to the AMX block's 512, and one block on */
-        static const int shapes[][3] = {{1, 1, 1}, {37, 33, 31}, {70, 100, 256}, {130, 70, 512}, {65, 40, 513}};
-        for (int s = 0; s < 5; s++) {
-            int K = shapes[s][2];
-            bool want = !fp32 && K <= (strncmp(ENGINE_NAMES[e], "amx", 3) == 0 ? 512 : 1024);
+        /* tails of the 6 x 32 and 32 x 32 tiles; K to the AMX block's 512, and one block on; one
+         * product that every float row packs (the fp32 engine's no C, K in its block of 256) */
+        static const int shapes[][3] = {{1, 1, 1},      {37, 33, 31},  {70, 100, 256},
+                                        {130, 70, 512}, {65, 40, 513}, {300, 260, 256}};
+        for (int s = 0; s < 6; s++) {
+            int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            const gemm_engine *row = tg__gemm_float_row(false, true, M, N, K);
+            bool want = fp32 ? row && K <= row->kc : K <= (strncmp(ENGINE_NAMES[e], "amx", 3) == 0 ? 512 : 1024);
             for (int variant = 0; variant < 16; variant += 5)
-                check_no_c(ENGINE_NAMES[e], shapes[s][0], shapes[s][1], K, variant, s % 2, want);
+                check_no_c(ENGINE_NAMES[e], M, N, K, variant, s % 2, want);
         }
         check_no_c(ENGINE_NAMES[e], 40, 50, 1100, 15, false, false); /* past every engine's block */
     }
