@@ -9,7 +9,8 @@
  * N (not a multiple of the sliver) and K (not a multiple of 8), several K
  * blocks, 1, 2 and 3 threads, an epilogue, and a product without C
  * (tg_k_gemm_bf16_no_c, which the fp32 engine now runs where the float
- * GEMM packs). The operands span 2^-24..2^24 with subnormals, and hold
+ * GEMM packs), and the few-row products that round as they load (gemm.c,
+ * few_rows_nt_bf16). The operands span 2^-24..2^24 with subnormals, and hold
  * NaN, infinities and rounding ties. The shapes all take the packed path
  * (larger than the direct loops' 256^3 multiply-adds, or K above 512). */
 #include <criterion/criterion.h>
@@ -101,6 +102,26 @@ static void every_shape(void) {
 Test(gemm_bf16_fp32, packed_path_is_tg_k_gemm_on_rounded_copies) {
     if (!force_engine("fp32")) return;
     at_every_isa(every_shape);
+    tg__bf16_engine_force(NULL);
+}
+
+/* Products of a few rows with B transposed (x W^T in a decode step) take
+ * the float GEMM's few-row loops, which on this engine round (or widen)
+ * each operand as they load it: the same bits as those loops on rounded
+ * copies, for 1 row, an odd count, 16 rows (N K above 2^20), K tails
+ * (K % 8: 4, 1, 6); the other transposes (copies) alongside. */
+static void few_rows_shapes(void) {
+    if (!fp32_runs()) return;
+    static const int few[][3] = {{1, 64, 300}, {3, 300, 257}, {7, 130, 1030}, {16, 1030, 1030}};
+    int run = 0;
+    for (size_t s = 0; s < sizeof few / sizeof few[0]; s++)
+        for (int t = 0; t < 4; t++, run++)
+            fp32_case(t & 1, t & 2, few[s][0], few[s][1], few[s][2], run % 4, 1 + run % 3, run % 2, false);
+}
+
+Test(gemm_bf16_fp32, few_rows_are_tg_k_gemm_on_rounded_copies) {
+    if (!force_engine("fp32")) return;
+    at_every_isa(few_rows_shapes);
     tg__bf16_engine_force(NULL);
 }
 

@@ -55,6 +55,7 @@
 #include "tensor/tensor_internal.h"
 
 #include "tensor/simd.h"
+#include "tensor/bf16_round_simd.h"
 #include "tensor/transpose_simd.h"
 
 /* Block sizes. MC x KC of A fills about a third of the 512 KB L2, a KC x NR
@@ -590,29 +591,62 @@ TG_AVX2 static inline tg_real lanes_sum(vreal v) {
 #endif
 }
 
+/* How few_rows_nt loads an operand: its tg_real values as they are
+ * (FEW_PLAIN), or as the bf16 GEMM's fp32 engine multiplies them (float
+ * build): tg_real values rounded to bf16 (FEW_ROUND: round8, the packers'
+ * bf), bf16 bits widened (FEW_WIDE: bf_h). Those read no copy of W: a
+ * decode step's product x W^T on that engine used to round a whole copy
+ * of W first, which made bf16 generation 1.6x slower than float on an
+ * AVX2 CPU (lm --sample; bench/measured.md, session 10). */
+enum { FEW_PLAIN, FEW_ROUND, FEW_WIDE };
+/* VLEN values of operand p (mode) from element i on, or (tail) its first
+ * n (< VLEN, mask mk), zeros after. */
+TG_AVX2 static inline __attribute__((always_inline)) vreal few_load(int mode, const void *p, size_t i, bool tail,
+                                                                    __m256i mk, int n) {
+#if TG_SIMD_F32
+    if (mode == FEW_WIDE) {
+        const uint16_t *h = (const uint16_t *)p + i;
+        __m128i v;
+        if (tail) {
+            uint16_t t[8] = {0};
+            memcpy(t, h, sizeof(uint16_t) * (size_t)n);
+            v = _mm_loadu_si128((const __m128i *)t);
+        } else
+            v = _mm_loadu_si128((const __m128i *)h);
+        return round8(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)));
+    }
+#endif
+    (void)mode, (void)n;
+    const tg_real *f = (const tg_real *)p + i;
+    vreal v = tail ? V_MASKLOAD(f, mk) : V_LOAD(f);
+#if TG_SIMD_F32
+    if (mode == FEW_ROUND) v = round8(v); /* round8(0) = 0: the zeros past K stay zeros */
+#endif
+    return v;
+}
+
 #define DOT_FMA(r, j) s##r##j = V_FMA(x##r, y##j, s##r##j)
-TG_AVX2 static void few_rows_nt(int m, int N, int K, tg_real alpha, const tg_real *A, int lda, const tg_real *B,
-                                int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+/* few_rows_nt's loops, A's and B's loads in modes am and bm (always
+ * inlined with constants: one function per pair of modes). */
+TG_AVX2 static inline __attribute__((always_inline)) void
+few_rows_nt_body(int am, int bm, int m, int N, int K, tg_real alpha, const void *A, int lda, const void *B, int ldb,
+                 tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
     const int kfull = K / VLEN * VLEN;
     const __m256i mk = V_MASK(K - kfull, 0); /* the last K % VLEN values of a row */
     for (int j = 0; j < N; j += 4) {
         /* columns past N repeat column j: computed, not stored */
-        const tg_real *y0p = B + (size_t)j * ldb, *y1p = j + 1 < N ? y0p + ldb : y0p;
-        const tg_real *y2p = j + 2 < N ? y0p + 2 * (size_t)ldb : y0p, *y3p = j + 3 < N ? y0p + 3 * (size_t)ldb : y0p;
+        const size_t y0o = (size_t)j * ldb, y1o = j + 1 < N ? y0o + ldb : y0o;
+        const size_t y2o = j + 2 < N ? y0o + 2 * (size_t)ldb : y0o, y3o = j + 3 < N ? y0o + 3 * (size_t)ldb : y0o;
         for (int i = 0; i < m; i += 2) {
-            const tg_real *x0p = A + (size_t)i * lda, *x1p = i + 1 < m ? x0p + lda : x0p;
+            const size_t x0o = (size_t)i * lda, x1o = i + 1 < m ? x0o + lda : x0o;
             vreal s00 = V_ZERO(), s01 = V_ZERO(), s02 = V_ZERO(), s03 = V_ZERO();
             vreal s10 = V_ZERO(), s11 = V_ZERO(), s12 = V_ZERO(), s13 = V_ZERO();
             for (int k = 0; k < K; k += VLEN) {
-                vreal x0, x1, y0, y1, y2, y3;
-                if (k < kfull) {
-                    x0 = V_LOAD(x0p + k), x1 = V_LOAD(x1p + k);
-                    y0 = V_LOAD(y0p + k), y1 = V_LOAD(y1p + k), y2 = V_LOAD(y2p + k), y3 = V_LOAD(y3p + k);
-                } else { /* zeros past K in both operands add +0 */
-                    x0 = V_MASKLOAD(x0p + k, mk), x1 = V_MASKLOAD(x1p + k, mk);
-                    y0 = V_MASKLOAD(y0p + k, mk), y1 = V_MASKLOAD(y1p + k, mk);
-                    y2 = V_MASKLOAD(y2p + k, mk), y3 = V_MASKLOAD(y3p + k, mk);
-                }
+                const bool tail = k >= kfull; /* zeros past K in both operands add +0 */
+                const int n = K - kfull;
+                vreal x0 = few_load(am, A, x0o + k, tail, mk, n), x1 = few_load(am, A, x1o + k, tail, mk, n);
+                vreal y0 = few_load(bm, B, y0o + k, tail, mk, n), y1 = few_load(bm, B, y1o + k, tail, mk, n);
+                vreal y2 = few_load(bm, B, y2o + k, tail, mk, n), y3 = few_load(bm, B, y3o + k, tail, mk, n);
                 DOT_FMA(0, 0), DOT_FMA(0, 1), DOT_FMA(0, 2), DOT_FMA(0, 3);
                 DOT_FMA(1, 0), DOT_FMA(1, 1), DOT_FMA(1, 2), DOT_FMA(1, 3);
             }
@@ -623,6 +657,28 @@ TG_AVX2 static void few_rows_nt(int m, int N, int K, tg_real alpha, const tg_rea
     }
     gemm_epilogue(ep, C, C, ldc, m, N);
 }
+TG_AVX2 static void few_rows_nt(int m, int N, int K, tg_real alpha, const tg_real *A, int lda, const tg_real *B,
+                                int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+    few_rows_nt_body(FEW_PLAIN, FEW_PLAIN, m, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+}
+#if TG_SIMD_F32
+/* few_rows_nt on the bf16 GEMM's operands: each a float one rounded, or
+ * bf16 bits widened (A16, B16 set). */
+TG_AVX2 static void few_rows_nt_bf16(int m, int N, int K, tg_real alpha, const tg_real *A, const uint16_t *A16, int lda,
+                                     const tg_real *B, const uint16_t *B16, int ldb, tg_real beta, tg_real *C, int ldc,
+                                     const tg_gemm_epilogue *ep) {
+#define FEW_NT(am, a, bm, b) few_rows_nt_body(am, bm, m, N, K, alpha, a, lda, b, ldb, beta, C, ldc, ep)
+    if (A16 && B16)
+        FEW_NT(FEW_WIDE, A16, FEW_WIDE, B16);
+    else if (A16)
+        FEW_NT(FEW_WIDE, A16, FEW_ROUND, B);
+    else if (B16)
+        FEW_NT(FEW_ROUND, A, FEW_WIDE, B16);
+    else
+        FEW_NT(FEW_ROUND, A, FEW_ROUND, B);
+#undef FEW_NT
+}
+#endif
 #undef DOT_FMA
 #endif /* TG_X86 */
 
@@ -861,6 +917,8 @@ typedef struct {
     int M, N, K, mr, nr, nt, lda, ldb, ldc;
     tg_real alpha, beta;
     const tg_real *A, *B;
+    const uint16_t *A16, *B16; /* bf16: the fp32 engine's operands (few_rows_nt_bf16), these set or A, B */
+    bool bf16;
     tg_real *C;
     const tg_gemm_epilogue *ep; /* NULL: none */
     bool split_n;               /* threads split C's columns (B's slivers), not its rows */
@@ -874,6 +932,14 @@ static void unpacked_share(const gemm_ctx *c, int r0, int r1, int j0, int j1) {
     const tg_real *B = c->B + (c->trans_b ? (size_t)j0 * c->ldb : (size_t)j0);
     tg_real *C = c->C + (size_t)r0 * c->ldc + j0;
     const tg_gemm_epilogue *e = c->ep ? &ep : NULL;
+#if TG_SIMD_F32
+    if (c->bf16) { /* few && trans_b: the only such path (tg__gemm_few_nt_bf16) */
+        const size_t ao = (size_t)r0 * c->lda, bo = (size_t)j0 * c->ldb;
+        few_rows_nt_bf16(r1 - r0, j1 - j0, c->K, c->alpha, c->A16 ? NULL : A, c->A16 ? c->A16 + ao : NULL, c->lda,
+                         c->B16 ? NULL : B, c->B16 ? c->B16 + bo : NULL, c->ldb, c->beta, C, c->ldc, e);
+        return;
+    }
+#endif
 #if TG_X86
     if (c->few && c->trans_b) {
         few_rows_nt(r1 - r0, j1 - j0, c->K, c->alpha, A, c->lda, B, c->ldb, c->beta, C, c->ldc, e);
@@ -903,6 +969,18 @@ static void unpacked_range(void *ctx, int64_t b, int64_t e, int tid) {
     unpacked_share(c, r0, r1, j0, j1);
 }
 
+/* c's shares, split among the threads (gemm_split_choose). */
+static void run_unpacked(gemm_ctx *c) {
+    gemm_split split = gemm_split_choose(c->M, c->N, c->K, c->mr, c->nr);
+    c->nt = split.nt;
+    c->split_n = split.split_n;
+    /* A job costs far more than a whole 16x16x16 product: skip it. */
+    if (split.nt == 1)
+        unpacked_share(c, 0, c->M, 0, c->N);
+    else
+        tg_parallel_for(split.nt, true, unpacked_range, c);
+}
+
 /* Products without packing: small ones (the direct loops) and, few, those
  * of a few rows (few_rows_nn, few_rows_nt; all rows are one tile, so
  * threads split the columns). */
@@ -910,14 +988,8 @@ static void gemm_unpacked(bool few, bool avx2, bool trans_a, bool trans_b, int M
                           const tg_real *A, int lda, const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
                           const tg_gemm_epilogue *ep) {
     int mr = few ? M : avx2 ? AVX_MR : 1, nr = few ? FEW_COLS : avx2 ? AVX_NR : 1;
-    gemm_split split = gemm_split_choose(M, N, K, mr, nr);
-    gemm_ctx c = {GEMM_OPERANDS,           .avx2 = avx2, .few = few, .mr = mr, .nr = nr, .nt = split.nt,
-                  .split_n = split.split_n};
-    /* A job costs far more than a whole 16x16x16 product: skip it. */
-    if (split.nt == 1)
-        unpacked_share(&c, 0, M, 0, N);
-    else
-        tg_parallel_for(split.nt, true, unpacked_range, &c);
+    gemm_ctx c = {GEMM_OPERANDS, .avx2 = avx2, .few = few, .mr = mr, .nr = nr};
+    run_unpacked(&c);
 }
 
 /* Whether a product takes the few-row loops (few_rows_nn, few_rows_nt),
@@ -948,6 +1020,24 @@ const gemm_engine *tg__gemm_float_row(bool trans_a, bool trans_b, int M, int N, 
     const float_engine *fe = float_engine_now();
     bool few;
     return unpacked_path(fe, trans_a, trans_b, M, N, K, &few) ? NULL : &fe->e;
+}
+
+bool tg__gemm_few_nt_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A,
+                          const uint16_t *A16, int lda, const tg_real *B, const uint16_t *B16, int ldb, tg_real beta,
+                          tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+#if TG_SIMD_F32
+    const float_engine *fe = float_engine_now();
+    bool few;
+    if (fe == &fe_portable || !unpacked_path(fe, trans_a, trans_b, M, N, K, &few) || !few || !trans_b) return false;
+    gemm_ctx c = {GEMM_OPERANDS, .A16 = A16,  .B16 = B16, .bf16 = true,
+                  .avx2 = true,  .few = true, .mr = M,    .nr = FEW_COLS};
+    run_unpacked(&c);
+    return true;
+#else
+    (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)A16, (void)lda, (void)B;
+    (void)B16, (void)ldb, (void)beta, (void)C, (void)ldc, (void)ep;
+    return false;
+#endif
 }
 
 void tg_k_gemm_ep(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A, int lda,
