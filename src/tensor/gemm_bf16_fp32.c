@@ -10,14 +10,16 @@
  * widen a bf16 one (bf_h) as they pack it. The packed panels then hold
  * what the float packers would from rounded copies of op(A) and op(B),
  * in the same places, so C has the bits of tg_k_gemm on such copies
- * (tests/test_gemm_bf16.c checks it, transposes, tails and threads).
+ * (tests/test_gemm_bf16_fp32.c checks it: transposes, tails, threads).
  *
  * Why: before, the engine made those copies of both operands whole, on
- * the calling thread, then ran tg_k_gemm on them: 6% of a gpt-small bf16
+ * the calling thread, then ran tg_k_gemm on them: 4% of a gpt-small bf16
  * step at 1 thread on an AVX2-only Zen 4 (perf), not shared among the
  * threads at 2, and a Linear's forward rounded its weights again for each
- * chunk of rows. Products that take the float GEMM's direct or few-row
- * loops (small ones, a few rows) still make the copies (gemm_bf16.c). */
+ * chunk of rows. Products the float GEMM gives its few-row loops with B
+ * transposed round as those loops load (gemm.c, few_rows_nt_bf16); the
+ * other unpacked ones (its direct loops) still make the copies
+ * (gemm_bf16.c). */
 #include "tensor/gemm_bf16_pack.h"
 #include "tensor/simd.h"
 
