@@ -84,24 +84,30 @@ static void fp32_case(bool ta, bool tb, int M, int N, int K, int srcs, int nt, b
     free(C[0]), free(C[1]), free(Y16[0]), free(Y16[1]);
 }
 
-/* {M, N, K}: a tail in every dimension, the largest three K blocks (K 700:
- * 256 + 256 + 188) and a K below 512 but M N K above the direct loops'. */
-static const int SHAPES[][3] = {{301, 257, 259}, {97, 70, 700}, {13, 1003, 600}, {260, 130, 523}};
-
 /* Whether the fp32 engine runs at this ISA level (from AVX2 up). */
 static bool fp32_runs(void) { return strcmp(tg_bf16_engine().engine, "fp32") == 0; }
 
-static void every_shape(void) {
+/* Each of n shapes {M, N, K} at every transpose, the sources, threads and
+ * epilogue varied from one product to the next. */
+static void shapes_case(const int (*shapes)[3], size_t n) {
     if (!fp32_runs()) return;
     int run = 0;
-    for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
+    for (size_t s = 0; s < n; s++)
         for (int t = 0; t < 4; t++, run++)
-            fp32_case(t & 1, t & 2, SHAPES[s][0], SHAPES[s][1], SHAPES[s][2], run % 4, 1 + run % 3, run % 2, false);
+            fp32_case(t & 1, t & 2, shapes[s][0], shapes[s][1], shapes[s][2], run % 4, 1 + run % 3, run % 2, false);
+}
+
+/* The packed path: a tail in every dimension, the largest three K blocks
+ * (K 700: 256 + 256 + 188) and a K below 512 but M N K above the direct
+ * loops'. */
+static void packed_shapes(void) {
+    static const int packed[][3] = {{301, 257, 259}, {97, 70, 700}, {13, 1003, 600}, {260, 130, 523}};
+    shapes_case(packed, sizeof packed / sizeof packed[0]);
 }
 
 Test(gemm_bf16_fp32, packed_path_is_tg_k_gemm_on_rounded_copies) {
     if (!force_engine("fp32")) return;
-    at_every_isa(every_shape);
+    at_every_isa(packed_shapes);
     tg__bf16_engine_force(NULL);
 }
 
@@ -111,12 +117,8 @@ Test(gemm_bf16_fp32, packed_path_is_tg_k_gemm_on_rounded_copies) {
  * copies, for 1 row, an odd count, 16 rows (N K above 2^20), K tails
  * (K % 8: 4, 1, 6); the other transposes (copies) alongside. */
 static void few_rows_shapes(void) {
-    if (!fp32_runs()) return;
     static const int few[][3] = {{1, 64, 300}, {3, 300, 257}, {7, 130, 1030}, {16, 1030, 1030}};
-    int run = 0;
-    for (size_t s = 0; s < sizeof few / sizeof few[0]; s++)
-        for (int t = 0; t < 4; t++, run++)
-            fp32_case(t & 1, t & 2, few[s][0], few[s][1], few[s][2], run % 4, 1 + run % 3, run % 2, false);
+    shapes_case(few, sizeof few / sizeof few[0]);
 }
 
 Test(gemm_bf16_fp32, few_rows_are_tg_k_gemm_on_rounded_copies) {
