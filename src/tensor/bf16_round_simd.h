@@ -1,13 +1,16 @@
 /* bf16 rounding of float lanes, tg__bf16_round_daz (half.h) on vectors,
  * shared by the attention kernels (kernels_attention.c's short path,
  * kernels_attention_block.c's packers) and the bf16 GEMM's fp32 engine
- * (gemm_bf16_fp32.c's packers): round8 (AVX2) and round16
+ * (gemm_bf16_fp32.c's packers, gemm.c's few-row loops): round8 (AVX2),
+ * widen8_packed (bf16 bits through round8) and round16
  * (AVX-512F), in integer operations: NaN quieted, a zero exponent flushed
  * to a signed zero, else x + 0x7FFF + ((x >> 16) & 1) cut to its top 16
  * bits. The bits of the scalar function, lane by lane; round16_bf the
  * same in vcvtneps2bf16. Included where TG_SIMD_F32. */
 #ifndef TG_BF16_ROUND_SIMD_H
 #define TG_BF16_ROUND_SIMD_H
+#include <stdint.h>
+
 #include "simd.h"
 
 #if TG_SIMD_F32
@@ -21,6 +24,14 @@ TG_AVX2 static inline __m256 round8(__m256 v) {
     r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xFFFF0000u));
     r = _mm256_blendv_epi8(r, _mm256_and_si256(x, _mm256_set1_epi32((int)0x80000000u)), daz);
     return _mm256_castsi256_ps(r);
+}
+/* 8 bf16 values from h as the bf16 GEMM packs them (bf_h, gemm_bf16_pack.h):
+ * widened exactly (zero-extend, shift), then round8, which leaves a bf16
+ * value as it is but for a subnormal (to a signed zero) and a NaN (made
+ * quiet). */
+TG_AVX2 static inline __m256 widen8_packed(const uint16_t *h) {
+    __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)h));
+    return round8(_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)));
 }
 TG_AVX512 static inline __m512 round16(__m512 v) {
     __m512i x = _mm512_castps_si512(v), top = _mm512_set1_epi32((int)0xFFFF0000u);

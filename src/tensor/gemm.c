@@ -606,14 +606,10 @@ TG_AVX2 static inline __attribute__((always_inline)) vreal few_load(int mode, co
 #if TG_SIMD_F32
     if (mode == FEW_WIDE) {
         const uint16_t *h = (const uint16_t *)p + i;
-        __m128i v;
-        if (tail) {
-            uint16_t t[8] = {0};
-            memcpy(t, h, sizeof(uint16_t) * (size_t)n);
-            v = _mm_loadu_si128((const __m128i *)t);
-        } else
-            v = _mm_loadu_si128((const __m128i *)h);
-        return round8(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)));
+        if (!tail) return widen8_packed(h);
+        uint16_t t[8] = {0}; /* no load past the row: its last n values, zeros after */
+        memcpy(t, h, sizeof(uint16_t) * (size_t)n);
+        return widen8_packed(t);
     }
 #endif
     (void)mode, (void)n;
@@ -1022,20 +1018,38 @@ const gemm_engine *tg__gemm_float_row(bool trans_a, bool trans_b, int M, int N, 
     return unpacked_path(fe, trans_a, trans_b, M, N, K, &few) ? NULL : &fe->e;
 }
 
-bool tg__gemm_few_nt_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A,
-                          const uint16_t *A16, int lda, const tg_real *B, const uint16_t *B16, int ldb, tg_real beta,
-                          tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+bool tg__gemm_few_nt_bf16(const gemm_job *job) {
 #if TG_SIMD_F32
     const float_engine *fe = float_engine_now();
     bool few;
-    if (fe == &fe_portable || !unpacked_path(fe, trans_a, trans_b, M, N, K, &few) || !few || !trans_b) return false;
-    gemm_ctx c = {GEMM_OPERANDS, .A16 = A16,  .B16 = B16, .bf16 = true,
-                  .avx2 = true,  .few = true, .mr = M,    .nr = FEW_COLS};
+    if (fe == &fe_portable || !unpacked_path(fe, job->trans_a, job->trans_b, job->M, job->N, job->K, &few) || !few ||
+        !job->trans_b)
+        return false;
+    gemm_ctx c = {.trans_a = job->trans_a,
+                  .trans_b = job->trans_b,
+                  .M = job->M,
+                  .N = job->N,
+                  .K = job->K,
+                  .lda = job->lda,
+                  .ldb = job->ldb,
+                  .ldc = job->ldc,
+                  .alpha = job->alpha,
+                  .beta = job->beta,
+                  .A = job->A,
+                  .B = job->B,
+                  .A16 = job->A16,
+                  .B16 = job->B16,
+                  .C = job->C,
+                  .ep = job->ep,
+                  .bf16 = true,
+                  .avx2 = true,
+                  .few = true,
+                  .mr = job->M,
+                  .nr = FEW_COLS};
     run_unpacked(&c);
     return true;
 #else
-    (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)A16, (void)lda, (void)B;
-    (void)B16, (void)ldb, (void)beta, (void)C, (void)ldc, (void)ep;
+    (void)job;
     return false;
 #endif
 }

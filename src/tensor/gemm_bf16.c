@@ -622,9 +622,7 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
     const bf_src a = stored(A, a_bf16, lda), b = stored(B, b_bf16, ldb);
     engine_id eng = bf16_engine_pick();
     const gemm_job job = bf16_job(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
-    if (eng == ENG_FP32 && (tg__gemm_bf16_fp32(&job) || tg__gemm_few_nt_bf16(trans_a, trans_b, M, N, K, alpha, a.f, a.h,
-                                                                             lda, b.f, b.h, ldb, beta, C, ldc, ep)))
-        return;
+    if (eng == ENG_FP32 && (tg__gemm_bf16_fp32(&job, false) || tg__gemm_few_nt_bf16(&job))) return;
     if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep)) return;
     if (eng == ENG_FP32) eng = ENG_PORTABLE;                              /* out of memory for the copies */
     if (gemm_bf16_small(&ENGINES[eng].drv, &job, eng == ENG_AMX)) return; /* without the driver's machinery */
@@ -639,7 +637,7 @@ bool tg_k_gemm_bf16_no_c(bool trans_a, bool trans_b, int M, int N, int K, const 
     const bf_src a = stored(A, a_bf16, lda), b = stored(B, b_bf16, ldb);
     const gemm_job job = bf16_job(trans_a, trans_b, M, N, K, 1, a, b, 0, NULL, ldc, ep); /* C: never touched */
     if (eng == ENG_FP32) /* the float GEMM's row, where it packs the product and keeps C in blocks */
-        return tg__gemm_bf16_fp32_blocked(&job) && tg__gemm_bf16_fp32(&job);
+        return tg__gemm_bf16_fp32(&job, true);
     if (!gemm_c_blocked(&ENGINES[eng].drv, K, 0, ep)) return false; /* C would be written */
     return gemm_drive(&ENGINES[eng].drv, &job);                     /* false: out of memory, nothing done */
 }

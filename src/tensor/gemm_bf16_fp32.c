@@ -50,11 +50,7 @@ static inline tg_real packed_value(const tg_real *f, const uint16_t *h, size_t i
 
 /* 8 values from element i on, as packed. */
 TG_AVX2 static ALWAYS_INLINE __m256 load8(bool wide, const float *f, const uint16_t *h, size_t i) {
-    if (wide) { /* bf16 bits to the top half of a float: exact; round8 then flushes and quiets as bf_h */
-        __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + i)));
-        return round8(_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)));
-    }
-    return round8(_mm256_loadu_ps(f + i));
+    return wide ? widen8_packed(h + i) : round8(_mm256_loadu_ps(f + i));
 }
 
 /* Panels of 6 rows of op(A) = A (rows contiguous in k): 8 k at a time, the
@@ -163,12 +159,8 @@ static bool fp32_row(const gemm_job *job, gemm_engine *e) {
 #endif
 }
 
-bool tg__gemm_bf16_fp32(const gemm_job *job) {
+bool tg__gemm_bf16_fp32(const gemm_job *job, bool no_c) {
     gemm_engine e;
-    return fp32_row(job, &e) && gemm_drive(&e, job);
-}
-
-bool tg__gemm_bf16_fp32_blocked(const gemm_job *job) {
-    gemm_engine e;
-    return fp32_row(job, &e) && gemm_c_blocked(&e, job->K, job->beta, job->ep);
+    if (!fp32_row(job, &e) || (no_c && !gemm_c_blocked(&e, job->K, job->beta, job->ep))) return false;
+    return gemm_drive(&e, job);
 }

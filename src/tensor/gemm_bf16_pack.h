@@ -77,10 +77,9 @@ void pack_b_pairs_run(const gemm_job *j, int s0, int s1, void *dst_);
 /* The fp32 engine's packed path (gemm_bf16_fp32.c): the job on the float
  * GEMM's row and micro-kernel, its operands rounded (or widened) to bf16
  * as they are packed. false where the float GEMM would not pack the
- * product (its direct or few-row loops) or out of memory: nothing done.
- * _blocked: whether that path would keep C in blocks (gemm_c_blocked), so
- * that the job may come without a C. */
-bool tg__gemm_bf16_fp32(const gemm_job *job);
-bool tg__gemm_bf16_fp32_blocked(const gemm_job *job);
+ * product (its direct or few-row loops), with no_c (a job without C)
+ * where that path would not keep C in blocks (gemm_c_blocked), or out of
+ * memory: nothing done. */
+bool tg__gemm_bf16_fp32(const gemm_job *job, bool no_c);
 
 #endif

@@ -184,12 +184,10 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op);
 const gemm_engine *tg__gemm_float_row(bool trans_a, bool trans_b, int M, int N, int K);
 /* The fp32 engine on a product the float GEMM gives its few-row loops with
  * B transposed (x W^T of a few rows: a decode step): those loops with
- * each operand rounded (or widened from bf16: A16, B16 set instead of A,
- * B) as it is loaded, no copy made; the bits of tg_k_gemm_ep on rounded
- * copies (gemm.c). false where the float GEMM would take another path (or
- * in the double build): nothing done. */
-bool tg__gemm_few_nt_bf16(bool trans_a, bool trans_b, int M, int N, int K, tg_real alpha, const tg_real *A,
-                          const uint16_t *A16, int lda, const tg_real *B, const uint16_t *B16, int ldb, tg_real beta,
-                          tg_real *C, int ldc, const tg_gemm_epilogue *ep);
+ * each operand rounded (or widened from bf16: the job's A16, B16) as it
+ * is loaded, no copy made; the bits of tg_k_gemm_ep on rounded copies
+ * (gemm.c). false where the float GEMM would take another path (or in the
+ * double build): nothing done. */
+bool tg__gemm_few_nt_bf16(const gemm_job *job);
 
 #endif
