@@ -10,9 +10,9 @@
  * blocks, 1, 2 and 3 threads, an epilogue, and a product without C
  * (tg_k_gemm_bf16_no_c, which the fp32 engine now runs where the float
  * GEMM packs), and the few-row products that round as they load (gemm.c,
- * few_rows_nt_bf16). The operands span 2^-24..2^24 with subnormals, and hold
- * NaN, infinities and rounding ties. The shapes all take the packed path
- * (larger than the direct loops' 256^3 multiply-adds, or K above 512). */
+ * few_rows_nt_bf16), and the direct loops on panels and slivers packed
+ * that way (gemm.c, direct_bf16). The operands span 2^-24..2^24 with
+ * subnormals, and hold NaN, infinities and rounding ties. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -124,6 +124,22 @@ static void few_rows_shapes(void) {
 Test(gemm_bf16_fp32, few_rows_are_tg_k_gemm_on_rounded_copies) {
     if (!force_engine("fp32")) return;
     at_every_isa(few_rows_shapes);
+    tg__bf16_engine_force(NULL);
+}
+
+/* Products the float GEMM gives its direct loops (at most 256^3
+ * multiply-adds, K <= 512; at AVX-512 40^3): panels of A rounded a chunk
+ * of rows at a time (24 rows at K 512, 36 at K 300: several chunks), each
+ * sliver of B rounded once a chunk; tails of M, N and K, 1 row and
+ * N below a sliver, a window of lm's sampling (64 x 384 x 128). */
+static void direct_shapes(void) {
+    static const int direct[][3] = {{64, 384, 128}, {200, 40, 300}, {13, 37, 512}, {1, 17, 9}, {30, 30, 30}};
+    shapes_case(direct, sizeof direct / sizeof direct[0]);
+}
+
+Test(gemm_bf16_fp32, direct_loops_are_tg_k_gemm_on_rounded_copies) {
+    if (!force_engine("fp32")) return;
+    at_every_isa(direct_shapes);
     tg__bf16_engine_force(NULL);
 }
 

@@ -913,12 +913,59 @@ typedef struct {
     int M, N, K, mr, nr, nt, lda, ldb, ldc;
     tg_real alpha, beta;
     const tg_real *A, *B;
-    const uint16_t *A16, *B16; /* bf16: the fp32 engine's operands (few_rows_nt_bf16), these set or A, B */
+    const uint16_t *A16, *B16; /* bf16: the fp32 engine's operands, these set or A, B */
     bool bf16;
     tg_real *C;
     const tg_gemm_epilogue *ep; /* NULL: none */
     bool split_n;               /* threads split C's columns (B's slivers), not its rows */
 } gemm_ctx;
+
+#if TG_SIMD_F32
+/* The direct loops on the bf16 GEMM's operands (the fp32 engine), rows
+ * [r0, r1) and columns [j0, j1) of C (C and ep at that corner): rows of
+ * op(A) rounded (or widened) into 6-row panels on the stack, BF16_PANELS
+ * floats at a time, and for each chunk of rows each 16-column sliver of
+ * op(B) likewise (the packers of gemm_bf16_fp32.c), then kernel_direct_avx2
+ * on them. The kernel sees the values it would read from rounded copies,
+ * zeros past B's last column where it would mask them: the bits of the
+ * direct loops on such copies. Why: the copies were made whole, on the
+ * calling thread, and the other threads waited (bf16 sampling in lm on an
+ * AVX2 Zen 4: round_copy 15%, spinning workers 22% of the run). */
+#define BF16_PANELS (12 * 1024) /* 48 KB: 24 rows at K = DIRECT_MAX_K */
+TG_AVX2 static void direct_bf16(const gemm_ctx *c, int r0, int r1, int j0, int j1, tg_real *C,
+                                const tg_gemm_epilogue *ep) {
+    _Alignas(64) float sliver[DIRECT_MAX_K * AVX_NR];
+    _Alignas(64) float panels[BF16_PANELS + 8]; /* + the packer's slack (a_slack) */
+    const int K = c->K, rows = BF16_PANELS / K / AVX_MR * AVX_MR;
+    const gemm_job j = {.eng = &fe_avx2.e, /* its nr: AVX_NR, the direct kernel's sliver */
+                        .trans_a = c->trans_a,
+                        .trans_b = c->trans_b,
+                        .K = K,
+                        .kcur = K,
+                        .lda = c->lda,
+                        .ldb = c->ldb,
+                        .A = c->A16 ? NULL : c->A,
+                        .B = c->B16 ? NULL : c->B,
+                        .A16 = c->A16,
+                        .B16 = c->B16};
+    for (int ib = r0; ib < r1; ib += rows) {
+        const int mb = r1 - ib < rows ? r1 - ib : rows;
+        tg__fp32_pack_a(&j, ib, mb, panels);
+        for (int jb = j0; jb < j1; jb += AVX_NR) {
+            const int n = j1 - jb < AVX_NR ? j1 - jb : AVX_NR;
+            tg__fp32_pack_b(&j, jb, n, sliver);
+            for (int ip = 0; ip < mb; ip += AVX_MR) {
+                const int m = mb - ip < AVX_MR ? mb - ip : AVX_MR;
+                tg_real *ct = C + (size_t)(ib - r0 + ip) * c->ldc + (jb - j0);
+                /* panel ip / 6 at ip * K: op(A)(i, k) at [k * 6 + i] */
+                kernel_direct_avx2(K, panels + (size_t)ip * K, 1, AVX_MR, sliver, AVX_NR, ct, c->ldc, c->alpha,
+                                   c->beta, m, n, AVX_NR);
+                gemm_epilogue(ep, C, ct, c->ldc, m, n);
+            }
+        }
+    }
+}
+#endif
 /* Rows [r0, r1), columns [j0, j1) of a product that is not packed: the
  * direct loops or, few, the few-row ones, on A, B and C from that corner
  * (and the epilogue's Y). */
@@ -929,7 +976,11 @@ static void unpacked_share(const gemm_ctx *c, int r0, int r1, int j0, int j1) {
     tg_real *C = c->C + (size_t)r0 * c->ldc + j0;
     const tg_gemm_epilogue *e = c->ep ? &ep : NULL;
 #if TG_SIMD_F32
-    if (c->bf16) { /* few && trans_b: the only such path (tg__gemm_few_nt_bf16) */
+    if (c->bf16 && !c->few) { /* tg__gemm_unpacked_bf16 */
+        direct_bf16(c, r0, r1, j0, j1, C, e);
+        return;
+    }
+    if (c->bf16) { /* few && trans_b: the only few-row path it takes */
         const size_t ao = (size_t)r0 * c->lda, bo = (size_t)j0 * c->ldb;
         few_rows_nt_bf16(r1 - r0, j1 - j0, c->K, c->alpha, c->A16 ? NULL : A, c->A16 ? c->A16 + ao : NULL, c->lda,
                          c->B16 ? NULL : B, c->B16 ? c->B16 + bo : NULL, c->ldb, c->beta, C, c->ldc, e);
@@ -1018,12 +1069,12 @@ const gemm_engine *tg__gemm_float_row(bool trans_a, bool trans_b, int M, int N, 
     return unpacked_path(fe, trans_a, trans_b, M, N, K, &few) ? NULL : &fe->e;
 }
 
-bool tg__gemm_few_nt_bf16(const gemm_job *job) {
+bool tg__gemm_unpacked_bf16(const gemm_job *job) {
 #if TG_SIMD_F32
     const float_engine *fe = float_engine_now();
     bool few;
-    if (fe == &fe_portable || !unpacked_path(fe, job->trans_a, job->trans_b, job->M, job->N, job->K, &few) || !few ||
-        !job->trans_b)
+    if (fe == &fe_portable || !unpacked_path(fe, job->trans_a, job->trans_b, job->M, job->N, job->K, &few) ||
+        (few && !job->trans_b))
         return false;
     gemm_ctx c = {.trans_a = job->trans_a,
                   .trans_b = job->trans_b,
@@ -1043,9 +1094,9 @@ bool tg__gemm_few_nt_bf16(const gemm_job *job) {
                   .ep = job->ep,
                   .bf16 = true,
                   .avx2 = true,
-                  .few = true,
-                  .mr = job->M,
-                  .nr = FEW_COLS};
+                  .few = few,
+                  .mr = few ? job->M : AVX_MR,
+                  .nr = few ? FEW_COLS : AVX_NR};
     run_unpacked(&c);
     return true;
 #else

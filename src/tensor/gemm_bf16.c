@@ -508,11 +508,13 @@ tg_bf16_engine_info tg_bf16_engine(void) {
 
 /* ---- the fp32 engine: operands rounded to bf16, then the float GEMM ---------
  * A product the float GEMM packs runs on its driver row with packers that
- * round as they pack (gemm_bf16_fp32.c), one it gives its few-row loops
- * with B transposed on those loops rounding as they load (gemm.c). The
- * others (its direct loops, few rows with B untransposed) run tg_k_gemm on
- * rounded copies of op(A) and op(B) as stored (the same transposes and a
- * compact leading dimension): the same bits either way. The copies live
+ * round as they pack (gemm_bf16_fp32.c); one it does not pack, on its
+ * direct loops (with panels and slivers from those packers) or its
+ * few-row loops with B transposed (rounding as they load) (gemm.c,
+ * tg__gemm_unpacked_bf16). The others (few rows with B untransposed, and
+ * any product below AVX2) run tg_k_gemm on rounded copies of op(A) and
+ * op(B) as stored (the same transposes and a compact leading dimension):
+ * the same bits either way. The copies live
  * in a thread-local buffer grown on demand and
  * freed by tg_release_all, or when its thread ends (a pthread key's
  * destructor: a pool worker that ran an attention tile's product on this
@@ -622,7 +624,7 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
     const bf_src a = stored(A, a_bf16, lda), b = stored(B, b_bf16, ldb);
     engine_id eng = bf16_engine_pick();
     const gemm_job job = bf16_job(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
-    if (eng == ENG_FP32 && (tg__gemm_bf16_fp32(&job, false) || tg__gemm_few_nt_bf16(&job))) return;
+    if (eng == ENG_FP32 && (tg__gemm_bf16_fp32(&job, false) || tg__gemm_unpacked_bf16(&job))) return;
     if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep)) return;
     if (eng == ENG_FP32) eng = ENG_PORTABLE;                              /* out of memory for the copies */
     if (gemm_bf16_small(&ENGINES[eng].drv, &job, eng == ENG_AMX)) return; /* without the driver's machinery */

@@ -16,10 +16,11 @@
  * the calling thread, then ran tg_k_gemm on them: 4% of a gpt-small bf16
  * step at 1 thread on an AVX2-only Zen 4 (perf), not shared among the
  * threads at 2, and a Linear's forward rounded its weights again for each
- * chunk of rows. Products the float GEMM gives its few-row loops with B
- * transposed round as those loops load (gemm.c, few_rows_nt_bf16); the
- * other unpacked ones (its direct loops) still make the copies
- * (gemm_bf16.c). */
+ * chunk of rows. The products the float GEMM does not pack take its
+ * own loops too (gemm.c, tg__gemm_unpacked_bf16): the direct loops on
+ * panels and slivers from these packers, the few-row loops with B
+ * transposed rounding as they load. Only the few-row products with B
+ * untransposed still make copies (gemm_bf16.c). */
 #include "tensor/gemm_bf16_pack.h"
 #include "tensor/simd.h"
 
@@ -90,7 +91,7 @@ TG_AVX2 static ALWAYS_INLINE void pack_a_cols(bool wide, const gemm_job *j, int 
                     dst[(size_t)k * 6 + r] = r < mm ? packed_value(j->A, j->A16, src + (size_t)k * j->lda + r) : 0;
     }
 }
-TG_AVX2 static void pack_a_bf16_avx2(const gemm_job *j, int i0, int m, void *dst) {
+TG_AVX2 void tg__fp32_pack_a(const gemm_job *j, int i0, int m, void *dst) {
     bool wide = j->A16 != NULL;
     if (j->trans_a)
         wide ? pack_a_cols(true, j, i0, m, dst) : pack_a_cols(false, j, i0, m, dst);
@@ -131,7 +132,7 @@ TG_AVX2 static ALWAYS_INLINE void pack_b_cols(bool wide, const gemm_job *j, int 
     for (; k < kc; k++)
         for (int c = 0; c < nr; c++) dst[(size_t)k * nr + c] = c < n ? packed_value(j->B, j->B16, src[c] + k) : 0;
 }
-TG_AVX2 static void pack_b_bf16_avx2(const gemm_job *j, int j0, int n, void *dst) {
+TG_AVX2 void tg__fp32_pack_b(const gemm_job *j, int j0, int n, void *dst) {
     bool wide = j->B16 != NULL;
     if (j->trans_b)
         wide ? pack_b_cols(true, j, j0, n, dst) : pack_b_cols(false, j, j0, n, dst);
@@ -150,8 +151,8 @@ static bool fp32_row(const gemm_job *job, gemm_engine *e) {
     *e = *row;
     e->kernel_a = NULL;   /* A read in place would be A unrounded: always packed (the same sums, gemm.c) */
     e->pack_b_run = NULL; /* the float rows have none */
-    e->pack_a = pack_a_bf16_avx2;
-    e->pack_b = pack_b_bf16_avx2;
+    e->pack_a = tg__fp32_pack_a;
+    e->pack_b = tg__fp32_pack_b;
     return true;
 #else
     (void)job, (void)e;

@@ -182,12 +182,21 @@ bool gemm_drive(const gemm_engine *e, const gemm_job *op);
  * few-row loops instead (by the shape alone): for the bf16 GEMM's fp32
  * engine, which runs the row with packers of its own (gemm_bf16_fp32.c). */
 const gemm_engine *tg__gemm_float_row(bool trans_a, bool trans_b, int M, int N, int K);
-/* The fp32 engine on a product the float GEMM gives its few-row loops with
- * B transposed (x W^T of a few rows: a decode step): those loops with
- * each operand rounded (or widened from bf16: the job's A16, B16) as it
- * is loaded, no copy made; the bits of tg_k_gemm_ep on rounded copies
- * (gemm.c). false where the float GEMM would take another path (or in the
- * double build): nothing done. */
-bool tg__gemm_few_nt_bf16(const gemm_job *job);
+/* The fp32 engine on a product the float GEMM does not pack: its own
+ * loops on the operands rounded (or widened from bf16: the job's A16,
+ * B16) to bf16, no copy of them made. The direct loops read panels of A
+ * and slivers of B from the packers below; the few-row loops with B
+ * transposed (x W^T of a few rows: a decode step) round each operand as
+ * they load it. The bits of tg_k_gemm_ep on rounded copies (gemm.c).
+ * false where the float GEMM would pack the product or take its few-row
+ * loops with B untransposed (or in the double build, or below AVX2):
+ * nothing done. */
+bool tg__gemm_unpacked_bf16(const gemm_job *job);
+/* The fp32 engine's packers (gemm_bf16_fp32.c; AVX2 up, float build):
+ * gemm.c's AVX2 pack_a (6-row panels) and pack_b_sliver (slivers
+ * j->eng->nr wide) for the job's K block (pc, kcur) and panel (jc), each
+ * value rounded or widened to bf16 as it is packed. */
+void tg__fp32_pack_a(const gemm_job *j, int i0, int m, void *dst);
+void tg__fp32_pack_b(const gemm_job *j, int j0, int n, void *dst);
 
 #endif
