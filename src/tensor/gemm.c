@@ -958,8 +958,8 @@ TG_AVX2 static void direct_bf16(const gemm_ctx *c, int r0, int r1, int j0, int j
                 const int m = mb - ip < AVX_MR ? mb - ip : AVX_MR;
                 tg_real *ct = C + (size_t)(ib - r0 + ip) * c->ldc + (jb - j0);
                 /* panel ip / 6 at ip * K: op(A)(i, k) at [k * 6 + i] */
-                kernel_direct_avx2(K, panels + (size_t)ip * K, 1, AVX_MR, sliver, AVX_NR, ct, c->ldc, c->alpha,
-                                   c->beta, m, n, AVX_NR);
+                kernel_direct_avx2(K, panels + (size_t)ip * K, 1, AVX_MR, sliver, AVX_NR, ct, c->ldc, c->alpha, c->beta,
+                                   m, n, AVX_NR);
                 gemm_epilogue(ep, C, ct, c->ldc, m, n);
             }
         }
