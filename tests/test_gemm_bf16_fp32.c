@@ -1,8 +1,10 @@
-/* The bf16 GEMM's fp32 engine on the packed path (gemm_bf16_fp32.c): its
- * packers round (or widen) the operands as they pack them, and the float
- * GEMM's row multiplies them. By definition that is tg_k_gemm on copies of
- * the operands rounded as the bf16 GEMM rounds (tg__bf16_round_daz; a bf16
- * source widened, its subnormals flushed): this checks it bit for bit, at
+/* The bf16 GEMM's fp32 engine, which makes no copy of an operand: on the
+ * packed path (gemm_bf16_fp32.c) its packers round (or widen) the
+ * operands as they pack them, and the float GEMM's row multiplies them;
+ * the float GEMM's own loops do the rest. By definition that is tg_k_gemm
+ * on copies of the operands rounded as the bf16 GEMM rounds
+ * (tg__bf16_round_daz; a bf16 source widened, its subnormals flushed):
+ * this checks it bit for bit, at
  * each ISA level it runs at (AVX2, AVX-512: its packers are AVX2's, the
  * rows' slivers 16 and 32 wide; float build only), every transpose,
  * float and bf16 sources, tails of M (not a multiple of the 6-row panel),
@@ -10,7 +12,7 @@
  * blocks, 1, 2 and 3 threads, an epilogue, and a product without C
  * (tg_k_gemm_bf16_no_c, which the fp32 engine now runs where the float
  * GEMM packs), and the few-row products that round as they load (gemm.c,
- * few_rows_nt_bf16), and the direct loops on panels and slivers packed
+ * few_rows_bf16), and the direct loops on panels and slivers packed
  * that way (gemm.c, direct_bf16). The operands span 2^-24..2^24 with
  * subnormals, and hold NaN, infinities and rounding ties. */
 #include <criterion/criterion.h>
@@ -111,11 +113,13 @@ Test(gemm_bf16_fp32, packed_path_is_tg_k_gemm_on_rounded_copies) {
     tg__bf16_engine_force(NULL);
 }
 
-/* Products of a few rows with B transposed (x W^T in a decode step) take
- * the float GEMM's few-row loops, which on this engine round (or widen)
- * each operand as they load it: the same bits as those loops on rounded
- * copies, for 1 row, an odd count, 16 rows (N K above 2^20), K tails
- * (K % 8: 4, 1, 6); the other transposes (copies) alongside. */
+/* Products of a few rows take the float GEMM's few-row loops, which on
+ * this engine round (or widen) each operand as they load it (A's values
+ * once per group of k, when B is untransposed): the same bits as those
+ * loops on rounded copies, for 1 row, an odd count, 16 rows with B
+ * transposed (N K above 2^20), K tails (K % 8: 4, 1, 6), N tails (300,
+ * 130: not a multiple of 8); A transposed or not; with both transposed
+ * the direct loops. */
 static void few_rows_shapes(void) {
     static const int few[][3] = {{1, 64, 300}, {3, 300, 257}, {7, 130, 1030}, {16, 1030, 1030}};
     shapes_case(few, sizeof few / sizeof few[0]);

@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "tensor/gemm_driver.h"
+#include "tensor/half.h" /* tg__bf16_round_daz, tg__bf16_to_float: the few-row loops' bf16 loads */
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor_internal.h"
@@ -529,75 +530,14 @@ static void direct_avx2(bool trans_a, bool trans_b, int i_begin, int i_end, int 
 typedef void (*few_nn_fn)(bool trans_a, int m, int N, int K, tg_real alpha, const tg_real *A, int lda, const tg_real *B,
                           int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep);
 
-TG_AVX2 static void few_rows_nn(bool trans_a, int m, int N, int K, tg_real alpha, const tg_real *A, int lda,
-                                const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
-                                const tg_gemm_epilogue *ep) {
-    _Alignas(32) tg_real acc[FEW_ACC];
-    int W = FEW_ACC / m / VLEN * VLEN; /* columns per block of sums */
-    if (W > (int)round_up((size_t)N, VLEN)) W = (int)round_up((size_t)N, VLEN);
-    const size_t ai = trans_a ? 1 : (size_t)lda, ak = trans_a ? (size_t)lda : 1; /* A(i,k) at A[i*ai + k*ak] */
-    for (int j0 = 0; j0 < N; j0 += W) {
-        const int w = N - j0 < W ? N - j0 : W;
-        memset(acc, 0, sizeof(tg_real) * (size_t)m * W);
-        int k = 0;
-        for (; k + 4 <= K; k += 4) {
-            const tg_real *b = B + (size_t)k * ldb + j0;
-            for (int j = 0; j < w; j += VLEN) {
-                vreal b0, b1, b2, b3;
-                if (j + VLEN <= w) {
-                    b0 = V_LOAD(b + j), b1 = V_LOAD(b + ldb + j);
-                    b2 = V_LOAD(b + 2 * (size_t)ldb + j), b3 = V_LOAD(b + 3 * (size_t)ldb + j);
-                } else { /* the last columns: masked loads never touch memory past them */
-                    __m256i mk = V_MASK(w - j, 0);
-                    b0 = V_MASKLOAD(b + j, mk), b1 = V_MASKLOAD(b + ldb + j, mk);
-                    b2 = V_MASKLOAD(b + 2 * (size_t)ldb + j, mk), b3 = V_MASKLOAD(b + 3 * (size_t)ldb + j, mk);
-                }
-                for (int r = 0; r < m; r++) {
-                    const tg_real *a = A + r * ai + k * ak;
-                    tg_real *sum = acc + (size_t)r * W + j;
-                    vreal t = V_LOAD(sum);
-                    t = V_FMA(V_BCAST(a), b0, t);
-                    t = V_FMA(V_BCAST(a + ak), b1, t);
-                    t = V_FMA(V_BCAST(a + 2 * ak), b2, t);
-                    t = V_FMA(V_BCAST(a + 3 * ak), b3, t);
-                    V_STORE(sum, t);
-                }
-            }
-        }
-        for (; k < K; k++) {
-            const tg_real *b = B + (size_t)k * ldb + j0;
-            for (int j = 0; j < w; j += VLEN) {
-                vreal b0 = j + VLEN <= w ? V_LOAD(b + j) : V_MASKLOAD(b + j, V_MASK(w - j, 0));
-                for (int r = 0; r < m; r++) {
-                    tg_real *sum = acc + (size_t)r * W + j;
-                    V_STORE(sum, V_FMA(V_BCAST(A + r * ai + k * ak), b0, V_LOAD(sum)));
-                }
-            }
-        }
-        store_tile(acc, W, m, w, alpha, beta, C + j0, ldc);
-        gemm_epilogue(ep, C, C + j0, ldc, m, w);
-    }
-}
-
-/* The VLEN lanes of v added in a fixed order. */
-TG_AVX2 static inline tg_real lanes_sum(vreal v) {
-#ifdef TG_DOUBLE
-    __m128d x = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(x, _mm_unpackhi_pd(x, x)));
-#else
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
-#endif
-}
-
-/* How few_rows_nt loads an operand: its tg_real values as they are
+/* How the few-row loops load an operand: its tg_real values as they are
  * (FEW_PLAIN), or as the bf16 GEMM's fp32 engine multiplies them (float
  * build): tg_real values rounded to bf16 (FEW_ROUND: round8, the packers'
  * bf), bf16 bits widened (FEW_WIDE: bf_h). Those read no copy of W: a
  * decode step's product x W^T on that engine used to round a whole copy
  * of W first, which made bf16 generation 1.6x slower than float on an
- * AVX2 CPU (lm --sample; bench/measured.md, session 10). */
+ * AVX2 CPU (lm --sample; bench/measured.md, session 10). few_scalar is
+ * the same for one value (few_rows_nn's broadcasts of A). */
 enum { FEW_PLAIN, FEW_ROUND, FEW_WIDE };
 /* VLEN values of operand p (mode) from element i on, or (tail) its first
  * n (< VLEN, mask mk), zeros after. */
@@ -619,6 +559,92 @@ TG_AVX2 static inline __attribute__((always_inline)) vreal few_load(int mode, co
     if (mode == FEW_ROUND) v = round8(v); /* round8(0) = 0: the zeros past K stay zeros */
 #endif
     return v;
+}
+
+TG_AVX2 static inline __attribute__((always_inline)) tg_real few_scalar(int mode, const void *p, size_t i) {
+#if TG_SIMD_F32
+    if (mode == FEW_WIDE) return (tg_real)tg__bf16_round_daz(tg__bf16_to_float(((const uint16_t *)p)[i]));
+    if (mode == FEW_ROUND) return (tg_real)tg__bf16_round_daz((float)((const tg_real *)p)[i]);
+#endif
+    (void)mode;
+    return ((const tg_real *)p)[i];
+}
+
+/* few_rows_nn's loops, A's and B's loads in modes am and bm (always
+ * inlined with constants). Under a bf16 mode A's values of a group of k
+ * are made once per block of columns (ar), not at each broadcast. */
+TG_AVX2 static inline __attribute__((always_inline)) void
+few_rows_nn_body(int am, int bm, bool trans_a, int m, int N, int K, tg_real alpha, const void *A, int lda,
+                 const void *B, int ldb, tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+    _Alignas(32) tg_real acc[FEW_ACC];
+    tg_real ar[FEW_ROWS_MAX * 4];      /* A(r, k + q) at ar[r * 4 + q], as multiplied (am != FEW_PLAIN) */
+    int W = FEW_ACC / m / VLEN * VLEN; /* columns per block of sums */
+    if (W > (int)round_up((size_t)N, VLEN)) W = (int)round_up((size_t)N, VLEN);
+    const size_t ai = trans_a ? 1 : (size_t)lda, ak = trans_a ? (size_t)lda : 1; /* A(i,k) at A[i*ai + k*ak] */
+    const tg_real *Af = (const tg_real *)A;
+    for (int j0 = 0; j0 < N; j0 += W) {
+        const int w = N - j0 < W ? N - j0 : W;
+        memset(acc, 0, sizeof(tg_real) * (size_t)m * W);
+        int k = 0;
+        for (; k + 4 <= K; k += 4) {
+            const size_t b = (size_t)k * ldb + j0;
+            if (am != FEW_PLAIN)
+                for (int r = 0; r < m; r++)
+                    for (int q = 0; q < 4; q++) ar[r * 4 + q] = few_scalar(am, A, r * ai + (k + q) * ak);
+            for (int j = 0; j < w; j += VLEN) {
+                vreal b0, b1, b2, b3;
+                const bool tail = j + VLEN > w; /* the last columns: masked loads never touch memory past them */
+                const __m256i mk = tail ? V_MASK(w - j, 0) : _mm256_setzero_si256();
+                b0 = few_load(bm, B, b + j, tail, mk, w - j), b1 = few_load(bm, B, b + ldb + j, tail, mk, w - j);
+                b2 = few_load(bm, B, b + 2 * (size_t)ldb + j, tail, mk, w - j);
+                b3 = few_load(bm, B, b + 3 * (size_t)ldb + j, tail, mk, w - j);
+                for (int r = 0; r < m; r++) {
+                    const tg_real *a = am == FEW_PLAIN ? Af + r * ai + k * ak : ar + r * 4;
+                    const size_t s = am == FEW_PLAIN ? ak : 1;
+                    tg_real *sum = acc + (size_t)r * W + j;
+                    vreal t = V_LOAD(sum);
+                    t = V_FMA(V_BCAST(a), b0, t);
+                    t = V_FMA(V_BCAST(a + s), b1, t);
+                    t = V_FMA(V_BCAST(a + 2 * s), b2, t);
+                    t = V_FMA(V_BCAST(a + 3 * s), b3, t);
+                    V_STORE(sum, t);
+                }
+            }
+        }
+        for (; k < K; k++) {
+            const size_t b = (size_t)k * ldb + j0;
+            if (am != FEW_PLAIN)
+                for (int r = 0; r < m; r++) ar[r] = few_scalar(am, A, r * ai + k * ak);
+            for (int j = 0; j < w; j += VLEN) {
+                const bool tail = j + VLEN > w;
+                vreal b0 = few_load(bm, B, b + j, tail, tail ? V_MASK(w - j, 0) : _mm256_setzero_si256(), w - j);
+                for (int r = 0; r < m; r++) {
+                    tg_real *sum = acc + (size_t)r * W + j;
+                    const tg_real *a = am == FEW_PLAIN ? Af + r * ai + k * ak : ar + r;
+                    V_STORE(sum, V_FMA(V_BCAST(a), b0, V_LOAD(sum)));
+                }
+            }
+        }
+        store_tile(acc, W, m, w, alpha, beta, C + j0, ldc);
+        gemm_epilogue(ep, C, C + j0, ldc, m, w);
+    }
+}
+TG_AVX2 static void few_rows_nn(bool trans_a, int m, int N, int K, tg_real alpha, const tg_real *A, int lda,
+                                const tg_real *B, int ldb, tg_real beta, tg_real *C, int ldc,
+                                const tg_gemm_epilogue *ep) {
+    few_rows_nn_body(FEW_PLAIN, FEW_PLAIN, trans_a, m, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
+}
+
+/* The VLEN lanes of v added in a fixed order. */
+TG_AVX2 static inline tg_real lanes_sum(vreal v) {
+#ifdef TG_DOUBLE
+    __m128d x = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(x, _mm_unpackhi_pd(x, x)));
+#else
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+#endif
 }
 
 #define DOT_FMA(r, j) s##r##j = V_FMA(x##r, y##j, s##r##j)
@@ -658,21 +684,27 @@ TG_AVX2 static void few_rows_nt(int m, int N, int K, tg_real alpha, const tg_rea
     few_rows_nt_body(FEW_PLAIN, FEW_PLAIN, m, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep);
 }
 #if TG_SIMD_F32
-/* few_rows_nt on the bf16 GEMM's operands: each a float one rounded, or
- * bf16 bits widened (A16, B16 set). */
-TG_AVX2 static void few_rows_nt_bf16(int m, int N, int K, tg_real alpha, const tg_real *A, const uint16_t *A16, int lda,
-                                     const tg_real *B, const uint16_t *B16, int ldb, tg_real beta, tg_real *C, int ldc,
-                                     const tg_gemm_epilogue *ep) {
-#define FEW_NT(am, a, bm, b) few_rows_nt_body(am, bm, m, N, K, alpha, a, lda, b, ldb, beta, C, ldc, ep)
+/* The few-row loops on the bf16 GEMM's operands: each a float one
+ * rounded, or bf16 bits widened (A16, B16 set); B transposed (nt) or not. */
+TG_AVX2 static void few_rows_bf16(bool nt, bool trans_a, int m, int N, int K, tg_real alpha, const tg_real *A,
+                                  const uint16_t *A16, int lda, const tg_real *B, const uint16_t *B16, int ldb,
+                                  tg_real beta, tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
+#define FEW(am, a, bm, b)                                                                        \
+    do {                                                                                         \
+        if (nt)                                                                                  \
+            few_rows_nt_body(am, bm, m, N, K, alpha, a, lda, b, ldb, beta, C, ldc, ep);          \
+        else                                                                                     \
+            few_rows_nn_body(am, bm, trans_a, m, N, K, alpha, a, lda, b, ldb, beta, C, ldc, ep); \
+    } while (0)
     if (A16 && B16)
-        FEW_NT(FEW_WIDE, A16, FEW_WIDE, B16);
+        FEW(FEW_WIDE, A16, FEW_WIDE, B16);
     else if (A16)
-        FEW_NT(FEW_WIDE, A16, FEW_ROUND, B);
+        FEW(FEW_WIDE, A16, FEW_ROUND, B);
     else if (B16)
-        FEW_NT(FEW_ROUND, A, FEW_WIDE, B16);
+        FEW(FEW_ROUND, A, FEW_WIDE, B16);
     else
-        FEW_NT(FEW_ROUND, A, FEW_ROUND, B);
-#undef FEW_NT
+        FEW(FEW_ROUND, A, FEW_ROUND, B);
+#undef FEW
 }
 #endif
 #undef DOT_FMA
@@ -971,22 +1003,24 @@ TG_AVX2 static void direct_bf16(const gemm_ctx *c, int r0, int r1, int j0, int j
  * (and the epilogue's Y). */
 static void unpacked_share(const gemm_ctx *c, int r0, int r1, int j0, int j1) {
     tg_gemm_epilogue ep = c->ep ? gemm_epilogue_at(c->ep, r0, j0, c->ldc) : (tg_gemm_epilogue){0};
-    const tg_real *A = c->A + (size_t)r0 * (c->trans_a ? 1 : (size_t)c->lda);
-    const tg_real *B = c->B + (c->trans_b ? (size_t)j0 * c->ldb : (size_t)j0);
     tg_real *C = c->C + (size_t)r0 * c->ldc + j0;
     const tg_gemm_epilogue *e = c->ep ? &ep : NULL;
 #if TG_SIMD_F32
-    if (c->bf16 && !c->few) { /* tg__gemm_unpacked_bf16 */
+    if (c->bf16 && !c->few) { /* tg__gemm_unpacked_bf16's direct loops */
         direct_bf16(c, r0, r1, j0, j1, C, e);
         return;
     }
-    if (c->bf16) { /* few && trans_b: the only few-row path it takes */
-        const size_t ao = (size_t)r0 * c->lda, bo = (size_t)j0 * c->ldb;
-        few_rows_nt_bf16(r1 - r0, j1 - j0, c->K, c->alpha, c->A16 ? NULL : A, c->A16 ? c->A16 + ao : NULL, c->lda,
-                         c->B16 ? NULL : B, c->B16 ? c->B16 + bo : NULL, c->ldb, c->beta, C, c->ldc, e);
+    if (c->bf16) { /* the few-row loops: A and B from the corner, as stored */
+        const size_t ao = (size_t)r0 * (c->trans_a ? 1 : (size_t)c->lda),
+                     bo = c->trans_b ? (size_t)j0 * c->ldb : (size_t)j0;
+        few_rows_bf16(c->trans_b, c->trans_a, r1 - r0, j1 - j0, c->K, c->alpha, c->A16 ? NULL : c->A + ao,
+                      c->A16 ? c->A16 + ao : NULL, c->lda, c->B16 ? NULL : c->B + bo, c->B16 ? c->B16 + bo : NULL,
+                      c->ldb, c->beta, C, c->ldc, e);
         return;
     }
 #endif
+    const tg_real *A = c->A + (size_t)r0 * (c->trans_a ? 1 : (size_t)c->lda);
+    const tg_real *B = c->B + (c->trans_b ? (size_t)j0 * c->ldb : (size_t)j0);
 #if TG_X86
     if (c->few && c->trans_b) {
         few_rows_nt(r1 - r0, j1 - j0, c->K, c->alpha, A, c->lda, B, c->ldb, c->beta, C, c->ldc, e);
@@ -1073,8 +1107,7 @@ bool tg__gemm_unpacked_bf16(const gemm_job *job) {
 #if TG_SIMD_F32
     const float_engine *fe = float_engine_now();
     bool few;
-    if (fe == &fe_portable || !unpacked_path(fe, job->trans_a, job->trans_b, job->M, job->N, job->K, &few) ||
-        (few && !job->trans_b))
+    if (fe == &fe_portable || !unpacked_path(fe, job->trans_a, job->trans_b, job->M, job->N, job->K, &few))
         return false;
     gemm_ctx c = {.trans_a = job->trans_a,
                   .trans_b = job->trans_b,

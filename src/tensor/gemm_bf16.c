@@ -508,85 +508,12 @@ tg_bf16_engine_info tg_bf16_engine(void) {
 
 /* ---- the fp32 engine: operands rounded to bf16, then the float GEMM ---------
  * A product the float GEMM packs runs on its driver row with packers that
- * round as they pack (gemm_bf16_fp32.c); one it does not pack, on its
- * direct loops (with panels and slivers from those packers) or its
- * few-row loops with B transposed (rounding as they load) (gemm.c,
- * tg__gemm_unpacked_bf16). The others (few rows with B untransposed, and
- * any product below AVX2) run tg_k_gemm on rounded copies of op(A) and
- * op(B) as stored (the same transposes and a compact leading dimension):
- * the same bits either way. The copies live
- * in a thread-local buffer grown on demand and
- * freed by tg_release_all, or when its thread ends (a pthread key's
- * destructor: a pool worker that ran an attention tile's product on this
- * engine and was retired by tg_set_num_threads, as gemm_driver.c's). */
-static _Thread_local void *fp32_buf;
-static _Thread_local size_t fp32_cap; /* floats */
-static pthread_key_t fp32_key;
-static pthread_once_t fp32_key_once = PTHREAD_ONCE_INIT;
-
-static void fp32_free_at_exit(void *buf) { tg_sys_free(buf); }
-static void fp32_key_make(void) { (void)pthread_key_create(&fp32_key, fp32_free_at_exit); }
-
-static void fp32_drop(void) {
-    if (fp32_buf) {
-        (void)pthread_setspecific(fp32_key, NULL);
-        tg_sys_free(fp32_buf);
-    }
-    fp32_buf = NULL;
-    fp32_cap = 0;
-}
-static void fp32_release_on_thread(void *ctx, int tid, int nth) {
-    (void)ctx, (void)tid, (void)nth;
-    fp32_drop();
-}
-static void fp32_release(void) { tg_parallel_team(true, fp32_release_on_thread, NULL); }
-
-/* rows x cols of src (leading dimension ld) rounded into dst (leading
- * dimension cols); built per ISA (a scalar loop was half the engine's
- * time). A bf16 source is widened (bf_h: its flush and quieting only). */
-TG_KERNEL_BODY void round_copy_body(int rows, int cols, const tg_real *src, int ld, tg_real *dst) {
-    for (int i = 0; i < rows; i++) {
-        const tg_real *s = src + (size_t)i * ld;
-        tg_real *d = dst + (size_t)i * cols;
-        for (int j = 0; j < cols; j++) d[j] = (tg_real)tg__bf16_round_daz((float)s[j]);
-    }
-}
-TG_KERNEL_BODY void widen_copy_body(int rows, int cols, const uint16_t *src, int ld, tg_real *dst) {
-    for (int i = 0; i < rows; i++) {
-        const uint16_t *s = src + (size_t)i * ld;
-        tg_real *d = dst + (size_t)i * cols;
-        for (int j = 0; j < cols; j++) d[j] = (tg_real)tg__bf16_to_float(bf_h(s[j]));
-    }
-}
-TG_ISA_DISPATCH(round_copy, (int rows, int cols, const tg_real *src, int ld, tg_real *dst), (rows, cols, src, ld, dst))
-TG_ISA_DISPATCH(widen_copy, (int rows, int cols, const uint16_t *src, int ld, tg_real *dst), (rows, cols, src, ld, dst))
-
-static void operand_copy(int rows, int cols, bf_src s, tg_real *dst) {
-    if (s.h)
-        widen_copy(rows, cols, s.h, s.ld, dst);
-    else
-        round_copy(rows, cols, s.f, s.ld, dst);
-}
-
-static bool gemm_fp32_engine(bool ta, bool tb, int M, int N, int K, tg_real alpha, bf_src A, bf_src B, tg_real beta,
-                             tg_real *C, int ldc, const tg_gemm_epilogue *ep) {
-    size_t need = (size_t)M * K + (size_t)K * N;
-    if (need > fp32_cap) {
-        tg__on_release_all(fp32_release);
-        pthread_once(&fp32_key_once, fp32_key_make);
-        fp32_drop();
-        fp32_buf = tg_sys_alloc(need * sizeof(tg_real));
-        if (!fp32_buf) return false;
-        (void)pthread_setspecific(fp32_key, fp32_buf);
-        fp32_cap = need;
-    }
-    tg_real *a = (tg_real *)fp32_buf, *b = a + (size_t)M * K;
-    int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    operand_copy(ar, ac, A, a);
-    operand_copy(br, bc, B, b);
-    tg_k_gemm_ep(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc, ep);
-    return true;
-}
+ * round as they pack (gemm_bf16_fp32.c); one it does not pack, on its own
+ * loops, which read panels and slivers from those packers (the direct
+ * loops) or round each operand as they load it (the few-row loops)
+ * (gemm.c, tg__gemm_unpacked_bf16). Either way no copy of an operand is
+ * made, and C has the bits of tg_k_gemm_ep on rounded copies of op(A) and
+ * op(B). Out of memory for the packing, the portable engine runs. */
 
 /* An operand as the caller stored it: bf16 bits or tg_real values. */
 static bf_src stored(const void *p, bool bf16, int ld) { return (bf_src){bf16 ? NULL : p, bf16 ? p : NULL, ld}; }
@@ -625,8 +552,7 @@ void tg_k_gemm_bf16_mixed(bool trans_a, bool trans_b, int M, int N, int K, tg_re
     engine_id eng = bf16_engine_pick();
     const gemm_job job = bf16_job(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);
     if (eng == ENG_FP32 && (tg__gemm_bf16_fp32(&job, false) || tg__gemm_unpacked_bf16(&job))) return;
-    if (eng == ENG_FP32 && gemm_fp32_engine(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep)) return;
-    if (eng == ENG_FP32) eng = ENG_PORTABLE;                              /* out of memory for the copies */
+    if (eng == ENG_FP32) eng = ENG_PORTABLE;                              /* out of memory for the packing */
     if (gemm_bf16_small(&ENGINES[eng].drv, &job, eng == ENG_AMX)) return; /* without the driver's machinery */
     if (!gemm_drive(&ENGINES[eng].drv, &job))
         gemm_bf16_unpacked(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc, ep);

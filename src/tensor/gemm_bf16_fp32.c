@@ -17,10 +17,9 @@
  * step at 1 thread on an AVX2-only Zen 4 (perf), not shared among the
  * threads at 2, and a Linear's forward rounded its weights again for each
  * chunk of rows. The products the float GEMM does not pack take its
- * own loops too (gemm.c, tg__gemm_unpacked_bf16): the direct loops on
- * panels and slivers from these packers, the few-row loops with B
- * transposed rounding as they load. Only the few-row products with B
- * untransposed still make copies (gemm_bf16.c). */
+ * own loops too, with no copies either (gemm.c, tg__gemm_unpacked_bf16):
+ * the direct loops on panels and slivers from these packers, the few-row
+ * loops rounding as they load. */
 #include "tensor/gemm_bf16_pack.h"
 #include "tensor/simd.h"
 
