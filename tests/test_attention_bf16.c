@@ -377,6 +377,26 @@ Test(attention_bf16, vector_roundings_are_the_scalar_one) {
         }
     }
 }
+
+/* widen8_packed (the fp32 engine's loads of bf16 operands) is round8 of
+ * the widened value (tg__bf16_round_daz: bf_h, gemm_bf16_pack.h) for
+ * every one of the 65,536 bf16 bit patterns: subnormals to signed zeros,
+ * NaNs quiet (signalling ones too), the rest as they are. */
+TG_AVX2 static void widen_avx2(const uint16_t *h, float *y) { _mm256_storeu_ps(y, widen8_packed(h)); }
+Test(attention_bf16, widen8_packed_is_round8_of_every_bf16_value) {
+    if (tg_isa_level() < TG_ISA_AVX2) return;
+    for (uint32_t h0 = 0; h0 < 65536; h0 += 8) {
+        uint16_t h[8];
+        float y[8];
+        for (int i = 0; i < 8; i++) h[i] = (uint16_t)(h0 + (uint32_t)i);
+        widen_avx2(h, y);
+        for (int i = 0; i < 8; i++) {
+            float want = tg__bf16_round_daz(tg__bf16_to_float(h[i]));
+            cr_assert(!memcmp(&y[i], &want, sizeof want), "widen8_packed(0x%04x): 0x%08x, round8 0x%08x",
+                      (unsigned)h[i], (unsigned)tg__float_bits(y[i]), (unsigned)tg__float_bits(want));
+        }
+    }
+}
 #endif
 
 #include "tensor/kernels.h"
