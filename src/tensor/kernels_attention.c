@@ -134,6 +134,45 @@ static void row_dots_portable(int n, int cols, const tg_real *x, int64_t xs, con
 }
 
 #if TG_SIMD_F32
+/* The same sums on 8 rows at once, a row a lane (row_dots_avx512's scheme
+ * at AVX2's width, with 8 x 8 blocks): every row's operations, in its
+ * order. A bf16 y's block is widened first, a row of 8 in one load. */
+TG_AVX2 static void row_dots_avx2(int n, int cols, const float *x, int64_t xs, const float *y, const uint16_t *y16,
+                                  int64_t ys, float *out) {
+    _Alignas(32) float tx[8 * 8], ty[8 * 8], wy[8 * 8];
+    for (int i0 = 0; i0 < n; i0 += 8) {
+        const int rows = n - i0 < 8 ? n - i0 : 8;
+        __m256 s = _mm256_setzero_ps();
+        for (int c0 = 0; c0 < cols; c0 += 8) {
+            const int w = cols - c0 < 8 ? cols - c0 : 8;
+            transpose8(x + i0 * xs + c0, xs, rows, w, tx, 8);
+            if (y16) {
+                for (int r = 0; r < rows; r++) {
+                    const uint16_t *yr = y16 + (i0 + r) * ys + c0;
+                    if (w == 8) {
+                        __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)yr));
+                        _mm256_store_si256((__m256i *)(void *)(wy + 8 * r), _mm256_slli_epi32(v, 16));
+                    } else {
+                        for (int c = 0; c < w; c++) wy[8 * r + c] = tg__bf16_to_float(yr[c]);
+                    }
+                }
+                transpose8(wy, 8, rows, w, ty, 8);
+            } else {
+                transpose8(y + i0 * ys + c0, ys, rows, w, ty, 8);
+            }
+            for (int c = 0; c < w; c++)
+                s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_load_ps(tx + 8 * c), _mm256_load_ps(ty + 8 * c)));
+        }
+        if (rows == 8) {
+            _mm256_storeu_ps(out + i0, s);
+        } else {
+            _Alignas(32) float t[8];
+            _mm256_store_ps(t, s);
+            for (int r = 0; r < rows; r++) out[i0 + r] = t[r];
+        }
+    }
+}
+
 /* The same sums on 16 rows at once, a row a lane: each 16 x 16 block of x
  * and of y transposed (transpose16), so that column c of the 16 rows is
  * one vector, then s += x_c * y_c for c in order: every row's operations,
@@ -175,7 +214,7 @@ TG_AVX512 static void row_dots_avx512(int n, int cols, const float *x, int64_t x
 
 void tg_k_attn_row_dots(int n, int cols, const tg_real *x, int64_t xs, const tg_real *y, const uint16_t *y16,
                         int64_t ys, tg_real *out) {
-    TG_PICK(TG_SIMD_F32, row_dots_portable, row_dots_portable, row_dots_avx512)(n, cols, x, xs, y, y16, ys, out);
+    TG_PICK(TG_SIMD_F32, row_dots_portable, row_dots_avx2, row_dots_avx512)(n, cols, x, xs, y, y16, ys, out);
 }
 
 /* tg_k_attn_store_rows (kernels.h): a + 0 or g + a per
@@ -193,6 +232,20 @@ static void store_rows_portable(int n, int width, const tg_real *acc, tg_real *g
 }
 
 #if TG_SIMD_F32
+/* store_rows_avx512's streaming stores at AVX2's width: two 32-byte
+ * stores fill each 64-byte line whole, so it is never read in. */
+TG_AVX2 static void store_rows_avx2(int n, int width, const float *acc, float *g, int64_t rs, bool set) {
+    if (!set || width % 16 != 0 || ((uintptr_t)g | (uintptr_t)(rs * 4)) % 64 != 0) {
+        store_rows_portable(n, width, acc, g, rs, set);
+        return;
+    }
+    const __m256 zero = _mm256_setzero_ps();
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < width; c += 8)
+            _mm256_stream_ps(g + i * rs + c, _mm256_add_ps(_mm256_loadu_ps(acc + (size_t)i * width + c), zero));
+    _mm_sfence();
+}
+
 /* Under set, rows of whole aligned 64-byte lines (gpt's head sizes 32 and
  * 64 in a 64-byte aligned gradient) go out with vmovntps: each line is
  * written whole, so reading it in first (what a plain store does) is a
@@ -211,7 +264,7 @@ TG_AVX512 static void store_rows_avx512(int n, int width, const float *acc, floa
 #endif
 
 void tg_k_attn_store_rows(int n, int width, const tg_real *acc, tg_real *g, int64_t rs, bool set) {
-    TG_PICK(TG_SIMD_F32, store_rows_portable, store_rows_portable, store_rows_avx512)(n, width, acc, g, rs, set);
+    TG_PICK(TG_SIMD_F32, store_rows_portable, store_rows_avx2, store_rows_avx512)(n, width, acc, g, rs, set);
 }
 
 /* ---- short sequences: one head-batch entry at a time ---------------------------
