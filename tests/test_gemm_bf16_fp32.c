@@ -4,17 +4,17 @@
  * the float GEMM's own loops do the rest. By definition that is tg_k_gemm
  * on copies of the operands rounded as the bf16 GEMM rounds
  * (tg__bf16_round_daz; a bf16 source widened, its subnormals flushed):
- * this checks it bit for bit, at
- * each ISA level it runs at (AVX2, AVX-512: its packers are AVX2's, the
- * rows' slivers 16 and 32 wide; float build only), every transpose,
- * float and bf16 sources, tails of M (not a multiple of the 6-row panel),
- * N (not a multiple of the sliver) and K (not a multiple of 8), several K
- * blocks, 1, 2 and 3 threads, an epilogue, and a product without C
- * (tg_k_gemm_bf16_no_c, which the fp32 engine now runs where the float
- * GEMM packs), and the few-row products that round as they load (gemm.c,
- * few_rows_bf16), and the direct loops on panels and slivers packed
- * that way (gemm.c, direct_bf16). The operands span 2^-24..2^24 with
- * subnormals, and hold NaN, infinities and rounding ties. */
+ * this checks it bit for bit, at each ISA level it runs at (AVX2,
+ * AVX-512: its packers are AVX2's, the rows' slivers 16 and 32 wide;
+ * float build only), every transpose, float and bf16 sources, tails of M
+ * (not a multiple of the 6-row panel), N (not a multiple of the sliver)
+ * and K (not a multiple of 8), several K blocks, 1, 2 and 3 threads, an
+ * epilogue, a product without C (tg_k_gemm_bf16_no_c, which the fp32
+ * engine now runs where the float GEMM packs), the few-row products that
+ * round as they load (gemm.c, few_rows_bf16), and the direct loops on
+ * panels and slivers packed that way (gemm.c, direct_bf16). The operands
+ * span 2^-24..2^24 with subnormals, and hold NaN, infinities and rounding
+ * ties. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>

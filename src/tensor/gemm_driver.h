@@ -185,12 +185,11 @@ const gemm_engine *tg__gemm_float_row(bool trans_a, bool trans_b, int M, int N, 
 /* The fp32 engine on a product the float GEMM does not pack: its own
  * loops on the operands rounded (or widened from bf16: the job's A16,
  * B16) to bf16, no copy of them made. The direct loops read panels of A
- * and slivers of B from the packers below; the few-row loops with B
- * transposed (x W^T of a few rows: a decode step) round each operand as
- * they load it. The bits of tg_k_gemm_ep on rounded copies (gemm.c).
- * false where the float GEMM would pack the product or take its few-row
- * loops with B untransposed (or in the double build, or below AVX2):
- * nothing done. */
+ * and slivers of B from the packers below; the few-row loops (x W^T of a
+ * few rows in a decode step, or dy W of a small batch) round each operand
+ * as they load it. The bits of tg_k_gemm_ep on rounded copies (gemm.c).
+ * false where the float GEMM would pack the product (or in the double
+ * build, or below AVX2): nothing done. */
 bool tg__gemm_unpacked_bf16(const gemm_job *job);
 /* The fp32 engine's packers (gemm_bf16_fp32.c; AVX2 up, float build):
  * gemm.c's AVX2 pack_a (6-row panels) and pack_b_sliver (slivers
