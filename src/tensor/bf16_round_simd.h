@@ -11,6 +11,7 @@
 #define TG_BF16_ROUND_SIMD_H
 #include <stdint.h>
 
+#include "half.h"
 #include "simd.h"
 
 #if TG_SIMD_F32
@@ -40,6 +41,13 @@ TG_AVX2 static inline __m256 widen8_packed(const uint16_t *h) {
     x = _mm256_or_si256(x, _mm256_and_si256(nan, _mm256_set1_epi32(0x00400000)));
     x = _mm256_andnot_si256(_mm256_and_si256(daz, _mm256_set1_epi32(0x7FFF0000)), x); /* daz: the sign alone */
     return _mm256_castsi256_ps(x);
+}
+/* Value i as round8 or widen8_packed gives it, one lane alone (the
+ * packers' and the few-row loops' scalar tails and broadcasts): a float
+ * f[i] rounded, or (h set) the bf16 bits h[i] widened through the same
+ * rounding, which only flushes a subnormal and quiets a NaN. */
+static inline float packed1(const float *f, const uint16_t *h, size_t i) {
+    return tg__bf16_round_daz(h ? tg__bf16_to_float(h[i]) : f[i]);
 }
 TG_AVX512 static inline __m512 round16(__m512 v) {
     __m512i x = _mm512_castps_si512(v), top = _mm512_set1_epi32((int)0xFFFF0000u);

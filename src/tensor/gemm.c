@@ -50,7 +50,6 @@
 #include <string.h>
 
 #include "tensor/gemm_driver.h"
-#include "tensor/half.h" /* tg__bf16_round_daz, tg__bf16_to_float: the few-row loops' bf16 loads */
 #include "tensor/kernels.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor_internal.h"
@@ -537,7 +536,7 @@ typedef void (*few_nn_fn)(bool trans_a, int m, int N, int K, tg_real alpha, cons
  * decode step's product x W^T on that engine used to round a whole copy
  * of W first, which made bf16 generation 1.6x slower than float on an
  * AVX2 CPU (lm --sample; bench/measured.md, session 10). few_scalar is
- * the same for one value (few_rows_nn's broadcasts of A). */
+ * the same for one value (few_rows_nn's broadcasts of A: packed1). */
 enum { FEW_PLAIN, FEW_ROUND, FEW_WIDE };
 /* VLEN values of operand p (mode) from element i on, or (tail) its first
  * n (< VLEN, mask mk), zeros after. */
@@ -563,8 +562,7 @@ TG_AVX2 static inline __attribute__((always_inline)) vreal few_load(int mode, co
 
 TG_AVX2 static inline __attribute__((always_inline)) tg_real few_scalar(int mode, const void *p, size_t i) {
 #if TG_SIMD_F32
-    if (mode == FEW_WIDE) return (tg_real)tg__bf16_round_daz(tg__bf16_to_float(((const uint16_t *)p)[i]));
-    if (mode == FEW_ROUND) return (tg_real)tg__bf16_round_daz((float)((const tg_real *)p)[i]);
+    if (mode != FEW_PLAIN) return packed1(mode == FEW_ROUND ? p : NULL, mode == FEW_WIDE ? p : NULL, i);
 #endif
     (void)mode;
     return ((const tg_real *)p)[i];

@@ -42,12 +42,6 @@
  * constant): for tg_real and for bf16 sources. */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-/* Element i of an operand as stored (f: tg_real values, h: bf16 bits; one
- * of them set), as the bf16 GEMM packs it. */
-static inline tg_real packed_value(const tg_real *f, const uint16_t *h, size_t i) {
-    return (tg_real)tg__bf16_to_float(h ? bf_h(h[i]) : bf((float)f[i]));
-}
-
 /* 8 values from element i on, as packed. */
 TG_AVX2 static ALWAYS_INLINE __m256 load8(bool wide, const float *f, const uint16_t *h, size_t i) {
     return wide ? widen8_packed(h + i) : round8(_mm256_loadu_ps(f + i));
@@ -70,7 +64,7 @@ TG_AVX2 static ALWAYS_INLINE void pack_a_rows(bool wide, const gemm_job *j, int 
             for (int q = 0; q < 8; q++) _mm256_storeu_ps(dst + (size_t)(k + q) * 6, v[q]);
         }
         for (; k < kc; k++)
-            for (int r = 0; r < 6; r++) dst[(size_t)k * 6 + r] = r < mm ? packed_value(j->A, j->A16, src[r] + k) : 0;
+            for (int r = 0; r < 6; r++) dst[(size_t)k * 6 + r] = r < mm ? packed1(j->A, j->A16, src[r] + k) : 0;
     }
 }
 /* Panels of 6 rows of op(A) = A^T: a panel's 6 values of one k are
@@ -87,7 +81,7 @@ TG_AVX2 static ALWAYS_INLINE void pack_a_cols(bool wide, const gemm_job *j, int 
         else
             for (int k = 0; k < kc; k++)
                 for (int r = 0; r < 6; r++)
-                    dst[(size_t)k * 6 + r] = r < mm ? packed_value(j->A, j->A16, src + (size_t)k * j->lda + r) : 0;
+                    dst[(size_t)k * 6 + r] = r < mm ? packed1(j->A, j->A16, src + (size_t)k * j->lda + r) : 0;
     }
 }
 TG_AVX2 void tg__fp32_pack_a(const gemm_job *j, int i0, int m, void *dst) {
@@ -109,7 +103,7 @@ TG_AVX2 static ALWAYS_INLINE void pack_b_rows(bool wide, const gemm_job *j, int 
             if (c + 8 <= n)
                 _mm256_storeu_ps(d + c, load8(wide, j->B, j->B16, src + c));
             else
-                for (int q = c; q < c + 8; q++) d[q] = q < n ? packed_value(j->B, j->B16, src + q) : 0;
+                for (int q = c; q < c + 8; q++) d[q] = q < n ? packed1(j->B, j->B16, src + q) : 0;
         }
     }
 }
@@ -129,7 +123,7 @@ TG_AVX2 static ALWAYS_INLINE void pack_b_cols(bool wide, const gemm_job *j, int 
             for (int q = 0; q < 8; q++) _mm256_storeu_ps(dst + (size_t)(k + q) * nr + h, v[q]);
         }
     for (; k < kc; k++)
-        for (int c = 0; c < nr; c++) dst[(size_t)k * nr + c] = c < n ? packed_value(j->B, j->B16, src[c] + k) : 0;
+        for (int c = 0; c < nr; c++) dst[(size_t)k * nr + c] = c < n ? packed1(j->B, j->B16, src[c] + k) : 0;
 }
 TG_AVX2 void tg__fp32_pack_b(const gemm_job *j, int j0, int n, void *dst) {
     bool wide = j->B16 != NULL;
